@@ -1,0 +1,80 @@
+/* cli.h: what the subcommands share: the command table, options, errors, exit codes, formatting. */
+#ifndef CLI_CLI_H
+#define CLI_CLI_H
+
+#include <getopt.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "../replay/store.h"
+
+/* Exit codes (fixed: scripts and CI depend on them). */
+enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2 };
+
+typedef struct cli {
+  const char *db_path; /* --db, else $MEMPLAY_DB, else ./memplay.db */
+  int json;            /* --json: print one JSON object */
+} cli;
+
+/*
+ * Adding a subcommand: write cli/cmd_<name>.c with `int cmd_<name>(int argc, char **argv, cli *c)`,
+ * declare it below, add a row to `cli_commands` in main.c (usage first line, then option
+ * lines), and document it in README.md. Every command answers -h with its usage on stdout.
+ */
+typedef struct cli_command {
+  const char *name;
+  int (*fn)(int argc, char **argv, cli *c);
+  const char *summary; /* one line for `memplay help` */
+  const char *usage;   /* the synopsis, then one line per option */
+} cli_command;
+
+extern const cli_command cli_commands[];
+const cli_command *cli_find_command(const char *name);
+
+int cmd_import(int argc, char **argv, cli *c);
+int cmd_list(int argc, char **argv, cli *c);
+int cmd_info(int argc, char **argv, cli *c);
+int cmd_replay(int argc, char **argv, cli *c);
+int cmd_export(int argc, char **argv, cli *c);
+int cmd_gen(int argc, char **argv, cli *c);
+int cmd_rm(int argc, char **argv, cli *c);
+int cmd_bench(int argc, char **argv, cli *c);
+int cmd_help(int argc, char **argv, cli *c);
+
+/* Options every command takes, for getopt_long tables: --db, --json, -h. */
+#define CLI_COMMON_OPTIONS                    \
+  {"db", required_argument, NULL, 'D'},       \
+  {"json", no_argument, NULL, 'J'},           \
+  {"help", no_argument, NULL, 'h'}
+
+/*
+ * Handles the common options inside a getopt loop: returns 1 when it handled opt, 0 when
+ * the option is the command's own, and -1 after printing usage (-h: exit 0; unknown: exit 2;
+ * *exit_code says which).
+ */
+int cli_common_option(cli *c, const char *cmd, int opt, int *exit_code);
+/* Runs getopt_long with the command's options plus the common ones. */
+int cli_getopt(int argc, char **argv, const char *shortopts, const struct option *longopts);
+
+void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void cli_warning(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Prints "error: <message>" and the command's synopsis to stderr; returns CLI_USAGE. */
+int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void cli_print_usage(FILE *f, const cli_command *cmd);
+
+/* Opens the store (creating it when create); prints the error and returns NULL on failure. */
+store *cli_open_store(cli *c, int create);
+
+/* Human sizes: "1.50 GiB" (binary units), into buf. */
+const char *cli_bytes(char *buf, size_t n, int64_t v);
+/* Time: "1.234 ms". */
+const char *cli_duration(char *buf, size_t n, double seconds);
+/* Thousands separators: "12,345". */
+const char *cli_count(char *buf, size_t n, uint64_t v);
+/* Parses SIZE arguments (4096, 4KiB, 1.5GiB, 24GB); prints a usage error on failure. */
+int cli_parse_size(const char *cmd, const char *opt, const char *s, uint64_t *out);
+
+/* Checks stdout for write errors before exit: returns code, or CLI_FAIL after a message. */
+int cli_finish_output(int code);
+
+#endif

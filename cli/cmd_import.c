@@ -1,0 +1,113 @@
+/* cmd_import.c: `memplay import FILE`: one file into the store, in one transaction. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../replay/importer.h"
+#include "../replay/jsonw.h"
+#include "../sim/hashmap.h"
+#include "cli.h"
+
+typedef struct imported {
+  int64_t id, events;
+  char *name;
+} imported;
+
+typedef struct import_report {
+  imported *t;
+  size_t n, cap;
+} import_report;
+
+static void on_trace(void *arg, int64_t id, const char *name, int64_t events) {
+  import_report *r = arg;
+  sim_grow((void **)&r->t, &r->cap, r->n + 1, sizeof *r->t);
+  r->t[r->n++] = (imported){id, events, strdup(name)};
+}
+
+static void on_warning(void *arg, const char *msg) {
+  (void)arg;
+  cli_warning("%s", msg);
+}
+
+int cmd_import(int argc, char **argv, cli *c) {
+  static const struct option opts[] = {
+    {"name", required_argument, NULL, 'n'},
+    {"format", required_argument, NULL, 'f'},
+    {"set", required_argument, NULL, 's'},
+    CLI_COMMON_OPTIONS,
+    {NULL, 0, NULL, 0},
+  };
+  const char *name = NULL, *format = NULL;
+  const char **params = calloc((size_t)argc + 1, sizeof *params);
+  size_t nparams = 0;
+  int opt, code = CLI_OK;
+  while ((opt = cli_getopt(argc, argv, "hn:f:s:", opts)) != -1) {
+    int r = cli_common_option(c, "import", opt, &code);
+    if (r < 0) {
+      free(params);
+      return code;
+    }
+    if (r) continue;
+    if (opt == 'n') name = optarg;
+    else if (opt == 'f') format = optarg;
+    else if (opt == 's') {
+      if (!strchr(optarg, '=')) {
+        free(params);
+        return cli_usage_error("import", "--set wants KEY=VALUE, not '%s'", optarg);
+      }
+      params[nparams++] = optarg;
+    }
+  }
+  if (optind + 1 != argc) {
+    free(params);
+    return cli_usage_error("import", optind >= argc ? "no FILE given" : "import takes one FILE");
+  }
+  if (name && !*name) {
+    free(params);
+    return cli_usage_error("import", "--name must not be empty");
+  }
+  if (format && !importer_find(format)) {
+    free(params);
+    return cli_usage_error("import", "unknown format '%s'", format);
+  }
+  store *s = cli_open_store(c, 1);
+  if (!s) {
+    free(params);
+    return CLI_FAIL;
+  }
+  import_report rep = {0};
+  import_ctx ctx = {.s = s, .path = argv[optind], .name = name, .params = params, .on_trace = on_trace,
+                    .on_warning = on_warning, .arg = &rep};
+  if (import_file(&ctx, format)) {
+    cli_error("%s", ctx.err);
+    code = CLI_FAIL;
+  } else if (c->json) {
+    yajl_gen g = jsonw_file(stdout, 0);
+    yajl_gen_map_open(g);
+    jsonw_kstr(g, "file", argv[optind]);
+    jsonw_kstr(g, "format", ctx.format);
+    jsonw_str(g, "traces");
+    yajl_gen_array_open(g);
+    for (size_t i = 0; i < rep.n; i++) {
+      yajl_gen_map_open(g);
+      jsonw_kstr(g, "name", rep.t[i].name);
+      jsonw_kint(g, "id", rep.t[i].id);
+      jsonw_kint(g, "events", rep.t[i].events);
+      yajl_gen_map_close(g);
+    }
+    yajl_gen_array_close(g);
+    yajl_gen_map_close(g);
+    yajl_gen_free(g);
+    putchar('\n');
+  } else {
+    for (size_t i = 0; i < rep.n; i++) {
+      char n[32];
+      printf("imported '%s' (%s events, %s) into %s\n", rep.t[i].name, cli_count(n, sizeof n, (uint64_t)rep.t[i].events),
+             ctx.format, store_path(s));
+    }
+  }
+  for (size_t i = 0; i < rep.n; i++) free(rep.t[i].name);
+  free(rep.t);
+  free(params);
+  store_close(s);
+  return code;
+}

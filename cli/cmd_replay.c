@@ -1,0 +1,163 @@
+/* cmd_replay.c: `memplay replay TRACE`: one trace through one allocator model, stored as a run. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../replay/engine.h"
+#include "../replay/jsonw.h"
+#include "../replay/report.h"
+#include "../replay/store_source.h"
+#include "cli.h"
+
+static const char *env_lookup(const char *name) { return getenv(name); }
+
+static void print_human(store *s, const store_trace *t, const run_meta *m, const replay_result *r, int64_t run_id) {
+  char a[48], b[48], e[48];
+  printf("replay of '%s' under %s: %s events in %s", t->name, m->allocator, cli_count(e, sizeof e, r->events),
+         cli_duration(a, sizeof a, r->elapsed_s));
+  if (r->elapsed_s > 0) printf(" (%.1f M events/s)", (double)r->events / r->elapsed_s / 1e6);
+  printf("\n");
+  printf("  peak allocated      %-12s at event %lld\n", cli_bytes(a, sizeof a, r->peak_allocated),
+         (long long)r->peak_allocated_seq);
+  printf("  peak reserved       %-12s at event %lld\n", cli_bytes(a, sizeof a, r->peak_reserved),
+         (long long)r->peak_reserved_seq);
+  printf("  peak requested      %s\n", cli_bytes(a, sizeof a, r->peak_requested));
+  printf("  fragmentation       %.1f%% at the peak (reserved %s, largest free block %s)\n", 100 * r->fragmentation,
+         cli_bytes(a, sizeof a, r->at_peak_reserved), cli_bytes(b, sizeof b, (int64_t)r->at_peak_largest_free));
+  printf("  device calls        %llu malloc, %llu free", (unsigned long long)r->device_mallocs,
+         (unsigned long long)r->device_frees);
+  if (r->device_maps || r->device_unmaps)
+    printf(", %llu map, %llu unmap", (unsigned long long)r->device_maps, (unsigned long long)r->device_unmaps);
+  printf("\n");
+  if (m->capacity == UINT64_MAX) printf("  OOMs                %llu (capacity unlimited)\n", (unsigned long long)r->ooms);
+  else
+    printf("  OOMs                %llu against a capacity of %s%s\n", (unsigned long long)r->ooms,
+           cli_bytes(a, sizeof a, (int64_t)m->capacity), r->stopped_at_oom ? " (stopped at the first)" : "");
+  for (size_t i = 0; i < r->noom_list && i < 5; i++)
+    printf("    event %lld: %s\n", (long long)r->oom_list[i].seq, r->oom_list[i].message);
+  if (r->noom_list > 5) printf("    ... %llu more\n", (unsigned long long)(r->ooms - 5));
+  if (r->host_pinned_peak || r->host_pageable_peak)
+    printf("  host memory         pinned peak %s, pageable peak %s\n", cli_bytes(a, sizeof a, r->host_pinned_peak),
+           cli_bytes(b, sizeof b, r->host_pageable_peak));
+  if (r->unknown_frees || r->dropped_frees || r->duplicate_allocs)
+    printf("  skipped             %llu frees of unknown addresses, %llu frees of dropped allocations, %llu repeated "
+           "allocations\n",
+           (unsigned long long)r->unknown_frees, (unsigned long long)r->dropped_frees,
+           (unsigned long long)r->duplicate_allocs);
+  printf("live at the peak, by category (requested bytes)\n");
+  for (int k = 0; k < SIM_CAT__COUNT; k++)
+    if (r->category_bytes[k])
+      printf("  %-18s %12s  %5.1f%%\n", sim_category_name(k), cli_bytes(a, sizeof a, r->category_bytes[k]),
+             r->peak_requested ? 100.0 * (double)r->category_bytes[k] / (double)r->peak_allocated : 0);
+  if (r->nsites) printf("largest call sites at the peak\n");
+  for (size_t i = 0; i < r->nsites; i++) {
+    char *label = store_stack_label(s, r->sites[i].stack);
+    printf("  %12s  %6lld x  %s\n", cli_bytes(a, sizeof a, r->sites[i].bytes), (long long)r->sites[i].count, label);
+    free(label);
+  }
+  if (run_id > 0) printf("stored as run %lld in %s\n", (long long)run_id, store_path(s));
+}
+
+int cmd_replay(int argc, char **argv, cli *c) {
+  static const struct option opts[] = {
+    {"allocator", required_argument, NULL, 'a'},
+    {"capacity", required_argument, NULL, 'c'},
+    {"stop-at-oom", no_argument, NULL, 'S'},
+    {"timeline", no_argument, NULL, 'T'},
+    {"no-save", no_argument, NULL, 'N'},
+    {"check", no_argument, NULL, 'K'},
+    CLI_COMMON_OPTIONS,
+    {NULL, 0, NULL, 0},
+  };
+  const char *alloc = NULL;
+  uint64_t capacity = UINT64_MAX;
+  int stop = 0, timeline = 0, save = 1, check = 0, opt, code = CLI_OK;
+  while ((opt = cli_getopt(argc, argv, "ha:c:", opts)) != -1) {
+    int r = cli_common_option(c, "replay", opt, &code);
+    if (r < 0) return code;
+    if (r) continue;
+    switch (opt) {
+    case 'a': alloc = optarg; break;
+    case 'c':
+      if (cli_parse_size("replay", "--capacity", optarg, &capacity)) return CLI_USAGE;
+      break;
+    case 'S': stop = 1; break;
+    case 'T': timeline = 1; break;
+    case 'N': save = 0; break;
+    case 'K': check = 1; break;
+    }
+  }
+  if (optind + 1 != argc) return cli_usage_error("replay", optind >= argc ? "no TRACE given" : "replay takes one TRACE");
+  char err[1024];
+  sim_spec spec;
+  if (alloc && sim_spec_parse(&spec, alloc, err, sizeof err) != SIM_OK) return cli_usage_error("replay", "%s", err);
+  store *s = cli_open_store(c, 0);
+  if (!s) {
+    if (alloc) sim_spec_release(&spec);
+    return CLI_FAIL;
+  }
+  store_trace t;
+  if (store_trace_find(s, argv[optind], &t)) {
+    cli_error("%s", store_error(s));
+    if (alloc) sim_spec_release(&spec);
+    store_close(s);
+    return CLI_FAIL;
+  }
+  if (!alloc) {
+    alloc = t.allocator && sim_allocator_find(t.allocator) ? t.allocator : "ideal";
+    sim_spec_parse(&spec, alloc, err, sizeof err);
+  }
+  /* The recorded settings belong to the allocator that recorded the trace. */
+  const char *recorded = t.allocator && !strcmp(t.allocator, spec.ops->name) ? t.allocator_settings : NULL;
+  replay_config cfg = {
+    .spec = &spec,
+    .capacity = capacity,
+    .total_memory = t.device_memory > 0 ? (uint64_t)t.device_memory : 0,
+    .recorded = recorded,
+    .getenv_fn = env_lookup,
+    .stop_at_oom = stop,
+    .check_level = check ? 2 : 0,
+  };
+  replay_source src;
+  replay_result res;
+  memset(&res, 0, sizeof res);
+  int64_t run_id = 0;
+  run_meta m = {.trace_id = t.id, .trace_name = t.name, .kind = "replay", .allocator = alloc, .capacity = capacity,
+                .backend = "sim", .step_time_s = -1, .samples_per_s = -1};
+  if (store_source_open(&src, s, t.id)) {
+    cli_error("%s", store_error(s));
+    code = CLI_FAIL;
+    goto out;
+  }
+  int rc = replay_run(&cfg, &src, &res, err, sizeof err);
+  replay_source_close(&src);
+  if (rc) {
+    cli_error("cannot replay '%s' under %s: %s", t.name, alloc, err);
+    code = CLI_FAIL;
+    goto out;
+  }
+  if (save) {
+    if (store_begin(s) || report_save_run(s, &m, &res, &run_id) || store_commit(s)) {
+      cli_error("%s", store_error(s));
+      store_rollback(s);
+      code = CLI_FAIL;
+      goto out;
+    }
+  }
+  if (c->json) {
+    yajl_gen g = jsonw_file(stdout, 0);
+    yajl_gen_map_open(g);
+    report_json(g, s, &m, &res, timeline);
+    if (run_id) jsonw_kint(g, "run_id", run_id);
+    yajl_gen_map_close(g);
+    yajl_gen_free(g);
+    putchar('\n');
+  } else {
+    print_human(s, &t, &m, &res, run_id);
+  }
+out:
+  replay_result_release(&res);
+  sim_spec_release(&spec);
+  store_trace_clear(&t);
+  store_close(s);
+  return code;
+}

@@ -1,0 +1,113 @@
+/* main.c: the memplay command: a table of subcommands and the dispatch to them. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+const cli_command cli_commands[] = {
+  {"import", cmd_import, "import a trace file into the store",
+   "memplay import FILE [--name NAME] [--format FORMAT] [--set KEY=VALUE]... [--db FILE] [--json]\n"
+   "  --name NAME       name of the new trace (default: from the file name)\n"
+   "  --format FORMAT   skip detection and read the file as FORMAT (see 'memplay help formats')\n"
+   "  --set KEY=VALUE   a setting for the importer (see docs/formats.md)"},
+  {"list", cmd_list, "list the traces in the store", "memplay list [--db FILE] [--json]"},
+  {"info", cmd_info, "describe a trace: metadata, events by kind, devices, streams, memory by category",
+   "memplay info TRACE [--db FILE] [--json]"},
+  {"replay", cmd_replay, "replay a trace through an allocator model and report peaks, fragmentation and OOMs",
+   "memplay replay TRACE [--allocator SPEC] [--capacity SIZE] [--stop-at-oom] [--timeline] [--no-save] [--check]\n"
+   "                     [--db FILE] [--json]\n"
+   "  --allocator SPEC  model and options, e.g. torch:expandable_segments:True or bfc:allow_growth=true\n"
+   "                    (default: the allocator that recorded the trace, else ideal)\n"
+   "  --capacity SIZE   device memory the process may use (default: unlimited)\n"
+   "  --stop-at-oom     stop at the first allocation that does not fit\n"
+   "  --timeline        include the downsampled timeline in --json output\n"
+   "  --no-save         do not store the run\n"
+   "  --check           check the model's invariants after every event (slow)"},
+  {"export", cmd_export, "write a trace out as a file",
+   "memplay export TRACE --format jsonl [-o FILE] [--db FILE]\n"
+   "  --format FORMAT   jsonl\n"
+   "  -o, --output FILE write to FILE instead of standard output"},
+  {"gen", cmd_gen, "generate a synthetic training trace into the store",
+   "memplay gen --events N [--seed S] [--batch B] [--name NAME] [--db FILE] [--json]\n"
+   "  --events N        number of events (any length)\n"
+   "  --seed S          the seed that chooses the model and its variation (default 1)\n"
+   "  --batch B         samples per step (default: chosen by the seed)\n"
+   "  --name NAME       trace name (default gen-S-N)"},
+  {"rm", cmd_rm, "delete traces from the store", "memplay rm TRACE... [--db FILE]"},
+  {"bench", cmd_bench, "measure import and replay speed on a generated trace (prints a table)",
+   "memplay bench [--events N] [--seed S] [--allocators LIST] [--json]\n"
+   "  --events N        events in the generated trace (default 10000000)\n"
+   "  --allocators LIST comma-separated allocator names (default: every model)\n"
+   "  --keep DIR        keep the benchmark store and files in DIR"},
+  {"help", cmd_help, "show help for memplay or one of its commands", "memplay help [COMMAND]"},
+  {NULL, NULL, NULL, NULL},
+};
+
+static void overview(FILE *f) {
+  fputs("memplay: GPU memory trace replay: import traces, replay them through allocator models, ask what if.\n\n"
+        "usage: memplay [--db FILE] COMMAND [ARGS]\n\ncommands:\n",
+        f);
+  for (const cli_command *c = cli_commands; c->name; c++) fprintf(f, "  %-10s %s\n", c->name, c->summary);
+  fputs("\nThe store is ./memplay.db unless --db FILE or MEMPLAY_DB names another.\n"
+        "'memplay help COMMAND' or 'memplay COMMAND -h' shows a command's options.\n"
+        "Exit status: 0 success, 1 failure, 2 usage error.\n",
+        f);
+}
+
+int cmd_help(int argc, char **argv, cli *c) {
+  (void)c;
+  if (argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
+    cli_print_usage(stdout, cli_find_command("help"));
+    return cli_finish_output(CLI_OK);
+  }
+  if (argc < 2) {
+    overview(stdout);
+    return cli_finish_output(CLI_OK);
+  }
+  const cli_command *cmd = cli_find_command(argv[1]);
+  if (!cmd) return cli_usage_error("help", "unknown command '%s'", argv[1]);
+  cli_print_usage(stdout, cmd);
+  fprintf(stdout, "\n%s.\n", cmd->summary);
+  return cli_finish_output(CLI_OK);
+}
+
+int main(int argc, char **argv) {
+  cli c = {0};
+  int i = 1;
+  /* Options before the command: --db FILE, --json. */
+  while (i < argc && argv[i][0] == '-') {
+    if (!strcmp(argv[i], "--db") && i + 1 < argc) {
+      c.db_path = argv[i + 1];
+      i += 2;
+    } else if (!strncmp(argv[i], "--db=", 5)) {
+      c.db_path = argv[i] + 5;
+      i++;
+    } else if (!strcmp(argv[i], "--json")) {
+      c.json = 1;
+      i++;
+    } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+      overview(stdout);
+      return cli_finish_output(CLI_OK);
+    } else if (!strcmp(argv[i], "--version")) {
+      puts("memplay " MEMPLAY_VERSION);
+      return cli_finish_output(CLI_OK);
+    } else {
+      fprintf(stderr, "error: unknown option '%s'\n", argv[i]);
+      overview(stderr);
+      return CLI_USAGE;
+    }
+  }
+  if (i >= argc) {
+    overview(stderr);
+    return CLI_USAGE;
+  }
+  const cli_command *cmd = cli_find_command(argv[i]);
+  if (!cmd) {
+    fprintf(stderr, "error: unknown command '%s' (see 'memplay help')\n", argv[i]);
+    return CLI_USAGE;
+  }
+  optind = 1;
+  int rc = cmd->fn(argc - i, argv + i, &c);
+  return cli_finish_output(rc);
+}

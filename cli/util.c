@@ -1,0 +1,148 @@
+/* util.c: options, errors, the store, and number formatting shared by every subcommand. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../sim/allocator.h"
+#include "cli.h"
+
+const cli_command *cli_find_command(const char *name) {
+  for (const cli_command *c = cli_commands; c->name; c++)
+    if (!strcmp(c->name, name)) return c;
+  return NULL;
+}
+
+void cli_error(const char *fmt, ...) {
+  va_list ap;
+  fflush(stdout);
+  fputs("error: ", stderr);
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fputc('\n', stderr);
+}
+
+void cli_warning(const char *fmt, ...) {
+  va_list ap;
+  fflush(stdout);
+  fputs("warning: ", stderr);
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fputc('\n', stderr);
+}
+
+void cli_print_usage(FILE *f, const cli_command *cmd) {
+  fprintf(f, "usage: %s\n", cmd->usage);
+}
+
+int cli_usage_error(const char *cmd, const char *fmt, ...) {
+  va_list ap;
+  fflush(stdout);
+  fputs("error: ", stderr);
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fputc('\n', stderr);
+  const cli_command *c = cmd ? cli_find_command(cmd) : NULL;
+  if (c) {
+    const char *nl = strchr(c->usage, '\n');
+    fprintf(stderr, "usage: %.*s\n(see 'memplay %s -h')\n", nl ? (int)(nl - c->usage) : (int)strlen(c->usage),
+            c->usage, c->name);
+  }
+  return CLI_USAGE;
+}
+
+static char **cur_argv;
+
+int cli_getopt(int argc, char **argv, const char *shortopts, const struct option *longopts) {
+  opterr = 0;
+  cur_argv = argv;
+  return getopt_long(argc, argv, shortopts, longopts, NULL);
+}
+
+int cli_common_option(cli *c, const char *cmd, int opt, int *exit_code) {
+  switch (opt) {
+  case 'D': c->db_path = optarg; return 1;
+  case 'J': c->json = 1; return 1;
+  case 'h': {
+    const cli_command *cc = cli_find_command(cmd);
+    if (cc) cli_print_usage(stdout, cc);
+    *exit_code = cli_finish_output(CLI_OK);
+    return -1;
+  }
+  case '?':
+    if (optopt && optopt != '?') *exit_code = cli_usage_error(cmd, "option '-%c' is unknown or needs a value", optopt);
+    else *exit_code = cli_usage_error(cmd, "option '%s' is unknown or needs a value",
+                                      cur_argv && optind > 0 ? cur_argv[optind - 1] : "?");
+    return -1;
+  default: return 0;
+  }
+}
+
+store *cli_open_store(cli *c, int create) {
+  const char *path = c->db_path;
+  if (!path) path = getenv("MEMPLAY_DB");
+  if (!path || !*path) path = "memplay.db";
+  if (!create && access(path, F_OK) != 0) {
+    cli_error("no store at '%s' (import a trace first, or name one with --db or MEMPLAY_DB)", path);
+    return NULL;
+  }
+  store *s;
+  char err[STORE_ERRLEN];
+  if (store_open(&s, path, create ? STORE_CREATE : 0, err, sizeof err)) {
+    cli_error("%s", err);
+    return NULL;
+  }
+  return s;
+}
+
+const char *cli_bytes(char *buf, size_t n, int64_t v) {
+  static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  double x = (double)(v < 0 ? -v : v);
+  int u = 0;
+  while (x >= 1024 && u < 5) {
+    x /= 1024;
+    u++;
+  }
+  if (u == 0) snprintf(buf, n, "%s%lld B", v < 0 ? "-" : "", (long long)(v < 0 ? -v : v));
+  else snprintf(buf, n, "%s%.2f %s", v < 0 ? "-" : "", x, units[u]);
+  return buf;
+}
+
+const char *cli_duration(char *buf, size_t n, double s) {
+  if (s >= 1) snprintf(buf, n, "%.3f s", s);
+  else if (s >= 1e-3) snprintf(buf, n, "%.3f ms", s * 1e3);
+  else snprintf(buf, n, "%.3f us", s * 1e6);
+  return buf;
+}
+
+const char *cli_count(char *buf, size_t n, uint64_t v) {
+  char raw[32];
+  int len = snprintf(raw, sizeof raw, "%llu", (unsigned long long)v);
+  size_t o = 0;
+  for (int i = 0; i < len && o + 2 < n; i++) {
+    if (i && (len - i) % 3 == 0) buf[o++] = ',';
+    buf[o++] = raw[i];
+  }
+  buf[o] = 0;
+  return buf;
+}
+
+int cli_parse_size(const char *cmd, const char *opt, const char *s, uint64_t *out) {
+  if (sim_parse_size(s, out)) {
+    cli_usage_error(cmd, "%s wants a size such as 4096, 4KiB, 1.5GiB or 24GB, not '%s'", opt, s);
+    return -1;
+  }
+  return 0;
+}
+
+int cli_finish_output(int code) {
+  if (fflush(stdout) != 0 || ferror(stdout)) {
+    fprintf(stderr, "error: cannot write output: %s\n", strerror(errno));
+    return CLI_FAIL;
+  }
+  return code;
+}

@@ -1,0 +1,37 @@
+/* jsonw.h: writing JSON through yajl_gen: to a FILE, or into memory. */
+#ifndef REPLAY_JSONW_H
+#define REPLAY_JSONW_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <yajl/yajl_gen.h>
+#include <yajl/yajl_tree.h>
+
+/* A generator that writes to f (pretty: indented). */
+yajl_gen jsonw_file(FILE *f, int pretty);
+/* A generator that writes into its own buffer; take the text with jsonw_text. */
+yajl_gen jsonw_mem(void);
+const char *jsonw_text(yajl_gen g, size_t *len);
+
+void jsonw_str(yajl_gen g, const char *s);
+void jsonw_strn(yajl_gen g, const char *s, size_t n);
+void jsonw_int(yajl_gen g, int64_t v);
+void jsonw_uint(yajl_gen g, uint64_t v);
+void jsonw_double(yajl_gen g, double v); /* up to 9 significant digits; null when not finite */
+void jsonw_bool(yajl_gen g, int v);
+void jsonw_null(yajl_gen g);
+/* Writes text that is already JSON (a captured value). */
+void jsonw_raw(yajl_gen g, const char *json);
+
+/* Writes a parsed yajl tree value. */
+void jsonw_tree(yajl_gen g, yajl_val v);
+
+/* key/value shorthands inside an object */
+void jsonw_kstr(yajl_gen g, const char *k, const char *v); /* null when v is NULL */
+void jsonw_kint(yajl_gen g, const char *k, int64_t v);
+void jsonw_kuint(yajl_gen g, const char *k, uint64_t v);
+void jsonw_kdouble(yajl_gen g, const char *k, double v);
+void jsonw_kbool(yajl_gen g, const char *k, int v);
+void jsonw_kraw(yajl_gen g, const char *k, const char *json);
+
+#endif

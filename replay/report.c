@@ -1,0 +1,254 @@
+/* report.c: replay results as JSON and as rows of the runs tables. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "jsonw.h"
+#include "report.h"
+
+void report_json(yajl_gen g, store *s, const run_meta *m, const replay_result *r, int timeline) {
+  jsonw_kstr(g, "trace", m->trace_name);
+  if (m->trace_id > 0) jsonw_kint(g, "trace_id", m->trace_id);
+  jsonw_kstr(g, "allocator", m->allocator);
+  jsonw_kstr(g, "backend", m->backend ? m->backend : "sim");
+  jsonw_kstr(g, "device", m->device);
+  jsonw_str(g, "capacity_bytes");
+  if (m->capacity == UINT64_MAX) jsonw_null(g);
+  else jsonw_uint(g, m->capacity);
+  jsonw_kuint(g, "events", r->events);
+  jsonw_kuint(g, "allocs", r->allocs);
+  jsonw_kuint(g, "frees", r->frees);
+  jsonw_kint(g, "peak_allocated_bytes", r->peak_allocated);
+  jsonw_kint(g, "peak_reserved_bytes", r->peak_reserved);
+  jsonw_kint(g, "peak_requested_bytes", r->peak_requested);
+  jsonw_kint(g, "peak_active_bytes", r->peak_active);
+  jsonw_kint(g, "peak_allocated_event", r->peak_allocated_seq);
+  jsonw_kint(g, "peak_reserved_event", r->peak_reserved_seq);
+  jsonw_kint(g, "final_allocated_bytes", r->final_allocated);
+  jsonw_kint(g, "final_reserved_bytes", r->final_reserved);
+  jsonw_kdouble(g, "fragmentation", r->fragmentation);
+  jsonw_kdouble(g, "fragmentation_gmlake", r->fragmentation_gmlake);
+  jsonw_kuint(g, "device_mallocs", r->device_mallocs);
+  jsonw_kuint(g, "device_frees", r->device_frees);
+  jsonw_kuint(g, "device_maps", r->device_maps);
+  jsonw_kuint(g, "device_unmaps", r->device_unmaps);
+  jsonw_kuint(g, "ooms", r->ooms);
+  jsonw_kbool(g, "stopped_at_oom", r->stopped_at_oom);
+  if (m->step_time_s >= 0) jsonw_kdouble(g, "step_time_s", m->step_time_s);
+  if (m->samples_per_s >= 0) jsonw_kdouble(g, "samples_per_s", m->samples_per_s);
+
+  jsonw_str(g, "at_peak");
+  yajl_gen_map_open(g);
+  jsonw_kint(g, "event", r->peak_allocated_seq);
+  jsonw_kint(g, "ts", r->peak_ts);
+  jsonw_kint(g, "allocated_bytes", r->peak_allocated);
+  jsonw_kint(g, "reserved_bytes", r->at_peak_reserved);
+  jsonw_kuint(g, "largest_free_block_bytes", r->at_peak_largest_free);
+  jsonw_str(g, "by_category");
+  yajl_gen_map_open(g);
+  for (int c = 0; c < SIM_CAT__COUNT; c++)
+    if (r->category_bytes[c] || r->category_count[c]) jsonw_kint(g, sim_category_name(c), r->category_bytes[c]);
+  yajl_gen_map_close(g);
+  jsonw_str(g, "by_method");
+  yajl_gen_map_open(g);
+  for (int c = 0; c < SIM_CATSRC__COUNT; c++)
+    if (r->catsrc_bytes[c]) jsonw_kint(g, sim_cat_source_name(c), r->catsrc_bytes[c]);
+  yajl_gen_map_close(g);
+  jsonw_str(g, "top_sites");
+  yajl_gen_array_open(g);
+  for (size_t i = 0; i < r->nsites; i++) {
+    yajl_gen_map_open(g);
+    jsonw_kint(g, "stack_id", r->sites[i].stack);
+    char *label = s ? store_stack_label(s, r->sites[i].stack) : NULL;
+    jsonw_kstr(g, "site", label);
+    free(label);
+    jsonw_kint(g, "bytes", r->sites[i].bytes);
+    jsonw_kint(g, "count", r->sites[i].count);
+    yajl_gen_map_close(g);
+  }
+  yajl_gen_array_close(g);
+  yajl_gen_map_close(g);
+
+  jsonw_str(g, "oom_list");
+  yajl_gen_array_open(g);
+  for (size_t i = 0; i < r->noom_list; i++) {
+    const replay_oom *o = &r->oom_list[i];
+    yajl_gen_map_open(g);
+    jsonw_kint(g, "event", o->seq);
+    jsonw_kint(g, "device", o->device);
+    jsonw_kint(g, "stream", o->stream);
+    jsonw_kuint(g, "size_bytes", o->size);
+    jsonw_kint(g, "allocated_bytes", o->allocated);
+    jsonw_kint(g, "reserved_bytes", o->reserved);
+    jsonw_kuint(g, "largest_free_block_bytes", o->largest_free);
+    jsonw_kstr(g, "message", o->message);
+    yajl_gen_map_close(g);
+  }
+  yajl_gen_array_close(g);
+
+  jsonw_kint(g, "host_pinned_peak_bytes", r->host_pinned_peak);
+  jsonw_kint(g, "host_pageable_peak_bytes", r->host_pageable_peak);
+  jsonw_str(g, "skipped");
+  yajl_gen_map_open(g);
+  jsonw_kuint(g, "unknown_frees", r->unknown_frees);
+  jsonw_kuint(g, "dropped_frees", r->dropped_frees);
+  jsonw_kuint(g, "duplicate_allocs", r->duplicate_allocs);
+  yajl_gen_map_close(g);
+  jsonw_str(g, "devices");
+  yajl_gen_array_open(g);
+  for (int i = 0; i < r->ndevices; i++) {
+    const replay_device_result *d = &r->devices[i];
+    yajl_gen_map_open(g);
+    jsonw_kint(g, "device", d->device);
+    jsonw_kint(g, "peak_allocated_bytes", d->peak_allocated);
+    jsonw_kint(g, "peak_reserved_bytes", d->peak_reserved);
+    jsonw_kint(g, "peak_requested_bytes", d->peak_requested);
+    jsonw_kuint(g, "device_mallocs", d->device_mallocs);
+    jsonw_kuint(g, "device_frees", d->device_frees);
+    jsonw_kuint(g, "ooms", d->ooms);
+    yajl_gen_map_close(g);
+  }
+  yajl_gen_array_close(g);
+  jsonw_kuint(g, "timeline_points", r->ntimeline);
+  if (timeline) {
+    jsonw_str(g, "timeline");
+    yajl_gen_array_open(g);
+    for (size_t i = 0; i < r->ntimeline; i++) {
+      const replay_point *p = &r->timeline[i];
+      yajl_gen_map_open(g);
+      jsonw_kint(g, "event", p->seq);
+      jsonw_kint(g, "ts", p->ts);
+      jsonw_kint(g, "allocated_bytes", p->allocated);
+      jsonw_kint(g, "reserved_bytes", p->reserved);
+      jsonw_kint(g, "requested_bytes", p->requested);
+      yajl_gen_map_close(g);
+    }
+    yajl_gen_array_close(g);
+  }
+  jsonw_kdouble(g, "elapsed_s", r->elapsed_s);
+}
+
+int report_save_run(store *s, const run_meta *m, const replay_result *r, int64_t *run_id) {
+  yajl_gen g = jsonw_mem();
+  yajl_gen_map_open(g);
+  report_json(g, s, m, r, 0);
+  yajl_gen_map_close(g);
+  char now[32];
+  time_t t = time(NULL);
+  struct tm tm;
+  gmtime_r(&t, &tm);
+  strftime(now, sizeof now, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  int rc = -1;
+  sqlite3_stmt *q = store_stmt(s,
+                               "INSERT INTO runs(trace_id, trace_name, created_at, kind, allocator, capacity, device, "
+                               "backend, scenario, variant, events, peak_allocated, peak_reserved, peak_requested, "
+                               "device_mallocs, device_frees, ooms, fragmentation, step_time_s, samples_per_s, result) "
+                               "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, "
+                               "?18, ?19, ?20, ?21)");
+  if (!q) goto out;
+  if (m->trace_id > 0) sqlite3_bind_int64(q, 1, m->trace_id);
+  sqlite3_bind_text(q, 2, m->trace_name, -1, SQLITE_STATIC);
+  sqlite3_bind_text(q, 3, now, -1, SQLITE_TRANSIENT);
+  sqlite3_bind_text(q, 4, m->kind ? m->kind : "replay", -1, SQLITE_STATIC);
+  sqlite3_bind_text(q, 5, m->allocator, -1, SQLITE_STATIC);
+  if (m->capacity != UINT64_MAX) sqlite3_bind_int64(q, 6, (int64_t)m->capacity);
+  sqlite3_bind_text(q, 7, m->device, -1, SQLITE_STATIC);
+  sqlite3_bind_text(q, 8, m->backend ? m->backend : "sim", -1, SQLITE_STATIC);
+  sqlite3_bind_text(q, 9, m->scenario, -1, SQLITE_STATIC);
+  sqlite3_bind_text(q, 10, m->variant, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(q, 11, (int64_t)r->events);
+  sqlite3_bind_int64(q, 12, r->peak_allocated);
+  sqlite3_bind_int64(q, 13, r->peak_reserved);
+  sqlite3_bind_int64(q, 14, r->peak_requested);
+  sqlite3_bind_int64(q, 15, (int64_t)r->device_mallocs);
+  sqlite3_bind_int64(q, 16, (int64_t)r->device_frees);
+  sqlite3_bind_int64(q, 17, (int64_t)r->ooms);
+  sqlite3_bind_double(q, 18, r->fragmentation);
+  if (m->step_time_s >= 0) sqlite3_bind_double(q, 19, m->step_time_s);
+  if (m->samples_per_s >= 0) sqlite3_bind_double(q, 20, m->samples_per_s);
+  size_t len;
+  const char *json = jsonw_text(g, &len);
+  sqlite3_bind_text(q, 21, json, (int)len, SQLITE_STATIC);
+  if (sqlite3_step(q) != SQLITE_DONE) {
+    store_fail(s, q, "cannot store run");
+    goto out;
+  }
+  int64_t id = sqlite3_last_insert_rowid(store_db(s));
+  q = store_stmt(s, "INSERT INTO run_timeline(run_id, idx, seq, ts, allocated, reserved, requested) "
+                    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)");
+  if (!q) goto out;
+  for (size_t i = 0; i < r->ntimeline; i++) {
+    const replay_point *p = &r->timeline[i];
+    sqlite3_reset(q);
+    sqlite3_bind_int64(q, 1, id);
+    sqlite3_bind_int64(q, 2, (int64_t)i);
+    sqlite3_bind_int64(q, 3, p->seq);
+    sqlite3_bind_int64(q, 4, p->ts);
+    sqlite3_bind_int64(q, 5, p->allocated);
+    sqlite3_bind_int64(q, 6, p->reserved);
+    sqlite3_bind_int64(q, 7, p->requested);
+    if (sqlite3_step(q) != SQLITE_DONE) {
+      store_fail(s, q, "cannot store run timeline");
+      goto out;
+    }
+  }
+  q = store_stmt(s, "INSERT INTO run_ooms(run_id, idx, seq, device, stream, size, allocated, reserved, largest_free, "
+                    "message) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)");
+  if (!q) goto out;
+  for (size_t i = 0; i < r->noom_list; i++) {
+    const replay_oom *o = &r->oom_list[i];
+    sqlite3_reset(q);
+    sqlite3_bind_int64(q, 1, id);
+    sqlite3_bind_int64(q, 2, (int64_t)i);
+    sqlite3_bind_int64(q, 3, o->seq);
+    sqlite3_bind_int(q, 4, o->device);
+    sqlite3_bind_int64(q, 5, o->stream);
+    sqlite3_bind_int64(q, 6, (int64_t)o->size);
+    sqlite3_bind_int64(q, 7, o->allocated);
+    sqlite3_bind_int64(q, 8, o->reserved);
+    sqlite3_bind_int64(q, 9, (int64_t)o->largest_free);
+    sqlite3_bind_text(q, 10, o->message, -1, SQLITE_STATIC);
+    if (sqlite3_step(q) != SQLITE_DONE) {
+      store_fail(s, q, "cannot store run OOMs");
+      goto out;
+    }
+  }
+  q = store_stmt(s, "INSERT INTO run_composition(run_id, by, key, stack_id, bytes, count) VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
+  if (!q) goto out;
+  for (int c = 0; c < SIM_CAT__COUNT; c++) {
+    if (!r->category_bytes[c] && !r->category_count[c]) continue;
+    sqlite3_reset(q);
+    sqlite3_bind_int64(q, 1, id);
+    sqlite3_bind_text(q, 2, "category", -1, SQLITE_STATIC);
+    sqlite3_bind_text(q, 3, sim_category_name(c), -1, SQLITE_STATIC);
+    sqlite3_bind_null(q, 4);
+    sqlite3_bind_int64(q, 5, r->category_bytes[c]);
+    sqlite3_bind_int64(q, 6, r->category_count[c]);
+    if (sqlite3_step(q) != SQLITE_DONE) {
+      store_fail(s, q, "cannot store run composition");
+      goto out;
+    }
+  }
+  for (size_t i = 0; i < r->nsites; i++) {
+    char key[32];
+    snprintf(key, sizeof key, "%lld", (long long)r->sites[i].stack);
+    sqlite3_reset(q);
+    sqlite3_bind_int64(q, 1, id);
+    sqlite3_bind_text(q, 2, "callsite", -1, SQLITE_STATIC);
+    sqlite3_bind_text(q, 3, key, -1, SQLITE_TRANSIENT);
+    if (r->sites[i].stack > 0) sqlite3_bind_int64(q, 4, r->sites[i].stack);
+    else sqlite3_bind_null(q, 4);
+    sqlite3_bind_int64(q, 5, r->sites[i].bytes);
+    sqlite3_bind_int64(q, 6, r->sites[i].count);
+    if (sqlite3_step(q) != SQLITE_DONE) {
+      store_fail(s, q, "cannot store run composition");
+      goto out;
+    }
+  }
+  if (run_id) *run_id = id;
+  rc = 0;
+out:
+  yajl_gen_free(g);
+  return rc;
+}

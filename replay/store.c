@@ -1,0 +1,1033 @@
+/* store.c: opening, hardening and migrating the store; statements, transactions, interning, traces. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <pthread.h>
+
+#include "store_int.h"
+
+void store_seterr(store *s, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(s->err, sizeof s->err, fmt, ap);
+  va_end(ap);
+}
+
+const char *store_error(const store *s) { return s->err; }
+sqlite3 *store_db(store *s) { return s->db; }
+const char *store_path(const store *s) { return s->path; }
+
+int store_fail(store *s, sqlite3_stmt *stmt, const char *what) {
+  const char *sql = stmt ? sqlite3_sql(stmt) : NULL;
+  store_seterr(s, "%s: %s%s%s%s", what, sqlite3_errmsg(s->db), sql ? " (in: " : "", sql ? sql : "", sql ? ")" : "");
+  return -1;
+}
+
+int store_exec(store *s, const char *sql) {
+  char *msg = NULL;
+  if (sqlite3_exec(s->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
+    store_seterr(s, "%s (in: %.200s)", msg ? msg : sqlite3_errmsg(s->db), sql);
+    sqlite3_free(msg);
+    return -1;
+  }
+  return 0;
+}
+
+sqlite3_stmt *store_stmt(store *s, const char *sql) {
+  int existed;
+  uint64_t *slot = sim_map_put(&s->stmts, (uint64_t)(uintptr_t)sql, &existed);
+  if (existed) {
+    sqlite3_stmt *st = (sqlite3_stmt *)(uintptr_t)*slot;
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    return st;
+  }
+  sqlite3_stmt *st = NULL;
+  if (sqlite3_prepare_v3(s->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &st, NULL) != SQLITE_OK) {
+    store_seterr(s, "cannot prepare statement: %s (in: %s)", sqlite3_errmsg(s->db), sql);
+    sim_map_del(&s->stmts, (uint64_t)(uintptr_t)sql, NULL);
+    return NULL;
+  }
+  *slot = (uint64_t)(uintptr_t)st;
+  return st;
+}
+
+/* ---- interning ------------------------------------------------------------------------- */
+
+static uint64_t hash_bytes(const void *p, size_t n) {
+  const unsigned char *b = p;
+  uint64_t h = 0x9E3779B97F4A7C15ull ^ (n * 0xff51afd7ed558ccdull);
+  while (n >= 8) {
+    uint64_t v;
+    memcpy(&v, b, 8);
+    h = (h ^ (v * 0xc4ceb9fe1a85ec53ull)) * 0x9E3779B97F4A7C15ull;
+    h ^= h >> 29;
+    b += 8;
+    n -= 8;
+  }
+  uint64_t v = 0;
+  memcpy(&v, b, n);
+  h = (h ^ (v * 0xc4ceb9fe1a85ec53ull)) * 0x9E3779B97F4A7C15ull;
+  h ^= h >> 32;
+  return h;
+}
+
+static void intern_init(intern_table *t) { memset(t, 0, sizeof *t); }
+
+static void intern_release(intern_table *t) {
+  sim_map_release(&t->map);
+  free(t->ents);
+  free(t->arena);
+  intern_init(t);
+}
+
+/* Returns the id for key, or 0 when absent; *probe receives the map key to insert under. */
+static int64_t intern_find(const intern_table *t, const void *key, size_t len, uint64_t *probe) {
+  uint64_t h = hash_bytes(key, len);
+  for (uint64_t k = h;; k++) {
+    uint64_t *slot = sim_map_get(&t->map, k);
+    if (!slot) {
+      *probe = k;
+      return 0;
+    }
+    const intern_entry *e = &t->ents[*slot];
+    if (e->len == len && memcmp(t->arena + e->off, key, len) == 0) return e->id;
+  }
+}
+
+static void intern_add(intern_table *t, uint64_t probe, const void *key, size_t len, int64_t id) {
+  sim_grow((void **)&t->ents, &t->cap, t->n + 1, sizeof *t->ents);
+  sim_grow((void **)&t->arena, &t->acap, t->alen + len + 1, 1);
+  memcpy(t->arena + t->alen, key, len);
+  t->ents[t->n] = (intern_entry){hash_bytes(key, len), id, t->alen, len};
+  t->alen += len;
+  *sim_map_put(&t->map, probe, NULL) = t->n++;
+}
+
+static void intern_reset_all(store *s) {
+  intern_release(&s->strings);
+  intern_release(&s->frames);
+  intern_release(&s->callsites);
+}
+
+static int64_t intern_string_u(store *s, const char *str, size_t len) {
+  uint64_t probe;
+  int64_t id = intern_find(&s->strings, str, len, &probe);
+  if (id) return id;
+  sqlite3_stmt *q = store_stmt(s, "SELECT id FROM strings WHERE value = ?1");
+  if (!q) return -1;
+  sqlite3_bind_text(q, 1, str, (int)len, SQLITE_STATIC);
+  int rc = sqlite3_step(q);
+  if (rc == SQLITE_ROW) {
+    id = sqlite3_column_int64(q, 0);
+  } else if (rc == SQLITE_DONE) {
+    sqlite3_stmt *ins = store_stmt(s, "INSERT INTO strings(value) VALUES (?1)");
+    if (!ins) return -1;
+    sqlite3_bind_text(ins, 1, str, (int)len, SQLITE_STATIC);
+    if (sqlite3_step(ins) != SQLITE_DONE) return store_fail(s, ins, "cannot store string");
+    id = sqlite3_last_insert_rowid(s->db);
+  } else {
+    return store_fail(s, q, "cannot look up string");
+  }
+  sqlite3_reset(q);
+  intern_add(&s->strings, probe, str, len, id);
+  return id;
+}
+
+/* Interns a row of integers in `table` (frames or callsites) through the given SQL. */
+static int64_t intern_ints(store *s, intern_table *t, const int64_t *vals, int n, const char *select_sql,
+                           const char *insert_sql, const char *what) {
+  uint64_t probe;
+  int64_t id = intern_find(t, vals, (size_t)n * sizeof *vals, &probe);
+  if (id) return id;
+  sqlite3_stmt *q = store_stmt(s, select_sql);
+  if (!q) return -1;
+  for (int i = 0; i < n; i++) sqlite3_bind_int64(q, i + 1, vals[i]);
+  int rc = sqlite3_step(q);
+  if (rc == SQLITE_ROW) {
+    id = sqlite3_column_int64(q, 0);
+  } else if (rc == SQLITE_DONE) {
+    sqlite3_stmt *ins = store_stmt(s, insert_sql);
+    if (!ins) return -1;
+    for (int i = 0; i < n; i++) sqlite3_bind_int64(ins, i + 1, vals[i]);
+    if (sqlite3_bind_parameter_count(ins) > n) sqlite3_bind_int64(ins, n + 1, vals[n]);
+    if (sqlite3_step(ins) != SQLITE_DONE) return store_fail(s, ins, what);
+    id = sqlite3_last_insert_rowid(s->db);
+  } else {
+    return store_fail(s, q, what);
+  }
+  sqlite3_reset(q);
+  intern_add(t, probe, vals, (size_t)n * sizeof *vals, id);
+  return id;
+}
+
+static int64_t intern_stack_u(store *s, const store_frame *frames, size_t n) {
+  int64_t parent = 0;
+  for (size_t i = n; i-- > 0;) {
+    const char *name = frames[i].name ? frames[i].name : "";
+    const char *file = frames[i].file ? frames[i].file : "";
+    int64_t nid = intern_string_u(s, name, strlen(name));
+    int64_t fid = intern_string_u(s, file, strlen(file));
+    if (nid < 0 || fid < 0) return -1;
+    int64_t fr[3] = {nid, fid, frames[i].line};
+    int64_t frame = intern_ints(s, &s->frames, fr, 3, "SELECT id FROM frames WHERE name_id=?1 AND file_id=?2 AND line=?3",
+                                "INSERT INTO frames(name_id, file_id, line) VALUES (?1, ?2, ?3)", "cannot store frame");
+    if (frame < 0) return -1;
+    int64_t cs[3] = {parent, frame, (int64_t)(n - 1 - i)};
+    parent = intern_ints(s, &s->callsites, cs, 2, "SELECT id FROM callsites WHERE parent_id=?1 AND frame_id=?2",
+                         "INSERT INTO callsites(parent_id, frame_id, depth) VALUES (?1, ?2, ?3)",
+                         "cannot store call site");
+    if (parent < 0) return -1;
+  }
+  return parent;
+}
+
+const char *store_string(store *s, int64_t id) {
+  if (id <= 0) return NULL;
+  sqlite3_stmt *q = store_stmt(s, "SELECT value FROM strings WHERE id = ?1");
+  if (!q) return NULL;
+  sqlite3_bind_int64(q, 1, id);
+  if (sqlite3_step(q) != SQLITE_ROW) {
+    sqlite3_reset(q);
+    return NULL;
+  }
+  const char *v = (const char *)sqlite3_column_text(q, 0);
+  size_t len = (size_t)sqlite3_column_bytes(q, 0);
+  sim_grow((void **)&s->strbuf, &s->strbuf_cap, len + 1, 1);
+  memcpy(s->strbuf, v ? v : "", len);
+  s->strbuf[len] = 0;
+  sqlite3_reset(q);
+  return s->strbuf;
+}
+
+int store_stack_frames(store *s, int64_t id, int (*fn)(void *arg, const store_frame *f), void *arg) {
+  sqlite3_stmt *q = store_stmt(s,
+                               "SELECT c.parent_id, n.value, f.value, fr.line FROM callsites c "
+                               "JOIN frames fr ON fr.id = c.frame_id JOIN strings n ON n.id = fr.name_id "
+                               "JOIN strings f ON f.id = fr.file_id WHERE c.id = ?1");
+  if (!q) return -1;
+  for (int64_t cur = id; cur > 0;) {
+    sqlite3_reset(q);
+    sqlite3_bind_int64(q, 1, cur);
+    int rc = sqlite3_step(q);
+    if (rc == SQLITE_DONE) break;
+    if (rc != SQLITE_ROW) return store_fail(s, q, "cannot read call stack");
+    cur = sqlite3_column_int64(q, 0);
+    store_frame f = {(const char *)sqlite3_column_text(q, 1), (const char *)sqlite3_column_text(q, 2),
+                     sqlite3_column_int64(q, 3)};
+    if (fn(arg, &f)) break;
+  }
+  sqlite3_reset(q);
+  return 0;
+}
+
+typedef struct label_pick {
+  char *innermost, *python, *user;
+} label_pick;
+
+static char *frame_label(const store_frame *f) {
+  char buf[512];
+  if (f->file && *f->file && f->line) snprintf(buf, sizeof buf, "%s (%s:%lld)", f->name, f->file, (long long)f->line);
+  else if (f->file && *f->file && strcmp(f->file, "??")) snprintf(buf, sizeof buf, "%s (%s)", f->name, f->file);
+  else snprintf(buf, sizeof buf, "%s", f->name ? f->name : "?");
+  return strdup(buf);
+}
+
+static int pick_frame(void *arg, const store_frame *f) {
+  label_pick *p = arg;
+  if (!p->innermost) p->innermost = frame_label(f);
+  size_t n = f->file ? strlen(f->file) : 0;
+  if (n > 3 && !strcmp(f->file + n - 3, ".py")) {
+    if (!p->python) p->python = frame_label(f);
+    if (!strstr(f->file, "/torch/") && !strstr(f->file, "site-packages")) {
+      p->user = frame_label(f);
+      return 1;
+    }
+  }
+  return 0;
+}
+
+char *store_stack_label(store *s, int64_t id) {
+  if (id <= 0) return strdup("(no call stack)");
+  label_pick p = {0};
+  store_stack_frames(s, id, pick_frame, &p);
+  char *best = p.user ? p.user : p.python ? p.python : p.innermost;
+  if (best != p.user) free(p.user);
+  if (best != p.python) free(p.python);
+  if (best != p.innermost) free(p.innermost);
+  return best ? best : strdup("(unknown call stack)");
+}
+
+/* ---- opening ---------------------------------------------------------------------------- */
+
+static int pragma_int(store *s, const char *sql, int *out) {
+  sqlite3_stmt *st;
+  if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK) return store_fail(s, NULL, "cannot read store header");
+  int rc = sqlite3_step(st);
+  *out = rc == SQLITE_ROW ? sqlite3_column_int(st, 0) : 0;
+  sqlite3_finalize(st);
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) return store_fail(s, NULL, "cannot read store header");
+  return 0;
+}
+
+static int migrate(store *s, int from) {
+  if (store_exec(s, "BEGIN IMMEDIATE")) return -1;
+  for (int v = from + 1; v <= store_schema_version; v++) {
+    if (store_exec(s, store_migration(v))) {
+      char msg[STORE_ERRLEN];
+      snprintf(msg, sizeof msg, "%s", s->err);
+      sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+      store_seterr(s, "cannot upgrade store '%s' to schema version %d: %s", s->path, v, msg);
+      return -1;
+    }
+  }
+  char sql[128];
+  snprintf(sql, sizeof sql, "PRAGMA application_id = %d; PRAGMA user_version = %d", STORE_APPLICATION_ID,
+           store_schema_version);
+  if (store_exec(s, sql) || store_exec(s, "COMMIT")) {
+    sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+    return -1;
+  }
+  return 0;
+}
+
+int store_open(store **out, const char *path, int flags, char *err, size_t errlen) {
+  *out = NULL;
+  store *s = sim_xcalloc(1, sizeof *s);
+  pthread_mutex_init(&s->conn_lock, NULL);
+  s->path = strdup(path);
+  s->readonly = (flags & STORE_READONLY) != 0;
+  sim_map_init(&s->stmts);
+  int oflags = s->readonly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | ((flags & STORE_CREATE) ? SQLITE_OPEN_CREATE : 0);
+  if (sqlite3_open_v2(path, &s->db, oflags | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
+    snprintf(err, errlen, "cannot open store '%s': %s", path, s->db ? sqlite3_errmsg(s->db) : "out of memory");
+    store_close(s);
+    return -1;
+  }
+  /* Harden the connection: no double-quoted string literals, defensive mode, a busy timeout. */
+  sqlite3_db_config(s->db, SQLITE_DBCONFIG_DEFENSIVE, 1, NULL);
+  sqlite3_db_config(s->db, SQLITE_DBCONFIG_DQS_DDL, 0, NULL);
+  sqlite3_db_config(s->db, SQLITE_DBCONFIG_DQS_DML, 0, NULL);
+  sqlite3_db_config(s->db, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, NULL);
+  sqlite3_busy_timeout(s->db, 10000);
+  sqlite3_extended_result_codes(s->db, 1);
+
+  int app = 0, ver = 0, ntables = 0;
+  if (pragma_int(s, "PRAGMA application_id", &app) || pragma_int(s, "PRAGMA user_version", &ver) ||
+      pragma_int(s, "SELECT count(*) FROM sqlite_schema", &ntables)) {
+    snprintf(err, errlen, "cannot open store '%s': %s", path,
+             strstr(s->err, "file is not a database") ? "not a memplay store (not an SQLite database)" : s->err);
+    store_close(s);
+    return -1;
+  }
+  if (app != STORE_APPLICATION_ID && !(app == 0 && ver == 0 && ntables == 0)) {
+    snprintf(err, errlen, "cannot open store '%s': not a memplay store (application_id %d)", path, app);
+    store_close(s);
+    return -1;
+  }
+  if (ver > store_schema_version) {
+    snprintf(err, errlen,
+             "cannot open store '%s': it was written by a newer memplay (schema version %d; this one knows up to %d)",
+             path, ver, store_schema_version);
+    store_close(s);
+    return -1;
+  }
+  if (!s->readonly) {
+    /* Larger pages make bulk loads and scans of the events table faster; only a new file takes it. */
+    if (ntables == 0 && ver == 0 && store_exec(s, "PRAGMA page_size = 16384")) {
+      snprintf(err, errlen, "cannot open store '%s': %s", path, s->err);
+      store_close(s);
+      return -1;
+    }
+    if (store_exec(s, "PRAGMA journal_mode = WAL") || store_exec(s, "PRAGMA synchronous = NORMAL") ||
+        store_exec(s, "PRAGMA foreign_keys = ON") || store_exec(s, "PRAGMA cache_size = -65536")) {
+      snprintf(err, errlen, "cannot open store '%s': %s", path, s->err);
+      store_close(s);
+      return -1;
+    }
+    if (ver < store_schema_version && migrate(s, ver)) {
+      snprintf(err, errlen, "%s", s->err);
+      store_close(s);
+      return -1;
+    }
+  } else if (ver < store_schema_version) {
+    snprintf(err, errlen, "cannot open store '%s' read-only: it needs upgrading from schema version %d to %d", path,
+             ver, store_schema_version);
+    store_close(s);
+    return -1;
+  }
+  *out = s;
+  return 0;
+}
+
+void store_close(store *s) {
+  if (!s) return;
+  size_t it = 0;
+  uint64_t k, v;
+  while (sim_map_next(&s->stmts, &it, &k, &v)) sqlite3_finalize((sqlite3_stmt *)(uintptr_t)v);
+  sim_map_release(&s->stmts);
+  intern_reset_all(s);
+  if (s->db) sqlite3_close(s->db);
+  free(s->strbuf);
+  free(s->path);
+  pthread_mutex_destroy(&s->conn_lock);
+  free(s);
+}
+
+static int writer_stop(store_writer *w);
+
+/* ---- transactions ----------------------------------------------------------------------- */
+
+int store_begin(store *s) {
+  if (store_exec(s, "BEGIN IMMEDIATE")) return -1;
+  s->in_tx = 1;
+  return 0;
+}
+
+int store_commit(store *s) {
+  if (store_exec(s, "COMMIT")) {
+    store_rollback(s);
+    return -1;
+  }
+  s->in_tx = 0;
+  return 0;
+}
+
+void store_rollback(store *s) {
+  if (s->writer) writer_stop(s->writer); /* an importer that failed without aborting its writer */
+  if (sqlite3_get_autocommit(s->db) == 0) sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+  s->in_tx = 0;
+  /* Ids handed out inside the transaction no longer exist. */
+  intern_reset_all(s);
+}
+
+/* ---- traces ----------------------------------------------------------------------------- */
+
+static char *col_strdup(sqlite3_stmt *st, int i) {
+  const unsigned char *t = sqlite3_column_text(st, i);
+  return t ? strdup((const char *)t) : NULL;
+}
+
+#define TRACE_COLUMNS                                                                                           \
+  "id, name, source_format, source_file, device_name, device_memory, device_index, framework, allocator, "     \
+  "allocator_settings, batch_size, imported_at, event_count, first_ts, last_ts, attrs"
+
+static void trace_from_row(sqlite3_stmt *st, store_trace *t) {
+  memset(t, 0, sizeof *t);
+  t->id = sqlite3_column_int64(st, 0);
+  t->name = col_strdup(st, 1);
+  t->source_format = col_strdup(st, 2);
+  t->source_file = col_strdup(st, 3);
+  t->device_name = col_strdup(st, 4);
+  t->device_memory = sqlite3_column_int64(st, 5);
+  t->device_index = sqlite3_column_type(st, 6) == SQLITE_NULL ? -1 : sqlite3_column_int(st, 6);
+  t->framework = col_strdup(st, 7);
+  t->allocator = col_strdup(st, 8);
+  t->allocator_settings = col_strdup(st, 9);
+  t->batch_size = sqlite3_column_int64(st, 10);
+  t->imported_at = col_strdup(st, 11);
+  t->event_count = sqlite3_column_int64(st, 12);
+  t->first_ts = sqlite3_column_int64(st, 13);
+  t->last_ts = sqlite3_column_int64(st, 14);
+  t->attrs = col_strdup(st, 15);
+}
+
+void store_trace_clear(store_trace *t) {
+  free(t->name);
+  free(t->source_format);
+  free(t->source_file);
+  free(t->device_name);
+  free(t->framework);
+  free(t->allocator);
+  free(t->allocator_settings);
+  free(t->imported_at);
+  free(t->attrs);
+  memset(t, 0, sizeof *t);
+}
+
+int store_trace_find(store *s, const char *ref, store_trace *t) {
+  memset(t, 0, sizeof *t);
+  sqlite3_stmt *q = store_stmt(s, "SELECT " TRACE_COLUMNS " FROM traces WHERE name = ?1");
+  if (!q) return -1;
+  sqlite3_bind_text(q, 1, ref, -1, SQLITE_STATIC);
+  int rc = sqlite3_step(q);
+  if (rc == SQLITE_DONE) {
+    char *end;
+    long long id = strtoll(ref, &end, 10);
+    if (*ref && !*end) {
+      q = store_stmt(s, "SELECT " TRACE_COLUMNS " FROM traces WHERE id = ?1");
+      if (!q) return -1;
+      sqlite3_bind_int64(q, 1, id);
+      rc = sqlite3_step(q);
+    }
+  }
+  if (rc == SQLITE_ROW) {
+    trace_from_row(q, t);
+    sqlite3_reset(q);
+    return 0;
+  }
+  if (rc == SQLITE_DONE) {
+    store_seterr(s, "no trace '%s' in store '%s'", ref, s->path);
+    return 1;
+  }
+  return store_fail(s, q, "cannot read traces");
+}
+
+int store_trace_each(store *s, int (*fn)(void *arg, const store_trace *t), void *arg) {
+  sqlite3_stmt *q;
+  if (sqlite3_prepare_v2(s->db, "SELECT " TRACE_COLUMNS " FROM traces ORDER BY id", -1, &q, NULL) != SQLITE_OK)
+    return store_fail(s, NULL, "cannot read traces");
+  int rc, stop = 0;
+  while (!stop && (rc = sqlite3_step(q)) == SQLITE_ROW) {
+    store_trace t;
+    trace_from_row(q, &t);
+    stop = fn(arg, &t);
+    store_trace_clear(&t);
+  }
+  if (!stop && rc != SQLITE_DONE) {
+    store_fail(s, q, "cannot read traces");
+    sqlite3_finalize(q);
+    return -1;
+  }
+  sqlite3_finalize(q);
+  return 0;
+}
+
+int store_trace_delete(store *s, int64_t id) {
+  static const char *const sql[] = {
+    "DELETE FROM events WHERE id BETWEEN ?1 << 32 AND (?1 << 32) + 4294967295",
+    "DELETE FROM event_args WHERE trace_id = ?1",
+    "DELETE FROM recorded WHERE trace_id = ?1",   "DELETE FROM segments WHERE trace_id = ?1",
+    "DELETE FROM blocks WHERE trace_id = ?1",     "DELETE FROM trace_stats WHERE trace_id = ?1",
+    "UPDATE runs SET trace_id = NULL WHERE trace_id = ?1", "DELETE FROM traces WHERE id = ?1",
+  };
+  for (size_t i = 0; i < sizeof sql / sizeof sql[0]; i++) {
+    sqlite3_stmt *q = store_stmt(s, sql[i]);
+    if (!q) return -1;
+    sqlite3_bind_int64(q, 1, id);
+    if (sqlite3_step(q) != SQLITE_DONE) return store_fail(s, q, "cannot delete trace");
+  }
+  return 0;
+}
+
+char *store_unique_name(store *s, const char *base) {
+  size_t n = strlen(base) + 24;
+  char *name = sim_xmalloc(n);
+  snprintf(name, n, "%s", base);
+  for (int i = 2;; i++) {
+    sqlite3_stmt *q = store_stmt(s, "SELECT 1 FROM traces WHERE name = ?1");
+    if (!q) {
+      free(name);
+      return NULL;
+    }
+    sqlite3_bind_text(q, 1, name, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(q);
+    sqlite3_reset(q);
+    if (rc == SQLITE_DONE) return name;
+    if (rc != SQLITE_ROW) {
+      free(name);
+      return NULL;
+    }
+    snprintf(name, n, "%s-%d", base, i);
+  }
+}
+
+/* ---- writing ---------------------------------------------------------------------------- */
+
+/*
+ * Events are inserted by a writer thread, so that parsing (in the importer's thread) and
+ * SQLite (in the writer's) overlap. The importer fills batches; the writer inserts each batch
+ * while holding the connection lock, which the importer's thread takes only for the rare
+ * statements it runs itself (interning misses, recorded actions, final state). Everything
+ * stays in the caller's one transaction.
+ */
+#define BATCH_EVENTS 8192
+#define NBATCHES 4
+
+typedef struct ev_batch {
+  sim_event ev[BATCH_EVENTS];
+  size_t n;
+} ev_batch;
+
+struct store_writer {
+  store *s;
+  int64_t trace_id;
+  int64_t nev, nrec;
+  int64_t first_ts, last_ts;
+  /* the writer thread */
+  pthread_t thread;
+  int running;
+  pthread_mutex_t qlock;
+  pthread_cond_t qcond;
+  ev_batch *batches[NBATCHES];
+  ev_batch *full[NBATCHES], *free_list[NBATCHES];
+  size_t nfull, nfree, full_head;
+  ev_batch *cur;
+  int stop, failed;
+  char err[STORE_ERRLEN];
+};
+
+static void store_lock(store *s) {
+  if (s->async) pthread_mutex_lock(&s->conn_lock);
+}
+
+static void store_unlock(store *s) {
+  if (s->async) pthread_mutex_unlock(&s->conn_lock);
+}
+
+static void bind_text_or_null(sqlite3_stmt *st, int i, const char *v) {
+  if (v) sqlite3_bind_text(st, i, v, -1, SQLITE_TRANSIENT);
+  else sqlite3_bind_null(st, i);
+}
+
+static void bind_pos_or_null(sqlite3_stmt *st, int i, int64_t v) {
+  if (v > 0) sqlite3_bind_int64(st, i, v);
+  else sqlite3_bind_null(st, i);
+}
+
+static int writer_start(store_writer *w);
+
+int store_writer_begin(store *s, const store_trace *m, store_writer **out) {
+  *out = NULL;
+  sqlite3_stmt *q = store_stmt(s,
+                               "INSERT INTO traces(name, source_format, source_file, device_name, device_memory, "
+                               "device_index, framework, allocator, allocator_settings, batch_size, imported_at, "
+                               "attrs) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)");
+  if (!q) return -1;
+  char now[32];
+  if (!m->imported_at) {
+    time_t t = time(NULL);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(now, sizeof now, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  }
+  sqlite3_bind_text(q, 1, m->name, -1, SQLITE_TRANSIENT);
+  sqlite3_bind_text(q, 2, m->source_format ? m->source_format : "jsonl", -1, SQLITE_TRANSIENT);
+  bind_text_or_null(q, 3, m->source_file);
+  bind_text_or_null(q, 4, m->device_name);
+  bind_pos_or_null(q, 5, m->device_memory);
+  if (m->device_index >= 0) sqlite3_bind_int(q, 6, m->device_index);
+  bind_text_or_null(q, 7, m->framework);
+  bind_text_or_null(q, 8, m->allocator);
+  bind_text_or_null(q, 9, m->allocator_settings);
+  bind_pos_or_null(q, 10, m->batch_size);
+  sqlite3_bind_text(q, 11, m->imported_at ? m->imported_at : now, -1, SQLITE_TRANSIENT);
+  bind_text_or_null(q, 12, m->attrs);
+  if (sqlite3_step(q) != SQLITE_DONE) {
+    if (sqlite3_extended_errcode(s->db) == SQLITE_CONSTRAINT_UNIQUE) {
+      store_seterr(s, "a trace named '%s' already exists in store '%s' (choose another with --name)", m->name,
+                   s->path);
+      return -1;
+    }
+    return store_fail(s, q, "cannot add trace");
+  }
+  store_writer *w = sim_xcalloc(1, sizeof *w);
+  w->s = s;
+  w->trace_id = sqlite3_last_insert_rowid(s->db);
+  w->first_ts = INT64_MAX;
+  w->last_ts = INT64_MIN;
+  if (writer_start(w)) {
+    free(w);
+    store_seterr(s, "cannot start the writer thread");
+    return -1;
+  }
+  *out = w;
+  return 0;
+}
+
+int64_t store_writer_trace_id(const store_writer *w) { return w->trace_id; }
+int64_t store_writer_events(const store_writer *w) { return w->nev; }
+
+/* The packed columns of an event row (see store_schema.c). */
+static int64_t pack_info(const sim_event *ev) {
+  return (int64_t)ev->kind | (int64_t)(ev->mem & 15) << 8 | (int64_t)(ev->dir & 15) << 12 |
+         (int64_t)(ev->category & 15) << 16 | (int64_t)(ev->cat_source & 15) << 20 | (int64_t)ev->flags << 24 |
+         (int64_t)(ev->device + 1) << 32;
+}
+
+static void bind_nonzero(sqlite3_stmt *q, int i, int64_t v) {
+  if (v) sqlite3_bind_int64(q, i, v);
+}
+
+static int insert_event(store_writer *w, const sim_event *ev) {
+  sqlite3_stmt *q = store_stmt(w->s,
+                               "INSERT INTO events(id, ts, dur, addr, size, stream, info, stack_id, name_id, step, "
+                               "dev_ts, api_dur) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)");
+  if (!q) return -1;
+  sqlite3_bind_int64(q, 1, w->trace_id << 32 | ev->seq);
+  sqlite3_bind_int64(q, 2, ev->ts);
+  bind_nonzero(q, 3, ev->dur);
+  bind_nonzero(q, 4, (int64_t)ev->addr);
+  bind_nonzero(q, 5, (int64_t)ev->size);
+  bind_nonzero(q, 6, ev->stream);
+  sqlite3_bind_int64(q, 7, pack_info(ev));
+  if (ev->stack > 0) sqlite3_bind_int64(q, 8, ev->stack);
+  if (ev->name > 0) sqlite3_bind_int64(q, 9, ev->name);
+  if (ev->step >= 0) sqlite3_bind_int(q, 10, ev->step);
+  if (ev->dev_ts >= 0) sqlite3_bind_int64(q, 11, ev->dev_ts);
+  if (ev->api_dur >= 0) sqlite3_bind_int64(q, 12, ev->api_dur);
+  if (sqlite3_step(q) != SQLITE_DONE) return store_fail(w->s, q, "cannot store event");
+  return 0;
+}
+
+static void *writer_main(void *arg) {
+  store_writer *w = arg;
+  pthread_mutex_lock(&w->qlock);
+  for (;;) {
+    while (!w->nfull && !w->stop) pthread_cond_wait(&w->qcond, &w->qlock);
+    if (!w->nfull) break;
+    ev_batch *b = w->full[w->full_head];
+    w->full_head = (w->full_head + 1) % NBATCHES;
+    w->nfull--;
+    int skip = w->failed;
+    pthread_mutex_unlock(&w->qlock);
+    if (!skip) {
+      pthread_mutex_lock(&w->s->conn_lock);
+      for (size_t i = 0; i < b->n; i++)
+        if (insert_event(w, &b->ev[i])) {
+          pthread_mutex_lock(&w->qlock);
+          w->failed = 1;
+          snprintf(w->err, sizeof w->err, "%s", w->s->err);
+          pthread_mutex_unlock(&w->qlock);
+          break;
+        }
+      pthread_mutex_unlock(&w->s->conn_lock);
+    }
+    pthread_mutex_lock(&w->qlock);
+    b->n = 0;
+    w->free_list[w->nfree++] = b;
+    pthread_cond_broadcast(&w->qcond);
+  }
+  pthread_mutex_unlock(&w->qlock);
+  return NULL;
+}
+
+static int writer_start(store_writer *w) {
+  for (int i = 0; i < NBATCHES; i++) {
+    w->batches[i] = sim_xmalloc(sizeof(ev_batch));
+    w->batches[i]->n = 0;
+    w->free_list[w->nfree++] = w->batches[i];
+  }
+  w->cur = w->free_list[--w->nfree];
+  pthread_mutex_init(&w->qlock, NULL);
+  pthread_cond_init(&w->qcond, NULL);
+  if (pthread_create(&w->thread, NULL, writer_main, w)) {
+    for (int i = 0; i < NBATCHES; i++) free(w->batches[i]);
+    return -1;
+  }
+  w->running = 1;
+  w->s->async++;
+  w->s->writer = w;
+  return 0;
+}
+
+/* Hands the current batch to the writer and takes an empty one. */
+static int writer_submit(store_writer *w, int take_new) {
+  pthread_mutex_lock(&w->qlock);
+  if (w->cur && w->cur->n) {
+    w->full[(w->full_head + w->nfull) % NBATCHES] = w->cur;
+    w->nfull++;
+    w->cur = NULL;
+    pthread_cond_broadcast(&w->qcond);
+  }
+  if (take_new && !w->cur) {
+    while (!w->nfree) pthread_cond_wait(&w->qcond, &w->qlock);
+    w->cur = w->free_list[--w->nfree];
+  }
+  int failed = w->failed;
+  pthread_mutex_unlock(&w->qlock);
+  if (failed) store_seterr(w->s, "%s", w->err);
+  return failed ? -1 : 0;
+}
+
+/* Stops the writer thread after it has inserted everything submitted. */
+static int writer_stop(store_writer *w) {
+  if (!w->running) return 0;
+  writer_submit(w, 0);
+  pthread_mutex_lock(&w->qlock);
+  w->stop = 1;
+  pthread_cond_broadcast(&w->qcond);
+  pthread_mutex_unlock(&w->qlock);
+  pthread_join(w->thread, NULL);
+  w->running = 0;
+  w->s->async--;
+  w->s->writer = NULL;
+  pthread_mutex_destroy(&w->qlock);
+  pthread_cond_destroy(&w->qcond);
+  if (w->cur && w->cur->n == 0) w->free_list[w->nfree++] = w->cur;
+  w->cur = NULL;
+  for (int i = 0; i < NBATCHES; i++) free(w->batches[i]);
+  if (w->failed) {
+    store_seterr(w->s, "%s", w->err);
+    return -1;
+  }
+  return 0;
+}
+
+int store_writer_event(store_writer *w, sim_event *ev) {
+  if (w->nev >= STORE_MAX_EVENTS) {
+    store_seterr(w->s, "a trace holds at most %lld events", (long long)STORE_MAX_EVENTS);
+    return -1;
+  }
+  ev->seq = w->nev++;
+  if (ev->ts < w->first_ts) w->first_ts = ev->ts;
+  if (ev->ts > w->last_ts) w->last_ts = ev->ts;
+  ev_batch *b = w->cur;
+  b->ev[b->n++] = *ev;
+  if (b->n == BATCH_EVENTS) return writer_submit(w, 1);
+  return 0;
+}
+
+static int writer_recorded_u(store_writer *w, const store_recorded *r) {
+  sqlite3_stmt *q = store_stmt(w->s,
+                               "INSERT INTO recorded(trace_id, seq, before_seq, ts, action, device, stream, addr, size, "
+                               "allocated, reserved, device_free, stack_id) VALUES "
+                               "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)");
+  if (!q) return -1;
+  sqlite3_bind_int64(q, 1, w->trace_id);
+  sqlite3_bind_int64(q, 2, w->nrec);
+  sqlite3_bind_int64(q, 3, r->before_seq);
+  sqlite3_bind_int64(q, 4, r->ts);
+  sqlite3_bind_text(q, 5, r->action, -1, SQLITE_STATIC);
+  sqlite3_bind_int(q, 6, r->device);
+  sqlite3_bind_int64(q, 7, r->stream);
+  sqlite3_bind_int64(q, 8, (int64_t)r->addr);
+  sqlite3_bind_int64(q, 9, (int64_t)r->size);
+  if (r->allocated >= 0) sqlite3_bind_int64(q, 10, r->allocated);
+  if (r->reserved >= 0) sqlite3_bind_int64(q, 11, r->reserved);
+  if (r->device_free >= 0) sqlite3_bind_int64(q, 12, r->device_free);
+  if (r->stack > 0) sqlite3_bind_int64(q, 13, r->stack);
+  if (sqlite3_step(q) != SQLITE_DONE) return store_fail(w->s, q, "cannot store recorded allocator action");
+  w->nrec++;
+  return 0;
+}
+
+static int writer_segment_u(store_writer *w, const store_segment *g) {
+  sqlite3_stmt *q = store_stmt(w->s,
+                               "INSERT INTO segments(trace_id, device, address, total_size, stream, pool, expandable, "
+                               "allocated_size, requested_size, active_size, stack_id) VALUES "
+                               "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)");
+  if (!q) return -1;
+  sqlite3_bind_int64(q, 1, w->trace_id);
+  sqlite3_bind_int(q, 2, g->device);
+  sqlite3_bind_int64(q, 3, (int64_t)g->address);
+  sqlite3_bind_int64(q, 4, (int64_t)g->total_size);
+  sqlite3_bind_int64(q, 5, g->stream);
+  bind_text_or_null(q, 6, g->pool);
+  sqlite3_bind_int(q, 7, g->expandable);
+  if (g->allocated_size >= 0) sqlite3_bind_int64(q, 8, g->allocated_size);
+  if (g->requested_size >= 0) sqlite3_bind_int64(q, 9, g->requested_size);
+  if (g->active_size >= 0) sqlite3_bind_int64(q, 10, g->active_size);
+  if (g->stack > 0) sqlite3_bind_int64(q, 11, g->stack);
+  if (sqlite3_step(q) != SQLITE_DONE) return store_fail(w->s, q, "cannot store segment");
+  return 0;
+}
+
+static int writer_block_u(store_writer *w, const store_block *b) {
+  sqlite3_stmt *q = store_stmt(w->s,
+                               "INSERT INTO blocks(trace_id, segment_address, address, size, requested_size, state, "
+                               "stack_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)");
+  if (!q) return -1;
+  sqlite3_bind_int64(q, 1, w->trace_id);
+  sqlite3_bind_int64(q, 2, (int64_t)b->segment_address);
+  sqlite3_bind_int64(q, 3, (int64_t)b->address);
+  sqlite3_bind_int64(q, 4, (int64_t)b->size);
+  sqlite3_bind_int64(q, 5, (int64_t)b->requested_size);
+  sqlite3_bind_text(q, 6, b->state, -1, SQLITE_TRANSIENT);
+  if (b->stack > 0) sqlite3_bind_int64(q, 7, b->stack);
+  if (sqlite3_step(q) != SQLITE_DONE) return store_fail(w->s, q, "cannot store block");
+  return 0;
+}
+
+static int writer_arg_u(store_writer *w, int64_t seq, const char *key, const char *json_value) {
+  sqlite3_stmt *q = store_stmt(w->s, "INSERT OR REPLACE INTO event_args(trace_id, seq, key, value) VALUES (?1, ?2, ?3, ?4)");
+  if (!q) return -1;
+  sqlite3_bind_int64(q, 1, w->trace_id);
+  sqlite3_bind_int64(q, 2, seq);
+  sqlite3_bind_text(q, 3, key, -1, SQLITE_TRANSIENT);
+  sqlite3_bind_text(q, 4, json_value, -1, SQLITE_TRANSIENT);
+  if (sqlite3_step(q) != SQLITE_DONE) return store_fail(w->s, q, "cannot store event field");
+  return 0;
+}
+
+static int writer_stat_u(store_writer *w, const char *name, const char *severity, int64_t value, const char *detail) {
+  sqlite3_stmt *q = store_stmt(w->s,
+                               "INSERT INTO trace_stats(trace_id, name, severity, value, detail) VALUES (?1, ?2, ?3, ?4, ?5) "
+                               "ON CONFLICT(trace_id, name) DO UPDATE SET value = value + excluded.value, "
+                               "detail = coalesce(excluded.detail, detail)");
+  if (!q) return -1;
+  sqlite3_bind_int64(q, 1, w->trace_id);
+  sqlite3_bind_text(q, 2, name, -1, SQLITE_TRANSIENT);
+  sqlite3_bind_text(q, 3, severity, -1, SQLITE_TRANSIENT);
+  sqlite3_bind_int64(q, 4, value);
+  bind_text_or_null(q, 5, detail);
+  if (sqlite3_step(q) != SQLITE_DONE) return store_fail(w->s, q, "cannot store import note");
+  return 0;
+}
+
+static int valid_trace_column(const char *c) {
+  static const char *const cols[] = {"source_format", "source_file", "device_name", "device_memory", "device_index",
+                                     "framework",     "allocator",   "allocator_settings", "batch_size", "attrs", NULL};
+  for (size_t i = 0; cols[i]; i++)
+    if (!strcmp(cols[i], c)) return 1;
+  return 0;
+}
+
+static int writer_set_u(store_writer *w, const char *column, const char *text) {
+  if (!valid_trace_column(column)) {
+    store_seterr(w->s, "no trace field '%s'", column);
+    return -1;
+  }
+  char sql[128];
+  snprintf(sql, sizeof sql, "UPDATE traces SET %s = ?1 WHERE id = ?2", column);
+  sqlite3_stmt *q;
+  if (sqlite3_prepare_v2(w->s->db, sql, -1, &q, NULL) != SQLITE_OK) return store_fail(w->s, NULL, "cannot update trace");
+  bind_text_or_null(q, 1, text);
+  sqlite3_bind_int64(q, 2, w->trace_id);
+  int rc = sqlite3_step(q);
+  sqlite3_finalize(q);
+  return rc == SQLITE_DONE ? 0 : store_fail(w->s, NULL, "cannot update trace");
+}
+
+static int writer_set_int_u(store_writer *w, const char *column, int64_t v) {
+  if (!valid_trace_column(column)) {
+    store_seterr(w->s, "no trace field '%s'", column);
+    return -1;
+  }
+  char sql[128];
+  snprintf(sql, sizeof sql, "UPDATE traces SET %s = ?1 WHERE id = ?2", column);
+  sqlite3_stmt *q;
+  if (sqlite3_prepare_v2(w->s->db, sql, -1, &q, NULL) != SQLITE_OK) return store_fail(w->s, NULL, "cannot update trace");
+  sqlite3_bind_int64(q, 1, v);
+  sqlite3_bind_int64(q, 2, w->trace_id);
+  int rc = sqlite3_step(q);
+  sqlite3_finalize(q);
+  return rc == SQLITE_DONE ? 0 : store_fail(w->s, NULL, "cannot update trace");
+}
+
+int store_writer_end(store_writer *w) {
+  int rc = writer_stop(w);
+  sqlite3_stmt *q = rc ? NULL : store_stmt(w->s, "UPDATE traces SET event_count = ?1, first_ts = ?2, last_ts = ?3 WHERE id = ?4");
+  if (q) {
+    sqlite3_bind_int64(q, 1, w->nev);
+    if (w->nev) {
+      sqlite3_bind_int64(q, 2, w->first_ts);
+      sqlite3_bind_int64(q, 3, w->last_ts);
+    }
+    sqlite3_bind_int64(q, 4, w->trace_id);
+    rc = sqlite3_step(q) == SQLITE_DONE ? 0 : store_fail(w->s, q, "cannot finish trace");
+  } else {
+    rc = -1;
+  }
+  free(w);
+  return rc;
+}
+
+void store_writer_abort(store_writer *w) {
+  if (!w) return;
+  char keep[STORE_ERRLEN];
+  snprintf(keep, sizeof keep, "%s", w->s->err);
+  writer_stop(w);
+  snprintf(w->s->err, sizeof w->s->err, "%s", keep);
+  free(w);
+}
+
+/* The importer's side of the connection, locked against the writer thread. */
+int64_t store_intern_string(store *s, const char *str, size_t len) {
+  uint64_t probe;
+  int64_t id = intern_find(&s->strings, str, len, &probe);
+  if (id) return id;
+  store_lock(s);
+  id = intern_string_u(s, str, len);
+  store_unlock(s);
+  return id;
+}
+
+int64_t store_intern_stack(store *s, const store_frame *frames, size_t n) {
+  store_lock(s);
+  int64_t id = intern_stack_u(s, frames, n);
+  store_unlock(s);
+  return id;
+}
+
+#define LOCKED(call)        \
+  do {                      \
+    store_lock(w->s);       \
+    int rc_ = (call);       \
+    store_unlock(w->s);     \
+    return rc_;             \
+  } while (0)
+
+int store_writer_recorded(store_writer *w, const store_recorded *r) { LOCKED(writer_recorded_u(w, r)); }
+int store_writer_segment(store_writer *w, const store_segment *g) { LOCKED(writer_segment_u(w, g)); }
+int store_writer_block(store_writer *w, const store_block *b) { LOCKED(writer_block_u(w, b)); }
+int store_writer_arg(store_writer *w, int64_t seq, const char *key, const char *json_value) {
+  LOCKED(writer_arg_u(w, seq, key, json_value));
+}
+int store_writer_stat(store_writer *w, const char *name, const char *severity, int64_t value, const char *detail) {
+  LOCKED(writer_stat_u(w, name, severity, value, detail));
+}
+int store_writer_set(store_writer *w, const char *column, const char *text) { LOCKED(writer_set_u(w, column, text)); }
+int store_writer_set_int(store_writer *w, const char *column, int64_t v) { LOCKED(writer_set_int_u(w, column, v)); }
+
+/* ---- reading ---------------------------------------------------------------------------- */
+
+struct store_reader {
+  store *s;
+  sqlite3_stmt *q;
+};
+
+int store_reader_range(store *s, int64_t trace_id, int64_t from, int64_t to, store_reader **out) {
+  *out = NULL;
+  sqlite3_stmt *q;
+  const char *sql = "SELECT id, ts, dur, addr, size, stream, info, stack_id, name_id, step, dev_ts, api_dur "
+                    "FROM events WHERE id BETWEEN ?1 AND ?2 ORDER BY id";
+  if (sqlite3_prepare_v2(s->db, sql, -1, &q, NULL) != SQLITE_OK) return store_fail(s, NULL, "cannot read events");
+  if (from < 0) from = 0;
+  if (to < 0 || to > STORE_MAX_EVENTS) to = STORE_MAX_EVENTS;
+  sqlite3_bind_int64(q, 1, trace_id << 32 | from);
+  sqlite3_bind_int64(q, 2, (trace_id << 32) + to - 1);
+  store_reader *r = sim_xcalloc(1, sizeof *r);
+  r->s = s;
+  r->q = q;
+  *out = r;
+  return 0;
+}
+
+int store_reader_open(store *s, int64_t trace_id, store_reader **r) { return store_reader_range(s, trace_id, 0, -1, r); }
+
+int store_reader_next(store_reader *r, sim_event *ev) {
+  sqlite3_stmt *q = r->q;
+  int rc = sqlite3_step(q);
+  if (rc == SQLITE_DONE) return 0;
+  if (rc != SQLITE_ROW) return store_fail(r->s, q, "cannot read events");
+  ev->seq = sqlite3_column_int64(q, 0) & 0xffffffff;
+  ev->ts = sqlite3_column_int64(q, 1);
+  ev->dur = sqlite3_column_int64(q, 2);
+  ev->addr = (uint64_t)sqlite3_column_int64(q, 3);
+  ev->size = (uint64_t)sqlite3_column_int64(q, 4);
+  ev->stream = sqlite3_column_int64(q, 5);
+  int64_t info = sqlite3_column_int64(q, 6);
+  ev->kind = (uint8_t)(info & 255);
+  ev->mem = (uint8_t)(info >> 8 & 15);
+  ev->dir = (uint8_t)(info >> 12 & 15);
+  ev->category = (uint8_t)(info >> 16 & 15);
+  ev->cat_source = (uint8_t)(info >> 20 & 15);
+  ev->flags = (uint8_t)(info >> 24 & 255);
+  ev->device = (int16_t)((info >> 32) - 1);
+  ev->stack = sqlite3_column_int64(q, 7);
+  ev->name = sqlite3_column_int64(q, 8);
+  ev->step = sqlite3_column_type(q, 9) == SQLITE_NULL ? -1 : sqlite3_column_int(q, 9);
+  ev->dev_ts = sqlite3_column_type(q, 10) == SQLITE_NULL ? -1 : sqlite3_column_int64(q, 10);
+  ev->api_dur = sqlite3_column_type(q, 11) == SQLITE_NULL ? -1 : sqlite3_column_int64(q, 11);
+  return 1;
+}
+
+void store_reader_close(store_reader *r) {
+  if (!r) return;
+  sqlite3_finalize(r->q);
+  free(r);
+}

@@ -1,0 +1,29 @@
+/* store_source.c: the store reader behind the replay_source interface. */
+#include <stdlib.h>
+
+#include "store_source.h"
+
+typedef struct ssrc {
+  store *s;
+  store_reader *r;
+} ssrc;
+
+static int ss_next(void *ctx, sim_event *ev) { return store_reader_next(((ssrc *)ctx)->r, ev); }
+static const char *ss_error(void *ctx) { return store_error(((ssrc *)ctx)->s); }
+static void ss_close(void *ctx) {
+  ssrc *x = ctx;
+  store_reader_close(x->r);
+  free(x);
+}
+
+int store_source_open(replay_source *src, store *s, int64_t trace_id) {
+  ssrc *x = malloc(sizeof *x);
+  if (!x) return -1;
+  x->s = s;
+  if (store_reader_open(s, trace_id, &x->r)) {
+    free(x);
+    return -1;
+  }
+  *src = (replay_source){ss_next, ss_error, ss_close, x};
+  return 0;
+}

@@ -1,0 +1,221 @@
+/* allocator.h: the interface every allocator model implements, and the device primitive models allocate from. */
+#ifndef SIM_ALLOCATOR_H
+#define SIM_ALLOCATOR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Status codes shared by the device primitive and the models. */
+enum {
+  SIM_OK = 0,
+  SIM_EOOM = 1,    /* does not fit */
+  SIM_EINVAL = 2,  /* bad request, option or state */
+  SIM_EDEVICE = 3, /* the device refused for another reason (a real GPU's error) */
+};
+
+#define SIM_ERRLEN 512
+
+/* ------------------------------------------------------------------------------------------
+ * The device primitive: the only way a model obtains or returns device memory.
+ *
+ * Every call is one driver operation. The simulated device (device_sim.c) enforces a capacity
+ * and hands out addresses; `memplay validate` answers with the addresses a real trace recorded;
+ * the real-GPU backend answers with real cudaMalloc/cuMemMap. Models never count device
+ * operations themselves: the sim_device_* wrappers below do.
+ * ------------------------------------------------------------------------------------------ */
+typedef struct sim_device_ops {
+  unsigned size; /* sizeof(sim_device_ops), for forward compatibility */
+  /* cudaMalloc(size) on behalf of a pool of `stream`: SIM_OK and *addr, or SIM_EOOM. */
+  int (*malloc)(void *ctx, uint64_t size, int64_t stream, uint64_t *addr);
+  /* cudaFree of a whole earlier malloc. */
+  int (*free)(void *ctx, uint64_t addr, uint64_t size);
+  /* cuMemAddressReserve: address space only, no memory. */
+  int (*reserve)(void *ctx, uint64_t size, uint64_t *addr);
+  /* cuMemAddressFree of a whole reservation. */
+  int (*unreserve)(void *ctx, uint64_t addr, uint64_t size);
+  /* cuMemCreate + cuMemMap of [addr, addr+size) inside a reservation: takes memory. */
+  int (*map)(void *ctx, uint64_t addr, uint64_t size, int64_t stream);
+  /* cuMemUnmap + cuMemRelease of [addr, addr+size): gives memory back. */
+  int (*unmap)(void *ctx, uint64_t addr, uint64_t size);
+} sim_device_ops;
+
+typedef struct sim_device {
+  const sim_device_ops *ops;
+  void *ctx;
+  /* What the models may ask about the card (cudaGetDeviceProperties, cudaMemGetInfo at start). */
+  uint64_t total_memory; /* totalGlobalMem */
+  uint64_t free_memory;  /* free memory when the process started allocating */
+  uint64_t capacity;     /* bytes this process may take before the device refuses */
+  int cc_major, cc_minor;
+  /* Counted by the wrappers: successful driver calls. */
+  uint64_t mallocs, frees, maps, unmaps;
+  /* Kept by the implementation: physical memory in use, as the driver takes it. */
+  uint64_t used, used_peak;
+} sim_device;
+
+int sim_device_malloc(sim_device *d, uint64_t size, int64_t stream, uint64_t *addr);
+int sim_device_free(sim_device *d, uint64_t addr, uint64_t size);
+int sim_device_reserve(sim_device *d, uint64_t size, uint64_t *addr);
+int sim_device_unreserve(sim_device *d, uint64_t addr, uint64_t size);
+int sim_device_map(sim_device *d, uint64_t addr, uint64_t size, int64_t stream);
+int sim_device_unmap(sim_device *d, uint64_t addr, uint64_t size);
+
+/* ------------------------------------------------------------------------------------------
+ * Options: a SPEC is `name` or `name:options`, options separated by commas, each `key:value`
+ * (PYTORCH_CUDA_ALLOC_CONF syntax) or `key=value`. Brackets group: `[256:1,512:2]` is one value.
+ * ------------------------------------------------------------------------------------------ */
+typedef struct sim_option {
+  const char *key;
+  const char *value;
+} sim_option;
+
+typedef struct sim_option_spec {
+  const char *name; /* accepted key */
+  const char *help; /* one line: value syntax and meaning */
+} sim_option_spec;
+
+typedef struct sim_alloc_config {
+  const sim_option *opts; /* options from the SPEC, in the order given */
+  size_t nopts;
+  /* Allocator settings recorded in the trace (a JSON object as text), or NULL. A model uses
+   * them when the SPEC gives no options of its own. */
+  const char *recorded;
+  /* Environment lookup for the variables a real allocator reads (NULL: none). */
+  const char *(*getenv)(const char *name);
+} sim_alloc_config;
+
+/* Value parsers for models; each returns 0, or -1 with a message in err. */
+int sim_opt_bool(const sim_option *o, int *out, char *err, size_t errlen);
+int sim_opt_int(const sim_option *o, int64_t *out, char *err, size_t errlen);
+int sim_opt_double(const sim_option *o, double *out, char *err, size_t errlen);
+int sim_opt_size(const sim_option *o, uint64_t *out, char *err, size_t errlen);
+/* Parses a size with an optional unit: 4096, 4KiB, 1.5GiB, 24GB, 512M. Returns 0 or -1. */
+int sim_parse_size(const char *s, uint64_t *out);
+
+/* ------------------------------------------------------------------------------------------
+ * Statistics every model keeps, in the allocator's own terms.
+ * ------------------------------------------------------------------------------------------ */
+typedef struct sim_gauge {
+  int64_t current, peak;
+} sim_gauge;
+
+#define SIM_ALLOC_GAUGES(X)                                                          \
+  X(allocated) /* bytes handed out as the allocator counts them (rounded, unsplit) */ \
+  X(requested) /* bytes the program asked for */                                      \
+  X(active)    /* allocated + freed but not yet reusable */                           \
+  X(reserved)  /* bytes the allocator holds from the device */
+
+#define SIM_ALLOC_COUNTERS(X)                                      \
+  X(num_allocs)        /* allocations placed */                    \
+  X(num_frees)         /* allocations released (free completed) */ \
+  X(num_ooms)          /* requests that could not be placed */     \
+  X(num_alloc_retries) /* placements that needed a cache flush */
+
+typedef struct sim_alloc_stats {
+#define SIM_X(n) sim_gauge n;
+  SIM_ALLOC_GAUGES(SIM_X)
+#undef SIM_X
+#define SIM_X(n) uint64_t n;
+  SIM_ALLOC_COUNTERS(SIM_X)
+#undef SIM_X
+} sim_alloc_stats;
+
+static inline void sim_gauge_add(sim_gauge *g, int64_t delta) {
+  g->current += delta;
+  if (g->current > g->peak) g->peak = g->current;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * The allocator model interface.
+ * ------------------------------------------------------------------------------------------ */
+#define SIM_ALLOCATOR_VERSION 1
+
+/* Where a placed request landed. `handle` is the model's own reference, passed back on free. */
+typedef struct sim_placement {
+  uint64_t addr;    /* block address in the model's (device's) address space */
+  uint64_t size;    /* bytes the allocator set aside for it */
+  uintptr_t handle;
+} sim_placement;
+
+/* What `walk` reports: each segment, then its blocks in address order. */
+typedef struct sim_walk_item {
+  int is_segment;     /* 1: a segment (or mapped range); 0: a block inside the last segment */
+  uint64_t addr, size;
+  uint64_t requested; /* blocks: requested bytes (0 when free) */
+  int64_t stream;
+  int state;          /* blocks: SIM_BLOCK_* */
+  int pool;           /* segments: 0 small, 1 large (model-defined, 0 when the model has one) */
+  int expandable;     /* segments: 1 for an expandable segment's mapped range */
+} sim_walk_item;
+
+enum { SIM_BLOCK_FREE = 0, SIM_BLOCK_ALLOCATED = 1, SIM_BLOCK_PENDING_FREE = 2 };
+
+typedef int (*sim_walk_fn)(void *arg, const sim_walk_item *item);
+
+typedef struct sim_allocator_ops {
+  unsigned version;                 /* SIM_ALLOCATOR_VERSION */
+  const char *name;                 /* as typed in a SPEC: "torch" */
+  const char *summary;              /* one line for `memplay help replay` */
+  const sim_option_spec *options;   /* accepted options, ended by {NULL, NULL} */
+
+  /* Makes an instance that takes memory from `dev`. Unknown or bad options: SIM_EINVAL with a
+   * message in err (the caller has already rejected keys not in `options`). */
+  int (*create)(void **ctx, sim_device *dev, const sim_alloc_config *cfg, char *err, size_t errlen);
+  void (*destroy)(void *ctx);
+
+  /* Places a request of `size` bytes for `stream`: SIM_OK with *out, or SIM_EOOM after the
+   * allocator's own recovery steps (cache flushes, retries) have all failed. */
+  int (*alloc)(void *ctx, uint64_t size, int64_t stream, sim_placement *out);
+  /* The program freed it; the block may still be in use by other streams. May be NULL. */
+  void (*free_requested)(void *ctx, uintptr_t handle);
+  /* The block may be reused now. */
+  void (*free_completed)(void *ctx, uintptr_t handle);
+  /* The host waited for `stream` (< 0: the whole device). May be NULL. */
+  void (*synchronize)(void *ctx, int64_t stream);
+  /* The program asked to release cached memory (torch.cuda.empty_cache). May be NULL. */
+  void (*empty_cache)(void *ctx);
+
+  /* Statistics, updated in place as the model works. */
+  const sim_alloc_stats *(*stats)(void *ctx);
+  /* Largest free block the model holds, in bytes. */
+  uint64_t (*largest_free)(void *ctx);
+  /* Why `size` bytes on `stream` did not fit, in the real allocator's own words. */
+  void (*describe_oom)(void *ctx, uint64_t size, int64_t stream, char *buf, size_t n);
+  /* Visits segments and blocks in a stable order. May be NULL. */
+  int (*walk)(void *ctx, sim_walk_fn fn, void *arg);
+  /* Full invariant check (debug level): 0, or -1 with a message. May be NULL. */
+  int (*check)(void *ctx, char *err, size_t errlen);
+} sim_allocator_ops;
+
+/* The registry of models (allocators.c). */
+extern const sim_allocator_ops *const sim_allocators[];
+const sim_allocator_ops *sim_allocator_find(const char *name);
+
+/* An instance: a model, its state and the device it draws from. */
+typedef struct sim_allocator {
+  const sim_allocator_ops *ops;
+  void *ctx;
+  sim_device *dev;
+} sim_allocator;
+
+/*
+ * Parses a SPEC ("torch:expandable_segments:True") into a model and its options, checking
+ * every key against the model's list. Returns SIM_OK, or SIM_EINVAL with a message that lists
+ * what is accepted. The options point into *storage, which the caller frees.
+ */
+typedef struct sim_spec {
+  const sim_allocator_ops *ops;
+  sim_option *opts;
+  size_t nopts;
+  char *storage;
+} sim_spec;
+
+int sim_spec_parse(sim_spec *spec, const char *text, char *err, size_t errlen);
+void sim_spec_release(sim_spec *spec);
+
+/* Creates an instance from a parsed spec. */
+int sim_allocator_init(sim_allocator *a, const sim_spec *spec, sim_device *dev, const char *recorded,
+                       const char *(*getenv_fn)(const char *), char *err, size_t errlen);
+void sim_allocator_release(sim_allocator *a);
+
+#endif

@@ -1,0 +1,13 @@
+/* allocators.c: the registry of allocator models, in the order `memplay help replay` lists them. */
+#include <stddef.h>
+
+#include "allocator.h"
+
+extern const sim_allocator_ops sim_ideal_ops;
+extern const sim_allocator_ops sim_cuda_ops;
+
+const sim_allocator_ops *const sim_allocators[] = {
+  &sim_ideal_ops,
+  &sim_cuda_ops,
+  NULL,
+};
