@@ -61,6 +61,8 @@ void cli_warning(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Prints "error: <message>" and the command's synopsis to stderr; returns CLI_USAGE. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void cli_print_usage(FILE *f, const cli_command *cmd);
+/* The allocator models and their options, from the registry. */
+void cli_print_allocators(FILE *f);
 
 /* Opens the store (creating it when create); prints the error and returns NULL on failure. */
 store *cli_open_store(cli *c, int create);

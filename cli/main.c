@@ -40,7 +40,8 @@ const cli_command cli_commands[] = {
    "  --events N        events in the generated trace (default 10000000)\n"
    "  --allocators LIST comma-separated allocator names (default: every model)\n"
    "  --keep DIR        keep the benchmark store and files in DIR"},
-  {"help", cmd_help, "show help for memplay or one of its commands", "memplay help [COMMAND]"},
+  {"help", cmd_help, "show help for memplay or one of its commands",
+   "memplay help [COMMAND | allocators]"},
   {NULL, NULL, NULL, NULL},
 };
 
@@ -50,7 +51,8 @@ static void overview(FILE *f) {
         f);
   for (const cli_command *c = cli_commands; c->name; c++) fprintf(f, "  %-10s %s\n", c->name, c->summary);
   fputs("\nThe store is ./memplay.db unless --db FILE or MEMPLAY_DB names another.\n"
-        "'memplay help COMMAND' or 'memplay COMMAND -h' shows a command's options.\n"
+        "'memplay help COMMAND' or 'memplay COMMAND -h' shows a command's options;\n"
+        "'memplay help allocators' lists the allocator models and their options.\n"
         "Exit status: 0 success, 1 failure, 2 usage error.\n",
         f);
 }
@@ -65,10 +67,18 @@ int cmd_help(int argc, char **argv, cli *c) {
     overview(stdout);
     return cli_finish_output(CLI_OK);
   }
+  if (!strcmp(argv[1], "allocators")) {
+    cli_print_allocators(stdout);
+    return cli_finish_output(CLI_OK);
+  }
   const cli_command *cmd = cli_find_command(argv[1]);
   if (!cmd) return cli_usage_error("help", "unknown command '%s'", argv[1]);
   cli_print_usage(stdout, cmd);
   fprintf(stdout, "\n%s.\n", cmd->summary);
+  if (!strcmp(cmd->name, "replay")) {
+    fputc('\n', stdout);
+    cli_print_allocators(stdout);
+  }
   return cli_finish_output(CLI_OK);
 }
 

@@ -146,3 +146,13 @@ int cli_finish_output(int code) {
   }
   return code;
 }
+
+void cli_print_allocators(FILE *f) {
+  fputs("allocator models (SPEC is NAME or NAME:OPTION:VALUE,OPTION=VALUE,...):\n", f);
+  for (size_t i = 0; sim_allocators[i]; i++) {
+    const sim_allocator_ops *a = sim_allocators[i];
+    fprintf(f, "  %-8s %s\n", a->name, a->summary);
+    for (size_t k = 0; a->options && a->options[k].name; k++)
+      fprintf(f, "             %-32s %s\n", a->options[k].name, a->options[k].help);
+  }
+}

@@ -211,6 +211,9 @@ typedef struct sim_spec {
 } sim_spec;
 
 int sim_spec_parse(sim_spec *spec, const char *text, char *err, size_t errlen);
+/* Splits an option string (modified in place) for model ops into *opts (grown, *cap its size). */
+int sim_options_split(const sim_allocator_ops *ops, char *text, sim_option **opts, size_t *nopts, size_t *cap,
+                      char *err, size_t errlen);
 void sim_spec_release(sim_spec *spec);
 
 /* Creates an instance from a parsed spec. */

@@ -117,6 +117,49 @@ static void trim(char **s) {
   while (e > *s && isspace((unsigned char)e[-1])) *--e = 0;
 }
 
+int sim_options_split(const sim_allocator_ops *ops, char *rest, sim_option **opts, size_t *nopts, size_t *cap,
+                      char *err, size_t errlen) {
+  /* Split at commas outside brackets; each item is key:value or key=value. */
+  char *item = rest;
+  int depth = 0;
+  for (char *p = rest;; p++) {
+    if (*p == '[' || *p == '(' || *p == '{') depth++;
+    else if ((*p == ']' || *p == ')' || *p == '}') && depth > 0) depth--;
+    if (*p && (*p != ',' || depth > 0)) continue;
+    int last = !*p;
+    *p = 0;
+    trim(&item);
+    if (*item) {
+      char *sep = item + strcspn(item, ":=");
+      if (!*sep) {
+        snprintf(err, errlen, "option '%s' for allocator '%s' has no value (write key:value or key=value)", item,
+                 ops->name);
+        return SIM_EINVAL;
+      }
+      *sep = 0;
+      char *key = item, *val = sep + 1;
+      trim(&key);
+      trim(&val);
+      int known = 0;
+      for (size_t i = 0; ops->options && ops->options[i].name; i++)
+        if (!strcmp(ops->options[i].name, key)) known = 1;
+      if (!known) {
+        char names[512];
+        list_options(ops, names, sizeof names);
+        snprintf(err, errlen, "unknown option '%s' for allocator '%s' (accepted: %s)", key, ops->name, names);
+        return SIM_EINVAL;
+      }
+      sim_grow((void **)opts, cap, *nopts + 1, sizeof **opts);
+      (*opts)[*nopts].key = key;
+      (*opts)[*nopts].value = val;
+      (*nopts)++;
+    }
+    if (last) break;
+    item = p + 1;
+  }
+  return SIM_OK;
+}
+
 int sim_spec_parse(sim_spec *spec, const char *text, char *err, size_t errlen) {
   memset(spec, 0, sizeof *spec);
   if (!text || !*text) {
@@ -137,46 +180,10 @@ int sim_spec_parse(sim_spec *spec, const char *text, char *err, size_t errlen) {
     return SIM_EINVAL;
   }
   if (!rest) return SIM_OK;
-  /* Split at commas outside brackets; each item is key:value or key=value. */
   size_t cap = 0;
-  char *item = rest;
-  int depth = 0;
-  for (char *p = rest;; p++) {
-    if (*p == '[' || *p == '(' || *p == '{') depth++;
-    else if ((*p == ']' || *p == ')' || *p == '}') && depth > 0) depth--;
-    if (*p && (*p != ',' || depth > 0)) continue;
-    int last = !*p;
-    *p = 0;
-    trim(&item);
-    if (*item) {
-      char *sep = item + strcspn(item, ":=");
-      if (!*sep) {
-        snprintf(err, errlen, "option '%s' for allocator '%s' has no value (write key:value or key=value)", item,
-                 spec->ops->name);
-        sim_spec_release(spec);
-        return SIM_EINVAL;
-      }
-      *sep = 0;
-      char *key = item, *val = sep + 1;
-      trim(&key);
-      trim(&val);
-      int known = 0;
-      for (size_t i = 0; spec->ops->options && spec->ops->options[i].name; i++)
-        if (!strcmp(spec->ops->options[i].name, key)) known = 1;
-      if (!known) {
-        char opts[512];
-        list_options(spec->ops, opts, sizeof opts);
-        snprintf(err, errlen, "unknown option '%s' for allocator '%s' (accepted: %s)", key, spec->ops->name, opts);
-        sim_spec_release(spec);
-        return SIM_EINVAL;
-      }
-      sim_grow((void **)&spec->opts, &cap, spec->nopts + 1, sizeof *spec->opts);
-      spec->opts[spec->nopts].key = key;
-      spec->opts[spec->nopts].value = val;
-      spec->nopts++;
-    }
-    if (last) break;
-    item = p + 1;
+  if (sim_options_split(spec->ops, rest, &spec->opts, &spec->nopts, &cap, err, errlen)) {
+    sim_spec_release(spec);
+    return SIM_EINVAL;
   }
   return SIM_OK;
 }

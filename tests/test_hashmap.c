@@ -1,3 +1,77 @@
+/* test_hashmap.c: the open-addressing map against a plain reference, through many inserts and deletes. */
+#include "../sim/hashmap.h"
+#include "../sim/slab.h"
 #include "test.h"
+
 int test_failures;
-int main(void) { TEST_MAIN_END(); }
+
+static uint64_t rng = 88172645463325252ull;
+static uint64_t next(void) {
+  rng ^= rng << 13;
+  rng ^= rng >> 7;
+  rng ^= rng << 17;
+  return rng;
+}
+
+static void random_ops_match_reference(void) {
+  enum { N = 4096 };
+  static uint64_t keys[N], vals[N];
+  static int present[N];
+  sim_map m;
+  sim_map_init(&m);
+  for (int i = 0; i < N; i++) keys[i] = (i % 7 == 0) ? (uint64_t)i << 21 : next(); /* aligned and random keys */
+  keys[5] = UINT64_MAX; /* the key kept aside */
+  keys[6] = 3; /* small, and distinct from the aligned keys (multiples of 2^21) */
+  size_t live = 0;
+  for (int round = 0; round < 200000; round++) {
+    int i = (int)(next() % N);
+    if (next() % 3) {
+      int existed;
+      uint64_t *v = sim_map_put(&m, keys[i], &existed);
+      CHECK_EQ(existed, present[i]);
+      if (!present[i]) live++;
+      *v = vals[i] = next();
+      present[i] = 1;
+    } else {
+      uint64_t v = 0;
+      int had = sim_map_del(&m, keys[i], &v);
+      CHECK_EQ(had, present[i]);
+      if (had) {
+        CHECK_EQ(v, vals[i]);
+        live--;
+      }
+      present[i] = 0;
+    }
+  }
+  CHECK_EQ(m.len, live);
+  for (int i = 0; i < N; i++) {
+    uint64_t *v = sim_map_get(&m, keys[i]);
+    CHECK_EQ(v != NULL, present[i]);
+    if (v && present[i]) CHECK_EQ(*v, vals[i]);
+  }
+  size_t it = 0, seen = 0;
+  uint64_t k, v;
+  while (sim_map_next(&m, &it, &k, &v)) seen++;
+  CHECK_EQ(seen, live);
+  sim_map_release(&m);
+}
+
+static void slab_reuses_freed_indices(void) {
+  sim_slab s;
+  sim_slab_init(&s, sizeof(uint64_t) * 2);
+  uint32_t a = sim_slab_new(&s), b = sim_slab_new(&s);
+  CHECK_EQ(a, 1);
+  CHECK_EQ(b, 2);
+  *(uint64_t *)sim_slab_at(&s, b) = 42;
+  sim_slab_free(&s, a);
+  CHECK_EQ(sim_slab_new(&s), a);
+  CHECK_EQ(*(uint64_t *)sim_slab_at(&s, b), 42);
+  CHECK_EQ(s.live, 2);
+  sim_slab_release(&s);
+}
+
+int main(void) {
+  RUN(random_ops_match_reference);
+  RUN(slab_reuses_freed_indices);
+  TEST_MAIN_END();
+}

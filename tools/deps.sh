@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Installs the Debian packages memplay needs to build and test, when they are missing.
+# Run as root (or with sudo available). The CUDA toolkit is optional and not installed here.
+set -euo pipefail
+
+packages=(build-essential cmake pkg-config libsqlite3-dev sqlite3 liblua5.4-dev libyajl-dev zlib1g-dev)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "memplay: installing ${missing[*]}" >&2
+  sudo=""
+  if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
