@@ -40,6 +40,15 @@ int cmd_gen(int argc, char **argv, cli *c);
 int cmd_rm(int argc, char **argv, cli *c);
 int cmd_bench(int argc, char **argv, cli *c);
 int cmd_help(int argc, char **argv, cli *c);
+int cmd_whatif(int argc, char **argv, cli *c);
+int cmd_run(int argc, char **argv, cli *c);
+
+/* What whatif and run share (cmd_run.c): their options (--set, --device, --out, --no-save,
+ * --max-instructions, --max-memory, --timeout) and running a script. */
+void *cli_lua_opts_new(void);
+void cli_lua_opts_free(void *opts);
+int cli_lua_option(const char *cmd, void *opts, int opt, const char *arg);
+int cli_lua_run(cli *c, const char *cmd, void *opts, const char *trace_ref, const char *script, int argc, char **argv);
 
 /* Options every command takes, for getopt_long tables: --db, --json, -h. */
 #define CLI_COMMON_OPTIONS                    \

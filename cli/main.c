@@ -40,6 +40,21 @@ const cli_command cli_commands[] = {
    "  --events N        events in the generated trace (default 10000000)\n"
    "  --allocators LIST comma-separated allocator names (default: every model)\n"
    "  --keep DIR        keep the benchmark store and files in DIR"},
+  {"whatif", cmd_whatif, "run a what-if scenario (a Lua script) against a trace; its variants are stored as runs",
+   "memplay whatif TRACE SCRIPT.lua [--set KEY=VALUE]... [--device NAME] [--out DIR] [--json] [--db FILE]\n"
+   "  SCRIPT            a path, or the name of a bundled scenario (batch_size, max_batch, ...)\n"
+   "  --set KEY=VALUE   a parameter of the scenario (its header comment lists them)\n"
+   "  --device NAME     the device to predict for (see 'memplay devices')\n"
+   "  --out DIR         the folder for the result files the script writes (CSV, JSON)\n"
+   "  --json            print {\"scenario\": ..., \"variants\": [...]}; the script's own output goes to stderr\n"
+   "  --no-save         do not store the variants as runs\n"
+   "  --max-instructions N  Lua instruction budget (default 2000000000)\n"
+   "  --max-memory SIZE     Lua memory budget (default 512MiB)\n"
+   "  --timeout SECONDS     wall-clock budget (default: none)"},
+  {"run", cmd_run, "run a Lua script with the memplay library (sandboxed)",
+   "memplay run [--set KEY=VALUE]... [--device NAME] [--out DIR] [--json] [--db FILE] SCRIPT.lua [ARGS]...\n"
+   "  ARGS              given to the script as ... and arg[1..n]\n"
+   "  --set, --device, --out, --json, --no-save, --max-instructions, --max-memory, --timeout: as for whatif"},
   {"help", cmd_help, "show help for memplay or one of its commands",
    "memplay help [COMMAND | allocators]"},
   {NULL, NULL, NULL, NULL},
