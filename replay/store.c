@@ -876,7 +876,8 @@ static int valid_trace_column(const char *c) {
   return 0;
 }
 
-static int writer_set_u(store_writer *w, const char *column, const char *text) {
+/* Sets one trace column: text when text is non-NULL or is_text, else the integer v. */
+static int writer_set_u(store_writer *w, const char *column, int is_text, const char *text, int64_t v) {
   if (!valid_trace_column(column)) {
     store_seterr(w->s, "no trace field '%s'", column);
     return -1;
@@ -885,23 +886,8 @@ static int writer_set_u(store_writer *w, const char *column, const char *text) {
   snprintf(sql, sizeof sql, "UPDATE traces SET %s = ?1 WHERE id = ?2", column);
   sqlite3_stmt *q;
   if (sqlite3_prepare_v2(w->s->db, sql, -1, &q, NULL) != SQLITE_OK) return store_fail(w->s, NULL, "cannot update trace");
-  bind_text_or_null(q, 1, text);
-  sqlite3_bind_int64(q, 2, w->trace_id);
-  int rc = sqlite3_step(q);
-  sqlite3_finalize(q);
-  return rc == SQLITE_DONE ? 0 : store_fail(w->s, NULL, "cannot update trace");
-}
-
-static int writer_set_int_u(store_writer *w, const char *column, int64_t v) {
-  if (!valid_trace_column(column)) {
-    store_seterr(w->s, "no trace field '%s'", column);
-    return -1;
-  }
-  char sql[128];
-  snprintf(sql, sizeof sql, "UPDATE traces SET %s = ?1 WHERE id = ?2", column);
-  sqlite3_stmt *q;
-  if (sqlite3_prepare_v2(w->s->db, sql, -1, &q, NULL) != SQLITE_OK) return store_fail(w->s, NULL, "cannot update trace");
-  sqlite3_bind_int64(q, 1, v);
+  if (is_text) bind_text_or_null(q, 1, text);
+  else sqlite3_bind_int64(q, 1, v);
   sqlite3_bind_int64(q, 2, w->trace_id);
   int rc = sqlite3_step(q);
   sqlite3_finalize(q);
@@ -970,8 +956,8 @@ int store_writer_arg(store_writer *w, int64_t seq, const char *key, const char *
 int store_writer_stat(store_writer *w, const char *name, const char *severity, int64_t value, const char *detail) {
   LOCKED(writer_stat_u(w, name, severity, value, detail));
 }
-int store_writer_set(store_writer *w, const char *column, const char *text) { LOCKED(writer_set_u(w, column, text)); }
-int store_writer_set_int(store_writer *w, const char *column, int64_t v) { LOCKED(writer_set_int_u(w, column, v)); }
+int store_writer_set(store_writer *w, const char *column, const char *text) { LOCKED(writer_set_u(w, column, 1, text, 0)); }
+int store_writer_set_int(store_writer *w, const char *column, int64_t v) { LOCKED(writer_set_u(w, column, 0, NULL, v)); }
 
 /* ---- reading ---------------------------------------------------------------------------- */
 
