@@ -209,6 +209,42 @@ static void failed_write_leaves_store_as_it_was(void) {
   store_close(s);
 }
 
+/* The importer's thread may look names up and intern while the writer thread inserts. */
+static void lookups_while_the_writer_runs(void) {
+  store *s = open_new("busy.db");
+  if (!s) return;
+  store_begin(s);
+  CHECK(write_trace(s, "first", 10, -1) > 0);
+  store_trace m = {.name = (char *)"busy", .source_format = (char *)"jsonl", .device_index = -1};
+  store_writer *w;
+  CHECK_EQ(store_writer_begin(s, &m, &w), 0);
+  int ok = 1;
+  for (int i = 0; i < 60000; i++) {
+    sim_event ev;
+    sim_event_init(&ev);
+    ev.kind = SIM_EV_KERNEL;
+    ev.ts = i;
+    if (i % 997 == 0) {
+      char name[32];
+      snprintf(name, sizeof name, "kernel-%d", i % 5);
+      ev.name = store_intern_string(s, name, strlen(name));
+      char *u = store_unique_name(s, "first");
+      ok &= u && !strcmp(u, "first-2");
+      free(u);
+      store_trace t;
+      ok &= store_trace_find(s, "first", &t) == 0;
+      store_trace_clear(&t);
+    }
+    ok &= store_writer_event(w, &ev) == 0;
+  }
+  CHECK(ok);
+  CHECK_EQ(store_writer_end(w), 0);
+  CHECK_EQ(store_commit(s), 0);
+  CHECK_EQ(pragma(s, "SELECT count(*) FROM events WHERE trace_id = 2"), 60000);
+  CHECK_EQ(pragma(s, "SELECT count(DISTINCT name_id) FROM events WHERE trace_id = 2"), 5);
+  store_close(s);
+}
+
 int main(void) {
   const char *tmp = getenv("TMPDIR");
   snprintf(dir, sizeof dir, "%s/memplay-store-XXXXXX", tmp && *tmp ? tmp : "/tmp");
@@ -218,6 +254,7 @@ int main(void) {
   RUN(migrates_an_empty_versioned_store);
   RUN(writes_and_reads_back);
   RUN(failed_write_leaves_store_as_it_was);
+  RUN(lookups_while_the_writer_runs);
   char cmd[300];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   if (system(cmd)) return 1;
