@@ -14,24 +14,25 @@ const cli_command *cli_find_command(const char *name) {
   return NULL;
 }
 
+static void report(const char *prefix, const char *fmt, va_list ap) {
+  fflush(stdout);
+  fputs(prefix, stderr);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+}
+
 void cli_error(const char *fmt, ...) {
   va_list ap;
-  fflush(stdout);
-  fputs("error: ", stderr);
   va_start(ap, fmt);
-  vfprintf(stderr, fmt, ap);
+  report("error: ", fmt, ap);
   va_end(ap);
-  fputc('\n', stderr);
 }
 
 void cli_warning(const char *fmt, ...) {
   va_list ap;
-  fflush(stdout);
-  fputs("warning: ", stderr);
   va_start(ap, fmt);
-  vfprintf(stderr, fmt, ap);
+  report("warning: ", fmt, ap);
   va_end(ap);
-  fputc('\n', stderr);
 }
 
 void cli_print_usage(FILE *f, const cli_command *cmd) {
@@ -40,12 +41,9 @@ void cli_print_usage(FILE *f, const cli_command *cmd) {
 
 int cli_usage_error(const char *cmd, const char *fmt, ...) {
   va_list ap;
-  fflush(stdout);
-  fputs("error: ", stderr);
   va_start(ap, fmt);
-  vfprintf(stderr, fmt, ap);
+  report("error: ", fmt, ap);
   va_end(ap);
-  fputc('\n', stderr);
   const cli_command *c = cmd ? cli_find_command(cmd) : NULL;
   if (c) {
     const char *nl = strchr(c->usage, '\n');
