@@ -10,123 +10,9 @@
 #include "jsonw.h"
 #include "lua_api_int.h"
 
-/* The library's own Lua: helpers that read better in Lua than in C (docs/lua-api.md). */
-static const char prelude[] =
-  "local memplay = memplay\n"
-  "local function cell(v, fmt, row)\n"
-  "  if type(fmt) == 'function' then return tostring(fmt(v, row)) end\n"
-  "  if v == nil then return '-' end\n"
-  "  if fmt == 'bytes' then return memplay.bytes(v)\n"
-  "  elseif fmt == 'time' then return memplay.duration(v)\n"
-  "  elseif fmt == 'percent' then return string.format('%.1f%%', 100 * v)\n"
-  "  elseif fmt == 'ratio' then return string.format('%.2fx', v)\n"
-  "  elseif fmt == 'int' then return string.format('%d', math.tointeger(v) or math.floor(v + 0.5))\n"
-  "  elseif fmt == 'float' then return string.format('%.3f', v)\n"
-  "  elseif type(fmt) == 'string' and fmt:find('%%') then return string.format(fmt, v)\n"
-  "  elseif type(v) == 'boolean' then return v and 'yes' or 'no'\n"
-  "  end\n"
-  "  return tostring(v)\n"
-  "end\n"
-  "local function columns_of(rows, columns)\n"
-  "  if columns then\n"
-  "    local out = {}\n"
-  "    for i, c in ipairs(columns) do\n"
-  "      if type(c) == 'string' then out[i] = {key = c, title = c}\n"
-  "      elseif type(c) == 'table' and c.key ~= nil then out[i] = {key = c.key, title = c.title or tostring(c.key), format = c.format}\n"
-  "      else error('print_table: column ' .. i .. ' must be a key or {key = ..., title = ..., format = ...}', 3) end\n"
-  "    end\n"
-  "    return out\n"
-  "  end\n"
-  "  local keys, seen = {}, {}\n"
-  "  for _, r in ipairs(rows) do\n"
-  "    for k in pairs(r) do if not seen[k] and type(k) == 'string' then seen[k] = true; keys[#keys + 1] = k end end\n"
-  "  end\n"
-  "  table.sort(keys)\n"
-  "  local out = {}\n"
-  "  for i, k in ipairs(keys) do out[i] = {key = k, title = k} end\n"
-  "  return out\n"
-  "end\n"
-  "function memplay.format_table(rows, columns)\n"
-  "  if type(rows) ~= 'table' then error('print_table: rows must be a table of rows', 2) end\n"
-  "  local cols = columns_of(rows, columns)\n"
-  "  local cells, width, right = {}, {}, {}\n"
-  "  for j, c in ipairs(cols) do width[j] = utf8.len(c.title) or #c.title; right[j] = true end\n"
-  "  for i, r in ipairs(rows) do\n"
-  "    if type(r) ~= 'table' then error('print_table: row ' .. i .. ' is not a table', 2) end\n"
-  "    cells[i] = {}\n"
-  "    for j, c in ipairs(cols) do\n"
-  "      local v = r[c.key]\n"
-  "      local s = cell(v, c.format, r)\n"
-  "      cells[i][j] = s\n"
-  "      if type(v) == 'string' then right[j] = false end\n"
-  "      local w = utf8.len(s) or #s\n"
-  "      if w > width[j] then width[j] = w end\n"
-  "    end\n"
-  "  end\n"
-  "  local function line(vals)\n"
-  "    local parts = {}\n"
-  "    for j, s in ipairs(vals) do\n"
-  "      local pad = string.rep(' ', width[j] - (utf8.len(s) or #s))\n"
-  "      parts[j] = right[j] and j > 1 and (pad .. s) or (s .. pad)\n"
-  "    end\n"
-  "    return (table.concat(parts, '  '):gsub('%s+$', ''))\n"
-  "  end\n"
-  "  local titles, rules = {}, {}\n"
-  "  for j, c in ipairs(cols) do titles[j] = c.title; rules[j] = string.rep('-', width[j]) end\n"
-  "  local out = {line(titles), line(rules)}\n"
-  "  for i = 1, #cells do out[#out + 1] = line(cells[i]) end\n"
-  "  return table.concat(out, '\\n') .. '\\n'\n"
-  "end\n"
-  "function memplay.print_table(rows, columns)\n"
-  "  memplay.write_out(memplay.format_table(rows, columns))\n"
-  "end\n"
-  "function memplay.sweep(values, fn)\n"
-  "  if type(values) ~= 'table' then error('sweep: values must be a list', 2) end\n"
-  "  if type(fn) ~= 'function' then error('sweep: fn must be a function', 2) end\n"
-  "  local rows = {}\n"
-  "  for i, v in ipairs(values) do\n"
-  "    local r = fn(v, i)\n"
-  "    if type(r) ~= 'table' then r = {result = r} end\n"
-  "    if r.value == nil then r.value = v end\n"
-  "    rows[#rows + 1] = r\n"
-  "  end\n"
-  "  return rows\n"
-  "end\n"
-  "function memplay.search(o)\n"
-  "  if type(o) ~= 'table' then error('search: expects a table {lo = ..., hi = ..., test = function(x) ... end}', 2) end\n"
-  "  local lo, hi, test = o.lo, o.hi, o.test\n"
-  "  if type(lo) ~= 'number' or type(hi) ~= 'number' or lo > hi then error('search: lo and hi must be numbers with lo <= hi', 2) end\n"
-  "  if type(test) ~= 'function' then error('search: test must be a function', 2) end\n"
-  "  local integer = o.integer ~= false\n"
-  "  local tol = o.tolerance or (integer and 1 or (hi - lo) * 1e-3)\n"
-  "  local probes = {}\n"
-  "  local function t(x)\n"
-  "    if integer then x = math.floor(x) end\n"
-  "    local ok, info = test(x)\n"
-  "    probes[#probes + 1] = {value = x, ok = ok and true or false, info = info}\n"
-  "    return ok\n"
-  "  end\n"
-  "  if not t(lo) then return nil, probes end\n"
-  "  local good, bad = lo, nil\n"
-  "  local start = o.start or lo\n"
-  "  if start > lo and start <= hi then\n"
-  "    if t(start) then good = start else bad = start end\n"
-  "  end\n"
-  "  while not bad do\n"
-  "    if good >= hi then return good, probes end\n"
-  "    local nxt = math.min(hi, good == 0 and 1 or good * 2)\n"
-  "    if integer then nxt = math.floor(nxt) end\n"
-  "    if nxt <= good then nxt = hi end\n"
-  "    if t(nxt) then good = nxt else bad = nxt end\n"
-  "  end\n"
-  "  while bad - good > tol do\n"
-  "    local mid = good + (bad - good) / 2\n"
-  "    if integer then mid = math.floor(mid) end\n"
-  "    if mid <= good then break end\n"
-  "    if t(mid) then good = mid else bad = mid end\n"
-  "  end\n"
-  "  return good, probes\n"
-  "end\n";
+/* The library's own Lua (replay/lua_prelude.lua, embedded at build time): helpers that read
+ * better in Lua than in C, and the kit the bundled scenarios share (docs/lua-api.md). */
+#include "lua_prelude.h"
 
 /* ---- the context -------------------------------------------------------------------------- */
 
@@ -528,6 +414,14 @@ static int l_parse_size(lua_State *L) {
   return 1;
 }
 
+/* memplay.fresh_addr(i): an address no recorded allocation has (for inserted events). */
+static int l_fresh_addr(lua_State *L) {
+  lua_Integer i = luaL_checkinteger(L, 1);
+  if (i < 1 || i >= (lua_Integer)1 << 40) return luaL_argerror(L, 1, "1 .. 2^40-1");
+  lua_pushinteger(L, (lua_Integer)(XF_ADDR_INSERTED | (UINT64_C(1) << 60) | (uint64_t)i));
+  return 1;
+}
+
 static int l_kernel_class(lua_State *L) {
   lua_pushstring(L, xf_kernel_class_name(xf_kernel_class_of(luaL_checkstring(L, 1))));
   return 1;
@@ -631,6 +525,7 @@ int luaopen_memplay(lua_State *L) {
     {"duration", l_duration},
     {"parse_size", l_parse_size},
     {"kernel_class", l_kernel_class},
+    {"fresh_addr", l_fresh_addr},
     {"kernel_classes", l_kernel_classes},
     {"allocators", l_allocators},
     {"write_out", l_write_out},
@@ -658,7 +553,7 @@ lua_host *lua_api_host(lua_ctx *cx, const lua_host_limits *lim, char *err, size_
   lua_State *L = lua_host_state(h);
   lua_pushcfunction(L, l_print);
   lua_setglobal(L, "print");
-  if (lua_host_run_string(h, "=memplay", prelude, sizeof prelude - 1) != LUA_HOST_OK) {
+  if (lua_host_run_string(h, "=memplay", lua_prelude, sizeof lua_prelude - 1) != LUA_HOST_OK) {
     snprintf(err, errlen, "cannot start the memplay library: %s", lua_host_error(h));
     lua_host_free(h);
     return NULL;

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../sim/device_sim.h"
 #include "jsonw.h"
 #include "lua_api_int.h"
 
@@ -114,7 +115,7 @@ static run_meta meta_of(const lresult *lr) {
 }
 
 /* Keys a result may lack (a missing one reads as nil; any other unknown key is an error). */
-static const char *const optional_keys[] = {"step_time_s", "samples_per_s", "breakdown", "device", "trace_id",
+static const char *const optional_keys[] = {"step_time_s", "samples_per_s", "time", "device", "trace_id",
                                             "capacity_bytes", "run_id", "name", NULL};
 
 static int result_index(lua_State *L) {
@@ -195,6 +196,93 @@ void lapi_push_result_table(lua_State *L, lresult *lr, int ud_idx) {
   lua_pop(L, 1);
 }
 
+/* ---- processes sharing one device --------------------------------------------------------- */
+
+/*
+ * With shared_device, each device index of the replay is a process on one GPU: each has its
+ * own simulated device (address space, driver pages), and all draw on one physical capacity.
+ * A process sees, when it starts (its first event), the memory the others have not taken.
+ */
+typedef struct shpool {
+  uint64_t capacity, total, used;
+} shpool;
+
+typedef struct shproc {
+  shpool *pool;
+  sim_device inner;
+  sim_device *outer;
+} shproc;
+
+static void sh_before(shproc *p) {
+  uint64_t room = p->pool->capacity > p->pool->used ? p->pool->capacity - p->pool->used : 0;
+  p->inner.capacity = p->inner.used + room;
+}
+
+static void sh_after(shproc *p, uint64_t before) {
+  p->pool->used = p->pool->used - before + p->inner.used;
+  p->outer->used = p->inner.used;
+  if (p->outer->used > p->outer->used_peak) p->outer->used_peak = p->outer->used;
+}
+
+#define SH_CALL(call)              \
+  shproc *p = ctx;                 \
+  uint64_t before = p->inner.used; \
+  sh_before(p);                    \
+  int rc = p->inner.ops->call;     \
+  sh_after(p, before);             \
+  return rc
+
+static int sh_malloc(void *ctx, uint64_t size, int64_t stream, uint64_t *addr) {
+  SH_CALL(malloc(p->inner.ctx, size, stream, addr));
+}
+static int sh_free(void *ctx, uint64_t addr, uint64_t size) { SH_CALL(free(p->inner.ctx, addr, size)); }
+static int sh_reserve(void *ctx, uint64_t size, uint64_t *addr) { SH_CALL(reserve(p->inner.ctx, size, addr)); }
+static int sh_unreserve(void *ctx, uint64_t addr, uint64_t size) { SH_CALL(unreserve(p->inner.ctx, addr, size)); }
+static int sh_map(void *ctx, uint64_t addr, uint64_t size, int64_t stream) {
+  SH_CALL(map(p->inner.ctx, addr, size, stream));
+}
+static int sh_unmap(void *ctx, uint64_t addr, uint64_t size) { SH_CALL(unmap(p->inner.ctx, addr, size)); }
+
+static const sim_device_ops shared_ops = {
+  .size = sizeof(sim_device_ops),
+  .malloc = sh_malloc,
+  .free = sh_free,
+  .reserve = sh_reserve,
+  .unreserve = sh_unreserve,
+  .map = sh_map,
+  .unmap = sh_unmap,
+};
+
+static int shared_make(void *arg, int device, sim_device *dev, char *err, size_t errlen) {
+  shpool *pool = arg;
+  (void)device, (void)err, (void)errlen;
+  shproc *p = sim_xcalloc(1, sizeof *p);
+  p->pool = pool;
+  p->outer = dev;
+  uint64_t room = pool->capacity > pool->used ? pool->capacity - pool->used : 0;
+  sim_simdev_init(&p->inner, room, pool->total);
+  memset(dev, 0, sizeof *dev);
+  dev->ops = &shared_ops;
+  dev->ctx = p;
+  dev->total_memory = pool->total;
+  dev->free_memory = room; /* what cudaMemGetInfo says when this process starts */
+  dev->capacity = room;
+  dev->cc_major = p->inner.cc_major;
+  dev->cc_minor = p->inner.cc_minor;
+  return 0;
+}
+
+static void shared_release(void *arg, int device, sim_device *dev) {
+  shpool *pool = arg;
+  (void)device;
+  shproc *p = dev->ctx;
+  if (!p) return;
+  pool->used -= p->inner.used < pool->used ? p->inner.used : pool->used;
+  sim_simdev_release(&p->inner);
+  free(p);
+  dev->ctx = NULL;
+}
+
 /* ---- trace:replay{...} --------------------------------------------------------------------- */
 
 static const char *env_lookup(const char *name) { return getenv(name); }
@@ -206,8 +294,9 @@ static const char *no_env(const char *name) {
   return NULL;
 }
 
-static const char *const replay_keys[] = {"allocator", "capacity", "stop_at_oom", "timeline_points", "top_sites",
-                                          "max_ooms", "check", "total_memory", "environment", NULL};
+static const char *const replay_keys[] = {"allocator", "capacity",     "stop_at_oom", "timeline_points", "top_sites",
+                                          "max_ooms",  "check",        "total_memory", "environment",    "shared_device",
+                                          NULL};
 
 int lapi_replay(lua_State *L) {
   ltrace *t = lapi_check_trace(L, 1);
@@ -223,8 +312,8 @@ int lapi_replay(lua_State *L) {
     int ok = lua_type(L, -1) == LUA_TSTRING;
     for (size_t i = 0; ok && replay_keys[i]; i++)
       if (!strcmp(lua_tostring(L, -1), replay_keys[i])) goto known;
-    return luaL_error(L, "replay: unknown option '%s' (known: allocator, capacity, total_memory, stop_at_oom, "
-                         "timeline_points, top_sites, max_ooms, check, environment)",
+    return luaL_error(L, "replay: unknown option '%s' (known: allocator, capacity, total_memory, shared_device, "
+                         "stop_at_oom, timeline_points, top_sites, max_ooms, check, environment)",
                       ok ? lua_tostring(L, -1) : "?");
   known:;
   }
@@ -246,7 +335,7 @@ int lapi_replay(lua_State *L) {
   lua_getfield(L, 2, "total_memory");
   if (!lua_isnil(L, -1)) total = lapi_check_size(L, -1, "replay: 'total_memory'");
   lua_pop(L, 1);
-  int stop = 0, check = 0, use_env = 0;
+  int stop = 0, check = 0, use_env = 0, shared = 0;
   lua_Integer points = 0, top = 0, max_ooms = 0;
   lua_getfield(L, 2, "stop_at_oom");
   stop = lua_toboolean(L, -1);
@@ -254,7 +343,10 @@ int lapi_replay(lua_State *L) {
   check = lua_toboolean(L, -1);
   lua_getfield(L, 2, "environment");
   use_env = lua_toboolean(L, -1);
-  lua_pop(L, 3);
+  lua_getfield(L, 2, "shared_device");
+  shared = lua_toboolean(L, -1);
+  lua_pop(L, 4);
+  if (shared && capacity == UINT64_MAX) return luaL_error(L, "replay: shared_device needs a capacity (the GPU's memory)");
   lua_getfield(L, 2, "timeline_points");
   if (!lua_isnil(L, -1)) points = luaL_checkinteger(L, -1);
   lua_getfield(L, 2, "top_sites");
@@ -298,6 +390,14 @@ int lapi_replay(lua_State *L) {
     .max_ooms = (size_t)max_ooms,
     .check_level = check ? 2 : 0,
   };
+  shpool pool = {capacity, total ? total : capacity, 0};
+  if (shared) {
+    cfg.make_device = shared_make;
+    cfg.release_device = shared_release;
+    cfg.device_arg = &pool;
+    cfg.capacity = UINT64_MAX;
+    if (!total) cfg.total_memory = capacity;
+  }
   lapi_scratch_open(L, sc, t);
   lr->has = 1;
   int rc = replay_run(&cfg, &sc->src, &lr->r, err, sizeof err);

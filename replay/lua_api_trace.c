@@ -410,9 +410,11 @@ xf_lifetime *lapi_lifetime(lua_State *L, ltrace *t) {
 
 /* ---- filters ------------------------------------------------------------------------------- */
 
-static const char *const filter_keys[] = {"kind", "category", "lifetime", "mem", "dir", "stream", "device",
-                                          "step", "size", "min_size", "max_size", "seq", "site", "site_match",
-                                          "name", "class", "flags", NULL};
+static const char *const filter_keys[] = {"kind",       "category",     "lifetime",   "mem",
+                                          "dir",        "stream",       "device",     "step",
+                                          "size",       "min_size",     "max_size",   "seq",
+                                          "site",       "site_match",   "exclude_site", "exclude_site_match",
+                                          "name",       "class",        "flags",      NULL};
 
 static int kind_from(const char *s) { return sim_event_kind_from_name(s); }
 static const char *kind_of(int k) { return k == 0 ? NULL : sim_event_kind_name(k); }
@@ -513,32 +515,47 @@ static void check_keys(lua_State *L, int idx, const char *fn, const char *const 
   check_keys2(L, idx, fn, keys, NULL);
 }
 
-/* Call sites whose frames mention pattern (plain text). */
+/* Call sites whose frames mention any of the patterns (plain text). */
 typedef struct site_probe {
-  const char *pat;
+  const char *const *pats;
+  size_t npats;
   int hit;
 } site_probe;
 
 static int probe_frame(void *arg, const store_frame *f) {
   site_probe *p = arg;
-  if ((f->name && strstr(f->name, p->pat)) || (f->file && strstr(f->file, p->pat))) {
-    p->hit = 1;
-    return 1;
-  }
+  for (size_t i = 0; i < p->npats; i++)
+    if ((f->name && strstr(f->name, p->pats[i])) || (f->file && strstr(f->file, p->pats[i]))) {
+      p->hit = 1;
+      return 1;
+    }
   return 0;
 }
 
-static void sites_matching(lua_State *L, ltrace *t, const char *pat, xf_filter *f) {
+/* The patterns at idx (a text or a list of texts) match the call sites they name. */
+static void sites_matching(lua_State *L, ltrace *t, int idx, const char *key, xf_filter *f, int exclude) {
+  idx = lua_absindex(L, idx);
+  int tbl = lua_type(L, idx) == LUA_TTABLE;
+  if (!tbl && lua_type(L, idx) != LUA_TSTRING) luaL_error(L, "filter '%s' must be text or a list of texts", key);
+  size_t npats = tbl ? (size_t)luaL_len(L, idx) : 1;
+  const char **pats = lua_newuserdatauv(L, (npats ? npats : 1) * sizeof *pats, 0);
+  for (size_t i = 0; i < npats; i++) {
+    if (tbl) lua_rawgeti(L, idx, (lua_Integer)i + 1);
+    else lua_pushvalue(L, idx);
+    if (lua_type(L, -1) != LUA_TSTRING) luaL_error(L, "filter '%s' must be text or a list of texts", key);
+    pats[i] = lua_tostring(L, -1);
+    lua_pop(L, 1); /* the string stays reachable from the table (or value) at idx */
+  }
   lscratch *sc = lapi_scratch(L);
   lapi_scratch_open(L, sc, t);
   size_t n = 0, cap = 0;
   sim_event ev;
-  while (lapi_scratch_next(L, sc, &ev, "site_match") > 0) {
+  while (lapi_scratch_next(L, sc, &ev, key) > 0) {
     if (!ev.stack) continue;
     int existed;
     sim_map_put(&sc->m1, (uint64_t)ev.stack, &existed);
     if (existed) continue;
-    site_probe p = {pat, 0};
+    site_probe p = {pats, npats, 0};
     store_stack_frames(t->ls->s, ev.stack, probe_frame, &p);
     if (p.hit) {
       int64_t *ids = sc->p[0];
@@ -547,9 +564,28 @@ static void sites_matching(lua_State *L, ltrace *t, const char *pat, xf_filter *
       ids[n++] = ev.stack;
     }
   }
-  xf_filter_set_sites(f, sc->p[0], n);
+  if (exclude) xf_filter_set_excluded_sites(f, sc->p[0], n);
+  else xf_filter_set_sites(f, sc->p[0], n);
   lapi_scratch_free(sc);
-  lua_pop(L, 1);
+  lua_pop(L, 2);
+}
+
+/* A list of call site ids (or one) at idx, into a userdata array left on the stack. */
+static int64_t *site_list(lua_State *L, int idx, const char *key, size_t *n) {
+  idx = lua_absindex(L, idx);
+  int tbl = lua_type(L, idx) == LUA_TTABLE;
+  int cnt = tbl ? (int)luaL_len(L, idx) : 1;
+  int64_t *ids = lua_newuserdatauv(L, (size_t)(cnt ? cnt : 1) * sizeof *ids, 0);
+  for (int i = 1; i <= cnt; i++) {
+    if (tbl) lua_rawgeti(L, idx, i);
+    else lua_pushvalue(L, idx);
+    int isnum;
+    ids[i - 1] = (int64_t)lua_tointegerx(L, -1, &isnum);
+    if (!isnum) luaL_error(L, "filter '%s' must be a call site id or a list of them (see trace:sites())", key);
+    lua_pop(L, 1);
+  }
+  *n = (size_t)cnt;
+  return ids;
 }
 
 void lapi_filter(lua_State *L, int idx, ltrace *t, xf_filter *f, const char *fn, const char *const *extra) {
@@ -600,15 +636,15 @@ void lapi_filter(lua_State *L, int idx, ltrace *t, xf_filter *f, const char *fn,
   if (FIELD("step")) {
     double lo = INT32_MIN, hi = INT32_MAX;
     range_of(L, -1, "step", &lo, &hi);
-    f->step_min = (int32_t)fmax(lo, INT32_MIN);
-    f->step_max = (int32_t)fmin(hi, INT32_MAX);
+    f->step_min = (int32_t)fmin(fmax(lo, INT32_MIN), INT32_MAX);
+    f->step_max = (int32_t)fmax(fmin(hi, INT32_MAX), INT32_MIN);
     lua_pop(L, 1);
   }
   if (FIELD("seq")) {
     double lo = -9.2e18, hi = 9.2e18;
     range_of(L, -1, "seq", &lo, &hi);
-    f->seq_min = (int64_t)lo;
-    f->seq_max = (int64_t)hi;
+    f->seq_min = lo <= -9.2e18 ? INT64_MIN : (int64_t)lo;
+    f->seq_max = hi >= 9.2e18 ? INT64_MAX : (int64_t)hi;
     lua_pop(L, 1);
   }
   if (FIELD("size")) {
@@ -641,23 +677,24 @@ void lapi_filter(lua_State *L, int idx, ltrace *t, xf_filter *f, const char *fn,
     lua_pop(L, 1);
   }
   if (FIELD("site")) {
-    int tbl = lua_type(L, -1) == LUA_TTABLE;
-    int n = tbl ? (int)luaL_len(L, -1) : 1;
-    int64_t *ids = lua_newuserdatauv(L, (size_t)(n ? n : 1) * sizeof *ids, 0);
-    for (int i = 1; i <= n; i++) {
-      if (tbl) lua_rawgeti(L, -2, i);
-      else lua_pushvalue(L, -2);
-      int isnum;
-      ids[i - 1] = (int64_t)lua_tointegerx(L, -1, &isnum);
-      if (!isnum) luaL_error(L, "filter 'site' must be a call site id or a list of them (see trace:sites())");
-      lua_pop(L, 1);
-    }
-    xf_filter_set_sites(f, ids, (size_t)n);
+    size_t n;
+    int64_t *ids = site_list(L, -1, "site", &n);
+    xf_filter_set_sites(f, ids, n);
     lua_pop(L, 2);
   }
   if (FIELD("site_match")) {
-    const char *pat = luaL_checkstring(L, -1);
-    sites_matching(L, t, pat, f);
+    sites_matching(L, t, -1, "site_match", f, 0);
+    lua_pop(L, 1);
+  }
+  if (FIELD("exclude_site")) {
+    size_t n;
+    int64_t *ids = site_list(L, -1, "exclude_site", &n);
+    xf_filter_set_excluded_sites(f, ids, n);
+    lua_pop(L, 2);
+  }
+  if (FIELD("exclude_site_match")) {
+    if (f->xsites) luaL_error(L, "filter: give exclude_site or exclude_site_match, not both");
+    sites_matching(L, t, -1, "exclude_site_match", f, 1);
     lua_pop(L, 1);
   }
   int has_name = FIELD("name");
@@ -1322,8 +1359,8 @@ static int trace_drop_steps(lua_State *L) {
   ltrace *nt = lapi_new_trace(L);
   xf_filter f;
   xf_filter_init(&f);
-  f.step_min = (int32_t)fmax(lo, INT32_MIN);
-  f.step_max = (int32_t)fmin(hi, INT32_MAX);
+  f.step_min = (int32_t)fmin(fmax(lo, INT32_MIN), INT32_MAX);
+  f.step_max = (int32_t)fmax(fmin(hi, INT32_MAX), INT32_MIN);
   xf_node *n = xf_drop(t->node, &f);
   xf_filter_release(&f);
   return set_derived(L, nt, t, n, "");
@@ -1377,6 +1414,59 @@ static int trace_insert(lua_State *L) {
   return set_derived(L, nt, t, n, err);
 }
 
+/* Reads a table {[seq] = {event, ...}, ...} at idx into groups (after: the flag) and events. */
+static void read_groups(lua_State *L, int idx, int after, lscratch *sc, size_t *ngroups, size_t *gcap, size_t *nevs,
+                        size_t *ecap) {
+  idx = lua_absindex(L, idx);
+  if (lua_type(L, idx) != LUA_TTABLE)
+    luaL_error(L, "insert_at: '%s' must be a table {[seq] = {event, ...}, ...}", after ? "after" : "before");
+  lua_pushnil(L);
+  while (lua_next(L, idx)) {
+    int ok;
+    lua_Integer seq = lua_tointegerx(L, -2, &ok);
+    if (!ok || seq < 0) luaL_error(L, "insert_at: keys must be event sequence numbers (integers >= 0)");
+    if (!lua_istable(L, -1)) luaL_error(L, "insert_at: the events for seq %I must be a list of event tables", seq);
+    int n = (int)luaL_len(L, -1);
+    xf_insert_group *g = sc->p[0];
+    sim_grow((void **)&g, gcap, *ngroups + 1, sizeof *g);
+    sc->p[0] = g;
+    g[*ngroups] = (xf_insert_group){seq, after, *nevs, (size_t)n};
+    (*ngroups)++;
+    for (int i = 1; i <= n; i++) {
+      sim_event *evs = sc->p[1];
+      sim_grow((void **)&evs, ecap, *nevs + 1, sizeof *evs);
+      sc->p[1] = evs;
+      lua_rawgeti(L, -1, i);
+      sim_event_init(&evs[*nevs]);
+      evs[*nevs].ts = -1;
+      read_event(L, -1, &evs[*nevs]);
+      (*nevs)++;
+      lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+  }
+}
+
+/* t:insert_at{before = {[seq] = {events}}, after = {[seq] = {events}}}: events around given events. */
+static int trace_insert_at(lua_State *L) {
+  ltrace *t = lapi_check_trace(L, 1);
+  luaL_checktype(L, 2, LUA_TTABLE);
+  static const char *const keys[] = {"before", "after", NULL};
+  check_keys(L, 2, "insert_at", keys);
+  lscratch *sc = lapi_scratch(L);
+  size_t ngroups = 0, gcap = 0, nevs = 0, ecap = 0;
+  lua_getfield(L, 2, "before");
+  if (!lua_isnil(L, -1)) read_groups(L, -1, 0, sc, &ngroups, &gcap, &nevs, &ecap);
+  lua_pop(L, 1);
+  lua_getfield(L, 2, "after");
+  if (!lua_isnil(L, -1)) read_groups(L, -1, 1, sc, &ngroups, &gcap, &nevs, &ecap);
+  lua_pop(L, 1);
+  ltrace *nt = lapi_new_trace(L);
+  xf_node *n = xf_insert_at(t->node, sc->p[0], ngroups, sc->p[1], nevs);
+  lapi_scratch_free(sc);
+  return set_derived(L, nt, t, n, "");
+}
+
 static int trace_pin(lua_State *L) {
   ltrace *t = lapi_check_trace(L, 1);
   static const char *const extra[] = {"to", "async", "duration_factor", NULL};
@@ -1407,14 +1497,16 @@ static int trace_pin(lua_State *L) {
 
 static int trace_scale_time(lua_State *L) {
   ltrace *t = lapi_check_trace(L, 1);
-  static const char *const extra[] = {"factor", NULL};
+  static const char *const extra[] = {"factor", "fixed_ns", NULL};
   luaL_checktype(L, 2, LUA_TTABLE);
   lscratch *sc = lapi_scratch(L);
   lapi_filter(L, 2, t, &sc->f, "scale_time", extra);
   double factor = num_field(L, 2, "scale_time", "factor", 1, 1);
+  double fixed = num_field(L, 2, "scale_time", "fixed_ns", 0, 0);
+  if (!(fixed >= 0) || fixed > 9e18) return luaL_error(L, "scale_time: fixed_ns must be a duration in ns >= 0");
   char err[XF_ERRLEN];
   ltrace *nt = lapi_new_trace(L);
-  xf_node *n = xf_scale_time(t->node, &sc->f, factor, err, sizeof err);
+  xf_node *n = xf_scale_time(t->node, &sc->f, factor, (int64_t)fixed, err, sizeof err);
   lapi_scratch_free(sc);
   return set_derived(L, nt, t, n, err);
 }
@@ -1440,8 +1532,9 @@ static int trace_repeat_block(lua_State *L) {
   luaL_checktype(L, 2, LUA_TTABLE);
   static const char *const keys[] = {"from", "to", "times", "once", "once_transient", NULL};
   check_keys(L, 2, "repeat_block", keys);
-  int64_t from = (int64_t)num_field(L, 2, "repeat_block", "from", 0, 1);
-  int64_t to = (int64_t)num_field(L, 2, "repeat_block", "to", 0, 1);
+  double fromd = num_field(L, 2, "repeat_block", "from", 0, 1), tod = num_field(L, 2, "repeat_block", "to", 0, 1);
+  if (!(fromd >= 0 && fromd < 9.2e18 && tod >= 0 && tod < 9.2e18)) return luaL_error(L, "repeat_block: from and to must be event seqs");
+  int64_t from = (int64_t)fromd, to = (int64_t)tod;
   return repeat_common(L, t, from, to, 2);
 }
 
@@ -1781,6 +1874,7 @@ void lapi_trace_register(lua_State *L) {
     {"drop", trace_drop},
     {"drop_steps", trace_drop_steps},
     {"insert", trace_insert},
+    {"insert_at", trace_insert_at},
     {"pin", trace_pin},
     {"scale_time", trace_scale_time},
     {"repeat_block", trace_repeat_block},

@@ -112,6 +112,7 @@ void xf_filter_init(xf_filter *f) {
 void xf_filter_release(xf_filter *f) {
   free(f->sites);
   free(f->names);
+  free(f->xsites);
   xf_lifetime_unref(f->lt);
   xf_filter_init(f);
 }
@@ -132,6 +133,7 @@ void xf_filter_copy(xf_filter *dst, const xf_filter *src) {
   *dst = *src;
   dst->sites = dup_ids(src->sites, src->nsites);
   dst->names = dup_ids(src->names, src->nnames);
+  dst->xsites = dup_ids(src->xsites, src->nxsites);
   xf_lifetime_ref(dst->lt);
 }
 
@@ -149,6 +151,13 @@ void xf_filter_set_names(xf_filter *f, const int64_t *ids, size_t n) {
   f->nnames = n;
   if (n) qsort(f->names, n, sizeof *f->names, cmp_i64);
   if (!n) f->names = sim_xmalloc(sizeof *f->names);
+}
+
+void xf_filter_set_excluded_sites(xf_filter *f, const int64_t *ids, size_t n) {
+  free(f->xsites);
+  f->xsites = dup_ids(ids, n);
+  f->nxsites = n;
+  if (n) qsort(f->xsites, n, sizeof *f->xsites, cmp_i64);
 }
 
 void xf_filter_set_lifetime(xf_filter *f, xf_lifetime *lt) {
@@ -170,7 +179,8 @@ static int in_sorted(const int64_t *a, size_t n, int64_t v) {
 int xf_filter_is_set(const xf_filter *f) {
   return f->kinds || f->categories || f->mems || f->dirs || f->flags_all || f->lifetime || f->has_stream ||
          f->device != -2 || f->step_min != INT32_MIN || f->step_max != INT32_MAX || f->size_min ||
-         f->size_max != UINT64_MAX || f->seq_min != INT64_MIN || f->seq_max != INT64_MAX || f->sites || f->names;
+         f->size_max != UINT64_MAX || f->seq_min != INT64_MIN || f->seq_max != INT64_MAX || f->sites || f->names ||
+         f->xsites;
 }
 
 int xf_filter_match(const xf_filter *f, const sim_event *ev) {
@@ -198,6 +208,7 @@ int xf_filter_match(const xf_filter *f, const sim_event *ev) {
   if (ev->seq < f->seq_min || ev->seq > f->seq_max) return 0;
   if (f->sites && !in_sorted(f->sites, f->nsites, ev->stack)) return 0;
   if (f->names && !in_sorted(f->names, f->nnames, ev->name)) return 0;
+  if (f->xsites && in_sorted(f->xsites, f->nxsites, ev->stack)) return 0;
   return 1;
 }
 
@@ -276,6 +287,7 @@ typedef enum node_kind {
   N_RESIZE,
   N_DROP,
   N_INSERT,
+  N_INSERT_AT,
   N_SET_COPY,
   N_SCALE_TIME,
   N_REPEAT,
@@ -310,6 +322,10 @@ struct xf_node {
   int64_t from, to;
   int times, has_once, once_transient;
   xf_filter once;
+  /* insert_at */
+  xf_insert_group *groups;
+  size_t ngroups;
+  int64_t fixed;
   /* map */
   xf_event_fn fn;
   /* merge */
@@ -386,6 +402,7 @@ static void filter_text(const xf_filter *f, char *buf, size_t n) {
     APP(" seq=%lld..%lld", (long long)f->seq_min, (long long)f->seq_max);
   if (f->sites) APP(" sites=%zu", f->nsites);
   if (f->names) APP(" names=%zu", f->nnames);
+  if (f->xsites) APP(" excluded_sites=%zu", f->nxsites);
 #undef APP
 }
 
@@ -476,16 +493,38 @@ xf_node *xf_set_copy(xf_node *in, const xf_filter *f, int mem, int async, double
   return n;
 }
 
-xf_node *xf_scale_time(xf_node *in, const xf_filter *f, double factor, char *err, size_t errlen) {
+xf_node *xf_scale_time(xf_node *in, const xf_filter *f, double factor, int64_t fixed_ns, char *err, size_t errlen) {
   if (!(factor >= 0) || !isfinite(factor) || factor > 1e9)
     return bad(err, errlen, "scale_time: factor must be a number >= 0, not %g", factor), NULL;
+  if (fixed_ns < 0) return bad(err, errlen, "scale_time: the fixed part must be >= 0"), NULL;
   xf_node *n = node_new(N_SCALE_TIME, in);
   xf_filter_copy(&n->f, f);
   if (!n->f.kinds) n->f.kinds = 1u << SIM_EV_KERNEL;
   n->factor = factor;
+  n->fixed = fixed_ns;
   char ft[256];
   filter_text(&n->f, ft, sizeof ft);
-  node_describe(n, "scale_time%s factor=%g", ft, factor);
+  node_describe(n, "scale_time%s factor=%g fixed_ns=%lld", ft, factor, (long long)fixed_ns);
+  return n;
+}
+
+static int cmp_group(const void *a, const void *b) {
+  const xf_insert_group *x = a, *y = b;
+  if (x->seq != y->seq) return x->seq < y->seq ? -1 : 1;
+  return x->after - y->after;
+}
+
+xf_node *xf_insert_at(xf_node *in, const xf_insert_group *groups, size_t ngroups, const sim_event *evs, size_t nevs) {
+  xf_node *n = node_new(N_INSERT_AT, in);
+  n->reorders = 1;
+  n->groups = sim_xmalloc((ngroups ? ngroups : 1) * sizeof *n->groups);
+  if (ngroups) memcpy(n->groups, groups, ngroups * sizeof *groups);
+  n->ngroups = ngroups;
+  qsort(n->groups, ngroups, sizeof *n->groups, cmp_group);
+  n->evs = sim_xmalloc((nevs ? nevs : 1) * sizeof *n->evs);
+  if (nevs) memcpy(n->evs, evs, nevs * sizeof *evs);
+  n->nevs = nevs;
+  node_describe(n, "insert_at places=%zu events=%zu", ngroups, nevs);
   return n;
 }
 
@@ -547,6 +586,7 @@ void xf_node_unref(xf_node *n) {
   xf_filter_release(&n->once);
   sim_map_release(&n->sizes);
   free(n->evs);
+  free(n->groups);
   free(n->desc);
   if (n->release) n->release(n->arg);
   free(n);
@@ -816,7 +856,50 @@ static int scale_time_next(void *ctx, sim_event *ev) {
   xstate *x = ctx;
   int r = in_next(x, ev);
   if (r <= 0) return r;
-  if (ev->dur > 0 && xf_filter_match(&x->n->f, ev)) ev->dur = (int64_t)llround((double)ev->dur * x->n->factor);
+  const xf_node *n = x->n;
+  if (ev->dur > n->fixed && xf_filter_match(&n->f, ev))
+    ev->dur = n->fixed + (int64_t)llround((double)(ev->dur - n->fixed) * n->factor);
+  return 1;
+}
+
+/* The group of (seq, after), or NULL. */
+static const xf_insert_group *find_group(const xf_node *n, int64_t seq, int after) {
+  size_t lo = 0, hi = n->ngroups;
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    const xf_insert_group *g = &n->groups[mid];
+    if (g->seq < seq || (g->seq == seq && g->after < after)) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo < n->ngroups && n->groups[lo].seq == seq && n->groups[lo].after == after ? &n->groups[lo] : NULL;
+}
+
+static void push_group(xstate *x, const xf_insert_group *g, const sim_event *anchor) {
+  for (size_t i = 0; i < g->count && g->first + i < x->n->nevs; i++) {
+    sim_event e = x->n->evs[g->first + i];
+    e.seq = -1;
+    if (e.ts < 0) e.ts = anchor->ts;
+    evq_push(&x->q, &e);
+  }
+}
+
+static int insert_at_next(void *ctx, sim_event *ev) {
+  xstate *x = ctx;
+  const xf_node *n = x->n;
+  if (evq_pop(&x->q, ev)) return 1;
+  sim_event e;
+  int r = in_next(x, &e);
+  if (r <= 0) return r;
+  if (e.seq >= 0 && n->ngroups) {
+    const xf_insert_group *before = find_group(n, e.seq, 0), *after = find_group(n, e.seq, 1);
+    if (before || after) {
+      if (before) push_group(x, before, &e);
+      evq_push(&x->q, &e);
+      if (after) push_group(x, after, &e);
+      return evq_pop(&x->q, ev);
+    }
+  }
+  *ev = e;
   return 1;
 }
 
@@ -1037,6 +1120,7 @@ static int open_node(const xf_node *n, replay_source *out, char *err, size_t err
   case N_RESIZE: next = scale_next; break;
   case N_DROP: next = drop_next; break;
   case N_INSERT: next = insert_next; break;
+  case N_INSERT_AT: next = insert_at_next; break;
   case N_SET_COPY: next = set_copy_next; break;
   case N_SCALE_TIME: next = scale_time_next; break;
   case N_REPEAT: next = repeat_next; break;

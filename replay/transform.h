@@ -87,6 +87,8 @@ typedef struct xf_filter {
   size_t nsites;
   int64_t *names;       /* sorted name ids (owned) */
   size_t nnames;
+  int64_t *xsites;      /* sorted call stack ids that never match (owned) */
+  size_t nxsites;
 } xf_filter;
 
 void xf_filter_init(xf_filter *f);
@@ -96,6 +98,7 @@ void xf_filter_copy(xf_filter *dst, const xf_filter *src);
 /* Sets the sorted id lists (copied). */
 void xf_filter_set_sites(xf_filter *f, const int64_t *ids, size_t n);
 void xf_filter_set_names(xf_filter *f, const int64_t *ids, size_t n);
+void xf_filter_set_excluded_sites(xf_filter *f, const int64_t *ids, size_t n);
 void xf_filter_set_lifetime(xf_filter *f, xf_lifetime *lt);
 int xf_filter_match(const xf_filter *f, const sim_event *ev);
 /* True when the filter has a criterion of its own (not an empty filter). */
@@ -162,12 +165,23 @@ xf_node *xf_drop(xf_node *in, const xf_filter *f);
  * in bits 40..60 for BEFORE_EACH/AFTER_EACH); a ts of -1 takes the neighbour's time. */
 xf_node *xf_insert(xf_node *in, const sim_event *evs, size_t n, xf_where where, int64_t seq, const xf_filter *f,
                    char *err, size_t errlen);
+/* Inserts events around given base events: groups[i] events go before (after: after) every
+ * event whose base seq is seqs[i]. Addresses are used as given; a ts of -1 takes the
+ * anchor's time. */
+typedef struct xf_insert_group {
+  int64_t seq;
+  int after;
+  size_t first, count; /* into evs */
+} xf_insert_group;
+xf_node *xf_insert_at(xf_node *in, const xf_insert_group *groups, size_t ngroups, const sim_event *evs, size_t nevs);
+
 /* Copies that match: host memory kind set to mem (SIM_MEM_PINNED ...), SIM_EVF_ASYNC set when
  * async, duration multiplied by dur_factor. */
 xf_node *xf_set_copy(xf_node *in, const xf_filter *f, int mem, int async, double dur_factor, char *err,
                      size_t errlen);
-/* Durations of matching events (kernels by default) multiplied by factor. */
-xf_node *xf_scale_time(xf_node *in, const xf_filter *f, double factor, char *err, size_t errlen);
+/* Durations of matching events (kernels by default): the part above fixed_ns is multiplied
+ * by factor (fixed_ns 0: the whole duration), as a launch-bound floor that does not scale. */
+xf_node *xf_scale_time(xf_node *in, const xf_filter *f, double factor, int64_t fixed_ns, char *err, size_t errlen);
 /*
  * Repeats the block of events with base seq in [from, to) `times` times (0 drops it). In the
  * copies after the first: allocations get fresh addresses; a copy's allocation that is still

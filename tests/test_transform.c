@@ -540,7 +540,7 @@ static void test_set_copy_and_time(void) {
   xf_filter_init(&f);
   int64_t gemm[] = {NAME_GEMM};
   xf_filter_set_names(&f, gemm, 1);
-  xf_node *n = xf_scale_time(p, &f, 0.25, err, sizeof err);
+  xf_node *n = xf_scale_time(p, &f, 0.25, 0, err, sizeof err);
   evs got = drain(n);
   evs ref = copy_of(&v);
   for (size_t i = 0; i < ref.n; i++) {

@@ -1,0 +1,239 @@
+-- scale_fit.lua: predict a job's memory at another size (sequence length or batch) from traces
+-- of the same job at two sizes.
+--
+-- Model (two traces, --set other=TRACE):
+--   * allocations are matched across the traces by call site and order: the k-th allocation
+--     made at a call site in one trace is the k-th made there in the other;
+--   * each matched allocation's growth is fitted from its two sizes: constant, linear or
+--     quadratic in the size when the ratio says so (within 2%), otherwise a power law through
+--     both points;
+--   * the trace nearer the target size is resized allocation by allocation (an allocation
+--     without a match takes the growth most allocations at its call site have, else constant)
+--     and replayed through the allocator, so peak reserved memory comes from the allocator's
+--     own decisions; kernels are matched by name and order and their durations fitted alike;
+--   * allocations the larger trace makes that the smaller one does not (a size-dependent
+--     number of chunks) are kept as the base trace has them.
+-- Model (one trace): persistent memory (what lives across the trace: parameters, optimizer
+--   state, gradients) and the optimizer's own allocations are constant; attention scores are
+--   quadratic in a sequence length: with --set heads=N and the batch known, every transient
+--   allocation of batch x heads x size^2 elements (of --set elem bytes, default 4) and of size^2
+--   bytes (a boolean causal mask); all other transient allocations are linear. Without heads, or
+--   with --set unit=batch, nothing is quadratic.
+-- Parameters (--set):
+--   size=N        the size of this trace (required: e.g. its sequence length)
+--   at=N          the size to predict (default: 2 * the larger known size)
+--   other=TRACE   the same job recorded at another size (name or id)
+--   other_size=N  that trace's size (required with other)
+--   unit=NAME     sequence (default) or batch: what the size counts
+--   heads=N       attention heads (one trace, sequence: with batch, finds the score matrices)
+--   elem=N        bytes per element of the score matrices (default 4: fp32)
+--   allocator=SPEC, capacity=SIZE, batch=N  as for every scenario
+local S = memplay.scenario_context()
+local size = memplay.param('size', 0)
+if size <= 0 then error('--set size=N: the size (sequence length or batch) this trace was recorded at is required') end
+local other_name = memplay.param('other', '')
+local other_size = memplay.param('other_size', 0)
+local unit = memplay.param('unit', 'sequence')
+if unit ~= 'sequence' and unit ~= 'batch' then error('--set unit: sequence or batch, not ' .. unit) end
+if other_name ~= '' and other_size <= 0 then error('--set other_size=N is required with other') end
+local at = memplay.param('at', 2 * math.max(size, other_size))
+if at <= 0 then error('--set at=N must be at least 1') end
+
+local A = S.trace
+local B = other_name ~= '' and memplay.store():trace(other_name) or nil
+
+local TOL = 0.02
+local function classify(r, x)
+  if math.abs(r - 1) <= TOL then return 'constant', 0 end
+  if math.abs(r - x) <= TOL * x then return 'linear', 1 end
+  if math.abs(r - x * x) <= TOL * x * x then return 'quadratic', 2 end
+  return 'power', math.log(r) / math.log(x)
+end
+
+-- The allocations of a trace grouped by call site, in order: site -> list of indices.
+local function by_site(allocs)
+  local sites = {}
+  for i = 1, allocs.n do
+    local l = sites[allocs.site[i]]
+    if not l then
+      l = {}
+      sites[allocs.site[i]] = l
+    end
+    l[#l + 1] = i
+  end
+  return sites
+end
+
+-- A growth is plausible when it is one of the classes, or a power law of modest exponent.
+local function plausible(r, x)
+  local cls, p = classify(r, x)
+  return cls ~= 'power' or (p >= -0.05 and p <= 2.5)
+end
+
+-- Matches the k-th allocation at a site with the k-th in the other trace; where one trace
+-- makes more allocations at a site, an allocation whose growth is implausible is taken for
+-- an extra one and skipped. Returns base index -> reference index.
+local function match(ab, ar, x)
+  local pairs_, sb, sr = {}, by_site(ab), by_site(ar)
+  for site, lb in pairs(sb) do
+    local lr = sr[site]
+    if lr and site ~= 0 then
+      local i, j = 1, 1
+      while i <= #lb and j <= #lr do
+        local r = ar.size[lr[j]] / ab.size[lb[i]]
+        if plausible(r, x) then
+          pairs_[lb[i]] = lr[j]
+          i, j = i + 1, j + 1
+        elseif #lr - j > #lb - i then
+          j = j + 1
+        else
+          i = i + 1
+        end
+      end
+    end
+  end
+  return pairs_
+end
+
+local counts = {constant = 0, linear = 0, quadratic = 0, power = 0, unmatched = 0}
+local base, base_size, resize, exps = nil, nil, {}, {}
+local nchanged = 0
+
+if B then
+  -- the base is the trace nearer the target (in ratio)
+  local near_a = math.abs(math.log(at / size)) <= math.abs(math.log(at / other_size))
+  base = near_a and A or B
+  base_size = near_a and size or other_size
+  local ref, ref_size = near_a and B or A, near_a and other_size or size
+  local ab, ar = base:allocations(), ref:allocations()
+  local x = ref_size / base_size
+  local m = match(ab, ar, x)
+  local site_votes = {}
+  local p_of = {}
+  for i = 1, ab.n do
+    local j = m[i]
+    if j then
+      local cls, p = classify(ar.size[j] / ab.size[i], x)
+      counts[cls] = counts[cls] + 1
+      p_of[i] = p
+      local v = site_votes[ab.site[i]] or {}
+      v[p] = (v[p] or 0) + 1
+      site_votes[ab.site[i]] = v
+    elseif ab.site[i] == 0 or ab.persistent[i] then
+      -- live before the trace or without a call stack: nothing to match it by
+      counts.constant = counts.constant + 1
+      p_of[i] = 0
+    end
+  end
+  for i = 1, ab.n do
+    local p = p_of[i]
+    if not p then
+      counts.unmatched = counts.unmatched + 1
+      local best, n = 0, 0
+      for e, c in pairs(site_votes[ab.site[i]] or {}) do
+        if c > n then best, n = e, c end
+      end
+      p = best
+    end
+    if p ~= 0 then
+      local new = math.floor(ab.size[i] * (at / base_size) ^ p + 0.5)
+      if new ~= ab.size[i] then
+        resize[ab.seq[i]] = new
+        nchanged = nchanged + 1
+      end
+    end
+  end
+  memplay.assume(string.format('allocations matched by call site and order between %s (%s %d) and %s (%s %d)',
+    A:name(), unit, size, B:name(), unit, other_size))
+else
+  base, base_size = A, size
+  local ab = A:allocations()
+  -- optimizer call sites are constant
+  local opt = {}
+  for _, s in ipairs(A:sites{site_match = memplay.optimizer_sites}) do opt[s.site] = true end
+  local quad_sizes = {}
+  -- attention scores: batch * heads * size^2 elements (and size^2 masks), when the heads are known
+  local heads = memplay.param('heads', 0)
+  local elem = memplay.param('elem', 4)
+  if unit == 'sequence' and heads > 0 and S.batch then
+    quad_sizes[S.batch * heads * size * size * elem] = true
+    quad_sizes[size * size] = true -- a boolean causal mask
+    memplay.assume(string.format('attention scores are %d x %d x %s^2 elements of %d bytes (batch x heads x sequence^2), and a %s^2 boolean mask: quadratic',
+      S.batch, heads, unit, elem, unit))
+  elseif unit == 'sequence' then
+    memplay.assume('no --set heads=N (and batch): attention scores are taken as linear, which underestimates long sequences')
+  end
+  local x = at / size
+  for i = 1, ab.n do
+    local p
+    if ab.persistent[i] or opt[ab.site[i]] or ab.site[i] == 0 then
+      p = 0; counts.constant = counts.constant + 1
+    elseif quad_sizes[ab.size[i]] then
+      p = 2; counts.quadratic = counts.quadratic + 1
+    else
+      p = 1; counts.linear = counts.linear + 1
+    end
+    if p ~= 0 then
+      local new = math.floor(ab.size[i] * x ^ p + 0.5)
+      if new ~= ab.size[i] then
+        resize[ab.seq[i]] = new
+        nchanged = nchanged + 1
+      end
+    end
+  end
+  memplay.assume('one trace: persistent and optimizer allocations constant, attention scores quadratic, other transient allocations linear in ' .. unit)
+end
+
+-- kernels: matched by name and order, durations fitted the same way
+local retime = nil
+if B then
+  local function kernel_list(t)
+    local list, count = {}, {}
+    for ev in t:events{kind = 'kernel'} do
+      local k = (count[ev.name_id or 0] or 0) + 1
+      count[ev.name_id or 0] = k
+      list[#list + 1] = {seq = ev.seq, key = (ev.name_id or 0) .. ':' .. k, dur = ev.dur}
+    end
+    return list
+  end
+  local kb = kernel_list(base)
+  if #kb > 0 then
+    local kr = {}
+    for _, k in ipairs(kernel_list(base == A and B or A)) do kr[k.key] = k.dur end
+    local ref_size = base == A and other_size or size
+    retime = {}
+    for _, k in ipairs(kb) do
+      local d2 = kr[k.key]
+      if d2 and k.dur > 0 and d2 > 0 then
+        local p = math.log(d2 / k.dur) / math.log(ref_size / base_size)
+        retime[k.seq] = math.floor(k.dur * (at / base_size) ^ p + 0.5)
+      end
+    end
+  end
+end
+
+local predicted = base:resize(resize)
+if retime then
+  predicted = predicted:map(function(ev)
+    local d = retime[ev.seq]
+    if d then ev.dur = d end
+  end, {kind = 'kernel'})
+end
+
+local function batch_at(n) return unit == 'batch' and n or S.batch end
+local ra = S:replay(A)
+S:record(string.format('%s (%s %d, recorded)', A:name(), unit, size), ra, {size = size, batch = batch_at(size)})
+if B then
+  local rb = S:replay(B)
+  S:record(string.format('%s (%s %d, recorded)', B:name(), unit, other_size), rb, {size = other_size, batch = batch_at(other_size)})
+end
+local rp = S:replay(predicted)
+S:record(string.format('predicted at %s %d', unit, at), rp, {size = at, batch = batch_at(at)})
+
+memplay.assume(string.format('growth of %d allocations: %d constant, %d linear, %d quadratic, %d power law, %d without a match; %d resized',
+  counts.constant + counts.linear + counts.quadratic + counts.power + counts.unmatched,
+  counts.constant, counts.linear, counts.quadratic, counts.power, counts.unmatched, nchanged))
+S:report{
+  title = string.format('scale fit: %s at %s %d, from %s', A:name(), unit, at, B and (unit .. 's ' .. size .. ' and ' .. other_size) or (unit .. ' ' .. size)),
+  before = {{key = 'size', title = unit}},
+}
