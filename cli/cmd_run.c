@@ -170,10 +170,7 @@ int cli_lua_run(cli *c, const char *cmd, void *opts, const char *trace_ref, cons
     if (hint) fprintf(stderr, "hint: %s\n", hint);
     goto out;
   }
-  if (!o->save) {
-    /* nothing is stored: drop the variants' runs but keep everything else of the run */
-    cx.st = NULL;
-  }
+  cx.no_runs = !o->save;
   if (lua_api_finish(&cx, h, err, sizeof err)) {
     cli_error("%s", err);
     goto out;

@@ -106,6 +106,7 @@ void lapi_scratch_free(lscratch *sc) {
   sim_map_release(&sc->m1);
   sim_map_release(&sc->m2);
   sim_map_release(&sc->m3);
+  sim_map_release(&sc->m4);
   for (size_t i = 0; i < sizeof sc->p / sizeof sc->p[0]; i++) {
     free(sc->p[i]);
     sc->p[i] = NULL;
@@ -134,6 +135,7 @@ lscratch *lapi_scratch(lua_State *L) {
   sim_map_init(&sc->m1);
   sim_map_init(&sc->m2);
   sim_map_init(&sc->m3);
+  sim_map_init(&sc->m4);
   xf_filter_init(&sc->f);
   xf_filter_init(&sc->f2);
   if (luaL_newmetatable(L, LAPI_SCRATCH)) {
@@ -634,7 +636,7 @@ int lua_api_finish(lua_ctx *cx, lua_host *h, char *err, size_t errlen) {
       return -1;
     }
   }
-  if (p->nvariants && cx->st) {
+  if (p->nvariants && cx->st && !cx->no_runs) {
     if (!p->tx && store_begin(cx->st)) {
       snprintf(err, errlen, "%s", store_error(cx->st));
       write_files(cx, -1, err, 0);

@@ -34,6 +34,7 @@ typedef struct lua_ctx {
   const char *out_dir;     /* --out DIR: where result files go (NULL: none may be written) */
   FILE *out;               /* where the script's print and tables go */
   int whatif;              /* 1: `memplay whatif` (the first variant must be the unchanged trace) */
+  int no_runs;             /* 1: do not store the variants as runs (traces the script saves are kept) */
   /* kept by the library */
   struct lua_ctx_private *p;
 } lua_ctx;

@@ -37,6 +37,7 @@ typedef struct lmem {
 
 /* What a trace knows about itself, computed once on first use. */
 typedef struct lsummary {
+  int refs;
   uint64_t events, by_kind[SIM_EV__COUNT];
   uint64_t allocs, alloc_bytes, frees, size_min, size_max;
   uint64_t cat_allocs[SIM_CAT__COUNT], cat_bytes[SIM_CAT__COUNT];
@@ -51,6 +52,8 @@ typedef struct lsummary {
   uint64_t copy_bytes[SIM_COPY__COUNT][SIM_MEM__COUNT], copies[SIM_COPY__COUNT][SIM_MEM__COUNT];
   int64_t *names; /* distinct name ids, sorted */
   size_t nnames;
+  int64_t *sites; /* distinct call stack ids, sorted */
+  size_t nsites;
 } lsummary;
 
 /* The Trace userdata. */
@@ -62,6 +65,7 @@ typedef struct ltrace {
   int derived;
   xf_lifetime *lt;  /* the base's lifetimes, once computed */
   lsummary *sum;    /* this trace's summary, once computed */
+  lsummary *bsum;   /* its base's, for filters (names and call sites), shared with what derives from it */
 } ltrace;
 
 /* The replay result behind a result table. */
@@ -118,6 +122,9 @@ void lapi_set_trace(ltrace *t, xf_node *node, xf_node *base, lstore *ls, const s
 int lapi_open(lua_State *L, ltrace *t, replay_source *src, char *err, size_t errlen);
 /* The trace's summary and lifetimes, computed on first use (errors are raised). */
 lsummary *lapi_summary(lua_State *L, ltrace *t);
+/* The summary of the trace's base (its own after a merge): the names and call sites that
+ * filters resolve against. Transforms do not add names or call sites of their own. */
+lsummary *lapi_base_summary(lua_State *L, ltrace *t);
 xf_lifetime *lapi_lifetime(lua_State *L, ltrace *t);
 /* The store functions. */
 void lapi_store_register(lua_State *L);
@@ -148,7 +155,7 @@ void lapi_out_register(lua_State *L);
 typedef struct lscratch {
   replay_source src;
   int src_open;
-  sim_map m1, m2, m3;
+  sim_map m1, m2, m3, m4;
   void *p[6]; /* freed with free() */
   xf_filter f, f2;
   store_writer *w;

@@ -233,10 +233,11 @@ void lapi_store_register(lua_State *L) {
 
 /* ---- the Trace userdata -------------------------------------------------------------------- */
 
-static void summary_free(lsummary *s) {
-  if (!s) return;
+static void summary_unref(lsummary *s) {
+  if (!s || --s->refs > 0) return;
   free(s->streams);
   free(s->names);
+  free(s->sites);
   free(s);
 }
 
@@ -275,8 +276,10 @@ static int trace_gc(lua_State *L) {
   store_trace_clear(&t->meta);
   xf_lifetime_unref(t->lt);
   t->lt = NULL;
-  summary_free(t->sum);
+  summary_unref(t->sum);
   t->sum = NULL;
+  summary_unref(t->bsum);
+  t->bsum = NULL;
   return 0;
 }
 
@@ -307,11 +310,16 @@ static int cmp_i64(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-lsummary *lapi_summary(lua_State *L, ltrace *t) {
-  if (t->sum) return t->sum;
+/* Reads the events of node n (of trace t) into a new summary (one reference). */
+static lsummary *summarize(lua_State *L, ltrace *t, const xf_node *n) {
   lscratch *sc = lapi_scratch(L);
-  lapi_scratch_open(L, sc, t);
+  char err[XF_ERRLEN];
+  lapi_ctx(L);
+  if (xf_open(n, &sc->src, err, sizeof err)) luaL_error(L, "cannot read trace '%s': %s", t->meta.name, err);
+  sc->src_open = 1;
+  size_t sitecap = 0;
   lsummary *s = sc->p[0] = sim_xcalloc(1, sizeof *s);
+  s->refs = 1;
   s->size_min = UINT64_MAX;
   s->step_min = INT32_MAX;
   s->step_max = INT32_MIN;
@@ -331,6 +339,7 @@ lsummary *lapi_summary(lua_State *L, ltrace *t) {
     }
     if (ev.device >= -1 && ev.device < REPLAY_MAX_DEVICES) s->devices[ev.device + 1] = 1;
     if (ev.name) add_id(&s->names, &s->nnames, &ncap, &sc->m3, ev.name), sc->p[1] = s->names;
+    if (ev.stack) add_id(&s->sites, &s->nsites, &sitecap, &sc->m4, ev.stack), sc->p[3] = s->sites;
     switch (ev.kind) {
     case SIM_EV_ALLOC: {
       s->allocs++;
@@ -374,16 +383,34 @@ lsummary *lapi_summary(lua_State *L, ltrace *t) {
     default: break;
     }
   }
-  sc->p[0] = sc->p[1] = sc->p[2] = NULL; /* now the trace's */
+  sc->p[0] = sc->p[1] = sc->p[2] = sc->p[3] = NULL; /* now the caller's */
   lapi_scratch_free(sc);
   lua_pop(L, 1);
   if (!s->allocs) s->size_min = 0;
   if (!s->events) s->first_ts = 0;
   if (s->names) qsort(s->names, s->nnames, sizeof *s->names, cmp_i64);
   if (s->streams) qsort(s->streams, s->nstreams, sizeof *s->streams, cmp_i64);
-  t->sum = s;
+  if (s->sites) qsort(s->sites, s->nsites, sizeof *s->sites, cmp_i64);
   return s;
 }
+
+lsummary *lapi_summary(lua_State *L, ltrace *t) {
+  if (!t->sum) t->sum = summarize(L, t, t->node);
+  return t->sum;
+}
+
+lsummary *lapi_base_summary(lua_State *L, ltrace *t) {
+  if (t->bsum) return t->bsum;
+  if (!t->base || t->base == t->node) {
+    t->bsum = lapi_summary(L, t);
+  } else {
+    t->bsum = summarize(L, t, t->base);
+  }
+  t->bsum->refs++;
+  return t->bsum;
+}
+
+
 
 xf_lifetime *lapi_lifetime(lua_State *L, ltrace *t) {
   if (t->lt) return t->lt;
@@ -546,22 +573,17 @@ static void sites_matching(lua_State *L, ltrace *t, int idx, const char *key, xf
     pats[i] = lua_tostring(L, -1);
     lua_pop(L, 1); /* the string stays reachable from the table (or value) at idx */
   }
+  lsummary *sum = lapi_base_summary(L, t);
   lscratch *sc = lapi_scratch(L);
-  lapi_scratch_open(L, sc, t);
   size_t n = 0, cap = 0;
-  sim_event ev;
-  while (lapi_scratch_next(L, sc, &ev, key) > 0) {
-    if (!ev.stack) continue;
-    int existed;
-    sim_map_put(&sc->m1, (uint64_t)ev.stack, &existed);
-    if (existed) continue;
+  for (size_t k = 0; k < sum->nsites; k++) {
     site_probe p = {pats, npats, 0};
-    store_stack_frames(t->ls->s, ev.stack, probe_frame, &p);
+    store_stack_frames(t->ls->s, sum->sites[k], probe_frame, &p);
     if (p.hit) {
       int64_t *ids = sc->p[0];
       sim_grow((void **)&ids, &cap, n + 1, sizeof *ids);
       sc->p[0] = ids;
-      ids[n++] = ev.stack;
+      ids[n++] = sum->sites[k];
     }
   }
   if (exclude) xf_filter_set_excluded_sites(f, sc->p[0], n);
@@ -710,7 +732,7 @@ void lapi_filter(lua_State *L, int idx, ltrace *t, xf_filter *f, const char *fn,
       else if (lua_type(L, name_idx) == LUA_TTABLE) pats = (int)luaL_len(L, name_idx);
       else luaL_error(L, "filter 'name' must be text or a list of texts (matched as substrings)");
     }
-    lsummary *s = lapi_summary(L, t);
+    lsummary *s = lapi_base_summary(L, t);
     int64_t *ids = lua_newuserdatauv(L, (s->nnames ? s->nnames : 1) * sizeof *ids, 0);
     size_t nids = 0;
     luaL_Buffer b;
@@ -1255,6 +1277,10 @@ static int trace_kernels(lua_State *L) {
 static int set_derived(lua_State *L, ltrace *nt, ltrace *t, xf_node *n, const char *err) {
   if (!n) return luaL_error(L, "%s", err);
   lapi_set_trace(nt, n, t->base, t->ls, &t->meta, 1, t->lt);
+  if (t->bsum && t->base) {
+    nt->bsum = t->bsum;
+    nt->bsum->refs++;
+  }
   return 1;
 }
 

@@ -167,6 +167,11 @@ void xf_filter_set_lifetime(xf_filter *f, xf_lifetime *lt) {
 }
 
 static int in_sorted(const int64_t *a, size_t n, int64_t v) {
+  if (n <= 16) { /* short lists (the common case): a scan beats a search */
+    for (size_t i = 0; i < n; i++)
+      if (a[i] >= v) return a[i] == v;
+    return 0;
+  }
   size_t lo = 0, hi = n;
   while (lo < hi) {
     size_t mid = (lo + hi) / 2;
@@ -183,7 +188,10 @@ int xf_filter_is_set(const xf_filter *f) {
          f->xsites;
 }
 
-int xf_filter_match(const xf_filter *f, const sim_event *ev) {
+static inline int filter_match(const xf_filter *f, const sim_event *ev);
+int xf_filter_match(const xf_filter *f, const sim_event *ev) { return filter_match(f, ev); }
+
+static inline int filter_match(const xf_filter *f, const sim_event *ev) {
   if (f->kinds && !(f->kinds >> ev->kind & 1)) return 0;
   if (f->categories || f->lifetime) {
     /* Categories and lifetimes describe allocations only. */
@@ -656,6 +664,13 @@ static int evq_pop(evq *q, sim_event *ev) {
   return 1;
 }
 
+typedef struct stage {
+  const xf_node *n;
+  uint32_t kinds; /* the event kinds the stage can change */
+  sim_map map; /* scale, resize: changed sizes by address */
+  int track;   /* -1 until the first free says whether the trace's frees carry sizes */
+} stage;
+
 typedef struct xstate {
   replay_source in, in2;
   const xf_node *n;
@@ -680,6 +695,8 @@ typedef struct xstate {
   int64_t base_a, base_b;
   /* renumber */
   int64_t out_seq;
+  stage *stages; /* fused one-to-one transforms */
+  size_t nstages;
 } xstate;
 
 static const char *x_error(void *ctx) {
@@ -701,6 +718,8 @@ static void x_close(void *ctx) {
   sim_map_release(&x->map2);
   free(x->q.a);
   free(x->block);
+  for (size_t i = 0; i < x->nstages; i++) sim_map_release(&x->stages[i].map);
+  free(x->stages);
   free(x);
 }
 
@@ -711,52 +730,84 @@ static inline int is_free_kind(int k) {
 }
 static inline int completes(int k) { return k == SIM_EV_FREE || k == SIM_EV_FREE_COMPLETED; }
 
+static inline int64_t round_pos(double v) { return (int64_t)(v + 0.5); }
+
 static uint64_t scaled(uint64_t size, double factor, uint64_t align) {
-  double v = ceil((double)size * factor);
+  double v = (double)size * factor;
   if (v > 9.0e18) v = 9.0e18;
   uint64_t s = (uint64_t)v;
+  if ((double)s < v) s++; /* rounded up */
   if (align > 1) s = (s + align - 1) / align * align;
   if (s == 0 && size > 0) s = align > 1 ? align : 1;
   return s;
 }
 
-/* scale, resize: new sizes for allocations; their frees follow. */
-static int scale_next(void *ctx, sim_event *ev) {
-  xstate *x = ctx;
-  const xf_node *n = x->n;
-  int r = in_next(x, ev);
-  if (r <= 0) return r;
+/* The transforms that turn each event into one event: applied as stages, several fused into
+ * one source when they are stacked (one call per event instead of one per transform). */
+
+static int fusable(const xf_node *n) {
+  return n->kind == N_SCALE || n->kind == N_RESIZE || n->kind == N_SET_COPY || n->kind == N_SCALE_TIME;
+}
+
+/*
+ * scale, resize: new sizes for allocations; their frees follow. A free's size is only
+ * informational (the engine frees by address), so the changed sizes are tracked only when the
+ * trace's frees carry sizes at all, which the first free tells.
+ */
+static void stage_sizes(stage *st, sim_event *ev) {
+  const xf_node *n = st->n;
   if (ev->kind == SIM_EV_ALLOC) {
     uint64_t ns = ev->size;
     if (n->kind == N_SCALE) {
-      if (xf_filter_match(&n->f, ev)) ns = scaled(ev->size, n->factor, n->align);
+      if (filter_match(&n->f, ev)) ns = scaled(ev->size, n->factor, n->align);
     } else {
       uint64_t *p = ev->seq >= 0 ? sim_map_get(&n->sizes, (uint64_t)ev->seq) : NULL;
       if (p) ns = *p;
     }
     if (ns != ev->size) {
-      *sim_map_put(&x->map, ev->addr, NULL) = ns;
+      if (st->track) *sim_map_put(&st->map, ev->addr, NULL) = ns;
       ev->size = ns;
-    } else if (x->map.len) {
-      sim_map_del(&x->map, ev->addr, NULL);
     }
   } else if (is_free_kind(ev->kind)) {
-    if (x->map.len) {
-      uint64_t *p = sim_map_get(&x->map, ev->addr);
+    if (st->track < 0) {
+      st->track = ev->size != 0;
+      if (!st->track) sim_map_release(&st->map);
+    }
+    if (st->track && st->map.len) {
+      uint64_t *p = sim_map_get(&st->map, ev->addr);
       if (p) {
         if (ev->size) ev->size = *p;
-        if (completes(ev->kind)) sim_map_del(&x->map, ev->addr, NULL);
+        if (completes(ev->kind)) sim_map_del(&st->map, ev->addr, NULL);
       }
     }
   } else if (n->kind == N_SCALE && (ev->kind == SIM_EV_MEMCPY || ev->kind == SIM_EV_MEMSET ||
                                     ev->kind == SIM_EV_HOST_ALLOC) &&
-             xf_filter_match(&n->f, ev)) {
+             filter_match(&n->f, ev)) {
     uint64_t ns = scaled(ev->size, n->factor, n->align);
     if (ev->kind != SIM_EV_HOST_ALLOC && ev->size && ev->dur > 0)
-      ev->dur = (int64_t)llround((double)ev->dur * (double)ns / (double)ev->size);
+      ev->dur = round_pos((double)ev->dur * (double)ns / (double)ev->size);
     ev->size = ns;
   }
-  return 1;
+}
+
+static void stage_apply(stage *st, sim_event *ev) {
+  const xf_node *n = st->n;
+  switch (n->kind) {
+  case N_SCALE:
+  case N_RESIZE: stage_sizes(st, ev); break;
+  case N_SET_COPY:
+    if (ev->kind == SIM_EV_MEMCPY && filter_match(&n->f, ev)) {
+      ev->mem = (uint8_t)n->mem;
+      if (n->async) ev->flags |= SIM_EVF_ASYNC;
+      if (n->factor != 1 && ev->dur > 0) ev->dur = round_pos((double)ev->dur * n->factor);
+    }
+    break;
+  case N_SCALE_TIME:
+    if (ev->dur > n->fixed && filter_match(&n->f, ev))
+      ev->dur = n->fixed + round_pos((double)(ev->dur - n->fixed) * n->factor);
+    break;
+  default: break;
+  }
 }
 
 static int drop_next(void *ctx, sim_event *ev) {
@@ -839,29 +890,6 @@ static int insert_next(void *ctx, sim_event *ev) {
   return evq_pop(&x->q, ev);
 }
 
-static int set_copy_next(void *ctx, sim_event *ev) {
-  xstate *x = ctx;
-  int r = in_next(x, ev);
-  if (r <= 0) return r;
-  const xf_node *n = x->n;
-  if (ev->kind == SIM_EV_MEMCPY && xf_filter_match(&n->f, ev)) {
-    ev->mem = (uint8_t)n->mem;
-    if (n->async) ev->flags |= SIM_EVF_ASYNC;
-    if (n->factor != 1 && ev->dur > 0) ev->dur = (int64_t)llround((double)ev->dur * n->factor);
-  }
-  return 1;
-}
-
-static int scale_time_next(void *ctx, sim_event *ev) {
-  xstate *x = ctx;
-  int r = in_next(x, ev);
-  if (r <= 0) return r;
-  const xf_node *n = x->n;
-  if (ev->dur > n->fixed && xf_filter_match(&n->f, ev))
-    ev->dur = n->fixed + (int64_t)llround((double)(ev->dur - n->fixed) * n->factor);
-  return 1;
-}
-
 /* The group of (seq, after), or NULL. */
 static const xf_insert_group *find_group(const xf_node *n, int64_t seq, int after) {
   size_t lo = 0, hi = n->ngroups;
@@ -938,7 +966,7 @@ static void repeat_emit_copies(xstate *x) {
       if (e.kind == SIM_EV_ALLOC) {
         uint64_t alias = XF_ADDR_COPY | x->next_alias++;
         e.addr = alias;
-        if (n->has_once && xf_filter_match(&n->once, o)) {
+        if (n->has_once && filter_match(&n->once, o)) {
           if (!n->once_transient) continue;
           evq_push(&x->q, &e);
           push_free(x, &e, alias);
@@ -1048,7 +1076,7 @@ static int map_next(void *ctx, sim_event *ev) {
     if (evq_pop(&x->q, ev)) return 1;
     int r = in_next(x, ev);
     if (r <= 0) return r;
-    if (!xf_filter_match(&n->f, ev)) return 1;
+    if (!filter_match(&n->f, ev)) return 1;
     size_t nout = 0;
     if (n->fn(n->arg, ev, out, sizeof out / sizeof *out, &nout, x->err, sizeof x->err)) return -1;
     for (size_t i = 0; i < nout; i++) evq_push(&x->q, &out[i]);
@@ -1098,8 +1126,51 @@ static int renumber_next(void *ctx, sim_event *ev) {
   return 1;
 }
 
+static int stages_next(void *ctx, sim_event *ev) {
+  xstate *x = ctx;
+  int r = in_next(x, ev);
+  if (r <= 0) return r;
+  uint32_t bit = 1u << ev->kind;
+  for (size_t i = 0; i < x->nstages; i++)
+    if (x->stages[i].kinds & bit) stage_apply(&x->stages[i], ev);
+  return 1;
+}
+
 static int open_node(const xf_node *n, replay_source *out, char *err, size_t errlen) {
   if (n->kind == N_BASE) return n->open(n->arg, out, err, errlen);
+  if (fusable(n)) {
+    /* the run of one-to-one transforms down from n, applied innermost first */
+    size_t k = 0;
+    const xf_node *m = n;
+    for (; fusable(m); m = m->in) k++;
+    xstate *x = sim_xcalloc(1, sizeof *x);
+    x->n = n;
+    x->stages = sim_xcalloc(k, sizeof *x->stages);
+    x->nstages = k;
+    m = n;
+    const uint32_t frees = (1u << SIM_EV_FREE) | (1u << SIM_EV_FREE_REQUESTED) | (1u << SIM_EV_FREE_COMPLETED);
+    for (size_t i = k; i-- > 0; m = m->in) {
+      x->stages[i].n = m;
+      switch (m->kind) {
+      case N_SCALE:
+        x->stages[i].kinds = (1u << SIM_EV_ALLOC) | frees |
+                             (m->f.kinds & ((1u << SIM_EV_MEMCPY) | (1u << SIM_EV_MEMSET) | (1u << SIM_EV_HOST_ALLOC)));
+        break;
+      case N_RESIZE: x->stages[i].kinds = (1u << SIM_EV_ALLOC) | frees; break;
+      case N_SET_COPY: x->stages[i].kinds = 1u << SIM_EV_MEMCPY; break;
+      default: x->stages[i].kinds = m->f.kinds ? m->f.kinds : UINT32_MAX; break;
+      }
+      sim_map_init(&x->stages[i].map);
+      x->stages[i].track = -1;
+    }
+    if (open_node(m, &x->in, err, errlen)) {
+      free(x->stages);
+      free(x);
+      return -1;
+    }
+    *out = (replay_source){stages_next, x_error, x_close, x};
+    return 0;
+  }
   xstate *x = sim_xcalloc(1, sizeof *x);
   x->n = n;
   sim_map_init(&x->map);
@@ -1116,17 +1187,13 @@ static int open_node(const xf_node *n, replay_source *out, char *err, size_t err
   }
   int (*next)(void *, sim_event *) = NULL;
   switch (n->kind) {
-  case N_SCALE:
-  case N_RESIZE: next = scale_next; break;
   case N_DROP: next = drop_next; break;
   case N_INSERT: next = insert_next; break;
   case N_INSERT_AT: next = insert_at_next; break;
-  case N_SET_COPY: next = set_copy_next; break;
-  case N_SCALE_TIME: next = scale_time_next; break;
   case N_REPEAT: next = repeat_next; break;
   case N_MAP: next = map_next; break;
   case N_MERGE: next = merge_next; break;
-  case N_BASE: break;
+  default: break;
   }
   *out = (replay_source){next, x_error, x_close, x};
   return 0;

@@ -4,8 +4,9 @@
 -- the batch; parameters, gradients and optimizer state do not), replayed through the allocator
 -- against the device's memory for each batch tried. A batch fits when no allocation fails
 -- (the allocator's own recovery, such as freeing its cache and retrying, included). Memory
--- only grows with the batch, so the search doubles from the recorded batch until a batch does
--- not fit, then bisects: about 2 log2(answer) replays, each stopped at its first failure.
+-- only grows with the batch, so the search brackets the answer around a first guess (the
+-- recorded batch scaled by the free memory over the memory that scales with the batch) and
+-- bisects; every replay tried stops at its first failed allocation.
 -- Parameters (--set):
 --   batch=N       samples per step in the trace as recorded (default: the trace's batch size)
 --   max=N         the largest batch to try (default 65536)
@@ -38,38 +39,68 @@ local function at_batch(b)
                 factor = f, fixed_ns = math.floor(floor_us * 1000)}
 end
 
+local probes = {}
 local function fits(b)
+  if probes[b] then return probes[b].fits, probes[b] end
   local r = S:replay(at_batch(b), {stop_at_oom = true, timeline_points = 2, top_sites = 1, max_ooms = 1, device = false})
+  probes[b] = r
   return r.fits, r
 end
 
-local probes_made = 0
-local best = memplay.search{
-  lo = multiple, hi = max // multiple * multiple, start = math.max(multiple, old // multiple * multiple),
-  test = function(b)
-    probes_made = probes_made + 1
-    return fits(b // multiple * multiple)
-  end,
-}
-if best then best = best // multiple * multiple end
-
+-- A first guess from the recorded batch: the memory that scales with the batch, at the peak.
 local base = S:replay(t)
+local lt = t:lifetimes()
+local scaling = 0
+if lt.categorized_allocs > 0 then
+  for _, c in ipairs{'activation', 'input', 'temporary'} do scaling = scaling + (base.at_peak.by_category[c] or 0) end
+else
+  scaling = base.peak_allocated_bytes - lt.persistent_bytes
+end
+local guess = old
+if scaling > 0 and base.peak_allocated_bytes < S.capacity then
+  -- what the allocator holds beyond what is allocated grows with the batch too: leave it room
+  local overhead = math.max(1.0, math.min(1.5, base.peak_reserved_bytes / base.peak_allocated_bytes))
+  guess = math.floor(old * (1 + (S.capacity / overhead - base.peak_allocated_bytes) / scaling))
+end
+guess = math.max(multiple, math.min(max, guess // multiple * multiple))
+
+-- bracket the answer around the guess (steps of 1/8, growing), then bisect
+local lo_ok, hi_bad = nil, nil
+local step = math.max(multiple, guess // 8 // multiple * multiple)
+if fits(guess) then
+  lo_ok = guess
+  while not hi_bad do
+    local b = math.min(max, lo_ok + step)
+    if b <= lo_ok then break end
+    if fits(b) then lo_ok = b; step = step * 2 else hi_bad = b end
+  end
+else
+  hi_bad = guess
+  while not lo_ok and hi_bad > multiple do
+    local b = math.max(multiple, hi_bad - step)
+    if fits(b) then lo_ok = b else hi_bad = b; step = step * 2 end
+    if b == multiple and not lo_ok then break end
+  end
+end
+while lo_ok and hi_bad and hi_bad - lo_ok > multiple do
+  local mid = (lo_ok + (hi_bad - lo_ok) // 2) // multiple * multiple
+  if mid <= lo_ok then break end
+  if fits(mid) then lo_ok = mid else hi_bad = mid end
+end
+local best = lo_ok
+local probes_made = 0
+for _ in pairs(probes) do probes_made = probes_made + 1 end
+
 S:record(string.format('batch %d (recorded)', old), base, {batch = old})
 if best then
-  -- the first batch that does not fit, to show why
-  local over = best + multiple
-  if over <= max then
-    local r = S:replay(at_batch(over))
-    S:record(string.format('batch %d (does not fit)', over), r, {batch = over})
-  end
+  if hi_bad then S:record(string.format('batch %d (does not fit)', hi_bad), probes[hi_bad], {batch = hi_bad}) end
   local r = S:replay(at_batch(best))
   S:record(string.format('batch %d (largest that fits)', best), r, {batch = best})
 else
-  local r = S:replay(at_batch(multiple))
-  S:record(string.format('batch %d (does not fit)', multiple), r, {batch = multiple})
+  S:record(string.format('batch %d (does not fit)', multiple), probes[multiple], {batch = multiple})
 end
 
-memplay.assume(string.format('searched batches %d..%d in multiples of %d with %d replays', multiple, max, multiple, probes_made))
+memplay.assume(string.format('searched batches %d..%d in multiples of %d from a first guess of %d: %d replays, each stopped at its first failed allocation', multiple, max, multiple, guess, probes_made))
 memplay.assume('activation-like memory scales with the batch; parameters, gradients and optimizer state do not (batch_size.lua)')
 S:report{
   title = best and string.format('largest batch on %s under %s: %d', S.capacity_label, S.allocator, best)

@@ -1,0 +1,48 @@
+-- bench_transforms.lua: what streaming transforms cost over a plain replay (a benchmark, not a scenario).
+--
+--   memplay gen --events 1000000 --seed 1 --name big
+--   memplay run scripts/bench_transforms.lua big [ALLOCATOR] [REPEATS]
+--
+-- The trace is read into memory once; each row replays it through one transform chain (the
+-- best of REPEATS runs, CPU time) and compares with the plain replay.
+local name, allocator, repeats = ...
+if not name then error('usage: memplay run scripts/bench_transforms.lua TRACE [ALLOCATOR] [REPEATS]') end
+allocator = allocator or 'cuda'
+repeats = math.tointeger(tonumber(repeats or '3')) or 3
+local t = memplay.store():trace(name):cache()
+local n = t:summary().events
+t:lifetimes()
+
+local function best(tr)
+  local b = math.huge
+  for _ = 1, repeats do
+    local c0 = os.clock()
+    tr:replay{allocator = allocator, timeline_points = 100}
+    local c = os.clock() - c0
+    if c < b then b = c end
+  end
+  return b
+end
+
+local chains = {
+  {'plain replay', t},
+  {'scale activations x2 (categories)', t:scale{category = 'activation', factor = 2}},
+  {'scale transient x2 (lifetimes)', t:scale{lifetime = 'transient', factor = 2}},
+  {'scale_time kernels x0.5', t:scale_time{factor = 0.5}},
+  {'pin copies', t:pin{mem = {'pinned', 'pageable'}}},
+  {'drop kernels', t:drop{kind = 'kernel'}},
+  {'batch model (max_batch probe)', t:scale(memplay.activation_filter{factor = 2})
+      :scale{kind = 'memcpy', dir = 'h2d', factor = 2}
+      :scale_time{class = {'matmul', 'conv', 'attention', 'norm', 'softmax', 'reduction', 'elementwise', 'copy', 'other'},
+                  factor = 2, fixed_ns = 3000}},
+}
+local rows = {}
+local plain
+for _, c in ipairs(chains) do
+  local s = best(c[2])
+  plain = plain or s
+  rows[#rows + 1] = {chain = c[1], seconds = s, rate = n / s / 1e6, overhead = s / plain - 1}
+end
+memplay.print_table(rows, {{key = 'chain', title = 'transform chain'}, {key = 'seconds', title = 'seconds', format = '%.3f'},
+  {key = 'rate', title = 'M events/s', format = '%.1f'}, {key = 'overhead', title = 'over plain', format = 'percent'}})
+print(string.format('%d events, allocator %s, best of %d', n, allocator, repeats))
