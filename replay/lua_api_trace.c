@@ -403,10 +403,10 @@ lsummary *lapi_base_summary(lua_State *L, ltrace *t) {
   if (t->bsum) return t->bsum;
   if (!t->base || t->base == t->node) {
     t->bsum = lapi_summary(L, t);
+    t->bsum->refs++; /* shared with t->sum */
   } else {
     t->bsum = summarize(L, t, t->base);
   }
-  t->bsum->refs++;
   return t->bsum;
 }
 
