@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../sim/allocator.h"
 #include "cli.h"
 
 int cli_gpu_option(cli_gpu_opts *g, int opt, const char *arg) {
@@ -35,11 +36,22 @@ int cli_gpu_option(cli_gpu_opts *g, int opt, const char *arg) {
   return 0;
 }
 
+/* A bad --allocator is a usage error whatever the machine has. */
+static int check_spec(const char *alloc) {
+  if (!alloc) return 0;
+  sim_spec spec;
+  char err[1024];
+  if (sim_spec_parse(&spec, alloc, err, sizeof err)) return cli_usage_error("replay", "%s", err);
+  sim_spec_release(&spec);
+  return 0;
+}
+
 #ifndef MEMPLAY_HAVE_CUDA
 
 int cli_replay_gpu(cli *c, const char *trace, const char *alloc, uint64_t capacity, int stop_at_oom, int save,
                    int timeline, const cli_gpu_opts *g) {
-  (void)c, (void)trace, (void)alloc, (void)capacity, (void)stop_at_oom, (void)save, (void)timeline, (void)g;
+  (void)c, (void)trace, (void)capacity, (void)stop_at_oom, (void)save, (void)timeline, (void)g;
+  if (check_spec(alloc)) return CLI_USAGE;
   cli_error("this memplay was built without CUDA support, so it cannot replay on a GPU: build it where the CUDA "
             "toolkit is installed (see docs/gpu.md)");
   return CLI_FAIL;
@@ -260,6 +272,7 @@ static int save_run(store *s, const run_meta *meta, const char *predictor, const
 int cli_replay_gpu(cli *c, const char *trace, const char *alloc, uint64_t capacity, int stop_at_oom, int save,
                    int timeline, const cli_gpu_opts *opts) {
   char err[1536];
+  if (check_spec(alloc)) return CLI_USAGE;
   cudart_info *info = calloc(1, sizeof *info);
   if (cudart_probe(info, err, sizeof err)) {
     cli_error("cannot replay on a GPU: %s", err);
@@ -274,9 +287,8 @@ int cli_replay_gpu(cli *c, const char *trace, const char *alloc, uint64_t capaci
   int code = CLI_FAIL;
   store_trace t;
   memset(&t, 0, sizeof t);
-  sim_spec spec, pool_check;
+  sim_spec spec;
   memset(&spec, 0, sizeof spec);
-  memset(&pool_check, 0, sizeof pool_check);
   backend_plan plan;
   backend_measured m;
   memset(&plan, 0, sizeof plan);
@@ -287,43 +299,18 @@ int cli_replay_gpu(cli *c, const char *trace, const char *alloc, uint64_t capaci
     goto out;
   }
   /* Default: the allocator that recorded the trace, when it is one memplay has; else cudaMalloc. */
-  if (!alloc) {
-    const char *rec = t.allocator;
-    alloc = rec && (!strcmp(rec, "async") || sim_allocator_find(rec)) ? rec : "cuda";
-  }
+  if (!alloc) alloc = t.allocator && sim_allocator_find(t.allocator) ? t.allocator : "cuda";
   alloc_text = strdup(alloc);
   size_t nl = strcspn(alloc_text, ":");
   int real_pool = nl == 5 && !strncmp(alloc_text, "async", 5);
-  const sim_spec *run_spec = &spec;
-  if (real_pool) {
-    /* The real pool's own options are checked here; the prediction uses the 'async' model with
-     * the same options when this build has one, else the 'cuda' model. */
-    char *given = alloc_text[nl] ? strdup(alloc_text + nl + 1) : NULL;
-    size_t cap = 0;
-    int bad = given && sim_options_split(&backend_pool_ops, given, &pool_check.opts, &pool_check.nopts, &cap, err, sizeof err);
-    free(given);
-    if (bad) {
-      code = cli_usage_error("replay", "%s", err);
-      goto out;
-    }
-    if (sim_allocator_find("async")) {
-      if (sim_spec_parse(&spec, alloc_text, err, sizeof err)) {
-        code = cli_usage_error("replay", "%s", err);
-        goto out;
-      }
-      snprintf(predictor, sizeof predictor, "the '%s' model", alloc_text);
-    } else {
-      sim_spec_parse(&spec, "cuda", err, sizeof err);
-      snprintf(predictor, sizeof predictor, "the 'cuda' model (this build has no 'async' model)");
-    }
-    run_spec = NULL;
-  } else {
-    if (sim_spec_parse(&spec, alloc_text, err, sizeof err)) {
-      code = cli_usage_error("replay", "%s", err);
-      goto out;
-    }
-    snprintf(predictor, sizeof predictor, "the '%s' model", alloc_text);
+  /* The prediction is the model of the same name with the same options: for the real
+   * stream-ordered pool, the `async` model, whose options the pool takes too. */
+  if (sim_spec_parse(&spec, alloc_text, err, sizeof err)) {
+    code = cli_usage_error("replay", "%s", err);
+    goto out;
   }
+  const sim_spec *run_spec = real_pool ? NULL : &spec;
+  snprintf(predictor, sizeof predictor, "the '%s' model", alloc_text);
   const char *recorded = t.allocator && !strcmp(t.allocator, spec.ops->name) ? t.allocator_settings : NULL;
   gpu_ctx gc = {s, t.id, info};
   backend_plan_config pc = {
@@ -396,7 +383,6 @@ out:
   backend_measured_release(&m);
   backend_plan_release(&plan);
   if (spec.ops) sim_spec_release(&spec);
-  free(pool_check.opts);
   free(alloc_text);
   store_trace_clear(&t);
   store_close(s);

@@ -218,28 +218,43 @@ static int pool_refresh(pool *p) {
   return 0;
 }
 
+/* The same options as the `async` model (sim/alloc_async.c), set on the real pool. */
 static const sim_option_spec pool_options[] = {
-  {"release_threshold", "SIZE: memory the pool keeps when the program synchronizes (cudaMemPoolAttrReleaseThreshold; "
-                        "default 0, PyTorch's cudaMallocAsync backend keeps all)"},
+  {"release_threshold", "size or max: bytes the pool keeps at a synchronization (cudaMemPoolAttrReleaseThreshold, "
+                        "default 0)"},
+  {"reuse_follow_event_dependencies", "true/false: cudaMemPoolReuseFollowEventDependencies (default true)"},
+  {"reuse_allow_opportunistic", "true/false: cudaMemPoolReuseAllowOpportunistic (default true)"},
+  {"reuse_allow_internal_dependencies", "true/false: cudaMemPoolReuseAllowInternalDependencies (default true)"},
   {NULL, NULL},
 };
 
 static int pool_create(void **ctx, sim_device *dev, const sim_alloc_config *cfg, char *err, size_t errlen) {
   brun *r = cudart_device_owner(dev);
+  uint64_t threshold = 0;
+  int flags[3] = {1, 1, 1};
+  static const enum cudaMemPoolAttr reuse_attr[3] = {cudaMemPoolReuseFollowEventDependencies,
+                                                     cudaMemPoolReuseAllowOpportunistic,
+                                                     cudaMemPoolReuseAllowInternalDependencies};
+  for (size_t i = 0; i < cfg->nopts; i++) {
+    const sim_option *o = &cfg->opts[i];
+    int rc = 0;
+    if (!strcmp(o->key, "release_threshold")) {
+      if (!strcmp(o->value, "max") || !strcmp(o->value, "UINT64_MAX")) threshold = UINT64_MAX;
+      else rc = sim_opt_size(o, &threshold, err, errlen);
+    } else {
+      for (int k = 0; k < 3; k++)
+        if (!strcmp(o->key, pool_options[k + 1].name)) rc = sim_opt_bool(o, &flags[k], err, errlen);
+    }
+    if (rc) return SIM_EINVAL;
+  }
   pool *p = sim_xcalloc(1, sizeof *p);
   p->r = r;
   p->dev = dev;
   p->gpu = cudart_device_ordinal(dev);
   sim_slab_init(&p->blocks, sizeof(pool_block));
-  uint64_t threshold = 0;
-  for (size_t i = 0; i < cfg->nopts; i++)
-    if (!strcmp(cfg->opts[i].key, "release_threshold") && sim_opt_size(&cfg->opts[i], &threshold, err, errlen)) {
-      sim_slab_release(&p->blocks);
-      free(p);
-      return SIM_EINVAL;
-    }
   cudaError_t e = cudaDeviceGetDefaultMemPool(&p->mp, p->gpu);
   if (e == cudaSuccess) e = cudaMemPoolSetAttribute(p->mp, cudaMemPoolAttrReleaseThreshold, &threshold);
+  for (int k = 0; k < 3 && e == cudaSuccess; k++) e = cudaMemPoolSetAttribute(p->mp, reuse_attr[k], &flags[k]);
   if (e == cudaSuccess) e = cudaMemPoolTrimTo(p->mp, 0);
   if (e != cudaSuccess) {
     cudart_fail(err, errlen, e, "cannot set up the stream-ordered pool of GPU %d", p->gpu);

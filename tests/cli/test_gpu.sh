@@ -1,68 +1,44 @@
-#!/usr/bin/env bash
-# The GPU commands where there is no GPU: `calibrate`, `record` and `replay --backend cuda` answer
-# -h, reject bad usage with 2, and otherwise say plainly why they cannot run and exit 1, without
-# running the program or touching the store. Works for builds with and without CUDA support.
-set -euo pipefail
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-db="$T/memplay.db"
-fail() { echo "FAIL: $*"; exit 1; }
+# The GPU commands where there is no GPU: `calibrate`, `record` and `replay --backend cuda` reject
+# bad usage with 2, and otherwise say plainly why they cannot run and exit 1, without running the
+# program or changing the store. Holds for builds with and without CUDA support.
+. "$TESTS_DIR/cli/lib.sh"
 
-# run EXPECTED_STATUS CMD...: runs memplay, keeping stdout and stderr apart.
-run() {
-  local want=$1
-  shift
-  set +e
-  "$MEMPLAY" "$@" >"$T/out" 2>"$T/err"
-  local rc=$?
-  set -e
-  [ "$rc" = "$want" ] || { cat "$T/out" "$T/err"; fail "memplay $* exited $rc, expected $want"; }
-}
+expect 0 help replay && has "$T/out" "--backend NAME"
+expect 0 help record && has "$T/out" "exit status: the program's own"
 
-for cmd in calibrate record; do
-  run 0 $cmd -h
-  grep -q "^usage: memplay $cmd" "$T/out" || fail "$cmd -h: no usage on stdout"
-  [ ! -s "$T/err" ] || fail "$cmd -h wrote to stderr"
-done
-run 0 help replay
-grep -q -- "--backend NAME" "$T/out" || fail "replay's help does not mention --backend"
+# Usage errors come first.
+expect 2 calibrate extra
+expect 2 calibrate --gpu x && has "$T/err" "--gpu wants a GPU number"
+expect 2 record && has "$T/err" "no COMMAND given"
+expect 2 record --bogus -- true
+expect 2 replay sample --backend tpu && has "$T/err" "unknown backend 'tpu'"
+expect 2 replay sample --scale 0
+expect 2 replay sample --scale 1.5
+expect 2 replay sample --scale 0.5 && has "$T/err" "'--backend cuda' only"
+expect 2 replay sample --pace
+expect 2 replay sample --backend cuda --allocator bfc:bogus=1 && has "$T/err" "unknown option 'bogus'"
+expect 2 replay sample --backend cuda --allocator nosuch && has "$T/err" "unknown allocator 'nosuch'"
 
-# Usage errors come first and exit 2.
-run 2 calibrate extra
-run 2 calibrate --gpu x
-run 2 record
-run 2 record --bogus -- true
-run 2 replay sample --backend tpu
-run 2 replay sample --scale 0
-run 2 replay sample --scale 1.5
-run 2 replay sample --scale 0.5 # --scale is for --backend cuda only
-grep -q "backend cuda" "$T/err" || fail "--scale without --backend cuda: $(cat "$T/err")"
-
-"$MEMPLAY" --db "$db" import "$MEMPLAY_SRC/traces/sample.jsonl" >/dev/null
-runs_before=$(sqlite3 "$db" "SELECT count(*) FROM runs" 2>/dev/null || echo skip)
+expect 0 import "$MEMPLAY_SRC/traces/sample.jsonl" --name sample
+before=$(store_digest)
 
 # Without CUDA support built in, or without a GPU, each command says why and exits 1.
 if [ "${MEMPLAY_HAVE_CUDA:-0}" = 1 ]; then
   if [ -e /dev/nvidiactl ]; then
-    echo "ok: usage checked; this machine has an NVIDIA driver, so the no-GPU messages are not"
-    exit 0
+    echo "this machine has an NVIDIA driver: the no-GPU messages are checked elsewhere (tests/gpu)"
+    finish
   fi
-  why="no NVIDIA driver on this machine|no CUDA-capable GPU"
+  why="no NVIDIA driver on this machine"
 else
   why="built without CUDA support"
 fi
-run 1 --db "$db" calibrate
-grep -Eq "$why" "$T/err" || fail "calibrate: $(cat "$T/err")"
-[ ! -s "$T/out" ] || fail "calibrate printed to stdout"
-run 1 --db "$db" replay sample --backend cuda
-grep -Eq "$why" "$T/err" || fail "replay --backend cuda: $(cat "$T/err")"
-run 1 --db "$db" replay sample --backend cuda --allocator async:release_threshold=1GiB --scale fit --pace
-grep -Eq "$why" "$T/err" || fail "replay --backend cuda (async): $(cat "$T/err")"
-run 1 --db "$T/other.db" record --name x -- touch "$T/ran"
-grep -Eq "$why" "$T/err" || fail "record: $(cat "$T/err")"
-[ ! -e "$T/ran" ] || fail "record ran the program without a GPU"
-[ ! -e "$T/other.db" ] || fail "record created a store without a GPU"
-if [ "$runs_before" != skip ]; then
-  [ "$(sqlite3 "$db" "SELECT count(*) FROM runs")" = "$runs_before" ] || fail "a failed GPU replay stored a run"
-fi
-echo "ok: calibrate, record and replay --backend cuda fail cleanly ($why)"
+expect 1 calibrate && has "$T/err" "$why"
+[ -s "$T/out" ] && fail "calibrate printed to stdout: $(cat "$T/out")"
+expect 1 calibrate --quick --no-save --json && has "$T/err" "$why"
+expect 1 replay sample --backend cuda && has "$T/err" "$why"
+expect 1 replay sample --backend cuda --allocator async:release_threshold=max --scale fit --pace && has "$T/err" "$why"
+[ "$(store_digest)" = "$before" ] || fail "a GPU command that could not run changed the store"
+expect 1 --db "$T/other.db" record --name x -- touch "$T/ran" && has "$T/err" "$why"
+[ -e "$T/ran" ] && fail "record ran the program without a GPU"
+[ -e "$T/other.db" ] && fail "record created a store without a GPU"
+finish
