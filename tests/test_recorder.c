@@ -102,17 +102,17 @@ static void fill(rec_state *st) {
                             .addr = H, .bytes = MiB, .start = 6100, .device = 0, .context = CTX,
                             .stream = REC_INVALID_ID});
   /* API records come last, as their buffer completes last; irrelevant calls are not kept. */
-  rec_add_api(st, 1, 1000, 1500, "cudaMalloc_v3020");
-  rec_add_api(st, 2, 1800, 1850, "cudaMemcpyAsync_v3020");
-  rec_add_api(st, 3, 2000, 2010, "cudaLaunchKernel_v7000");
-  rec_add_api(st, 6, 2200, 2350, "cudaMallocHost_v3020");
-  rec_add_api(st, 8, 3000, 3400, "cudaDeviceSynchronize_v3020");
-  rec_add_api(st, 9, 3500, 3501, "cudaStreamWaitEvent_v3020");
-  rec_add_api(st, 4, 4000, 4010, "cudaFree_v3020");
-  rec_add_api(st, 5, 5000, 5200, "cudaFree_v3020");
-  rec_add_api(st, 7, 6000, 6050, "cudaFreeHost_v3020");
-  rec_add_api(st, 30, 100, 101, "cudaGetDevice_v3020");
-  rec_add_api(st, 31, 100, 101, "cudaGetLastError_v3020");
+  rec_add_api(st, 1, 1000, 1500, rec_api_name(st, "cudaMalloc_v3020"));
+  rec_add_api(st, 2, 1800, 1850, rec_api_name(st, "cudaMemcpyAsync_v3020"));
+  rec_add_api(st, 3, 2000, 2010, rec_api_name(st, "cudaLaunchKernel_v7000"));
+  rec_add_api(st, 6, 2200, 2350, rec_api_name(st, "cudaMallocHost_v3020"));
+  rec_add_api(st, 8, 3000, 3400, rec_api_name(st, "cudaDeviceSynchronize_v3020"));
+  rec_add_api(st, 9, 3500, 3501, rec_api_name(st, "cudaStreamWaitEvent_v3020"));
+  rec_add_api(st, 4, 4000, 4010, rec_api_name(st, "cudaFree_v3020"));
+  rec_add_api(st, 5, 5000, 5200, rec_api_name(st, "cudaFree_v3020"));
+  rec_add_api(st, 7, 6000, 6050, rec_api_name(st, "cudaFreeHost_v3020"));
+  rec_add_api(st, 30, 100, 101, rec_api_name(st, "cudaGetDevice_v3020"));
+  rec_add_api(st, 31, 100, 101, rec_api_name(st, "cudaGetLastError_v3020"));
 }
 
 typedef struct expect {

@@ -71,11 +71,13 @@ int rec_api_relevant(const char *name) {
   return 0;
 }
 
-void rec_add_api(rec_state *st, uint32_t correlation, uint64_t start, uint64_t end, const char *name) {
+uint32_t rec_api_name(rec_state *st, const char *name) { return rec_api_relevant(name) ? rec_intern(st, name) : 0; }
+
+void rec_add_api(rec_state *st, uint32_t correlation, uint64_t start, uint64_t end, uint32_t name) {
   st->api_seen++;
-  if (!correlation || !rec_api_relevant(name)) return;
+  if (!correlation || !name) return;
   sim_grow((void **)&st->apis, &st->capapi, st->napi + 1, sizeof *st->apis);
-  st->apis[st->napi] = (rec_api){start, end, rec_intern(st, name)};
+  st->apis[st->napi] = (rec_api){start, end, name};
   *sim_map_put(&st->api_by_corr, correlation, NULL) = st->napi++;
 }
 

@@ -113,8 +113,11 @@ uint32_t rec_intern(rec_state *st, const char *s);
 const char *rec_string(const rec_state *st, uint32_t id);
 
 void rec_add(rec_state *st, const rec_record *r);
-/* An API call, kept when the name may issue device work or memory operations (rec_api_relevant). */
-void rec_add_api(rec_state *st, uint32_t correlation, uint64_t start, uint64_t end, const char *name);
+/* The string id of an API call's name when calls of that name can issue an activity memplay
+ * keeps (rec_api_relevant), else 0. The recorder asks once per callback id and keeps the answer. */
+uint32_t rec_api_name(rec_state *st, const char *name);
+/* An API call; kept (for the host times of its activities) when name (from rec_api_name) is not 0. */
+void rec_add_api(rec_state *st, uint32_t correlation, uint64_t start, uint64_t end, uint32_t name);
 /* The device address a copy or memset call named (from its arguments, at the callback). */
 void rec_add_call_addr(rec_state *st, uint32_t correlation, uint64_t addr);
 /* Whether an API call of this name can be the source of an activity memplay records. */

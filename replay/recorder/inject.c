@@ -48,6 +48,7 @@ _Static_assert(CUPTI_INVALID_STREAM_ID == REC_INVALID_ID && CUPTI_INVALID_CONTEX
 static struct {
   pthread_mutex_t lock;
   rec_state st;
+  sim_map api_names; /* domain << 32 | callback id -> kept name id, 0 when not kept */
   int active;
   pid_t pid; /* the process that initialised: a forked child writes nothing */
   CUpti_SubscriberHandle sub;
@@ -82,6 +83,18 @@ static const char *cupti_text(CUptiResult r) {
 }
 
 /* ---- activity records ------------------------------------------------------------------------ */
+
+/* The kept name of an API call (0: not kept), looked up once per callback id. */
+static uint32_t api_name(CUpti_CallbackDomain dom, CUpti_CallbackId cbid) {
+  uint64_t key = (uint64_t)dom << 32 | cbid;
+  uint64_t *known = sim_map_get(&g.api_names, key);
+  if (known) return (uint32_t)*known;
+  const char *name = NULL;
+  if (cuptiGetCallbackName(dom, cbid, &name) != CUPTI_SUCCESS) name = NULL;
+  uint32_t id = name ? rec_api_name(&g.st, name) : 0;
+  *sim_map_put(&g.api_names, key, NULL) = id;
+  return id;
+}
 
 static void take(const CUpti_Activity *a) {
   rec_record r;
@@ -159,10 +172,8 @@ static void take(const CUpti_Activity *a) {
   case CUPTI_ACTIVITY_KIND_RUNTIME:
   case CUPTI_ACTIVITY_KIND_DRIVER: {
     const CUpti_ActivityAPI *api = (const CUpti_ActivityAPI *)a;
-    const char *name = NULL;
     CUpti_CallbackDomain dom = a->kind == CUPTI_ACTIVITY_KIND_RUNTIME ? CUPTI_CB_DOMAIN_RUNTIME_API : CUPTI_CB_DOMAIN_DRIVER_API;
-    if (cuptiGetCallbackName(dom, api->cbid, &name) != CUPTI_SUCCESS) name = NULL;
-    rec_add_api(&g.st, api->correlationId, api->start, api->end, name);
+    rec_add_api(&g.st, api->correlationId, api->start, api->end, api_name(dom, api->cbid));
     return;
   }
   case CUPTI_ACTIVITY_KIND_DEVICE: {
@@ -308,6 +319,7 @@ static void finish(void) {
   int rc = rec_write_jsonl(&g.st, f, &meta, NULL, err, sizeof err);
   free(cmd);
   rec_release(&g.st);
+  sim_map_release(&g.api_names);
   pthread_mutex_unlock(&g.lock);
   if (fclose(f) || rc) {
     report_error("cannot write '%s': %s", part, rc ? err : strerror(errno));
@@ -336,6 +348,7 @@ int InitializeInjection(void) {
   pthread_mutex_unlock(&g.lock);
   if (again) return 1;
   rec_init(&g.st);
+  sim_map_init(&g.api_names);
   g.pid = getpid();
   cuptiGetVersion(&g.cupti_version);
   TRY(cuptiSubscribe(&g.sub, callback, NULL), "cuptiSubscribe");
