@@ -283,12 +283,15 @@ int cmd_record(int argc, char **argv, cli *c) {
   const char *tmp = getenv("TMPDIR");
   char dir[4096];
   snprintf(dir, sizeof dir, "%s/memplay-record-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-  if (!mkdtemp(dir)) {
+  char *made = mkdtemp(dir) ? realpath(dir, NULL) : NULL; /* absolute: the program may change folder */
+  if (!made) {
     cli_error("cannot make a folder for the recording in '%s': %s", tmp && *tmp ? tmp : "/tmp", strerror(errno));
     store_close(s);
     free(lib);
     return CLI_FAIL;
   }
+  snprintf(dir, sizeof dir, "%s", made);
+  free(made);
   if (getenv("CUDA_INJECTION64_PATH"))
     cli_warning("CUDA_INJECTION64_PATH was set ('%s'); the recorder replaces it for this run",
                 getenv("CUDA_INJECTION64_PATH"));

@@ -525,7 +525,7 @@ static int do_host(brun *r, const sim_event *ev) {
     int pinned = ev->mem == SIM_MEM_PINNED;
     if (pinned) {
       char b[32];
-      if (rt_check(r, cudaHostAlloc(&p, ev->size ? ev->size : 1, cudaHostAllocDefault), "cudaHostAlloc of %s",
+      if (rt_check(r, cudaHostAlloc(&p, ev->size ? ev->size : 1, cudaHostAllocPortable), "cudaHostAlloc of %s",
                    cudart_bytes(b, sizeof b, ev->size)))
         return -1;
     } else if (!(p = malloc(ev->size ? ev->size : 1))) {
@@ -624,7 +624,7 @@ static int host_buffers(brun *r) {
   const backend_plan *p = r->plan;
   char b[32];
   if (p->pinned_staging &&
-      rt_check(r, cudaHostAlloc(&r->pinned, p->pinned_staging, cudaHostAllocDefault), "cudaHostAlloc of the %s pinned copy buffer",
+      rt_check(r, cudaHostAlloc(&r->pinned, p->pinned_staging, cudaHostAllocPortable), "cudaHostAlloc of the %s pinned copy buffer",
                cudart_bytes(b, sizeof b, p->pinned_staging)))
     return -1;
   if (p->pageable_staging) {

@@ -180,7 +180,7 @@ void calib_print(FILE *f, const calib_profile *p) {
   for (size_t i = 0; i < p->nmalloc; i++)
     fprintf(f, "  %-10s malloc %-11s free %s\n", size_text(a, sizeof a, p->malloc_pts[i].size),
             us_text(b, sizeof b, p->malloc_pts[i].alloc_s), us_text(c, sizeof c, p->malloc_pts[i].free_s));
-  if (p->nhost) fprintf(f, "cudaHostAlloc / cudaFreeHost (pinned host memory)\n");
+  if (p->nhost) fprintf(f, "cudaMallocHost / cudaFreeHost (pinned host memory)\n");
   for (size_t i = 0; i < p->nhost; i++)
     fprintf(f, "  %-10s alloc  %-11s free %s\n", size_text(a, sizeof a, p->host_pts[i].size),
             us_text(b, sizeof b, p->host_pts[i].alloc_s), us_text(c, sizeof c, p->host_pts[i].free_s));

@@ -53,7 +53,7 @@ typedef struct calib_profile {
   calib_series copy[CALIB_COPIES];
   calib_alloc_point malloc_pts[CALIB_MAX_SIZES]; /* cudaMalloc / cudaFree */
   size_t nmalloc;
-  calib_alloc_point host_pts[CALIB_MAX_SIZES];   /* cudaHostAlloc / cudaFreeHost */
+  calib_alloc_point host_pts[CALIB_MAX_SIZES];   /* cudaMallocHost / cudaFreeHost */
   size_t nhost;
   double launch_s;       /* host time to launch one kernel */
   double kernel_s;       /* time per empty kernel launched back to back, to completion */

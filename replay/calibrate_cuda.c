@@ -141,8 +141,7 @@ static int allocations(cctx *c, calib_profile *p) {
     while (got < want) {
       void *x = NULL;
       double t0 = now_s();
-      CHECK_RT(cudaHostAlloc(&x, sizes[i], cudaHostAllocDefault), "cudaHostAlloc of %s",
-               cudart_bytes(b, sizeof b, sizes[i]));
+      CHECK_RT(cudaMallocHost(&x, sizes[i]), "cudaMallocHost of %s", cudart_bytes(b, sizeof b, sizes[i]));
       double t1 = now_s();
       CHECK_RT(cudaFreeHost(x), "cudaFreeHost of %s", cudart_bytes(b, sizeof b, sizes[i]));
       double t2 = now_s();
@@ -218,7 +217,7 @@ static int setup(cctx *c, calib_profile *p) {
   CHECK_RT(cudaStreamCreateWithFlags(&c->s2, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
   CHECK_RT(cudaMalloc(&c->dev, 2 * c->max), "cudaMalloc of the %s device buffer", cudart_bytes(b, sizeof b, 2 * c->max));
   CHECK_RT(cudaMemset(c->dev, 0, 2 * c->max), "cudaMemset of the device buffer");
-  CHECK_RT(cudaHostAlloc((void **)&c->pinned, 2 * c->max, cudaHostAllocDefault), "cudaHostAlloc of the %s pinned buffer",
+  CHECK_RT(cudaHostAlloc((void **)&c->pinned, 2 * c->max, cudaHostAllocPortable), "cudaHostAlloc of the %s pinned buffer",
            cudart_bytes(b, sizeof b, 2 * c->max));
   memset(c->pinned, 0, 2 * c->max);
   c->pageable = malloc(c->max);
