@@ -30,7 +30,9 @@ int cmd_calibrate(int argc, char **argv, cli *c) {
       break;
     }
     case 'n':
-      if (!*optarg) return cli_usage_error("calibrate", "--name wants a non-empty name");
+      if (!calib_name_ok(optarg))
+        return cli_usage_error("calibrate", "--name wants a profile name of letters, digits, '-', '_' and '.' (at "
+                                            "most 63), not '%s'", optarg);
       name = optarg;
       break;
     case 'q': quick = 1; break;

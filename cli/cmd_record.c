@@ -118,7 +118,7 @@ static void scan(const char *dir, rec_list *l) {
     }
   }
   closedir(d);
-  qsort(l->v, l->n, sizeof *l->v, cmp_pid);
+  if (l->n) qsort(l->v, l->n, sizeof *l->v, cmp_pid);
 }
 
 static void remove_dir(const char *dir) {

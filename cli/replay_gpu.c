@@ -126,7 +126,7 @@ static double error_pct(double measured, double reference) {
 
 static void row_bytes(const char *label, uint64_t pred, uint64_t meas) {
   char a[48], b[48];
-  printf("  %-30s %14s %14s", label, cli_bytes(a, sizeof a, (int64_t)pred), cli_bytes(b, sizeof b, (int64_t)meas));
+  printf("  %-38s %14s %14s", label, cli_bytes(a, sizeof a, (int64_t)pred), cli_bytes(b, sizeof b, (int64_t)meas));
   double e = error_pct((double)meas, (double)pred);
   if (isnan(e)) printf("  %8s\n", "-");
   else printf("  %+7.1f%%\n", e);
@@ -134,7 +134,7 @@ static void row_bytes(const char *label, uint64_t pred, uint64_t meas) {
 
 static void row_time(const char *label, double rec, double meas) {
   char a[48], b[48];
-  printf("  %-30s %14s %14s", label, cli_duration(a, sizeof a, rec), cli_duration(b, sizeof b, meas));
+  printf("  %-38s %14s %14s", label, cli_duration(a, sizeof a, rec), cli_duration(b, sizeof b, meas));
   double e = error_pct(meas, rec);
   if (isnan(e)) printf("  %8s\n", "-");
   else printf("  %+7.1f%%\n", e);
@@ -149,7 +149,7 @@ static void print_human(const store_trace *t, const char *alloc, const char *pre
   if (p->scale != 1.0)
     printf("  every size scaled by %.4g%s; kernels keep their recorded durations\n", p->scale,
            p->fitted ? " (--scale fit: the largest factor that fits)" : "");
-  printf("  %-30s %14s %14s  %8s\n", "device memory in use", "predicted", "measured", "error");
+  printf("  %-38s %14s %14s  %8s\n", "device memory in use", "predicted", "measured", "error");
   row_bytes("  at most", p->predicted_device_peak, m->peak_used);
   char label[64];
   snprintf(label, sizeof label, "  at the trace's peak (event %lld)", (long long)p->predicted.peak_requested_seq);
@@ -158,11 +158,11 @@ static void print_human(const store_trace *t, const char *alloc, const char *pre
     snprintf(label, sizeof label, "  at the predicted peak (event %lld)", (long long)p->predicted_device_peak_seq);
     row_bytes(label, p->predicted_device_peak, m->at_predicted_peak);
   }
-  printf("  %-30s %14s %14s\n", "the allocator's reserved peak", cli_bytes(a, sizeof a, p->predicted.peak_reserved),
+  printf("  %-38s %14s %14s\n", "the allocator's reserved peak", cli_bytes(a, sizeof a, p->predicted.peak_reserved),
          cli_bytes(b, sizeof b, r->peak_reserved));
-  printf("  %-30s %14llu %14llu\n", "OOMs", (unsigned long long)p->predicted.ooms, (unsigned long long)r->ooms);
+  printf("  %-38s %14llu %14llu\n", "OOMs", (unsigned long long)p->predicted.ooms, (unsigned long long)r->ooms);
   printf("  (predicted: %s in simulation, on devices with this GPU's total and free memory)\n", predictor);
-  printf("  %-30s %14s %14s  %8s\n", "time", "recorded", "measured", "error");
+  printf("  %-38s %14s %14s  %8s\n", "time", "recorded", "measured", "error");
   row_time("  wall, first event to last", (double)(p->last_ts - p->first_ts) / 1e9, m->wall_s);
   if (p->nsteps > 1) {
     double *rec = recorded_steps(p);

@@ -186,7 +186,8 @@ static int sample_all(brun *r) {
 /* ---- the real stream-ordered pool as an allocator ------------------------------------------------ */
 
 typedef struct pool_block {
-  void *ptr;
+  uint64_t slab_link; /* the slab keeps its free list here once the block is freed */
+  void *ptr;          /* NULL once freed */
   uint64_t size;
   cudaStream_t stream;
 } pool_block;
@@ -384,6 +385,9 @@ static int run_make_device(void *arg, int device, sim_device *dev, char *err, si
   }
   bgpu *g = &r->gpus[device];
   if (cudart_device_init(dev, &r->drv, device, r->cfg->capacity, g->base_free, err, errlen)) return -1;
+  /* Models that size themselves by the free memory (bfc) see what the plan showed them: the GPU
+   * as the program found it, without memplay's own copy buffers. */
+  dev->free_memory = r->plan->gpus[device].free_memory;
   cudart_device_set_owner(dev, r);
   g->dev = dev;
   return 0;
@@ -596,7 +600,10 @@ static int run_next(void *ctx, sim_event *ev) {
   brun *r = ctx;
   if (r->failed) return -1;
   int got = replay_source_next(&r->inner, ev);
-  if (got != 1) return got;
+  if (got != 1) {
+    r->seq = -1; /* what fails from now on (the allocators' clean-up) serves no event */
+    return got;
+  }
   r->seq = ev->seq;
   if (r->t0 == 0) {
     r->first_ts = ev->ts;

@@ -25,16 +25,15 @@
 
 /* Copies and memsets larger than this go through the copy buffers in pieces of this size. */
 #define BACKEND_CHUNK (UINT64_C(256) << 20)
-/* Free memory left untouched on every GPU: the larger of these two. */
-#define BACKEND_MARGIN_MIN (UINT64_C(256) << 20)
-#define BACKEND_MARGIN_FRACTION 0.01
+/* Free memory left untouched on every GPU (for the driver's own needs while the replay runs). */
+#define BACKEND_MARGIN (UINT64_C(256) << 20)
 /* `--scale fit` tries at most this many factors. */
 #define BACKEND_FIT_TRIES 16
 
 /* A size multiplied by a scale factor: rounded to the nearest byte, never 0 when size is not. */
 uint64_t backend_scale_size(uint64_t size, double factor);
-/* The free memory a plan may use on a GPU with free_memory free of total_memory. */
-uint64_t backend_budget(uint64_t free_memory, uint64_t total_memory);
+/* The free memory a plan may use on a GPU with free_memory free. */
+uint64_t backend_budget(uint64_t free_memory);
 
 /* An event source that multiplies every size (allocations, copies, memsets, host allocations,
  * frees) by `factor`. It owns `inner` and closes it. */

@@ -31,10 +31,8 @@ static const char *fmt_bytes(char *buf, size_t n, uint64_t v) {
   return buf;
 }
 
-uint64_t backend_budget(uint64_t free_memory, uint64_t total_memory) {
-  uint64_t margin = (uint64_t)((double)total_memory * BACKEND_MARGIN_FRACTION);
-  if (margin < BACKEND_MARGIN_MIN) margin = BACKEND_MARGIN_MIN;
-  return free_memory > margin ? free_memory - margin : 0;
+uint64_t backend_budget(uint64_t free_memory) {
+  return free_memory > BACKEND_MARGIN ? free_memory - BACKEND_MARGIN : 0;
 }
 
 static int scaled_next(void *ctx, sim_event *ev) {
@@ -288,7 +286,7 @@ static int run_pass(const backend_plan_config *cfg, gpu_mem *mem, backend_plan *
     if (device_memory(&ps, d, err, errlen)) return -1;
     g->free_memory = mem[d].free_memory;
     g->total_memory = mem[d].total_memory;
-    g->budget = backend_budget(g->free_memory, g->total_memory);
+    g->budget = backend_budget(g->free_memory);
     uint64_t peak = g->predicted_peak < cfg->capacity ? g->predicted_peak : cfg->capacity;
     g->need = peak + g->scratch;
   }

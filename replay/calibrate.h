@@ -11,11 +11,15 @@
 
 /*
  * The measuring (calibrate_cuda.c) needs a GPU; everything else here is plain C: fitting a
- * latency and a bandwidth to the copy times, the profile's JSON (the `params` of a row of the
- * store's device_profiles table; keys in docs/gpu.md), the table a person reads, and storing.
+ * latency and a bandwidth to the copy times and a line to the allocation costs, the profile's
+ * JSON (the `params` of a row of the store's device_profiles table: a device profile's fields,
+ * docs/devices.md, in base units, and the measurements they came from), the table a person
+ * reads, and storing.
  */
 
 #define CALIB_MAX_SIZES 16
+/* What the profile gives for the pinned buffer pageable copies are staged through (not measured). */
+#define CALIB_ASSUMED_STAGING (UINT64_C(4) << 20)
 
 typedef struct calib_point {
   uint64_t size;  /* bytes */
@@ -55,16 +59,31 @@ typedef struct calib_profile {
   size_t nmalloc;
   calib_alloc_point host_pts[CALIB_MAX_SIZES];   /* cudaMallocHost / cudaFreeHost */
   size_t nhost;
+  calib_alloc_point map_pts[CALIB_MAX_SIZES];    /* cuMemCreate+cuMemMap+cuMemSetAccess / cuMemUnmap+cuMemRelease */
+  size_t nmap;
+  uint64_t host_copy_size;
+  double host_copy_s;    /* one host-to-host copy (cudaMemcpy) of host_copy_size */
   double launch_s;       /* host time to launch one kernel */
   double kernel_s;       /* time per empty kernel launched back to back, to completion */
+  double single_s;       /* one empty kernel launched on an idle stream, to the end of its synchronization */
   double sync_s;         /* cudaStreamSynchronize of an idle stream */
+  int launch_queue;      /* launches of long kernels accepted before one blocked the host */
+  int launch_queue_tried; /* launches tried (launch_queue == this: none blocked) */
   int copy_engines_reported; /* asyncEngineCount */
-  int copy_engines;      /* measured: 2 when opposite-direction copies run at once, else 1 */
+  int copy_engines;      /* in use, measured: 2 when opposite-direction copies run at once, else 1 */
   double bidir_speedup;  /* (time h2d + time d2h) / time of both at once */
 } calib_profile;
 
 /* Fits time = latency + size / bandwidth to the series by least squares (latency at least 0). */
 void calib_fit(calib_series *s);
+/* The same for allocation costs: time = base + size * per_byte, for the allocating (0) or the
+ * freeing (1) call of each point. */
+void calib_cost_line(const calib_alloc_point *pts, size_t n, int freeing, double *base_s, double *per_byte_s);
+/* The device profile name a device name gives: "NVIDIA H100 80GB HBM3" -> "H100-80GB-HBM3"
+ * (letters, digits, '-', '_', '.'). */
+void calib_profile_name(const char *device_name, char *out, size_t n);
+/* Whether a profile name is valid: letters, digits, '-', '_', '.', 1 to 63 of them. */
+int calib_name_ok(const char *name);
 /* The profile as the JSON object stored in device_profiles.params. */
 void calib_params_json(yajl_gen g, const calib_profile *p);
 /* Stores (or replaces) the profile as device profile p->name, source 'calibrated'. */

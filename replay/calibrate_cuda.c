@@ -29,9 +29,15 @@ static const uint64_t host_sizes_quick[] = {1 << 20, 64 << 20};
 #define TRIAL_BUDGET_S 0.5 /* stop repeating one measurement after this long (at least 3 trials) */
 #define LAUNCHES 2000
 #define LAUNCHES_QUICK 300
+#define QUEUE_PROBE 4096        /* long kernels launched to find how many the host may queue */
+#define QUEUE_KERNEL_NS 50000   /* each runs this long ... */
+#define QUEUE_BLOCKED_NS 25000  /* ... so a launch that took this much longer than usual waited */
+#define QUEUE_WINDOW 64
+static const uint64_t map_sizes[] = {2 << 20, 32 << 20, 256 << 20, UINT64_C(1) << 30};
+static const uint64_t map_sizes_quick[] = {2 << 20, 256 << 20};
 
 typedef struct cctx {
-  int gpu, quick;
+  int gpu, quick, vmm;
   cudart_driver drv;
   cudart_spin spin;
   cudaStream_t s1, s2;
@@ -173,6 +179,119 @@ static int launches(cctx *c, calib_profile *p) {
     t[i] = now_s() - a;
   }
   p->sync_s = median(t, trials(c));
+  /* One launch on an idle stream, to the end of its synchronization. */
+  for (int i = 0; i < trials(c); i++) {
+    double a = now_s();
+    if (cudart_spin_launch(&c->drv, &c->spin, c->s1, 0, c->err, c->errlen)) return -1;
+    CHECK_RT(cudaStreamSynchronize(c->s1), "cudaStreamSynchronize after one launch");
+    t[i] = now_s() - a;
+  }
+  p->single_s = median(t, trials(c));
+  /* The launch queue: long kernels, launched until launching keeps pace with the kernels ending
+   * (64 launches in a row took as long as 32 kernels run: a hiccup of the host's is shorter);
+   * the queue held as many as were launched before the first of those that waited. */
+  double *each = malloc(QUEUE_PROBE * sizeof *each);
+  if (!each) {
+    snprintf(c->err, c->errlen, "out of memory");
+    return -1;
+  }
+  int tried = 0, blocked_at = 0;
+  double usual = 0, window = 0;
+  for (; tried < QUEUE_PROBE && !blocked_at; tried++) {
+    double a = now_s();
+    if (cudart_spin_launch(&c->drv, &c->spin, c->s1, QUEUE_KERNEL_NS, c->err, c->errlen)) {
+      free(each);
+      return -1;
+    }
+    each[tried] = now_s() - a;
+    window += each[tried];
+    if (tried >= QUEUE_WINDOW) window -= each[tried - QUEUE_WINDOW];
+    if (tried == 15) {
+      double first[16];
+      memcpy(first, each, sizeof first);
+      usual = median(first, 16);
+    }
+    if (tried + 1 < QUEUE_WINDOW || window < QUEUE_WINDOW / 2 * (QUEUE_KERNEL_NS / 1e9)) continue;
+    for (int i = tried + 1 - QUEUE_WINDOW; i <= tried && !blocked_at; i++)
+      if (each[i] > usual + QUEUE_BLOCKED_NS / 1e9) blocked_at = i;
+    if (!blocked_at) blocked_at = tried + 1 - QUEUE_WINDOW;
+  }
+  free(each);
+  CHECK_RT(cudaStreamSynchronize(c->s1), "cudaStreamSynchronize after the launch-queue probe");
+  p->launch_queue = blocked_at ? blocked_at : tried;
+  p->launch_queue_tried = tried;
+  return 0;
+}
+
+/* cuMemCreate + cuMemMap + cuMemSetAccess, and cuMemUnmap + cuMemRelease, by size. */
+static int mappings(cctx *c, calib_profile *p) {
+  if (!c->vmm) return 0;
+  const uint64_t *sizes = c->quick ? map_sizes_quick : map_sizes;
+  size_t nsizes = c->quick ? sizeof map_sizes_quick / sizeof *sizes : sizeof map_sizes / sizeof *sizes;
+  size_t f = 0, tot = 0;
+  CHECK_RT(cudaMemGetInfo(&f, &tot), "cudaMemGetInfo");
+  CUmemAllocationProp prop;
+  memset(&prop, 0, sizeof prop);
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = c->gpu;
+  CUmemAccessDesc access;
+  memset(&access, 0, sizeof access);
+  access.location = prop.location;
+  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  uint64_t largest = 0;
+  for (size_t i = 0; i < nsizes; i++)
+    if (sizes[i] <= f / 2) largest = sizes[i];
+  if (!largest) return 0;
+  CUdeviceptr va = 0;
+  CUresult r = c->drv.MemAddressReserve(&va, largest, 0, 0, 0);
+  if (r != CUDA_SUCCESS) return cudart_drv_fail(&c->drv, c->err, c->errlen, r, "cuMemAddressReserve");
+  char b[32];
+  int rc = 0;
+  for (size_t i = 0; i < nsizes && sizes[i] <= largest && !rc; i++) {
+    double ta[TRIALS], tf[TRIALS];
+    int got = 0;
+    double start = now_s();
+    while (got < trials(c) && (got < 3 || now_s() - start < TRIAL_BUDGET_S)) {
+      CUmemGenericAllocationHandle h;
+      double t0 = now_s();
+      if ((r = c->drv.MemCreate(&h, sizes[i], &prop, 0)) != CUDA_SUCCESS) {
+        rc = cudart_drv_fail(&c->drv, c->err, c->errlen, r, "cuMemCreate of %s", cudart_bytes(b, sizeof b, sizes[i]));
+        break;
+      }
+      if ((r = c->drv.MemMap(va, sizes[i], 0, h, 0)) != CUDA_SUCCESS ||
+          (r = c->drv.MemSetAccess(va, sizes[i], &access, 1)) != CUDA_SUCCESS) {
+        rc = cudart_drv_fail(&c->drv, c->err, c->errlen, r, "cuMemMap of %s", cudart_bytes(b, sizeof b, sizes[i]));
+        c->drv.MemUnmap(va, sizes[i]);
+        c->drv.MemRelease(h);
+        break;
+      }
+      double t1 = now_s();
+      if ((r = c->drv.MemUnmap(va, sizes[i])) != CUDA_SUCCESS || (r = c->drv.MemRelease(h)) != CUDA_SUCCESS) {
+        rc = cudart_drv_fail(&c->drv, c->err, c->errlen, r, "cuMemUnmap of %s", cudart_bytes(b, sizeof b, sizes[i]));
+        break;
+      }
+      ta[got] = t1 - t0;
+      tf[got++] = now_s() - t1;
+    }
+    if (!rc) p->map_pts[p->nmap++] = (calib_alloc_point){sizes[i], median(ta, got), median(tf, got), got};
+  }
+  r = c->drv.MemAddressFree(va, largest);
+  if (!rc && r != CUDA_SUCCESS) rc = cudart_drv_fail(&c->drv, c->err, c->errlen, r, "cuMemAddressFree");
+  return rc;
+}
+
+/* Host memory copied by the runtime (cudaMemcpy host to host), between two halves of the pageable buffer. */
+static int host_copies(cctx *c, calib_profile *p) {
+  uint64_t n = c->max / 2;
+  double t[TRIALS];
+  for (int i = 0; i < trials(c); i++) {
+    double a = now_s();
+    CHECK_RT(cudaMemcpy(c->pageable + n, c->pageable, n, cudaMemcpyHostToHost), "cudaMemcpy (h2h)");
+    t[i] = now_s() - a;
+  }
+  p->host_copy_size = n;
+  p->host_copy_s = median(t, trials(c));
   return 0;
 }
 
@@ -254,7 +373,7 @@ int calib_measure(int gpu, int quick, calib_profile *p, char *err, size_t errlen
   }
   const cudart_gpu *g = &info->gpus[gpu];
   memset(p, 0, sizeof *p);
-  snprintf(p->name, sizeof p->name, "%s", g->name);
+  calib_profile_name(g->name, p->name, sizeof p->name);
   snprintf(p->device_name, sizeof p->device_name, "%s", g->name);
   snprintf(p->pci_bus_id, sizeof p->pci_bus_id, "%s", g->pci_bus_id);
   p->gpu = gpu;
@@ -276,8 +395,9 @@ int calib_measure(int gpu, int quick, calib_profile *p, char *err, size_t errlen
   c.quick = quick;
   c.err = err;
   c.errlen = errlen;
-  if (setup(&c, p) == 0 && copies(&c, p) == 0 && allocations(&c, p) == 0 && launches(&c, p) == 0 &&
-      engines(&c, p) == 0)
+  c.vmm = g->vmm;
+  if (setup(&c, p) == 0 && copies(&c, p) == 0 && host_copies(&c, p) == 0 && allocations(&c, p) == 0 &&
+      mappings(&c, p) == 0 && launches(&c, p) == 0 && engines(&c, p) == 0)
     rc = 0;
   teardown(&c);
 out:

@@ -113,7 +113,7 @@ static void test_fits(void) {
   CHECK_EQ(p.pinned_staging, 64 * MiB);
   CHECK_EQ(p.pageable_staging, 8 * MiB);
   CHECK_EQ(p.gpus[0].need, GiB + 2 * BACKEND_CHUNK);
-  CHECK_EQ(p.gpus[0].budget, 8 * GiB - BACKEND_MARGIN_MIN); /* 1% of 16 GiB is less than the minimum */
+  CHECK_EQ(p.gpus[0].budget, 8 * GiB - BACKEND_MARGIN);
   CHECK_EQ(p.kernels, 3);
   CHECK_EQ(p.copies, 9);
   CHECK_EQ(p.memsets, 3);
@@ -237,9 +237,8 @@ static void test_scale_and_steps(void) {
   CHECK_EQ(backend_scale_size(1000, 0.5), 500);
   CHECK_EQ(backend_scale_size(3, 0.5), 2); /* nearest, halves up */
   CHECK_EQ(backend_scale_size(12345, 1.0), 12345);
-  CHECK_EQ(backend_budget(GiB, 64 * GiB), GiB - (uint64_t)(64.0 * GiB * BACKEND_MARGIN_FRACTION));
-  CHECK_EQ(backend_budget(GiB, GiB), GiB - BACKEND_MARGIN_MIN);
-  CHECK_EQ(backend_budget(100 * MiB, GiB), 0);
+  CHECK_EQ(backend_budget(GiB), GiB - 256 * MiB);
+  CHECK_EQ(backend_budget(100 * MiB), 0);
 
   /* The scaled source scales every size and nothing else. */
   sim_event v[2] = {ev(SIM_EV_ALLOC, 7, 1000), ev(SIM_EV_MEMCPY, 0, 400)};

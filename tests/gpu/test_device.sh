@@ -20,12 +20,13 @@ if ! "$MEMPLAY" --db "$db" calibrate --quick --json >"$T/cal.json" 2>"$T/err"; t
 fi
 command -v sqlite3 >/dev/null || fail "the sqlite3 shell is needed (tools/deps.sh installs it)"
 [ "$(q "SELECT count(*) FROM device_profiles WHERE source = 'calibrated'")" = 1 ] || fail "no calibrated profile stored"
-for k in h2d_pinned h2d_pageable d2h_pinned d2h_pageable d2d; do
-  ok=$(q "SELECT json_extract(params, '\$.$k.gbps') > 0.1 FROM device_profiles")
-  [ "$ok" = 1 ] || fail "calibrated $k bandwidth is not positive"
+for k in h2d_pinned_bw h2d_pageable_bw d2h_pinned_bw d2h_pageable_bw d2d_bw host_copy_bw; do
+  ok=$(q "SELECT json_extract(params, '\$.$k') > 1e8 FROM device_profiles")
+  [ "$ok" = 1 ] || fail "calibrated $k is not positive"
 done
-[ "$(q "SELECT json_extract(params, '\$.launch_us') > 0 AND json_extract(params, '\$.copy_engines') >= 1 FROM device_profiles")" = 1 ] ||
-  fail "launch overhead or copy engines missing"
+[ "$(q "SELECT json_extract(params, '\$.launch_overhead') > 0 AND json_extract(params, '\$.copy_engines') >= 1
+        AND json_extract(params, '\$.launch_queue') > 16 AND json_extract(params, '\$.malloc_base') > 0 FROM device_profiles")" = 1 ] ||
+  fail "launch overhead, launch queue, cudaMalloc cost or copy engines missing"
 echo "ok: calibrate"
 
 # 2. replay the sample trace on the GPU: cudaMalloc, the real pool, and a model (fitted to the GPU).
