@@ -291,17 +291,18 @@ static void test_calibrate(void) {
     CHECK_EQ(p->copy[k].n, 4);
     CHECK(p->copy[k].bytes_per_s > 0);
   }
-  /* The pretend GPU copies at 10 GB/s, and every measured copy waits for its end. */
-  CHECK(p->copy[CALIB_H2D_PINNED].bytes_per_s < 10.5e9);
-  CHECK(p->copy[CALIB_H2D_PINNED].pts[3].seconds >= 16.0 * MiB / 10e9);
+  /* The pretend GPU copies at 10 GB/s, and every measured copy waits for its end (a bound, not
+   * a timing: the fitted rate itself depends on how busy this machine is). */
+  for (int k = 0; k < CALIB_COPIES; k++) CHECK(p->copy[k].pts[3].seconds >= 16.0 * MiB / 10e9);
   CHECK_EQ(p->nmalloc, 3);
   CHECK_EQ(p->nhost, 2);
   CHECK(p->launch_s > 0 && p->kernel_s > 0 && p->single_s > 0);
-  /* The pretend stream queues 1024 kernels; by the time the host has launched them some have
-   * ended, so the first launch that waits comes a little later. */
-  CHECK(p->launch_queue >= 1024 && p->launch_queue <= 1400);
-  if (p->launch_queue < 1024 || p->launch_queue > 1400) fprintf(stderr, "launch queue %d\n", p->launch_queue);
+  /* The pretend stream queues 1024 kernels: the probe stops once launches wait, which cannot
+   * happen much before the 1024th (a launch slowed by this machine's load may be counted as
+   * the first that waited, but only within the 64 before the probe saw the waiting). */
+  CHECK(p->launch_queue >= 1024 - 64);
   CHECK(p->launch_queue < p->launch_queue_tried);
+  if (p->launch_queue < 1024 - 64) fprintf(stderr, "launch queue %d\n", p->launch_queue);
   CHECK_EQ(p->nmap, 2);
   CHECK(p->host_copy_s > 0);
   CHECK(p->copy_engines == 1 || p->copy_engines == 2);
