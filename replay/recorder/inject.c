@@ -53,7 +53,7 @@ static struct {
   pid_t pid; /* the process that initialised: a forked child writes nothing */
   CUpti_SubscriberHandle sub;
   uint32_t cupti_version;
-} g = {.lock = PTHREAD_MUTEX_INITIALIZER};
+} g = {.lock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP}; /* recursive: CUPTI may hand over a buffer while a callback runs */
 
 static const char *out_dir(void) {
   const char *d = getenv("MEMPLAY_RECORD_DIR");
