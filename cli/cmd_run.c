@@ -8,6 +8,15 @@
 #include "../replay/lua_api.h"
 #include "cli.h"
 
+/* Set by the build (CMakeLists.txt); a build of these sources without them looks only in
+ * $MEMPLAY_SCRIPTS. */
+#ifndef MEMPLAY_SCRIPTS_INSTALLED
+#define MEMPLAY_SCRIPTS_INSTALLED NULL
+#endif
+#ifndef MEMPLAY_SCRIPTS_SOURCE
+#define MEMPLAY_SCRIPTS_SOURCE NULL
+#endif
+
 /* Options both commands take, parsed into this. */
 typedef struct lua_opts {
   lua_param *params;

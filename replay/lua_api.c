@@ -10,9 +10,10 @@
 #include "jsonw.h"
 #include "lua_api_int.h"
 
-/* The library's own Lua (replay/lua_prelude.lua, embedded at build time): helpers that read
- * better in Lua than in C, and the kit the bundled scenarios share (docs/lua-api.md). */
-#include "lua_prelude.h"
+/* The library's own Lua (replay/lua_prelude.lua, embedded at build time by
+ * cmake/embed_text.cmake): helpers that read better in Lua than in C, and the kit the bundled
+ * scenarios share (docs/lua-api.md). */
+extern const char lua_prelude[];
 
 /* ---- the context -------------------------------------------------------------------------- */
 
@@ -555,7 +556,7 @@ lua_host *lua_api_host(lua_ctx *cx, const lua_host_limits *lim, char *err, size_
   lua_State *L = lua_host_state(h);
   lua_pushcfunction(L, l_print);
   lua_setglobal(L, "print");
-  if (lua_host_run_string(h, "=memplay", lua_prelude, sizeof lua_prelude - 1) != LUA_HOST_OK) {
+  if (lua_host_run_string(h, "=memplay", lua_prelude, strlen(lua_prelude)) != LUA_HOST_OK) {
     snprintf(err, errlen, "cannot start the memplay library: %s", lua_host_error(h));
     lua_host_free(h);
     return NULL;
