@@ -441,7 +441,8 @@ static const char *const filter_keys[] = {"kind",       "category",     "lifetim
                                           "dir",        "stream",       "device",     "step",
                                           "size",       "min_size",     "max_size",   "seq",
                                           "site",       "site_match",   "exclude_site", "exclude_site_match",
-                                          "name",       "class",        "flags",      NULL};
+                                          "name",       "class",        "flags",      "not_flags",
+                                          NULL};
 
 static int kind_from(const char *s) { return sim_event_kind_from_name(s); }
 static const char *kind_of(int k) { return k == 0 ? NULL : sim_event_kind_name(k); }
@@ -684,7 +685,9 @@ void lapi_filter(lua_State *L, int idx, ltrace *t, xf_filter *f, const char *fn,
     f->size_max = lapi_check_size(L, -1, "filter 'max_size'");
     lua_pop(L, 1);
   }
-  if (FIELD("flags")) {
+  static const char *const flag_keys[2] = {"flags", "not_flags"};
+  for (int which = 0; which < 2; which++) {
+    if (!FIELD(flag_keys[which])) continue;
     int tbl = lua_type(L, -1) == LUA_TTABLE;
     int n = tbl ? (int)luaL_len(L, -1) : 1;
     for (int i = 1; i <= n; i++) {
@@ -692,8 +695,9 @@ void lapi_filter(lua_State *L, int idx, ltrace *t, xf_filter *f, const char *fn,
       else lua_pushvalue(L, -1);
       const char *s = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
       unsigned bit = s ? sim_event_flag_from_name(s) : 0;
-      if (!bit) luaL_error(L, "filter 'flags': unknown flag '%s'", s ? s : "?");
-      f->flags_all |= bit;
+      if (!bit) luaL_error(L, "filter '%s': unknown flag '%s'", flag_keys[which], s ? s : "?");
+      if (which) f->flags_none |= bit;
+      else f->flags_all |= bit;
       lua_pop(L, 1);
     }
     lua_pop(L, 1);

@@ -145,9 +145,11 @@ memplay.optimizer_sites = {'torch/optim', 'optimizer.py', 'optim.', 'Adam', 'SGD
 
 -- The filter of activation-like memory: what a forward pass makes and a backward pass frees,
 -- or inputs. By category where the trace has them (activation, input, temporary), else by
--- lifetime (transient); never what the optimizer's own code allocates.
+-- lifetime (transient); never what the optimizer's own code allocates, nor what was live
+-- before the trace began (a window's parameters and optimizer state).
 function memplay.activation_filter(extra)
-  local f = {category = {'activation', 'input', 'temporary'}, exclude_site_match = memplay.optimizer_sites}
+  local f = {category = {'activation', 'input', 'temporary'}, exclude_site_match = memplay.optimizer_sites,
+             not_flags = 'preexisting'}
   for k, v in pairs(extra or {}) do f[k] = v end
   return f
 end

@@ -182,7 +182,7 @@ static int in_sorted(const int64_t *a, size_t n, int64_t v) {
 }
 
 int xf_filter_is_set(const xf_filter *f) {
-  return f->kinds || f->categories || f->mems || f->dirs || f->flags_all || f->lifetime || f->has_stream ||
+  return f->kinds || f->categories || f->mems || f->dirs || f->flags_all || f->flags_none || f->lifetime || f->has_stream ||
          f->device != -2 || f->step_min != INT32_MIN || f->step_max != INT32_MAX || f->size_min ||
          f->size_max != UINT64_MAX || f->seq_min != INT64_MIN || f->seq_max != INT64_MAX || f->sites || f->names ||
          f->xsites;
@@ -209,6 +209,7 @@ static inline int filter_match(const xf_filter *f, const sim_event *ev) {
   if (f->mems && !(f->mems >> ev->mem & 1)) return 0;
   if (f->dirs && !(f->dirs >> ev->dir & 1)) return 0;
   if ((ev->flags & f->flags_all) != f->flags_all) return 0;
+  if (ev->flags & f->flags_none) return 0;
   if (f->has_stream && ev->stream != f->stream) return 0;
   if (f->device != -2 && ev->device != f->device) return 0;
   if (ev->step < f->step_min || ev->step > f->step_max) return 0;

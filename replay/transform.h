@@ -75,6 +75,7 @@ typedef struct xf_filter {
   uint32_t categories;  /* 1 << sim_category */
   uint32_t mems, dirs;  /* 1 << sim_mem_kind, 1 << sim_copy_dir */
   uint32_t flags_all;   /* SIM_EVF_* bits that must all be set */
+  uint32_t flags_none;  /* SIM_EVF_* bits that must all be clear */
   int lifetime;         /* XF_LIFE_* */
   xf_lifetime *lt;      /* for lifetime and the category fallback (a reference is held) */
   int has_stream;
