@@ -101,6 +101,7 @@ void xf_lifetime_unref(xf_lifetime *lt) {
 
 void xf_filter_init(xf_filter *f) {
   memset(f, 0, sizeof *f);
+  f->rest = 1;
   f->device = -2;
   f->step_min = INT32_MIN;
   f->step_max = INT32_MAX;
@@ -129,11 +130,17 @@ static int cmp_i64(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
+/* A copy of a set of ids; an empty set (which matches nothing) stays a set. */
+static int64_t *dup_set(const int64_t *ids, size_t n) {
+  if (!ids) return NULL;
+  return n ? dup_ids(ids, n) : sim_xmalloc(sizeof *ids);
+}
+
 void xf_filter_copy(xf_filter *dst, const xf_filter *src) {
   *dst = *src;
-  dst->sites = dup_ids(src->sites, src->nsites);
-  dst->names = dup_ids(src->names, src->nnames);
-  dst->xsites = dup_ids(src->xsites, src->nxsites);
+  dst->sites = dup_set(src->sites, src->nsites);
+  dst->names = dup_set(src->names, src->nnames);
+  dst->xsites = dup_set(src->xsites, src->nxsites);
   xf_lifetime_ref(dst->lt);
 }
 
@@ -206,6 +213,7 @@ static inline int filter_match(const xf_filter *f, const sim_event *ev) {
       if (!(f->categories & (persistent ? XF_CATS_PERSISTENT : XF_CATS_TRANSIENT))) return 0;
     }
   }
+  if (!f->rest) return 1;
   if (f->mems && !(f->mems >> ev->mem & 1)) return 0;
   if (f->dirs && !(f->dirs >> ev->dir & 1)) return 0;
   if ((ev->flags & f->flags_all) != f->flags_all) return 0;
@@ -219,6 +227,14 @@ static inline int filter_match(const xf_filter *f, const sim_event *ev) {
   if (f->names && !in_sorted(f->names, f->nnames, ev->name)) return 0;
   if (f->xsites && in_sorted(f->xsites, f->nxsites, ev->stack)) return 0;
   return 1;
+}
+
+/* Notes whether a filter has criteria beyond kind, category and lifetime (the common case
+ * has none), so that matching can stop early. */
+static void filter_finish(xf_filter *f) {
+  f->rest = f->mems || f->dirs || f->flags_all || f->flags_none || f->has_stream || f->device != -2 ||
+            f->step_min != INT32_MIN || f->step_max != INT32_MAX || f->size_min || f->size_max != UINT64_MAX ||
+            f->seq_min != INT64_MIN || f->seq_max != INT64_MAX || f->sites || f->names || f->xsites;
 }
 
 /* ---- kernel classes ----------------------------------------------------------------------- */
@@ -438,6 +454,7 @@ xf_node *xf_scale(xf_node *in, const xf_filter *f, double factor, uint64_t align
   xf_node *n = node_new(N_SCALE, in);
   xf_filter_copy(&n->f, f);
   if (!n->f.kinds) n->f.kinds = 1u << SIM_EV_ALLOC;
+  filter_finish(&n->f);
   n->factor = factor;
   n->align = align ? align : 1;
   char ft[256];
@@ -457,6 +474,7 @@ xf_node *xf_resize(xf_node *in, const sim_map *sizes) {
 xf_node *xf_drop(xf_node *in, const xf_filter *f) {
   xf_node *n = node_new(N_DROP, in);
   xf_filter_copy(&n->f, f);
+  filter_finish(&n->f);
   n->reorders = 1;
   char ft[256];
   filter_text(&n->f, ft, sizeof ft);
@@ -471,6 +489,7 @@ xf_node *xf_insert(xf_node *in, const sim_event *evs, size_t nevs, xf_where wher
     return bad(err, errlen, "insert: 'before' and 'after' need a filter that selects events"), NULL;
   xf_node *n = node_new(N_INSERT, in);
   if (f) xf_filter_copy(&n->f, f);
+  filter_finish(&n->f);
   n->reorders = 1;
   n->where = where;
   n->seq = seq;
@@ -493,6 +512,7 @@ xf_node *xf_set_copy(xf_node *in, const xf_filter *f, int mem, int async, double
   xf_node *n = node_new(N_SET_COPY, in);
   xf_filter_copy(&n->f, f);
   n->f.kinds = 1u << SIM_EV_MEMCPY;
+  filter_finish(&n->f);
   n->mem = mem;
   n->async = async;
   n->factor = dur_factor;
@@ -509,6 +529,7 @@ xf_node *xf_scale_time(xf_node *in, const xf_filter *f, double factor, int64_t f
   xf_node *n = node_new(N_SCALE_TIME, in);
   xf_filter_copy(&n->f, f);
   if (!n->f.kinds) n->f.kinds = 1u << SIM_EV_KERNEL;
+  filter_finish(&n->f);
   n->factor = factor;
   n->fixed = fixed_ns;
   char ft[256];
@@ -548,6 +569,7 @@ xf_node *xf_repeat(xf_node *in, int64_t from, int64_t to, int times, const xf_fi
   n->times = times;
   if (once && xf_filter_is_set(once)) {
     xf_filter_copy(&n->once, once);
+    filter_finish(&n->once);
     n->has_once = 1;
     n->once_transient = once_transient;
   }
@@ -561,6 +583,7 @@ xf_node *xf_repeat(xf_node *in, int64_t from, int64_t to, int times, const xf_fi
 xf_node *xf_map(xf_node *in, const xf_filter *f, xf_event_fn fn, void *arg, void (*release)(void *arg)) {
   xf_node *n = node_new(N_MAP, in);
   if (f) xf_filter_copy(&n->f, f);
+  filter_finish(&n->f);
   n->reorders = 1;
   n->fn = fn;
   n->arg = arg;
@@ -734,10 +757,11 @@ static inline int completes(int k) { return k == SIM_EV_FREE || k == SIM_EV_FREE
 static inline int64_t round_pos(double v) { return (int64_t)(v + 0.5); }
 
 static uint64_t scaled(uint64_t size, double factor, uint64_t align) {
-  double v = (double)size * factor;
-  if (v > 9.0e18) v = 9.0e18;
-  uint64_t s = (uint64_t)v;
-  if ((double)s < v) s++; /* rounded up */
+  /* signed conversions: a single instruction each, where unsigned 64-bit ones are not */
+  double v = (double)(int64_t)(size & ((UINT64_C(1) << 62) - 1)) * factor;
+  if (v > 4.0e18) v = 4.0e18;
+  uint64_t s = (uint64_t)(int64_t)v;
+  if ((double)(int64_t)s < v) s++; /* rounded up */
   if (align > 1) s = (s + align - 1) / align * align;
   if (s == 0 && size > 0) s = align > 1 ? align : 1;
   return s;

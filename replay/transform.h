@@ -90,6 +90,7 @@ typedef struct xf_filter {
   size_t nnames;
   int64_t *xsites;      /* sorted call stack ids that never match (owned) */
   size_t nxsites;
+  int rest;             /* a criterion beyond kind, category and lifetime is set (1 until known) */
 } xf_filter;
 
 void xf_filter_init(xf_filter *f);

@@ -4,7 +4,11 @@
 --   memplay run scripts/bench_transforms.lua big [ALLOCATOR] [REPEATS]
 --
 -- The trace is read into memory once; each row replays it through one transform chain (the
--- best of REPEATS runs, CPU time) and compares with the plain replay.
+-- best of REPEATS runs, CPU time) and compares with the plain replay. The transforms are given
+-- neutral values (factors of 1, copies pinned to where they are), so that every row replays
+-- the same requests and the difference is the transforms' own cost: filters evaluated, sizes
+-- and durations computed, one more source per event. The last row replays the batch model at
+-- twice the batch: a different workload, for the cost of a scenario's replay as a whole.
 local name, allocator, repeats = ...
 if not name then error('usage: memplay run scripts/bench_transforms.lua TRACE [ALLOCATOR] [REPEATS]') end
 allocator = allocator or 'cuda'
@@ -24,17 +28,21 @@ local function best(tr)
   return b
 end
 
+local function batch_model(f)
+  return t:scale(memplay.activation_filter{factor = f})
+    :scale{kind = 'memcpy', dir = 'h2d', factor = f}
+    :scale_time{class = {'matmul', 'conv', 'attention', 'norm', 'softmax', 'reduction', 'elementwise', 'copy', 'other'},
+                factor = f, fixed_ns = 3000}
+end
 local chains = {
   {'plain replay', t},
-  {'scale activations x2 (categories)', t:scale{category = 'activation', factor = 2}},
-  {'scale transient x2 (lifetimes)', t:scale{lifetime = 'transient', factor = 2}},
-  {'scale_time kernels x0.5', t:scale_time{factor = 0.5}},
-  {'pin copies', t:pin{mem = {'pinned', 'pageable'}}},
-  {'drop kernels', t:drop{kind = 'kernel'}},
-  {'batch model (max_batch probe)', t:scale(memplay.activation_filter{factor = 2})
-      :scale{kind = 'memcpy', dir = 'h2d', factor = 2}
-      :scale_time{class = {'matmul', 'conv', 'attention', 'norm', 'softmax', 'reduction', 'elementwise', 'copy', 'other'},
-                  factor = 2, fixed_ns = 3000}},
+  {'scale (categories)', t:scale{category = 'activation', factor = 1}},
+  {'scale (lifetimes)', t:scale{lifetime = 'transient', factor = 1}},
+  {'scale_time (kernels)', t:scale_time{factor = 1}},
+  {'pin (copies)', t:pin{mem = {'pinned', 'pageable'}, to = 'pinned', async = true}},
+  {'drop (nothing matches)', t:drop{kind = 'kernel', name = 'no such kernel'}},
+  {'batch model, factor 1 (3 transforms)', batch_model(1.0)},
+  {'batch model at 2x (another workload)', batch_model(2.0)},
 }
 local rows = {}
 local plain

@@ -46,13 +46,14 @@ for i = 1, buffers do
 end
 staged = staged:insert{events = ins, at = 'start'}
 
-local function transfer(r)
-  local b = r.time and r.time.breakdown
-  return b and b.copy
-end
-
+-- copy time on the critical path, and how much of the device's copy time other work hides
 local function row(r)
-  return {pinned = r.host_pinned_peak_bytes, copy_time = transfer(r)}
+  local tm = r.time
+  if not tm then return {pinned = r.host_pinned_peak_bytes} end
+  local on_path = tm.breakdown_s.copies
+  local busy = tm.device_busy_s.copies
+  return {pinned = r.host_pinned_peak_bytes, copy_time = on_path,
+          overlap = busy > 0 and math.max(0, 1 - on_path / busy) or nil}
 end
 
 local base = S:replay(t)
@@ -70,5 +71,6 @@ if n_h2d == 0 then memplay.assume('the trace has no host-to-device copies: the v
 S:report{
   title = string.format('pinned staging for %s (%d input copies)', S.info.name, n_h2d),
   columns = {{key = 'pinned', title = 'pinned host memory', format = 'bytes'},
-             {key = 'copy_time', title = 'copy time on the critical path', format = 'time'}},
+             {key = 'copy_time', title = 'copy time on the critical path', format = 'time'},
+             {key = 'overlap', title = 'copies overlapped', format = 'percent'}},
 }

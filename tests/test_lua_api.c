@@ -186,6 +186,9 @@ static void test_transforms(void) {
      "local kt = t:summary().kernel_time_s\n"
      "local fast = t:scale_time{factor = 0.5}\n"
      "assert(math.abs(fast:summary().kernel_time_s - kt / 2) < 1e-6 * kt + 1e-6)\n"
+     "assert(t:count{kind = 'kernel', name = 'no such kernel'} == 0)\n"
+     "assert(t:drop{kind = 'kernel', name = 'no such kernel'}:count{kind = 'kernel'} == t:count{kind = 'kernel'})\n"
+     "assert(t:drop{site_match = 'no such frame'}:count{} == t:count{})\n"
      "local mm = t:scale_time{class = 'matmul', factor = 0}\n"
      "for ev in mm:events{kind = 'kernel', class = 'matmul'} do assert(ev.dur == 0) end\n"
      /* repeat */

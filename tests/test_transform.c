@@ -279,6 +279,15 @@ static void test_filter(void) {
   }
   CHECK_EQ(gemm, want);
   xf_filter_release(&f);
+  /* an empty set of names matches nothing, copied or not */
+  xf_filter_init(&f);
+  f.kinds = 1u << SIM_EV_KERNEL;
+  xf_filter_set_names(&f, NULL, 0);
+  xf_filter g;
+  xf_filter_copy(&g, &f);
+  for (size_t i = 0; i < v.n; i++) CHECK(!xf_filter_match(&f, &v.a[i]) && !xf_filter_match(&g, &v.a[i]));
+  xf_filter_release(&f);
+  xf_filter_release(&g);
   /* categories never match frees, even through the lifetime fallback */
   xf_filter_init(&f);
   f.categories = 1u << SIM_CAT_ACTIVATION;
