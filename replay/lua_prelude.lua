@@ -200,17 +200,24 @@ function Scenario:replay(t, opts)
   local o = {allocator = self.allocator, capacity = self.capacity, device = self.device}
   for k, v in pairs(opts or {}) do o[k] = v end
   if o.capacity == false then o.capacity = nil end
-  if o.device == false or (o.device and not memplay.device_memory) then o.device = nil end
+  if not memplay.device_memory then
+    o.device = nil -- a build without device profiles
+  elseif o.device ~= false and o.timing == nil then
+    -- A scenario changes durations: waits the trace recorded but cannot explain would be kept
+    -- at their recorded length and undo the change, so the model alone decides when device
+    -- work starts (in every variant alike).
+    o.timing = 'device_waits=drop'
+  end
   return t:replay(o)
 end
 
--- Records a variant (stored as a run) and its row in the table; row holds extra columns and
--- batch (samples per step, for the throughput).
+-- Records a variant (stored as a run) and its row in the table; row holds extra columns,
+-- batch (samples per step, for the throughput) and step_time (to use instead of the result's).
 function Scenario:record(name, result, row)
   row = row or {}
   local batch = row.batch or self.batch
-  local step = result.step_time_s
-  memplay.variant(name, result, {batch = batch})
+  local step = row.step_time or result.step_time_s
+  memplay.variant(name, result, {batch = batch, step_time_s = step})
   local r = {
     variant = name,
     peak_allocated = result.peak_allocated_bytes,

@@ -985,6 +985,8 @@ static void repeat_emit_copies(xstate *x) {
     sim_map_clear(&x->map2);
     for (size_t i = 0; i < x->nblock; i++) {
       const sim_event *o = &x->block[i];
+      /* step boundaries are not work: the copies stay inside the step the block is in */
+      if (o->kind == SIM_EV_MARKER && (o->flags & (SIM_EVF_STEP_BEGIN | SIM_EVF_STEP_END))) continue;
       sim_event e = *o;
       e.ts += span * c;
       if (e.dev_ts >= 0) e.dev_ts += span * c;

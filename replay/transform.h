@@ -191,7 +191,8 @@ xf_node *xf_scale_time(xf_node *in, const xf_filter *f, double factor, int64_t f
  * micro-batch), and frees after the block free the newest copy; frees inside the block of
  * memory from before the block happen once; allocations matching `once` are made only by
  * the first copy (once_transient: later copies allocate and free them at once, as a gradient
- * computed into a buffer and added in place). Times after the block shift by the copies.
+ * computed into a buffer and added in place); step markers are not repeated. Times after the
+ * block shift by the copies.
  */
 xf_node *xf_repeat(xf_node *in, int64_t from, int64_t to, int times, const xf_filter *once, int once_transient,
                    char *err, size_t errlen);

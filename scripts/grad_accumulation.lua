@@ -60,14 +60,24 @@ local micro = trimmed:scale(memplay.activation_filter{factor = f})
 local accumulated = micro:repeat_block{from = from, to = to, times = k, once = {category = 'gradient'},
                                        once_transient = true}
 
+-- the step's own predicted time (the trace's other steps are not what changes)
+local function step_time(r)
+  if not r.time or not step_no then return nil end
+  for _, st in ipairs(r.time.steps) do
+    if st.step == step_no and st.complete then return st.predicted_s end
+  end
+  return nil
+end
+
 local base = S:replay(t)
-S:record('as recorded (1 micro-batch)', base, {micro = S.batch})
+S:record('as recorded (1 micro-batch)', base, {micro = S.batch, step_time = step_time(base)})
 local r = S:replay(accumulated)
-S:record(string.format('%d micro-batches', k), r, {micro = S.batch and S.batch / k})
+S:record(string.format('%d micro-batches', k), r, {micro = S.batch and S.batch / k, step_time = step_time(r)})
 
 memplay.assume(string.format('the step transformed: %s, forward and backward = events %d..%d, repeated %d times',
   step_no and ('step ' .. step_no) or 'the whole trace', from, to - 1, k))
 memplay.assume('gradients (by category, else allocations that outlive their step) are made once; later micro-batches add into them')
+if step_no then memplay.assume(string.format('step time: step %d\'s, as predicted', step_no)) end
 memplay.assume(string.format('activation-like memory and kernel time scale by 1/%d per micro-batch (batch_size.lua)', k))
 S:report{
   title = string.format('gradient accumulation over %d micro-batches on %s (allocator %s)', k, S.info.name, S.allocator),

@@ -84,26 +84,40 @@ end
 
 local function camel_to_snake(s) return (s:gsub('(%l)(%u)', '%1_%2'):lower()) end
 
+-- Ops that only make room for another op's output: the op that called them says more.
+local GENERIC = {empty = 1, empty_strided = 1, empty_like = 1, new_empty = 1, new_empty_strided = 1, zeros = 1,
+                 zeros_like = 1, ones = 1, ones_like = 1, full = 1, full_like = 1, resize = 1, resize_ = 1,
+                 to = 1, _to_copy = 1, copy = 1, copy_ = 1, contiguous = 1, clone = 1, view = 1, reshape = 1,
+                 expand = 1, as_strided = 1}
+
 -- {op = name, backward = bool, weight = bool (a matmul with a weight), attention = bool}
 local site_info = {}
 local function info_of(site)
   local c = site_info[site]
   if c then return c end
   c = {}
+  local generic = nil
   if site and site > 0 then
     for _, f in ipairs(t:frames(site)) do
       local n, file = f.name or '', f.file or ''
       if not c.op then
-        local w = n:match('wrapper_[%w]*_([%w_]+)') or n:match('structured_([%w_]+)_out')
-        local bw = n:match('generated::(%w+)Backward%d*')
-        if bw then
-          c.op = known_prefix(camel_to_snake(bw)) or camel_to_snake(bw)
+        -- ATen operators: "wrapper_CUDA_mul_Tensor", "structured_mul_out", "aten::mul"; autograd
+        -- nodes: "MulBackward0"
+        local w = n:match('wrapper_[%w]*_([%w_]+)') or n:match('structured_([%w_]+)_out') or n:match('^aten::([%w_]+)')
+        local bw = n:match('(%w+)Backward%d*')
+        local op = nil
+        if bw and not n:find('^torch::autograd::Engine') then
+          op = known_prefix(camel_to_snake(bw)) or camel_to_snake(bw)
           c.backward = true
         elseif w then
-          c.op = known_prefix(w)
+          op = known_prefix(w) or w
+        end
+        if op then
+          if GENERIC[op] or GENERIC[op:gsub('^_+', '')] then generic = generic or op
+          else c.op = op end
         end
       end
-      if n:find('Backward') or n:find('autograd::Engine') then c.backward = true end
+      if n:find('Backward') or n:find('autograd::Engine') or n:find('evaluate_function') then c.backward = true end
       local lower = (n .. ' ' .. file):lower()
       if lower:find('attention') or lower:find('attn') or lower:find('sdpa') then c.attention = true end
       if lower:find('linear') then c.linear = true end
@@ -111,7 +125,8 @@ local function info_of(site)
         c.py = known_prefix((n:match('([%w_]+)$') or n))
       end
     end
-    c.op = c.op or c.py
+    c.op = c.op or c.py or generic
+    if c.op and not (MATMUL[c.op] or FP32[c.op] or PROMOTE[c.op]) and not known_prefix(c.op) then c.op = nil end
     if c.linear and (not c.op or MATMUL[c.op]) then c.op = c.op or 'linear' end
     c.weight = c.op ~= nil and MATMUL[c.op] ~= nil and not c.attention
   end
