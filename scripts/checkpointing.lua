@@ -106,8 +106,8 @@ for _, range in ipairs(steps) do
               elseif a.free_seq[i] >= 0 and a.free_seq[i] <= seg_end then
                 local addr = fresh_addr()
                 temp_addr[i] = addr
-                redo[#redo + 1] = {s, {kind = 'alloc', addr = addr, size = a.size[i], site = a.site[i]}}
-                redo[#redo + 1] = {a.free_seq[i], {kind = 'free', addr = addr}}
+                redo[#redo + 1] = {s, {kind = 'alloc', addr = addr, size = a.size[i], site = a.site[i], stream = a.stream[i]}}
+                redo[#redo + 1] = {a.free_seq[i], {kind = 'free', addr = addr, stream = a.stream[i]}}
               end
             end
           end
@@ -141,6 +141,7 @@ do
         if ev.seq_of then
           local i = ev.seq_of
           ev.addr = addr_of[a.seq[i]]
+          ev.stream = a.stream[i]
           if ev.kind == 'alloc' then ev.size = a.size[i]; ev.site = a.site[i] end
           ev.seq_of = nil
         end

@@ -287,8 +287,8 @@ for _, range in ipairs(steps) do
     for _, i in ipairs(weight_calls) do
       local sz = math.max(2, math.floor(total_copy * a.size[i] / out_total + 0.5))
       local addr = fresh_addr()
-      add(before, a.seq[i], {kind = 'alloc', addr = addr, size = sz, category = 'temporary', site = a.site[i]})
-      add(after, region_end, {kind = 'free', addr = addr})
+      add(before, a.seq[i], {kind = 'alloc', addr = addr, size = sz, category = 'temporary', site = a.site[i], stream = a.stream[i]})
+      add(after, region_end, {kind = 'free', addr = addr, stream = a.stream[i]})
       cache_bytes = cache_bytes + sz
     end
   end
@@ -301,9 +301,9 @@ for _, range in ipairs(steps) do
       if c.op and MATMUL[c.op] and not c.backward and recent32 and a.seq[i] <= fend then
         local addr = fresh_addr()
         local sz = (a.size[recent32] + 1) // 2
-        add(before, a.seq[i], {kind = 'alloc', addr = addr, size = sz, category = 'temporary', site = a.site[i]})
-        add(after, a.seq[i], {kind = 'free', addr = addr})
-        add(before, a.seq[i], {kind = 'kernel', dur = math.floor(3 * sz / mem_bw * 1e9 + 0.5)})
+        add(before, a.seq[i], {kind = 'alloc', addr = addr, size = sz, category = 'temporary', site = a.site[i], stream = a.stream[i]})
+        add(after, a.seq[i], {kind = 'free', addr = addr, stream = a.stream[i]})
+        add(before, a.seq[i], {kind = 'kernel', dur = math.floor(3 * sz / mem_bw * 1e9 + 0.5), stream = a.stream[i]})
         cast_count = cast_count + 1
         recent32 = nil
       elseif dtype[i] == 32 then
