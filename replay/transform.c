@@ -273,8 +273,10 @@ xf_kernel_class xf_kernel_class_of(const char *name) {
   size_t n = 0;
   for (; name[n] && n + 1 < sizeof low; n++) low[n] = (char)tolower((unsigned char)name[n]);
   low[n] = 0;
-  static const char *const optimizer[] = {"adam", "sgd", "multi_tensor_apply", "lamb", "adagrad", "rmsprop",
-                                          "fused_optim", "optimizer", NULL};
+  /* ("lamb" would match every "lambda" in a templated kernel name: LAMB's kernels are
+   * multi_tensor_apply ones) */
+  static const char *const optimizer[] = {"adam", "sgd", "multi_tensor_apply", "adagrad", "rmsprop", "fused_optim",
+                                          "optimizer", NULL};
   static const char *const attention[] = {"flash", "fmha", "attention", "attn", "sdpa", NULL};
   static const char *const softmax[] = {"softmax", NULL};
   static const char *const norm[] = {"layer_norm", "layernorm", "batch_norm", "batchnorm", "group_norm",

@@ -311,6 +311,10 @@ static void test_kernel_classes(void) {
   CHECK_EQ(xf_kernel_class_of("sm80_xmma_fprop_implicit_gemm_f16f16_f16f32"), XF_KERNEL_conv);
   CHECK_EQ(xf_kernel_class_of("void at::native::reduce_kernel<512, 1>"), XF_KERNEL_reduction);
   CHECK_EQ(xf_kernel_class_of("something_unheard_of"), XF_KERNEL_other);
+  /* a lambda in a templated name is not the LAMB optimizer */
+  CHECK_EQ(xf_kernel_class_of("void at::native::elementwise_kernel<128, 2, at::native::gpu_kernel_impl<at::native::"
+                              "direct_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda()#2}>"),
+           XF_KERNEL_copy);
   CHECK_EQ(xf_kernel_class_from_name("matmul"), XF_KERNEL_matmul);
   CHECK_EQ(xf_kernel_class_from_name("nope"), -1);
 }
