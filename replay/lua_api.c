@@ -421,7 +421,8 @@ static int l_parse_size(lua_State *L) {
 static int l_fresh_addr(lua_State *L) {
   lua_Integer i = luaL_checkinteger(L, 1);
   if (i < 1 || i >= (lua_Integer)1 << 40) return luaL_argerror(L, 1, "1 .. 2^40-1");
-  lua_pushinteger(L, (lua_Integer)(XF_ADDR_INSERTED | (UINT64_C(1) << 60) | (uint64_t)i));
+  /* bits 59 and 60: above any real device address, apart from the transforms' own tags */
+  lua_pushinteger(L, (lua_Integer)((UINT64_C(3) << 59) | (uint64_t)i));
   return 1;
 }
 

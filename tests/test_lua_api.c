@@ -182,6 +182,16 @@ static void test_transforms(void) {
      "assert(pg:count{kind = 'memcpy', mem = 'pageable'} == t:count{kind = 'memcpy'})\n"
      "local pn = pg:pin{duration_factor = 0.5}\n"
      "assert(pn:count{kind = 'memcpy', mem = 'pinned', flags = 'async'} == t:count{kind = 'memcpy'})\n"
+     /* insert_at: free the first activation early, allocate it again later, with a fresh address */
+     "local first_act\n"
+     "for ev in t:events{kind = 'alloc', category = 'activation'} do first_act = ev; break end\n"
+     "local fa = memplay.fresh_addr(1)\n"
+     "assert(fa ~= memplay.fresh_addr(2) and fa > 0)\n"
+     "local ia = t:insert_at{before = {[first_act.seq] = {{kind = 'alloc', addr = fa, size = 1 << 20}}},\n"
+     "                       after = {[first_act.seq] = {{kind = 'free', addr = fa}, {kind = 'kernel', dur = 5}}}}\n"
+     "assert(ia:count{kind = 'alloc'} == t:count{kind = 'alloc'} + 1 and ia:count{kind = 'kernel'} == t:count{kind = 'kernel'} + 1)\n"
+     "assert(ia:replay{}.skipped.unknown_frees == base.skipped.unknown_frees)\n"
+     "assert(ia:describe():find('insert_at'))\n"
      /* scale_time */
      "local kt = t:summary().kernel_time_s\n"
      "local fast = t:scale_time{factor = 0.5}\n"
@@ -281,7 +291,19 @@ static void test_helpers(void) {
      "assert(memplay.json({a = {1, 2}, b = true}) == '{\"a\":[1,2],\"b\":true}')\n"
      "memplay.assume('the test assumes nothing')\n"
      "assert(memplay.assumptions()[1] == 'the test assumes nothing')\n"
-     "assert(memplay.device() == nil)\n");
+     "assert(memplay.device() == nil)\n"
+     "memplay.write_out('written ', 1, '\\n')\n");
+  /* the scenario kit */
+  ok("local S = memplay.scenario_context()\n"
+     "assert(S.trace:name() == 'gen' and S.allocator and S.batch == 8)\n"
+     "local r = S:replay(S.trace)\n"
+     "local row = S:record('recorded', r)\n"
+     "assert(row.peak_allocated == r.peak_allocated_bytes and row.variant == 'recorded')\n"
+     "local d = S.trace:scale(memplay.activation_filter{factor = 2})\n"
+     "assert(d:count{kind = 'alloc'} == S.trace:count{kind = 'alloc'})\n"
+     "S:record('doubled', S:replay(d), {batch = 16, extra = 1})\n"
+     "S:report{title = 'kit', columns = {{key = 'extra', title = 'extra'}}}\n"
+     "assert(#memplay.variants() == 2)\n");
   fails("memplay.print_table(42)", "rows must be a table");
   fails("memplay.search{lo = 5, hi = 1, test = print}", "lo <= hi");
   fails("memplay.json({[{}] = 1})", "keys must be strings");

@@ -540,6 +540,49 @@ static void test_insert(void) {
   free(v.a);
 }
 
+static void test_insert_at(void) {
+  evs v = make_trace(2);
+  xf_node *b = base_of(&v);
+  /* before seq 10: an alloc; after seq 10 and before seq 40: a free of it and a kernel */
+  sim_event evs3[3];
+  for (int i = 0; i < 3; i++) sim_event_init(&evs3[i]);
+  evs3[0].kind = SIM_EV_ALLOC;
+  evs3[0].addr = 0xabc;
+  evs3[0].size = 4096;
+  evs3[0].ts = -1;
+  evs3[1].kind = SIM_EV_FREE;
+  evs3[1].addr = 0xabc;
+  evs3[1].ts = -1;
+  evs3[2].kind = SIM_EV_KERNEL;
+  evs3[2].dur = 77;
+  evs3[2].ts = 5;
+  xf_insert_group g[3] = {{40, 0, 2, 1}, {10, 1, 1, 1}, {10, 0, 0, 1}};
+  xf_node *n = xf_insert_at(b, g, 3, evs3, 3);
+  evs got = drain(n);
+  evs ref = {0};
+  for (size_t i = 0; i < v.n; i++) {
+    sim_grow((void **)&ref.a, &ref.cap, ref.n + 3, sizeof *ref.a);
+    if (v.a[i].seq == 10) {
+      ref.a[ref.n] = evs3[0];
+      ref.a[ref.n++].ts = v.a[i].ts;
+    }
+    if (v.a[i].seq == 40) ref.a[ref.n++] = evs3[2];
+    ref.a[ref.n++] = v.a[i];
+    if (v.a[i].seq == 10) {
+      ref.a[ref.n] = evs3[1];
+      ref.a[ref.n++].ts = v.a[i].ts;
+    }
+  }
+  renumber(&ref);
+  CHECK(same_events(&got, &ref, "insert_at"));
+  same_replay(n, &ref, "insert_at");
+  free(got.a);
+  free(ref.a);
+  xf_node_unref(n);
+  xf_node_unref(b);
+  free(v.a);
+}
+
 static void test_set_copy_and_time(void) {
   evs v = make_trace(2);
   xf_node *b = base_of(&v);
@@ -817,6 +860,7 @@ int main(void) {
   RUN(test_resize);
   RUN(test_drop);
   RUN(test_insert);
+  RUN(test_insert_at);
   RUN(test_set_copy_and_time);
   RUN(test_repeat);
   RUN(test_map);
