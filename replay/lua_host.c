@@ -22,6 +22,8 @@ struct lua_host {
   uint64_t instructions;
   int64_t deadline_ns;  /* 0: none */
   lua_host_status stopped; /* LUA_HOST_EINSTRUCTIONS or LUA_HOST_ETIMEOUT once stopped */
+  char internal[4][32];    /* the embedder's own chunks ("memplay"): errors inside them are the script's */
+  int ninternal;
   char stop_msg[256];
   char err[LUA_HOST_ERRLEN];
 };
@@ -59,16 +61,22 @@ static void *host_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
 
 /* ---- the count hook --------------------------------------------------------------------- */
 
+/* The innermost line of a script file ('@' chunks) on the stack, else of any Lua code. */
 const char *lua_host_where(lua_State *L, char *buf, size_t n) {
   lua_Debug ar;
+  int found = 0;
   for (int level = 0; lua_getstack(L, level, &ar); level++) {
-    if (!lua_getinfo(L, "Sl", &ar)) continue;
-    if (ar.currentline > 0) {
+    if (!lua_getinfo(L, "Sl", &ar) || ar.currentline <= 0) continue;
+    if (ar.source[0] == '@') {
       snprintf(buf, n, "%s:%d", ar.short_src, ar.currentline);
       return buf;
     }
+    if (!found) {
+      snprintf(buf, n, "%s:%d", ar.short_src, ar.currentline);
+      found = 1;
+    }
   }
-  snprintf(buf, n, "?");
+  if (!found) snprintf(buf, n, "?");
   return buf;
 }
 
@@ -294,6 +302,20 @@ static int has_position(const char *msg) {
   return 0;
 }
 
+/* When msg starts with the position of one of the embedder's chunks ("memplay:12: "), what
+ * follows it; else NULL. */
+static const char *internal_position(const lua_host *h, const char *msg) {
+  for (int i = 0; i < h->ninternal; i++) {
+    size_t n = strlen(h->internal[i]);
+    if (strncmp(msg, h->internal[i], n) || msg[n] != ':') continue;
+    const char *d = msg + n + 1;
+    if (*d < '0' || *d > '9') continue;
+    while (*d >= '0' && *d <= '9') d++;
+    if (d[0] == ':' && d[1] == ' ') return d + 2;
+  }
+  return NULL;
+}
+
 /*
  * Turns the failure of thread co (its stack is left as it was at the error, so it can still
  * be walked) into h->err: the message with its position, then the traceback.
@@ -329,7 +351,12 @@ static lua_host_status failure(lua_host *h, lua_State *co, int st) {
     msg = buf;
   } else if (lua_type(co, -1) == LUA_TSTRING) {
     msg = lua_tostring(co, -1);
-    if (!has_position(msg)) {
+    const char *rest = internal_position(h, msg);
+    if (rest) {
+      /* raised inside the embedder's own Lua on the script's behalf: the script's line */
+      snprintf(buf, sizeof buf, "%s: %s", where, rest);
+      msg = buf;
+    } else if (!has_position(msg)) {
       snprintf(buf, sizeof buf, "%s: %s", where, msg);
       msg = buf;
     }
@@ -375,6 +402,7 @@ static lua_host_status run_function(lua_host *h, int nargs) {
 
 lua_host_status lua_host_run_string(lua_host *h, const char *name, const char *code, size_t len) {
   lua_State *L = h->L;
+  if (name[0] == '=' && h->ninternal < 4) snprintf(h->internal[h->ninternal++], sizeof h->internal[0], "%s", name + 1);
   if (h->stopped) {
     snprintf(h->err, sizeof h->err, "%s", h->stop_msg);
     return h->stopped;

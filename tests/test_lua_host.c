@@ -143,6 +143,18 @@ static void test_errors_have_positions(void) {
   lua_host_free(h);
 }
 
+/* An error raised inside the embedder's own chunk on a script's behalf names the script's line. */
+static void test_internal_chunk(void) {
+  lua_host *h = host(0, 0, 0);
+  const char *lib = "function check(x)\n  if not x then error('check failed') end\nend\n";
+  CHECK_EQ(lua_host_run_string(h, "=lib", lib, strlen(lib)), LUA_HOST_OK);
+  const char *src = "local a = 1\ncheck(false)\n";
+  const char *path = write_file("user.lua", src, strlen(src));
+  CHECK_EQ(lua_host_run_file(h, path, NULL, 0), LUA_HOST_ERUN);
+  CHECK(strstr(lua_host_error(h), "user.lua:2: check failed") != NULL);
+  lua_host_free(h);
+}
+
 static void test_undefined_global(void) {
   char msg[LUA_HOST_ERRLEN];
   CHECK_EQ(run1("local x = 1\nlocal y = undefined_name + x", msg, sizeof msg), LUA_HOST_ERUN);
@@ -267,6 +279,7 @@ int main(void) {
   RUN(test_bytecode);
   RUN(test_errors_have_positions);
   RUN(test_undefined_global);
+  RUN(test_internal_chunk);
   RUN(test_instruction_budget);
   RUN(test_time_budget);
   RUN(test_memory_budget);

@@ -127,7 +127,14 @@ if expect 1 whatif sample batch_size --set new_batch=lots; then
   has "$T/err" "batch_size.lua:"
   has "$T/err" "--set new_batch=lots: an integer is expected"
 fi
-if expect 1 whatif sample max_batch --set capacity=huge; then has "$T/err" "--set capacity=huge: a size"; fi
+if expect 1 whatif sample max_batch --set capacity=huge; then
+  has "$T/err" "max_batch.lua:"
+  has "$T/err" "--set capacity=huge: a size"
+fi
+if expect 1 whatif sample batch_size --set allocator=torchy; then
+  has "$T/err" "batch_size.lua:"
+  has "$T/err" "--set allocator=torchy: unknown allocator"
+fi
 if expect 1 whatif sample mixed_precision --set precision=fp8; then has "$T/err" "precision: bf16 or fp16"; fi
 if expect 1 whatif sample scale_fit; then has "$T/err" "--set size=N"; fi
 [ "$(store_digest)" = "$digest" ] || fail "store changed after a bad parameter"
