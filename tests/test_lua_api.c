@@ -393,7 +393,7 @@ static void test_finish(void) {
   FILE *tmp = tmpfile();
   lua_api_print_json(&r.cx, tmp);
   rewind(tmp);
-  char json[8192];
+  static char json[1 << 20];
   size_t jn = fread(json, 1, sizeof json - 1, tmp);
   json[jn] = 0;
   fclose(tmp);
