@@ -1,0 +1,1862 @@
+/* import_kineto.c: PyTorch profiler (Kineto) Chrome traces: memory events, kernels, copies, runtime calls, steps. */
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <yajl/yajl_gen.h>
+#include <yajl/yajl_parse.h>
+#include <yajl/yajl_tree.h>
+
+#include "../sim/allocator.h"
+#include "../sim/hashmap.h"
+#include "extsort.h"
+#include "importer.h"
+#include "jsonw.h"
+
+/*
+ * The file is streamed through yajl's event parser; no document tree is ever built. Each
+ * element of traceEvents is collected into a small flat struct and, when it closes, turned
+ * into a fixed-size record. Kineto does not write events in time order (CPU operators thread
+ * by thread, then the memory events, then GPU activities each next to its runtime call), and
+ * memplay stores events in host issue order, so the records are reordered in bounded memory
+ * by two external sorts (extsort.h):
+ *
+ *   1. runtime calls and device activities, by correlation id: a launch and the kernels,
+ *      copies, memsets or synchronizations it caused meet, and each activity takes its
+ *      launch's host time (ts) and duration (api_dur);
+ *   2. everything, by host time: operators (which give memory events their call stacks and
+ *      the trace its step and phase markers), memory events and the joined activities.
+ *
+ * Sort 2 is then read twice: once to find the memory that existed before the window (the
+ * baseline that makes replayed totals absolute), once to write the events.
+ */
+
+#define KINETO_SORT_MEMORY (64u << 20)
+#define KINETO_MAX_CAPTURE (8u << 20) /* top-level metadata kept as JSON text */
+#define KINETO_READ_CHUNK (1u << 20)
+#define KINETO_MAX_DROPPED_KINDS 24
+
+/* ---- the records the sorts carry ---------------------------------------------------------- */
+
+enum { R_RUNTIME = 1, R_ACTIVITY, R_OP, R_MEMORY, R_OOM, R_EVENT };
+/* Device activity kinds (krec.sub for R_ACTIVITY). */
+enum { ACT_KERNEL = 1, ACT_MEMCPY, ACT_MEMSET, ACT_SYNC, ACT_EVENT };
+/* Runtime call kinds (krec.sub for R_RUNTIME). */
+enum { RT_OTHER = 0, RT_SYNC_DEVICE, RT_SYNC_STREAM, RT_SYNC_EVENT };
+/* Operator classes (krec.sub for R_OP, a bit set). */
+enum { OP_STEP = 1, OP_OPTIMIZER = 2, OP_ZERO_GRAD = 4, OP_BACKWARD = 8, OP_PYTHON = 16 };
+/* Runtime call flags (krec.flags for R_RUNTIME). */
+enum { RTF_ASYNC = 1 };
+
+#define NO_THREAD INT64_MIN
+
+typedef struct krec {
+  int64_t k[4];          /* sort key */
+  int64_t ts, dur;       /* ns, as written (relative to baseTimeNanoseconds when the file has it) */
+  int64_t dev_ts, api_dur;
+  int64_t tid;           /* host thread, NO_THREAD when none */
+  int64_t corr;
+  int64_t addr;
+  int64_t bytes;         /* memory: signed Bytes; activity: bytes; op step: the step number */
+  int64_t total_alloc, total_res;
+  int64_t stream;
+  int64_t name, file;    /* string ids */
+  int64_t idx;           /* position in traceEvents */
+  int32_t device, line;
+  int32_t launch[8];     /* kernels: grid x,y,z, block x,y,z, registers, shared memory (-1 unknown) */
+  uint8_t type, sub, kind, mem, dir, flags, devtype, rtflags;
+} krec;
+
+static int cmp_key(const void *a, const void *b) {
+  const int64_t *x = ((const krec *)a)->k, *y = ((const krec *)b)->k;
+  for (int i = 0; i < 4; i++)
+    if (x[i] != y[i]) return x[i] < y[i] ? -1 : 1;
+  return 0;
+}
+
+/* ---- the element being parsed ------------------------------------------------------------- */
+
+enum {
+  CAT_NONE = 0,
+  CAT_CPU_OP,
+  CAT_USER_ANNOTATION,
+  CAT_PYTHON_FUNCTION,
+  CAT_INSTANT,
+  CAT_KERNEL,
+  CAT_MEMCPY,
+  CAT_MEMSET,
+  CAT_CUDA_SYNC,
+  CAT_CUDA_EVENT,
+  CAT_RUNTIME,
+  CAT_DRIVER,
+  CAT_FLOW,
+  CAT_OTHER,
+};
+
+/* Element keys and args keys (bit positions in kelem.have). */
+enum { E_PH, E_CAT, E_NAME, E_PID, E_TID, E_TS, E_DUR, E_ARGS };
+enum {
+  A_ADDR,
+  A_BYTES_SIGNED, /* "Bytes" of a memory event */
+  A_TOTAL_ALLOC,
+  A_TOTAL_RES,
+  A_DEVTYPE,
+  A_DEVID,
+  A_DEVICE,
+  A_STREAM,
+  A_CORR,
+  A_NBYTES, /* "bytes" of a copy or memset */
+  A_GRID,
+  A_BLOCK,
+  A_REGS,
+  A_SHMEM,
+  A_SYNC_KIND,
+  A__COUNT
+};
+
+typedef struct kelem {
+  char ph;
+  int cat;
+  uint32_t have;     /* E_* bits */
+  uint32_t args;     /* A_* bits */
+  int64_t ts, dur, tid;
+  int64_t a[A__COUNT];
+  int32_t grid[3], block[3];
+  int ngrid, nblock;
+  char sync_kind[24];
+  char bad[200];     /* the first field with a wrong type */
+} kelem;
+
+typedef struct top_value {
+  char *key;
+  char *json;
+} top_value;
+
+typedef struct dropped_kind {
+  char name[48];
+  int64_t n;
+  int unknown;
+} dropped_kind;
+
+typedef struct kparse {
+  import_ctx *ic;
+  extsort *by_corr, *by_time;
+  yajl_handle h;
+  /* where we are */
+  int depth;          /* open containers */
+  int in_events;      /* inside traceEvents (the array is at depth 2) */
+  int seen_events;    /* a traceEvents array was found */
+  int elem_key;       /* current key in the element (E_*), -1 other */
+  int args_key;       /* current key in args (A_*), -1 other */
+  int in_args;        /* the args object is open (depth 4) */
+  int arr_key;        /* args array being read (A_GRID, A_BLOCK), -1 none */
+  /* top-level values other than traceEvents, captured as JSON */
+  char *top_key;
+  yajl_gen cap;
+  int capturing;
+  size_t captured;
+  top_value *tops;
+  size_t ntops, tops_cap;
+  int64_t top_dropped;
+  /* the element */
+  kelem e;
+  char *name;
+  size_t name_len, name_cap;
+  char *cat_text; /* for unknown categories */
+  size_t cat_len, cat_cap;
+  int64_t nelem;
+  /* position, for messages */
+  uint64_t chunk_base;    /* bytes fed before the current chunk */
+  uint64_t lines_before;  /* newlines before the current chunk */
+  char err[768];
+  int failed;
+  /* what was seen */
+  int64_t n_ops, n_memory, n_runtime, n_activity, n_flow, n_meta, n_oom;
+  dropped_kind dropped[KINETO_MAX_DROPPED_KINDS];
+  size_t ndropped;
+  int64_t dropped_other;
+  uint64_t devices_used; /* bit per device index < 64 */
+  int64_t first_device_over_63;
+  int64_t non_cuda_memory;
+  /* op name texts by string id, for interning call stacks */
+  sim_map texts; /* string id -> offset + 1 in arena */
+  char *arena;
+  size_t alen, acap;
+} kparse;
+
+/* ---- small parsers -------------------------------------------------------------------------- */
+
+/* An integer in JSON number text; 0 or -1 when it is not a whole number in range. */
+static int parse_int(const char *s, size_t n, int64_t *out) {
+  size_t i = 0;
+  int neg = 0;
+  if (i < n && s[i] == '-') neg = 1, i++;
+  if (i == n) return -1;
+  uint64_t v = 0;
+  for (; i < n; i++) {
+    unsigned d = (unsigned)(s[i] - '0');
+    if (d > 9) break;
+    if (v > (UINT64_MAX - d) / 10) return -1;
+    v = v * 10 + d;
+  }
+  if (i < n) {
+    /* 12.0 or 1.2e3: accept when the value is whole */
+    char buf[64];
+    if (n >= sizeof buf) return -1;
+    memcpy(buf, s, n);
+    buf[n] = 0;
+    char *end;
+    errno = 0;
+    double d = strtod(buf, &end);
+    if (*end || errno || d != (double)(int64_t)d) return -1;
+    *out = (int64_t)d;
+    return 0;
+  }
+  if (neg ? v > (uint64_t)INT64_MAX + 1 : v > (uint64_t)INT64_MAX) {
+    /* Addresses above 2^63 are written as large unsigned numbers: keep the bits. */
+    if (neg) return -1;
+    *out = (int64_t)v;
+    return 0;
+  }
+  *out = neg ? (int64_t)(0 - v) : (int64_t)v;
+  return 0;
+}
+
+/* Microseconds as JSON number text ("1669783687464181", "5394573.877") to integer nanoseconds,
+ * exactly (no trip through a double unless an exponent forces one). */
+static int parse_us(const char *s, size_t n, int64_t *out) {
+  size_t i = 0;
+  int neg = 0;
+  if (i < n && s[i] == '-') neg = 1, i++;
+  uint64_t whole = 0;
+  size_t digits = 0;
+  for (; i < n && s[i] >= '0' && s[i] <= '9'; i++, digits++) {
+    if (whole > UINT64_MAX / 10 - 1) return -1;
+    whole = whole * 10 + (uint64_t)(s[i] - '0');
+  }
+  uint64_t frac = 0;
+  int fd = 0, round_up = 0;
+  if (i < n && s[i] == '.') {
+    for (i++; i < n && s[i] >= '0' && s[i] <= '9'; i++) {
+      if (fd < 3) frac = frac * 10 + (uint64_t)(s[i] - '0'), fd++;
+      else if (fd == 3) round_up = s[i] >= '5', fd++;
+    }
+  }
+  if (i < n || !digits) {
+    char buf[64];
+    if (n >= sizeof buf) return -1;
+    memcpy(buf, s, n);
+    buf[n] = 0;
+    char *end;
+    errno = 0;
+    double d = strtod(buf, &end);
+    if (*end || errno || !(d > -9.2e15 && d < 9.2e15)) return -1;
+    double ns = d * 1000.0;
+    *out = (int64_t)(ns < 0 ? ns - 0.5 : ns + 0.5);
+    return 0;
+  }
+  while (fd < 3) frac *= 10, fd++;
+  if (whole > (uint64_t)INT64_MAX / 1000 - 1) return -1;
+  int64_t v = (int64_t)(whole * 1000 + frac + (uint64_t)round_up);
+  *out = neg ? -v : v;
+  return 0;
+}
+
+static int starts_with(const char *s, size_t n, const char *p) {
+  size_t k = strlen(p);
+  return n >= k && !memcmp(s, p, k);
+}
+
+static int contains(const char *s, size_t n, const char *p) { return memmem(s, n, p, strlen(p)) != NULL; }
+
+/* ---- errors and positions ------------------------------------------------------------------- */
+
+static void kp_fail(kparse *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void kp_fail(kparse *p, const char *fmt, ...) {
+  if (p->failed) return;
+  p->failed = 1;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(p->err, sizeof p->err, fmt, ap);
+  va_end(ap);
+}
+
+static void bad_field(kparse *p, const char *key, const char *want) {
+  if (!p->e.bad[0]) snprintf(p->e.bad, sizeof p->e.bad, "field '%s' must be %s", key, want);
+}
+
+/* ---- parse callbacks ------------------------------------------------------------------------ */
+
+static int elem_key_of(const unsigned char *k, size_t n) {
+  switch (n) {
+  case 2:
+    if (!memcmp(k, "ph", 2)) return E_PH;
+    if (!memcmp(k, "ts", 2)) return E_TS;
+    break;
+  case 3:
+    if (!memcmp(k, "cat", 3)) return E_CAT;
+    if (!memcmp(k, "pid", 3)) return E_PID;
+    if (!memcmp(k, "tid", 3)) return E_TID;
+    if (!memcmp(k, "dur", 3)) return E_DUR;
+    break;
+  case 4:
+    if (!memcmp(k, "name", 4)) return E_NAME;
+    if (!memcmp(k, "args", 4)) return E_ARGS;
+    break;
+  }
+  return -1;
+}
+
+static const char *const args_names[A__COUNT] = {
+  [A_ADDR] = "Addr",          [A_BYTES_SIGNED] = "Bytes", [A_TOTAL_ALLOC] = "Total Allocated",
+  [A_TOTAL_RES] = "Total Reserved", [A_DEVTYPE] = "Device Type", [A_DEVID] = "Device Id",
+  [A_DEVICE] = "device",      [A_STREAM] = "stream",     [A_CORR] = "correlation",
+  [A_NBYTES] = "bytes",       [A_GRID] = "grid",         [A_BLOCK] = "block",
+  [A_REGS] = "registers per thread", [A_SHMEM] = "shared memory", [A_SYNC_KIND] = "cuda_sync_kind",
+};
+
+static int args_key_of(const unsigned char *k, size_t n) {
+  switch (n) {
+  case 4:
+    if (!memcmp(k, "Addr", 4)) return A_ADDR;
+    if (!memcmp(k, "grid", 4)) return A_GRID;
+    break;
+  case 5:
+    if (!memcmp(k, "Bytes", 5)) return A_BYTES_SIGNED;
+    if (!memcmp(k, "bytes", 5)) return A_NBYTES;
+    if (!memcmp(k, "block", 5)) return A_BLOCK;
+    break;
+  case 6:
+    if (!memcmp(k, "device", 6)) return A_DEVICE;
+    if (!memcmp(k, "stream", 6)) return A_STREAM;
+    break;
+  case 9:
+    if (!memcmp(k, "Device Id", 9)) return A_DEVID;
+    break;
+  case 11:
+    if (!memcmp(k, "correlation", 11)) return A_CORR;
+    if (!memcmp(k, "Device Type", 11)) return A_DEVTYPE;
+    break;
+  case 13:
+    if (!memcmp(k, "shared memory", 13)) return A_SHMEM;
+    break;
+  case 14:
+    if (!memcmp(k, "Total Reserved", 14)) return A_TOTAL_RES;
+    if (!memcmp(k, "cuda_sync_kind", 14)) return A_SYNC_KIND;
+    break;
+  case 15:
+    if (!memcmp(k, "Total Allocated", 15)) return A_TOTAL_ALLOC;
+    break;
+  case 20:
+    if (!memcmp(k, "registers per thread", 20)) return A_REGS;
+    break;
+  }
+  return -1;
+}
+
+static int cat_of(const unsigned char *s, size_t n) {
+  switch (n) {
+  case 4:
+    if (!memcmp(s, "ac2g", 4)) return CAT_FLOW;
+    break;
+  case 6:
+    if (!memcmp(s, "cpu_op", 6)) return CAT_CPU_OP;
+    if (!memcmp(s, "kernel", 6)) return CAT_KERNEL;
+    if (!memcmp(s, "fwdbwd", 6)) return CAT_FLOW;
+    break;
+  case 9:
+    if (!memcmp(s, "cuda_sync", 9)) return CAT_CUDA_SYNC;
+    break;
+  case 10:
+    if (!memcmp(s, "gpu_memcpy", 10)) return CAT_MEMCPY;
+    if (!memcmp(s, "gpu_memset", 10)) return CAT_MEMSET;
+    if (!memcmp(s, "cuda_event", 10)) return CAT_CUDA_EVENT;
+    break;
+  case 11:
+    if (!memcmp(s, "cuda_driver", 11)) return CAT_DRIVER;
+    break;
+  case 12:
+    if (!memcmp(s, "cuda_runtime", 12)) return CAT_RUNTIME;
+    break;
+  case 15:
+    if (!memcmp(s, "user_annotation", 15)) return CAT_USER_ANNOTATION;
+    if (!memcmp(s, "python_function", 15)) return CAT_PYTHON_FUNCTION;
+    break;
+  case 17:
+    if (!memcmp(s, "cpu_instant_event", 17)) return CAT_INSTANT;
+    break;
+  }
+  return CAT_OTHER;
+}
+
+static void elem_reset(kparse *p) {
+  kelem *e = &p->e;
+  e->ph = 0;
+  e->cat = CAT_NONE;
+  e->have = e->args = 0;
+  e->ngrid = e->nblock = 0;
+  e->sync_kind[0] = 0;
+  e->bad[0] = 0;
+  p->name_len = 0;
+  p->cat_len = 0;
+  p->elem_key = p->args_key = p->arr_key = -1;
+  p->in_args = 0;
+}
+
+static int handle_element(kparse *p);
+
+/* JSON value types as the callbacks see them. */
+enum { T_NULL, T_BOOL, T_NUM, T_STR };
+
+/* A scalar inside an element, args object or args array. */
+static int elem_scalar(kparse *p, int type, const char *s, size_t n) {
+  kelem *e = &p->e;
+  if (p->depth == 3) {
+    int k = p->elem_key;
+    if (k < 0) return 1;
+    e->have |= 1u << k;
+    switch (k) {
+    case E_PH:
+      if (type != T_STR) bad_field(p, "ph", "a string");
+      else e->ph = n ? s[0] : 0;
+      break;
+    case E_CAT:
+      if (type != T_STR) {
+        bad_field(p, "cat", "a string");
+        break;
+      }
+      e->cat = cat_of((const unsigned char *)s, n);
+      if (e->cat == CAT_OTHER) {
+        sim_grow((void **)&p->cat_text, &p->cat_cap, n + 1, 1);
+        memcpy(p->cat_text, s, n);
+        p->cat_len = n;
+      }
+      break;
+    case E_NAME:
+      if (type != T_STR) {
+        bad_field(p, "name", "a string");
+        break;
+      }
+      sim_grow((void **)&p->name, &p->name_cap, n + 1, 1);
+      memcpy(p->name, s, n);
+      p->name[n] = 0;
+      p->name_len = n;
+      break;
+    case E_TID:
+      if (type == T_NUM) {
+        if (parse_int(s, n, &e->tid)) bad_field(p, "tid", "an integer or a string");
+      } else {
+        /* a named track ("Spans"): hash it so that it is a thread of its own */
+        uint64_t h = 1469598103934665603ull;
+        for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
+        e->tid = (int64_t)(h >> 1) | INT64_C(0x4000000000000000);
+      }
+      break;
+    case E_PID:
+      break;
+    case E_TS:
+      if (type != T_NUM || parse_us(s, n, &e->ts)) bad_field(p, "ts", "a number of microseconds");
+      break;
+    case E_DUR:
+      if (type != T_NUM || parse_us(s, n, &e->dur)) bad_field(p, "dur", "a number of microseconds");
+      break;
+    case E_ARGS:
+      if (type != T_NULL) bad_field(p, "args", "an object");
+      break;
+    }
+    return 1;
+  }
+  if (p->depth == 4 && p->in_args) {
+    int k = p->args_key;
+    if (k < 0) return 1;
+    if (k == A_SYNC_KIND) {
+      if (type == T_STR) {
+        size_t m = n < sizeof e->sync_kind - 1 ? n : sizeof e->sync_kind - 1;
+        memcpy(e->sync_kind, s, m);
+        e->sync_kind[m] = 0;
+        e->args |= 1u << k;
+      }
+      return 1;
+    }
+    if (k == A_GRID || k == A_BLOCK) return 1;
+    if (type == T_NULL) return 1;
+    if (type != T_NUM || parse_int(s, n, &e->a[k])) {
+      bad_field(p, args_names[k], "an integer");
+      return 1;
+    }
+    e->args |= 1u << k;
+    return 1;
+  }
+  if (p->depth == 5 && p->in_args && p->arr_key >= 0) {
+    int64_t v;
+    if (type != T_NUM || parse_int(s, n, &v)) return 1;
+    if (p->arr_key == A_GRID && e->ngrid < 3) e->grid[e->ngrid++] = (int32_t)v;
+    if (p->arr_key == A_BLOCK && e->nblock < 3) e->block[e->nblock++] = (int32_t)v;
+  }
+  return 1;
+}
+
+/* Top-level value capture (metadata such as deviceProperties). */
+static int capture_ok(kparse *p, yajl_gen_status st) {
+  if (st != yajl_gen_status_ok) {
+    kp_fail(p, "cannot read the value of top-level field '%s'", p->top_key ? p->top_key : "?");
+    return 0;
+  }
+  return 1;
+}
+
+static void capture_done(kparse *p) {
+  size_t len;
+  const char *t = jsonw_text(p->cap, &len);
+  if (p->captured + len > KINETO_MAX_CAPTURE) {
+    p->top_dropped++;
+  } else {
+    p->captured += len;
+    sim_grow((void **)&p->tops, &p->tops_cap, p->ntops + 1, sizeof *p->tops);
+    char *j = sim_xmalloc(len + 1);
+    memcpy(j, t, len);
+    j[len] = 0;
+    p->tops[p->ntops++] = (top_value){strdup(p->top_key ? p->top_key : ""), j};
+  }
+  yajl_gen_clear(p->cap);
+  yajl_gen_reset(p->cap, NULL);
+  p->capturing = 0;
+}
+
+static int on_scalar(kparse *p, int type, const char *s, size_t n) {
+  if (p->in_events) {
+    if (p->depth == 2) {
+      kp_fail(p, "traceEvents[%" PRId64 "] is not an object", p->nelem);
+      return 0;
+    }
+    return elem_scalar(p, type, s, n);
+  }
+  if (p->depth == 0) {
+    kp_fail(p, "the file is a JSON %s, not an object with traceEvents", type == T_STR ? "string" : "scalar");
+    return 0;
+  }
+  /* a value at the top level, or inside a captured one */
+  if (p->depth == 1) {
+    yajl_gen_clear(p->cap);
+    yajl_gen_reset(p->cap, NULL);
+  }
+  yajl_gen_status st = type == T_NULL   ? yajl_gen_null(p->cap)
+                       : type == T_BOOL ? yajl_gen_bool(p->cap, s[0] == '1')
+                       : type == T_NUM  ? yajl_gen_number(p->cap, s, n)
+                                        : yajl_gen_string(p->cap, (const unsigned char *)s, n);
+  if (!capture_ok(p, st)) return 0;
+  if (p->depth == 1) capture_done(p);
+  return 1;
+}
+
+static int cb_null(void *c) { return on_scalar(c, T_NULL, "", 0); }
+static int cb_bool(void *c, int b) { return on_scalar(c, T_BOOL, b ? "1" : "0", 1); }
+static int cb_number(void *c, const char *s, size_t n) { return on_scalar(c, T_NUM, s, n); }
+static int cb_string(void *c, const unsigned char *s, size_t n) { return on_scalar(c, T_STR, (const char *)s, n); }
+
+static int cb_map_key(void *c, const unsigned char *k, size_t n) {
+  kparse *p = c;
+  if (p->in_events) {
+    if (p->depth == 3) p->elem_key = elem_key_of(k, n);
+    else if (p->depth == 4 && p->in_args) p->args_key = args_key_of(k, n);
+    return 1;
+  }
+  if (p->depth == 1) {
+    free(p->top_key);
+    p->top_key = sim_xmalloc(n + 1);
+    memcpy(p->top_key, k, n);
+    p->top_key[n] = 0;
+    return 1;
+  }
+  return capture_ok(p, yajl_gen_string(p->cap, k, n));
+}
+
+static int open_container(kparse *p, int map) {
+  if (p->in_events) {
+    p->depth++;
+    if (p->depth == 3) {
+      if (!map) {
+        kp_fail(p, "traceEvents[%" PRId64 "] is not an object", p->nelem);
+        return 0;
+      }
+      elem_reset(p);
+    } else if (p->depth == 4) {
+      if (p->elem_key == E_ARGS) {
+        if (!map) bad_field(p, "args", "an object");
+        else p->in_args = 1;
+        p->e.have |= 1u << E_ARGS;
+      } else if (p->elem_key >= 0) {
+        bad_field(p, p->elem_key == E_TS ? "ts" : p->elem_key == E_DUR ? "dur" : "a known field", "a scalar");
+      }
+    } else if (p->depth == 5 && p->in_args) {
+      p->arr_key = (!map && (p->args_key == A_GRID || p->args_key == A_BLOCK)) ? p->args_key : -1;
+    }
+    return 1;
+  }
+  if (p->depth == 0) {
+    if (!map) {
+      kp_fail(p, "the file is a JSON array, not an object with traceEvents (not a PyTorch profiler trace)");
+      return 0;
+    }
+    p->depth = 1;
+    return 1;
+  }
+  if (p->depth == 1 && p->top_key && !strcmp(p->top_key, "traceEvents")) {
+    if (map) {
+      kp_fail(p, "traceEvents is an object, not an array");
+      return 0;
+    }
+    p->in_events = 1;
+    p->seen_events = 1;
+    p->depth = 2;
+    return 1;
+  }
+  if (p->depth == 1) {
+    yajl_gen_clear(p->cap);
+    yajl_gen_reset(p->cap, NULL);
+    p->capturing = 1;
+  }
+  p->depth++;
+  return capture_ok(p, map ? yajl_gen_map_open(p->cap) : yajl_gen_array_open(p->cap));
+}
+
+static int close_container(kparse *p, int map) {
+  if (p->in_events) {
+    if (p->depth == 2) { /* the end of traceEvents */
+      p->in_events = 0;
+      p->depth = 1;
+      return 1;
+    }
+    if (p->depth == 3) {
+      p->depth = 2;
+      int rc = handle_element(p);
+      p->nelem++;
+      return rc;
+    }
+    if (p->depth == 4 && p->in_args) p->in_args = 0;
+    if (p->depth == 5) p->arr_key = -1;
+    p->depth--;
+    return 1;
+  }
+  if (p->depth == 1) { /* the end of the document's object */
+    p->depth = 0;
+    return 1;
+  }
+  if (!capture_ok(p, map ? yajl_gen_map_close(p->cap) : yajl_gen_array_close(p->cap))) return 0;
+  if (--p->depth == 1) capture_done(p);
+  return 1;
+}
+
+static int cb_start_map(void *c) { return open_container(c, 1); }
+static int cb_end_map(void *c) { return close_container(c, 1); }
+static int cb_start_array(void *c) { return open_container(c, 0); }
+static int cb_end_array(void *c) { return close_container(c, 0); }
+
+static const yajl_callbacks kineto_cbs = {cb_null,      cb_bool,    NULL,           NULL,        cb_number, cb_string,
+                                          cb_start_map, cb_map_key, cb_end_map, cb_start_array, cb_end_array};
+
+/* ---- elements into records ------------------------------------------------------------------ */
+
+static int64_t intern(kparse *p, const char *s, size_t n, int keep_text) {
+  int64_t id = store_intern_string(p->ic->s, s, n);
+  if (id < 0) {
+    kp_fail(p, "%s", store_error(p->ic->s));
+    return -1;
+  }
+  if (keep_text) {
+    int existed;
+    uint64_t *slot = sim_map_put(&p->texts, (uint64_t)id, &existed);
+    if (!existed) {
+      sim_grow((void **)&p->arena, &p->acap, p->alen + n + 1, 1);
+      memcpy(p->arena + p->alen, s, n);
+      p->arena[p->alen + n] = 0;
+      *slot = p->alen + 1;
+      p->alen += n + 1;
+    }
+  }
+  return id;
+}
+
+static const char *text_of(const kparse *p, int64_t id) {
+  uint64_t *v = id > 0 ? sim_map_get(&p->texts, (uint64_t)id) : NULL;
+  return v ? p->arena + *v - 1 : "";
+}
+
+static void drop(kparse *p, const char *what, size_t n, int unknown) {
+  for (size_t i = 0; i < p->ndropped; i++)
+    if (strlen(p->dropped[i].name) == n && !memcmp(p->dropped[i].name, what, n)) {
+      p->dropped[i].n++;
+      return;
+    }
+  if (p->ndropped < KINETO_MAX_DROPPED_KINDS && n < sizeof p->dropped[0].name) {
+    dropped_kind *d = &p->dropped[p->ndropped++];
+    memcpy(d->name, what, n);
+    d->name[n] = 0;
+    d->n = 1;
+    d->unknown = unknown;
+    return;
+  }
+  p->dropped_other++;
+}
+
+static int need(kparse *p, uint32_t have, int bit, const char *field) {
+  if (have & (1u << bit)) return 1;
+  kp_fail(p, "traceEvents[%" PRId64 "] (%.*s): missing field '%s'", p->nelem, (int)(p->name_len > 60 ? 60 : p->name_len),
+          p->name ? p->name : "", field);
+  return 0;
+}
+
+static int need_arg(kparse *p, int bit) {
+  if (p->e.args & (1u << bit)) return 1;
+  kp_fail(p, "traceEvents[%" PRId64 "] (%.*s): missing args field '%s'", p->nelem,
+          (int)(p->name_len > 60 ? 60 : p->name_len), p->name, args_names[bit]);
+  return 0;
+}
+
+static void note_device(kparse *p, int64_t d) {
+  if (d >= 0 && d < 64) p->devices_used |= UINT64_C(1) << d;
+  else if (d >= 64 && !p->first_device_over_63) p->first_device_over_63 = d;
+}
+
+static int add_time(kparse *p, krec *r) {
+  if (extsort_add(p->by_time, r)) {
+    kp_fail(p, "%s", extsort_error(p->by_time));
+    return 0;
+  }
+  return 1;
+}
+
+static int add_corr(kparse *p, krec *r) {
+  if (extsort_add(p->by_corr, r)) {
+    kp_fail(p, "%s", extsort_error(p->by_corr));
+    return 0;
+  }
+  return 1;
+}
+
+/* Splits a python_function name "path/file.py(123): func" into its parts. */
+static void split_python(const char *s, size_t n, size_t *file_len, int32_t *line, const char **func, size_t *func_len) {
+  const char *colon = memmem(s, n, "): ", 3);
+  *file_len = 0;
+  *line = 0;
+  *func = s;
+  *func_len = n;
+  if (!colon) return;
+  const char *open = colon;
+  while (open > s && open[-1] >= '0' && open[-1] <= '9') open--;
+  if (open == colon || open == s || open[-1] != '(') return;
+  *line = (int32_t)strtol(open, NULL, 10);
+  *file_len = (size_t)(open - 1 - s);
+  *func = colon + 3;
+  *func_len = n - (size_t)(colon + 3 - s);
+}
+
+static int op_record(kparse *p) {
+  kelem *e = &p->e;
+  if (!need(p, e->have, E_TS, "ts") || !need(p, e->have, E_DUR, "dur")) return 0;
+  krec r;
+  memset(&r, 0, sizeof r);
+  r.type = R_OP;
+  r.ts = e->ts;
+  r.dur = e->dur < 0 ? 0 : e->dur;
+  r.tid = (e->have & (1u << E_TID)) ? e->tid : 0;
+  r.idx = p->nelem;
+  const char *nm = p->name;
+  size_t nl = p->name_len;
+  if (e->cat == CAT_PYTHON_FUNCTION) {
+    size_t fl, funcl;
+    const char *func;
+    split_python(nm, nl, &fl, &r.line, &func, &funcl);
+    r.sub |= OP_PYTHON;
+    if (fl && (r.file = intern(p, nm, fl, 1)) < 0) return 0;
+    nm = func;
+    nl = funcl;
+  } else if (starts_with(nm, nl, "ProfilerStep#")) {
+    r.sub |= OP_STEP;
+    r.bytes = strtoll(nm + 13, NULL, 10);
+  } else if (starts_with(nm, nl, "Optimizer.step")) {
+    r.sub |= OP_OPTIMIZER;
+  } else if (starts_with(nm, nl, "Optimizer.zero_grad")) {
+    r.sub |= OP_ZERO_GRAD;
+  } else if (starts_with(nm, nl, "autograd::engine::evaluate_function") || contains(nm, nl, "Backward") ||
+             contains(nm, nl, "AccumulateGrad")) {
+    r.sub |= OP_BACKWARD;
+  }
+  if ((r.name = intern(p, nm, nl, 1)) < 0) return 0;
+  /* Operators sort before other records at the same time, outer (longer) ones first. */
+  r.k[0] = r.ts;
+  r.k[1] = 0;
+  r.k[2] = -r.dur;
+  r.k[3] = r.idx;
+  p->n_ops++;
+  return add_time(p, &r);
+}
+
+static int memory_record(kparse *p, int oom) {
+  kelem *e = &p->e;
+  if (!need(p, e->have, E_TS, "ts") || !need_arg(p, A_BYTES_SIGNED) || (!oom && !need_arg(p, A_ADDR)) ||
+      !need_arg(p, A_DEVTYPE))
+    return 0;
+  krec r;
+  memset(&r, 0, sizeof r);
+  r.type = oom ? R_OOM : R_MEMORY;
+  r.ts = e->ts;
+  r.tid = (e->have & (1u << E_TID)) ? e->tid : 0;
+  r.idx = p->nelem;
+  r.addr = (e->args & (1u << A_ADDR)) ? e->a[A_ADDR] : 0;
+  r.bytes = e->a[A_BYTES_SIGNED];
+  r.total_alloc = (e->args & (1u << A_TOTAL_ALLOC)) ? e->a[A_TOTAL_ALLOC] : -1;
+  r.total_res = (e->args & (1u << A_TOTAL_RES)) ? e->a[A_TOTAL_RES] : -1;
+  int64_t dt = e->a[A_DEVTYPE], did = (e->args & (1u << A_DEVID)) ? e->a[A_DEVID] : 0;
+  if (dt < 0 || dt > 255) {
+    kp_fail(p, "traceEvents[%" PRId64 "] (%s): 'Device Type' %" PRId64 " is not a device type", p->nelem, p->name, dt);
+    return 0;
+  }
+  r.devtype = (uint8_t)dt;
+  if (dt == 0) {
+    r.device = -1;
+  } else {
+    if (did < 0 || did > 32767) {
+      kp_fail(p, "traceEvents[%" PRId64 "] (%s): 'Device Id' %" PRId64 " is not a device index", p->nelem, p->name, did);
+      return 0;
+    }
+    r.device = (int32_t)did;
+    note_device(p, did);
+    if (dt != 1) p->non_cuda_memory++;
+  }
+  if (!oom && r.bytes == 0) {
+    drop(p, "[memory] of 0 bytes", 19, 0);
+    return 1;
+  }
+  r.k[0] = r.ts;
+  r.k[1] = 1;
+  r.k[2] = r.idx;
+  if (oom) p->n_oom++;
+  else p->n_memory++;
+  return add_time(p, &r);
+}
+
+static int runtime_kind(const char *n, size_t len) {
+  if (contains(n, len, "DeviceSynchronize") || contains(n, len, "CtxSynchronize")) return RT_SYNC_DEVICE;
+  if (contains(n, len, "StreamSynchronize")) return RT_SYNC_STREAM;
+  if (contains(n, len, "EventSynchronize")) return RT_SYNC_EVENT;
+  return RT_OTHER;
+}
+
+static int runtime_record(kparse *p) {
+  kelem *e = &p->e;
+  if (!need(p, e->have, E_TS, "ts") || !need(p, e->have, E_DUR, "dur")) return 0;
+  krec r;
+  memset(&r, 0, sizeof r);
+  r.type = R_RUNTIME;
+  r.ts = e->ts;
+  r.dur = e->dur < 0 ? 0 : e->dur;
+  r.tid = (e->have & (1u << E_TID)) ? e->tid : 0;
+  r.idx = p->nelem;
+  r.sub = (uint8_t)runtime_kind(p->name, p->name_len);
+  if (contains(p->name, p->name_len, "Async")) r.rtflags |= RTF_ASYNC;
+  if ((r.name = intern(p, p->name, p->name_len, 0)) < 0) return 0;
+  p->n_runtime++;
+  if (!(e->args & (1u << A_CORR))) {
+    r.corr = -1;
+    r.k[0] = INT64_MIN; /* cannot meet an activity: it goes straight through the join */
+    r.k[1] = 0;
+    r.k[2] = r.idx;
+    return add_corr(p, &r);
+  }
+  r.corr = e->a[A_CORR];
+  r.k[0] = r.corr;
+  r.k[1] = 0;
+  r.k[2] = r.idx;
+  return add_corr(p, &r);
+}
+
+/* "Memcpy HtoD (Pinned -> Device)": the direction and the host memory kind from the name. */
+static void copy_kind(const char *n, size_t len, uint8_t *dir, uint8_t *mem) {
+  *dir = SIM_COPY_NONE;
+  *mem = SIM_MEM_UNKNOWN;
+  if (contains(n, len, "HtoD")) *dir = SIM_COPY_H2D;
+  else if (contains(n, len, "DtoH")) *dir = SIM_COPY_D2H;
+  else if (contains(n, len, "DtoD")) *dir = SIM_COPY_D2D;
+  else if (contains(n, len, "HtoH")) *dir = SIM_COPY_H2H;
+  else if (contains(n, len, "PtoP") || contains(n, len, "Peer")) *dir = SIM_COPY_P2P;
+  else if (contains(n, len, "AtoD") || contains(n, len, "AtoA") || contains(n, len, "DtoA")) *dir = SIM_COPY_D2D;
+  else if (contains(n, len, "HtoA")) *dir = SIM_COPY_H2D;
+  else if (contains(n, len, "AtoH")) *dir = SIM_COPY_D2H;
+  if (contains(n, len, "Pinned")) *mem = SIM_MEM_PINNED;
+  else if (contains(n, len, "Pageable")) *mem = SIM_MEM_PAGEABLE;
+  else if (contains(n, len, "Managed")) *mem = SIM_MEM_MANAGED;
+  else if (contains(n, len, "Device")) *mem = SIM_MEM_DEVICE;
+}
+
+static int activity_record(kparse *p) {
+  kelem *e = &p->e;
+  if (!need(p, e->have, E_TS, "ts") || !need(p, e->have, E_DUR, "dur")) return 0;
+  krec r;
+  memset(&r, 0, sizeof r);
+  r.type = R_ACTIVITY;
+  r.ts = e->ts;
+  r.dur = e->dur < 0 ? 0 : e->dur;
+  r.idx = p->nelem;
+  r.tid = NO_THREAD;
+  r.stream = (e->args & (1u << A_STREAM)) ? e->a[A_STREAM] : 0;
+  r.device = (e->args & (1u << A_DEVICE)) ? (int32_t)e->a[A_DEVICE] : 0;
+  if (r.device < 0 || r.device > 32767) r.device = 0;
+  for (int i = 0; i < 8; i++) r.launch[i] = -1;
+  switch (e->cat) {
+  case CAT_KERNEL:
+    r.sub = ACT_KERNEL;
+    for (int i = 0; i < e->ngrid; i++) r.launch[i] = e->grid[i];
+    for (int i = 0; i < e->nblock; i++) r.launch[3 + i] = e->block[i];
+    if (e->args & (1u << A_REGS)) r.launch[6] = (int32_t)e->a[A_REGS];
+    if (e->args & (1u << A_SHMEM)) r.launch[7] = (int32_t)e->a[A_SHMEM];
+    break;
+  case CAT_MEMCPY:
+    r.sub = ACT_MEMCPY;
+    copy_kind(p->name, p->name_len, &r.dir, &r.mem);
+    if (r.dir == SIM_COPY_NONE) r.dir = SIM_COPY_D2D;
+    r.bytes = (e->args & (1u << A_NBYTES)) ? e->a[A_NBYTES] : 0;
+    break;
+  case CAT_MEMSET:
+    r.sub = ACT_MEMSET;
+    copy_kind(p->name, p->name_len, &r.dir, &r.mem);
+    r.dir = SIM_COPY_NONE;
+    r.bytes = (e->args & (1u << A_NBYTES)) ? e->a[A_NBYTES] : 0;
+    break;
+  case CAT_CUDA_SYNC:
+    r.sub = ACT_SYNC;
+    /* "Stream Sync", "Event Sync", "Context Sync", "Stream Wait Event" */
+    if (!strcmp(e->sync_kind, "Stream Wait Event")) r.kind = 3;
+    else if (!strncmp(e->sync_kind, "Event", 5)) r.kind = 2;
+    else if (!strncmp(e->sync_kind, "Context", 7)) r.kind = 1;
+    else r.kind = 0;
+    break;
+  default:
+    r.sub = ACT_EVENT;
+    break;
+  }
+  note_device(p, r.device);
+  if ((r.name = intern(p, p->name, p->name_len, 0)) < 0) return 0;
+  p->n_activity++;
+  if (!(e->args & (1u << A_CORR))) {
+    r.corr = -1;
+    r.k[0] = INT64_MIN;
+  } else {
+    r.corr = e->a[A_CORR];
+    r.k[0] = r.corr;
+  }
+  r.k[1] = 1;
+  r.k[2] = r.idx;
+  return add_corr(p, &r);
+}
+
+static int handle_element(kparse *p) {
+  kelem *e = &p->e;
+  if (e->bad[0]) {
+    kp_fail(p, "traceEvents[%" PRId64 "]%s%.*s%s: %s", p->nelem, p->name_len ? " (" : "",
+            (int)(p->name_len > 60 ? 60 : p->name_len), p->name, p->name_len ? ")" : "", e->bad);
+    return 0;
+  }
+  switch (e->cat) {
+  case CAT_CPU_OP:
+  case CAT_USER_ANNOTATION:
+  case CAT_PYTHON_FUNCTION:
+    if (e->ph == 'X') return op_record(p);
+    break;
+  case CAT_INSTANT:
+    if (p->name_len == 8 && !memcmp(p->name, "[memory]", 8)) return memory_record(p, 0);
+    if (p->name_len == 13 && !memcmp(p->name, "[OutOfMemory]", 13)) return memory_record(p, 1);
+    break;
+  case CAT_KERNEL:
+  case CAT_MEMCPY:
+  case CAT_MEMSET:
+  case CAT_CUDA_SYNC:
+  case CAT_CUDA_EVENT:
+    if (e->ph == 'X') return activity_record(p);
+    break;
+  case CAT_RUNTIME:
+  case CAT_DRIVER:
+    if (e->ph == 'X') return runtime_record(p);
+    break;
+  case CAT_FLOW:
+    p->n_flow++;
+    return 1;
+  case CAT_NONE:
+    if (e->ph == 'M') {
+      p->n_meta++;
+      return 1;
+    }
+    break;
+  default:
+    break;
+  }
+  /* Not something memplay models: counted by category (or phase, or name). */
+  if (e->cat == CAT_OTHER) drop(p, p->cat_text, p->cat_len, 1);
+  else if (e->cat == CAT_NONE) {
+    char what[48];
+    int n = snprintf(what, sizeof what, "ph %c without cat", e->ph ? e->ph : '?');
+    drop(p, what, (size_t)n, 0);
+  } else {
+    static const char *const names[] = {"", "cpu_op", "user_annotation", "python_function", "cpu_instant_event",
+                                        "kernel", "gpu_memcpy", "gpu_memset", "cuda_sync", "cuda_event",
+                                        "cuda_runtime", "cuda_driver", "flow", "other"};
+    char what[48];
+    int n = e->cat == CAT_INSTANT ? snprintf(what, sizeof what, "instant %.30s", p->name)
+                                  : snprintf(what, sizeof what, "%s ph %c", names[e->cat], e->ph ? e->ph : '?');
+    drop(p, what, (size_t)(n < (int)sizeof what ? n : (int)sizeof what - 1), 0);
+  }
+  return 1;
+}
+
+/* ---- the join by correlation ------------------------------------------------------------------ */
+
+typedef struct joiner {
+  kparse *p;
+  krec *acts;
+  size_t nacts, cap;
+  krec rt;
+  int have_rt;
+  int64_t corr;
+  int64_t merged, before_window, extra_runtime;
+} joiner;
+
+/* A runtime call that is an event of its own (no device activity, or one memplay does not keep). */
+static int emit_runtime(joiner *j, const krec *rt) {
+  krec r = *rt;
+  r.type = R_EVENT;
+  r.dev_ts = -1;
+  r.api_dur = -1;
+  r.device = -1;
+  r.stream = 0;
+  switch (rt->sub) {
+  case RT_SYNC_DEVICE:
+    r.kind = SIM_EV_SYNC;
+    r.stream = -1;
+    break;
+  case RT_SYNC_STREAM:
+    r.kind = SIM_EV_SYNC;
+    r.stream = -1; /* Kineto does not record which stream: a wait for the whole device */
+    break;
+  case RT_SYNC_EVENT:
+    r.kind = SIM_EV_SYNC;
+    r.stream = -1;
+    r.flags = SIM_EVF_SYNC_EVENT;
+    break;
+  default:
+    r.kind = SIM_EV_API;
+    break;
+  }
+  r.k[0] = rt->ts;
+  r.k[1] = 1;
+  r.k[2] = rt->idx;
+  r.k[3] = 0;
+  return add_time(j->p, &r);
+}
+
+static int flush_group(joiner *j) {
+  kparse *p = j->p;
+  if (!j->have_rt) {
+    /* Activities whose launch is not in the file (launched before the window opened): they
+     * sit at their device start, the best bound on their launch memplay has. */
+    for (size_t i = 0; i < j->nacts; i++) {
+      krec r = j->acts[i];
+      r.type = R_EVENT;
+      r.dev_ts = r.ts;
+      r.api_dur = -1;
+      r.tid = NO_THREAD;
+      switch (r.sub) {
+      case ACT_KERNEL: r.kind = SIM_EV_KERNEL; break;
+      case ACT_MEMCPY: r.kind = SIM_EV_MEMCPY; break;
+      case ACT_MEMSET: r.kind = SIM_EV_MEMSET; break;
+      default: continue; /* a sync or event record without its call says nothing of its own */
+      }
+      r.k[0] = r.ts;
+      r.k[1] = 1;
+      r.k[2] = r.idx;
+      r.k[3] = 0;
+      j->before_window++;
+      if (!add_time(p, &r)) return 0;
+    }
+    j->nacts = 0;
+    return 1;
+  }
+  const krec *rt = &j->rt;
+  int emitted = 0;
+  for (size_t i = 0; i < j->nacts; i++) {
+    krec r = j->acts[i];
+    r.type = R_EVENT;
+    r.dev_ts = r.ts;
+    r.ts = rt->ts;
+    r.tid = rt->tid;
+    r.api_dur = emitted ? 0 : rt->dur;
+    r.flags = 0;
+    switch (r.sub) {
+    case ACT_KERNEL: r.kind = SIM_EV_KERNEL; break;
+    case ACT_MEMCPY:
+      r.kind = SIM_EV_MEMCPY;
+      if (rt->rtflags & RTF_ASYNC) r.flags |= SIM_EVF_ASYNC;
+      break;
+    case ACT_MEMSET:
+      r.kind = SIM_EV_MEMSET;
+      if (rt->rtflags & RTF_ASYNC) r.flags |= SIM_EVF_ASYNC;
+      break;
+    case ACT_SYNC:
+      if (r.kind == 3) continue; /* cudaStreamWaitEvent: a dependency between streams, not a host wait */
+      r.name = rt->name;
+      r.flags = r.kind == 2 ? SIM_EVF_SYNC_EVENT : 0;
+      if (r.kind == 1 || r.stream < 0 || r.stream == UINT32_MAX) r.stream = -1;
+      r.kind = SIM_EV_SYNC;
+      break;
+    default:
+      continue; /* a cudaEvent record: the call stays an event of its own */
+    }
+    r.k[0] = rt->ts;
+    r.k[1] = 1;
+    r.k[2] = rt->idx;
+    r.k[3] = (int64_t)emitted + 1;
+    emitted++;
+    if (!add_time(p, &r)) return 0;
+  }
+  if (emitted) j->merged++;
+  else if (!emit_runtime(j, rt)) return 0;
+  j->nacts = 0;
+  j->have_rt = 0;
+  return 1;
+}
+
+static int join_by_correlation(kparse *p, joiner *j) {
+  if (extsort_finish(p->by_corr) || extsort_rewind(p->by_corr)) {
+    kp_fail(p, "%s", extsort_error(p->by_corr));
+    return -1;
+  }
+  const void *v;
+  int got;
+  j->corr = INT64_MIN;
+  while ((got = extsort_next(p->by_corr, &v)) == 1) {
+    const krec *r = v;
+    if (r->corr < 0) { /* no correlation at all: nothing to meet */
+      if (r->type == R_RUNTIME) {
+        if (!emit_runtime(j, r)) return -1;
+      } else {
+        j->nacts = 0;
+        j->have_rt = 0;
+        sim_grow((void **)&j->acts, &j->cap, 1, sizeof *j->acts);
+        j->acts[j->nacts++] = *r;
+        if (!flush_group(j)) return -1;
+      }
+      continue;
+    }
+    if (r->corr != j->corr) {
+      if ((j->have_rt || j->nacts) && !flush_group(j)) return -1;
+      j->corr = r->corr;
+    }
+    if (r->type == R_RUNTIME) {
+      if (j->have_rt) { /* a second call with the same correlation id: an event of its own */
+        j->extra_runtime++;
+        if (!emit_runtime(j, r)) return -1;
+      } else {
+        j->rt = *r;
+        j->have_rt = 1;
+      }
+    } else {
+      sim_grow((void **)&j->acts, &j->cap, j->nacts + 1, sizeof *j->acts);
+      j->acts[j->nacts++] = *r;
+    }
+  }
+  if (got < 0) {
+    kp_fail(p, "%s", extsort_error(p->by_corr));
+    return -1;
+  }
+  if ((j->have_rt || j->nacts) && !flush_group(j)) return -1;
+  return 0;
+}
+
+/* ---- memory that existed before the window ------------------------------------------------------ */
+
+typedef struct pre_block {
+  uint64_t addr;
+  int64_t size;
+} pre_block;
+
+/*
+ * Per device (and the host, device -1): the recorded "Total Allocated" after the first memory
+ * event that carries it, minus the bytes the window had allocated by then, is what was
+ * allocated before profiling began. Blocks freed in the window but never allocated in it are
+ * part of that baseline with a known address and size; the rest becomes one block of its own.
+ */
+typedef struct devbase {
+  int device;
+  int have_total;
+  int64_t running;        /* bytes allocated in the window so far */
+  int64_t baseline;
+  int64_t explicit_bytes; /* in pre-existing blocks found through their frees */
+  sim_map live;           /* addr -> size of blocks live in the window */
+  sim_map pre_addrs;      /* addr -> 1 for pre-existing blocks */
+  pre_block *pre;
+  size_t npre, cap;
+  int64_t duplicate_allocs, repeated_frees;
+} devbase;
+
+typedef struct kbase {
+  devbase *d;
+  size_t n, cap;
+  int64_t first_ts;
+  int any;
+} kbase;
+
+static devbase *devbase_get(kbase *b, int device) {
+  for (size_t i = 0; i < b->n; i++)
+    if (b->d[i].device == device) return &b->d[i];
+  sim_grow((void **)&b->d, &b->cap, b->n + 1, sizeof *b->d);
+  devbase *d = &b->d[b->n++];
+  memset(d, 0, sizeof *d);
+  d->device = device;
+  sim_map_init(&d->live);
+  sim_map_init(&d->pre_addrs);
+  return d;
+}
+
+static void kbase_release(kbase *b) {
+  for (size_t i = 0; i < b->n; i++) {
+    sim_map_release(&b->d[i].live);
+    sim_map_release(&b->d[i].pre_addrs);
+    free(b->d[i].pre);
+  }
+  free(b->d);
+  memset(b, 0, sizeof *b);
+}
+
+static int cmp_devbase(const void *a, const void *b) {
+  const devbase *x = a, *y = b;
+  return (x->device > y->device) - (x->device < y->device);
+}
+
+static int find_baseline(kparse *p, kbase *b) {
+  if (extsort_rewind(p->by_time)) {
+    kp_fail(p, "%s", extsort_error(p->by_time));
+    return -1;
+  }
+  const void *v;
+  int got;
+  while ((got = extsort_next(p->by_time, &v)) == 1) {
+    const krec *r = v;
+    if (!b->any) {
+      b->any = 1;
+      b->first_ts = r->ts;
+    }
+    if (r->type != R_MEMORY) continue;
+    devbase *d = devbase_get(b, r->device);
+    uint64_t addr = (uint64_t)r->addr;
+    if (r->bytes > 0) {
+      int existed;
+      uint64_t *slot = sim_map_put(&d->live, addr, &existed);
+      if (existed) d->duplicate_allocs++;
+      *slot = (uint64_t)r->bytes;
+    } else if (!sim_map_del(&d->live, addr, NULL)) {
+      int existed;
+      sim_map_put(&d->pre_addrs, addr, &existed);
+      if (existed) {
+        d->repeated_frees++;
+      } else {
+        sim_grow((void **)&d->pre, &d->cap, d->npre + 1, sizeof *d->pre);
+        d->pre[d->npre++] = (pre_block){addr, -r->bytes};
+        d->explicit_bytes += -r->bytes;
+      }
+    }
+    d->running += r->bytes;
+    if (!d->have_total && r->total_alloc >= 0) {
+      d->have_total = 1;
+      d->baseline = r->total_alloc - d->running;
+    }
+  }
+  if (got < 0) {
+    kp_fail(p, "%s", extsort_error(p->by_time));
+    return -1;
+  }
+  if (b->n > 1) qsort(b->d, b->n, sizeof *b->d, cmp_devbase);
+  for (size_t i = 0; i < b->n; i++) sim_map_release(&b->d[i].live);
+  return 0;
+}
+
+/* ---- writing the events ------------------------------------------------------------------------- */
+
+typedef struct opframe {
+  int64_t end, name, file;
+  int32_t line;
+  uint8_t cls;
+} opframe;
+
+typedef struct tstack {
+  int64_t tid;
+  opframe *f;
+  size_t n, cap;
+  int64_t stack_id; /* interned call stack of the open operators, when valid */
+  int valid;
+} tstack;
+
+typedef struct kwrite {
+  kparse *p;
+  store_writer *w;
+  int64_t base; /* baseTimeNanoseconds */
+  tstack *threads;
+  size_t nthreads, threads_cap;
+  store_frame *frames;
+  size_t frames_cap;
+  int32_t step;
+  int64_t step_end;
+  int backward_marked;
+  int64_t name_backward, name_optimizer, name_zero_grad;
+  int64_t n_steps, n_phases, n_kernel_args, totals, preexisting;
+} kwrite;
+
+static tstack *thread_of(kwrite *kw, int64_t tid) {
+  for (size_t i = 0; i < kw->nthreads; i++)
+    if (kw->threads[i].tid == tid) return &kw->threads[i];
+  sim_grow((void **)&kw->threads, &kw->threads_cap, kw->nthreads + 1, sizeof *kw->threads);
+  tstack *t = &kw->threads[kw->nthreads++];
+  memset(t, 0, sizeof *t);
+  t->tid = tid;
+  return t;
+}
+
+/* Closes the operators that ended before ts (an operator's end is inclusive). */
+static void thread_advance(tstack *t, int64_t ts) {
+  while (t->n && t->f[t->n - 1].end < ts) {
+    t->n--;
+    t->valid = 0;
+  }
+}
+
+/* The call stack of the operators open on the thread at ts, innermost first; 0 when none. */
+static int64_t thread_stack(kwrite *kw, int64_t tid, int64_t ts) {
+  if (tid == NO_THREAD) return 0;
+  tstack *t = thread_of(kw, tid);
+  thread_advance(t, ts);
+  if (t->valid) return t->stack_id;
+  t->valid = 1;
+  t->stack_id = 0;
+  if (!t->n) return 0;
+  sim_grow((void **)&kw->frames, &kw->frames_cap, t->n, sizeof *kw->frames);
+  for (size_t i = 0; i < t->n; i++) {
+    const opframe *f = &t->f[t->n - 1 - i];
+    kw->frames[i] = (store_frame){text_of(kw->p, f->name), text_of(kw->p, f->file), f->line};
+  }
+  int64_t id = store_intern_stack(kw->p->ic->s, kw->frames, t->n);
+  if (id < 0) {
+    kp_fail(kw->p, "%s", store_error(kw->p->ic->s));
+    return -1;
+  }
+  t->stack_id = id;
+  return id;
+}
+
+static int32_t step_at(kwrite *kw, int64_t ts) {
+  if (kw->step >= 0 && ts > kw->step_end) kw->step = -1;
+  return kw->step;
+}
+
+static int put_event(kwrite *kw, sim_event *ev) {
+  if (store_writer_event(kw->w, ev)) {
+    kp_fail(kw->p, "%s", store_error(kw->p->ic->s));
+    return -1;
+  }
+  return 0;
+}
+
+static int marker(kwrite *kw, int64_t ts, int64_t dur, int64_t name, unsigned flags, int32_t step) {
+  sim_event ev;
+  sim_event_init(&ev);
+  ev.kind = SIM_EV_MARKER;
+  ev.ts = kw->base + ts;
+  ev.dur = dur;
+  ev.name = name;
+  ev.flags = (uint8_t)flags;
+  ev.step = step;
+  ev.device = -1;
+  return put_event(kw, &ev);
+}
+
+static int write_op(kwrite *kw, const krec *r) {
+  if (r->sub & OP_STEP) {
+    kw->step = (int32_t)(r->bytes < 0 || r->bytes > INT32_MAX ? 0 : r->bytes);
+    kw->step_end = r->ts + r->dur;
+    kw->backward_marked = 0;
+    kw->n_steps++;
+    return marker(kw, r->ts, r->dur, r->name, SIM_EVF_STEP_BEGIN, kw->step);
+  }
+  int32_t step = step_at(kw, r->ts);
+  tstack *t = thread_of(kw, r->tid);
+  thread_advance(t, r->ts);
+  sim_grow((void **)&t->f, &t->cap, t->n + 1, sizeof *t->f);
+  t->f[t->n++] = (opframe){r->ts + r->dur, r->name, r->file, r->line, r->sub};
+  t->valid = 0;
+  if (r->sub & OP_OPTIMIZER) {
+    kw->backward_marked = 0;
+    kw->n_phases++;
+    return marker(kw, r->ts, r->dur, kw->name_optimizer, SIM_EVF_PHASE, step);
+  }
+  if (r->sub & OP_ZERO_GRAD) {
+    kw->n_phases++;
+    return marker(kw, r->ts, r->dur, kw->name_zero_grad, SIM_EVF_PHASE, step);
+  }
+  if ((r->sub & OP_BACKWARD) && !kw->backward_marked) {
+    kw->backward_marked = 1;
+    kw->n_phases++;
+    return marker(kw, r->ts, 0, kw->name_backward, SIM_EVF_PHASE, step);
+  }
+  return 0;
+}
+
+static int write_memory(kwrite *kw, const krec *r) {
+  sim_event ev;
+  sim_event_init(&ev);
+  int host = r->device < 0;
+  ev.kind = (uint8_t)(host ? (r->bytes > 0 ? SIM_EV_HOST_ALLOC : SIM_EV_HOST_FREE) : (r->bytes > 0 ? SIM_EV_ALLOC : SIM_EV_FREE));
+  ev.mem = host ? SIM_MEM_PAGEABLE : SIM_MEM_DEVICE;
+  ev.ts = kw->base + r->ts;
+  ev.addr = (uint64_t)r->addr;
+  ev.size = (uint64_t)(r->bytes < 0 ? -r->bytes : r->bytes);
+  ev.device = (int16_t)r->device;
+  ev.step = step_at(kw, r->ts);
+  if ((ev.stack = thread_stack(kw, r->tid, r->ts)) < 0) return -1;
+  if (put_event(kw, &ev)) return -1;
+  if (r->total_alloc < 0 && r->total_res < 0) return 0;
+  store_recorded rec = {.before_seq = ev.seq + 1, .ts = ev.ts, .action = "totals", .device = r->device,
+                        .addr = ev.addr, .size = ev.size, .allocated = r->total_alloc, .reserved = r->total_res,
+                        .device_free = -1};
+  kw->totals++;
+  if (store_writer_recorded(kw->w, &rec)) {
+    kp_fail(kw->p, "%s", store_error(kw->p->ic->s));
+    return -1;
+  }
+  return 0;
+}
+
+static int write_oom(kwrite *kw, const krec *r) {
+  store_recorded rec = {.before_seq = store_writer_events(kw->w), .ts = kw->base + r->ts, .action = "oom",
+                        .device = r->device, .size = (uint64_t)(r->bytes < 0 ? -r->bytes : r->bytes),
+                        .allocated = r->total_alloc, .reserved = r->total_res, .device_free = -1};
+  if (store_writer_recorded(kw->w, &rec)) {
+    kp_fail(kw->p, "%s", store_error(kw->p->ic->s));
+    return -1;
+  }
+  return 0;
+}
+
+static int write_activity(kwrite *kw, const krec *r) {
+  sim_event ev;
+  sim_event_init(&ev);
+  ev.kind = r->kind;
+  ev.ts = kw->base + r->ts;
+  ev.dur = r->dur;
+  ev.dev_ts = r->dev_ts >= 0 ? kw->base + r->dev_ts : -1;
+  ev.api_dur = r->api_dur;
+  ev.name = r->name;
+  ev.stream = r->stream;
+  ev.flags = r->flags;
+  ev.device = (int16_t)r->device;
+  if (r->kind == SIM_EV_MEMCPY || r->kind == SIM_EV_MEMSET) {
+    ev.size = (uint64_t)(r->bytes < 0 ? 0 : r->bytes);
+    ev.mem = r->mem;
+    ev.dir = r->dir;
+  }
+  ev.step = step_at(kw, r->ts);
+  if ((ev.stack = thread_stack(kw, r->tid, r->ts)) < 0) return -1;
+  if (put_event(kw, &ev)) return -1;
+  if (r->kind == SIM_EV_KERNEL && (r->launch[0] >= 0 || r->launch[3] >= 0)) {
+    char buf[160];
+    snprintf(buf, sizeof buf, "{\"grid\":[%d,%d,%d],\"block\":[%d,%d,%d],\"registers\":%d,\"shared_memory\":%d}",
+             r->launch[0], r->launch[1], r->launch[2], r->launch[3], r->launch[4], r->launch[5], r->launch[6],
+             r->launch[7]);
+    kw->n_kernel_args++;
+    if (store_writer_arg(kw->w, ev.seq, "launch", buf)) {
+      kp_fail(kw->p, "%s", store_error(kw->p->ic->s));
+      return -1;
+    }
+  }
+  return 0;
+}
+
+/* The blocks live before the window, at the time of the first event. */
+static int write_preexisting(kwrite *kw, const kbase *b) {
+  for (size_t i = 0; i < b->n; i++) {
+    const devbase *d = &b->d[i];
+    int host = d->device < 0;
+    sim_event ev;
+    for (size_t k = 0; k <= d->npre; k++) {
+      sim_event_init(&ev);
+      if (k < d->npre) {
+        ev.addr = d->pre[k].addr;
+        ev.size = (uint64_t)d->pre[k].size;
+      } else {
+        int64_t rest = d->have_total ? d->baseline - d->explicit_bytes : 0;
+        if (rest <= 0) break;
+        /* An address no allocation has (far above any user-space pointer), one per device. */
+        ev.addr = UINT64_C(0x7FF0000000000000) + ((uint64_t)(d->device + 1) << 12);
+        ev.size = (uint64_t)rest;
+      }
+      ev.kind = host ? SIM_EV_HOST_ALLOC : SIM_EV_ALLOC;
+      ev.mem = host ? SIM_MEM_PAGEABLE : SIM_MEM_DEVICE;
+      ev.flags = SIM_EVF_PREEXISTING;
+      ev.ts = kw->base + b->first_ts;
+      ev.device = (int16_t)d->device;
+      kw->preexisting++;
+      if (put_event(kw, &ev)) return -1;
+    }
+  }
+  return 0;
+}
+
+static int write_events(kwrite *kw, const kbase *b) {
+  kparse *p = kw->p;
+  if (write_preexisting(kw, b)) return -1;
+  if (extsort_rewind(p->by_time)) {
+    kp_fail(p, "%s", extsort_error(p->by_time));
+    return -1;
+  }
+  const void *v;
+  int got;
+  while ((got = extsort_next(p->by_time, &v)) == 1) {
+    const krec *r = v;
+    int rc = 0;
+    switch (r->type) {
+    case R_OP: rc = write_op(kw, r); break;
+    case R_MEMORY: rc = write_memory(kw, r); break;
+    case R_OOM: rc = write_oom(kw, r); break;
+    case R_EVENT: rc = write_activity(kw, r); break;
+    default: break;
+    }
+    if (rc) return -1;
+  }
+  if (got < 0) {
+    kp_fail(p, "%s", extsort_error(p->by_time));
+    return -1;
+  }
+  return 0;
+}
+
+/* ---- trace metadata ------------------------------------------------------------------------------ */
+
+static const char *top_json(const kparse *p, const char *key) {
+  for (size_t i = 0; i < p->ntops; i++)
+    if (!strcmp(p->tops[i].key, key)) return p->tops[i].json;
+  return NULL;
+}
+
+static yajl_val prop(yajl_val obj, const char *key) {
+  if (!YAJL_IS_OBJECT(obj)) return NULL;
+  for (size_t i = 0; i < obj->u.object.len; i++)
+    if (!strcmp(obj->u.object.keys[i], key)) return obj->u.object.values[i];
+  return NULL;
+}
+
+static int count_devices(uint64_t mask, int *only) {
+  int n = 0;
+  for (int d = 0; d < 64; d++)
+    if (mask >> d & 1) {
+      n++;
+      *only = d;
+    }
+  return n;
+}
+
+/* Device name and memory for the trace row, and the properties of the devices used, for attrs. */
+static void device_meta(const kparse *p, store_trace *m, yajl_gen attrs) {
+  const char *json = top_json(p, "deviceProperties");
+  int only = -1, nused = count_devices(p->devices_used, &only);
+  m->device_index = nused == 1 ? only : -1;
+  yajl_val props = json ? yajl_tree_parse(json, NULL, 0) : NULL;
+  if (!YAJL_IS_ARRAY(props)) {
+    yajl_tree_free(props);
+    return;
+  }
+  const char *name = NULL;
+  int64_t mem = 0;
+  int same = 1, first = 1;
+  jsonw_str(attrs, "device_properties");
+  yajl_gen_array_open(attrs);
+  for (size_t i = 0; i < props->u.array.len; i++) {
+    yajl_val d = props->u.array.values[i], id = prop(d, "id");
+    if (!YAJL_IS_INTEGER(id) || YAJL_GET_INTEGER(id) < 0 || YAJL_GET_INTEGER(id) >= 64 ||
+        !(p->devices_used >> YAJL_GET_INTEGER(id) & 1))
+      continue;
+    jsonw_tree(attrs, d);
+    yajl_val n = prop(d, "name"), g = prop(d, "totalGlobalMem");
+    const char *nm = YAJL_IS_STRING(n) ? n->u.string : NULL;
+    int64_t gm = YAJL_IS_INTEGER(g) ? YAJL_GET_INTEGER(g) : 0;
+    if (first) {
+      name = nm;
+      mem = gm;
+      first = 0;
+    } else if (!nm || !name || strcmp(nm, name) || gm != mem) {
+      same = 0;
+    }
+  }
+  yajl_gen_array_close(attrs);
+  if (!first && same) {
+    m->device_name = name ? strdup(name) : NULL;
+    m->device_memory = mem;
+  }
+  yajl_tree_free(props);
+}
+
+static char *trace_attrs(const kparse *p, const kbase *b, store_trace *m) {
+  yajl_gen g = jsonw_mem();
+  yajl_gen_map_open(g);
+  for (size_t i = 0; i < p->ntops; i++) {
+    const char *k = p->tops[i].key;
+    if (!strcmp(k, "deviceProperties")) continue;
+    jsonw_kraw(g, k, p->tops[i].json);
+  }
+  jsonw_str(g, "devices_used");
+  yajl_gen_array_open(g);
+  for (int d = 0; d < 64; d++)
+    if (p->devices_used >> d & 1) jsonw_int(g, d);
+  yajl_gen_array_close(g);
+  jsonw_str(g, "baseline_bytes");
+  yajl_gen_map_open(g);
+  for (size_t i = 0; i < b->n; i++) {
+    char k[32];
+    if (b->d[i].device < 0) snprintf(k, sizeof k, "host");
+    else snprintf(k, sizeof k, "%d", b->d[i].device);
+    if (b->d[i].have_total) jsonw_kint(g, k, b->d[i].baseline);
+  }
+  yajl_gen_map_close(g);
+  device_meta(p, m, g);
+  yajl_gen_map_close(g);
+  char *t = strdup(jsonw_text(g, NULL));
+  yajl_gen_free(g);
+  return t;
+}
+
+static int note(kwrite *kw, const char *name, const char *sev, int64_t v, const char *detail) {
+  if (!v) return 0;
+  if (store_writer_stat(kw->w, name, sev, v, detail)) {
+    kp_fail(kw->p, "%s", store_error(kw->p->ic->s));
+    return -1;
+  }
+  return 0;
+}
+
+static int write_notes(kwrite *kw, const kbase *b, const joiner *j) {
+  kparse *p = kw->p;
+  char detail[1024];
+  int64_t pre_explicit = 0, dup = 0, rep = 0, negative = 0;
+  for (size_t i = 0; i < b->n; i++) {
+    pre_explicit += (int64_t)b->d[i].npre;
+    dup += b->d[i].duplicate_allocs;
+    rep += b->d[i].repeated_frees;
+    if (b->d[i].have_total && b->d[i].baseline < b->d[i].explicit_bytes) negative++;
+  }
+  if (note(kw, "operators_as_call_stacks", "info", p->n_ops,
+           "cpu_op, user_annotation and python_function ranges: kept as the call stacks of the events inside them") ||
+      note(kw, "runtime_calls_merged", "info", j->merged,
+           "launches merged into their device activity (ts and api_dur of the activity)") ||
+      note(kw, "flow_events", "info", p->n_flow, "ac2g/fwdbwd flow arrows: the correlation ids carry the same link") ||
+      note(kw, "metadata_events", "info", p->n_meta, "process and thread names") ||
+      note(kw, "activities_launched_before_window", "info", j->before_window,
+           "device activities whose launch is not in the file: placed at their device start") ||
+      note(kw, "preexisting_blocks", "info", kw->preexisting,
+           "memory allocated before profiling began (blocks freed in the window, and the rest of the baseline)") ||
+      note(kw, "preexisting_blocks_from_frees", "info", pre_explicit, NULL) ||
+      note(kw, "step_markers", "info", kw->n_steps, "ProfilerStep#N ranges") ||
+      note(kw, "phase_markers", "info", kw->n_phases, "backward, optimizer and zero_grad phases") ||
+      note(kw, "duplicate_allocations", "warning", dup, "allocations of an address that was still live") ||
+      note(kw, "repeated_frees", "warning", rep, "frees of a pre-existing address that was already freed") ||
+      note(kw, "baseline_below_freed_blocks", "warning", negative,
+           "devices whose recorded Total Allocated is below the blocks freed in the window before being allocated") ||
+      note(kw, "runtime_calls_sharing_correlation", "warning", j->extra_runtime, NULL) ||
+      note(kw, "memory_on_non_cuda_devices", "info", p->non_cuda_memory, "[memory] events whose Device Type is not CUDA") ||
+      note(kw, "top_level_fields_dropped", "data_loss", p->top_dropped, "metadata values over 8 MiB in all"))
+    return -1;
+  int64_t ignored = 0, unknown = 0;
+  size_t off = 0, uoff = 0;
+  char udetail[1024];
+  detail[0] = udetail[0] = 0;
+  for (size_t i = 0; i < p->ndropped; i++) {
+    const dropped_kind *d = &p->dropped[i];
+    char *buf = d->unknown ? udetail : detail;
+    size_t *o = d->unknown ? &uoff : &off;
+    if (*o < sizeof detail - 64)
+      *o += (size_t)snprintf(buf + *o, sizeof detail - *o, "%s%s: %" PRId64, *o ? ", " : "", d->name, d->n);
+    if (d->unknown) unknown += d->n;
+    else ignored += d->n;
+  }
+  ignored += p->dropped_other;
+  if (p->dropped_other && off < sizeof detail - 32)
+    snprintf(detail + off, sizeof detail - off, "%sother: %" PRId64, off ? ", " : "", p->dropped_other);
+  if (note(kw, "events_ignored", "info", ignored, detail) ||
+      note(kw, "events_of_unknown_categories", "data_loss", unknown, udetail))
+    return -1;
+  return 0;
+}
+
+/* ---- the importer ---------------------------------------------------------------------------------- */
+
+static uint64_t count_lines(const unsigned char *b, size_t n) {
+  uint64_t c = 0;
+  const unsigned char *end = b + n;
+  while ((b = memchr(b, '\n', (size_t)(end - b)))) c++, b++;
+  return c;
+}
+
+static void kparse_free(kparse *p) {
+  if (p->h) yajl_free(p->h);
+  if (p->cap) yajl_gen_free(p->cap);
+  extsort_free(p->by_corr);
+  extsort_free(p->by_time);
+  for (size_t i = 0; i < p->ntops; i++) {
+    free(p->tops[i].key);
+    free(p->tops[i].json);
+  }
+  free(p->tops);
+  free(p->top_key);
+  free(p->name);
+  free(p->cat_text);
+  sim_map_release(&p->texts);
+  free(p->arena);
+  free(p);
+}
+
+static int parse_file(kparse *p) {
+  import_ctx *ic = p->ic;
+  unsigned char *buf = sim_xmalloc(KINETO_READ_CHUNK);
+  int rc = 0;
+  for (;;) {
+    ssize_t n = input_read(ic->in, buf, KINETO_READ_CHUNK);
+    if (n < 0) {
+      import_error(ic, "cannot import '%s': %s", ic->path, input_error(ic->in));
+      rc = -1;
+      break;
+    }
+    yajl_status st = n ? yajl_parse(p->h, buf, (size_t)n) : yajl_complete_parse(p->h);
+    if (st != yajl_status_ok) {
+      size_t used = yajl_get_bytes_consumed(p->h);
+      if (used > (size_t)n) used = (size_t)n;
+      unsigned long long byte = (unsigned long long)(p->chunk_base + used);
+      unsigned long long line = (unsigned long long)(p->lines_before + count_lines(buf, used) + 1);
+      const char *gz = input_is_gzip(ic->in) ? " of the uncompressed JSON" : "";
+      if (p->failed) {
+        import_error(ic, "cannot import '%s': line %llu (byte %llu%s): %s", ic->path, line, byte, gz, p->err);
+      } else if (!n) {
+        import_error(ic, "cannot import '%s': the JSON ends early at byte %llu%s (line %llu): the file is truncated",
+                     ic->path, byte, gz, line);
+      } else {
+        unsigned char *m = yajl_get_error(p->h, 0, buf, (size_t)n);
+        char *msg = (char *)m;
+        if (!strncmp(msg, "parse error: ", 13)) msg += 13;
+        char *nl = strchr(msg, '\n');
+        if (nl) *nl = 0;
+        import_error(ic, "cannot import '%s': line %llu (byte %llu%s): invalid JSON: %s", ic->path, line, byte, gz,
+                     msg);
+        yajl_free_error(p->h, m);
+      }
+      rc = -1;
+      break;
+    }
+    if (!n) break;
+    p->lines_before += count_lines(buf, (size_t)n);
+    p->chunk_base += (uint64_t)n;
+  }
+  free(buf);
+  if (!rc && !p->seen_events) {
+    import_error(ic, "cannot import '%s': the JSON object has no traceEvents array (not a PyTorch profiler trace)",
+                 ic->path);
+    rc = -1;
+  }
+  return rc;
+}
+
+static int kineto_import(import_ctx *ic) {
+  uint64_t memory = KINETO_SORT_MEMORY;
+  const char *mset = import_param(ic, "sort_memory");
+  if (mset && (sim_parse_size(mset, &memory) || memory < 4096)) {
+    import_error(ic, "cannot import '%s': --set sort_memory wants a size of at least 4KiB, not '%s'", ic->path, mset);
+    return -1;
+  }
+  kparse *p = sim_xcalloc(1, sizeof *p);
+  p->ic = ic;
+  sim_map_init(&p->texts);
+  p->by_corr = extsort_new(sizeof(krec), (size_t)memory / 2, cmp_key);
+  p->by_time = extsort_new(sizeof(krec), (size_t)memory / 2, cmp_key);
+  p->cap = jsonw_mem();
+  p->h = yajl_alloc(&kineto_cbs, NULL, p);
+  yajl_config(p->h, yajl_dont_validate_strings, 1);
+  kbase b = {0};
+  joiner j = {.p = p};
+  kwrite kw = {.p = p, .step = -1};
+  char *name = NULL;
+  store_trace m = {0};
+  int rc = parse_file(p);
+  if (!rc && join_by_correlation(p, &j)) rc = -1;
+  if (!rc && (extsort_finish(p->by_time) || find_baseline(p, &b))) {
+    if (!p->failed) kp_fail(p, "%s", extsort_error(p->by_time));
+    rc = -1;
+  }
+  if (!rc) {
+    const char *base = top_json(p, "baseTimeNanoseconds");
+    if (base) kw.base = strtoll(base, NULL, 10);
+    name = import_trace_name(ic, NULL);
+    m.name = name;
+    m.source_format = (char *)"kineto";
+    m.source_file = (char *)ic->path;
+    m.framework = (char *)"pytorch";
+    m.allocator = (char *)"torch";
+    m.attrs = trace_attrs(p, &b, &m);
+    kw.name_backward = intern(p, "backward", 8, 0);
+    kw.name_optimizer = intern(p, "optimizer", 9, 0);
+    kw.name_zero_grad = intern(p, "zero_grad", 9, 0);
+    if (!name || p->failed) {
+      if (!p->failed) kp_fail(p, "%s", store_error(ic->s));
+      rc = -1;
+    } else if (store_writer_begin(ic->s, &m, &kw.w)) {
+      kp_fail(p, "%s", store_error(ic->s));
+      rc = -1;
+    } else if (write_events(&kw, &b) || write_notes(&kw, &b, &j)) {
+      rc = -1;
+    }
+    if (!rc && !store_writer_events(kw.w))
+      import_warn(ic, "'%s' holds no memory events, kernels, copies or runtime calls", ic->path);
+    if (!rc) {
+      rc = import_finish_trace(ic, kw.w, name);
+      kw.w = NULL;
+    }
+    if (rc && !ic->err[0]) import_error(ic, "cannot import '%s': %s", ic->path, p->err);
+  } else if (!ic->err[0]) {
+    import_error(ic, "cannot import '%s': %s", ic->path, p->err);
+  }
+  if (kw.w) store_writer_abort(kw.w);
+  for (size_t i = 0; i < kw.nthreads; i++) free(kw.threads[i].f);
+  free(kw.threads);
+  free(kw.frames);
+  free(j.acts);
+  kbase_release(&b);
+  free(name);
+  free(m.attrs);
+  free(m.device_name);
+  kparse_free(p);
+  return rc;
+}
+
+/* A JSON object whose first keys are Kineto's (schemaVersion, deviceProperties) or traceEvents. */
+static int kineto_detect(const unsigned char *head, size_t n, const char *path) {
+  (void)path;
+  size_t i = 0;
+  if (n >= 3 && head[0] == 0xEF && head[1] == 0xBB && head[2] == 0xBF) i = 3;
+  while (i < n && isspace(head[i])) i++;
+  if (i >= n || head[i] != '{') return 0;
+  const unsigned char *h = head + i;
+  size_t len = n - i;
+  if (memmem(h, len, "\"schemaVersion\"", 15) || memmem(h, len, "\"deviceProperties\"", 18)) return 95;
+  if (memmem(h, len, "\"traceEvents\"", 13)) return 80;
+  return 0;
+}
+
+const importer import_kineto = {
+  .name = "kineto",
+  .summary = "PyTorch profiler / Kineto Chrome trace (.json, .json.gz) from export_chrome_trace or TensorBoard",
+  .detect = kineto_detect,
+  .import = kineto_import,
+};
