@@ -1,5 +1,6 @@
 /* import_kineto.c: PyTorch profiler (Kineto) Chrome traces: memory events, kernels, copies, runtime calls, steps. */
 #include <ctype.h>
+#include <pthread.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -11,8 +12,10 @@
 
 #include "../sim/allocator.h"
 #include "../sim/hashmap.h"
+#include "categorize.h"
 #include "extsort.h"
 #include "importer.h"
+#include "jsonscan.h"
 #include "jsonw.h"
 
 /*
@@ -33,9 +36,10 @@
  * baseline that makes replayed totals absolute), once to write the events.
  */
 
+/* Memory for reordering, whatever the size of the file: half for the join's sort (then for the
+ * categories' decisions), three eighths for the events' sort, an eighth for memory events'. */
 #define KINETO_SORT_MEMORY (64u << 20)
 #define KINETO_MAX_CAPTURE (8u << 20) /* top-level metadata kept as JSON text */
-#define KINETO_READ_CHUNK (1u << 20)
 #define KINETO_MAX_DROPPED_KINDS 24
 
 /* ---- the records the sorts carry ---------------------------------------------------------- */
@@ -52,28 +56,53 @@ enum { RTF_ASYNC = 1 };
 
 #define NO_THREAD INT64_MIN
 
+/* One record: 96 bytes whatever its type, fields shared where types never need both. */
 typedef struct krec {
-  int64_t k[4];          /* sort key */
-  int64_t ts, dur;       /* ns, as written (relative to baseTimeNanoseconds when the file has it) */
-  int64_t dev_ts, api_dur;
-  int64_t tid;           /* host thread, NO_THREAD when none */
-  int64_t corr;
-  int64_t addr;
-  int64_t bytes;         /* memory: signed Bytes; activity: bytes; op step: the step number */
-  int64_t total_alloc, total_res;
-  int64_t stream;
-  int64_t name, file;    /* string ids */
-  int64_t idx;           /* position in traceEvents */
+  int64_t ts, dur;  /* ns, as written (relative to baseTimeNanoseconds when the file has it) */
+  int64_t idx;      /* position in traceEvents (R_EVENT: its launch's) */
+  int64_t tid;      /* host thread, NO_THREAD when none */
+  union {
+    int64_t corr;   /* R_RUNTIME, R_ACTIVITY: correlation id, -1 none */
+    int64_t dev_ts; /* R_EVENT: start on the device, -1 unknown */
+    int64_t addr;   /* R_MEMORY */
+    int64_t file;   /* R_OP: python_function file (string id) */
+  };
+  union {
+    int64_t total_alloc; /* R_MEMORY, R_OOM: -1 unknown */
+    int64_t api_dur;     /* R_EVENT */
+  };
+  union {
+    int64_t total_res; /* R_MEMORY, R_OOM */
+    int64_t stream;    /* R_ACTIVITY, R_EVENT */
+  };
+  int64_t bytes;    /* R_MEMORY: signed Bytes; R_ACTIVITY, R_EVENT: bytes; R_OP step: the step number */
+  int64_t name;     /* string id */
   int32_t device, line;
-  int32_t launch[8];     /* kernels: grid x,y,z, block x,y,z, registers, shared memory (-1 unknown) */
-  uint8_t type, sub, kind, mem, dir, flags, devtype, rtflags;
+  int64_t ord;      /* R_EVENT: the activity's own position in traceEvents (its launch's come in file order) */
+  uint8_t type, sub;
+  uint8_t kind; /* R_EVENT: sim_event_kind; R_ACTIVITY sync: which; R_OP: categorize_frame_flags of the frame */
+  uint8_t mem, dir, flags, devtype, rtflags;
 } krec;
 
-static int cmp_key(const void *a, const void *b) {
-  const int64_t *x = ((const krec *)a)->k, *y = ((const krec *)b)->k;
-  for (int i = 0; i < 4; i++)
-    if (x[i] != y[i]) return x[i] < y[i] ? -1 : 1;
-  return 0;
+/* Sort 1: by correlation id, a launch before its activities. */
+static int cmp_corr(const void *a, const void *b) {
+  const krec *x = a, *y = b;
+  if (x->corr != y->corr) return x->corr < y->corr ? -1 : 1;
+  int sx = x->type != R_RUNTIME, sy = y->type != R_RUNTIME;
+  if (sx != sy) return sx - sy;
+  return (x->idx > y->idx) - (x->idx < y->idx);
+}
+
+/* Sort 2: by host time; at the same time operators first, outer (longer) ones before inner,
+ * then everything else in file order (an activity at its launch's place, by rank). */
+static int cmp_time(const void *a, const void *b) {
+  const krec *x = a, *y = b;
+  if (x->ts != y->ts) return x->ts < y->ts ? -1 : 1;
+  int ox = x->type != R_OP, oy = y->type != R_OP;
+  if (ox != oy) return ox - oy;
+  if (!ox && x->dur != y->dur) return x->dur > y->dur ? -1 : 1;
+  if (x->idx != y->idx) return x->idx < y->idx ? -1 : 1;
+  return (x->ord > y->ord) - (x->ord < y->ord);
 }
 
 /* ---- the element being parsed ------------------------------------------------------------- */
@@ -108,10 +137,6 @@ enum {
   A_STREAM,
   A_CORR,
   A_NBYTES, /* "bytes" of a copy or memset */
-  A_GRID,
-  A_BLOCK,
-  A_REGS,
-  A_SHMEM,
   A_SYNC_KIND,
   A__COUNT
 };
@@ -123,8 +148,6 @@ typedef struct kelem {
   uint32_t args;     /* A_* bits */
   int64_t ts, dur, tid;
   int64_t a[A__COUNT];
-  int32_t grid[3], block[3];
-  int ngrid, nblock;
   char sync_kind[24];
   char bad[200];     /* the first field with a wrong type */
 } kelem;
@@ -140,9 +163,12 @@ typedef struct dropped_kind {
   int unknown;
 } dropped_kind;
 
+typedef struct joiner joiner;
+
 typedef struct kparse {
   import_ctx *ic;
-  extsort *by_corr, *by_time;
+  extsort *by_corr, *by_time, *by_time_mem; /* sort 2 keeps memory events apart (see merged_next) */
+  joiner *join;
   yajl_handle h;
   /* where we are */
   int depth;          /* open containers */
@@ -150,8 +176,8 @@ typedef struct kparse {
   int seen_events;    /* a traceEvents array was found */
   int elem_key;       /* current key in the element (E_*), -1 other */
   int args_key;       /* current key in args (A_*), -1 other */
+  int ghost;          /* the next element is the reader's stand-in for ones the scanner read */
   int in_args;        /* the args object is open (depth 4) */
-  int arr_key;        /* args array being read (A_GRID, A_BLOCK), -1 none */
   /* top-level values other than traceEvents, captured as JSON */
   char *top_key;
   yajl_gen cap;
@@ -167,9 +193,6 @@ typedef struct kparse {
   char *cat_text; /* for unknown categories */
   size_t cat_len, cat_cap;
   int64_t nelem;
-  /* position, for messages */
-  uint64_t chunk_base;    /* bytes fed before the current chunk */
-  uint64_t lines_before;  /* newlines before the current chunk */
   char err[768];
   int failed;
   /* what was seen */
@@ -182,6 +205,7 @@ typedef struct kparse {
   int64_t non_cuda_memory;
   /* op name texts by string id, for interning call stacks */
   sim_map texts; /* string id -> offset + 1 in arena */
+  sim_map frame_flags; /* name id << 32 ^ file id -> categorize_frame_flags */
   char *arena;
   size_t alen, acap;
 } kparse;
@@ -313,20 +337,17 @@ static const char *const args_names[A__COUNT] = {
   [A_ADDR] = "Addr",          [A_BYTES_SIGNED] = "Bytes", [A_TOTAL_ALLOC] = "Total Allocated",
   [A_TOTAL_RES] = "Total Reserved", [A_DEVTYPE] = "Device Type", [A_DEVID] = "Device Id",
   [A_DEVICE] = "device",      [A_STREAM] = "stream",     [A_CORR] = "correlation",
-  [A_NBYTES] = "bytes",       [A_GRID] = "grid",         [A_BLOCK] = "block",
-  [A_REGS] = "registers per thread", [A_SHMEM] = "shared memory", [A_SYNC_KIND] = "cuda_sync_kind",
+  [A_NBYTES] = "bytes",       [A_SYNC_KIND] = "cuda_sync_kind",
 };
 
 static int args_key_of(const unsigned char *k, size_t n) {
   switch (n) {
   case 4:
     if (!memcmp(k, "Addr", 4)) return A_ADDR;
-    if (!memcmp(k, "grid", 4)) return A_GRID;
     break;
   case 5:
     if (!memcmp(k, "Bytes", 5)) return A_BYTES_SIGNED;
     if (!memcmp(k, "bytes", 5)) return A_NBYTES;
-    if (!memcmp(k, "block", 5)) return A_BLOCK;
     break;
   case 6:
     if (!memcmp(k, "device", 6)) return A_DEVICE;
@@ -339,18 +360,12 @@ static int args_key_of(const unsigned char *k, size_t n) {
     if (!memcmp(k, "correlation", 11)) return A_CORR;
     if (!memcmp(k, "Device Type", 11)) return A_DEVTYPE;
     break;
-  case 13:
-    if (!memcmp(k, "shared memory", 13)) return A_SHMEM;
-    break;
   case 14:
     if (!memcmp(k, "Total Reserved", 14)) return A_TOTAL_RES;
     if (!memcmp(k, "cuda_sync_kind", 14)) return A_SYNC_KIND;
     break;
   case 15:
     if (!memcmp(k, "Total Allocated", 15)) return A_TOTAL_ALLOC;
-    break;
-  case 20:
-    if (!memcmp(k, "registers per thread", 20)) return A_REGS;
     break;
   }
   return -1;
@@ -396,12 +411,11 @@ static void elem_reset(kparse *p) {
   e->ph = 0;
   e->cat = CAT_NONE;
   e->have = e->args = 0;
-  e->ngrid = e->nblock = 0;
   e->sync_kind[0] = 0;
   e->bad[0] = 0;
   p->name_len = 0;
   p->cat_len = 0;
-  p->elem_key = p->args_key = p->arr_key = -1;
+  p->elem_key = p->args_key = -1;
   p->in_args = 0;
 }
 
@@ -480,7 +494,6 @@ static int elem_scalar(kparse *p, int type, const char *s, size_t n) {
       }
       return 1;
     }
-    if (k == A_GRID || k == A_BLOCK) return 1;
     if (type == T_NULL) return 1;
     if (type != T_NUM || parse_int(s, n, &e->a[k])) {
       bad_field(p, args_names[k], "an integer");
@@ -488,12 +501,6 @@ static int elem_scalar(kparse *p, int type, const char *s, size_t n) {
     }
     e->args |= 1u << k;
     return 1;
-  }
-  if (p->depth == 5 && p->in_args && p->arr_key >= 0) {
-    int64_t v;
-    if (type != T_NUM || parse_int(s, n, &v)) return 1;
-    if (p->arr_key == A_GRID && e->ngrid < 3) e->grid[e->ngrid++] = (int32_t)v;
-    if (p->arr_key == A_BLOCK && e->nblock < 3) e->block[e->nblock++] = (int32_t)v;
   }
   return 1;
 }
@@ -590,8 +597,6 @@ static int open_container(kparse *p, int map) {
       } else if (p->elem_key >= 0) {
         bad_field(p, p->elem_key == E_TS ? "ts" : p->elem_key == E_DUR ? "dur" : "a known field", "a scalar");
       }
-    } else if (p->depth == 5 && p->in_args) {
-      p->arr_key = (!map && (p->args_key == A_GRID || p->args_key == A_BLOCK)) ? p->args_key : -1;
     }
     return 1;
   }
@@ -631,12 +636,15 @@ static int close_container(kparse *p, int map) {
     }
     if (p->depth == 3) {
       p->depth = 2;
+      if (p->ghost) {
+        p->ghost = 0;
+        return 1;
+      }
       int rc = handle_element(p);
       p->nelem++;
       return rc;
     }
     if (p->depth == 4 && p->in_args) p->in_args = 0;
-    if (p->depth == 5) p->arr_key = -1;
     p->depth--;
     return 1;
   }
@@ -720,15 +728,55 @@ static void note_device(kparse *p, int64_t d) {
   else if (d >= 64 && !p->first_device_over_63) p->first_device_over_63 = d;
 }
 
-static int add_time(kparse *p, krec *r) {
-  if (extsort_add(p->by_time, r)) {
-    kp_fail(p, "%s", extsort_error(p->by_time));
+static int add_time(kparse *p, const krec *r) {
+  extsort *x = r->type == R_MEMORY || r->type == R_OOM ? p->by_time_mem : p->by_time;
+  if (extsort_add(x, r)) {
+    kp_fail(p, "%s", extsort_error(x));
     return 0;
   }
   return 1;
 }
 
-static int add_corr(kparse *p, krec *r) {
+/*
+ * Sort 2 is two sorts in the same order: memory events, and everything else. The pass that
+ * finds the baseline reads only the first; the others read both, merged here.
+ */
+typedef struct merged {
+  const krec *a, *b; /* the next record of each, NULL at its end */
+} merged;
+
+static int merged_start(kparse *p, merged *m) {
+  const void *va = NULL, *vb = NULL;
+  int ga, gb;
+  if (extsort_rewind(p->by_time) || extsort_rewind(p->by_time_mem) || (ga = extsort_next(p->by_time, &va)) < 0 ||
+      (gb = extsort_next(p->by_time_mem, &vb)) < 0) {
+    kp_fail(p, "%s", *extsort_error(p->by_time) ? extsort_error(p->by_time) : extsort_error(p->by_time_mem));
+    return -1;
+  }
+  m->a = ga ? va : NULL;
+  m->b = gb ? vb : NULL;
+  return 0;
+}
+
+/* The next record in time order: 1, 0 at the end, -1. (*r stays valid until the next call.) */
+static int merged_next(kparse *p, merged *m, const krec **r, krec *hold) {
+  if (!m->a && !m->b) return 0;
+  int from_a = m->a && (!m->b || cmp_time(m->a, m->b) <= 0);
+  extsort *x = from_a ? p->by_time : p->by_time_mem;
+  *hold = from_a ? *m->a : *m->b; /* the sort reuses its buffer on the next call */
+  *r = hold;
+  const void *v = NULL;
+  int got = extsort_next(x, &v);
+  if (got < 0) {
+    kp_fail(p, "%s", extsort_error(x));
+    return -1;
+  }
+  if (from_a) m->a = got ? v : NULL;
+  else m->b = got ? v : NULL;
+  return 1;
+}
+
+static int add_corr(kparse *p, const krec *r) {
   if (extsort_add(p->by_corr, r)) {
     kp_fail(p, "%s", extsort_error(p->by_corr));
     return 0;
@@ -785,11 +833,12 @@ static int op_record(kparse *p) {
     r.sub |= OP_BACKWARD;
   }
   if ((r.name = intern(p, nm, nl, 1)) < 0) return 0;
-  /* Operators sort before other records at the same time, outer (longer) ones first. */
-  r.k[0] = r.ts;
-  r.k[1] = 0;
-  r.k[2] = -r.dur;
-  r.k[3] = r.idx;
+  /* what the frame says to the category rules, once per distinct frame */
+  uint64_t fkey = (uint64_t)r.name << 32 ^ (uint64_t)r.file;
+  int known;
+  uint64_t *fl = sim_map_put(&p->frame_flags, fkey, &known);
+  if (!known) *fl = categorize_frame_flags(text_of(p, r.name), text_of(p, r.file));
+  r.kind = (uint8_t)*fl;
   p->n_ops++;
   return add_time(p, &r);
 }
@@ -830,9 +879,6 @@ static int memory_record(kparse *p, int oom) {
     drop(p, "[memory] of 0 bytes", 19, 0);
     return 1;
   }
-  r.k[0] = r.ts;
-  r.k[1] = 1;
-  r.k[2] = r.idx;
   if (oom) p->n_oom++;
   else p->n_memory++;
   return add_time(p, &r);
@@ -843,34 +889,6 @@ static int runtime_kind(const char *n, size_t len) {
   if (contains(n, len, "StreamSynchronize")) return RT_SYNC_STREAM;
   if (contains(n, len, "EventSynchronize")) return RT_SYNC_EVENT;
   return RT_OTHER;
-}
-
-static int runtime_record(kparse *p) {
-  kelem *e = &p->e;
-  if (!need(p, e->have, E_TS, "ts") || !need(p, e->have, E_DUR, "dur")) return 0;
-  krec r;
-  memset(&r, 0, sizeof r);
-  r.type = R_RUNTIME;
-  r.ts = e->ts;
-  r.dur = e->dur < 0 ? 0 : e->dur;
-  r.tid = (e->have & (1u << E_TID)) ? e->tid : 0;
-  r.idx = p->nelem;
-  r.sub = (uint8_t)runtime_kind(p->name, p->name_len);
-  if (contains(p->name, p->name_len, "Async")) r.rtflags |= RTF_ASYNC;
-  if ((r.name = intern(p, p->name, p->name_len, 0)) < 0) return 0;
-  p->n_runtime++;
-  if (!(e->args & (1u << A_CORR))) {
-    r.corr = -1;
-    r.k[0] = INT64_MIN; /* cannot meet an activity: it goes straight through the join */
-    r.k[1] = 0;
-    r.k[2] = r.idx;
-    return add_corr(p, &r);
-  }
-  r.corr = e->a[A_CORR];
-  r.k[0] = r.corr;
-  r.k[1] = 0;
-  r.k[2] = r.idx;
-  return add_corr(p, &r);
 }
 
 /* "Memcpy HtoD (Pinned -> Device)": the direction and the host memory kind from the name. */
@@ -891,6 +909,284 @@ static void copy_kind(const char *n, size_t len, uint8_t *dir, uint8_t *mem) {
   else if (contains(n, len, "Device")) *mem = SIM_MEM_DEVICE;
 }
 
+/* ---- the join of launches and device activities -------------------------------------------- */
+
+/*
+ * A device activity belongs at the position of the runtime call that launched it (same
+ * correlation id). Kineto writes each activity right before its call, so most pairs meet in a
+ * small window of recent records while the file is read; whatever leaves the window unmatched
+ * (a launch whose activity is elsewhere, an activity launched before the window opened, any
+ * other layout) goes through sort 1 and meets there. Memory is the window plus sort 1's buffer.
+ */
+
+#define KINETO_JOIN_WINDOW 32
+
+typedef struct jwin_entry {
+  krec r;
+  int64_t joined; /* runtime calls: activities already joined to it */
+} jwin_entry;
+
+struct joiner {
+  kparse *p;
+  /* the window: a ring of recent runtime calls and one of unmatched activities, with their
+   * correlation ids apart (-2: a free slot) so that a look-up is one short scan */
+  jwin_entry *rts, *acts;
+  int64_t *rt_corr, *act_corr;
+  size_t size, rt_next, act_next;
+  /* sort 1's groups */
+  krec *group;
+  size_t ngroup, cap;
+  krec rt;
+  int have_rt;
+  int64_t rt_joined;
+  int64_t corr;
+  int64_t merged, before_window, extra_runtime, kernels;
+};
+
+static void joiner_init(joiner *j, kparse *p, size_t size) {
+  memset(j, 0, sizeof *j);
+  j->p = p;
+  j->size = size;
+  if (!size) return;
+  j->rts = sim_xcalloc(size, sizeof *j->rts);
+  j->acts = sim_xcalloc(size, sizeof *j->acts);
+  j->rt_corr = sim_xmalloc(size * sizeof *j->rt_corr);
+  j->act_corr = sim_xmalloc(size * sizeof *j->act_corr);
+  for (size_t i = 0; i < size; i++) j->rt_corr[i] = j->act_corr[i] = -2;
+}
+
+static void joiner_release(joiner *j) {
+  free(j->rts);
+  free(j->acts);
+  free(j->rt_corr);
+  free(j->act_corr);
+  free(j->group);
+  memset(j, 0, sizeof *j);
+}
+
+/* A runtime call that is an event of its own (no device activity, or one memplay does not keep). */
+static int emit_runtime(joiner *j, const krec *rt) {
+  krec r = *rt;
+  r.type = R_EVENT;
+  r.dev_ts = -1;
+  r.api_dur = -1;
+  r.device = -1;
+  r.stream = 0;
+  r.ord = 0;
+  switch (rt->sub) {
+  case RT_SYNC_DEVICE:
+  case RT_SYNC_STREAM: /* Kineto does not record which stream: a wait for the whole device */
+    r.kind = SIM_EV_SYNC;
+    r.stream = -1;
+    break;
+  case RT_SYNC_EVENT:
+    r.kind = SIM_EV_SYNC;
+    r.stream = -1;
+    r.flags = SIM_EVF_SYNC_EVENT;
+    break;
+  default:
+    r.kind = SIM_EV_API;
+    break;
+  }
+  return add_time(j->p, &r);
+}
+
+/* The event for activity act launched by rt: at the launch's place, with its host time (every
+ * activity of one launch, such as the kernels of a CUDA graph, carries the same ts and
+ * api_dur). Returns 1 when it made one, 0 when the activity adds nothing to the call, -1. */
+static int emit_joined(joiner *j, const krec *rt, const krec *act) {
+  krec r = *act;
+  r.type = R_EVENT;
+  r.dev_ts = act->ts;
+  r.ts = rt->ts;
+  r.idx = rt->idx;
+  r.tid = rt->tid;
+  r.api_dur = rt->dur;
+  r.ord = act->idx;
+  r.flags = 0;
+  switch (act->sub) {
+  case ACT_KERNEL:
+    r.kind = SIM_EV_KERNEL;
+    j->kernels++;
+    break;
+  case ACT_MEMCPY:
+  case ACT_MEMSET:
+    r.kind = act->sub == ACT_MEMCPY ? SIM_EV_MEMCPY : SIM_EV_MEMSET;
+    if (rt->rtflags & RTF_ASYNC) r.flags |= SIM_EVF_ASYNC;
+    break;
+  case ACT_SYNC:
+    if (act->kind == 3) return 0; /* cudaStreamWaitEvent: a dependency between streams, not a host wait */
+    r.name = rt->name;
+    r.flags = act->kind == 2 ? SIM_EVF_SYNC_EVENT : 0;
+    if (act->kind == 1 || r.stream < 0 || r.stream == UINT32_MAX) r.stream = -1;
+    r.kind = SIM_EV_SYNC;
+    break;
+  default:
+    return 0; /* a cudaEvent record: the call stays an event of its own */
+  }
+  return add_time(j->p, &r) ? 1 : -1;
+}
+
+/* An activity whose launch is not in the file: at its device start. */
+static int emit_unlaunched(joiner *j, const krec *act) {
+  krec r = *act;
+  r.type = R_EVENT;
+  r.dev_ts = act->ts;
+  r.api_dur = -1;
+  r.tid = NO_THREAD;
+  r.ord = 0;
+  switch (act->sub) {
+  case ACT_KERNEL: r.kind = SIM_EV_KERNEL, j->kernels++; break;
+  case ACT_MEMCPY: r.kind = SIM_EV_MEMCPY; break;
+  case ACT_MEMSET: r.kind = SIM_EV_MEMSET; break;
+  default: return 1; /* a sync or event record without its call says nothing of its own */
+  }
+  j->before_window++;
+  return add_time(j->p, &r);
+}
+
+/* A runtime call leaves the window: sort 1 takes it with the count it already joined, so that
+ * activities still to come meet it there (one that joined some is represented by them). */
+static int window_evict_rt(joiner *j, size_t k) {
+  if (j->rt_corr[k] == -2) return 1;
+  j->rt_corr[k] = -2;
+  krec r = j->rts[k].r;
+  r.bytes = j->rts[k].joined;
+  return add_corr(j->p, &r);
+}
+
+static int window_evict_act(joiner *j, size_t k) {
+  if (j->act_corr[k] == -2) return 1;
+  j->act_corr[k] = -2;
+  return add_corr(j->p, &j->acts[k].r);
+}
+
+static int window_runtime(joiner *j, const krec *rt) {
+  if (rt->corr < 0) return emit_runtime(j, rt);
+  if (!j->size) {
+    krec r = *rt;
+    r.bytes = 0;
+    return add_corr(j->p, &r);
+  }
+  /* its activities, already read, in the order they came */
+  int64_t joined = 0;
+  for (size_t n = 0; n < j->size; n++) {
+    size_t k = (j->act_next + n) % j->size;
+    if (j->act_corr[k] != rt->corr) continue;
+    int rc = emit_joined(j, rt, &j->acts[k].r);
+    if (rc < 0) return 0;
+    joined += rc;
+    j->act_corr[k] = -2;
+  }
+  if (joined) j->merged++;
+  size_t k = j->rt_next;
+  if (!window_evict_rt(j, k)) return 0;
+  j->rts[k].r = *rt;
+  j->rts[k].joined = joined;
+  j->rt_corr[k] = rt->corr;
+  j->rt_next = (k + 1) % j->size;
+  return 1;
+}
+
+static int window_activity(joiner *j, const krec *act) {
+  if (act->corr < 0) return emit_unlaunched(j, act);
+  if (!j->size) return add_corr(j->p, act);
+  for (size_t k = 0; k < j->size; k++) {
+    if (j->rt_corr[k] != act->corr) continue;
+    jwin_entry *e = &j->rts[k];
+    int rc = emit_joined(j, &e->r, act);
+    if (rc < 0) return 0;
+    if (rc && !e->joined) j->merged++;
+    e->joined += rc;
+    return 1;
+  }
+  size_t k = j->act_next;
+  if (!window_evict_act(j, k)) return 0;
+  j->acts[k].r = *act;
+  j->act_corr[k] = act->corr;
+  j->act_next = (k + 1) % j->size;
+  return 1;
+}
+
+/* Sort 1's group for one correlation id: its runtime call (if any) and activities. */
+static int flush_group(joiner *j) {
+  if (!j->have_rt) {
+    for (size_t i = 0; i < j->ngroup; i++)
+      if (!emit_unlaunched(j, &j->group[i])) return 0;
+  } else {
+    int64_t joined = j->rt_joined, before = joined;
+    for (size_t i = 0; i < j->ngroup; i++) {
+      int rc = emit_joined(j, &j->rt, &j->group[i]);
+      if (rc < 0) return 0;
+      joined += rc;
+    }
+    if (joined && !before) j->merged++;
+    if (!joined && !emit_runtime(j, &j->rt)) return 0;
+  }
+  j->ngroup = 0;
+  j->have_rt = 0;
+  return 1;
+}
+
+static int join_by_correlation(kparse *p, joiner *j) {
+  /* empty the window into sort 1 */
+  for (size_t k = 0; k < j->size; k++)
+    if (!window_evict_act(j, k) || !window_evict_rt(j, k)) return -1;
+  if (extsort_finish(p->by_corr) || extsort_rewind(p->by_corr)) {
+    kp_fail(p, "%s", extsort_error(p->by_corr));
+    return -1;
+  }
+  const void *v;
+  int got;
+  j->corr = INT64_MIN;
+  while ((got = extsort_next(p->by_corr, &v)) == 1) {
+    const krec *r = v;
+    if (r->corr != j->corr) {
+      if ((j->have_rt || j->ngroup) && !flush_group(j)) return -1;
+      j->corr = r->corr;
+    }
+    if (r->type == R_RUNTIME) {
+      if (j->have_rt) { /* a second call with the same correlation id: an event of its own */
+        j->extra_runtime++;
+        if (!r->bytes && !emit_runtime(j, r)) return -1;
+      } else {
+        j->rt = *r;
+        j->rt_joined = r->bytes;
+        j->have_rt = 1;
+      }
+    } else {
+      sim_grow((void **)&j->group, &j->cap, j->ngroup + 1, sizeof *j->group);
+      j->group[j->ngroup++] = *r;
+    }
+  }
+  if (got < 0) {
+    kp_fail(p, "%s", extsort_error(p->by_corr));
+    return -1;
+  }
+  if ((j->have_rt || j->ngroup) && !flush_group(j)) return -1;
+  return 0;
+}
+
+static int runtime_record(kparse *p) {
+  kelem *e = &p->e;
+  if (!need(p, e->have, E_TS, "ts") || !need(p, e->have, E_DUR, "dur")) return 0;
+  krec r;
+  memset(&r, 0, sizeof r);
+  r.type = R_RUNTIME;
+  r.ts = e->ts;
+  r.dur = e->dur < 0 ? 0 : e->dur;
+  r.tid = (e->have & (1u << E_TID)) ? e->tid : 0;
+  r.idx = p->nelem;
+  r.device = -1;
+  r.sub = (uint8_t)runtime_kind(p->name, p->name_len);
+  if (contains(p->name, p->name_len, "Async")) r.rtflags |= RTF_ASYNC;
+  r.corr = (e->args & (1u << A_CORR)) ? e->a[A_CORR] : -1;
+  if (r.corr < -1) r.corr = -1;
+  if ((r.name = intern(p, p->name, p->name_len, 0)) < 0) return 0;
+  p->n_runtime++;
+  return window_runtime(p->join, &r);
+}
+
 static int activity_record(kparse *p) {
   kelem *e = &p->e;
   if (!need(p, e->have, E_TS, "ts") || !need(p, e->have, E_DUR, "dur")) return 0;
@@ -904,15 +1200,8 @@ static int activity_record(kparse *p) {
   r.stream = (e->args & (1u << A_STREAM)) ? e->a[A_STREAM] : 0;
   r.device = (e->args & (1u << A_DEVICE)) ? (int32_t)e->a[A_DEVICE] : 0;
   if (r.device < 0 || r.device > 32767) r.device = 0;
-  for (int i = 0; i < 8; i++) r.launch[i] = -1;
   switch (e->cat) {
-  case CAT_KERNEL:
-    r.sub = ACT_KERNEL;
-    for (int i = 0; i < e->ngrid; i++) r.launch[i] = e->grid[i];
-    for (int i = 0; i < e->nblock; i++) r.launch[3 + i] = e->block[i];
-    if (e->args & (1u << A_REGS)) r.launch[6] = (int32_t)e->a[A_REGS];
-    if (e->args & (1u << A_SHMEM)) r.launch[7] = (int32_t)e->a[A_SHMEM];
-    break;
+  case CAT_KERNEL: r.sub = ACT_KERNEL; break;
   case CAT_MEMCPY:
     r.sub = ACT_MEMCPY;
     copy_kind(p->name, p->name_len, &r.dir, &r.mem);
@@ -933,23 +1222,14 @@ static int activity_record(kparse *p) {
     else if (!strncmp(e->sync_kind, "Context", 7)) r.kind = 1;
     else r.kind = 0;
     break;
-  default:
-    r.sub = ACT_EVENT;
-    break;
+  default: r.sub = ACT_EVENT; break;
   }
   note_device(p, r.device);
   if ((r.name = intern(p, p->name, p->name_len, 0)) < 0) return 0;
   p->n_activity++;
-  if (!(e->args & (1u << A_CORR))) {
-    r.corr = -1;
-    r.k[0] = INT64_MIN;
-  } else {
-    r.corr = e->a[A_CORR];
-    r.k[0] = r.corr;
-  }
-  r.k[1] = 1;
-  r.k[2] = r.idx;
-  return add_corr(p, &r);
+  r.corr = (e->args & (1u << A_CORR)) ? e->a[A_CORR] : -1;
+  if (r.corr < -1) r.corr = -1;
+  return window_activity(p->join, &r);
 }
 
 static int handle_element(kparse *p) {
@@ -992,8 +1272,14 @@ static int handle_element(kparse *p) {
   default:
     break;
   }
-  /* Not something memplay models: counted by category (or phase, or name). */
-  if (e->cat == CAT_OTHER) drop(p, p->cat_text, p->cat_len, 1);
+  /* Not something memplay models: counted by category (or phase, or name). Categories Kineto
+   * writes that carry nothing for memplay are "ignored"; others are "unknown" (data loss). */
+  static const char *const ignored[] = {"Trace", "gpu_user_annotation", "overhead", "cuda_profiler_range",
+                                        "python_function", NULL};
+  int known = 0;
+  for (size_t k = 0; e->cat == CAT_OTHER && ignored[k]; k++)
+    known |= p->cat_len == strlen(ignored[k]) && !memcmp(p->cat_text, ignored[k], p->cat_len);
+  if (e->cat == CAT_OTHER) drop(p, p->cat_text, p->cat_len, !known);
   else if (e->cat == CAT_NONE) {
     char what[48];
     int n = snprintf(what, sizeof what, "ph %c without cat", e->ph ? e->ph : '?');
@@ -1008,169 +1294,6 @@ static int handle_element(kparse *p) {
     drop(p, what, (size_t)(n < (int)sizeof what ? n : (int)sizeof what - 1), 0);
   }
   return 1;
-}
-
-/* ---- the join by correlation ------------------------------------------------------------------ */
-
-typedef struct joiner {
-  kparse *p;
-  krec *acts;
-  size_t nacts, cap;
-  krec rt;
-  int have_rt;
-  int64_t corr;
-  int64_t merged, before_window, extra_runtime;
-} joiner;
-
-/* A runtime call that is an event of its own (no device activity, or one memplay does not keep). */
-static int emit_runtime(joiner *j, const krec *rt) {
-  krec r = *rt;
-  r.type = R_EVENT;
-  r.dev_ts = -1;
-  r.api_dur = -1;
-  r.device = -1;
-  r.stream = 0;
-  switch (rt->sub) {
-  case RT_SYNC_DEVICE:
-    r.kind = SIM_EV_SYNC;
-    r.stream = -1;
-    break;
-  case RT_SYNC_STREAM:
-    r.kind = SIM_EV_SYNC;
-    r.stream = -1; /* Kineto does not record which stream: a wait for the whole device */
-    break;
-  case RT_SYNC_EVENT:
-    r.kind = SIM_EV_SYNC;
-    r.stream = -1;
-    r.flags = SIM_EVF_SYNC_EVENT;
-    break;
-  default:
-    r.kind = SIM_EV_API;
-    break;
-  }
-  r.k[0] = rt->ts;
-  r.k[1] = 1;
-  r.k[2] = rt->idx;
-  r.k[3] = 0;
-  return add_time(j->p, &r);
-}
-
-static int flush_group(joiner *j) {
-  kparse *p = j->p;
-  if (!j->have_rt) {
-    /* Activities whose launch is not in the file (launched before the window opened): they
-     * sit at their device start, the best bound on their launch memplay has. */
-    for (size_t i = 0; i < j->nacts; i++) {
-      krec r = j->acts[i];
-      r.type = R_EVENT;
-      r.dev_ts = r.ts;
-      r.api_dur = -1;
-      r.tid = NO_THREAD;
-      switch (r.sub) {
-      case ACT_KERNEL: r.kind = SIM_EV_KERNEL; break;
-      case ACT_MEMCPY: r.kind = SIM_EV_MEMCPY; break;
-      case ACT_MEMSET: r.kind = SIM_EV_MEMSET; break;
-      default: continue; /* a sync or event record without its call says nothing of its own */
-      }
-      r.k[0] = r.ts;
-      r.k[1] = 1;
-      r.k[2] = r.idx;
-      r.k[3] = 0;
-      j->before_window++;
-      if (!add_time(p, &r)) return 0;
-    }
-    j->nacts = 0;
-    return 1;
-  }
-  const krec *rt = &j->rt;
-  int emitted = 0;
-  for (size_t i = 0; i < j->nacts; i++) {
-    krec r = j->acts[i];
-    r.type = R_EVENT;
-    r.dev_ts = r.ts;
-    r.ts = rt->ts;
-    r.tid = rt->tid;
-    r.api_dur = emitted ? 0 : rt->dur;
-    r.flags = 0;
-    switch (r.sub) {
-    case ACT_KERNEL: r.kind = SIM_EV_KERNEL; break;
-    case ACT_MEMCPY:
-      r.kind = SIM_EV_MEMCPY;
-      if (rt->rtflags & RTF_ASYNC) r.flags |= SIM_EVF_ASYNC;
-      break;
-    case ACT_MEMSET:
-      r.kind = SIM_EV_MEMSET;
-      if (rt->rtflags & RTF_ASYNC) r.flags |= SIM_EVF_ASYNC;
-      break;
-    case ACT_SYNC:
-      if (r.kind == 3) continue; /* cudaStreamWaitEvent: a dependency between streams, not a host wait */
-      r.name = rt->name;
-      r.flags = r.kind == 2 ? SIM_EVF_SYNC_EVENT : 0;
-      if (r.kind == 1 || r.stream < 0 || r.stream == UINT32_MAX) r.stream = -1;
-      r.kind = SIM_EV_SYNC;
-      break;
-    default:
-      continue; /* a cudaEvent record: the call stays an event of its own */
-    }
-    r.k[0] = rt->ts;
-    r.k[1] = 1;
-    r.k[2] = rt->idx;
-    r.k[3] = (int64_t)emitted + 1;
-    emitted++;
-    if (!add_time(p, &r)) return 0;
-  }
-  if (emitted) j->merged++;
-  else if (!emit_runtime(j, rt)) return 0;
-  j->nacts = 0;
-  j->have_rt = 0;
-  return 1;
-}
-
-static int join_by_correlation(kparse *p, joiner *j) {
-  if (extsort_finish(p->by_corr) || extsort_rewind(p->by_corr)) {
-    kp_fail(p, "%s", extsort_error(p->by_corr));
-    return -1;
-  }
-  const void *v;
-  int got;
-  j->corr = INT64_MIN;
-  while ((got = extsort_next(p->by_corr, &v)) == 1) {
-    const krec *r = v;
-    if (r->corr < 0) { /* no correlation at all: nothing to meet */
-      if (r->type == R_RUNTIME) {
-        if (!emit_runtime(j, r)) return -1;
-      } else {
-        j->nacts = 0;
-        j->have_rt = 0;
-        sim_grow((void **)&j->acts, &j->cap, 1, sizeof *j->acts);
-        j->acts[j->nacts++] = *r;
-        if (!flush_group(j)) return -1;
-      }
-      continue;
-    }
-    if (r->corr != j->corr) {
-      if ((j->have_rt || j->nacts) && !flush_group(j)) return -1;
-      j->corr = r->corr;
-    }
-    if (r->type == R_RUNTIME) {
-      if (j->have_rt) { /* a second call with the same correlation id: an event of its own */
-        j->extra_runtime++;
-        if (!emit_runtime(j, r)) return -1;
-      } else {
-        j->rt = *r;
-        j->have_rt = 1;
-      }
-    } else {
-      sim_grow((void **)&j->acts, &j->cap, j->nacts + 1, sizeof *j->acts);
-      j->acts[j->nacts++] = *r;
-    }
-  }
-  if (got < 0) {
-    kp_fail(p, "%s", extsort_error(p->by_corr));
-    return -1;
-  }
-  if ((j->have_rt || j->nacts) && !flush_group(j)) return -1;
-  return 0;
 }
 
 /* ---- memory that existed before the window ------------------------------------------------------ */
@@ -1234,15 +1357,24 @@ static int cmp_devbase(const void *a, const void *b) {
 }
 
 static int find_baseline(kparse *p, kbase *b) {
-  if (extsort_rewind(p->by_time)) {
+  /* The first event of the trace: the first of either sort. */
+  const void *v;
+  int got;
+  if (extsort_rewind(p->by_time) || (got = extsort_next(p->by_time, &v)) < 0) {
     kp_fail(p, "%s", extsort_error(p->by_time));
     return -1;
   }
-  const void *v;
-  int got;
-  while ((got = extsort_next(p->by_time, &v)) == 1) {
+  if (got) {
+    b->any = 1;
+    b->first_ts = ((const krec *)v)->ts;
+  }
+  if (extsort_rewind(p->by_time_mem)) {
+    kp_fail(p, "%s", extsort_error(p->by_time_mem));
+    return -1;
+  }
+  while ((got = extsort_next(p->by_time_mem, &v)) == 1) {
     const krec *r = v;
-    if (!b->any) {
+    if (!b->any || r->ts < b->first_ts) {
       b->any = 1;
       b->first_ts = r->ts;
     }
@@ -1272,7 +1404,7 @@ static int find_baseline(kparse *p, kbase *b) {
     }
   }
   if (got < 0) {
-    kp_fail(p, "%s", extsort_error(p->by_time));
+    kp_fail(p, "%s", extsort_error(p->by_time_mem));
     return -1;
   }
   if (b->n > 1) qsort(b->d, b->n, sizeof *b->d, cmp_devbase);
@@ -1280,25 +1412,45 @@ static int find_baseline(kparse *p, kbase *b) {
   return 0;
 }
 
-/* ---- writing the events ------------------------------------------------------------------------- */
+/* ---- the events, as the passes see them ------------------------------------------------------ */
+
+/*
+ * Sort 2 is walked twice more, making the same events each time: once feeding them to the
+ * category rules (categorize.h), whose decisions go through a small sort of their own into
+ * allocation order, and once writing them, each allocation with its decided category. So the
+ * trace is written categorized, and the pass the import driver runs afterwards has nothing
+ * left to decide (it counts). Call stacks are the operators open on the event's thread.
+ */
 
 typedef struct opframe {
   int64_t end, name, file;
   int32_t line;
   uint8_t cls;
+  unsigned flags; /* categorize_frame_flags of this frame and the ones around it */
+  uint64_t key;   /* identifies the chain of frames down to this one */
 } opframe;
 
 typedef struct tstack {
   int64_t tid;
   opframe *f;
   size_t n, cap;
-  int64_t stack_id; /* interned call stack of the open operators, when valid */
+  int64_t stack_id; /* the interned call stack of the open operators, when valid */
   int valid;
 } tstack;
 
-typedef struct kwrite {
+typedef struct kdecision {
+  int64_t ordinal; /* the allocation's position among allocations */
+  uint8_t cat, src;
+} kdecision;
+
+static int cmp_decision(const void *a, const void *b) {
+  int64_t x = ((const kdecision *)a)->ordinal, y = ((const kdecision *)b)->ordinal;
+  return (x > y) - (x < y);
+}
+
+typedef struct kwalk {
   kparse *p;
-  store_writer *w;
+  int writing; /* 0: the pass that categorizes; 1: the pass that writes */
   int64_t base; /* baseTimeNanoseconds */
   tstack *threads;
   size_t nthreads, threads_cap;
@@ -1307,11 +1459,24 @@ typedef struct kwrite {
   int32_t step;
   int64_t step_end;
   int backward_marked;
-  int64_t name_backward, name_optimizer, name_zero_grad;
-  int64_t n_steps, n_phases, n_kernel_args, totals, preexisting;
-} kwrite;
+  int64_t names[4]; /* backward, optimizer, zero_grad, forward */
+  int64_t allocs;   /* allocations so far */
+  categorizer *cat;
+  extsort *decisions;
+  store_writer *w;
+  const kdecision *next; /* the next decision, in allocation order */
+  int64_t n_steps, n_phases, totals, preexisting;
+} kwalk;
 
-static tstack *thread_of(kwrite *kw, int64_t tid) {
+static void kwalk_reset(kwalk *kw) {
+  for (size_t i = 0; i < kw->nthreads; i++) kw->threads[i].n = 0, kw->threads[i].valid = 0;
+  kw->step = -1;
+  kw->step_end = 0;
+  kw->backward_marked = 0;
+  kw->allocs = 0;
+}
+
+static tstack *thread_of(kwalk *kw, int64_t tid) {
   for (size_t i = 0; i < kw->nthreads; i++)
     if (kw->threads[i].tid == tid) return &kw->threads[i];
   sim_grow((void **)&kw->threads, &kw->threads_cap, kw->nthreads + 1, sizeof *kw->threads);
@@ -1321,23 +1486,21 @@ static tstack *thread_of(kwrite *kw, int64_t tid) {
   return t;
 }
 
-/* Closes the operators that ended before ts (an operator's end is inclusive). */
-static void thread_advance(tstack *t, int64_t ts) {
+/* The thread's operators open at ts (an operator's end is inclusive); NULL for no thread. */
+static tstack *thread_at(kwalk *kw, int64_t tid, int64_t ts) {
+  if (tid == NO_THREAD) return NULL;
+  tstack *t = thread_of(kw, tid);
   while (t->n && t->f[t->n - 1].end < ts) {
     t->n--;
     t->valid = 0;
   }
+  return t;
 }
 
-/* The call stack of the operators open on the thread at ts, innermost first; 0 when none. */
-static int64_t thread_stack(kwrite *kw, int64_t tid, int64_t ts) {
-  if (tid == NO_THREAD) return 0;
-  tstack *t = thread_of(kw, tid);
-  thread_advance(t, ts);
+/* The interned call stack of the open operators, innermost first; 0 when none, -1 on error. */
+static int64_t thread_stack_id(kwalk *kw, tstack *t) {
+  if (!t || !t->n) return 0;
   if (t->valid) return t->stack_id;
-  t->valid = 1;
-  t->stack_id = 0;
-  if (!t->n) return 0;
   sim_grow((void **)&kw->frames, &kw->frames_cap, t->n, sizeof *kw->frames);
   for (size_t i = 0; i < t->n; i++) {
     const opframe *f = &t->f[t->n - 1 - i];
@@ -1348,16 +1511,52 @@ static int64_t thread_stack(kwrite *kw, int64_t tid, int64_t ts) {
     kp_fail(kw->p, "%s", store_error(kw->p->ic->s));
     return -1;
   }
+  t->valid = 1;
   t->stack_id = id;
   return id;
 }
 
-static int32_t step_at(kwrite *kw, int64_t ts) {
+static int32_t step_at(kwalk *kw, int64_t ts) {
   if (kw->step >= 0 && ts > kw->step_end) kw->step = -1;
   return kw->step;
 }
 
-static int put_event(kwrite *kw, sim_event *ev) {
+static int walk_decided(void *arg, int64_t ordinal, int category, int cat_source) {
+  kwalk *kw = arg;
+  kdecision d = {ordinal, (uint8_t)category, (uint8_t)cat_source};
+  if (extsort_add(kw->decisions, &d)) {
+    kp_fail(kw->p, "%s", extsort_error(kw->decisions));
+    return -1;
+  }
+  return 0;
+}
+
+/* One event to the pass: the category rules, or the store. */
+static int emit(kwalk *kw, sim_event *ev, tstack *t) {
+  const opframe *top = t && t->n ? &t->f[t->n - 1] : NULL;
+  int alloc = ev->kind == SIM_EV_ALLOC || ev->kind == SIM_EV_HOST_ALLOC;
+  int64_t ordinal = alloc ? kw->allocs++ : -1;
+  if (!kw->writing) {
+    ev->stack = top ? (int64_t)(top->key >> 1) + 1 : 0;
+    ev->seq = ordinal;
+    return categorizer_event(kw->cat, ev, top ? top->flags : 0);
+  }
+  if ((ev->stack = thread_stack_id(kw, t)) < 0) return -1;
+  if (alloc) {
+    while (kw->next && kw->next->ordinal < ordinal) {
+      const void *v;
+      int got = extsort_next(kw->decisions, &v);
+      if (got < 0) {
+        kp_fail(kw->p, "%s", extsort_error(kw->decisions));
+        return -1;
+      }
+      kw->next = got ? v : NULL;
+    }
+    if (kw->next && kw->next->ordinal == ordinal) {
+      ev->category = kw->next->cat;
+      ev->cat_source = kw->next->src;
+    }
+  }
   if (store_writer_event(kw->w, ev)) {
     kp_fail(kw->p, "%s", store_error(kw->p->ic->s));
     return -1;
@@ -1365,7 +1564,7 @@ static int put_event(kwrite *kw, sim_event *ev) {
   return 0;
 }
 
-static int marker(kwrite *kw, int64_t ts, int64_t dur, int64_t name, unsigned flags, int32_t step) {
+static int marker(kwalk *kw, int64_t ts, int64_t dur, int64_t name, unsigned flags, int32_t step) {
   sim_event ev;
   sim_event_init(&ev);
   ev.kind = SIM_EV_MARKER;
@@ -1375,41 +1574,40 @@ static int marker(kwrite *kw, int64_t ts, int64_t dur, int64_t name, unsigned fl
   ev.flags = (uint8_t)flags;
   ev.step = step;
   ev.device = -1;
-  return put_event(kw, &ev);
+  if (kw->writing) *(flags & SIM_EVF_STEP_BEGIN ? &kw->n_steps : &kw->n_phases) += 1;
+  return emit(kw, &ev, NULL);
 }
 
-static int write_op(kwrite *kw, const krec *r) {
+static int walk_op(kwalk *kw, const krec *r) {
   if (r->sub & OP_STEP) {
     kw->step = (int32_t)(r->bytes < 0 || r->bytes > INT32_MAX ? 0 : r->bytes);
     kw->step_end = r->ts + r->dur;
     kw->backward_marked = 0;
-    kw->n_steps++;
     return marker(kw, r->ts, r->dur, r->name, SIM_EVF_STEP_BEGIN, kw->step);
   }
   int32_t step = step_at(kw, r->ts);
-  tstack *t = thread_of(kw, r->tid);
-  thread_advance(t, r->ts);
+  tstack *t = thread_at(kw, r->tid, r->ts);
+  const opframe *up = t->n ? &t->f[t->n - 1] : NULL;
+  unsigned flags = (up ? up->flags : 0) | r->kind;
+  uint64_t key = ((up ? up->key : 0x9E3779B97F4A7C15ull) ^ (uint64_t)r->name * 0xff51afd7ed558ccdull ^
+                  (uint64_t)r->file * 0xc4ceb9fe1a85ec53ull ^ (uint64_t)(uint32_t)r->line) *
+                 0x9E3779B97F4A7C15ull;
   sim_grow((void **)&t->f, &t->cap, t->n + 1, sizeof *t->f);
-  t->f[t->n++] = (opframe){r->ts + r->dur, r->name, r->file, r->line, r->sub};
+  t->f[t->n++] = (opframe){r->ts + r->dur, r->name, r->file, r->line, r->sub, flags, key ^ (key >> 29)};
   t->valid = 0;
   if (r->sub & OP_OPTIMIZER) {
     kw->backward_marked = 0;
-    kw->n_phases++;
-    return marker(kw, r->ts, r->dur, kw->name_optimizer, SIM_EVF_PHASE, step);
+    return marker(kw, r->ts, r->dur, kw->names[1], SIM_EVF_PHASE, step);
   }
-  if (r->sub & OP_ZERO_GRAD) {
-    kw->n_phases++;
-    return marker(kw, r->ts, r->dur, kw->name_zero_grad, SIM_EVF_PHASE, step);
-  }
+  if (r->sub & OP_ZERO_GRAD) return marker(kw, r->ts, r->dur, kw->names[2], SIM_EVF_PHASE, step);
   if ((r->sub & OP_BACKWARD) && !kw->backward_marked) {
     kw->backward_marked = 1;
-    kw->n_phases++;
-    return marker(kw, r->ts, 0, kw->name_backward, SIM_EVF_PHASE, step);
+    return marker(kw, r->ts, 0, kw->names[0], SIM_EVF_PHASE, step);
   }
   return 0;
 }
 
-static int write_memory(kwrite *kw, const krec *r) {
+static int walk_memory(kwalk *kw, const krec *r) {
   sim_event ev;
   sim_event_init(&ev);
   int host = r->device < 0;
@@ -1420,9 +1618,8 @@ static int write_memory(kwrite *kw, const krec *r) {
   ev.size = (uint64_t)(r->bytes < 0 ? -r->bytes : r->bytes);
   ev.device = (int16_t)r->device;
   ev.step = step_at(kw, r->ts);
-  if ((ev.stack = thread_stack(kw, r->tid, r->ts)) < 0) return -1;
-  if (put_event(kw, &ev)) return -1;
-  if (r->total_alloc < 0 && r->total_res < 0) return 0;
+  if (emit(kw, &ev, thread_at(kw, r->tid, r->ts))) return -1;
+  if (!kw->writing || (r->total_alloc < 0 && r->total_res < 0)) return 0;
   store_recorded rec = {.before_seq = ev.seq + 1, .ts = ev.ts, .action = "totals", .device = r->device,
                         .addr = ev.addr, .size = ev.size, .allocated = r->total_alloc, .reserved = r->total_res,
                         .device_free = -1};
@@ -1434,7 +1631,8 @@ static int write_memory(kwrite *kw, const krec *r) {
   return 0;
 }
 
-static int write_oom(kwrite *kw, const krec *r) {
+static int walk_oom(kwalk *kw, const krec *r) {
+  if (!kw->writing) return 0;
   store_recorded rec = {.before_seq = store_writer_events(kw->w), .ts = kw->base + r->ts, .action = "oom",
                         .device = r->device, .size = (uint64_t)(r->bytes < 0 ? -r->bytes : r->bytes),
                         .allocated = r->total_alloc, .reserved = r->total_res, .device_free = -1};
@@ -1445,7 +1643,7 @@ static int write_oom(kwrite *kw, const krec *r) {
   return 0;
 }
 
-static int write_activity(kwrite *kw, const krec *r) {
+static int walk_activity(kwalk *kw, const krec *r) {
   sim_event ev;
   sim_event_init(&ev);
   ev.kind = r->kind;
@@ -1463,29 +1661,16 @@ static int write_activity(kwrite *kw, const krec *r) {
     ev.dir = r->dir;
   }
   ev.step = step_at(kw, r->ts);
-  if ((ev.stack = thread_stack(kw, r->tid, r->ts)) < 0) return -1;
-  if (put_event(kw, &ev)) return -1;
-  if (r->kind == SIM_EV_KERNEL && (r->launch[0] >= 0 || r->launch[3] >= 0)) {
-    char buf[160];
-    snprintf(buf, sizeof buf, "{\"grid\":[%d,%d,%d],\"block\":[%d,%d,%d],\"registers\":%d,\"shared_memory\":%d}",
-             r->launch[0], r->launch[1], r->launch[2], r->launch[3], r->launch[4], r->launch[5], r->launch[6],
-             r->launch[7]);
-    kw->n_kernel_args++;
-    if (store_writer_arg(kw->w, ev.seq, "launch", buf)) {
-      kp_fail(kw->p, "%s", store_error(kw->p->ic->s));
-      return -1;
-    }
-  }
-  return 0;
+  return emit(kw, &ev, thread_at(kw, r->tid, r->ts));
 }
 
 /* The blocks live before the window, at the time of the first event. */
-static int write_preexisting(kwrite *kw, const kbase *b) {
+static int walk_preexisting(kwalk *kw, const kbase *b) {
   for (size_t i = 0; i < b->n; i++) {
     const devbase *d = &b->d[i];
     int host = d->device < 0;
-    sim_event ev;
     for (size_t k = 0; k <= d->npre; k++) {
+      sim_event ev;
       sim_event_init(&ev);
       if (k < d->npre) {
         ev.addr = d->pre[k].addr;
@@ -1502,38 +1687,45 @@ static int write_preexisting(kwrite *kw, const kbase *b) {
       ev.flags = SIM_EVF_PREEXISTING;
       ev.ts = kw->base + b->first_ts;
       ev.device = (int16_t)d->device;
-      kw->preexisting++;
-      if (put_event(kw, &ev)) return -1;
+      if (kw->writing) kw->preexisting++;
+      if (emit(kw, &ev, NULL)) return -1;
     }
   }
   return 0;
 }
 
-static int write_events(kwrite *kw, const kbase *b) {
+/* One walk over sort 2: the categorizing pass (writing 0) or the writing pass. */
+static int walk(kwalk *kw, const kbase *b) {
   kparse *p = kw->p;
-  if (write_preexisting(kw, b)) return -1;
-  if (extsort_rewind(p->by_time)) {
-    kp_fail(p, "%s", extsort_error(p->by_time));
-    return -1;
+  kwalk_reset(kw);
+  if (kw->writing) {
+    const void *v = NULL;
+    int got = extsort_finish(kw->decisions) || extsort_rewind(kw->decisions) ? -1 : extsort_next(kw->decisions, &v);
+    if (got < 0) {
+      kp_fail(p, "%s", extsort_error(kw->decisions));
+      return -1;
+    }
+    kw->next = got ? v : NULL;
   }
-  const void *v;
+  if (walk_preexisting(kw, b)) return -1;
+  merged m;
+  if (merged_start(p, &m)) return -1;
+  const krec *r;
+  krec hold;
   int got;
-  while ((got = extsort_next(p->by_time, &v)) == 1) {
-    const krec *r = v;
+  while ((got = merged_next(p, &m, &r, &hold)) == 1) {
     int rc = 0;
     switch (r->type) {
-    case R_OP: rc = write_op(kw, r); break;
-    case R_MEMORY: rc = write_memory(kw, r); break;
-    case R_OOM: rc = write_oom(kw, r); break;
-    case R_EVENT: rc = write_activity(kw, r); break;
+    case R_OP: rc = walk_op(kw, r); break;
+    case R_MEMORY: rc = walk_memory(kw, r); break;
+    case R_OOM: rc = walk_oom(kw, r); break;
+    case R_EVENT: rc = walk_activity(kw, r); break;
     default: break;
     }
     if (rc) return -1;
   }
-  if (got < 0) {
-    kp_fail(p, "%s", extsort_error(p->by_time));
-    return -1;
-  }
+  if (got < 0) return -1;
+  if (!kw->writing && categorizer_finish(kw->cat)) return -1;
   return 0;
 }
 
@@ -1631,7 +1823,7 @@ static char *trace_attrs(const kparse *p, const kbase *b, store_trace *m) {
   return t;
 }
 
-static int note(kwrite *kw, const char *name, const char *sev, int64_t v, const char *detail) {
+static int note(kwalk *kw, const char *name, const char *sev, int64_t v, const char *detail) {
   if (!v) return 0;
   if (store_writer_stat(kw->w, name, sev, v, detail)) {
     kp_fail(kw->p, "%s", store_error(kw->p->ic->s));
@@ -1640,7 +1832,7 @@ static int note(kwrite *kw, const char *name, const char *sev, int64_t v, const 
   return 0;
 }
 
-static int write_notes(kwrite *kw, const kbase *b, const joiner *j) {
+static int write_notes(kwalk *kw, const kbase *b, const joiner *j) {
   kparse *p = kw->p;
   char detail[1024];
   int64_t pre_explicit = 0, dup = 0, rep = 0, negative = 0;
@@ -1668,6 +1860,8 @@ static int write_notes(kwrite *kw, const kbase *b, const joiner *j) {
       note(kw, "baseline_below_freed_blocks", "warning", negative,
            "devices whose recorded Total Allocated is below the blocks freed in the window before being allocated") ||
       note(kw, "runtime_calls_sharing_correlation", "warning", j->extra_runtime, NULL) ||
+      note(kw, "kernel_launch_details", "info", j->kernels,
+           "kernels whose grid, block, registers and shared memory were not kept (the event model has no place for them)") ||
       note(kw, "memory_on_non_cuda_devices", "info", p->non_cuda_memory, "[memory] events whose Device Type is not CUDA") ||
       note(kw, "top_level_fields_dropped", "data_loss", p->top_dropped, "metadata values over 8 MiB in all"))
     return -1;
@@ -1695,18 +1889,13 @@ static int write_notes(kwrite *kw, const kbase *b, const joiner *j) {
 
 /* ---- the importer ---------------------------------------------------------------------------------- */
 
-static uint64_t count_lines(const unsigned char *b, size_t n) {
-  uint64_t c = 0;
-  const unsigned char *end = b + n;
-  while ((b = memchr(b, '\n', (size_t)(end - b)))) c++, b++;
-  return c;
-}
 
 static void kparse_free(kparse *p) {
   if (p->h) yajl_free(p->h);
   if (p->cap) yajl_gen_free(p->cap);
   extsort_free(p->by_corr);
   extsort_free(p->by_time);
+  extsort_free(p->by_time_mem);
   for (size_t i = 0; i < p->ntops; i++) {
     free(p->tops[i].key);
     free(p->tops[i].json);
@@ -1716,51 +1905,343 @@ static void kparse_free(kparse *p) {
   free(p->name);
   free(p->cat_text);
   sim_map_release(&p->texts);
+  sim_map_release(&p->frame_flags);
   free(p->arena);
   free(p);
 }
 
-static int parse_file(kparse *p) {
-  import_ctx *ic = p->ic;
-  unsigned char *buf = sim_xmalloc(KINETO_READ_CHUNK);
-  int rc = 0;
+/*
+ * The reader. yajl parses the whole file, except the elements of traceEvents that the scanner
+ * (jsonscan.h) reads itself: before the array, a bracket-matching pass finds where traceEvents
+ * opens and yajl gets everything up to that point; then each element's extent is found and the
+ * scanner parses it with the same callbacks; an element it declines, and everything after the
+ * array, go to yajl. So that yajl's grammar state always matches the file, the first element
+ * the scanner reads is stood in for by "{}" (p->ghost: no callbacks act on it). Errors carry
+ * the byte offset and line in the (uncompressed) file, from yajl's position in what it was fed
+ * or from the element the callbacks rejected.
+ */
+#define KINETO_BUFFER (4u << 20)
+#define KINETO_MAX_ELEMENT (64u << 20)
+
+/*
+ * Reading (and for .gz, inflating) runs on a thread of its own, a few chunks ahead of the
+ * parser, so that the two overlap.
+ */
+#define PREFETCH_CHUNKS 4
+#define PREFETCH_CHUNK (1u << 20)
+
+typedef struct prefetch {
+  input *in;
+  pthread_t thread;
+  int running;
+  pthread_mutex_t lock;
+  pthread_cond_t cond;
+  char *chunk[PREFETCH_CHUNKS];
+  size_t len[PREFETCH_CHUNKS];
+  int full[PREFETCH_CHUNKS];
+  size_t head, head_off, tail; /* the reader's chunk and offset in it; the thread's chunk */
+  int done, failed, stop;      /* the thread reached the end / an error; the reader wants it to stop */
+} prefetch;
+
+static void *prefetch_main(void *arg) {
+  prefetch *f = arg;
   for (;;) {
-    ssize_t n = input_read(ic->in, buf, KINETO_READ_CHUNK);
-    if (n < 0) {
-      import_error(ic, "cannot import '%s': %s", ic->path, input_error(ic->in));
-      rc = -1;
-      break;
-    }
-    yajl_status st = n ? yajl_parse(p->h, buf, (size_t)n) : yajl_complete_parse(p->h);
-    if (st != yajl_status_ok) {
-      size_t used = yajl_get_bytes_consumed(p->h);
-      if (used > (size_t)n) used = (size_t)n;
-      unsigned long long byte = (unsigned long long)(p->chunk_base + used);
-      unsigned long long line = (unsigned long long)(p->lines_before + count_lines(buf, used) + 1);
-      const char *gz = input_is_gzip(ic->in) ? " of the uncompressed JSON" : "";
-      if (p->failed) {
-        import_error(ic, "cannot import '%s': line %llu (byte %llu%s): %s", ic->path, line, byte, gz, p->err);
-      } else if (!n) {
-        import_error(ic, "cannot import '%s': the JSON ends early at byte %llu%s (line %llu): the file is truncated",
-                     ic->path, byte, gz, line);
-      } else {
-        unsigned char *m = yajl_get_error(p->h, 0, buf, (size_t)n);
-        char *msg = (char *)m;
-        if (!strncmp(msg, "parse error: ", 13)) msg += 13;
-        char *nl = strchr(msg, '\n');
-        if (nl) *nl = 0;
-        import_error(ic, "cannot import '%s': line %llu (byte %llu%s): invalid JSON: %s", ic->path, line, byte, gz,
-                     msg);
-        yajl_free_error(p->h, m);
+    pthread_mutex_lock(&f->lock);
+    while (f->full[f->tail] && !f->stop) pthread_cond_wait(&f->cond, &f->lock);
+    int stop = f->stop;
+    pthread_mutex_unlock(&f->lock);
+    if (stop) return NULL;
+    char *b = f->chunk[f->tail];
+    size_t n = 0;
+    int end = 0, failed = 0;
+    while (n < PREFETCH_CHUNK) {
+      ssize_t got = input_read(f->in, b + n, PREFETCH_CHUNK - n);
+      if (got < 0) failed = 1;
+      if (got <= 0) {
+        end = 1;
+        break;
       }
-      rc = -1;
+      n += (size_t)got;
+    }
+    pthread_mutex_lock(&f->lock);
+    f->len[f->tail] = n;
+    f->full[f->tail] = 1;
+    f->tail = (f->tail + 1) % PREFETCH_CHUNKS;
+    if (end) f->done = 1, f->failed = failed;
+    pthread_cond_broadcast(&f->cond);
+    pthread_mutex_unlock(&f->lock);
+    if (end) return NULL;
+  }
+}
+
+static int prefetch_start(prefetch *f, input *in) {
+  memset(f, 0, sizeof *f);
+  f->in = in;
+  for (int i = 0; i < PREFETCH_CHUNKS; i++) f->chunk[i] = sim_xmalloc(PREFETCH_CHUNK);
+  pthread_mutex_init(&f->lock, NULL);
+  pthread_cond_init(&f->cond, NULL);
+  if (pthread_create(&f->thread, NULL, prefetch_main, f)) return -1;
+  f->running = 1;
+  return 0;
+}
+
+/* Copies up to n bytes: the count, 0 at the end, -1 when reading failed (input_error says why). */
+static ssize_t prefetch_read(prefetch *f, char *dst, size_t n) {
+  for (;;) {
+    pthread_mutex_lock(&f->lock);
+    while (!f->full[f->head] && !f->done) pthread_cond_wait(&f->cond, &f->lock);
+    int full = f->full[f->head], failed = f->failed;
+    pthread_mutex_unlock(&f->lock);
+    if (!full) return failed ? -1 : 0; /* nothing left */
+    size_t avail = f->len[f->head] - f->head_off, take = n < avail ? n : avail;
+    memcpy(dst, f->chunk[f->head] + f->head_off, take);
+    f->head_off += take;
+    if (f->head_off == f->len[f->head]) { /* the chunk is used up: back to the thread */
+      pthread_mutex_lock(&f->lock);
+      f->full[f->head] = 0;
+      f->head = (f->head + 1) % PREFETCH_CHUNKS;
+      f->head_off = 0;
+      pthread_cond_broadcast(&f->cond);
+      pthread_mutex_unlock(&f->lock);
+    }
+    if (take || !n) return (ssize_t)take;
+  }
+}
+
+static void prefetch_stop(prefetch *f) {
+  if (f->running) {
+    pthread_mutex_lock(&f->lock);
+    f->stop = 1;
+    pthread_cond_broadcast(&f->cond);
+    pthread_mutex_unlock(&f->lock);
+    pthread_join(f->thread, NULL);
+    pthread_mutex_destroy(&f->lock);
+    pthread_cond_destroy(&f->cond);
+    f->running = 0;
+  }
+  for (int i = 0; i < PREFETCH_CHUNKS; i++) free(f->chunk[i]);
+}
+
+typedef struct kreader {
+  kparse *p;
+  prefetch *pf;
+  char *buf;
+  size_t cap, pos, len; /* buf[pos..len) not yet consumed */
+  size_t mark;          /* bytes from here on are kept by a refill */
+  uint64_t base_off;    /* file offset of buf[0] */
+  uint64_t base_lines;  /* newlines before buf[0] */
+  int eof;
+  int yajl_has_elem;    /* yajl has seen an element of traceEvents (real or stand-in) */
+} kreader;
+
+static uint64_t count_lines(const char *b, size_t n) {
+  uint64_t c = 0;
+  for (const char *e = b + n; (b = memchr(b, '\n', (size_t)(e - b))); b++) c++;
+  return c;
+}
+
+/* Keeps buf[mark..len), reads more behind it: bytes read, 0 at the end, -1 on error. */
+static ssize_t reader_fill(kreader *r) {
+  if (r->mark) {
+    r->base_lines += count_lines(r->buf, r->mark);
+    r->base_off += r->mark;
+    memmove(r->buf, r->buf + r->mark, r->len - r->mark);
+    r->len -= r->mark;
+    r->pos -= r->mark;
+    r->mark = 0;
+  }
+  if (r->len == r->cap) {
+    if (r->cap >= KINETO_MAX_ELEMENT) return 0;
+    r->cap *= 2;
+    r->buf = sim_xrealloc(r->buf, r->cap);
+  }
+  ssize_t n = prefetch_read(r->pf, r->buf + r->len, r->cap - r->len);
+  if (n < 0) {
+    import_error(r->p->ic, "cannot import '%s': %s", r->p->ic->path, input_error(r->p->ic->in));
+    return -1;
+  }
+  if (n == 0) r->eof = 1;
+  r->len += (size_t)n;
+  return n;
+}
+
+static void reader_error_at(kreader *r, size_t at, const char *what) {
+  import_ctx *ic = r->p->ic;
+  unsigned long long byte = (unsigned long long)(r->base_off + at);
+  unsigned long long line = (unsigned long long)(r->base_lines + count_lines(r->buf, at) + 1);
+  import_error(ic, "cannot import '%s': line %llu (byte %llu%s): %s", ic->path, line, byte,
+               input_is_gzip(ic->in) ? " of the uncompressed JSON" : "", what);
+}
+
+/* Gives yajl buf[from..to) (or, with text, that text standing at position from). 0 or -1. */
+static int reader_feed(kreader *r, size_t from, size_t to, const char *text) {
+  kparse *p = r->p;
+  const unsigned char *b = text ? (const unsigned char *)text : (const unsigned char *)r->buf + from;
+  size_t n = text ? strlen(text) : to - from;
+  yajl_status st = n ? yajl_parse(p->h, b, n) : yajl_complete_parse(p->h);
+  if (st == yajl_status_ok) return 0;
+  size_t used = yajl_get_bytes_consumed(p->h);
+  if (text || used > n) used = 0;
+  if (p->failed) {
+    reader_error_at(r, from + used, p->err);
+  } else if (!n) {
+    import_ctx *ic = p->ic;
+    import_error(ic, "cannot import '%s': the JSON ends early at byte %llu%s (line %llu): the file is truncated",
+                 ic->path, (unsigned long long)(r->base_off + r->len),
+                 input_is_gzip(ic->in) ? " of the uncompressed JSON" : "",
+                 (unsigned long long)(r->base_lines + count_lines(r->buf, r->len) + 1));
+  } else {
+    unsigned char *m = yajl_get_error(p->h, 0, b, n);
+    char *msg = (char *)m, *nl;
+    if (!strncmp(msg, "parse error: ", 13)) msg += 13;
+    if ((nl = strchr(msg, '\n'))) *nl = 0;
+    char what[600];
+    snprintf(what, sizeof what, "invalid JSON: %s", msg);
+    yajl_free_error(p->h, m);
+    reader_error_at(r, from + used, what);
+  }
+  return -1;
+}
+
+/* Everything from pos to the end of the file through yajl. */
+static int reader_yajl_rest(kreader *r) {
+  for (;;) {
+    if (r->pos < r->len && reader_feed(r, r->pos, r->len, NULL)) return -1;
+    r->pos = r->mark = r->len;
+    if (r->eof) return reader_feed(r, r->len, r->len, NULL);
+    if (reader_fill(r) < 0) return -1;
+  }
+}
+
+/* Feeds yajl up to and including the '[' that opens the top-level traceEvents: 1 found, 0 the
+ * file ended (or yajl stopped, *failed says), -1 on error. */
+static int reader_prefix(kreader *r) {
+  static const char key[] = "traceEvents";
+  int depth = 0, in_str = 0, esc = 0, match = 0, cand = 0;
+  for (;;) {
+    size_t i = r->pos;
+    for (; i < r->len; i++) {
+      char c = r->buf[i];
+      if (in_str) {
+        if (esc) esc = 0, match = -1;
+        else if (c == '\\') esc = 1, match = -1;
+        else if (c == '"') {
+          in_str = 0;
+          cand = depth == 1 && match == (int)sizeof key - 1;
+        } else if (match >= 0) match = match < (int)sizeof key - 1 && key[match] == c ? match + 1 : -1;
+        continue;
+      }
+      if (c == ' ' || c == '\n' || c == '\r' || c == '\t') continue;
+      if (c == '"') {
+        in_str = 1;
+        match = 0;
+        cand = 0;
+      } else if (c == ':') {
+        cand = cand == 1 ? 2 : 0;
+      } else if (c == '[' && cand == 2) {
+        if (reader_feed(r, r->pos, i + 1, NULL)) return -1;
+        r->pos = r->mark = i + 1;
+        return 1;
+      } else {
+        cand = 0;
+        if (c == '{' || c == '[') depth++;
+        else if (c == '}' || c == ']') depth--;
+      }
+    }
+    if (reader_feed(r, r->pos, r->len, NULL)) return -1;
+    r->pos = r->mark = r->len;
+    if (r->eof) return 0;
+    if (reader_fill(r) < 0) return -1;
+  }
+}
+
+/* The elements of traceEvents, through the scanner while it can: 0 when the rest is yajl's. */
+static int reader_events(kreader *r) {
+  kparse *p = r->p;
+  int need_comma = 0;
+  for (;;) {
+    size_t unit = r->pos; /* separator and element: what yajl gets if the scanner does not take it */
+    r->mark = unit;
+    size_t i = unit;
+    char c = 0;
+    for (;;) { /* whitespace, the comma, whitespace, '{' */
+      while (i < r->len && (r->buf[i] == ' ' || r->buf[i] == '\n' || r->buf[i] == '\r' || r->buf[i] == '\t')) i++;
+      if (i == r->len) {
+        if (r->eof) return 0;
+        size_t off = i - r->pos;
+        ssize_t got = reader_fill(r);
+        if (got < 0) return -1;
+        unit = r->pos;
+        i = unit + off;
+        continue;
+      }
+      c = r->buf[i];
+      if (need_comma && c == ',') {
+        need_comma = 0;
+        i++;
+        continue;
+      }
       break;
     }
-    if (!n) break;
-    p->lines_before += count_lines(buf, (size_t)n);
-    p->chunk_base += (uint64_t)n;
+    if (need_comma || c != '{') return 0; /* the end of the array, or something for yajl to judge */
+    int depth = p->depth, rc;
+    size_t used = 0;
+    while ((rc = jsonscan_object(r->buf + i, r->len - i, &kineto_cbs, p, &used)) == JSONSCAN_MORE ||
+           (rc == JSONSCAN_DECLINED && jsonscan_extent(r->buf + i, r->len - i) == 0)) {
+      /* the element goes on past what has been read: read more and start it again */
+      p->depth = depth;
+      p->in_args = 0;
+      if (r->eof) return 0;
+      size_t off = i - r->pos;
+      ssize_t got = reader_fill(r);
+      if (got < 0) return -1;
+      unit = r->pos;
+      i = unit + off;
+      if (got == 0 && !r->eof) return 0; /* larger than the largest buffer: yajl streams it */
+    }
+    size_t end;
+    if (rc == JSONSCAN_CANCELED) {
+      reader_error_at(r, i + used, p->err);
+      return -1;
+    }
+    if (rc == JSONSCAN_OK) {
+      end = i + used;
+      if (!r->yajl_has_elem) {
+        p->ghost = 1;
+        if (reader_feed(r, unit, unit, "{}")) return -1;
+        r->yajl_has_elem = 1;
+      }
+    } else {
+      end = i + (size_t)jsonscan_extent(r->buf + i, r->len - i);
+      p->depth = depth; /* the scanner's callbacks went part of the way: yajl starts the element again */
+      p->in_args = 0;
+      if (reader_feed(r, unit, end, NULL)) return -1;
+      r->yajl_has_elem = 1;
+    }
+    r->pos = end;
+    need_comma = 1;
   }
-  free(buf);
+}
+
+static int parse_file(kparse *p, int scanner) {
+  import_ctx *ic = p->ic;
+  prefetch pf;
+  if (prefetch_start(&pf, ic->in)) {
+    prefetch_stop(&pf);
+    import_error(ic, "cannot import '%s': cannot start the reading thread", ic->path);
+    return -1;
+  }
+  kreader r = {.p = p, .pf = &pf, .cap = KINETO_BUFFER};
+  r.buf = sim_xmalloc(r.cap);
+  int rc = reader_fill(&r) < 0 ? -1 : 0;
+  if (!rc && scanner) {
+    int found = reader_prefix(&r);
+    if (found < 0) rc = -1;
+    else if (found && reader_events(&r) < 0) rc = -1;
+  }
+  if (!rc && reader_yajl_rest(&r)) rc = -1;
+  prefetch_stop(&pf);
+  free(r.buf);
   if (!rc && !p->seen_events) {
     import_error(ic, "cannot import '%s': the JSON object has no traceEvents array (not a PyTorch profiler trace)",
                  ic->path);
@@ -1776,28 +2257,51 @@ static int kineto_import(import_ctx *ic) {
     import_error(ic, "cannot import '%s': --set sort_memory wants a size of at least 4KiB, not '%s'", ic->path, mset);
     return -1;
   }
+  const char *win = import_param(ic, "join_window"), *scan = import_param(ic, "json_scanner");
+  long window = win ? strtol(win, NULL, 10) : KINETO_JOIN_WINDOW;
+  if (window < 0 || window > 4096 || (scan && strcmp(scan, "0") && strcmp(scan, "1"))) {
+    import_error(ic, "cannot import '%s': --set join_window wants 0 to 4096 and json_scanner 0 or 1", ic->path);
+    return -1;
+  }
   kparse *p = sim_xcalloc(1, sizeof *p);
   p->ic = ic;
   sim_map_init(&p->texts);
-  p->by_corr = extsort_new(sizeof(krec), (size_t)memory / 2, cmp_key);
-  p->by_time = extsort_new(sizeof(krec), (size_t)memory / 2, cmp_key);
+  sim_map_init(&p->frame_flags);
+  p->by_corr = extsort_new(sizeof(krec), (size_t)memory / 2, cmp_corr);
+  p->by_time = extsort_new(sizeof(krec), (size_t)memory * 3 / 8, cmp_time);
+  p->by_time_mem = extsort_new(sizeof(krec), (size_t)memory / 8, cmp_time);
   p->cap = jsonw_mem();
   p->h = yajl_alloc(&kineto_cbs, NULL, p);
   yajl_config(p->h, yajl_dont_validate_strings, 1);
   kbase b = {0};
-  joiner j = {.p = p};
-  kwrite kw = {.p = p, .step = -1};
+  joiner j;
+  joiner_init(&j, p, (size_t)window);
+  p->join = &j;
+  kwalk kw = {.p = p, .step = -1};
   char *name = NULL;
   store_trace m = {0};
-  int rc = parse_file(p);
+  int rc = parse_file(p, !scan || !strcmp(scan, "1"));
   if (!rc && join_by_correlation(p, &j)) rc = -1;
-  if (!rc && (extsort_finish(p->by_time) || find_baseline(p, &b))) {
-    if (!p->failed) kp_fail(p, "%s", extsort_error(p->by_time));
+  extsort_free(p->by_corr); /* its memory goes to the decisions' sort */
+  p->by_corr = NULL;
+  if (!rc && (extsort_finish(p->by_time) || extsort_finish(p->by_time_mem))) {
+    kp_fail(p, "%s", *extsort_error(p->by_time) ? extsort_error(p->by_time) : extsort_error(p->by_time_mem));
     rc = -1;
   }
+  if (!rc && find_baseline(p, &b)) rc = -1;
   if (!rc) {
     const char *base = top_json(p, "baseTimeNanoseconds");
     if (base) kw.base = strtoll(base, NULL, 10);
+    static const char *const phases[4] = {"backward", "optimizer", "zero_grad", "forward"};
+    for (int i = 0; i < 4; i++)
+      if ((kw.names[i] = intern(p, phases[i], strlen(phases[i]), 0)) < 0) rc = -1;
+  }
+  if (!rc) { /* the categorizing pass */
+    kw.decisions = extsort_new(sizeof(kdecision), (size_t)memory / 2, cmp_decision);
+    kw.cat = categorizer_new(kw.names, walk_decided, &kw);
+    if (walk(&kw, &b)) rc = -1;
+  }
+  if (!rc) { /* the writing pass */
     name = import_trace_name(ic, NULL);
     m.name = name;
     m.source_format = (char *)"kineto";
@@ -1805,16 +2309,14 @@ static int kineto_import(import_ctx *ic) {
     m.framework = (char *)"pytorch";
     m.allocator = (char *)"torch";
     m.attrs = trace_attrs(p, &b, &m);
-    kw.name_backward = intern(p, "backward", 8, 0);
-    kw.name_optimizer = intern(p, "optimizer", 9, 0);
-    kw.name_zero_grad = intern(p, "zero_grad", 9, 0);
-    if (!name || p->failed) {
-      if (!p->failed) kp_fail(p, "%s", store_error(ic->s));
+    kw.writing = 1;
+    if (!name) {
+      kp_fail(p, "%s", store_error(ic->s));
       rc = -1;
     } else if (store_writer_begin(ic->s, &m, &kw.w)) {
       kp_fail(p, "%s", store_error(ic->s));
       rc = -1;
-    } else if (write_events(&kw, &b) || write_notes(&kw, &b, &j)) {
+    } else if (walk(&kw, &b) || write_notes(&kw, &b, &j)) {
       rc = -1;
     }
     if (!rc && !store_writer_events(kw.w))
@@ -1823,15 +2325,15 @@ static int kineto_import(import_ctx *ic) {
       rc = import_finish_trace(ic, kw.w, name);
       kw.w = NULL;
     }
-    if (rc && !ic->err[0]) import_error(ic, "cannot import '%s': %s", ic->path, p->err);
-  } else if (!ic->err[0]) {
-    import_error(ic, "cannot import '%s': %s", ic->path, p->err);
   }
+  if (rc && !ic->err[0]) import_error(ic, "cannot import '%s': %s", ic->path, p->err);
   if (kw.w) store_writer_abort(kw.w);
+  categorizer_free(kw.cat);
+  extsort_free(kw.decisions);
   for (size_t i = 0; i < kw.nthreads; i++) free(kw.threads[i].f);
   free(kw.threads);
   free(kw.frames);
-  free(j.acts);
+  joiner_release(&j);
   kbase_release(&b);
   free(name);
   free(m.attrs);

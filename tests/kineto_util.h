@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <unistd.h>
 
+#include "../replay/categorize.h"
 #include "../replay/importer.h"
 #include "../sim/allocator.h"
 #include "../sim/device_sim.h"
@@ -184,6 +185,55 @@ static inline int64_t ku_totals_check(store *s, int64_t trace, const char *model
   sim_map_release(&host_live);
   sim_spec_release(&spec);
   return checked;
+}
+
+/* Rows of events and recorded actions that differ between two traces (0: the same trace). */
+static inline int64_t ku_differences(store *s, int64_t a, int64_t b) {
+  return ku_int(s, -1,
+                "SELECT (SELECT count(*) FROM (SELECT id & 4294967295, ts, dur, addr, size, stream, info, stack_id, "
+                "name_id, step, dev_ts, api_dur FROM events WHERE id >> 32 = %lld EXCEPT SELECT id & 4294967295, ts, dur, "
+                "addr, size, stream, info, stack_id, name_id, step, dev_ts, api_dur FROM events WHERE id >> 32 = %lld)) + "
+                "(SELECT count(*) FROM (SELECT seq, before_seq, ts, action, device, addr, size, allocated, reserved FROM "
+                "recorded WHERE trace_id = %lld EXCEPT SELECT seq, before_seq, ts, action, device, addr, size, allocated, "
+                "reserved FROM recorded WHERE trace_id = %lld)) + "
+                "abs((SELECT event_count FROM traces WHERE id = %lld) - (SELECT event_count FROM traces WHERE id = %lld))",
+                (long long)a, (long long)b, (long long)a, (long long)b, (long long)a, (long long)b);
+}
+
+/* Imports path again with import settings params; the new trace's differences from trace a. */
+static inline int64_t ku_import_same(store *s, const char *path, int64_t a, const char *const *params) {
+  int64_t b = ku_import(s, path, "kineto", params);
+  if (b < 0) {
+    fprintf(stderr, "%s\n", ku_err);
+    return -1;
+  }
+  return ku_differences(s, a, b);
+}
+
+/*
+ * Copies a trace's events into a new trace with every category cleared, runs the category pass
+ * of the import driver on the copy, and returns how many allocations came out with a different
+ * category or method (-1 on error): an importer that categorizes while it writes must agree
+ * with the pass.
+ */
+static inline int64_t ku_recategorize_differences(store *s, int64_t trace) {
+  char err[512];
+  int64_t copy = ku_int(s, 0, "SELECT max(id) + 1 FROM traces");
+  char sql[1024];
+  snprintf(sql, sizeof sql,
+           "INSERT INTO traces(id, name, source_format, imported_at) VALUES (%lld, 'recategorized-%lld', 'jsonl', 'x');"
+           "INSERT INTO events(id, ts, dur, addr, size, stream, info, stack_id, name_id, step, dev_ts, api_dur) "
+           "SELECT (%lld << 32) | (id & 4294967295), ts, dur, addr, size, stream, info & ~(255 << 16), stack_id, name_id, "
+           "step, dev_ts, api_dur FROM events WHERE id >> 32 = %lld",
+           (long long)copy, (long long)trace, (long long)copy, (long long)trace);
+  if (store_exec(s, sql) || categorize_trace(s, copy, err, sizeof err)) {
+    fprintf(stderr, "%s %s\n", store_error(s), err);
+    return -1;
+  }
+  return ku_int(s, -1,
+                "SELECT count(*) FROM events a JOIN events b ON b.id = (%lld << 32) | (a.id & 4294967295) "
+                "WHERE a.id >> 32 = %lld AND a.kind IN (1, 10) AND (a.info >> 16 & 255) != (b.info >> 16 & 255)",
+                (long long)copy, (long long)trace);
 }
 
 /* Live bytes of one category at every step marker and at the end, for "the same before and after". */
