@@ -336,9 +336,8 @@ static int count_methods(store *s, int64_t trace_id, int64_t count[SIM_CATSRC__C
   return rc == SQLITE_DONE ? 0 : store_fail(s, q, "cannot count categories");
 }
 
-/* The counts as import notes. */
-static int note_methods(store *s, int64_t trace_id, const int64_t count[SIM_CATSRC__COUNT],
-                        const int64_t bytes[SIM_CATSRC__COUNT]) {
+int categorize_note(store *s, int64_t trace_id, const int64_t count[SIM_CATSRC__COUNT],
+                    const int64_t bytes[SIM_CATSRC__COUNT]) {
   static const char *const names[SIM_CATSRC__COUNT] = {"categories_undecided", "categories_from_source",
                                                        "categories_from_stack", "categories_from_lifetime",
                                                        "categories_set_by_user"};
@@ -364,6 +363,18 @@ static int note_methods(store *s, int64_t trace_id, const int64_t count[SIM_CATS
 
 int categorize_trace(store *s, int64_t trace_id, char *err, size_t errlen) {
   err[0] = 0;
+  /* An importer that used the rules while writing has left its counts, all decided. */
+  sqlite3_stmt *nq = store_stmt(s, "SELECT count(*), coalesce(sum(name = 'categories_undecided'), 0) FROM trace_stats "
+                                  "WHERE trace_id = ?1 AND name IN ('categories_undecided', 'categories_from_source', "
+                                   "'categories_from_stack', 'categories_from_lifetime', 'categories_set_by_user')");
+  if (!nq) {
+    snprintf(err, errlen, "%s", store_error(s));
+    return -1;
+  }
+  sqlite3_bind_int64(nq, 1, trace_id);
+  int noted = sqlite3_step(nq) == SQLITE_ROW && sqlite3_column_int64(nq, 0) > 0 && sqlite3_column_int64(nq, 1) == 0;
+  sqlite3_reset(nq);
+  if (noted) return 0;
   int64_t count[SIM_CATSRC__COUNT], bytes[SIM_CATSRC__COUNT];
   if (count_methods(s, trace_id, count, bytes)) {
     snprintf(err, errlen, "%s", store_error(s));
@@ -422,7 +433,7 @@ int categorize_trace(store *s, int64_t trace_id, char *err, size_t errlen) {
       return -1;
     }
   }
-  if ((count[SIM_CATSRC_NONE] && count_methods(s, trace_id, count, bytes)) || note_methods(s, trace_id, count, bytes)) {
+  if ((count[SIM_CATSRC_NONE] && count_methods(s, trace_id, count, bytes)) || categorize_note(s, trace_id, count, bytes)) {
     snprintf(err, errlen, "%s", store_error(s));
     return -1;
   }

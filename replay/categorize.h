@@ -62,8 +62,13 @@ void categorizer_free(categorizer *c);
 int64_t categorize_mark(store *s);
 int categorize_since(store *s, int64_t mark, char *err, size_t errlen);
 
-/* The pass on one trace. */
+/* The pass on one trace. A trace whose importer stored notes (categorize_note) with nothing
+ * undecided is left as it is. */
 int categorize_trace(store *s, int64_t trace_id, char *err, size_t errlen);
+
+/* Stores the counts of allocations (and their bytes) by cat_source as import notes. */
+int categorize_note(store *s, int64_t trace_id, const int64_t count[SIM_CATSRC__COUNT],
+                    const int64_t bytes[SIM_CATSRC__COUNT]);
 
 /* Sets the category of event seq of a trace (an importer that learns it after writing the event). */
 int categorize_set(store *s, int64_t trace_id, int64_t seq, int category, int cat_source);

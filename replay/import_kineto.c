@@ -48,7 +48,7 @@ enum { R_RUNTIME = 1, R_ACTIVITY, R_OP, R_MEMORY, R_OOM, R_EVENT };
 /* Device activity kinds (krec.sub for R_ACTIVITY). */
 enum { ACT_KERNEL = 1, ACT_MEMCPY, ACT_MEMSET, ACT_SYNC, ACT_EVENT };
 /* Runtime call kinds (krec.sub for R_RUNTIME). */
-enum { RT_OTHER = 0, RT_SYNC_DEVICE, RT_SYNC_STREAM, RT_SYNC_EVENT };
+enum { RT_OTHER = 0, RT_SYNC_DEVICE, RT_SYNC_STREAM, RT_SYNC_EVENT, RT_QUERY };
 /* Operator classes (krec.sub for R_OP, a bit set). */
 enum { OP_STEP = 1, OP_OPTIMIZER = 2, OP_ZERO_GRAD = 4, OP_BACKWARD = 8, OP_PYTHON = 16 };
 /* Runtime call flags (krec.flags for R_RUNTIME). */
@@ -884,10 +884,21 @@ static int memory_record(kparse *p, int oom) {
   return add_time(p, &r);
 }
 
+/*
+ * What a runtime (or driver) call is to memplay. Queries -- calls that read state and change
+ * nothing on the device or in the allocator (cudaEventQuery, cudaStreamIsCapturing,
+ * cudaGetDevice, cudaOccupancy..., cudaPeekAtLastError, the unnamed "INVALID") -- are counted,
+ * by name, and not stored: in real traces they are most of the calls (PyTorch's caching
+ * allocator polls its events with cudaEventQuery), and their time is already in the gaps
+ * between the launches around them.
+ */
 static int runtime_kind(const char *n, size_t len) {
   if (contains(n, len, "DeviceSynchronize") || contains(n, len, "CtxSynchronize")) return RT_SYNC_DEVICE;
   if (contains(n, len, "StreamSynchronize")) return RT_SYNC_STREAM;
   if (contains(n, len, "EventSynchronize")) return RT_SYNC_EVENT;
+  if (contains(n, len, "Get") || contains(n, len, "Query") || contains(n, len, "Peek") ||
+      contains(n, len, "IsCapturing") || contains(n, len, "Occupancy") || (len == 7 && !memcmp(n, "INVALID", 7)))
+    return RT_QUERY;
   return RT_OTHER;
 }
 
@@ -941,11 +952,13 @@ struct joiner {
   int64_t rt_joined;
   int64_t corr;
   int64_t merged, before_window, extra_runtime, kernels;
+  sim_map queries; /* name id -> calls not stored (runtime_kind) */
 };
 
 static void joiner_init(joiner *j, kparse *p, size_t size) {
   memset(j, 0, sizeof *j);
   j->p = p;
+  sim_map_init(&j->queries);
   j->size = size;
   if (!size) return;
   j->rts = sim_xcalloc(size, sizeof *j->rts);
@@ -961,11 +974,16 @@ static void joiner_release(joiner *j) {
   free(j->rt_corr);
   free(j->act_corr);
   free(j->group);
+  sim_map_release(&j->queries);
   memset(j, 0, sizeof *j);
 }
 
 /* A runtime call that is an event of its own (no device activity, or one memplay does not keep). */
 static int emit_runtime(joiner *j, const krec *rt) {
+  if (rt->sub == RT_QUERY) {
+    ++*sim_map_put(&j->queries, (uint64_t)rt->name, NULL);
+    return 1;
+  }
   krec r = *rt;
   r.type = R_EVENT;
   r.dev_ts = -1;
@@ -1182,7 +1200,7 @@ static int runtime_record(kparse *p) {
   if (contains(p->name, p->name_len, "Async")) r.rtflags |= RTF_ASYNC;
   r.corr = (e->args & (1u << A_CORR)) ? e->a[A_CORR] : -1;
   if (r.corr < -1) r.corr = -1;
-  if ((r.name = intern(p, p->name, p->name_len, 0)) < 0) return 0;
+  if ((r.name = intern(p, p->name, p->name_len, 1)) < 0) return 0;
   p->n_runtime++;
   return window_runtime(p->join, &r);
 }
@@ -1466,6 +1484,7 @@ typedef struct kwalk {
   store_writer *w;
   const kdecision *next; /* the next decision, in allocation order */
   int64_t n_steps, n_phases, totals, preexisting;
+  int64_t by_method[SIM_CATSRC__COUNT], bytes_by_method[SIM_CATSRC__COUNT]; /* allocations written */
 } kwalk;
 
 static void kwalk_reset(kwalk *kw) {
@@ -1556,6 +1575,8 @@ static int emit(kwalk *kw, sim_event *ev, tstack *t) {
       ev->category = kw->next->cat;
       ev->cat_source = kw->next->src;
     }
+    kw->by_method[ev->cat_source]++;
+    kw->bytes_by_method[ev->cat_source] += (int64_t)ev->size;
   }
   if (store_writer_event(kw->w, ev)) {
     kp_fail(kw->p, "%s", store_error(kw->p->ic->s));
@@ -1865,6 +1886,21 @@ static int write_notes(kwalk *kw, const kbase *b, const joiner *j) {
       note(kw, "memory_on_non_cuda_devices", "info", p->non_cuda_memory, "[memory] events whose Device Type is not CUDA") ||
       note(kw, "top_level_fields_dropped", "data_loss", p->top_dropped, "metadata values over 8 MiB in all"))
     return -1;
+  /* runtime queries, by name */
+  int64_t queries = 0;
+  size_t qoff = 0;
+  char qdetail[1024];
+  qdetail[0] = 0;
+  size_t it = 0;
+  uint64_t qk, qv;
+  while (sim_map_next(&j->queries, &it, &qk, &qv)) {
+    queries += (int64_t)qv;
+    if (qoff < sizeof qdetail - 96)
+      qoff += (size_t)snprintf(qdetail + qoff, sizeof qdetail - qoff, "%s%.60s: %llu", qoff ? ", " : "",
+                               text_of(p, (int64_t)qk), (unsigned long long)qv);
+  }
+  if (note(kw, "runtime_queries", "info", queries, qdetail)) return -1;
+
   int64_t ignored = 0, unknown = 0;
   size_t off = 0, uoff = 0;
   char udetail[1024];
@@ -2322,8 +2358,14 @@ static int kineto_import(import_ctx *ic) {
     if (!rc && !store_writer_events(kw.w))
       import_warn(ic, "'%s' holds no memory events, kernels, copies or runtime calls", ic->path);
     if (!rc) {
+      int64_t id = store_writer_trace_id(kw.w);
       rc = import_finish_trace(ic, kw.w, name);
       kw.w = NULL;
+      /* how the categories were decided: the notes the import driver's pass would leave */
+      if (!rc && categorize_note(ic->s, id, kw.by_method, kw.bytes_by_method)) {
+        kp_fail(p, "%s", store_error(ic->s));
+        rc = -1;
+      }
     }
   }
   if (rc && !ic->err[0]) import_error(ic, "cannot import '%s': %s", ic->path, p->err);
