@@ -149,8 +149,16 @@ typedef struct kelem {
   int64_t ts, dur, tid;
   int64_t a[A__COUNT];
   char sync_kind[24];
-  char bad[200];     /* the first field with a wrong type */
 } kelem;
+
+/* A parsed element as the handler sees it (from the parser's state, or from a batch). */
+typedef struct kview {
+  const kelem *e;
+  const char *name, *cat, *bad; /* NUL-terminated; cat: the category's text when memplay does not know it;
+                                   bad: the first field of a wrong type, or "" */
+  size_t name_len, cat_len;
+  int64_t nelem; /* its position in traceEvents */
+} kview;
 
 typedef struct top_value {
   char *key;
@@ -188,13 +196,18 @@ typedef struct kparse {
   int64_t top_dropped;
   /* the element */
   kelem e;
+  char bad[200]; /* the first field with a wrong type */
   char *name;
   size_t name_len, name_cap;
   char *cat_text; /* for unknown categories */
   size_t cat_len, cat_cap;
   int64_t nelem;
-  char err[768];
+  char err[768];    /* the handler's failure (and everything after the parse) */
   int failed;
+  char perr[768];   /* a failure of the parser's callbacks */
+  int pfailed;
+  char pmsg[IMPORT_ERRLEN]; /* the reader's message when the parse failed */
+  struct kpipe *pipe;        /* elements go to the handler through it (NULL: handled at once) */
   /* what was seen */
   int64_t n_ops, n_memory, n_runtime, n_activity, n_flow, n_meta, n_oom;
   dropped_kind dropped[KINETO_MAX_DROPPED_KINDS];
@@ -307,8 +320,19 @@ static void kp_fail(kparse *p, const char *fmt, ...) {
   va_end(ap);
 }
 
+/* A failure in the parser's callbacks (the file's structure), apart from the handler's. */
+static void ps_fail(kparse *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void ps_fail(kparse *p, const char *fmt, ...) {
+  if (p->pfailed) return;
+  p->pfailed = 1;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(p->perr, sizeof p->perr, fmt, ap);
+  va_end(ap);
+}
+
 static void bad_field(kparse *p, const char *key, const char *want) {
-  if (!p->e.bad[0]) snprintf(p->e.bad, sizeof p->e.bad, "field '%s' must be %s", key, want);
+  if (!p->bad[0]) snprintf(p->bad, sizeof p->bad, "field '%s' must be %s", key, want);
 }
 
 /* ---- parse callbacks ------------------------------------------------------------------------ */
@@ -412,14 +436,14 @@ static void elem_reset(kparse *p) {
   e->cat = CAT_NONE;
   e->have = e->args = 0;
   e->sync_kind[0] = 0;
-  e->bad[0] = 0;
+  p->bad[0] = 0;
   p->name_len = 0;
   p->cat_len = 0;
   p->elem_key = p->args_key = -1;
   p->in_args = 0;
 }
 
-static int handle_element(kparse *p);
+static int element_done(kparse *p);
 
 /* JSON value types as the callbacks see them. */
 enum { T_NULL, T_BOOL, T_NUM, T_STR };
@@ -445,6 +469,7 @@ static int elem_scalar(kparse *p, int type, const char *s, size_t n) {
       if (e->cat == CAT_OTHER) {
         sim_grow((void **)&p->cat_text, &p->cat_cap, n + 1, 1);
         memcpy(p->cat_text, s, n);
+        p->cat_text[n] = 0;
         p->cat_len = n;
       }
       break;
@@ -508,7 +533,7 @@ static int elem_scalar(kparse *p, int type, const char *s, size_t n) {
 /* Top-level value capture (metadata such as deviceProperties). */
 static int capture_ok(kparse *p, yajl_gen_status st) {
   if (st != yajl_gen_status_ok) {
-    kp_fail(p, "cannot read the value of top-level field '%s'", p->top_key ? p->top_key : "?");
+    ps_fail(p, "cannot read the value of top-level field '%s'", p->top_key ? p->top_key : "?");
     return 0;
   }
   return 1;
@@ -535,13 +560,13 @@ static void capture_done(kparse *p) {
 static int on_scalar(kparse *p, int type, const char *s, size_t n) {
   if (p->in_events) {
     if (p->depth == 2) {
-      kp_fail(p, "traceEvents[%" PRId64 "] is not an object", p->nelem);
+      ps_fail(p, "traceEvents[%" PRId64 "] is not an object", p->nelem);
       return 0;
     }
     return elem_scalar(p, type, s, n);
   }
   if (p->depth == 0) {
-    kp_fail(p, "the file is a JSON %s, not an object with traceEvents", type == T_STR ? "string" : "scalar");
+    ps_fail(p, "the file is a JSON %s, not an object with traceEvents", type == T_STR ? "string" : "scalar");
     return 0;
   }
   /* a value at the top level, or inside a captured one */
@@ -585,7 +610,7 @@ static int open_container(kparse *p, int map) {
     p->depth++;
     if (p->depth == 3) {
       if (!map) {
-        kp_fail(p, "traceEvents[%" PRId64 "] is not an object", p->nelem);
+        ps_fail(p, "traceEvents[%" PRId64 "] is not an object", p->nelem);
         return 0;
       }
       elem_reset(p);
@@ -602,7 +627,7 @@ static int open_container(kparse *p, int map) {
   }
   if (p->depth == 0) {
     if (!map) {
-      kp_fail(p, "the file is a JSON array, not an object with traceEvents (not a PyTorch profiler trace)");
+      ps_fail(p, "the file is a JSON array, not an object with traceEvents (not a PyTorch profiler trace)");
       return 0;
     }
     p->depth = 1;
@@ -610,7 +635,7 @@ static int open_container(kparse *p, int map) {
   }
   if (p->depth == 1 && p->top_key && !strcmp(p->top_key, "traceEvents")) {
     if (map) {
-      kp_fail(p, "traceEvents is an object, not an array");
+      ps_fail(p, "traceEvents is an object, not an array");
       return 0;
     }
     p->in_events = 1;
@@ -640,7 +665,7 @@ static int close_container(kparse *p, int map) {
         p->ghost = 0;
         return 1;
       }
-      int rc = handle_element(p);
+      int rc = element_done(p);
       p->nelem++;
       return rc;
     }
@@ -709,17 +734,17 @@ static void drop(kparse *p, const char *what, size_t n, int unknown) {
   p->dropped_other++;
 }
 
-static int need(kparse *p, uint32_t have, int bit, const char *field) {
-  if (have & (1u << bit)) return 1;
-  kp_fail(p, "traceEvents[%" PRId64 "] (%.*s): missing field '%s'", p->nelem, (int)(p->name_len > 60 ? 60 : p->name_len),
-          p->name ? p->name : "", field);
+static int need(kparse *p, const kview *v, int bit, const char *field) {
+  if (v->e->have & (1u << bit)) return 1;
+  kp_fail(p, "traceEvents[%" PRId64 "] (%.*s): missing field '%s'", v->nelem, (int)(v->name_len > 60 ? 60 : v->name_len),
+          v->name, field);
   return 0;
 }
 
-static int need_arg(kparse *p, int bit) {
-  if (p->e.args & (1u << bit)) return 1;
-  kp_fail(p, "traceEvents[%" PRId64 "] (%.*s): missing args field '%s'", p->nelem,
-          (int)(p->name_len > 60 ? 60 : p->name_len), p->name, args_names[bit]);
+static int need_arg(kparse *p, const kview *v, int bit) {
+  if (v->e->args & (1u << bit)) return 1;
+  kp_fail(p, "traceEvents[%" PRId64 "] (%.*s): missing args field '%s'", v->nelem,
+          (int)(v->name_len > 60 ? 60 : v->name_len), v->name, args_names[bit]);
   return 0;
 }
 
@@ -801,18 +826,18 @@ static void split_python(const char *s, size_t n, size_t *file_len, int32_t *lin
   *func_len = n - (size_t)(colon + 3 - s);
 }
 
-static int op_record(kparse *p) {
-  kelem *e = &p->e;
-  if (!need(p, e->have, E_TS, "ts") || !need(p, e->have, E_DUR, "dur")) return 0;
+static int op_record(kparse *p, const kview *v) {
+  const kelem *e = v->e;
+  if (!need(p, v, E_TS, "ts") || !need(p, v, E_DUR, "dur")) return 0;
   krec r;
   memset(&r, 0, sizeof r);
   r.type = R_OP;
   r.ts = e->ts;
   r.dur = e->dur < 0 ? 0 : e->dur;
   r.tid = (e->have & (1u << E_TID)) ? e->tid : 0;
-  r.idx = p->nelem;
-  const char *nm = p->name;
-  size_t nl = p->name_len;
+  r.idx = v->nelem;
+  const char *nm = v->name;
+  size_t nl = v->name_len;
   if (e->cat == CAT_PYTHON_FUNCTION) {
     size_t fl, funcl;
     const char *func;
@@ -843,24 +868,24 @@ static int op_record(kparse *p) {
   return add_time(p, &r);
 }
 
-static int memory_record(kparse *p, int oom) {
-  kelem *e = &p->e;
-  if (!need(p, e->have, E_TS, "ts") || !need_arg(p, A_BYTES_SIGNED) || (!oom && !need_arg(p, A_ADDR)) ||
-      !need_arg(p, A_DEVTYPE))
+static int memory_record(kparse *p, const kview *v, int oom) {
+  const kelem *e = v->e;
+  if (!need(p, v, E_TS, "ts") || !need_arg(p, v, A_BYTES_SIGNED) || (!oom && !need_arg(p, v, A_ADDR)) ||
+      !need_arg(p, v, A_DEVTYPE))
     return 0;
   krec r;
   memset(&r, 0, sizeof r);
   r.type = oom ? R_OOM : R_MEMORY;
   r.ts = e->ts;
   r.tid = (e->have & (1u << E_TID)) ? e->tid : 0;
-  r.idx = p->nelem;
+  r.idx = v->nelem;
   r.addr = (e->args & (1u << A_ADDR)) ? e->a[A_ADDR] : 0;
   r.bytes = e->a[A_BYTES_SIGNED];
   r.total_alloc = (e->args & (1u << A_TOTAL_ALLOC)) ? e->a[A_TOTAL_ALLOC] : -1;
   r.total_res = (e->args & (1u << A_TOTAL_RES)) ? e->a[A_TOTAL_RES] : -1;
   int64_t dt = e->a[A_DEVTYPE], did = (e->args & (1u << A_DEVID)) ? e->a[A_DEVID] : 0;
   if (dt < 0 || dt > 255) {
-    kp_fail(p, "traceEvents[%" PRId64 "] (%s): 'Device Type' %" PRId64 " is not a device type", p->nelem, p->name, dt);
+    kp_fail(p, "traceEvents[%" PRId64 "] (%s): 'Device Type' %" PRId64 " is not a device type", v->nelem, v->name, dt);
     return 0;
   }
   r.devtype = (uint8_t)dt;
@@ -868,7 +893,7 @@ static int memory_record(kparse *p, int oom) {
     r.device = -1;
   } else {
     if (did < 0 || did > 32767) {
-      kp_fail(p, "traceEvents[%" PRId64 "] (%s): 'Device Id' %" PRId64 " is not a device index", p->nelem, p->name, did);
+      kp_fail(p, "traceEvents[%" PRId64 "] (%s): 'Device Id' %" PRId64 " is not a device index", v->nelem, v->name, did);
       return 0;
     }
     r.device = (int32_t)did;
@@ -918,6 +943,170 @@ static void copy_kind(const char *n, size_t len, uint8_t *dir, uint8_t *mem) {
   else if (contains(n, len, "Pageable")) *mem = SIM_MEM_PAGEABLE;
   else if (contains(n, len, "Managed")) *mem = SIM_MEM_MANAGED;
   else if (contains(n, len, "Device")) *mem = SIM_MEM_DEVICE;
+}
+
+/* ---- elements from the parser to the handler -------------------------------------------------- */
+
+/*
+ * With the scanner, parsing and handling run on two threads: a parser thread (reader, scanner,
+ * yajl, the callbacks above) packs each element into a batch, and the importer's thread
+ * unpacks and handles them (records, interning, the join window, the sorts) in file order.
+ * An element's position in the file travels with it, for the handler's messages. When the
+ * parser leaves the scanner's loop (at the end of traceEvents, or for something the scanner
+ * does not take) it first waits until every element sent has been handled, then handles what
+ * remains itself while the importer's thread waits for it: so there is always one handler,
+ * and the order is the file's.
+ */
+#define KBATCH_BYTES (1u << 20)
+#define KBATCHES 4
+
+/* An element in a batch: this, then its name, category text and mistyped field, each ending in
+ * a NUL, the whole padded to 8 bytes. */
+typedef struct kitem {
+  uint32_t size, name_len, cat_len, bad_len;
+  int64_t nelem;
+  uint64_t end_off, end_line; /* just past the element: byte offset and line */
+  kelem e;
+} kitem;
+
+enum { BATCH_ITEMS, BATCH_DRAIN, BATCH_END };
+
+typedef struct kbatch {
+  char *data;
+  size_t len, cap;
+  int kind;
+} kbatch;
+
+typedef struct kpipe {
+  kparse *p;
+  pthread_t thread;
+  int running;
+  pthread_mutex_t lock;
+  pthread_cond_t cond;
+  kbatch b[KBATCHES];
+  size_t queue[KBATCHES], qhead, qlen; /* batches for the handler, in order */
+  size_t free_list[KBATCHES], nfree;
+  long cur;       /* the parser's batch, -1 none */
+  size_t pending; /* offset of the element in cur whose position is not known yet, SIZE_MAX none */
+  int stop;       /* the handler failed: the parser stops */
+  int drained;    /* the handler handled everything sent before a drain */
+  int direct;     /* the parser handles elements itself */
+  int rc;         /* the parser's result */
+} kpipe;
+
+static int handle_element(kparse *p, const kview *v);
+
+static int element_done(kparse *p) {
+  kview v = {&p->e, p->name_len ? p->name : "", p->cat_len ? p->cat_text : "", p->bad, p->name_len, p->cat_len,
+             p->nelem};
+  kpipe *pp = p->pipe;
+  if (!pp || pp->direct) return handle_element(p, &v);
+  size_t need = (sizeof(kitem) + v.name_len + v.cat_len + strlen(v.bad) + 3 + 7) & ~(size_t)7;
+  kbatch *b = pp->cur >= 0 ? &pp->b[pp->cur] : NULL;
+  if (!b || b->len + need > b->cap) {
+    pthread_mutex_lock(&pp->lock);
+    if (b) { /* full: to the handler */
+      b->kind = BATCH_ITEMS;
+      pp->queue[(pp->qhead + pp->qlen++) % KBATCHES] = (size_t)pp->cur;
+      pthread_cond_broadcast(&pp->cond);
+    }
+    while (!pp->nfree && !pp->stop) pthread_cond_wait(&pp->cond, &pp->lock);
+    int stop = pp->stop;
+    if (!stop) pp->cur = (long)pp->free_list[--pp->nfree];
+    else pp->cur = -1;
+    pthread_mutex_unlock(&pp->lock);
+    if (stop) return 0;
+    b = &pp->b[pp->cur];
+    b->len = 0;
+    if (need > b->cap) {
+      b->cap = need;
+      b->data = sim_xrealloc(b->data, need);
+    }
+  }
+  kitem *it = (kitem *)(void *)(b->data + b->len);
+  it->size = (uint32_t)need;
+  it->name_len = (uint32_t)v.name_len;
+  it->cat_len = (uint32_t)v.cat_len;
+  it->bad_len = (uint32_t)strlen(v.bad);
+  it->nelem = v.nelem;
+  it->end_off = it->end_line = 0;
+  it->e = p->e;
+  char *t = (char *)(it + 1);
+  memcpy(t, v.name, v.name_len + 1);
+  memcpy(t + v.name_len + 1, v.cat, v.cat_len + 1);
+  memcpy(t + v.name_len + v.cat_len + 2, v.bad, it->bad_len + 1);
+  pp->pending = b->len;
+  b->len += need;
+  return 1;
+}
+
+/* The element just sent ended at this position. */
+static void pipe_commit(kpipe *pp, uint64_t off, uint64_t line) {
+  if (!pp || pp->pending == SIZE_MAX || pp->cur < 0) return;
+  kitem *it = (kitem *)(void *)(pp->b[pp->cur].data + pp->pending);
+  it->end_off = off;
+  it->end_line = line;
+  pp->pending = SIZE_MAX;
+}
+
+/* Hands the current batch over as the last (kind BATCH_DRAIN: and waits until it is handled,
+ * to handle the rest itself). 0, or -1 when the handler stopped. */
+static int pipe_finish(kpipe *pp, int kind) {
+  pthread_mutex_lock(&pp->lock);
+  while (pp->cur < 0 && !pp->nfree && !pp->stop) pthread_cond_wait(&pp->cond, &pp->lock);
+  if (!pp->stop) {
+    if (pp->cur < 0) {
+      pp->cur = (long)pp->free_list[--pp->nfree];
+      pp->b[pp->cur].len = 0;
+    }
+    pp->b[pp->cur].kind = kind;
+    pp->queue[(pp->qhead + pp->qlen++) % KBATCHES] = (size_t)pp->cur;
+    pp->cur = -1;
+    pthread_cond_broadcast(&pp->cond);
+  }
+  while (kind == BATCH_DRAIN && !pp->drained && !pp->stop) pthread_cond_wait(&pp->cond, &pp->lock);
+  int stop = pp->stop;
+  if (kind == BATCH_DRAIN && !stop) pp->direct = 1;
+  pthread_mutex_unlock(&pp->lock);
+  return stop ? -1 : 0;
+}
+
+/* The handler's loop on the importer's thread: 0 when the parser ended or took over, -1 when an
+ * element could not be handled (the message is in the import context). */
+static int pipe_handle(kpipe *pp) {
+  kparse *p = pp->p;
+  import_ctx *ic = p->ic;
+  for (;;) {
+    pthread_mutex_lock(&pp->lock);
+    while (!pp->qlen) pthread_cond_wait(&pp->cond, &pp->lock);
+    size_t bi = pp->queue[pp->qhead];
+    pp->qhead = (pp->qhead + 1) % KBATCHES;
+    pp->qlen--;
+    pthread_mutex_unlock(&pp->lock);
+    kbatch *b = &pp->b[bi];
+    int failed = 0;
+    for (size_t off = 0; off < b->len && !failed;) {
+      const kitem *it = (const kitem *)(const void *)(b->data + off);
+      const char *t = (const char *)(it + 1);
+      kview v = {&it->e, t, t + it->name_len + 1, t + it->name_len + it->cat_len + 2, it->name_len, it->cat_len,
+                 it->nelem};
+      if (!handle_element(p, &v)) {
+        import_error(ic, "cannot import '%s': line %llu (byte %llu%s): %s", ic->path, (unsigned long long)it->end_line,
+                     (unsigned long long)it->end_off, input_is_gzip(ic->in) ? " of the uncompressed JSON" : "", p->err);
+        failed = 1;
+      }
+      off += it->size;
+    }
+    int kind = b->kind;
+    pthread_mutex_lock(&pp->lock);
+    pp->free_list[pp->nfree++] = bi;
+    if (failed) pp->stop = 1;
+    else if (kind == BATCH_DRAIN) pp->drained = 1;
+    pthread_cond_broadcast(&pp->cond);
+    pthread_mutex_unlock(&pp->lock);
+    if (failed) return -1;
+    if (kind != BATCH_ITEMS) return 0;
+  }
 }
 
 /* ---- the join of launches and device activities -------------------------------------------- */
@@ -1185,35 +1374,35 @@ static int join_by_correlation(kparse *p, joiner *j) {
   return 0;
 }
 
-static int runtime_record(kparse *p) {
-  kelem *e = &p->e;
-  if (!need(p, e->have, E_TS, "ts") || !need(p, e->have, E_DUR, "dur")) return 0;
+static int runtime_record(kparse *p, const kview *v) {
+  const kelem *e = v->e;
+  if (!need(p, v, E_TS, "ts") || !need(p, v, E_DUR, "dur")) return 0;
   krec r;
   memset(&r, 0, sizeof r);
   r.type = R_RUNTIME;
   r.ts = e->ts;
   r.dur = e->dur < 0 ? 0 : e->dur;
   r.tid = (e->have & (1u << E_TID)) ? e->tid : 0;
-  r.idx = p->nelem;
+  r.idx = v->nelem;
   r.device = -1;
-  r.sub = (uint8_t)runtime_kind(p->name, p->name_len);
-  if (contains(p->name, p->name_len, "Async")) r.rtflags |= RTF_ASYNC;
+  r.sub = (uint8_t)runtime_kind(v->name, v->name_len);
+  if (contains(v->name, v->name_len, "Async")) r.rtflags |= RTF_ASYNC;
   r.corr = (e->args & (1u << A_CORR)) ? e->a[A_CORR] : -1;
   if (r.corr < -1) r.corr = -1;
-  if ((r.name = intern(p, p->name, p->name_len, 1)) < 0) return 0;
+  if ((r.name = intern(p, v->name, v->name_len, 1)) < 0) return 0;
   p->n_runtime++;
   return window_runtime(p->join, &r);
 }
 
-static int activity_record(kparse *p) {
-  kelem *e = &p->e;
-  if (!need(p, e->have, E_TS, "ts") || !need(p, e->have, E_DUR, "dur")) return 0;
+static int activity_record(kparse *p, const kview *v) {
+  const kelem *e = v->e;
+  if (!need(p, v, E_TS, "ts") || !need(p, v, E_DUR, "dur")) return 0;
   krec r;
   memset(&r, 0, sizeof r);
   r.type = R_ACTIVITY;
   r.ts = e->ts;
   r.dur = e->dur < 0 ? 0 : e->dur;
-  r.idx = p->nelem;
+  r.idx = v->nelem;
   r.tid = NO_THREAD;
   r.stream = (e->args & (1u << A_STREAM)) ? e->a[A_STREAM] : 0;
   r.device = (e->args & (1u << A_DEVICE)) ? (int32_t)e->a[A_DEVICE] : 0;
@@ -1222,13 +1411,13 @@ static int activity_record(kparse *p) {
   case CAT_KERNEL: r.sub = ACT_KERNEL; break;
   case CAT_MEMCPY:
     r.sub = ACT_MEMCPY;
-    copy_kind(p->name, p->name_len, &r.dir, &r.mem);
+    copy_kind(v->name, v->name_len, &r.dir, &r.mem);
     if (r.dir == SIM_COPY_NONE) r.dir = SIM_COPY_D2D;
     r.bytes = (e->args & (1u << A_NBYTES)) ? e->a[A_NBYTES] : 0;
     break;
   case CAT_MEMSET:
     r.sub = ACT_MEMSET;
-    copy_kind(p->name, p->name_len, &r.dir, &r.mem);
+    copy_kind(v->name, v->name_len, &r.dir, &r.mem);
     r.dir = SIM_COPY_NONE;
     r.bytes = (e->args & (1u << A_NBYTES)) ? e->a[A_NBYTES] : 0;
     break;
@@ -1243,40 +1432,40 @@ static int activity_record(kparse *p) {
   default: r.sub = ACT_EVENT; break;
   }
   note_device(p, r.device);
-  if ((r.name = intern(p, p->name, p->name_len, 0)) < 0) return 0;
+  if ((r.name = intern(p, v->name, v->name_len, 0)) < 0) return 0;
   p->n_activity++;
   r.corr = (e->args & (1u << A_CORR)) ? e->a[A_CORR] : -1;
   if (r.corr < -1) r.corr = -1;
   return window_activity(p->join, &r);
 }
 
-static int handle_element(kparse *p) {
-  kelem *e = &p->e;
-  if (e->bad[0]) {
-    kp_fail(p, "traceEvents[%" PRId64 "]%s%.*s%s: %s", p->nelem, p->name_len ? " (" : "",
-            (int)(p->name_len > 60 ? 60 : p->name_len), p->name, p->name_len ? ")" : "", e->bad);
+static int handle_element(kparse *p, const kview *v) {
+  const kelem *e = v->e;
+  if (v->bad[0]) {
+    kp_fail(p, "traceEvents[%" PRId64 "]%s%.*s%s: %s", v->nelem, v->name_len ? " (" : "",
+            (int)(v->name_len > 60 ? 60 : v->name_len), v->name, v->name_len ? ")" : "", v->bad);
     return 0;
   }
   switch (e->cat) {
   case CAT_CPU_OP:
   case CAT_USER_ANNOTATION:
   case CAT_PYTHON_FUNCTION:
-    if (e->ph == 'X') return op_record(p);
+    if (e->ph == 'X') return op_record(p, v);
     break;
   case CAT_INSTANT:
-    if (p->name_len == 8 && !memcmp(p->name, "[memory]", 8)) return memory_record(p, 0);
-    if (p->name_len == 13 && !memcmp(p->name, "[OutOfMemory]", 13)) return memory_record(p, 1);
+    if (v->name_len == 8 && !memcmp(v->name, "[memory]", 8)) return memory_record(p, v, 0);
+    if (v->name_len == 13 && !memcmp(v->name, "[OutOfMemory]", 13)) return memory_record(p, v, 1);
     break;
   case CAT_KERNEL:
   case CAT_MEMCPY:
   case CAT_MEMSET:
   case CAT_CUDA_SYNC:
   case CAT_CUDA_EVENT:
-    if (e->ph == 'X') return activity_record(p);
+    if (e->ph == 'X') return activity_record(p, v);
     break;
   case CAT_RUNTIME:
   case CAT_DRIVER:
-    if (e->ph == 'X') return runtime_record(p);
+    if (e->ph == 'X') return runtime_record(p, v);
     break;
   case CAT_FLOW:
     p->n_flow++;
@@ -1296,8 +1485,8 @@ static int handle_element(kparse *p) {
                                         "python_function", NULL};
   int known = 0;
   for (size_t k = 0; e->cat == CAT_OTHER && ignored[k]; k++)
-    known |= p->cat_len == strlen(ignored[k]) && !memcmp(p->cat_text, ignored[k], p->cat_len);
-  if (e->cat == CAT_OTHER) drop(p, p->cat_text, p->cat_len, !known);
+    known |= v->cat_len == strlen(ignored[k]) && !memcmp(v->cat, ignored[k], v->cat_len);
+  if (e->cat == CAT_OTHER) drop(p, v->cat, v->cat_len, !known);
   else if (e->cat == CAT_NONE) {
     char what[48];
     int n = snprintf(what, sizeof what, "ph %c without cat", e->ph ? e->ph : '?');
@@ -1307,7 +1496,7 @@ static int handle_element(kparse *p) {
                                         "kernel", "gpu_memcpy", "gpu_memset", "cuda_sync", "cuda_event",
                                         "cuda_runtime", "cuda_driver", "flow", "other"};
     char what[48];
-    int n = e->cat == CAT_INSTANT ? snprintf(what, sizeof what, "instant %.30s", p->name)
+    int n = e->cat == CAT_INSTANT ? snprintf(what, sizeof what, "instant %.30s", v->name)
                                   : snprintf(what, sizeof what, "%s ph %c", names[e->cat], e->ph ? e->ph : '?');
     drop(p, what, (size_t)(n < (int)sizeof what ? n : (int)sizeof what - 1), 0);
   }
@@ -2068,7 +2257,18 @@ typedef struct kreader {
   uint64_t base_lines;  /* newlines before buf[0] */
   int eof;
   int yajl_has_elem;    /* yajl has seen an element of traceEvents (real or stand-in) */
+  size_t lines_pos;     /* newlines in buf[0..lines_pos) are counted in lines */
+  uint64_t lines;
 } kreader;
+
+/* The reader's message when the parse fails (the import context is the handler's). */
+static void reader_msg(kreader *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void reader_msg(kreader *r, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(r->p->pmsg, sizeof r->p->pmsg, fmt, ap);
+  va_end(ap);
+}
 
 static uint64_t count_lines(const char *b, size_t n) {
   uint64_t c = 0;
@@ -2080,6 +2280,8 @@ static uint64_t count_lines(const char *b, size_t n) {
 static ssize_t reader_fill(kreader *r) {
   if (r->mark) {
     r->base_lines += count_lines(r->buf, r->mark);
+    r->lines_pos = 0;
+    r->lines = 0;
     r->base_off += r->mark;
     memmove(r->buf, r->buf + r->mark, r->len - r->mark);
     r->len -= r->mark;
@@ -2093,7 +2295,7 @@ static ssize_t reader_fill(kreader *r) {
   }
   ssize_t n = prefetch_read(r->pf, r->buf + r->len, r->cap - r->len);
   if (n < 0) {
-    import_error(r->p->ic, "cannot import '%s': %s", r->p->ic->path, input_error(r->p->ic->in));
+    reader_msg(r, "cannot import '%s': %s", r->p->ic->path, input_error(r->p->ic->in));
     return -1;
   }
   if (n == 0) r->eof = 1;
@@ -2105,8 +2307,8 @@ static void reader_error_at(kreader *r, size_t at, const char *what) {
   import_ctx *ic = r->p->ic;
   unsigned long long byte = (unsigned long long)(r->base_off + at);
   unsigned long long line = (unsigned long long)(r->base_lines + count_lines(r->buf, at) + 1);
-  import_error(ic, "cannot import '%s': line %llu (byte %llu%s): %s", ic->path, line, byte,
-               input_is_gzip(ic->in) ? " of the uncompressed JSON" : "", what);
+  reader_msg(r, "cannot import '%s': line %llu (byte %llu%s): %s", ic->path, line, byte,
+             input_is_gzip(ic->in) ? " of the uncompressed JSON" : "", what);
 }
 
 /* Gives yajl buf[from..to) (or, with text, that text standing at position from). 0 or -1. */
@@ -2118,14 +2320,13 @@ static int reader_feed(kreader *r, size_t from, size_t to, const char *text) {
   if (st == yajl_status_ok) return 0;
   size_t used = yajl_get_bytes_consumed(p->h);
   if (text || used > n) used = 0;
-  if (p->failed) {
-    reader_error_at(r, from + used, p->err);
+  if (p->pfailed || p->failed) {
+    reader_error_at(r, from + used, p->pfailed ? p->perr : p->err);
   } else if (!n) {
     import_ctx *ic = p->ic;
-    import_error(ic, "cannot import '%s': the JSON ends early at byte %llu%s (line %llu): the file is truncated",
-                 ic->path, (unsigned long long)(r->base_off + r->len),
-                 input_is_gzip(ic->in) ? " of the uncompressed JSON" : "",
-                 (unsigned long long)(r->base_lines + count_lines(r->buf, r->len) + 1));
+    reader_msg(r, "cannot import '%s': the JSON ends early at byte %llu%s (line %llu): the file is truncated",
+               ic->path, (unsigned long long)(r->base_off + r->len), input_is_gzip(ic->in) ? " of the uncompressed JSON" : "",
+               (unsigned long long)(r->base_lines + count_lines(r->buf, r->len) + 1));
   } else {
     unsigned char *m = yajl_get_error(p->h, 0, b, n);
     char *msg = (char *)m, *nl;
@@ -2237,7 +2438,8 @@ static int reader_events(kreader *r) {
     }
     size_t end;
     if (rc == JSONSCAN_CANCELED) {
-      reader_error_at(r, i + used, p->err);
+      if (p->pipe && p->pipe->stop) return -1; /* the handler failed: its message stands */
+      reader_error_at(r, i + used, p->pfailed ? p->perr : p->err);
       return -1;
     }
     if (rc == JSONSCAN_OK) {
@@ -2254,6 +2456,10 @@ static int reader_events(kreader *r) {
       if (reader_feed(r, unit, end, NULL)) return -1;
       r->yajl_has_elem = 1;
     }
+    /* where the element ends, for the handler's messages */
+    r->lines += count_lines(r->buf + r->lines_pos, end - r->lines_pos);
+    r->lines_pos = end;
+    pipe_commit(p->pipe, r->base_off + end, r->base_lines + r->lines + 1);
     r->pos = end;
     need_comma = 1;
   }
@@ -2274,15 +2480,63 @@ static int parse_file(kparse *p, int scanner) {
     int found = reader_prefix(&r);
     if (found < 0) rc = -1;
     else if (found && reader_events(&r) < 0) rc = -1;
+    /* the rest is yajl's, and its elements are this thread's to handle */
+    if (!rc && p->pipe && pipe_finish(p->pipe, BATCH_DRAIN)) rc = -1;
   }
   if (!rc && reader_yajl_rest(&r)) rc = -1;
   prefetch_stop(&pf);
   free(r.buf);
   if (!rc && !p->seen_events) {
-    import_error(ic, "cannot import '%s': the JSON object has no traceEvents array (not a PyTorch profiler trace)",
-                 ic->path);
+    reader_msg(&r, "cannot import '%s': the JSON object has no traceEvents array (not a PyTorch profiler trace)",
+               ic->path);
     rc = -1;
   }
+  return rc;
+}
+
+static void *parser_main(void *arg) {
+  kpipe *pp = arg;
+  pp->rc = parse_file(pp->p, 1);
+  if (!pp->direct) pipe_finish(pp, BATCH_END);
+  return NULL;
+}
+
+/* Parses the file: with the scanner, on a parser thread while this one handles the elements. */
+static int parse(kparse *p, int scanner) {
+  import_ctx *ic = p->ic;
+  int rc;
+  if (!scanner) {
+    rc = parse_file(p, 0);
+  } else {
+    kpipe pp;
+    memset(&pp, 0, sizeof pp);
+    pp.p = p;
+    pp.cur = -1;
+    pp.pending = SIZE_MAX;
+    for (size_t i = 0; i < KBATCHES; i++) {
+      pp.b[i].cap = KBATCH_BYTES;
+      pp.b[i].data = sim_xmalloc(KBATCH_BYTES);
+      pp.free_list[pp.nfree++] = i;
+    }
+    pthread_mutex_init(&pp.lock, NULL);
+    pthread_cond_init(&pp.cond, NULL);
+    p->pipe = &pp;
+    int hrc = 0;
+    if (pthread_create(&pp.thread, NULL, parser_main, &pp)) {
+      pp.direct = 1; /* no thread: one thread does both */
+      pp.rc = parse_file(p, 1);
+    } else {
+      hrc = pipe_handle(&pp);
+      pthread_join(pp.thread, NULL);
+    }
+    p->pipe = NULL;
+    for (size_t i = 0; i < KBATCHES; i++) free(pp.b[i].data);
+    pthread_mutex_destroy(&pp.lock);
+    pthread_cond_destroy(&pp.cond);
+    if (hrc) return -1; /* the handler's message is in the import context */
+    rc = pp.rc;
+  }
+  if (rc && !ic->err[0]) import_error(ic, "%s", p->pmsg[0] ? p->pmsg : "cannot import");
   return rc;
 }
 
@@ -2316,7 +2570,7 @@ static int kineto_import(import_ctx *ic) {
   kwalk kw = {.p = p, .step = -1};
   char *name = NULL;
   store_trace m = {0};
-  int rc = parse_file(p, !scan || !strcmp(scan, "1"));
+  int rc = parse(p, !scan || !strcmp(scan, "1"));
   if (!rc && join_by_correlation(p, &j)) rc = -1;
   extsort_free(p->by_corr); /* its memory goes to the decisions' sort */
   p->by_corr = NULL;
