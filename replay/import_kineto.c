@@ -219,6 +219,8 @@ typedef struct kparse {
   /* op name texts by string id, for interning call stacks */
   sim_map texts; /* string id -> offset + 1 in arena */
   sim_map frame_flags; /* name id << 32 ^ file id -> categorize_frame_flags */
+  sim_map name_class;  /* name id | kind << 56 -> what the name says + 1 (kind 1: an operator's class, 2: a
+                          runtime call's kind and flags, 3: a copy's direction and memory) */
   char *arena;
   size_t alen, acap;
 } kparse;
@@ -846,18 +848,24 @@ static int op_record(kparse *p, const kview *v) {
     if (fl && (r.file = intern(p, nm, fl, 1)) < 0) return 0;
     nm = func;
     nl = funcl;
-  } else if (starts_with(nm, nl, "ProfilerStep#")) {
-    r.sub |= OP_STEP;
-    r.bytes = strtoll(nm + 13, NULL, 10);
-  } else if (starts_with(nm, nl, "Optimizer.step")) {
-    r.sub |= OP_OPTIMIZER;
-  } else if (starts_with(nm, nl, "Optimizer.zero_grad")) {
-    r.sub |= OP_ZERO_GRAD;
-  } else if (starts_with(nm, nl, "autograd::engine::evaluate_function") || contains(nm, nl, "Backward") ||
-             contains(nm, nl, "AccumulateGrad")) {
-    r.sub |= OP_BACKWARD;
   }
   if ((r.name = intern(p, nm, nl, 1)) < 0) return 0;
+  if (!(r.sub & OP_PYTHON)) { /* what the name says, once per distinct name */
+    int known;
+    uint64_t *c = sim_map_put(&p->name_class, (uint64_t)r.name | UINT64_C(1) << 56, &known);
+    if (!known) {
+      unsigned cls = 0;
+      if (starts_with(nm, nl, "ProfilerStep#")) cls = OP_STEP;
+      else if (starts_with(nm, nl, "Optimizer.step")) cls = OP_OPTIMIZER;
+      else if (starts_with(nm, nl, "Optimizer.zero_grad")) cls = OP_ZERO_GRAD;
+      else if (starts_with(nm, nl, "autograd::engine::evaluate_function") || contains(nm, nl, "Backward") ||
+               contains(nm, nl, "AccumulateGrad"))
+        cls = OP_BACKWARD;
+      *c = cls + 1;
+    }
+    r.sub |= (uint8_t)(*c - 1);
+    if (r.sub & OP_STEP) r.bytes = strtoll(nm + 13, NULL, 10);
+  }
   /* what the frame says to the category rules, once per distinct frame */
   uint64_t fkey = (uint64_t)r.name << 32 ^ (uint64_t)r.file;
   int known;
@@ -1385,11 +1393,15 @@ static int runtime_record(kparse *p, const kview *v) {
   r.tid = (e->have & (1u << E_TID)) ? e->tid : 0;
   r.idx = v->nelem;
   r.device = -1;
-  r.sub = (uint8_t)runtime_kind(v->name, v->name_len);
-  if (contains(v->name, v->name_len, "Async")) r.rtflags |= RTF_ASYNC;
   r.corr = (e->args & (1u << A_CORR)) ? e->a[A_CORR] : -1;
   if (r.corr < -1) r.corr = -1;
   if ((r.name = intern(p, v->name, v->name_len, 1)) < 0) return 0;
+  int known;
+  uint64_t *c = sim_map_put(&p->name_class, (uint64_t)r.name | UINT64_C(2) << 56, &known);
+  if (!known)
+    *c = 1 + ((unsigned)runtime_kind(v->name, v->name_len) | (contains(v->name, v->name_len, "Async") ? RTF_ASYNC << 4 : 0));
+  r.sub = (uint8_t)((*c - 1) & 15);
+  r.rtflags = (uint8_t)((*c - 1) >> 4);
   p->n_runtime++;
   return window_runtime(p->join, &r);
 }
@@ -1407,18 +1419,29 @@ static int activity_record(kparse *p, const kview *v) {
   r.stream = (e->args & (1u << A_STREAM)) ? e->a[A_STREAM] : 0;
   r.device = (e->args & (1u << A_DEVICE)) ? (int32_t)e->a[A_DEVICE] : 0;
   if (r.device < 0 || r.device > 32767) r.device = 0;
+  if ((r.name = intern(p, v->name, v->name_len, 0)) < 0) return 0;
+  uint8_t dir = SIM_COPY_NONE, mem = SIM_MEM_UNKNOWN;
+  if (e->cat == CAT_MEMCPY || e->cat == CAT_MEMSET) { /* what the name says, once per distinct name */
+    int known;
+    uint64_t *c = sim_map_put(&p->name_class, (uint64_t)r.name | UINT64_C(3) << 56, &known);
+    if (!known) {
+      copy_kind(v->name, v->name_len, &dir, &mem);
+      *c = 1 + (dir | (unsigned)mem << 4);
+    }
+    dir = (uint8_t)((*c - 1) & 15);
+    mem = (uint8_t)((*c - 1) >> 4);
+  }
   switch (e->cat) {
   case CAT_KERNEL: r.sub = ACT_KERNEL; break;
   case CAT_MEMCPY:
     r.sub = ACT_MEMCPY;
-    copy_kind(v->name, v->name_len, &r.dir, &r.mem);
-    if (r.dir == SIM_COPY_NONE) r.dir = SIM_COPY_D2D;
+    r.dir = dir == SIM_COPY_NONE ? SIM_COPY_D2D : dir;
+    r.mem = mem;
     r.bytes = (e->args & (1u << A_NBYTES)) ? e->a[A_NBYTES] : 0;
     break;
   case CAT_MEMSET:
     r.sub = ACT_MEMSET;
-    copy_kind(v->name, v->name_len, &r.dir, &r.mem);
-    r.dir = SIM_COPY_NONE;
+    r.mem = mem;
     r.bytes = (e->args & (1u << A_NBYTES)) ? e->a[A_NBYTES] : 0;
     break;
   case CAT_CUDA_SYNC:
@@ -1432,7 +1455,6 @@ static int activity_record(kparse *p, const kview *v) {
   default: r.sub = ACT_EVENT; break;
   }
   note_device(p, r.device);
-  if ((r.name = intern(p, v->name, v->name_len, 0)) < 0) return 0;
   p->n_activity++;
   r.corr = (e->args & (1u << A_CORR)) ? e->a[A_CORR] : -1;
   if (r.corr < -1) r.corr = -1;
@@ -2131,6 +2153,7 @@ static void kparse_free(kparse *p) {
   free(p->cat_text);
   sim_map_release(&p->texts);
   sim_map_release(&p->frame_flags);
+  sim_map_release(&p->name_class);
   free(p->arena);
   free(p);
 }
@@ -2557,6 +2580,7 @@ static int kineto_import(import_ctx *ic) {
   p->ic = ic;
   sim_map_init(&p->texts);
   sim_map_init(&p->frame_flags);
+  sim_map_init(&p->name_class);
   p->by_corr = extsort_new(sizeof(krec), (size_t)memory / 2, cmp_corr);
   p->by_time = extsort_new(sizeof(krec), (size_t)memory * 3 / 8, cmp_time);
   p->by_time_mem = extsort_new(sizeof(krec), (size_t)memory / 8, cmp_time);

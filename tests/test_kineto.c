@@ -289,6 +289,40 @@ static void kineto_scanner_fuzz(void) {
   store_close(s);
 }
 
+/* Elements the scanner leaves to yajl (escapes), and one larger than the reader's first buffer. */
+static void kineto_unusual_elements(void) {
+  store *s = ku_store("k5.db");
+  size_t big = 5u << 20;
+  char *name = sim_xmalloc(big + 1);
+  memset(name, 'k', big);
+  name[big] = 0;
+  const char *head = "{\"schemaVersion\": 1, \"traceEvents\": [\n"
+                     "{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"void k<\\\"caf\\u00e9\\\">()\", \"pid\": 0, "
+                     "\"tid\": 7, \"ts\": 10, \"dur\": 2, \"args\": {\"device\": 0, \"stream\": 7, \"correlation\": 5}},\n"
+                     "{\"ph\": \"X\", \"cat\": \"cuda_runtime\", \"name\": \"cudaLaunchKernel\", \"pid\": 1, \"tid\": 1, "
+                     "\"ts\": 9, \"dur\": 1, \"args\": {\"correlation\": 5}},\n"
+                     "{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"";
+  const char *tail = "\", \"pid\": 0, \"tid\": 7, \"ts\": 30, \"dur\": 2, \"args\": {\"device\": 0, \"stream\": 7, "
+                     "\"correlation\": 6}},\n"
+                     "{\"ph\": \"X\", \"cat\": \"cuda_runtime\", \"name\": \"cudaLaunchKernel\", \"pid\": 1, \"tid\": 1, "
+                     "\"ts\": 20, \"dur\": 1, \"args\": {\"correlation\": 6}}\n]}\n";
+  size_t n = strlen(head) + big + strlen(tail);
+  char *text = sim_xmalloc(n + 1);
+  snprintf(text, n + 1, "%s%s%s", head, name, tail);
+  int64_t t = ku_import(s, ku_write("unusual.json", text), NULL, NULL);
+  CHECK(t > 0);
+  if (t > 0) {
+    sim_event ev = event_at(s, t, 0);
+    CHECK_STR(name_of(s, &ev), "void k<\"caf\xc3\xa9\">()"); /* decoded by yajl */
+    ev = event_at(s, t, 1);
+    CHECK_EQ(strlen(name_of(s, &ev)), big);
+    CHECK_EQ(ev.ts, 20000);
+  }
+  free(text);
+  free(name);
+  store_close(s);
+}
+
 static void kineto_errors_name_the_place(void) {
   store *s = ku_store("k3.db");
   int64_t before = ku_int(s, 0, "SELECT count(*) FROM traces");
@@ -394,6 +428,73 @@ static void timeline_rows(void) {
   store_close(s);
 }
 
+/*
+ * Categories from call stacks shaped like a PyTorch snapshot's frames (Python frames outermost,
+ * the allocator's C++ frames innermost), without step or phase markers: the pass the import
+ * driver runs decides them from the frames and from the phases the frames imply.
+ */
+static const char *const frames_trace =
+  "{\"memplay\":1,\"framework\":\"pytorch\"}\n"
+  "{\"kind\":\"stack\",\"id\":1,\"frames\":[{\"name\":\"c10::cuda::CUDACachingAllocator::malloc\",\"file\":\"??\",\"line\":0},"
+  "{\"name\":\"reset_parameters\",\"file\":\"/venv/lib/python3.11/site-packages/torch/nn/modules/linear.py\",\"line\":115},"
+  "{\"name\":\"__init__\",\"file\":\"/venv/lib/python3.11/site-packages/torch/nn/modules/linear.py\",\"line\":106},"
+  "{\"name\":\"<module>\",\"file\":\"train.py\",\"line\":3}]}\n"
+  "{\"kind\":\"stack\",\"id\":2,\"frames\":[{\"name\":\"__next__\",\"file\":\"/venv/lib/python3.11/site-packages/torch/utils/data/dataloader.py\",\"line\":631},"
+  "{\"name\":\"<module>\",\"file\":\"train.py\",\"line\":9}]}\n"
+  "{\"kind\":\"stack\",\"id\":3,\"frames\":[{\"name\":\"at::detail::empty_cuda\",\"file\":\"??\",\"line\":0},"
+  "{\"name\":\"forward\",\"file\":\"model.py\",\"line\":22},{\"name\":\"_call_impl\",\"file\":\"/venv/lib/python3.11/site-packages/torch/nn/modules/module.py\",\"line\":1527},"
+  "{\"name\":\"<module>\",\"file\":\"train.py\",\"line\":10}]}\n"
+  "{\"kind\":\"stack\",\"id\":4,\"frames\":[{\"name\":\"at::native::mul_out\",\"file\":\"??\",\"line\":0},"
+  "{\"name\":\"torch::autograd::generated::MulBackward0::apply(std::vector<at::Tensor>&&)\",\"file\":\"??\",\"line\":0},"
+  "{\"name\":\"torch::autograd::Engine::evaluate_function(std::shared_ptr<torch::autograd::GraphTask>&)\",\"file\":\"??\",\"line\":0},"
+  "{\"name\":\"torch::autograd::Engine::thread_main(std::shared_ptr<torch::autograd::GraphTask> const&)\",\"file\":\"??\",\"line\":0}]}\n"
+  "{\"kind\":\"stack\",\"id\":5,\"frames\":[{\"name\":\"_init_group\",\"file\":\"/venv/lib/python3.11/site-packages/torch/optim/adam.py\",\"line\":98},"
+  "{\"name\":\"step\",\"file\":\"/venv/lib/python3.11/site-packages/torch/optim/adam.py\",\"line\":155},{\"name\":\"<module>\",\"file\":\"train.py\",\"line\":13}]}\n"
+  "{\"kind\":\"stack\",\"id\":6,\"frames\":[{\"name\":\"_multi_tensor_adam\",\"file\":\"/venv/lib/python3.11/site-packages/torch/optim/adam.py\",\"line\":520},"
+  "{\"name\":\"step\",\"file\":\"/venv/lib/python3.11/site-packages/torch/optim/adam.py\",\"line\":166},{\"name\":\"<module>\",\"file\":\"train.py\",\"line\":13}]}\n"
+  "{\"kind\":\"alloc\",\"addr\":99,\"size\":4096,\"flags\":[\"preexisting\"]}\n"   /* seq 0: live before, never freed */
+  "{\"kind\":\"alloc\",\"addr\":1,\"size\":1024,\"stack\":1}\n"                   /* 1: a parameter */
+  "{\"kind\":\"alloc\",\"addr\":2,\"size\":512,\"stack\":2}\n"                    /* 2: the batch */
+  "{\"kind\":\"alloc\",\"addr\":3,\"size\":2048,\"stack\":3}\n"                   /* 3: an activation */
+  "{\"kind\":\"alloc\",\"addr\":4,\"size\":256,\"stack\":3}\n"                    /* 4: a forward temporary */
+  "{\"kind\":\"free\",\"addr\":4}\n"
+  "{\"kind\":\"alloc\",\"addr\":5,\"size\":1024,\"stack\":4}\n"                   /* 6: a gradient */
+  "{\"kind\":\"alloc\",\"addr\":6,\"size\":128,\"stack\":4}\n"                    /* 7: a backward temporary */
+  "{\"kind\":\"free\",\"addr\":6}\n"
+  "{\"kind\":\"free\",\"addr\":3}\n"
+  "{\"kind\":\"free\",\"addr\":2}\n"
+  "{\"kind\":\"alloc\",\"addr\":7,\"size\":1024,\"stack\":5}\n"                   /* 11: Adam's state */
+  "{\"kind\":\"alloc\",\"addr\":8,\"size\":1024,\"stack\":6}\n"                   /* 12: an update temporary */
+  "{\"kind\":\"free\",\"addr\":8}\n"
+  "{\"kind\":\"alloc\",\"addr\":9,\"size\":2048,\"stack\":3}\n"                   /* 14: the next forward */
+  "{\"kind\":\"free\",\"addr\":5}\n"                                                 /* the gradient goes */
+  "{\"kind\":\"free\",\"addr\":9}\n";
+
+static void categories_from_frames(void) {
+  store *s = ku_store("f.db");
+  int64_t t = ku_import(s, ku_write("frames.jsonl", frames_trace), "jsonl", NULL);
+  CHECK(t > 0);
+  if (t <= 0) {
+    fprintf(stderr, "%s\n", ku_err);
+    store_close(s);
+    return;
+  }
+  CAT(0, "parameter", "lifetime");
+  CAT(1, "parameter", "stack");
+  CAT(2, "input", "stack");
+  CAT(3, "activation", "stack");
+  CAT(4, "temporary", "stack");
+  CAT(6, "gradient", "stack");
+  CAT(7, "temporary", "stack");
+  CAT(11, "optimizer_state", "stack");
+  CAT(12, "temporary", "stack");
+  CAT(14, "temporary", "stack"); /* freed in its forward pass, never reaching a backward */
+  CHECK_EQ(ku_int(s, 0, "SELECT value FROM trace_stats WHERE trace_id = %lld AND name = 'categories_from_stack'",
+                  (long long)t),
+           9);
+  store_close(s);
+}
+
 /* Which importer a file's content picks. */
 static void detection(void) {
   store *s = ku_store("d.db");
@@ -413,8 +514,10 @@ int main(void) {
   RUN(kineto_order_join_and_baseline);
   RUN(kineto_reading_strategies_agree);
   RUN(kineto_scanner_fuzz);
+  RUN(kineto_unusual_elements);
   RUN(kineto_errors_name_the_place);
   RUN(timeline_rows);
+  RUN(categories_from_frames);
   RUN(detection);
   ku_teardown();
   TEST_MAIN_END();
