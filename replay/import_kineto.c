@@ -1,7 +1,7 @@
 /* import_kineto.c: PyTorch profiler (Kineto) Chrome traces: memory events, kernels, copies, runtime calls, steps. */
 #include <ctype.h>
-#include <pthread.h>
 #include <errno.h>
+#include <pthread.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,21 +19,26 @@
 #include "jsonw.h"
 
 /*
- * The file is streamed through yajl's event parser; no document tree is ever built. Each
- * element of traceEvents is collected into a small flat struct and, when it closes, turned
- * into a fixed-size record. Kineto does not write events in time order (CPU operators thread
- * by thread, then the memory events, then GPU activities each next to its runtime call), and
- * memplay stores events in host issue order, so the records are reordered in bounded memory
- * by two external sorts (extsort.h):
+ * How a trace is read (docs/formats.md, "PyTorch profiler (Kineto) traces"):
  *
- *   1. runtime calls and device activities, by correlation id: a launch and the kernels,
- *      copies, memsets or synchronizations it caused meet, and each activity takes its
- *      launch's host time (ts) and duration (api_dur);
- *   2. everything, by host time: operators (which give memory events their call stacks and
- *      the trace its step and phase markers), memory events and the joined activities.
- *
- * Sort 2 is then read twice: once to find the memory that existed before the window (the
- * baseline that makes replayed totals absolute), once to write the events.
+ *   parse    The file is streamed, never held whole nor made into a tree. yajl's event parser
+ *            reads what lies outside traceEvents; the elements of traceEvents go through a
+ *            strict scanner in front of yajl (jsonscan.h), which calls the same callbacks and
+ *            hands yajl whatever it does not take. A reading thread feeds a parser thread,
+ *            which packs each element into batches that this thread handles in file order.
+ *   records  Each element becomes a fixed-size record. Kineto does not write events in time
+ *            order (each thread's operators, then its memory events, then each GPU activity
+ *            next to its runtime call), and memplay stores them in host issue order, so they
+ *            are reordered in bounded memory by external sorts (extsort.h):
+ *              1. runtime calls and device activities meet by correlation id -- most in a small
+ *                 window while reading, the rest in a sort -- and each activity takes its
+ *                 launch's host time (ts) and duration (api_dur);
+ *              2. everything by host time: operators (the call stacks of the events inside
+ *                 them, and the step and phase markers), memory events, joined activities.
+ *   walks    Sort 2 is read three times: for the memory allocated before the window (the
+ *            baseline that makes replayed totals absolute), for the categories (categorize.h:
+ *            the rules need to know when each allocation is freed), and to write the events,
+ *            each allocation with its category.
  */
 
 /* Memory for reordering, whatever the size of the file: half for the join's sort (then for the
@@ -173,12 +178,16 @@ typedef struct dropped_kind {
 
 typedef struct joiner joiner;
 
+/*
+ * The import's state. The parser thread owns the part from h to nelem (and perr, pmsg); the
+ * handler (this thread) owns the rest; they meet only through the batches (kpipe).
+ */
 typedef struct kparse {
   import_ctx *ic;
   extsort *by_corr, *by_time, *by_time_mem; /* sort 2 keeps memory events apart (see merged_next) */
   joiner *join;
+  /* the parser's: where it is */
   yajl_handle h;
-  /* where we are */
   int depth;          /* open containers */
   int in_events;      /* inside traceEvents (the array is at depth 2) */
   int seen_events;    /* a traceEvents array was found */
@@ -208,13 +217,12 @@ typedef struct kparse {
   int pfailed;
   char pmsg[IMPORT_ERRLEN]; /* the reader's message when the parse failed */
   struct kpipe *pipe;        /* elements go to the handler through it (NULL: handled at once) */
-  /* what was seen */
+  /* the handler's: what was seen */
   int64_t n_ops, n_memory, n_runtime, n_activity, n_flow, n_meta, n_oom;
   dropped_kind dropped[KINETO_MAX_DROPPED_KINDS];
   size_t ndropped;
   int64_t dropped_other;
-  uint64_t devices_used; /* bit per device index < 64 */
-  int64_t first_device_over_63;
+  uint64_t devices_used; /* bit per device index < 64 (the trace row's device; events keep any index) */
   int64_t non_cuda_memory;
   /* op name texts by string id, for interning call stacks */
   sim_map texts; /* string id -> offset + 1 in arena */
@@ -752,7 +760,6 @@ static int need_arg(kparse *p, const kview *v, int bit) {
 
 static void note_device(kparse *p, int64_t d) {
   if (d >= 0 && d < 64) p->devices_used |= UINT64_C(1) << d;
-  else if (d >= 64 && !p->first_device_over_63) p->first_device_over_63 = d;
 }
 
 static int add_time(kparse *p, const krec *r) {
@@ -1382,6 +1389,8 @@ static int join_by_correlation(kparse *p, joiner *j) {
   return 0;
 }
 
+/* ---- an element, handled ------------------------------------------------------------------------ */
+
 static int runtime_record(kparse *p, const kview *v) {
   const kelem *e = v->e;
   if (!need(p, v, E_TS, "ts") || !need(p, v, E_DUR, "dur")) return 0;
@@ -1402,6 +1411,10 @@ static int runtime_record(kparse *p, const kview *v) {
     *c = 1 + ((unsigned)runtime_kind(v->name, v->name_len) | (contains(v->name, v->name_len, "Async") ? RTF_ASYNC << 4 : 0));
   r.sub = (uint8_t)((*c - 1) & 15);
   r.rtflags = (uint8_t)((*c - 1) >> 4);
+  if (r.sub == RT_QUERY) { /* no device activity to meet: counted at once */
+    p->n_runtime++;
+    return emit_runtime(p->join, &r);
+  }
   p->n_runtime++;
   return window_runtime(p->join, &r);
 }
