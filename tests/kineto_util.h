@@ -95,20 +95,27 @@ static inline int64_t ku_kind(store *s, int64_t trace, const char *kind) {
   return ku_int(s, 0, "SELECT count(*) FROM events_named WHERE trace_id = %lld AND kind = '%s'", (long long)trace, kind);
 }
 
+/* How a replay's allocated bytes compare with the recorded allocator's totals. */
+typedef struct ku_totals {
+  int64_t compared;  /* totals compared (after every memory event) */
+  int64_t differ;    /* where the replay's allocated differs */
+  int64_t below;     /* where it is below the recorded */
+  double max_over;   /* the largest excess, relative to the recorded */
+} ku_totals;
+
 /*
  * Replays a trace's device allocations through allocator `model` (one instance per device)
  * and its host allocations as a running sum, and compares the allocated bytes after every
- * event with the recorded allocator's "totals". Returns the number of totals compared;
- * *mismatches gets how many differed (the first few are printed).
+ * event with the recorded allocator's "totals" (with print, the first differences are shown).
  */
-static inline int64_t ku_totals_check(store *s, int64_t trace, const char *model, int64_t *mismatches) {
+static inline ku_totals ku_totals_check(store *s, int64_t trace, const char *model, int print) {
+  ku_totals out = {0};
   char err[512];
   sim_spec spec;
-  *mismatches = 0;
   if (sim_spec_parse(&spec, model, err, sizeof err) != SIM_OK) {
     fprintf(stderr, "%s\n", err);
     test_failures++;
-    return 0;
+    return out;
   }
   enum { MAXDEV = 16 };
   sim_device dev[MAXDEV];
@@ -128,7 +135,6 @@ static inline int64_t ku_totals_check(store *s, int64_t trace, const char *model
   store_reader *r;
   store_reader_open(s, trace, &r);
   sim_event ev;
-  int64_t checked = 0;
   while (store_reader_next(r, &ev) == 1) {
     int d = ev.device;
     if (ev.kind == SIM_EV_ALLOC || sim_event_is_free(&ev)) {
@@ -167,10 +173,16 @@ static inline int64_t ku_totals_check(store *s, int64_t trace, const char *model
       int rd = sqlite3_column_int(rec, 1);
       int64_t want = sqlite3_column_int64(rec, 2);
       int64_t got = rd < 0 ? host : (rd < MAXDEV && used[rd] ? a[rd].ops->stats(a[rd].ctx)->allocated.current : 0);
-      if (got != want && ++*mismatches <= 5)
-        fprintf(stderr, "  after event %lld (device %d): %s allocated %lld, recorded %lld\n", (long long)ev.seq, rd, model,
-                (long long)got, (long long)want);
-      checked++;
+      if (got != want) {
+        if (print && out.differ < 5)
+          fprintf(stderr, "  after event %lld (device %d): %s allocated %lld, recorded %lld\n", (long long)ev.seq, rd,
+                  model, (long long)got, (long long)want);
+        out.differ++;
+        if (got < want) out.below++;
+        else if (want > 0 && (double)(got - want) / (double)want > out.max_over)
+          out.max_over = (double)(got - want) / (double)want;
+      }
+      out.compared++;
       have = sqlite3_step(rec) == SQLITE_ROW;
     }
   }
@@ -184,7 +196,7 @@ static inline int64_t ku_totals_check(store *s, int64_t trace, const char *model
   sim_map_release(&live);
   sim_map_release(&host_live);
   sim_spec_release(&spec);
-  return checked;
+  return out;
 }
 
 /* Rows of events and recorded actions that differ between two traces (0: the same trace). */

@@ -30,9 +30,6 @@ static int64_t import_real(const char *rel) {
   return t;
 }
 
-/* The allocator model the totals check replays under: torch when it is registered. */
-static const char *totals_model(void) { return sim_allocator_find("torch") ? "torch" : "ideal"; }
-
 static int64_t recorded_max(int64_t t, const char *col, int device) {
   return ku_int(s, -1, "SELECT max(%s) FROM recorded WHERE trace_id = %lld AND action = 'totals' AND device = %d", col,
                 (long long)t, device);
@@ -91,12 +88,26 @@ static void v100_training_memory(void) {
   CHECK_EQ(ku_int(s, 0, "SELECT json_extract(attrs, '$.baseline_bytes.1') FROM traces WHERE id = %lld", (long long)t),
            4121780224 - 25165824);
 
-  /* Replaying with the baseline reproduces the recorded Total Allocated after every event. */
-  int64_t bad = -1, n = ku_totals_check(s, t, totals_model(), &bad);
-  fprintf(stderr, "  totals check under %s: %lld recorded totals compared, %lld differ\n", totals_model(), (long long)n,
-          (long long)bad);
-  CHECK_EQ(n, 28010);
-  CHECK_EQ(bad, 0);
+  /* Replaying with the baseline reproduces the recorded Total Allocated after every event,
+   * exactly where the model places each request as it is: Kineto's Bytes are the caching
+   * allocator's blocks, so under ideal. */
+  ku_totals tot = ku_totals_check(s, t, "ideal", 1);
+  CHECK_EQ(tot.compared, 28010);
+  CHECK_EQ(tot.differ, 0);
+  /* Under torch, the model's blocks are these sizes or larger: from its first cache miss it
+   * decides splits from its own cache (Kineto records no segments, so the window's cached free
+   * memory is unknown), and a block it does not split is up to 1 MiB larger than the real one.
+   * So: never below, and close (measured: 0.32% at most). */
+  if (sim_allocator_find("torch")) {
+    tot = ku_totals_check(s, t, "torch", 0);
+    fprintf(stderr, "  totals under torch: %lld compared, %lld differ, %lld below, at most %.2f%% over\n",
+            (long long)tot.compared, (long long)tot.differ, (long long)tot.below, 100 * tot.max_over);
+    CHECK_EQ(tot.compared, 28010);
+    CHECK_EQ(tot.below, 0);
+    CHECK(tot.max_over < 0.01);
+  } else {
+    fprintf(stderr, "  (no torch model in this build: the totals checked under ideal only)\n");
+  }
   /* So the replay's peak is the recorded peak, not the window's. */
   replay_result r = replay(t, "ideal");
   CHECK_EQ(r.peak_allocated, 6629508096);
