@@ -2675,17 +2675,34 @@ static int kineto_import(import_ctx *ic) {
   return rc;
 }
 
-/* A JSON object whose first keys are Kineto's (schemaVersion, deviceProperties) or traceEvents. */
+/* A JSON object with a top-level key of Kineto's (schemaVersion, deviceProperties, traceEvents)
+ * among the first bytes (a key nested deeper, as in a memplay JSON Lines header's attrs, does
+ * not count). */
 static int kineto_detect(const unsigned char *head, size_t n, const char *path) {
   (void)path;
   size_t i = 0;
   if (n >= 3 && head[0] == 0xEF && head[1] == 0xBB && head[2] == 0xBF) i = 3;
   while (i < n && isspace(head[i])) i++;
   if (i >= n || head[i] != '{') return 0;
-  const unsigned char *h = head + i;
-  size_t len = n - i;
-  if (memmem(h, len, "\"schemaVersion\"", 15) || memmem(h, len, "\"deviceProperties\"", 18)) return 95;
-  if (memmem(h, len, "\"traceEvents\"", 13)) return 80;
+  static const char *const keys[] = {"schemaVersion", "deviceProperties", "traceEvents"};
+  int depth = 0;
+  for (; i < n; i++) {
+    unsigned char c = head[i];
+    if (c == '"') {
+      size_t start = ++i;
+      while (i < n && head[i] != '"') i += head[i] == '\\' ? 2 : 1;
+      if (i >= n) return 0;
+      size_t len = i - start, j = i + 1;
+      while (j < n && isspace(head[j])) j++;
+      if (depth == 1 && j < n && head[j] == ':')
+        for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++)
+          if (len == strlen(keys[k]) && !memcmp(head + start, keys[k], len)) return k < 2 ? 95 : 80;
+    } else if (c == '{' || c == '[') {
+      depth++;
+    } else if (c == '}' || c == ']') {
+      if (--depth == 0) return 0; /* the first value ended without them */
+    }
+  }
   return 0;
 }
 
