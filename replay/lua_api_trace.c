@@ -54,28 +54,6 @@ static void sbase_release(void *arg) {
   free(b);
 }
 
-typedef struct msrc {
-  lmem *m;
-  size_t pos;
-} msrc;
-
-static int msrc_next(void *ctx, sim_event *ev) {
-  msrc *x = ctx;
-  if (x->pos >= x->m->n) return 0;
-  *ev = x->m->evs[x->pos++];
-  return 1;
-}
-
-static void msrc_close(void *ctx) { free(ctx); }
-
-static int mbase_open(void *arg, replay_source *out, char *err, size_t errlen) {
-  (void)err, (void)errlen;
-  msrc *x = sim_xcalloc(1, sizeof *x);
-  x->m = arg;
-  *out = (replay_source){msrc_next, NULL, msrc_close, x};
-  return 0;
-}
-
 static void mbase_release(void *arg) {
   lmem *m = arg;
   if (--m->refs > 0) return;
@@ -1769,7 +1747,7 @@ static int trace_cache(lua_State *L) {
   ltrace *nt = lapi_new_trace(L);
   sc->p[0] = sc->p[1] = NULL;
   lapi_scratch_free(sc);
-  xf_node *n = xf_base(mbase_open, m, mbase_release);
+  xf_node *n = xf_base_array(m->evs, m->n, m, mbase_release);
   /* A base of its own with the same meaning as t: lifetimes carry over only when t was not
    * transformed (the sequence numbers are the same). */
   lapi_set_trace(nt, n, n, t->ls, &t->meta, t->derived, t->derived ? NULL : t->lt);

@@ -101,7 +101,7 @@ void xf_lifetime_unref(xf_lifetime *lt) {
 
 void xf_filter_init(xf_filter *f) {
   memset(f, 0, sizeof *f);
-  f->rest = 1;
+  f->rest = 1 << 30; /* R_UNKNOWN: every criterion checked until filter_finish works it out */
   f->device = -2;
   f->step_min = INT32_MIN;
   f->step_max = INT32_MAX;
@@ -114,6 +114,9 @@ void xf_filter_release(xf_filter *f) {
   free(f->sites);
   free(f->names);
   free(f->xsites);
+  free(f->sites_bits);
+  free(f->names_bits);
+  free(f->xsites_bits);
   xf_lifetime_unref(f->lt);
   xf_filter_init(f);
 }
@@ -141,6 +144,8 @@ void xf_filter_copy(xf_filter *dst, const xf_filter *src) {
   dst->sites = dup_set(src->sites, src->nsites);
   dst->names = dup_set(src->names, src->nnames);
   dst->xsites = dup_set(src->xsites, src->nxsites);
+  dst->sites_bits = dst->names_bits = dst->xsites_bits = NULL; /* made again by filter_finish */
+  dst->sites_nbits = dst->names_nbits = dst->xsites_nbits = 0;
   xf_lifetime_ref(dst->lt);
 }
 
@@ -198,6 +203,19 @@ int xf_filter_is_set(const xf_filter *f) {
 static inline int filter_match(const xf_filter *f, const sim_event *ev);
 int xf_filter_match(const xf_filter *f, const sim_event *ev) { return filter_match(f, ev); }
 
+/* Membership of v in a sorted set, through its bitmap when it has one. */
+static inline int in_set(const int64_t *a, size_t n, const uint64_t *bits, uint64_t nbits, int64_t v) {
+  if (bits) return v >= 0 && (uint64_t)v < nbits && (bits[(uint64_t)v >> 6] >> ((uint64_t)v & 63)) & 1;
+  return in_sorted(a, n, v);
+}
+
+/* The criteria beyond kind, category and lifetime, as bits of xf_filter.rest. */
+enum {
+  R_MEM = 1 << 0, R_DIR = 1 << 1, R_FLAGS = 1 << 2, R_STREAM = 1 << 3, R_DEVICE = 1 << 4, R_STEP = 1 << 5,
+  R_SIZE = 1 << 6, R_SEQ = 1 << 7, R_SITES = 1 << 8, R_NAMES = 1 << 9, R_XSITES = 1 << 10,
+  R_UNKNOWN = 1 << 30, /* not worked out yet: check everything */
+};
+
 static inline int filter_match(const xf_filter *f, const sim_event *ev) {
   if (f->kinds && !(f->kinds >> ev->kind & 1)) return 0;
   if (f->categories || f->lifetime) {
@@ -213,28 +231,60 @@ static inline int filter_match(const xf_filter *f, const sim_event *ev) {
       if (!(f->categories & (persistent ? XF_CATS_PERSISTENT : XF_CATS_TRANSIENT))) return 0;
     }
   }
-  if (!f->rest) return 1;
-  if (f->mems && !(f->mems >> ev->mem & 1)) return 0;
-  if (f->dirs && !(f->dirs >> ev->dir & 1)) return 0;
-  if ((ev->flags & f->flags_all) != f->flags_all) return 0;
-  if (ev->flags & f->flags_none) return 0;
-  if (f->has_stream && ev->stream != f->stream) return 0;
-  if (f->device != -2 && ev->device != f->device) return 0;
-  if (ev->step < f->step_min || ev->step > f->step_max) return 0;
-  if (ev->size < f->size_min || ev->size > f->size_max) return 0;
-  if (ev->seq < f->seq_min || ev->seq > f->seq_max) return 0;
-  if (f->sites && !in_sorted(f->sites, f->nsites, ev->stack)) return 0;
-  if (f->names && !in_sorted(f->names, f->nnames, ev->name)) return 0;
-  if (f->xsites && in_sorted(f->xsites, f->nxsites, ev->stack)) return 0;
+  int r = f->rest;
+  if (!r) return 1;
+  if (r & R_UNKNOWN) r = -1;
+  if ((r & R_MEM) && f->mems && !(f->mems >> ev->mem & 1)) return 0;
+  if ((r & R_DIR) && f->dirs && !(f->dirs >> ev->dir & 1)) return 0;
+  if ((r & R_FLAGS) && ((ev->flags & f->flags_all) != f->flags_all || (ev->flags & f->flags_none))) return 0;
+  if ((r & R_STREAM) && f->has_stream && ev->stream != f->stream) return 0;
+  if ((r & R_DEVICE) && f->device != -2 && ev->device != f->device) return 0;
+  if ((r & R_STEP) && (ev->step < f->step_min || ev->step > f->step_max)) return 0;
+  if ((r & R_SIZE) && (ev->size < f->size_min || ev->size > f->size_max)) return 0;
+  if ((r & R_SEQ) && (ev->seq < f->seq_min || ev->seq > f->seq_max)) return 0;
+  if ((r & R_SITES) && f->sites && !in_set(f->sites, f->nsites, f->sites_bits, f->sites_nbits, ev->stack)) return 0;
+  if ((r & R_NAMES) && f->names && !in_set(f->names, f->nnames, f->names_bits, f->names_nbits, ev->name)) return 0;
+  if ((r & R_XSITES) && f->xsites && in_set(f->xsites, f->nxsites, f->xsites_bits, f->xsites_nbits, ev->stack))
+    return 0;
   return 1;
 }
 
-/* Notes whether a filter has criteria beyond kind, category and lifetime (the common case
- * has none), so that matching can stop early. */
+#define SET_BITS_MAX (UINT64_C(1) << 24) /* ids below 16M: a bitmap of at most 2 MiB */
+
+/* A bitmap of a sorted set of ids (NULL when an id is negative or too large). */
+static uint64_t *set_bits(const int64_t *a, size_t n, uint64_t *nbits) {
+  *nbits = 0;
+  if (!a) return NULL;
+  if (n && (a[0] < 0 || (uint64_t)a[n - 1] >= SET_BITS_MAX)) return NULL;
+  uint64_t top = n ? (uint64_t)a[n - 1] + 1 : 1;
+  uint64_t *bits = sim_xcalloc((size_t)((top + 63) / 64), sizeof *bits);
+  for (size_t i = 0; i < n; i++) bits[(uint64_t)a[i] >> 6] |= UINT64_C(1) << ((uint64_t)a[i] & 63);
+  *nbits = top;
+  return bits;
+}
+
+/* Works out which criteria a filter uses (so matching tests only those) and the bitmaps of
+ * its id sets; called once a transform holds the filter. */
 static void filter_finish(xf_filter *f) {
-  f->rest = f->mems || f->dirs || f->flags_all || f->flags_none || f->has_stream || f->device != -2 ||
-            f->step_min != INT32_MIN || f->step_max != INT32_MAX || f->size_min || f->size_max != UINT64_MAX ||
-            f->seq_min != INT64_MIN || f->seq_max != INT64_MAX || f->sites || f->names || f->xsites;
+  int r = 0;
+  if (f->mems) r |= R_MEM;
+  if (f->dirs) r |= R_DIR;
+  if (f->flags_all || f->flags_none) r |= R_FLAGS;
+  if (f->has_stream) r |= R_STREAM;
+  if (f->device != -2) r |= R_DEVICE;
+  if (f->step_min != INT32_MIN || f->step_max != INT32_MAX) r |= R_STEP;
+  if (f->size_min || f->size_max != UINT64_MAX) r |= R_SIZE;
+  if (f->seq_min != INT64_MIN || f->seq_max != INT64_MAX) r |= R_SEQ;
+  if (f->sites) r |= R_SITES;
+  if (f->names) r |= R_NAMES;
+  if (f->xsites) r |= R_XSITES;
+  f->rest = r;
+  free(f->sites_bits);
+  free(f->names_bits);
+  free(f->xsites_bits);
+  f->sites_bits = set_bits(f->sites, f->nsites, &f->sites_nbits);
+  f->names_bits = set_bits(f->names, f->nnames, &f->names_nbits);
+  f->xsites_bits = set_bits(f->xsites, f->nxsites, &f->xsites_nbits);
 }
 
 /* ---- kernel classes ----------------------------------------------------------------------- */
@@ -332,6 +382,8 @@ struct xf_node {
   char *desc;
   /* base */
   xf_open_fn open;
+  const sim_event *arr; /* an array base's events */
+  size_t narr;
   void *arg;
   void (*release)(void *arg);
   /* scale, set_copy, scale_time */
@@ -448,6 +500,38 @@ static int bad(char *err, size_t errlen, const char *fmt, ...) {
   vsnprintf(err, errlen, fmt, ap);
   va_end(ap);
   return 0;
+}
+
+typedef struct arrsrc {
+  const sim_event *a;
+  size_t n, pos;
+} arrsrc;
+
+static int arr_next(void *ctx, sim_event *ev) {
+  arrsrc *x = ctx;
+  if (x->pos >= x->n) return 0;
+  *ev = x->a[x->pos++];
+  return 1;
+}
+
+static int arr_open(void *arg, replay_source *out, char *err, size_t errlen) {
+  (void)err, (void)errlen;
+  const xf_node *n = arg;
+  arrsrc *x = sim_xcalloc(1, sizeof *x);
+  x->a = n->arr;
+  x->n = n->narr;
+  *out = (replay_source){arr_next, NULL, free, x};
+  return 0;
+}
+
+xf_node *xf_base_array(const sim_event *evs, size_t n, void *arg, void (*release)(void *arg)) {
+  xf_node *node = node_new(N_BASE, NULL);
+  node->open = arr_open;
+  node->arr = evs;
+  node->narr = n;
+  node->arg = arg;
+  node->release = release;
+  return node;
 }
 
 xf_node *xf_scale(xf_node *in, const xf_filter *f, double factor, uint64_t align, char *err, size_t errlen) {
@@ -723,6 +807,8 @@ typedef struct xstate {
   int64_t out_seq;
   stage *stages; /* fused one-to-one transforms */
   size_t nstages;
+  const sim_event *arr; /* their array base, read directly */
+  size_t arr_n, arr_pos;
 } xstate;
 
 static const char *x_error(void *ctx) {
@@ -1155,6 +1241,17 @@ static int renumber_next(void *ctx, sim_event *ev) {
   return 1;
 }
 
+/* The stages over an array base: read the array here, one call per event. */
+static int stages_array_next(void *ctx, sim_event *ev) {
+  xstate *x = ctx;
+  if (x->arr_pos >= x->arr_n) return 0;
+  *ev = x->arr[x->arr_pos++];
+  uint32_t bit = 1u << ev->kind;
+  for (size_t i = 0; i < x->nstages; i++)
+    if (x->stages[i].kinds & bit) stage_apply(&x->stages[i], ev);
+  return 1;
+}
+
 static int stages_next(void *ctx, sim_event *ev) {
   xstate *x = ctx;
   int r = in_next(x, ev);
@@ -1166,7 +1263,7 @@ static int stages_next(void *ctx, sim_event *ev) {
 }
 
 static int open_node(const xf_node *n, replay_source *out, char *err, size_t errlen) {
-  if (n->kind == N_BASE) return n->open(n->arg, out, err, errlen);
+  if (n->kind == N_BASE) return n->open(n->arr ? (void *)n : n->arg, out, err, errlen);
   if (fusable(n)) {
     /* the run of one-to-one transforms down from n, applied innermost first */
     size_t k = 0;
@@ -1182,8 +1279,10 @@ static int open_node(const xf_node *n, replay_source *out, char *err, size_t err
       x->stages[i].n = m;
       switch (m->kind) {
       case N_SCALE:
-        x->stages[i].kinds = (1u << SIM_EV_ALLOC) | frees |
-                             (m->f.kinds & ((1u << SIM_EV_MEMCPY) | (1u << SIM_EV_MEMSET) | (1u << SIM_EV_HOST_ALLOC)));
+        /* the kinds its filter takes (allocations by default), and frees when allocations change */
+        x->stages[i].kinds = m->f.kinds & ((1u << SIM_EV_ALLOC) | (1u << SIM_EV_MEMCPY) | (1u << SIM_EV_MEMSET) |
+                                           (1u << SIM_EV_HOST_ALLOC));
+        if (m->f.kinds & (1u << SIM_EV_ALLOC)) x->stages[i].kinds |= frees;
         break;
       case N_RESIZE: x->stages[i].kinds = (1u << SIM_EV_ALLOC) | frees; break;
       case N_SET_COPY: x->stages[i].kinds = 1u << SIM_EV_MEMCPY; break;
@@ -1191,6 +1290,12 @@ static int open_node(const xf_node *n, replay_source *out, char *err, size_t err
       }
       sim_map_init(&x->stages[i].map);
       x->stages[i].track = -1;
+    }
+    if (m->kind == N_BASE && m->arr) {
+      x->arr = m->arr;
+      x->arr_n = m->narr;
+      *out = (replay_source){stages_array_next, x_error, x_close, x};
+      return 0;
     }
     if (open_node(m, &x->in, err, errlen)) {
       free(x->stages);

@@ -90,7 +90,10 @@ typedef struct xf_filter {
   size_t nnames;
   int64_t *xsites;      /* sorted call stack ids that never match (owned) */
   size_t nxsites;
-  int rest;             /* a criterion beyond kind, category and lifetime is set (1 until known) */
+  int rest;             /* the criteria beyond kind, category and lifetime in use (bits; all until known) */
+  /* the id sets as bitmaps, when their ids are small (made once a transform holds the filter) */
+  uint64_t *sites_bits, *names_bits, *xsites_bits;
+  uint64_t sites_nbits, names_nbits, xsites_nbits;
 } xf_filter;
 
 void xf_filter_init(xf_filter *f);
@@ -156,6 +159,9 @@ typedef enum xf_where {
 /* Every constructor returns a new node holding one reference to its input (the caller keeps
  * its own), or NULL with a message for bad parameters. Filters are copied. */
 xf_node *xf_base(xf_open_fn open, void *arg, void (*release)(void *arg));
+/* A leaf over events held in memory (borrowed: arg's release frees them): one-to-one
+ * transforms over it read the array themselves, without a source of its own between. */
+xf_node *xf_base_array(const sim_event *evs, size_t n, void *arg, void (*release)(void *arg));
 /* Sizes of matching allocations (and their frees): ceil(size * factor) rounded up to align
  * bytes (align >= 1). Matching copies and memsets get their size and duration scaled too. */
 xf_node *xf_scale(xf_node *in, const xf_filter *f, double factor, uint64_t align, char *err, size_t errlen);
