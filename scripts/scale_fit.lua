@@ -3,7 +3,9 @@
 --
 -- Model (two traces, --set other=TRACE):
 --   * allocations are matched across the traces by call site and order: the k-th allocation
---     made at a call site in one trace is the k-th made there in the other;
+--     made at a call site in one trace is the k-th made there in the other; a call site found in
+--     one trace only is paired with the other's whose frames agree with it longest, innermost
+--     first (the same code reached from another line of the driver);
 --   * each matched allocation's growth is fitted from its two sizes: constant, linear or
 --     quadratic in the size when the ratio says so (within 2%), otherwise a power law through
 --     both points;
@@ -16,9 +18,11 @@
 -- Model (one trace): persistent memory (what lives across the trace: parameters, optimizer
 --   state, gradients) and the optimizer's own allocations are constant; attention scores are
 --   quadratic in a sequence length: with --set heads=N and the batch known, every transient
---   allocation of batch x heads x size^2 elements (of --set elem bytes, default 4) and of size^2
---   bytes (a boolean causal mask); all other transient allocations are linear. Without heads, or
---   with --set unit=batch, nothing is quadratic.
+--   allocation of batch x heads x size^2 elements (of --set elem bytes, default 4), of size^2
+--   bytes (a boolean causal mask) and of batch x heads x size^2 bytes (a boolean of the scores'
+--   shape, unless that size is more common than the scores: then it is taken for activations);
+--   all other transient allocations are linear. Without heads, or with --set unit=batch,
+--   nothing is quadratic.
 -- Parameters (--set):
 --   size=N        the size of this trace (required: e.g. its sequence length)
 --   at=N          the size to predict (default: 2 * the larger known size)
@@ -70,13 +74,51 @@ local function plausible(r, x)
   return cls ~= 'power' or (p >= -0.05 and p <= 2.5)
 end
 
+-- Pairs the call sites one trace has and the other does not: the same code reached from other
+-- lines of the driver (a benchmark that runs each size from its own line) differs only in its
+-- outermost frames. Each unshared site of the base is paired with the unshared site of the
+-- reference whose frames agree with its own for the most frames, innermost first, when that
+-- covers at least half of both stacks; each site is paired once, the closest pairs first.
+local function pair_sites(tb, tr, sb, sr)
+  local function frames(t, site)
+    local out = {}
+    for _, f in ipairs(t:frames(site)) do out[#out + 1] = f.name .. '\0' .. f.file .. '\0' .. f.line end
+    return out
+  end
+  local ub, ur = {}, {}
+  for site in pairs(sb) do if site ~= 0 and not sr[site] then ub[#ub + 1] = {site = site, f = frames(tb, site)} end end
+  for site in pairs(sr) do if site ~= 0 and not sb[site] then ur[#ur + 1] = {site = site, f = frames(tr, site)} end end
+  local cands = {}
+  for _, b in ipairs(ub) do
+    for _, r in ipairs(ur) do
+      local n = 0
+      while n < #b.f and n < #r.f and b.f[n + 1] == r.f[n + 1] do n = n + 1 end
+      if n > 0 and 2 * n >= #b.f and 2 * n >= #r.f then cands[#cands + 1] = {b = b.site, r = r.site, n = n} end
+    end
+  end
+  table.sort(cands, function(p, q)
+    if p.n ~= q.n then return p.n > q.n end
+    if p.b ~= q.b then return p.b < q.b end
+    return p.r < q.r
+  end)
+  local map, used = {}, {}
+  for _, c in ipairs(cands) do
+    if not map[c.b] and not used[c.r] then
+      map[c.b] = c.r
+      used[c.r] = true
+    end
+  end
+  return map
+end
+
 -- Matches the k-th allocation at a site with the k-th in the other trace; where one trace
 -- makes more allocations at a site, an allocation whose growth is implausible is taken for
--- an extra one and skipped. Returns base index -> reference index.
-local function match(ab, ar, x)
+-- an extra one and skipped. Returns base index -> reference index, and the sites paired.
+local function match(tb, tr, ab, ar, x)
   local pairs_, sb, sr = {}, by_site(ab), by_site(ar)
+  local paired = pair_sites(tb, tr, sb, sr)
   for site, lb in pairs(sb) do
-    local lr = sr[site]
+    local lr = sr[site] or sr[paired[site]]
     if lr and site ~= 0 then
       local i, j = 1, 1
       while i <= #lb and j <= #lr do
@@ -92,7 +134,9 @@ local function match(ab, ar, x)
       end
     end
   end
-  return pairs_
+  local npaired = 0
+  for _ in pairs(paired) do npaired = npaired + 1 end
+  return pairs_, npaired
 end
 
 local counts = {constant = 0, linear = 0, quadratic = 0, power = 0, unmatched = 0}
@@ -107,7 +151,7 @@ if B then
   local ref, ref_size = near_a and B or A, near_a and other_size or size
   local ab, ar = base:allocations(), ref:allocations()
   local x = ref_size / base_size
-  local m = match(ab, ar, x)
+  local m, npaired = match(base, ref, ab, ar, x)
   local site_votes = {}
   local p_of = {}
   for i = 1, ab.n do
@@ -145,6 +189,9 @@ if B then
   end
   memplay.assume(string.format('allocations matched by call site and order between %s (%s %d) and %s (%s %d)',
     A:name(), unit, size, B:name(), unit, other_size))
+  if npaired > 0 then
+    memplay.assume(string.format('%d call sites found in one trace only paired with the other\'s by their innermost frames', npaired))
+  end
 else
   base, base_size = A, size
   local ab = A:allocations()
@@ -156,10 +203,29 @@ else
   local heads = memplay.param('heads', 0)
   local elem = memplay.param('elem', 4)
   if unit == 'sequence' and heads > 0 and S.batch then
-    quad_sizes[S.batch * heads * size * size * elem] = true
+    local scores = S.batch * heads * size * size
+    quad_sizes[scores * elem] = true
     quad_sizes[size * size] = true -- a boolean causal mask
     memplay.assume(string.format('attention scores are %d x %d x %s^2 elements of %d bytes (batch x heads x sequence^2), and a %s^2 boolean mask: quadratic',
       S.batch, heads, unit, elem, unit))
+    -- a boolean tensor of the scores' shape (what masked_fill or dropout makes) is quadratic too,
+    -- unless allocations of that byte size outnumber the scores themselves: then most of them
+    -- are something else of the same size (linear activations, when 4 x head width = sequence)
+    if elem ~= 1 then
+      local nscores, nmasks = 0, 0
+      for i = 1, ab.n do
+        if not ab.persistent[i] then
+          if ab.size[i] == scores * elem then nscores = nscores + 1 elseif ab.size[i] == scores then nmasks = nmasks + 1 end
+        end
+      end
+      if nmasks > 0 and nmasks <= nscores then
+        quad_sizes[scores] = true
+        memplay.assume(string.format('%d boolean tensors of the scores\' shape (%s): quadratic', nmasks, memplay.bytes(scores)))
+      elseif nmasks > 0 then
+        memplay.assume(string.format('allocations of %s (the scores\' shape in booleans) outnumber the scores (%d > %d): taken as linear activations of that size',
+          memplay.bytes(scores), nmasks, nscores))
+      end
+    end
   elseif unit == 'sequence' then
     memplay.assume('no --set heads=N (and batch): attention scores are taken as linear, which underestimates long sequences')
   end

@@ -54,4 +54,29 @@ for key in peak_allocated_bytes peak_reserved_bytes; do
     [ "$p" = "$real256" ] || fail "scale_fit two traces at 256: $key $p, real $real256"
   fi
 done
+
+# The kk job (a 2.7B-class transformer: 32 layers, width 2560, 32 heads, batch 4) at contexts
+# 128 and 512, run from different lines of its driver: one trace predicts the other within 1%.
+if [ -f "$P/kk_ctx128_fullstep.pickle" ] && [ -f "$P/kk_ctx512_fullstep.pickle" ]; then
+  expect 0 import "$P/kk_ctx128_fullstep.pickle" --name k128
+  expect 0 import "$P/kk_ctx512_fullstep.pickle" --name k512
+  for key in peak_allocated_bytes peak_reserved_bytes; do
+    real512=$(peak $key k512)
+    real128=$(peak $key k128)
+    if expect 0 whatif k128 scale_fit --json --no-save --set size=128 --set at=512 --set batch=4 --set heads=32; then
+      p=$(predicted $key)
+      within "$p" "$real512" 1 || fail "kk scale_fit 128 -> 512: $key predicted $p, real $real512"
+    fi
+    if expect 0 whatif k512 scale_fit --json --no-save --set size=512 --set at=128 --set batch=4 --set heads=32; then
+      p=$(predicted $key)
+      within "$p" "$real128" 1 || fail "kk scale_fit 512 -> 128: $key predicted $p, real $real128"
+    fi
+  done
+  # two traces: the call sites that differ only in the driver's frames are paired, so that
+  # every allocation finds its match
+  if expect 0 whatif k128 scale_fit --no-save --set size=128 --set other=k512 --set other_size=512 --set at=1024; then
+    has "$T/out" "call sites found in one trace only paired"
+    has "$T/out" " 0 without a match"
+  fi
+fi
 finish
