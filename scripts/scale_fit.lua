@@ -16,13 +16,18 @@
 --   * allocations the larger trace makes that the smaller one does not (a size-dependent
 --     number of chunks) are kept as the base trace has them.
 -- Model (one trace): persistent memory (what lives across the trace: parameters, optimizer
---   state, gradients) and the optimizer's own allocations are constant; attention scores are
+--   state, gradients), parameter-shaped memory wherever the categories say so (gradients made
+--   in the backward) and the optimizer's own allocations are constant; attention scores are
 --   quadratic in a sequence length: with --set heads=N and the batch known, every transient
 --   allocation of batch x heads x size^2 elements (of --set elem bytes, default 4), of size^2
---   bytes (a boolean causal mask) and of batch x heads x size^2 bytes (a boolean of the scores'
---   shape, unless that size is more common than the scores: then it is taken for activations);
---   all other transient allocations are linear. Without heads, or with --set unit=batch,
---   nothing is quadratic.
+--   bytes (a causal mask, unless its call stack names a reduction), and of batch x heads x
+--   size^2 bytes when the call stack names an operator returning booleans (a comparison's mask,
+--   a dropout's); all other transient allocations are linear. When the scores' size is also a
+--   feed-forward activation's (heads x size = the feed-forward width), each allocation of that
+--   size is decided by what its call stack says (softmax, masking, attention: scores; an
+--   activation function, a feed-forward or MLP function: linear), and one whose stack says
+--   neither takes the answer of the nearest one that does, in events. Without heads, or with
+--   --set unit=batch, nothing is quadratic.
 -- Parameters (--set):
 --   size=N        the size of this trace (required: e.g. its sequence length)
 --   at=N          the size to predict (default: 2 * the larger known size)
@@ -47,6 +52,22 @@ local A = S.trace
 local B = other_name ~= '' and memplay.store():trace(other_name) or nil
 
 local TOL = 0.02
+-- operators whose result is boolean (as named in a C++ frame: at::_ops::eq_Scalar::call)
+local BOOL_OPS = {'eq', 'ne', 'lt', 'le', 'gt', 'ge', 'logical_not', 'logical_and', 'logical_or',
+                  'logical_xor', 'isnan', 'isinf', 'isfinite', 'native_dropout', 'bernoulli'}
+-- what marks attention scores (softmax, masking) and feed-forward activations in a call stack:
+-- operators, autograd nodes, and (lowercased) parts of Python function names
+local REDUCE_OPS = {'sum', 'sum_dim', 'max', 'max_dim', 'amax', 'min', 'min_dim', 'amin', 'mean', 'mean_dim',
+                    'logsumexp', 'norm', 'linalg_vector_norm', 'var', 'std'}
+local SCORE_OPS = {'_softmax', 'softmax', '_softmax_backward_data', '_masked_softmax', 'masked_fill', 'where',
+                   'exp', 'amax', 'max', 'baddbmm'}
+local SCORE_NODES = {'SoftmaxBackward0', 'ExpBackward0', 'MaxBackward0', 'MaxBackward1', 'AmaxBackward0',
+                     'WhereBackward0', 'MaskedFillBackward0', 'BaddbmmBackward0'}
+local SCORE_FNS = {'softmax', 'attention', 'attn'}
+local LINEAR_OPS = {'sigmoid', 'silu', 'gelu', 'relu', 'tanh', 'sigmoid_backward', 'silu_backward',
+                    'gelu_backward', 'threshold_backward', 'tanh_backward'}
+local LINEAR_NODES = {'SigmoidBackward0', 'SiluBackward0', 'GeluBackward0', 'ReluBackward0', 'TanhBackward0'}
+local LINEAR_FNS = {'silu', 'gelu', 'swiglu', 'relu', 'mlp', 'ffn', 'feed_forward', 'feedforward'}
 local function classify(r, x)
   if math.abs(r - 1) <= TOL then return 'constant', 0 end
   if math.abs(r - x) <= TOL * x then return 'linear', 1 end
@@ -198,33 +219,131 @@ else
   -- optimizer call sites are constant
   local opt = {}
   for _, s in ipairs(A:sites{site_match = memplay.optimizer_sites}) do opt[s.site] = true end
-  local quad_sizes = {}
+  local quad_sizes, quad_ab = {}, {}
+  -- what does not grow: memory that outlives the trace, the optimizer's, what has no call stack,
+  -- and parameter-shaped memory wherever the categories say so (gradients made in the backward)
+  local CONST_CATS = {parameter = true, gradient = true, optimizer_state = true}
+  local function constant(i)
+    return ab.persistent[i] or opt[ab.site[i]] or ab.site[i] == 0 or CONST_CATS[ab.category[i]] or false
+  end
   -- attention scores: batch * heads * size^2 elements (and size^2 masks), when the heads are known
   local heads = memplay.param('heads', 0)
   local elem = memplay.param('elem', 4)
   if unit == 'sequence' and heads > 0 and S.batch then
     local scores = S.batch * heads * size * size
     quad_sizes[scores * elem] = true
-    quad_sizes[size * size] = true -- a boolean causal mask
     memplay.assume(string.format('attention scores are %d x %d x %s^2 elements of %d bytes (batch x heads x sequence^2), and a %s^2 boolean mask: quadratic',
       S.batch, heads, unit, elem, unit))
-    -- a boolean tensor of the scores' shape (what masked_fill or dropout makes) is quadratic too,
-    -- unless allocations of that byte size outnumber the scores themselves: then most of them
-    -- are something else of the same size (linear activations, when 4 x head width = sequence)
+    -- what a call stack says about its allocation: the operators (at::_ops::NAME::), the
+    -- autograd nodes (generated::NAME::apply) and the Python functions it passes through
+    local said = {}
+    local function says(site)
+      local w = said[site]
+      if w then return w end
+      w = {op = {}, node = {}, fn = {}}
+      for _, f in ipairs(A:frames(site)) do
+        local op = f.name:match('_ops::([%w_]+)::')
+        if op then
+          w.op[op] = true
+          w.op[op:match('^(.-)_[A-Z]') or op] = true -- eq_Scalar -> eq
+        end
+        local node = f.name:match('generated::([%w_]+)::apply')
+        if node then w.node[node] = true end
+        if f.file:match('%.py$') then w.fn[f.name:lower()] = true end
+      end
+      said[site] = w
+      return w
+    end
+    local function any(w, ops, nodes, fns)
+      for _, o in ipairs(ops) do if w.op[o] then return true end end
+      for _, n in ipairs(nodes) do if w.node[n] then return true end end
+      for f in pairs(w.fn) do
+        for _, pat in ipairs(fns) do if f:find(pat, 1, true) then return true end end
+      end
+      return false
+    end
+    local function transient(i) return not constant(i) end
+
+    -- a size^2 boolean mask (a causal mask): quadratic, unless the stack names a reduction
+    -- (a sum or max over the scores' last dimension is batch x heads x size elements, which is
+    -- size^2 bytes when 4 x batch x heads = size)
+    for i = 1, ab.n do
+      if ab.size[i] == size * size and transient(i) and not any(says(ab.site[i]), REDUCE_OPS, {}, {}) then
+        quad_ab[i] = true
+      end
+    end
+
+    -- a boolean tensor of the scores' shape (a comparison's result: the mask a masked_fill
+    -- reads; a dropout's mask) is quadratic too; the size alone does not say it is one (linear
+    -- activations have that size when the sequence is a multiple of the head width), so only
+    -- an allocation whose call stack names an operator that returns booleans counts
     if elem ~= 1 then
-      local nscores, nmasks = 0, 0
+      local nmasks = 0
       for i = 1, ab.n do
-        if not ab.persistent[i] then
-          if ab.size[i] == scores * elem then nscores = nscores + 1 elseif ab.size[i] == scores then nmasks = nmasks + 1 end
+        if ab.size[i] == scores and transient(i) and any(says(ab.site[i]), BOOL_OPS, {}, {}) then
+          quad_ab[i] = true
+          nmasks = nmasks + 1
         end
       end
-      if nmasks > 0 and nmasks <= nscores then
-        quad_sizes[scores] = true
-        memplay.assume(string.format('%d boolean tensors of the scores\' shape (%s): quadratic', nmasks, memplay.bytes(scores)))
-      elseif nmasks > 0 then
-        memplay.assume(string.format('allocations of %s (the scores\' shape in booleans) outnumber the scores (%d > %d): taken as linear activations of that size',
-          memplay.bytes(scores), nmasks, nscores))
+      if nmasks > 0 then
+        memplay.assume(string.format('%d boolean tensors of the scores\' shape (%s, made by comparisons or dropout): quadratic', nmasks, memplay.bytes(scores)))
       end
+    end
+
+    -- The scores' size can be another tensor's too: the feed-forward layer's activations
+    -- (batch x sequence x ffn width) have it when heads x sequence = ffn width. When an
+    -- allocation of that size is made by a feed-forward operation, the size is shared: each
+    -- allocation of it is decided by what its stack says (softmax, masking, attention: scores;
+    -- an activation function, a feed-forward or MLP function: linear), and one whose stack
+    -- says neither (a matmul, a product) takes the answer of the nearest one that does, in
+    -- allocation order (a layer's attention and its feed-forward run apart, forward and back).
+    local sized, shared = {}, false
+    for i = 1, ab.n do
+      if ab.size[i] == scores * elem and transient(i) then
+        sized[#sized + 1] = i
+        if any(says(ab.site[i]), LINEAR_OPS, LINEAR_NODES, LINEAR_FNS) then shared = true end
+      end
+    end
+    if shared then
+      quad_sizes[scores * elem] = nil
+      local label = {}
+      for k, i in ipairs(sized) do
+        local w = says(ab.site[i])
+        if any(w, LINEAR_OPS, LINEAR_NODES, LINEAR_FNS) then label[k] = 1
+        elseif any(w, SCORE_OPS, SCORE_NODES, SCORE_FNS) then label[k] = 2 end
+      end
+      -- the nearest labelled allocation before and after each one, in events
+      local prev, nxt = {}, {}
+      local last = nil
+      for k = 1, #sized do
+        prev[k] = last
+        if label[k] then last = k end
+      end
+      last = nil
+      for k = #sized, 1, -1 do
+        nxt[k] = last
+        if label[k] then last = k end
+      end
+      local nq, nl = 0, 0
+      for k, i in ipairs(sized) do
+        local p = label[k]
+        if not p then
+          local b, a = prev[k], nxt[k]
+          if b and a then
+            p = (ab.seq[i] - ab.seq[sized[b]] <= ab.seq[sized[a]] - ab.seq[i]) and label[b] or label[a]
+          else
+            p = label[b or a or 0]
+          end
+        end
+        if p == 2 then
+          quad_ab[i] = true
+          nq = nq + 1
+        else
+          nl = nl + 1
+        end
+      end
+      memplay.assume(string.format('the scores\' size (%s) is a feed-forward activation\'s too: of its %d allocations, %d taken for scores (quadratic) and %d for activations (linear), by what their call stacks say',
+        memplay.bytes(scores * elem), #sized, nq, nl))
     end
   elseif unit == 'sequence' then
     memplay.assume('no --set heads=N (and batch): attention scores are taken as linear, which underestimates long sequences')
@@ -232,9 +351,9 @@ else
   local x = at / size
   for i = 1, ab.n do
     local p
-    if ab.persistent[i] or opt[ab.site[i]] or ab.site[i] == 0 then
+    if constant(i) then
       p = 0; counts.constant = counts.constant + 1
-    elseif quad_sizes[ab.size[i]] then
+    elseif quad_sizes[ab.size[i]] or quad_ab[i] then
       p = 2; counts.quadratic = counts.quadratic + 1
     else
       p = 1; counts.linear = counts.linear + 1
