@@ -18,24 +18,27 @@
 -- Model (one trace): persistent memory (what lives across the trace: parameters, optimizer
 --   state, gradients), parameter-shaped memory wherever the categories say so (gradients made
 --   in the backward) and the optimizer's own allocations are constant; attention scores are
---   quadratic in a sequence length: with --set heads=N and the batch known, every transient
---   allocation of batch x heads x size^2 elements (of --set elem bytes, default 4), of size^2
---   bytes (a causal mask, unless its call stack names a reduction), and of batch x heads x
---   size^2 bytes when the call stack names an operator returning booleans (a comparison's mask,
---   a dropout's); all other transient allocations are linear. When the scores' size is also a
---   feed-forward activation's (heads x size = the feed-forward width), each allocation of that
---   size is decided by what its call stack says (softmax, masking, attention: scores; an
---   activation function, a feed-forward or MLP function: linear), and one whose stack says
---   neither takes the answer of the nearest one that does, in events. Without heads, or with
---   --set unit=batch, nothing is quadratic.
+--   quadratic in a sequence length. The scores are batch x heads x size^2 elements: with
+--   --set heads=N and the batch, of --set elem bytes (default 4); otherwise the size most
+--   allocations made by a softmax have, when it is a whole multiple of size^2 bytes (none when
+--   attention never materializes its scores, as fused attention kernels do not). Quadratic
+--   too: size^2 bytes (a causal mask, unless its call stack names a reduction) and booleans of
+--   the scores' shape when the call stack names an operator returning booleans (a
+--   comparison's mask, a dropout's). All other transient allocations are linear. When the
+--   scores' size is also a feed-forward activation's (heads x size = the feed-forward width),
+--   each allocation of that size is decided by what its call stack says (softmax, masking,
+--   attention: scores; an activation function, a feed-forward or MLP function: linear), and
+--   one whose stack says neither takes the answer of the nearest one that does, in events.
+--   With --set unit=batch nothing is quadratic.
 -- Parameters (--set):
 --   size=N        the size of this trace (required: e.g. its sequence length)
 --   at=N          the size to predict (default: 2 * the larger known size)
 --   other=TRACE   the same job recorded at another size (name or id)
 --   other_size=N  that trace's size (required with other)
 --   unit=NAME     sequence (default) or batch: what the size counts
---   heads=N       attention heads (one trace, sequence: with batch, finds the score matrices)
---   elem=N        bytes per element of the score matrices (default 4: fp32)
+--   heads=N       attention heads (one trace, sequence: with batch, gives the scores' size;
+--                 without, the softmax finds it)
+--   elem=N        bytes per element of the scores and of the activations (default 4: fp32)
 --   allocator=SPEC, capacity=SIZE, batch=N  as for every scenario
 local S = memplay.scenario_context()
 local size = memplay.param('size', 0)
@@ -226,43 +229,73 @@ else
   local function constant(i)
     return ab.persistent[i] or opt[ab.site[i]] or ab.site[i] == 0 or CONST_CATS[ab.category[i]] or false
   end
-  -- attention scores: batch * heads * size^2 elements (and size^2 masks), when the heads are known
+  -- what a call stack says about its allocation: the operators (at::_ops::NAME::), the
+  -- autograd nodes (generated::NAME::apply) and the Python functions it passes through
+  local said = {}
+  local function says(site)
+    local w = said[site]
+    if w then return w end
+    w = {op = {}, node = {}, fn = {}}
+    for _, f in ipairs(A:frames(site)) do
+      local op = f.name:match('_ops::([%w_]+)::')
+      if op then
+        w.op[op] = true
+        w.op[op:match('^(.-)_[A-Z]') or op] = true -- eq_Scalar -> eq
+      end
+      local node = f.name:match('generated::([%w_]+)::apply')
+      if node then w.node[node] = true end
+      if f.file:match('%.py$') then w.fn[f.name:lower()] = true end
+    end
+    said[site] = w
+    return w
+  end
+  local function any(w, ops, nodes, fns)
+    for _, o in ipairs(ops) do if w.op[o] then return true end end
+    for _, n in ipairs(nodes) do if w.node[n] then return true end end
+    for f in pairs(w.fn) do
+      for _, pat in ipairs(fns) do if f:find(pat, 1, true) then return true end end
+    end
+    return false
+  end
+  local function transient(i) return not constant(i) end
+
+  -- attention scores: batch x heads x size^2 elements of elem bytes. With --set heads (and the
+  -- batch) they are known; otherwise the softmax says: the size most transient allocations
+  -- made by a softmax have, when it is a whole multiple of size^2 bytes (none when attention
+  -- never materializes its scores, as fused attention kernels do not)
   local heads = memplay.param('heads', 0)
   local elem = memplay.param('elem', 4)
+  local per = nil -- bytes of the scores per size^2: batch x heads x elem
   if unit == 'sequence' and heads > 0 and S.batch then
-    local scores = S.batch * heads * size * size
-    quad_sizes[scores * elem] = true
-    memplay.assume(string.format('attention scores are %d x %d x %s^2 elements of %d bytes (batch x heads x sequence^2), and a %s^2 boolean mask: quadratic',
-      S.batch, heads, unit, elem, unit))
-    -- what a call stack says about its allocation: the operators (at::_ops::NAME::), the
-    -- autograd nodes (generated::NAME::apply) and the Python functions it passes through
-    local said = {}
-    local function says(site)
-      local w = said[site]
-      if w then return w end
-      w = {op = {}, node = {}, fn = {}}
-      for _, f in ipairs(A:frames(site)) do
-        local op = f.name:match('_ops::([%w_]+)::')
-        if op then
-          w.op[op] = true
-          w.op[op:match('^(.-)_[A-Z]') or op] = true -- eq_Scalar -> eq
-        end
-        local node = f.name:match('generated::([%w_]+)::apply')
-        if node then w.node[node] = true end
-        if f.file:match('%.py$') then w.fn[f.name:lower()] = true end
+    per = S.batch * heads * elem
+    memplay.assume(string.format('attention scores are %d x %d x %s^2 elements of %d bytes (batch x heads x sequence^2): quadratic',
+      S.batch, heads, unit, elem))
+  elseif unit == 'sequence' then
+    local count = {}
+    for i = 1, ab.n do
+      local b = ab.size[i]
+      if b % (size * size) == 0 and transient(i) and any(says(ab.site[i]), {'_softmax', 'softmax', '_softmax_backward_data'},
+                                                          {'SoftmaxBackward0'}, {'softmax'}) then
+        count[b] = (count[b] or 0) + 1
       end
-      said[site] = w
-      return w
     end
-    local function any(w, ops, nodes, fns)
-      for _, o in ipairs(ops) do if w.op[o] then return true end end
-      for _, n in ipairs(nodes) do if w.node[n] then return true end end
-      for f in pairs(w.fn) do
-        for _, pat in ipairs(fns) do if f:find(pat, 1, true) then return true end end
-      end
-      return false
+    local best, n = nil, 0
+    for b, c in pairs(count) do
+      if c > n or (c == n and b > best) then best, n = b, c end
     end
-    local function transient(i) return not constant(i) end
+    if best then
+      per = best // (size * size)
+      memplay.assume(string.format('attention scores found by their softmax: %s at %s %d (%d allocations), that is %d bytes x %s^2 (batch x heads x bytes per element): quadratic',
+        memplay.bytes(best), unit, size, n, per, unit))
+    else
+      memplay.assume('no allocation made by a softmax has a size of a whole multiple of ' .. unit .. '^2, and no --set heads=N: nothing is quadratic (right when attention never materializes its scores; give heads and batch otherwise)')
+    end
+  end
+  if per then
+    local scores = per // elem -- the scores' elements (bytes of a boolean tensor of their shape)
+    if per % elem ~= 0 then scores = nil end
+    quad_sizes[per * size * size] = true
+    local score_bytes = per * size * size
 
     -- a size^2 boolean mask (a causal mask): quadratic, unless the stack names a reduction
     -- (a sum or max over the scores' last dimension is batch x heads x size elements, which is
@@ -277,16 +310,17 @@ else
     -- reads; a dropout's mask) is quadratic too; the size alone does not say it is one (linear
     -- activations have that size when the sequence is a multiple of the head width), so only
     -- an allocation whose call stack names an operator that returns booleans counts
-    if elem ~= 1 then
+    if elem ~= 1 and scores then
       local nmasks = 0
+      local bool_bytes = scores * size * size
       for i = 1, ab.n do
-        if ab.size[i] == scores and transient(i) and any(says(ab.site[i]), BOOL_OPS, {}, {}) then
+        if ab.size[i] == bool_bytes and transient(i) and any(says(ab.site[i]), BOOL_OPS, {}, {}) then
           quad_ab[i] = true
           nmasks = nmasks + 1
         end
       end
       if nmasks > 0 then
-        memplay.assume(string.format('%d boolean tensors of the scores\' shape (%s, made by comparisons or dropout): quadratic', nmasks, memplay.bytes(scores)))
+        memplay.assume(string.format('%d boolean tensors of the scores\' shape (%s, made by comparisons or dropout): quadratic', nmasks, memplay.bytes(bool_bytes)))
       end
     end
 
@@ -299,13 +333,13 @@ else
     -- allocation order (a layer's attention and its feed-forward run apart, forward and back).
     local sized, shared = {}, false
     for i = 1, ab.n do
-      if ab.size[i] == scores * elem and transient(i) then
+      if ab.size[i] == score_bytes and transient(i) then
         sized[#sized + 1] = i
         if any(says(ab.site[i]), LINEAR_OPS, LINEAR_NODES, LINEAR_FNS) then shared = true end
       end
     end
     if shared then
-      quad_sizes[scores * elem] = nil
+      quad_sizes[score_bytes] = nil
       local label = {}
       for k, i in ipairs(sized) do
         local w = says(ab.site[i])
@@ -343,10 +377,8 @@ else
         end
       end
       memplay.assume(string.format('the scores\' size (%s) is a feed-forward activation\'s too: of its %d allocations, %d taken for scores (quadratic) and %d for activations (linear), by what their call stacks say',
-        memplay.bytes(scores * elem), #sized, nq, nl))
+        memplay.bytes(score_bytes), #sized, nq, nl))
     end
-  elseif unit == 'sequence' then
-    memplay.assume('no --set heads=N (and batch): attention scores are taken as linear, which underestimates long sequences')
   end
   local x = at / size
   for i = 1, ab.n do

@@ -48,6 +48,11 @@ for key in peak_allocated_bytes peak_reserved_bytes; do
     p=$(predicted $key)
     within "$p" "$real128" 1 || fail "scale_fit 256 -> 128: $key predicted $p, real $real128"
   fi
+  # without heads and batch, the softmax gives the scores' size: the same prediction
+  if expect 0 whatif w128 scale_fit --json --no-save --set size=128 --set at=256; then
+    p=$(predicted $key)
+    within "$p" "$real256" 1 || fail "scale_fit 128 -> 256 without heads: $key predicted $p, real $real256"
+  fi
   # two traces: the fit gives back the trace it starts from, exactly
   if expect 0 whatif w128 scale_fit --json --no-save --set size=128 --set other=w256 --set other_size=256 --set at=256; then
     p=$(predicted $key)
