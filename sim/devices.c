@@ -42,7 +42,7 @@ const sim_device_field *sim_device_field_find(const char *key) {
 
 #define COMMON                                                                                    \
   .host_copy_bw = 10 * GB, .copy_latency = 2 * US, .staging_buffer = 4 * MIB,                     \
-  .launch_overhead = 5 * US, .launch_latency = 7 * US, .launch_queue = 968, .sync_latency = 6 * US, \
+  .launch_overhead = 5 * US, .launch_latency = 7 * US, .launch_queue = 1024, .sync_latency = 6 * US, \
   .malloc_base = 50 * US, .malloc_per_gib = 32 * MS, .free_base = 50 * US, .free_per_gib = 32 * MS, \
   .map_base = 10 * US, .map_per_gib = 32 * MS, .unmap_base = 10 * US, .unmap_per_gib = 32 * MS,     \
   .pin_base = 1 * MS, .pin_per_gib = 1000 * MS, .unpin_base = 100 * US, .unpin_per_gib = 230 * MS

@@ -65,6 +65,7 @@ typedef struct tm_stream {
   int64_t id;
   int64_t ready, last_op; /* predicted end of its last operation */
   int64_t rec_ready;      /* recorded end of its last operation, TM_UNKNOWN */
+  int64_t rec_last;       /* recorded start of its last operation, TM_UNKNOWN */
   int64_t h_rec[TM_HIST], h_end[TM_HIST], h_op[TM_HIST];
   uint32_t h_n;
 } tm_stream;
@@ -427,7 +428,7 @@ static tm_stream *stream_of(sim_tm *tm, int device, int64_t stream) {
     s->id = stream;
     s->ready = INT64_MIN;
     s->last_op = -1;
-    s->rec_ready = TM_UNKNOWN;
+    s->rec_ready = s->rec_last = TM_UNKNOWN;
     *slot = tm->nstreams++;
   }
   return &tm->streams[*slot];
@@ -468,18 +469,24 @@ typedef struct op_place {
   uint64_t bounce;  /* waits for the staging buffer */
   int64_t start, pred, engine_k;
   int64_t rec_end;  /* its recorded end, TM_UNKNOWN */
+  int before;       /* the recording shows it ran before the stream's last placed operation */
 } op_place;
 
 /* Decides when an operation of stream st can start (the rules in the order the device applies them). */
 static void op_start(sim_tm *tm, tm_device *dv, tm_stream *st, const sim_event *ev, op_place *p) {
   int64_t t = p->avail, pred = -1;
-  if (st->ready > t) t = st->ready, pred = st->last_op;
+  /* An operation that the recording shows started before the stream's last placed one (it was
+   * launched before the trace began, and the trace places it at its device start) ran ahead of
+   * it: it keeps its own time and does not hold the stream back. */
+  p->before = ev->dev_ts >= 0 && st->rec_last != TM_UNKNOWN && ev->dev_ts < st->rec_last;
+  if (!p->before && st->ready > t) t = st->ready, pred = st->last_op;
   /* what the recording says it could have started at, by the same rules */
   int64_t rec_ready = TM_UNKNOWN, rec_start = ev->dev_ts;
   if (rec_start >= 0 && ev->ts >= 0) {
     rec_ready = max64(st->rec_ready, ev->ts + tm->dev.launch_latency);
     if (p->link != LINK_NONE && dv->link_rec[p->link] != TM_UNKNOWN) rec_ready = max64(rec_ready, dv->link_rec[p->link]);
   }
+  if (p->before) rec_ready = TM_UNKNOWN; /* nothing to compare its start with */
   if (p->bounce && dv->bounce_free > t) t = dv->bounce_free, pred = dv->bounce_op;
   if (p->link != LINK_NONE && dv->link_free[p->link] > t) t = dv->link_free[p->link], pred = dv->link_op[p->link];
   p->engine_k = -1;
@@ -518,28 +525,30 @@ static int64_t op_commit(sim_tm *tm, tm_device *dv, tm_stream *st, const sim_eve
   tm_op *o = &tm->ops[(uint64_t)id & (TM_OP_RING - 1)];
   *o = (tm_op){.id = id, .start = p->start, .end = end, .avail = p->avail, .pred = p->pred, .seq = ev->seq,
                .name = ev->name, .what = (uint8_t)what, .kind = ev->kind, .dir = (uint8_t)dir, .mem = (uint8_t)mem};
-  st->ready = end;
-  st->last_op = id;
-  st->rec_ready = p->rec_end;
-  uint32_t h = st->h_n++ % TM_HIST;
-  st->h_rec[h] = p->rec_end;
-  st->h_end[h] = end;
-  st->h_op[h] = id;
-  if (p->link != LINK_NONE) {
+  if (p->link != LINK_NONE && end > dv->link_free[p->link]) {
     dv->link_free[p->link] = end;
     dv->link_op[p->link] = id;
     dv->link_rec[p->link] = p->rec_end;
   }
-  if (p->engine_k >= 0) {
+  if (p->engine_k >= 0 && end > dv->engine_free[p->engine_k]) {
     dv->engine_free[p->engine_k] = end;
     dv->engine_op[p->engine_k] = id;
     dv->engine_rec[p->engine_k] = p->rec_end;
   }
+  if (end > tm->last_end) tm->last_end = end, tm->last_end_op = id;
+  if (p->before) return id; /* ran ahead of what the stream already holds: the stream is unchanged */
+  st->ready = end;
+  st->last_op = id;
+  st->rec_ready = p->rec_end;
+  st->rec_last = ev->dev_ts >= 0 ? ev->dev_ts : TM_UNKNOWN;
+  uint32_t h = st->h_n++ % TM_HIST;
+  st->h_rec[h] = p->rec_end;
+  st->h_end[h] = end;
+  st->h_op[h] = id;
   uint64_t q = dv->nops++ % (uint64_t)tm->queue;
   dv->q_start[q] = p->start;
   dv->q_rec[q] = ev->dev_ts;
   dv->q_op[q] = id;
-  if (end > tm->last_end) tm->last_end = end, tm->last_end_op = id;
   return id;
 }
 
@@ -567,7 +576,11 @@ static int64_t host_wait(sim_tm *tm, int64_t t, int64_t ready, int64_t op, const
 
 /* ---- the rules ------------------------------------------------------------------------------- */
 
-/* The launch queue: a launch blocks while launch_queue operations are still waiting to start. */
+/*
+ * The launch queue: a launch blocks while launch_queue operations are still waiting to start.
+ * *rec_blocked says whether the recording, by the same rule, was blocked then (its recorded
+ * duration then holds the wait, which the model replaces with its own).
+ */
 static int64_t launch_queue(sim_tm *tm, tm_device *dv, int64_t h, const sim_event *ev, int *rec_blocked) {
   *rec_blocked = 0;
   if (dv->nops < (uint64_t)tm->queue) return h;
@@ -678,10 +691,10 @@ static int64_t on_copy(sim_tm *tm, const sim_event *ev, int64_t h, int64_t rec) 
   int d;
   tm_device *dv = device_of(tm, ev, &d);
   tm_stream *st = stream_of(tm, d, ev->stream);
-  int blocked;
-  int64_t t = launch_queue(tm, dv, h, ev, &blocked);
   /* A call that blocks records its wait in its duration: its own part is the launch overhead. */
   int sync_copy = host_side && !(ev->flags & SIM_EVF_ASYNC);
+  int blocked;
+  int64_t t = launch_queue(tm, dv, h, ev, &blocked);
   int64_t own = staged || sync_copy ? (rec >= 0 ? min64(rec, pf->launch_overhead) : 0) : call_overhead(tm, rec, blocked);
   op_place p = {.avail = t + pf->launch_latency, .link = LINK_NONE};
   if (host_side) p.link = dir == SIM_COPY_H2D ? LINK_H2D : LINK_D2H, p.engine = 1;
