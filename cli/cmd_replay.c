@@ -39,7 +39,7 @@ static void print_time(store *s, const store_trace *t, const run_meta *m) {
   for (int k = 0; k < SIM_TM__NCLASS; k++)
     printf("%s%s %.1f%%", k ? ", " : "", sim_tm_class_name(k), pct(r->breakdown[k], r->total_ns));
   printf("\n");
-  printf("  host blocked        syncs %s, copies %s, allocator %s, ", cli_duration(a, sizeof a, (double)r->blocked_sync_ns / 1e9),
+  printf("  host blocked        syncs %s, copies %s, allocation %s, ", cli_duration(a, sizeof a, (double)r->blocked_sync_ns / 1e9),
          cli_duration(b, sizeof b, (double)r->blocked_copy_ns / 1e9),
          cli_duration(d, sizeof d, (double)r->blocked_alloc_ns / 1e9));
   printf("launch queue %s\n", cli_duration(a, sizeof a, (double)r->blocked_launch_ns / 1e9));

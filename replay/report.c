@@ -44,7 +44,6 @@ static void time_json(yajl_gen g, store *s, const run_meta *m) {
   const sim_tm_config *c = m->time_config;
   jsonw_str(g, "time");
   yajl_gen_map_open(g);
-  jsonw_kstr(g, "device", m->device);
   jsonw_kstr(g, "device_source", m->device_source);
   jsonw_kstr(g, "device_chosen_by", m->device_reason);
   if (c) {
@@ -61,21 +60,16 @@ static void time_json(yajl_gen g, store *s, const run_meta *m) {
   jsonw_kdouble(g, "total_s", secs(t->total_ns));
   jsonw_kint(g, "start_ns", t->start_ns);
   jsonw_kint(g, "end_ns", t->end_ns);
-  jsonw_str(g, "step_time_s");
-  if (t->step_time_s >= 0) jsonw_double(g, t->step_time_s);
-  else jsonw_null(g);
+  jsonw_kuint(g, "steps_complete", t->complete_steps);
   jsonw_str(g, "recorded_step_time_s");
   if (t->recorded_step_time_s >= 0) jsonw_double(g, t->recorded_step_time_s);
-  else jsonw_null(g);
-  jsonw_str(g, "samples_per_s");
-  if (t->samples_per_s >= 0) jsonw_double(g, t->samples_per_s);
   else jsonw_null(g);
   breakdown_json(g, "breakdown_s", t->breakdown);
   jsonw_str(g, "host_blocked_s");
   yajl_gen_map_open(g);
   jsonw_kdouble(g, "sync", secs(t->blocked_sync_ns));
   jsonw_kdouble(g, "copies", secs(t->blocked_copy_ns));
-  jsonw_kdouble(g, "allocator", secs(t->blocked_alloc_ns));
+  jsonw_kdouble(g, "allocation", secs(t->blocked_alloc_ns));
   jsonw_kdouble(g, "launch_queue", secs(t->blocked_launch_ns));
   yajl_gen_map_close(g);
   jsonw_str(g, "device_busy_s");
@@ -142,10 +136,6 @@ static void time_json(yajl_gen g, store *s, const run_meta *m) {
   jsonw_kuint(g, "memsets", t->memsets);
   jsonw_kuint(g, "copies", t->copies_n);
   jsonw_kuint(g, "syncs", t->syncs);
-  jsonw_kuint(g, "device_mallocs", t->device_mallocs);
-  jsonw_kuint(g, "device_frees", t->device_frees);
-  jsonw_kuint(g, "device_maps", t->device_maps);
-  jsonw_kuint(g, "device_unmaps", t->device_unmaps);
   jsonw_kuint(g, "host_pins", t->host_pins);
   jsonw_kuint(g, "inferred_dependencies", t->inferred_dependencies);
   jsonw_kuint(g, "device_waits", t->device_waits);

@@ -33,7 +33,7 @@
 enum { LINK_H2D = 0, LINK_D2H = 1, LINK_P2P = 2, LINK_NONE = -1, NLINKS = 3 };
 enum { HEAP_ADJUST = 0, HEAP_STEP_END = 1 };
 
-static const char *const class_names[SIM_TM__NCLASS] = {"host", "compute", "copies", "allocator", "sync"};
+static const char *const class_names[SIM_TM__NCLASS] = {"host", "compute", "copies", "allocation", "sync"};
 static const char *const what_names[SIM_TM__NWHAT] = {
   "kernel", "memset", "copy", "staging", "cudaMalloc", "cudaFree", "cuMemMap", "cuMemUnmap",
   "cudaMallocHost", "cudaFreeHost", "sync", "launch latency", "device wait", "host", "call",
