@@ -24,6 +24,7 @@
 #define TM_HIST 32                 /* recent operations per stream, for dependency inference */
 #define TM_DEP_TOLERANCE 2000      /* ns: a recorded start this close after a recorded end follows it */
 #define TM_SEG_RING 1024           /* recent attributed segments, to split them at step ends */
+#define TM_ITEM_CACHE_BITS 8       /* critical-path items looked up without the map */
 #define TM_MAX_DEVICES 64
 #define TM_MAX_ENGINES 16
 #define TM_MAX_QUEUE 65536
@@ -118,6 +119,8 @@ struct sim_tm {
   /* attribution */
   int64_t cum[SIM_TM__NCLASS];
   sim_map item_idx;
+  uint64_t item_cache_key[1 << TM_ITEM_CACHE_BITS]; /* item hash + 1, 0 empty */
+  size_t item_cache_idx[1 << TM_ITEM_CACHE_BITS];
   tm_item_state *items;
   size_t nitems, items_cap;
   struct {
@@ -202,16 +205,9 @@ static tm_pending heap_pop(sim_tm *tm) {
 
 /* ---- attribution: the critical path ------------------------------------------------------------- */
 
-static sim_tm_item key_of(int what, int kind, int64_t name, int dir, int mem) {
-  sim_tm_item k;
-  memset(&k, 0, sizeof k);
-  k.what = what;
-  k.cls = what_class[what];
-  k.kind = kind;
-  k.name = name;
-  k.dir = (uint8_t)dir;
-  k.mem = (uint8_t)mem;
-  return k;
+static inline sim_tm_item key_of(int what, int kind, int64_t name, int dir, int mem) {
+  return (sim_tm_item){.cls = what_class[what], .what = what, .kind = kind, .dir = (uint8_t)dir, .mem = (uint8_t)mem,
+                       .name = name};
 }
 
 static uint64_t item_hash(const sim_tm_item *k) {
@@ -220,17 +216,28 @@ static uint64_t item_hash(const sim_tm_item *k) {
 }
 
 static void item_add(sim_tm *tm, const sim_tm_item *k, int64_t dt, int64_t seq) {
-  int existed;
-  uint64_t *slot = sim_map_put(&tm->item_idx, item_hash(k), &existed);
-  if (!existed) {
-    sim_grow((void **)&tm->items, &tm->items_cap, tm->nitems + 1, sizeof *tm->items);
-    tm_item_state *s = &tm->items[tm->nitems];
-    memset(s, 0, sizeof *s);
-    s->it = *k;
-    s->last_seq = -1;
-    *slot = tm->nitems++;
+  uint64_t hash = item_hash(k);
+  /* a small direct-mapped cache in front of the map: most attributions repeat a few items */
+  uint64_t c = (hash * UINT64_C(0x9E3779B97F4A7C15)) >> (64 - TM_ITEM_CACHE_BITS);
+  size_t idx;
+  if (tm->item_cache_key[c] == hash + 1) {
+    idx = tm->item_cache_idx[c];
+  } else {
+    int existed;
+    uint64_t *slot = sim_map_put(&tm->item_idx, hash, &existed);
+    if (!existed) {
+      sim_grow((void **)&tm->items, &tm->items_cap, tm->nitems + 1, sizeof *tm->items);
+      tm_item_state *s = &tm->items[tm->nitems];
+      memset(s, 0, sizeof *s);
+      s->it = *k;
+      s->last_seq = -1;
+      *slot = tm->nitems++;
+    }
+    idx = (size_t)*slot;
+    tm->item_cache_key[c] = hash + 1;
+    tm->item_cache_idx[c] = idx;
   }
-  tm_item_state *s = &tm->items[*slot];
+  tm_item_state *s = &tm->items[idx];
   s->it.total_ns += dt;
   if (seq != s->last_seq || s->it.count == 0) {
     if (s->cur > s->it.max_ns) {
@@ -258,6 +265,7 @@ static void emit(sim_tm *tm, int64_t t0, int64_t t1, const sim_tm_item *k, int64
 }
 
 static void emit_what(sim_tm *tm, int64_t t0, int64_t t1, int what, const sim_event *ev) {
+  if (t1 <= t0 || t1 <= tm->frontier) return;
   sim_tm_item k = key_of(what, ev->kind, what == SIM_TM_W_CALL && ev->kind == SIM_EV_API ? ev->name : 0, 0, 0);
   if (what == SIM_TM_W_SYNC) k.name = ev->name;
   emit(tm, t0, t1, &k, ev->seq);
