@@ -27,7 +27,7 @@ void report_time_item_label(store *s, const sim_tm_item *it, char *buf, size_t n
     else snprintf(buf, n, "%s calls", sim_event_kind_name(it->kind));
     break;
   case SIM_TM_W_HOST: snprintf(buf, n, "host code between calls"); break;
-  case SIM_TM_W_DEVICE_WAIT: snprintf(buf, n, "device wait (%s)", sim_event_kind_name(it->kind)); break;
+  case SIM_TM_W_DEVICE_WAIT: snprintf(buf, n, "device wait before %s", sim_event_kind_name(it->kind)); break;
   default: snprintf(buf, n, "%s", sim_tm_what_name(it->what));
   }
 }
