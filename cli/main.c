@@ -14,7 +14,7 @@ const cli_command cli_commands[] = {
   {"list", cmd_list, "list the traces in the store", "memplay list [--db FILE] [--json]"},
   {"info", cmd_info, "describe a trace: metadata, events by kind, devices, streams, memory by category",
    "memplay info TRACE [--db FILE] [--json]"},
-  {"replay", cmd_replay, "replay a trace through an allocator model and report peaks, fragmentation and OOMs",
+  {"replay", cmd_replay, "replay a trace through an allocator model: peaks, fragmentation, OOMs, and time on a device",
    "memplay replay TRACE [--allocator SPEC] [--capacity SIZE] [--device NAME] [--timing OPTIONS] [--stop-at-oom]\n"
    "                     [--timeline] [--no-save] [--check] [--db FILE] [--json]\n"
    "  --allocator SPEC  model and options, e.g. torch:expandable_segments:True or bfc:allow_growth=true\n"

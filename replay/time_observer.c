@@ -62,15 +62,6 @@ void time_observer_release(time_observer *to) {
 
 /* ---- options ---------------------------------------------------------------------------------- */
 
-const char *const time_options_help[] = {
-  "copies=model|recorded      copy times from the profile's bandwidths (default), or as recorded",
-  "device_waits=keep|drop     keep device waits the trace cannot explain (default), or drop them",
-  "dependencies=infer|off     infer cross-stream dependencies from recorded device times (default: infer)",
-  "kernel_scale=FACTOR        multiply recorded kernel durations (default 1)",
-  "malloc_syncs=true|false    cudaMalloc/cudaFree wait for the device (default: true; false under async)",
-  NULL,
-};
-
 static int choice(const char *v, const char *yes, const char *no, int *out) {
   if (!strcasecmp(v, yes)) *out = 1;
   else if (!strcasecmp(v, no)) *out = 0;

@@ -35,7 +35,5 @@ int time_observer_is_allocator_call(const char *name);
  * kernel_scale (a factor), malloc_syncs (true | false). Returns 0, or -1 with a message.
  */
 int time_options_parse(sim_tm_config *cfg, const char *text, char *err, size_t errlen);
-/* One line per option, for help output. */
-extern const char *const time_options_help[];
 
 #endif
