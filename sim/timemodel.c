@@ -741,6 +741,8 @@ static int64_t on_copy(sim_tm *tm, const sim_event *ev, int64_t h, int64_t rec) 
     /* The host fills the buffer (after the previous staged copy drained it), the DMA follows in
      * stream order; the next chunk waits for the buffer. The host returns after the last fill. */
     uint64_t left = size, c = left < chunk ? left : chunk;
+    /* cudaMemcpy (not Async) first waits for the stream to finish what it holds. */
+    if (sync_copy && st->ready > t) t = host_wait(tm, t, st->ready, st->last_op, ev);
     int64_t s0 = max64(t, dv->bounce_free);
     if (s0 > t) t = host_wait(tm, t, s0, dv->bounce_op, ev);
     int64_t fill = (int64_t)((stage_bw > 0 ? (double)c * 1e9 / stage_bw : 0) * f + 0.5);

@@ -235,6 +235,19 @@ static void test_pageable_h2d_blocks(void) {
   CHECK_EQ(x.r.end_ns, 101000 + 1500); /* the DMA follows the kernel: 1000 + 500 bytes */
   check_sums(&x);
   done(&x);
+
+  /* cudaMemcpy (not Async) from pageable memory waits for the stream before it stages. */
+  start(&x);
+  begin(&x);
+  kernel(&x, 0, 1, 100000, 0);
+  marker(&x, 0, SIM_EVF_STEP_BEGIN, 0);
+  copy(&x, 0, 1, SIM_COPY_H2D, SIM_MEM_PAGEABLE, 500, 0); /* waits for 101000, fills 500 */
+  marker(&x, 1, SIM_EVF_STEP_END, 0);
+  finish(&x);
+  CHECK_EQ(step_ns(&x, 0), 101501);
+  CHECK_EQ(x.r.end_ns, 101500 + 1500); /* the transfer follows the fill */
+  check_sums(&x);
+  done(&x);
 }
 
 /* A device-to-pageable copy waits for the stream, moves chunk by chunk, and returns when the
