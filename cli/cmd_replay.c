@@ -113,19 +113,20 @@ static void print_human(store *s, const store_trace *t, const run_meta *m, const
 }
 
 int cmd_replay(int argc, char **argv, cli *c) {
+  const char *device = NULL, *timing = NULL; /* --device, --timing: the time model */
   static const struct option opts[] = {
     {"allocator", required_argument, NULL, 'a'},
+    {"device", required_argument, NULL, 'd'},
+    {"timing", required_argument, NULL, 't'},
     {"capacity", required_argument, NULL, 'c'},
     {"stop-at-oom", no_argument, NULL, 'S'},
     {"timeline", no_argument, NULL, 'T'},
     {"no-save", no_argument, NULL, 'N'},
     {"check", no_argument, NULL, 'K'},
-    {"device", required_argument, NULL, 'd'},
-    {"timing", required_argument, NULL, 't'},
     CLI_COMMON_OPTIONS,
     {NULL, 0, NULL, 0},
   };
-  const char *alloc = NULL, *device = NULL, *timing = NULL;
+  const char *alloc = NULL;
   uint64_t capacity = UINT64_MAX;
   int stop = 0, timeline = 0, save = 1, check = 0, opt, code = CLI_OK;
   while ((opt = cli_getopt(argc, argv, "ha:c:", opts)) != -1) {
@@ -134,6 +135,8 @@ int cmd_replay(int argc, char **argv, cli *c) {
     if (r) continue;
     switch (opt) {
     case 'a': alloc = optarg; break;
+    case 'd': device = optarg; break;
+    case 't': timing = optarg; break;
     case 'c':
       if (cli_parse_size("replay", "--capacity", optarg, &capacity)) return CLI_USAGE;
       break;
@@ -141,17 +144,18 @@ int cmd_replay(int argc, char **argv, cli *c) {
     case 'T': timeline = 1; break;
     case 'N': save = 0; break;
     case 'K': check = 1; break;
-    case 'd': device = optarg; break;
-    case 't': timing = optarg; break;
     }
   }
   if (optind + 1 != argc) return cli_usage_error("replay", optind >= argc ? "no TRACE given" : "replay takes one TRACE");
   char err[1024];
-  sim_tm_config tcfg = {.copy_timing = SIM_TM_TIMING_MODEL, .keep_device_waits = 1, .infer_dependencies = 1,
-                        .malloc_syncs = -1, .kernel_scale = 1.0};
-  if (time_options_parse(&tcfg, timing, err, sizeof err)) return cli_usage_error("replay", "--timing: %s", err);
   sim_spec spec;
   if (alloc && sim_spec_parse(&spec, alloc, err, sizeof err) != SIM_OK) return cli_usage_error("replay", "%s", err);
+  sim_tm_config tcfg = {.copy_timing = SIM_TM_TIMING_MODEL, .keep_device_waits = 1, .infer_dependencies = 1,
+                        .malloc_syncs = -1, .kernel_scale = 1.0};
+  if (time_options_parse(&tcfg, timing, err, sizeof err)) {
+    if (alloc) sim_spec_release(&spec);
+    return cli_usage_error("replay", "--timing: %s", err);
+  }
   store *s = cli_open_store(c, 0);
   if (!s) {
     if (alloc) sim_spec_release(&spec);
