@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "../replay/calibrate.h"
 #include "../replay/devices_store.h"
 #include "../replay/jsonw.h"
 #include "test.h"
@@ -257,11 +258,71 @@ static void test_store(void) {
   rmdir(dir);
 }
 
+/* What `memplay calibrate` stores is a profile the time model reads (calibrate.c writes the
+ * fields of sim/devices.h; the measurements beside them are kept and ignored). */
+static void test_calibrated_profile(void) {
+  char dir[] = "/tmp/memplay-devcal-XXXXXX", path[128], err[1024];
+  if (!mkdtemp(dir)) {
+    test_failures++;
+    return;
+  }
+  snprintf(path, sizeof path, "%s/t.db", dir);
+  store *s;
+  if (store_open(&s, path, STORE_CREATE, err, sizeof err)) {
+    fprintf(stderr, "%s\n", err);
+    test_failures++;
+    return;
+  }
+  calib_profile *p = calloc(1, sizeof *p);
+  snprintf(p->name, sizeof p->name, "lab-h100");
+  snprintf(p->device_name, sizeof p->device_name, "NVIDIA H100 80GB HBM3");
+  snprintf(p->measured_at, sizeof p->measured_at, "2026-01-01T00:00:00Z");
+  p->cc_major = 9;
+  p->total_memory = UINT64_C(85045477376);
+  const double bw[CALIB_COPIES] = {50e9, 20e9, 48e9, 18e9, 1500e9};
+  for (int c = 0; c < CALIB_COPIES; c++) {
+    p->copy[c].key = calib_copy_keys[c];
+    p->copy[c].latency_s = 10e-6;
+    p->copy[c].bytes_per_s = bw[c];
+  }
+  p->host_copy_size = 1 << 20;
+  p->host_copy_s = 1e-4;
+  p->launch_s = 3e-6;
+  p->single_s = 15e-6;
+  p->sync_s = 4e-6;
+  p->launch_queue = 1000;
+  p->copy_engines = 2;
+  CHECK_EQ(calib_store(s, p), 0);
+  free(p);
+  devices_entry e;
+  CHECK_EQ(devices_store_get(s, "lab-h100", &e, err, sizeof err), 0);
+  CHECK_STR(e.source, "calibrated");
+  CHECK_NEAR(e.p.h2d_pinned_bw, 50e9, 1);
+  CHECK_NEAR(e.p.d2h_pageable_bw, 18e9, 1);
+  CHECK_EQ(e.p.copy_engines, 2);
+  CHECK_EQ(e.p.launch_queue, 1000);
+  CHECK_EQ(e.p.sync_latency, 4000);
+  CHECK_EQ(e.p.total_memory, UINT64_C(85045477376));
+  CHECK_EQ(sim_device_check(&e.p, err, sizeof err), 0);
+  /* it claims the trace's recorded device, over the built-in */
+  CHECK_EQ(devices_store_match(s, "NVIDIA H100 80GB HBM3", 0, &e, err, sizeof err), 0);
+  CHECK_STR(e.p.name, "lab-h100");
+  store_close(s);
+  unlink(path);
+  char side[160];
+  snprintf(side, sizeof side, "%s-wal", path);
+  unlink(side);
+  snprintf(side, sizeof side, "%s-shm", path);
+  unlink(side);
+  rmdir(dir);
+}
+
 int main(void) {
   RUN(test_builtins);
   RUN(test_units);
   RUN(test_matching);
   RUN(test_json_round_trip);
   RUN(test_store);
+  RUN(test_calibrated_profile);
   TEST_MAIN_END();
 }
