@@ -62,7 +62,7 @@ static void print_fields(void) {
     printf("%-16s %-10s %s\n", f->key, units[f->kind], f->help);
   }
   printf("\nValues take units: 80GB, 24GiB (sizes), 25GB/s (rates), 19.5TFLOPS or 312T, 5us, 1.5ms, 2s;\n"
-         "per-GiB costs are a time (malloc_per_gib=32ms). Stored in base units (bytes, B/s, FLOP/s, ns).\n");
+         "per-GiB costs are a time (malloc_per_gib=72us). Stored in base units (bytes, B/s, FLOP/s, ns).\n");
 }
 
 int cmd_devices(int argc, char **argv, cli *c) {

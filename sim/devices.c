@@ -43,9 +43,9 @@ const sim_device_field *sim_device_field_find(const char *key) {
 #define COMMON                                                                                    \
   .host_copy_bw = 10 * GB, .copy_latency = 2 * US, .staging_buffer = 4 * MIB,                     \
   .launch_overhead = 5 * US, .launch_latency = 7 * US, .launch_queue = 1024, .sync_latency = 6 * US, \
-  .malloc_base = 50 * US, .malloc_per_gib = 32 * MS, .free_base = 50 * US, .free_per_gib = 32 * MS, \
-  .map_base = 10 * US, .map_per_gib = 32 * MS, .unmap_base = 10 * US, .unmap_per_gib = 32 * MS,     \
-  .pin_base = 1 * MS, .pin_per_gib = 1000 * MS, .unpin_base = 100 * US, .unpin_per_gib = 230 * MS
+  .malloc_base = 72 * US, .malloc_per_gib = 72 * US, .free_base = 70 * US, .free_per_gib = 531 * US, \
+  .map_base = 10 * US, .map_per_gib = 72 * US, .unmap_base = 10 * US, .unmap_per_gib = 531 * US,   \
+  .pin_base = 1 * MS, .pin_per_gib = 281 * MS, .unpin_base = 100 * US, .unpin_per_gib = 121 * MS
 
 /* Host links: what a copy engine reaches on each PCIe generation (docs/devices.md). */
 #define GEN3_V100 .h2d_pinned_bw = 9.6 * GB, .d2h_pinned_bw = 11.4 * GB, \
@@ -201,7 +201,7 @@ static const char *kind_example(int kind) {
   case SIM_DF_RATE: return "a rate such as 25GB/s or 1.5TB/s";
   case SIM_DF_FLOPS: return "a rate such as 19.5TFLOPS or 312T";
   case SIM_DF_TIME: return "a time such as 5us, 1.5ms or 2s";
-  case SIM_DF_PER_GIB: return "a time per GiB such as 32ms";
+  case SIM_DF_PER_GIB: return "a time per GiB such as 72us or 281ms";
   default: return "text";
   }
 }

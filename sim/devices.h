@@ -21,7 +21,7 @@ enum {
   SIM_DF_RATE,    /* double bytes per second: 25GB/s, 1.5TB/s */
   SIM_DF_FLOPS,   /* double operations per second: 19.5TFLOPS */
   SIM_DF_TIME,    /* int64_t nanoseconds: 5us, 1.5ms */
-  SIM_DF_PER_GIB, /* int64_t nanoseconds per GiB moved or mapped: 32ms (per GiB) */
+  SIM_DF_PER_GIB, /* int64_t nanoseconds per GiB moved or mapped: 72us (per GiB) */
 };
 
 #define SIM_DEVICE_TEXT_MAX 160
@@ -112,7 +112,7 @@ const char *sim_device_get_text(const sim_device_profile *p, const sim_device_fi
 
 /*
  * Sets a field from text as a user types it: a number with an optional unit of the field's
- * kind (80GB, 25GB/s, 19.5TFLOPS, 5us, 32ms). Returns 0, or -1 with a message.
+ * kind (80GB, 25GB/s, 19.5TFLOPS, 5us, 281ms). Returns 0, or -1 with a message.
  */
 int sim_device_set(sim_device_profile *p, const char *key, const char *value, char *err, size_t errlen);
 /* A field's value with its unit, for people ("25.0 GB/s", "80.0 GiB", "5.00 us"). */
