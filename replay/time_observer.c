@@ -27,7 +27,10 @@ int time_observer_is_allocator_call(const char *name) {
 }
 
 static int role_of(time_observer *to, const sim_event *ev) {
-  if (ev->kind != SIM_EV_API || !ev->name || !to->s) return SIM_TM_ROLE_NONE;
+  if (ev->kind == SIM_EV_ALLOC) to->seen_alloc = 1;
+  /* Only a trace that records its allocations lets the replayed allocator make the calls that
+   * replace the recorded ones; in one that does not, the recorded calls keep their time. */
+  if (ev->kind != SIM_EV_API || !ev->name || !to->s || !to->seen_alloc) return SIM_TM_ROLE_NONE;
   int existed;
   uint64_t *slot = sim_map_put(&to->roles, (uint64_t)ev->name, &existed);
   if (!existed) {

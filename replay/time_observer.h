@@ -11,12 +11,15 @@
  * Passes every replayed event to the time model with what the allocator did for it (the
  * driver calls it made and their bytes), and tells the model which API events were the
  * recorded allocator's own driver calls (cudaMalloc, cudaFree, cuMemMap, ...: their recorded
- * time is replaced by the replayed allocator's). Event names are read from the store.
+ * time is replaced by the replayed allocator's, once the trace has shown that it records its
+ * allocations; a trace without allocation events keeps the calls' time). Event names are
+ * read from the store.
  */
 typedef struct time_observer {
   sim_tm *tm;
   store *s;     /* for event names; may be NULL (no name is then an allocator call) */
   sim_map roles; /* name id -> role + 1 */
+  int seen_alloc; /* an allocation event has been replayed */
 } time_observer;
 
 void time_observer_init(time_observer *to, const sim_tm_config *cfg, store *s);
