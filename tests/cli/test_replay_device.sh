@@ -74,6 +74,27 @@ grep -q '"step_time_s"' "$tmp/out" && fail "step_time_s without a device"
 mp replay odd --device H100 --no-save --json >"$tmp/out" || fail "replay odd --device failed"
 grep -q '"samples_per_s":' "$tmp/out" || fail "no samples_per_s for odd"
 
+# recorded cudaMalloc calls: replaced by the replayed allocator's calls when the trace records
+# its allocations, kept when it does not
+cat >"$tmp/a.jsonl" <<'JSONL'
+{"memplay":1,"name":"calls_only","device_name":"H100"}
+{"kind":"marker","ts":0,"flags":["step_begin"]}
+{"kind":"api","ts":100,"api_dur":50000,"name":"cudaMalloc"}
+{"kind":"marker","ts":60000,"flags":["step_end"]}
+JSONL
+cat >"$tmp/b.jsonl" <<'JSONL'
+{"memplay":1,"name":"with_allocs","device_name":"H100"}
+{"kind":"marker","ts":0,"flags":["step_begin"]}
+{"kind":"alloc","ts":50,"addr":1,"size":4096}
+{"kind":"api","ts":100,"api_dur":50000,"name":"cudaMalloc"}
+{"kind":"marker","ts":60000,"flags":["step_end"]}
+JSONL
+mp import "$tmp/a.jsonl" >/dev/null && mp import "$tmp/b.jsonl" >/dev/null || fail "import of the call traces failed"
+mp replay calls_only --allocator ideal --no-save --json >"$tmp/out" || fail "replay calls_only failed"
+grep -q '"predicted_s":6e-05' "$tmp/out" || fail "recorded cudaMalloc time not kept: $(grep -o '"steps":[^]]*' "$tmp/out")"
+mp replay with_allocs --allocator ideal --no-save --json >"$tmp/out" || fail "replay with_allocs failed"
+grep -q '"predicted_s":1e-05' "$tmp/out" || fail "recorded cudaMalloc time not replaced: $(grep -o '"steps":[^]]*' "$tmp/out")"
+
 # errors
 expect() {
   local code=$1 msg=$2
