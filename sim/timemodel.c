@@ -111,6 +111,8 @@ struct sim_tm {
   tm_stream *streams;
   size_t nstreams, streams_cap;
   sim_map stream_idx;
+  uint64_t last_stream_key; /* key + 1 of the stream looked up last, 0 none */
+  size_t last_stream;
   tm_op *ops;
   int64_t nops;
   int64_t last_end, last_end_op; /* the latest-ending operation on any device */
@@ -426,6 +428,7 @@ static tm_device *device_of(sim_tm *tm, const sim_event *ev, int *index) {
 
 static tm_stream *stream_of(sim_tm *tm, int device, int64_t stream) {
   uint64_t key = (uint64_t)stream ^ ((uint64_t)device << 56);
+  if (tm->last_stream_key == key + 1) return &tm->streams[tm->last_stream]; /* most events repeat the stream */
   int existed;
   uint64_t *slot = sim_map_put(&tm->stream_idx, key, &existed);
   if (!existed) {
@@ -439,6 +442,8 @@ static tm_stream *stream_of(sim_tm *tm, int device, int64_t stream) {
     s->rec_ready = s->rec_last = TM_UNKNOWN;
     *slot = tm->nstreams++;
   }
+  tm->last_stream_key = key + 1;
+  tm->last_stream = (size_t)*slot;
   return &tm->streams[*slot];
 }
 
