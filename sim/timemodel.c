@@ -616,12 +616,11 @@ static int64_t call_overhead(sim_tm *tm, int64_t rec, int rec_blocked) {
   return rec_blocked ? min64(rec, tm->dev.launch_overhead) : rec;
 }
 
-static int64_t device_op_duration(sim_tm *tm, const sim_event *ev, int64_t modeled) {
-  if (tm->cfg.duration) {
-    int64_t d = tm->cfg.duration(tm->cfg.duration_arg, ev);
-    if (d >= 0) return d;
-  }
-  return modeled;
+/* The duration a scenario sets for a device operation, or -1. */
+static int64_t scenario_duration(sim_tm *tm, const sim_event *ev) {
+  if (!tm->cfg.duration) return -1;
+  int64_t d = tm->cfg.duration(tm->cfg.duration_arg, ev);
+  return d >= 0 ? d : -1;
 }
 
 static int64_t on_kernel(sim_tm *tm, const sim_event *ev, int64_t h, int64_t rec) {
@@ -640,7 +639,7 @@ static int64_t on_kernel(sim_tm *tm, const sim_event *ev, int64_t h, int64_t rec
     dur = ev->dur > 0 ? ev->dur : tm->dev.copy_latency + at_rate(ev->size, tm->dev.mem_bw);
     tm->r.memsets++;
   }
-  int64_t set = device_op_duration(tm, ev, -1);
+  int64_t set = scenario_duration(tm, ev);
   if (set >= 0) dur = set;
   else if (ev->dur <= 0 && ev->kind == SIM_EV_KERNEL) tm->r.ops_without_duration++;
   op_place p = {.avail = t + tm->dev.launch_latency, .link = LINK_NONE};
@@ -691,7 +690,7 @@ static int64_t on_copy(sim_tm *tm, const sim_event *ev, int64_t h, int64_t rec) 
     cs->abs_rel_err_sum += (double)(modeled > recorded ? modeled - recorded : recorded - modeled) / (double)recorded;
   }
   int64_t dur = tm->cfg.copy_timing == SIM_TM_TIMING_RECORDED && recorded > 0 ? recorded : modeled;
-  int64_t set = device_op_duration(tm, ev, -1);
+  int64_t set = scenario_duration(tm, ev);
   if (set >= 0) dur = set;
 
   if (dir == SIM_COPY_H2H) { /* the host copies: fully synchronous */
