@@ -34,7 +34,7 @@ static void print_time(store *s, const store_trace *t, const run_meta *m) {
   if (r->samples_per_s >= 0)
     printf("  throughput          %.1f samples/s (batch size %lld)\n", r->samples_per_s, (long long)c->batch_size);
   else if (r->complete_steps)
-    printf("  throughput          unknown (the trace does not record its batch size)\n");
+    printf("  throughput          unknown (the trace does not record its batch size: --timing batch=N)\n");
   printf("  critical path       ");
   for (int k = 0; k < SIM_TM__NCLASS; k++)
     printf("%s%s %.1f%%", k ? ", " : "", sim_tm_class_name(k), pct(r->breakdown[k], r->total_ns));
@@ -224,7 +224,7 @@ int cmd_replay(int argc, char **argv, cli *c) {
   memset(&tres, 0, sizeof tres);
   if (reason) {
     tcfg.device = &dev.p;
-    tcfg.batch_size = t.batch_size;
+    if (tcfg.batch_size <= 0) tcfg.batch_size = t.batch_size; /* --timing batch=N wins */
     /* stream-ordered pools (cudaMallocAsync) grow without synchronizing */
     if (tcfg.malloc_syncs < 0) tcfg.malloc_syncs = strcmp(spec.ops->name, "async") != 0;
     time_observer_init(&tobs, &tcfg, s);

@@ -25,7 +25,7 @@ const cli_command cli_commands[] = {
    "                    matches the trace's recorded device, if any)\n"
    "  --timing OPTIONS  time model options, e.g. copies=recorded,device_waits=drop (see docs/timemodel.md):\n"
    "                    copies=model|recorded device_waits=keep|drop dependencies=infer|off\n"
-   "                    kernel_scale=FACTOR malloc_syncs=true|false\n"
+   "                    kernel_scale=FACTOR malloc_syncs=true|false batch=SAMPLES_PER_STEP\n"
    "  --stop-at-oom     stop at the first allocation that does not fit\n"
    "  --timeline        include the downsampled timeline in --json output\n"
    "  --no-save         do not store the run\n"

@@ -103,6 +103,12 @@ int time_options_parse(sim_tm_config *cfg, const char *text, char *err, size_t e
     } else if (!strcmp(k, "malloc_syncs")) {
       if (choice(v, "true", "false", &b) && choice(v, "1", "0", &b)) goto bad;
       cfg->malloc_syncs = b;
+    } else if (!strcmp(k, "batch")) {
+      char *end;
+      errno = 0;
+      long long n = strtoll(v, &end, 10);
+      if (end == v || *end || errno || n <= 0) goto bad;
+      cfg->batch_size = n;
     } else if (!strcmp(k, "kernel_scale")) {
       char *end;
       errno = 0;
@@ -110,8 +116,8 @@ int time_options_parse(sim_tm_config *cfg, const char *text, char *err, size_t e
       if (end == v || *end || errno || !isfinite(x) || x <= 0) goto bad;
       cfg->kernel_scale = x;
     } else {
-      snprintf(err, errlen, "unknown time option '%s' (copies, device_waits, dependencies, kernel_scale, malloc_syncs)",
-               k);
+      snprintf(err, errlen,
+               "unknown time option '%s' (copies, device_waits, dependencies, kernel_scale, malloc_syncs, batch)", k);
       rc = -1;
     }
     continue;

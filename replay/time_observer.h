@@ -35,7 +35,8 @@ int time_observer_is_allocator_call(const char *name);
 /*
  * Time model options in the SPEC style: "copies=recorded,device_waits=drop,kernel_scale=0.5".
  * Keys: copies (recorded | model), device_waits (keep | drop), dependencies (infer | off),
- * kernel_scale (a factor), malloc_syncs (true | false). Returns 0, or -1 with a message.
+ * kernel_scale (a factor), malloc_syncs (true | false), batch (samples per step, for a trace
+ * that does not record it). Returns 0, or -1 with a message.
  */
 int time_options_parse(sim_tm_config *cfg, const char *text, char *err, size_t errlen);
 

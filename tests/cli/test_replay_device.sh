@@ -74,6 +74,12 @@ grep -q '"step_time_s"' "$tmp/out" && fail "step_time_s without a device"
 mp replay odd --device H100 --no-save --json >"$tmp/out" || fail "replay odd --device failed"
 grep -q '"samples_per_s":' "$tmp/out" || fail "no samples_per_s for odd"
 
+# a batch size for a trace that does not record one
+mp replay odd --device H100 --timing batch=64 --no-save --json >"$tmp/out" || fail "--timing batch failed"
+sps=$(sed -n 's/.*"samples_per_s":\([0-9.e+]*\).*/\1/p' "$tmp/out")
+st=$(sed -n 's/.*"step_time_s":\([0-9.e+-]*\).*/\1/p' "$tmp/out")
+awk -v a="$sps" -v s="$st" 'BEGIN { exit !(a > 0 && (a * s > 63.9 && a * s < 64.1)) }' || fail "samples_per_s $sps is not 64 / $st"
+
 # recorded cudaMalloc calls: replaced by the replayed allocator's calls when the trace records
 # its allocations, kept when it does not
 cat >"$tmp/a.jsonl" <<'JSONL'
