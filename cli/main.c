@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../replay/importer.h"
 #include "cli.h"
 
 const cli_command cli_commands[] = {
@@ -72,7 +73,7 @@ const cli_command cli_commands[] = {
    "                    beside memplay or in its library folder)\n"
    "  exit status: the program's own (128+N when signal N ended it); 1 or 2 when memplay fails first"},
   {"help", cmd_help, "show help for memplay or one of its commands",
-   "memplay help [COMMAND | allocators]"},
+   "memplay help [COMMAND | allocators | formats]"},
   {NULL, NULL, NULL, NULL},
 };
 
@@ -100,6 +101,10 @@ int cmd_help(int argc, char **argv, cli *c) {
   }
   if (!strcmp(argv[1], "allocators")) {
     cli_print_allocators(stdout);
+    return cli_finish_output(CLI_OK);
+  }
+  if (!strcmp(argv[1], "formats")) { /* the importers, for --format */
+    for (size_t i = 0; importers[i]; i++) printf("  %-18s %s\n", importers[i]->name, importers[i]->summary);
     return cli_finish_output(CLI_OK);
   }
   const cli_command *cmd = cli_find_command(argv[1]);

@@ -53,7 +53,9 @@ typedef struct engine {
   /* totals over devices */
   int64_t allocated, reserved, requested, active;
   int64_t cat_bytes[SIM_CAT__COUNT], cat_count[SIM_CAT__COUNT], catsrc_bytes[SIM_CATSRC__COUNT];
-  /* call sites */
+  /* call sites: small stack ids index an array, others go through the map */
+  uint32_t *site_small; /* stack id -> site index + 1 */
+  size_t site_small_cap;
   sim_map site_idx;
   site_rec *sites;
   size_t nsites, sites_cap;
@@ -144,14 +146,33 @@ static uint64_t largest_free_all(engine *e) {
 
 /* ---- call sites ------------------------------------------------------------------------- */
 
+#define SITE_SMALL_MAX (1u << 20)
+
+static uint32_t site_new(engine *e, int64_t stack) {
+  sim_grow((void **)&e->sites, &e->sites_cap, e->nsites + 1, sizeof *e->sites);
+  e->sites[e->nsites] = (site_rec){.stack = stack};
+  return (uint32_t)e->nsites++;
+}
+
 static uint32_t site_of(engine *e, int64_t stack) {
+  if (stack >= 0 && stack < SITE_SMALL_MAX) {
+    size_t i = (size_t)stack;
+    if (i < e->site_small_cap && e->site_small[i]) return e->site_small[i] - 1;
+    if (i >= e->site_small_cap) {
+      size_t old = e->site_small_cap;
+      sim_grow((void **)&e->site_small, &e->site_small_cap, i + 1, sizeof *e->site_small);
+      memset(e->site_small + old, 0, (e->site_small_cap - old) * sizeof *e->site_small);
+    }
+    uint32_t idx = site_new(e, stack);
+    e->site_small[i] = idx + 1;
+    return idx;
+  }
   int existed;
   uint64_t *slot = sim_map_put(&e->site_idx, (uint64_t)stack, &existed);
   if (existed) return (uint32_t)*slot;
-  sim_grow((void **)&e->sites, &e->sites_cap, e->nsites + 1, sizeof *e->sites);
-  e->sites[e->nsites] = (site_rec){.stack = stack};
-  *slot = e->nsites;
-  return (uint32_t)e->nsites++;
+  uint32_t idx = site_new(e, stack);
+  *slot = idx;
+  return idx;
 }
 
 static void site_change(engine *e, uint32_t i, int64_t bytes, int64_t count) {
@@ -317,8 +338,7 @@ static int do_alloc(engine *e, const sim_event *ev, replay_outcome *out) {
   sim_placement pl = {0, 0, 0};
   int rc = ds->a.ops->alloc(ds->a.ctx, ev->size, ev->stream, &pl);
   uint32_t idx = sim_slab_new(&e->entries);
-  slot = sim_map_get(&e->live, ev->addr); /* the slab may not move the map, but be plain */
-  *slot = idx;
+  *slot = idx; /* nothing has touched the map since sim_map_put */
   live_entry *le = sim_slab_at(&e->entries, idx);
   le->handle = pl.handle;
   le->size = ev->size;
@@ -365,7 +385,7 @@ static int do_free(engine *e, const sim_event *ev, replay_outcome *out) {
     e->res->dropped_frees++;
     out->ignored = 1;
     if (completes) {
-      sim_map_del(&e->live, ev->addr, NULL);
+      sim_map_del_slot(&e->live, slot);
       sim_slab_free(&e->entries, idx);
     }
     return 0;
@@ -389,7 +409,7 @@ static int do_free(engine *e, const sim_event *ev, replay_outcome *out) {
   if (completes) {
     ops->free_completed(ds->a.ctx, le->handle);
     e->res->frees++;
-    sim_map_del(&e->live, ev->addr, NULL);
+    sim_map_del_slot(&e->live, slot);
     sim_slab_free(&e->entries, idx);
   }
   out->device_mallocs = ds->dev.mallocs - m0;
@@ -497,7 +517,12 @@ int replay_run(const replay_config *cfg, replay_source *src, replay_result *res,
     }
     res->events++;
     replay_outcome out;
-    memset(&out, 0, sizeof out);
+    out.oom = out.ignored = 0;
+    out.device_mallocs = out.device_frees = out.device_maps = out.device_unmaps = 0;
+    out.device_malloc_bytes = out.device_free_bytes = out.device_map_bytes = out.device_unmap_bytes = 0;
+    out.reserved_delta = 0;
+    out.placement.addr = out.placement.size = 0;
+    out.placement.handle = 0;
     switch (ev.kind) {
     case SIM_EV_ALLOC: rc = do_alloc(e, &ev, &out); break;
     case SIM_EV_FREE:
@@ -554,6 +579,7 @@ int replay_run(const replay_config *cfg, replay_source *src, replay_result *res,
   sim_map_release(&e->site_idx);
   sim_slab_release(&e->entries);
   free(e->sites);
+  free(e->site_small);
   free(e->dirty);
   free(e);
   return rc;
