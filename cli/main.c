@@ -15,12 +15,18 @@ const cli_command cli_commands[] = {
   {"list", cmd_list, "list the traces in the store", "memplay list [--db FILE] [--json]"},
   {"info", cmd_info, "describe a trace: metadata, events by kind, devices, streams, memory by category",
    "memplay info TRACE [--db FILE] [--json]"},
-  {"replay", cmd_replay, "replay a trace through an allocator model and report peaks, fragmentation and OOMs",
-   "memplay replay TRACE [--allocator SPEC] [--capacity SIZE] [--stop-at-oom] [--timeline] [--no-save] [--check]\n"
-   "                     [--backend sim|cuda] [--scale F|fit] [--pace] [--db FILE] [--json]\n"
+  {"replay", cmd_replay, "replay a trace through an allocator model: peaks, fragmentation, OOMs, and time on a device",
+   "memplay replay TRACE [--allocator SPEC] [--capacity SIZE] [--device NAME] [--timing OPTIONS] [--stop-at-oom]\n"
+   "                     [--timeline] [--no-save] [--check] [--backend sim|cuda] [--scale F|fit] [--pace]\n"
+   "                     [--db FILE] [--json]\n"
    "  --allocator SPEC  model and options, e.g. torch:expandable_segments:True or bfc:allow_growth=true\n"
    "                    (default: the allocator that recorded the trace, else ideal)\n"
-   "  --capacity SIZE   device memory the process may use (default: unlimited)\n"
+   "  --capacity SIZE   device memory the process may use (default: the --device profile's, else unlimited)\n"
+   "  --device NAME     predict time on this device profile (see 'memplay devices'; default: the profile that\n"
+   "                    matches the trace's recorded device, if any)\n"
+   "  --timing OPTIONS  time model options, e.g. copies=recorded,device_waits=drop (see docs/timemodel.md):\n"
+   "                    copies=model|recorded device_waits=keep|drop dependencies=infer|off\n"
+   "                    kernel_scale=FACTOR malloc_syncs=true|false batch=SAMPLES_PER_STEP\n"
    "  --stop-at-oom     stop at the first allocation that does not fit\n"
    "  --timeline        include the downsampled timeline in --json output\n"
    "  --no-save         do not store the run\n"
@@ -59,6 +65,15 @@ const cli_command cli_commands[] = {
    "memplay run [--set KEY=VALUE]... [--device NAME] [--out DIR] [--json] [--db FILE] SCRIPT.lua [ARGS]...\n"
    "  ARGS              given to the script as ... and arg[1..n]\n"
    "  --set, --device, --out, --json, --no-save, --max-instructions, --max-memory, --timeout: as for whatif"},
+  {"devices", cmd_devices, "list, show, edit and create device profiles (memory, bandwidths, compute, costs)",
+   "memplay devices [NAME] [--set KEY=VALUE]... [--from BASE] [--delete] [--reset] [--fields] [--db FILE] [--json]\n"
+   "  (no NAME)         list the device profiles\n"
+   "  NAME              show a profile: every figure with its unit\n"
+   "  --set KEY=VALUE   change a figure of NAME, e.g. h2d_pinned_bw=12GB/s (an edited built-in becomes 'user')\n"
+   "  --from BASE       create the profile NAME as a copy of BASE (then --set changes it)\n"
+   "  --delete          delete the user or calibrated profile NAME\n"
+   "  --reset           give the built-in profile NAME its own figures back\n"
+   "  --fields          list the figures a profile has, their units and meaning"},
   {"calibrate", cmd_calibrate, "measure the GPU (copies, allocations, launches) and store it as a device profile",
    "memplay calibrate [--gpu N] [--name NAME] [--quick] [--no-save] [--db FILE] [--json]\n"
    "  --gpu N           the GPU to measure (default 0, as CUDA numbers them)\n"

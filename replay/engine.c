@@ -82,6 +82,7 @@ static int sim_factory(void *arg, int device, sim_device *dev, char *err, size_t
   const replay_config *cfg = arg;
   (void)device, (void)err, (void)errlen;
   sim_simdev_init(dev, cfg->capacity, cfg->total_memory);
+  if (cfg->cc_major > 0) dev->cc_major = cfg->cc_major, dev->cc_minor = cfg->cc_minor;
   return 0;
 }
 
@@ -249,6 +250,18 @@ static void timeline_add(engine *e, const sim_event *ev) {
   if (++e->cur_n >= e->bucket) timeline_push(e);
 }
 
+/* What the device primitive moved in bytes, before an allocator action and after it. */
+static void bytes_before(const sim_device *d, uint64_t b[4]) {
+  b[0] = d->malloc_bytes, b[1] = d->free_bytes, b[2] = d->map_bytes, b[3] = d->unmap_bytes;
+}
+
+static void bytes_add(replay_outcome *out, const sim_device *d, const uint64_t b[4]) {
+  out->device_malloc_bytes += d->malloc_bytes - b[0];
+  out->device_free_bytes += d->free_bytes - b[1];
+  out->device_map_bytes += d->map_bytes - b[2];
+  out->device_unmap_bytes += d->unmap_bytes - b[3];
+}
+
 /* ---- events ----------------------------------------------------------------------------- */
 
 static void peaks(engine *e, const sim_event *ev) {
@@ -319,7 +332,8 @@ static int do_alloc(engine *e, const sim_event *ev, replay_outcome *out) {
     sim_map_del(&e->live, ev->addr, NULL);
     return -1;
   }
-  uint64_t m0 = ds->dev.mallocs, f0 = ds->dev.frees, p0 = ds->dev.maps, u0 = ds->dev.unmaps;
+  uint64_t m0 = ds->dev.mallocs, f0 = ds->dev.frees, p0 = ds->dev.maps, u0 = ds->dev.unmaps, b0[4];
+  bytes_before(&ds->dev, b0);
   int64_t r0 = ds->st->reserved.current;
   sim_placement pl = {0, 0, 0};
   int rc = ds->a.ops->alloc(ds->a.ctx, ev->size, ev->stream, &pl);
@@ -351,6 +365,7 @@ static int do_alloc(engine *e, const sim_event *ev, replay_outcome *out) {
   out->device_frees = ds->dev.frees - f0;
   out->device_maps = ds->dev.maps - p0;
   out->device_unmaps = ds->dev.unmaps - u0;
+  bytes_add(out, &ds->dev, b0);
   device_sync(e, ds);
   out->reserved_delta = ds->st->reserved.current - r0;
   return 0;
@@ -383,7 +398,8 @@ static int do_free(engine *e, const sim_event *ev, replay_outcome *out) {
   devstate *ds = &e->devs[le->device];
   const sim_allocator_ops *ops = ds->a.ops;
   if (e->capture_pending) sites_capture(e);
-  uint64_t m0 = ds->dev.mallocs, f0 = ds->dev.frees, p0 = ds->dev.maps, u0 = ds->dev.unmaps;
+  uint64_t m0 = ds->dev.mallocs, f0 = ds->dev.frees, p0 = ds->dev.maps, u0 = ds->dev.unmaps, b0[4];
+  bytes_before(&ds->dev, b0);
   int64_t r0 = ds->st->reserved.current;
   if (le->state == LIVE) {
     if (ops->free_requested) ops->free_requested(ds->a.ctx, le->handle);
@@ -400,6 +416,7 @@ static int do_free(engine *e, const sim_event *ev, replay_outcome *out) {
   out->device_frees = ds->dev.frees - f0;
   out->device_maps = ds->dev.maps - p0;
   out->device_unmaps = ds->dev.unmaps - u0;
+  bytes_add(out, &ds->dev, b0);
   device_sync(e, ds);
   out->reserved_delta = ds->st->reserved.current - r0;
   return 0;
@@ -439,7 +456,8 @@ static void do_device_action(engine *e, const sim_event *ev, replay_outcome *out
     if (ev->kind == SIM_EV_SYNC) fn = ops->synchronize;
     if (!fn && !(ev->kind == SIM_EV_EMPTY_CACHE && ops->empty_cache)) continue;
     if (e->capture_pending) sites_capture(e);
-    uint64_t m0 = ds->dev.mallocs, f0 = ds->dev.frees, p0 = ds->dev.maps, u0 = ds->dev.unmaps;
+    uint64_t m0 = ds->dev.mallocs, f0 = ds->dev.frees, p0 = ds->dev.maps, u0 = ds->dev.unmaps, b0[4];
+    bytes_before(&ds->dev, b0);
     int64_t r0 = ds->st->reserved.current;
     if (fn) fn(ds->a.ctx, ev->stream);
     else ops->empty_cache(ds->a.ctx);
@@ -447,6 +465,7 @@ static void do_device_action(engine *e, const sim_event *ev, replay_outcome *out
     out->device_frees += ds->dev.frees - f0;
     out->device_maps += ds->dev.maps - p0;
     out->device_unmaps += ds->dev.unmaps - u0;
+    bytes_add(out, &ds->dev, b0);
     device_sync(e, ds);
     out->reserved_delta += ds->st->reserved.current - r0;
   }
@@ -500,6 +519,7 @@ int replay_run(const replay_config *cfg, replay_source *src, replay_result *res,
     replay_outcome out;
     out.oom = out.ignored = 0;
     out.device_mallocs = out.device_frees = out.device_maps = out.device_unmaps = 0;
+    out.device_malloc_bytes = out.device_free_bytes = out.device_map_bytes = out.device_unmap_bytes = 0;
     out.reserved_delta = 0;
     out.placement.addr = out.placement.size = 0;
     out.placement.handle = 0;
