@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../replay/devices_store.h"
 #include "../replay/lua_api.h"
 #include "cli.h"
 
@@ -145,6 +146,17 @@ int cli_lua_run(cli *c, const char *cmd, void *opts, const char *trace_ref, cons
   if (trace_ref || access(db, F_OK) == 0) {
     s = cli_open_store(c, 0);
     if (!s) goto out;
+  }
+  if (o->device) {
+    /* an unknown device is the command line's mistake, not the script's */
+    devices_entry dev;
+    char derr[512];
+    int found = s ? devices_store_get(s, o->device, &dev, derr, sizeof derr) : sim_device_builtin(o->device) ? 0 : 1;
+    if (found) {
+      if (found < 0) cli_error("%s", derr);
+      else cli_error("no device profile '%s' (see 'memplay devices')", o->device);
+      goto out;
+    }
   }
   cx.st = s;
   cx.script = script;

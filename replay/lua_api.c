@@ -311,6 +311,72 @@ static int l_device(lua_State *L) {
   return 1;
 }
 
+/* memplay.device_memory(name): a device profile's memory in bytes. */
+static int l_device_memory(lua_State *L) {
+  devices_entry e;
+  lapi_device(L, luaL_checkstring(L, 1), &e);
+  lua_pushinteger(L, (lua_Integer)e.p.total_memory);
+  return 1;
+}
+
+static int each_device(void *arg, const devices_entry *e) {
+  lua_State *L = arg;
+  lua_createtable(L, 0, 5);
+  lua_pushstring(L, e->p.name);
+  lua_setfield(L, -2, "name");
+  lua_pushstring(L, e->p.description);
+  lua_setfield(L, -2, "description");
+  lua_pushinteger(L, (lua_Integer)e->p.total_memory);
+  lua_setfield(L, -2, "total_memory");
+  lua_pushstring(L, e->source);
+  lua_setfield(L, -2, "source");
+  lua_pushnumber(L, e->p.bf16_flops);
+  lua_setfield(L, -2, "bf16_flops");
+  lua_pushnumber(L, e->p.fp32_flops);
+  lua_setfield(L, -2, "fp32_flops");
+  lua_pushnumber(L, e->p.mem_bw);
+  lua_setfield(L, -2, "mem_bw");
+  lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
+  return 0;
+}
+
+/* memplay.devices(): the device profiles (built-in, user, calibrated). */
+static int l_devices(lua_State *L) {
+  lua_ctx *cx = lapi_ctx(L);
+  lua_newtable(L);
+  if (cx->st) {
+    char err[512];
+    if (devices_store_each(cx->st, each_device, L, err, sizeof err)) return luaL_error(L, "%s", err);
+  } else {
+    for (size_t i = 0; i < sim_builtin_ndevices; i++) {
+      devices_entry e;
+      memset(&e, 0, sizeof e);
+      e.p = sim_builtin_devices[i];
+      snprintf(e.source, sizeof e.source, "builtin");
+      each_device(L, &e);
+    }
+  }
+  return 1;
+}
+
+/* memplay.device_profile(name): every figure of a device profile, in base units. */
+static int l_device_profile(lua_State *L) {
+  devices_entry e;
+  lapi_device(L, luaL_checkstring(L, 1), &e);
+  lua_newtable(L);
+  for (size_t i = 0; i < sim_device_nfields; i++) {
+    const sim_device_field *f = &sim_device_fields[i];
+    if (f->kind == SIM_DF_TEXT) lua_pushstring(L, sim_device_get_text(&e.p, f));
+    else lua_pushnumber(L, sim_device_get_number(&e.p, f));
+    lua_setfield(L, -2, f->key);
+  }
+  lua_pushstring(L, e.p.name);
+  lua_setfield(L, -2, "name");
+  lua_pushstring(L, e.source);
+  lua_setfield(L, -2, "source");
+  return 1;
+}
+
 /* memplay.assume(text): an assumption the scenario makes, printed and kept in the JSON. */
 static int l_assume(lua_State *L) {
   lua_ctx *cx = lapi_ctx(L);
@@ -522,6 +588,9 @@ int luaopen_memplay(lua_State *L) {
     {"open", l_open},
     {"trace", l_trace},
     {"device", l_device},
+    {"device_memory", l_device_memory},
+    {"device_profile", l_device_profile},
+    {"devices", l_devices},
     {"assume", l_assume},
     {"assumptions", l_assumptions},
     {"variants", l_variants},
@@ -648,17 +717,7 @@ int lua_api_finish(lua_ctx *cx, lua_host *h, char *err, size_t errlen) {
     for (size_t i = 0; i < p->nvariants; i++) {
       lvariant *v = &p->variants[i];
       lresult *lr = v->res;
-      run_meta m = {.trace_id = lr->trace_id,
-                    .trace_name = lr->trace_name,
-                    .kind = "whatif",
-                    .allocator = lr->allocator,
-                    .capacity = lr->capacity,
-                    .device = lr->device,
-                    .backend = "sim",
-                    .scenario = cx->scenario,
-                    .variant = v->name,
-                    .step_time_s = v->step_time_s,
-                    .samples_per_s = v->samples_per_s};
+      run_meta m = lapi_meta(lr, cx->scenario, v->name, v->step_time_s, v->samples_per_s);
       if (report_save_run(cx->st, &m, &lr->r, &v->run_id)) {
         snprintf(err, errlen, "%s", store_error(cx->st));
         write_files(cx, -1, err, 0);
@@ -703,17 +762,7 @@ void lua_api_print_json(lua_ctx *cx, FILE *f) {
   for (size_t i = 0; i < p->nvariants; i++) {
     lvariant *v = &p->variants[i];
     lresult *lr = v->res;
-    run_meta m = {.trace_id = lr->trace_id,
-                  .trace_name = lr->trace_name,
-                  .kind = "whatif",
-                  .allocator = lr->allocator,
-                  .capacity = lr->capacity,
-                  .device = lr->device,
-                  .backend = "sim",
-                  .scenario = cx->scenario,
-                  .variant = v->name,
-                  .step_time_s = v->step_time_s,
-                  .samples_per_s = v->samples_per_s};
+    run_meta m = lapi_meta(lr, cx->scenario, v->name, v->step_time_s, v->samples_per_s);
     yajl_gen_map_open(g);
     jsonw_kstr(g, "name", v->name);
     report_json(g, cx->st, &m, &lr->r, 0);

@@ -5,6 +5,7 @@
 #include <lauxlib.h>
 #include <lua.h>
 
+#include "devices_store.h"
 #include "engine.h"
 #include "lua_api.h"
 #include "report.h"
@@ -73,6 +74,12 @@ typedef struct lresult {
   int has;
   replay_result r;
   lstore *ls; /* for call site labels */
+  /* the time model's prediction, when a device profile was used */
+  int has_time;
+  sim_tm_result time;
+  sim_tm_config tcfg;
+  devices_entry dev;
+  const char *device_reason; /* "option" or "recorded" */
   char *trace_name, *allocator, *device, *transforms;
   int64_t trace_id;
   uint64_t capacity;
@@ -143,6 +150,12 @@ lresult *lapi_result_of(lua_State *L, int idx);
 void lapi_push_result_table(lua_State *L, lresult *lr, int ud_idx);
 void lapi_push_result_ud(lua_State *L, int idx);
 void lresult_clear(lresult *lr);
+/* What a run of this result is, for report_json and report_save_run. */
+run_meta lapi_meta(const lresult *lr, const char *scenario, const char *variant, double step_time_s,
+                   double samples_per_s);
+/* A device profile by name, from the store (or the built-ins): 0, or -1 after pushing nothing
+ * and raising a Lua error when absent. */
+void lapi_device(lua_State *L, const char *name, devices_entry *e);
 
 /* lua_api_out.c */
 void lapi_out_register(lua_State *L);

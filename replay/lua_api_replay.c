@@ -6,6 +6,7 @@
 #include "../sim/device_sim.h"
 #include "jsonw.h"
 #include "lua_api_int.h"
+#include "time_observer.h"
 
 #define RESULTS_KEY "memplay.results" /* registry: weak table, result table -> result userdata */
 
@@ -14,6 +15,8 @@
 void lresult_clear(lresult *lr) {
   if (lr->has) replay_result_release(&lr->r);
   lr->has = 0;
+  if (lr->has_time) sim_tm_result_release(&lr->time);
+  lr->has_time = 0;
   free(lr->trace_name);
   free(lr->allocator);
   free(lr->device);
@@ -102,16 +105,49 @@ static void push_json_tree(lua_State *L, yajl_val v) {
 
 /* ---- result tables ------------------------------------------------------------------------- */
 
+run_meta lapi_meta(const lresult *lr, const char *scenario, const char *variant, double step_time_s,
+                   double samples_per_s) {
+  run_meta m = {.trace_id = lr->trace_id,
+                .trace_name = lr->trace_name,
+                .kind = "whatif",
+                .allocator = lr->allocator,
+                .capacity = lr->capacity,
+                .device = lr->device,
+                .backend = "sim",
+                .scenario = scenario,
+                .variant = variant,
+                .step_time_s = step_time_s,
+                .samples_per_s = samples_per_s};
+  if (lr->has_time) {
+    m.time = &lr->time;
+    m.time_config = &lr->tcfg;
+    m.device_source = lr->dev.source;
+    m.device_reason = lr->device_reason;
+  }
+  return m;
+}
+
 static run_meta meta_of(const lresult *lr) {
-  return (run_meta){.trace_id = lr->trace_id,
-                    .trace_name = lr->trace_name,
-                    .kind = "whatif",
-                    .allocator = lr->allocator,
-                    .capacity = lr->capacity,
-                    .device = lr->device,
-                    .backend = "sim",
-                    .step_time_s = lr->step_time_s,
-                    .samples_per_s = -1};
+  return lapi_meta(lr, NULL, NULL, lr->step_time_s, lr->has_time ? lr->time.samples_per_s : -1);
+}
+
+void lapi_device(lua_State *L, const char *name, devices_entry *e) {
+  lua_ctx *cx = lapi_ctx(L);
+  char err[512];
+  int rc = 1;
+  if (cx->st) {
+    rc = devices_store_get(cx->st, name, e, err, sizeof err);
+    if (rc < 0) luaL_error(L, "%s", err);
+  } else {
+    const sim_device_profile *p = sim_device_builtin(name);
+    if (p) {
+      memset(e, 0, sizeof *e);
+      e->p = *p;
+      snprintf(e->source, sizeof e->source, "builtin");
+      rc = 0;
+    }
+  }
+  if (rc) luaL_error(L, "no device profile '%s' (see 'memplay devices')", name);
 }
 
 /* Keys a result may lack (a missing one reads as nil; any other unknown key is an error). */
@@ -296,7 +332,7 @@ static const char *no_env(const char *name) {
 
 static const char *const replay_keys[] = {"allocator", "capacity",     "stop_at_oom", "timeline_points", "top_sites",
                                           "max_ooms",  "check",        "total_memory", "environment",    "shared_device",
-                                          NULL};
+                                          "device",    "timing",       "batch",        NULL};
 
 int lapi_replay(lua_State *L) {
   ltrace *t = lapi_check_trace(L, 1);
@@ -312,8 +348,8 @@ int lapi_replay(lua_State *L) {
     int ok = lua_type(L, -1) == LUA_TSTRING;
     for (size_t i = 0; ok && replay_keys[i]; i++)
       if (!strcmp(lua_tostring(L, -1), replay_keys[i])) goto known;
-    return luaL_error(L, "replay: unknown option '%s' (known: allocator, capacity, total_memory, shared_device, "
-                         "stop_at_oom, timeline_points, top_sites, max_ooms, check, environment)",
+    return luaL_error(L, "replay: unknown option '%s' (known: allocator, capacity, device, timing, batch, total_memory, "
+                         "shared_device, stop_at_oom, timeline_points, top_sites, max_ooms, check, environment)",
                       ok ? lua_tostring(L, -1) : "?");
   known:;
   }
@@ -357,6 +393,43 @@ int lapi_replay(lua_State *L) {
   if (points < 0 || points > 1000000 || top < 0 || top > 100000 || max_ooms < 0 || max_ooms > 1000000)
     return luaL_error(L, "replay: timeline_points, top_sites and max_ooms must be small whole numbers");
 
+  /* the device: named here, else --device, else the trace's recorded device when a profile
+   * matches it (for the time prediction only); device = false: no time prediction */
+  lua_ctx *cx = lapi_ctx(L);
+  devices_entry dev;
+  const char *reason = NULL, *dname = NULL;
+  lua_getfield(L, 2, "device");
+  int no_device = lua_type(L, -1) == LUA_TBOOLEAN && !lua_toboolean(L, -1);
+  if (lua_type(L, -1) == LUA_TSTRING) dname = lua_tostring(L, -1);
+  else if (!lua_isnil(L, -1) && !no_device) return luaL_error(L, "replay: 'device' must be a device profile's name or false");
+  lua_pop(L, 1);
+  if (!dname && !no_device) dname = cx->device;
+  if (dname) {
+    lapi_device(L, dname, &dev);
+    reason = "option";
+    if (capacity == UINT64_MAX) capacity = dev.p.total_memory;
+    if (!total) total = dev.p.total_memory;
+  } else if (!no_device && cx->st) {
+    char derr[512];
+    int rc = devices_store_match(cx->st, t->meta.device_name,
+                                 t->meta.device_memory > 0 ? (uint64_t)t->meta.device_memory : 0, &dev, derr, sizeof derr);
+    if (rc < 0) return luaL_error(L, "%s", derr);
+    if (rc == 0) reason = "recorded";
+  }
+  sim_tm_config tcfg = {.copy_timing = SIM_TM_TIMING_MODEL, .keep_device_waits = 1, .infer_dependencies = 1,
+                        .malloc_syncs = -1, .kernel_scale = 1.0};
+  lua_getfield(L, 2, "timing");
+  if (!lua_isnil(L, -1)) {
+    char terr[512];
+    /* checked always; used when a time prediction is made */
+    if (time_options_parse(&tcfg, luaL_checkstring(L, -1), terr, sizeof terr)) return luaL_error(L, "replay: timing: %s", terr);
+  }
+  lua_pop(L, 1);
+  lua_getfield(L, 2, "batch");
+  lua_Integer batch = lua_isnil(L, -1) ? t->meta.batch_size : luaL_checkinteger(L, -1);
+  lua_pop(L, 1);
+  if (batch < 0) return luaL_error(L, "replay: batch must be >= 0");
+
   /* everything that can be freed by the collector first, then the C resources */
   lresult *lr = lua_newuserdatauv(L, sizeof *lr, 0); /* 3 */
   memset(lr, 0, sizeof *lr);
@@ -370,7 +443,8 @@ int lapi_replay(lua_State *L) {
   sc->p[1] = spec.storage;
   lr->trace_name = strdup(t->meta.name ? t->meta.name : "");
   lr->allocator = strdup(alloc);
-  lr->trace_id = t->ls == lapi_ctx(L)->p->main ? t->meta.id : 0;
+  lr->trace_id = t->ls == cx->p->main ? t->meta.id : 0;
+  if (reason) lr->device = strdup(dev.p.name);
   lr->capacity = capacity;
   lr->step_time_s = -1;
   lstore_ref(t->ls);
@@ -382,6 +456,8 @@ int lapi_replay(lua_State *L) {
     .spec = &spec,
     .capacity = capacity,
     .total_memory = total,
+    .cc_major = reason ? dev.p.cc_major : 0,
+    .cc_minor = reason ? dev.p.cc_minor : 0,
     .recorded = recorded,
     .getenv_fn = use_env ? env_lookup : no_env,
     .stop_at_oom = stop,
@@ -399,8 +475,29 @@ int lapi_replay(lua_State *L) {
     if (!total) cfg.total_memory = capacity;
   }
   lapi_scratch_open(L, sc, t);
+  time_observer tobs;
+  replay_observer hook;
+  if (reason) {
+    lr->dev = dev;
+    lr->device_reason = reason;
+    lr->tcfg = tcfg;
+    lr->tcfg.device = &lr->dev.p;
+    lr->tcfg.batch_size = batch;
+    /* stream-ordered pools (cudaMallocAsync) grow without synchronizing */
+    if (lr->tcfg.malloc_syncs < 0) lr->tcfg.malloc_syncs = strcmp(spec.ops->name, "async") != 0;
+    time_observer_init(&tobs, &lr->tcfg, t->ls->s);
+    hook = time_observer_hook(&tobs);
+    cfg.observers = &hook;
+    cfg.nobservers = 1;
+  }
   lr->has = 1;
   int rc = replay_run(&cfg, &sc->src, &lr->r, err, sizeof err);
+  if (reason) {
+    time_observer_finish(&tobs, &lr->time);
+    time_observer_release(&tobs);
+    lr->has_time = 1;
+    lr->step_time_s = lr->time.step_time_s;
+  }
   lapi_scratch_free(sc); /* closes the source and the spec */
   if (rc) return luaL_error(L, "replay of '%s' under %s: %s", t->meta.name, alloc, err);
   lapi_push_result_table(L, lr, 3);

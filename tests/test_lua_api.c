@@ -251,7 +251,16 @@ static void test_replay(void) {
      "assert(r.peak_reserved_bytes >= r.peak_allocated_bytes and r.fits == true and r.ooms == 0)\n"
      "assert(type(r.at_peak.by_category) == 'table' and #r.at_peak.top_sites > 0 and r.at_peak.top_sites[1].site)\n"
      "assert(#r.timeline > 0 and r.timeline[1].allocated_bytes ~= nil)\n"
-     "assert(r.step_time_s == nil)\n"
+     "local nr = t:replay{allocator = 'cuda', device = false}\n"
+     "assert(nr.step_time_s == nil and nr.time == nil)\n"
+     "local tr = t:replay{allocator = 'cuda', device = 'A100-80GB', timing = 'device_waits=drop'}\n"
+     "assert(tr.step_time_s > 0 and tr.samples_per_s > 0 and tr.time.breakdown_s.compute > 0 and tr.device == 'A100-80GB')\n"
+     "assert(tr.capacity_bytes == memplay.device_memory('A100-80GB'))\n"
+     "local slow = t:scale_time{factor = 2}:replay{allocator = 'cuda', device = 'A100-80GB', timing = 'device_waits=drop'}\n"
+     "assert(slow.step_time_s > tr.step_time_s)\n"
+     "local devs = memplay.devices()\n"
+     "assert(#devs > 3 and devs[1].name and devs[1].total_memory > 0)\n"
+     "assert(memplay.device_profile('H100').mem_bw > 0)\n"
      "local small = t:replay{allocator = 'cuda', capacity = r.peak_reserved_bytes // 2, stop_at_oom = true}\n"
      "assert(small.fits == false and small.ooms == 1 and small.stopped_at_oom and #small.oom_list == 1)\n"
      "assert(small.capacity_bytes == r.peak_reserved_bytes // 2)\n"
@@ -263,6 +272,9 @@ static void test_replay(void) {
   fails("local t = memplay.trace()\nt:replay{alocator = 'cuda'}", "unknown option 'alocator'");
   fails("local t = memplay.trace()\nt:replay{allocator = 'nope'}", "unknown allocator 'nope'");
   fails("local t = memplay.trace()\nt:replay{capacity = 'lots'}", "must be a size");
+  fails("local t = memplay.trace()\nt:replay{device = 'NoSuchGPU'}", "no device profile 'NoSuchGPU'");
+  fails("local t = memplay.trace()\nt:replay{timing = 'copies=sometimes'}", "timing");
+  fails("local x = memplay.device_memory('NoSuchGPU')", "no device profile");
   fails("local t = memplay.trace()\nt:replay{allocator = 'cuda:bogus=1'}", "bogus");
 }
 

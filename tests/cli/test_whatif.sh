@@ -78,6 +78,17 @@ for s in checkpointing grad_accumulation; do
   [ "$l" -lt "$b" ] || fail "$s: peak $b -> $l"
 done
 
+# with a device: step time and throughput, the capacity from the device
+if expect 0 whatif sample batch_size --no-save --device A100-80GB; then
+  has "$T/out" "fits on A100-80GB"
+  grep -q "batch 8 .* ms " "$T/out" || fail "batch_size on a device: no step time: $(cat "$T/out")"
+fi
+if expect 0 whatif sample batch_size --json --no-save --device A100-80GB; then
+  has "$T/out" '"step_time_s":'
+  has "$T/out" '"samples_per_s":'
+  has "$T/out" '"device":"A100-80GB"'
+fi
+
 # --json: one object, the first variant the unchanged trace, the last the answer
 if expect 0 whatif sample batch_size --json --no-save --set new_batch=2; then
   has "$T/out" '{"scenario":"batch_size"'

@@ -151,6 +151,7 @@ expect 2 whatif sample x.lua --max-memory tiny
 expect 2 run
 # missing things: exit 1
 if expect 1 whatif nosuchtrace batch_size; then has "$T/err" "no trace 'nosuchtrace'"; fi
+if expect 1 whatif sample batch_size --device NoSuchGPU; then has "$T/err" "no device profile 'NoSuchGPU'"; fi
 if expect 1 whatif sample "$T/nosuchscript.lua"; then has "$T/err" "cannot open script"; fi
 [ "$(store_digest)" = "$digest" ] || fail "store changed after usage errors"
 
