@@ -182,7 +182,7 @@ function memplay.scenario_context(o)
     error(string.format("--set allocator=%s: unknown allocator model (see 'memplay help allocators')", S.allocator), 2)
   end
   S.device = memplay.device()
-  local dev_memory = memplay.device_memory and S.device and memplay.device_memory(S.device) or nil
+  local dev_memory = S.device and memplay.device_memory(S.device) or nil
   S.capacity = memplay.size_param('capacity', dev_memory or info.device_memory)
   S.capacity_label = memplay.params().capacity and memplay.bytes(S.capacity)
     or S.device or (info.device_name and S.capacity and info.device_name) or (S.capacity and memplay.bytes(S.capacity))
@@ -200,15 +200,15 @@ function Scenario:replay(t, opts)
   local o = {allocator = self.allocator, capacity = self.capacity, device = self.device}
   for k, v in pairs(opts or {}) do o[k] = v end
   if o.capacity == false then o.capacity = nil end
-  if not memplay.device_memory then
-    o.device = nil -- a build without device profiles
-  elseif o.device ~= false and o.timing == nil then
+  if o.device ~= false and o.timing == nil then
     -- A scenario changes durations: waits the trace recorded but cannot explain would be kept
     -- at their recorded length and undo the change, so the model alone decides when device
     -- work starts (in every variant alike).
     o.timing = 'device_waits=drop'
   end
-  return t:replay(o)
+  local r = t:replay(o)
+  self.timed_on = self.timed_on or r.device -- the profile a time prediction was made on
+  return r
 end
 
 -- Records a variant (stored as a run) and its row in the table; row holds extra columns,
@@ -251,7 +251,7 @@ function Scenario:report(o)
   local any_time = false
   for _, r in ipairs(self.rows) do any_time = any_time or r.step_time ~= nil end
   if not any_time then
-    memplay.write_out(self.device and '(no step time: the trace has no step markers or device activity)\n'
+    memplay.write_out((self.device or self.timed_on) and '(no step time: the trace has no step markers or device activity)\n'
       or '(step time and throughput need --device NAME)\n')
   end
   local a = memplay.assumptions()
