@@ -12,7 +12,8 @@
 -- optimizer work that
 -- precedes forward (zero_grad) up to the optimizer's first event after forward began (an
 -- allocation at an optimizer call site or an optimizer kernel), or to the step's end when the
--- optimizer cannot be found.
+-- optimizer cannot be found. Forward begins at the step's first activation-like allocation, or
+-- in a trace without allocations at its first kernel or input copy.
 -- Parameters (--set):
 --   k=N          micro-batches per step (default 4)
 --   floor_us=X   launch-bound kernel time that does not scale (default 3)
@@ -43,8 +44,17 @@ local function optimizer_after(lo, hi)
   if a and b then return math.min(a, b) end
   return a or b
 end
+-- forward's first event: the first activation-like allocation, else (a trace that records no
+-- allocations, such as a profile of kernels and copies) the first kernel or input copy
+local no_activations = false
 local function forward_start(lo, hi)
-  return first(memplay.activation_filter{kind = 'alloc', seq = {lo, hi}})
+  local a = first(memplay.activation_filter{kind = 'alloc', seq = {lo, hi}})
+  if a then return a end
+  local kern = first{seq = {lo, hi}, kind = 'kernel', exclude_site_match = memplay.optimizer_sites}
+  local copy = first{seq = {lo, hi}, kind = 'memcpy', dir = 'h2d'}
+  local b = kern and copy and math.min(kern, copy) or kern or copy
+  if b then no_activations = true end
+  return b
 end
 -- The step: the last but one with an optimizer in it (a step a later one delimits, so that
 -- its predicted time is its own), else the last.
@@ -65,7 +75,10 @@ if #steps == 0 then
   fwd = forward_start(lo, hi)
   opt = fwd and optimizer_after(fwd, hi)
 end
-if not fwd then error('the trace has no activation-like allocations to accumulate over') end
+if not fwd then error('the trace has no activation-like allocations, kernels or input copies to accumulate over') end
+if no_activations then
+  memplay.assume('the trace has no activation-like allocations: forward taken to begin at the step\'s first kernel or input copy, and memory does not change')
+end
 local lead = last{seq = {lo, fwd}, site_match = memplay.optimizer_sites}
 local from = lead and lead + 1 or nil
 if not from then

@@ -102,6 +102,9 @@ end
 
 memplay.assume(string.format('searched batches %d..%d in multiples of %d from a first guess of %d: %d replays, each stopped at its first failed allocation', multiple, max, multiple, guess, probes_made))
 memplay.assume('activation-like memory scales with the batch; parameters, gradients and optimizer state do not (batch_size.lua)')
+if best == max and S.trace:summary().allocs == 0 then
+  memplay.assume('the trace records no allocations: every batch fits, and the answer is only the search\'s upper bound (--set max)')
+end
 S:report{
   title = best and string.format('largest batch on %s under %s: %d', S.capacity_label, S.allocator, best)
     or string.format('no batch fits %s under %s, not even %d', S.capacity_label, S.allocator, multiple),

@@ -89,6 +89,20 @@ if expect 0 whatif sample batch_size --json --no-save --device A100-80GB; then
   has "$T/out" '"device":"A100-80GB"'
 fi
 
+# a trace that records no allocations (a profile of kernels and copies): every scenario still
+# runs; gradient accumulation repeats the step's kernels from its first one
+grep -v '"kind":"alloc"\|"kind":"free"' "$MEMPLAY_SRC/traces/sample.jsonl" | sed 's/"name":"sample"/"name":"kernels"/' > "$T/kernels.jsonl"
+expect 0 import "$T/kernels.jsonl" --name kernels
+for s in batch_size max_batch memory_growth pinned_staging mixed_precision checkpointing grad_accumulation allocator_settings; do
+  expect 0 whatif kernels $s --no-save --device A100-80GB && has "$T/out" "variant"
+done
+if expect 0 whatif kernels grad_accumulation --no-save --device A100-80GB --set k=4; then
+  has "$T/out" "forward taken to begin at the step's first kernel"
+  b=$(grep '^as recorded' "$T/out" | grep -o '[0-9.]* ms' | head -1 | cut -d' ' -f1)
+  a=$(grep '^4 micro-batches' "$T/out" | grep -o '[0-9.]* ms' | head -1 | cut -d' ' -f1)
+  awk -v a="$a" -v b="$b" 'BEGIN { exit !(a > b) }' || fail "grad_accumulation without allocations: step time $b -> $a ms"
+fi
+
 # --json: one object, the first variant the unchanged trace, the last the answer
 if expect 0 whatif sample batch_size --json --no-save --set new_batch=2; then
   has "$T/out" '{"scenario":"batch_size"'
