@@ -9,6 +9,7 @@
 -- the same requests and the difference is the transforms' own cost: filters evaluated, sizes
 -- and durations computed, one more source per event. The last row replays the batch model at
 -- twice the batch: a different workload, for the cost of a scenario's replay as a whole.
+-- Replays are of memory only (device = false), as a search's probes are: no time prediction.
 local name, allocator, repeats = ...
 if not name then error('usage: memplay run scripts/bench_transforms.lua TRACE [ALLOCATOR] [REPEATS]') end
 allocator = allocator or 'cuda'
@@ -21,7 +22,7 @@ local function best(tr)
   local b = math.huge
   for _ = 1, repeats do
     local c0 = os.clock()
-    tr:replay{allocator = allocator, timeline_points = 100}
+    tr:replay{allocator = allocator, timeline_points = 100, device = false}
     local c = os.clock() - c0
     if c < b then b = c end
   end
