@@ -97,8 +97,9 @@ typedef struct snap_cand {
   sim_map addrs;     /* address -> ADDR_* bits | pre index << 2 */
   pre_block *pre;    /* freed before any allocation */
   size_t npre, precap;
-  sim_map segs;      /* segment addresses created by the trace */
-  uint64_t seg_gone; /* segment_free/unmap of a segment the trace did not create */
+  sim_map segs;      /* segment addresses created by the trace (segment_alloc) */
+  sim_map pages;     /* 2 MiB pages of expandable segments mapped by the trace (segment_map) */
+  uint64_t seg_gone; /* segment_free/unmap of memory the trace did not create */
 } snap_cand;
 
 typedef struct seg_rec {
@@ -199,6 +200,7 @@ static int bad(const place *pl, const char *field, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
+  if (!pl->what) return pickle_fail(pl->st->p, "byte %llu: %s", (unsigned long long)pl->byte, msg);
   char what[160];
   int n = snprintf(what, sizeof what, pl->what, pl->a, pl->b);
   if (pl->frame >= 0 && n > 0 && (size_t)n < sizeof what)
@@ -208,10 +210,11 @@ static int bad(const place *pl, const char *field, const char *fmt, ...) {
   return pickle_fail(pl->st->p, "byte %llu: %s: %s", (unsigned long long)pl->byte, what, msg);
 }
 
+/* What a value is, for messages: "an int", "a str", ... */
 static const char *type_of(pk_val v) {
-  if (v.type == PK_TOKEN) return "call stack";
-  if (v.type == PK_BIGINT) return "int beyond 64 bits";
-  return pk_type_name(v.type);
+  if (v.type == PK_TOKEN) return "a list already read as a call stack";
+  if (v.type == PK_BIGINT) return "an int beyond 64 bits";
+  return pk_type_a(v.type);
 }
 
 /* An int field: absent leaves *out as it is (or fails when required). */
@@ -251,7 +254,7 @@ static void caches_clear(snap *st) {
 
 /* A frame dict's index in the frame table (content-deduplicated), cached on the dict. */
 static int frame_index(snap *st, const place *pl, pk_val fv, size_t i, uint32_t *out) {
-  if (fv.type != PK_DICT) return bad(pl, NULL, "frame %zu of its call stack is a %s, not a dict", i, type_of(fv));
+  if (fv.type != PK_DICT) return bad(pl, NULL, "frame %zu of its call stack is %s, not a dict", i, type_of(fv));
   pk_obj *d = fv.u.o;
   if (AUX_KIND(d->aux) == AUX_FRAME && (AUX_VALUE(d->aux) >> 32) == st->gen) {
     *out = (uint32_t)AUX_VALUE(d->aux);
@@ -413,7 +416,7 @@ static uint64_t spool_len(const snap *st) { return st->sp->off + st->sp->n; }
 static int take_entry(snap *st, snap_cand *c, uint64_t index, pk_val item) {
   place pl = PLACE(st, where(st, item), "trace entry %llu");
   pl.a = index;
-  if (item.type != PK_DICT) return bad(&pl, NULL, "is a %s, not a dict", type_of(item));
+  if (item.type != PK_DICT) return bad(&pl, NULL, "is %s, not a dict", type_of(item));
   pk_obj *d = item.u.o;
   const pk_val *f[F__COUNT] = {0};
   for (size_t i = 0; i < d->len; i++) {
@@ -425,7 +428,7 @@ static int take_entry(snap *st, snap_cand *c, uint64_t index, pk_val item) {
     }
     c->dropped_fields++;
     if (k.type == PK_STR) add_name(c->dropped_names, sizeof c->dropped_names, k.u.o->data, k.u.o->len);
-    else add_name(c->dropped_names, sizeof c->dropped_names, type_of(k), strlen(type_of(k)));
+    else add_name(c->dropped_names, sizeof c->dropped_names, pk_type_name(k.type), strlen(pk_type_name(k.type)));
   }
   c->entries++;
   if (!f[F_ACTION]) return bad(&pl, "action", "is missing");
@@ -481,9 +484,15 @@ static int take_entry(snap *st, snap_cand *c, uint64_t index, pk_val item) {
       c->pre[c->npre] = (pre_block){r.addr, r.size, r.stream, 0};
       *s = ADDR_FREED_FIRST | (uint64_t)c->npre++ << 2;
     }
-  } else if (action == A_SEGMENT_ALLOC || action == A_SEGMENT_MAP) {
+  } else if (action == A_SEGMENT_ALLOC) {
     *sim_map_put(&c->segs, r.addr, NULL) = 1;
-  } else if ((action == A_SEGMENT_FREE || action == A_SEGMENT_UNMAP) && !sim_map_get(&c->segs, r.addr)) {
+  } else if (action == A_SEGMENT_FREE && !sim_map_get(&c->segs, r.addr)) {
+    c->seg_gone++;
+  } else if (action == A_SEGMENT_MAP) {
+    /* expandable segments map and unmap page ranges, not whole segments */
+    for (uint64_t pg = r.addr >> 21, n = 0; pg <= (r.addr + (r.size ? r.size - 1 : 0)) >> 21 && n < 65536; pg++, n++)
+      *sim_map_put(&c->pages, pg, NULL) = 1;
+  } else if (action == A_SEGMENT_UNMAP && !sim_map_get(&c->pages, r.addr >> 21)) {
     c->seg_gone++;
   }
   c->by_action[action]++;
@@ -547,6 +556,7 @@ static int on_item(void *arg, pickle *p, pk_obj *list, uint64_t index, pk_val it
     c->device = -1;
     sim_map_init(&c->addrs);
     sim_map_init(&c->segs);
+    sim_map_init(&c->pages);
     list->aux = AUX_MAKE(AUX_CAND, st->ncand++);
   }
   snap_cand *c = &st->cands[AUX_VALUE(list->aux)];
@@ -568,7 +578,7 @@ static void json_key(yajl_gen g, pk_val k) {
   else if (k.type == PK_FLOAT) {
     snprintf(b, sizeof b, "%.17g", k.u.f);
     jsonw_str(g, b);
-  } else jsonw_str(g, type_of(k));
+  } else jsonw_str(g, pk_type_name(k.type));
 }
 
 static int same_key(pk_val a, pk_val b) {
@@ -656,7 +666,7 @@ static int read_block(snap *st, seg_rec *g, size_t si, size_t bi, pk_val bv, uin
   place pl = PLACE(st, where(st, bv), "block %llu of segment %llu");
   pl.a = bi;
   pl.b = si;
-  if (bv.type != PK_DICT) return bad(&pl, NULL, "is a %s, not a dict", type_of(bv));
+  if (bv.type != PK_DICT) return bad(&pl, NULL, "is %s, not a dict", type_of(bv));
   pk_obj *d = bv.u.o;
   store_block b = {.segment_address = g->s.address, .address = *next};
   const char *state = NULL;
@@ -678,10 +688,12 @@ static int read_block(snap *st, seg_rec *g, size_t si, size_t bi, pk_val bv, uin
       h0 = hist->u.o->items[0].u.o;
     }
   }
-  b.requested_size = b.size;
-  if (h0 && get_u64(&pl, pk_dict_get(h0, "real_size"), "history[0].real_size", 0, &b.requested_size)) return -1;
+  int live = b.state[0] == 'a'; /* active_allocated, active_pending_free */
+  b.requested_size = live ? b.size : 0;
+  if (live && h0 && get_u64(&pl, pk_dict_get(h0, "real_size"), "history[0].real_size", 0, &b.requested_size))
+    return -1;
   if (get_u64(&pl, pk_dict_get(d, "requested_size"), "requested_size", 0, &b.requested_size)) return -1;
-  if (!frames && h0) frames = pk_dict_get(h0, "frames");
+  if (!frames && h0 && live) frames = pk_dict_get(h0, "frames");
   if (frames_stack(st, &pl, frames, &b.stack)) return -1;
   if (frames && frames->type == PK_LIST) pickle_memo_replace(st->p, *frames, b.stack);
   if (b.address > UINT64_MAX - b.size) return bad(&pl, "size", "runs past the end of the address space");
@@ -700,7 +712,7 @@ static int read_block(snap *st, seg_rec *g, size_t si, size_t bi, pk_val bv, uin
 static int read_segment(snap *st, size_t si, pk_val sv) {
   place pl = PLACE(st, where(st, sv), "segment %llu");
   pl.a = si;
-  if (sv.type != PK_DICT) return bad(&pl, NULL, "is a %s, not a dict", type_of(sv));
+  if (sv.type != PK_DICT) return bad(&pl, NULL, "is %s, not a dict", type_of(sv));
   pk_obj *d = sv.u.o;
   seg_rec g = {.offset = pl.byte, .first_block = st->nblocks};
   g.s.allocated_size = g.s.requested_size = g.s.active_size = -1;
@@ -772,7 +784,7 @@ static int check_segments(snap *st, const pk_val *v) {
     if (v->u.o->len) {
       pl.byte = where(st, v->u.o->items[0]);
       pl.what = "segment 0";
-      return bad(&pl, NULL, "is a %s, not a segment (a dict with 'address', 'total_size' and 'blocks')",
+      return bad(&pl, NULL, "is %s, not a segment (a dict with 'address', 'total_size' and 'blocks')",
                  type_of(v->u.o->items[0]));
     }
     if (st->have_seglist) {
@@ -989,7 +1001,8 @@ static int write_trace(snap *st, const trace_job *j) {
   uint64_t seg_start = c->seg_gone;
   for (size_t i = s0; i < s1; i++) {
     const seg_rec *g = &st->segs[i];
-    if (!sim_map_get(&c->segs, g->s.address)) seg_start++;
+    if (!sim_map_get(g->s.expandable ? &c->pages : &c->segs, g->s.expandable ? g->s.address >> 21 : g->s.address))
+      seg_start++;
     priv += g->private_pool;
     for (size_t b = g->first_block; b < g->first_block + g->nblocks; b++) {
       const store_block *bl = &st->blocks[b];
@@ -1123,18 +1136,19 @@ static FILE *spool_file(snap *st) {
 /* After the pickle is read: its structure, then one trace per device with entries. */
 static int finish(snap *st, pk_val root) {
   import_ctx *ic = st->ic;
-  place pl = PLACE(st, where(st, root), "the snapshot");
+  place pl = PLACE(st, where(st, root), NULL);
   if (root.type != PK_DICT) {
     if (root.type == PK_LIST)
       return bad(&pl, NULL,
                  "the pickle holds a list, not a memory snapshot (torch.cuda.memory._dump_snapshot() writes a dict "
                  "with 'segments' and 'device_traces'; a list of segments has no trace to import)");
-    return bad(&pl, NULL, "the pickle holds a %s, not a memory snapshot (a dict with 'segments' and 'device_traces')",
+    return bad(&pl, NULL, "the pickle holds %s, not a memory snapshot (a dict with 'segments' and 'device_traces')",
                type_of(root));
   }
   const pk_val *traces = pk_dict_get(root.u.o, "device_traces"), *segs = pk_dict_get(root.u.o, "segments");
   if (!traces && !segs)
-    return bad(&pl, NULL, "not a memory snapshot: the dict has neither 'segments' nor 'device_traces'");
+    return bad(&pl, NULL, "the pickle holds a dict without 'segments' and 'device_traces', not a memory snapshot");
+  pl.what = "the snapshot";
   if (!traces) {
     if (st->ncand) {
       pl.byte = st->cands[0].offset;
@@ -1152,7 +1166,7 @@ static int finish(snap *st, pk_val root) {
     pk_val dv = tl->items[i];
     place dp = PLACE(st, where(st, dv), "device_traces[%llu]");
     dp.a = i;
-    if (dv.type != PK_LIST) return bad(&dp, NULL, "is a %s, not a list of trace entries", type_of(dv));
+    if (dv.type != PK_LIST) return bad(&dp, NULL, "is %s, not a list of trace entries", type_of(dv));
     pk_obj *l = dv.u.o;
     if (AUX_KIND(l->aux) == AUX_CAND) {
       snap_cand *c = &st->cands[AUX_VALUE(l->aux)];
@@ -1161,7 +1175,7 @@ static int finish(snap *st, pk_val root) {
     } else if (l->len) {
       pk_val e = l->items[0];
       dp.byte = where(st, e);
-      return bad(&dp, NULL, "holds a %s, not a trace entry (a dict with 'action')", type_of(e));
+      return bad(&dp, NULL, "holds %s, not a trace entry (a dict with 'action')", type_of(e));
     }
   }
   for (size_t i = 0; i < st->ncand; i++)
@@ -1206,8 +1220,9 @@ static int finish(snap *st, pk_val root) {
     add_name(dropped, sizeof dropped, num, strlen(num));
   }
   if (ndropped)
-    import_warn(ic, "'%s': %" PRIu64 " final segments of devices without trace entries (%s) are not imported",
-                ic->path, ndropped, dropped);
+    import_warn(ic, "'%s': %" PRIu64 " final segment%s of device%s %s, which %s no trace entries, %s not imported",
+                ic->path, ndropped, ndropped == 1 ? "" : "s", strchr(dropped, ',') ? "s" : "", dropped,
+                strchr(dropped, ',') ? "have" : "has", ndropped == 1 ? "is" : "are");
   int rc = 0;
   for (size_t d = 0; d < ndev && !rc; d++) {
     if (!by_dev[d]) continue;
@@ -1260,6 +1275,7 @@ out:
   for (size_t i = 0; i < st->ncand; i++) {
     sim_map_release(&st->cands[i].addrs);
     sim_map_release(&st->cands[i].segs);
+    sim_map_release(&st->cands[i].pages);
     free(st->cands[i].pre);
   }
   free(st->cands);

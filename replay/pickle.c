@@ -12,7 +12,7 @@
 #define PK_MAX_MEMORY (UINT64_C(16) << 30) /* keeps every reference count far below 2^32 */
 #define PK_BUFSZ ((size_t)1 << 20)         /* read buffer */
 #define PK_MAX_LINE ((size_t)64 << 20)     /* a text opcode's argument line */
-#define PK_SETTLE 3                        /* values above a MARKed item before it is offered */
+#define PK_SETTLE 16 /* values above an item under a MARK before it is offered (see pickle.h) */
 #define PK__BOX 127                        /* internal: an immediate held in the memo */
 
 /*
@@ -51,7 +51,7 @@ struct pickle {
   size_t nm, mcap;
   uintptr_t **memo; /* pages of MEMO_PAGE slots, made when first written */
   size_t memo_pages, memo_count;
-  pk_obj all; /* sentinel of the list of live objects */
+  pk_obj *all; /* sentinel of the list of live objects (data[] unused) */
   pk_obj **freeq;
   size_t nfreeq, freeq_cap;
   uint64_t used, peak, limit;
@@ -106,6 +106,12 @@ static const char *op_name(int op) {
 const char *pk_type_name(int type) {
   static const char *const names[PK__COUNT] = {"None", "bool", "int", "float", "token", "str", "bytes", "int",
                                                "list", "tuple", "dict", "set", "frozenset"};
+  return type >= 0 && type < PK__COUNT ? names[type] : "?";
+}
+
+const char *pk_type_a(int type) {
+  static const char *const names[PK__COUNT] = {"None",   "a bool",  "an int", "a float", "a token", "a str", "bytes",
+                                               "an int", "a list",  "a tuple", "a dict", "a set", "a frozenset"};
   return type >= 0 && type < PK__COUNT ? names[type] : "?";
 }
 
@@ -189,10 +195,10 @@ static pk_obj *obj_new(pickle *p, int type, size_t datalen) {
   o->offset = p->op_off;
   o->len = is_data_type(type) ? datalen : 0;
   if (is_data_type(type)) o->data[datalen] = 0;
-  o->next = p->all.next;
-  o->prev = &p->all;
-  p->all.next->prev = o;
-  p->all.next = o;
+  o->next = p->all->next;
+  o->prev = p->all;
+  p->all->next->prev = o;
+  p->all->next = o;
   return o;
 }
 
@@ -499,7 +505,7 @@ static int offer_early(pickle *p, pk_mark *m) {
     m->consider = 0;
     return 0;
   }
-  for (size_t i = m->pos; i + 1 < p->sp; i++) p->stack[i] = p->stack[i + 1]; /* PK_SETTLE values */
+  memmove(&p->stack[m->pos], &p->stack[m->pos + 1], (p->sp - m->pos - 1) * sizeof(pk_val));
   p->sp--;
   m->taken++;
   return 0;
@@ -526,7 +532,7 @@ static int list_add(pickle *p, pk_obj *L, pk_val item) {
 static int check_key(pickle *p, pk_val k) {
   if (k.type == PK_LIST || k.type == PK_DICT || k.type == PK_SET ||
       (k.type == PK_BYTES && (k.u.o->flags & PK_F_BYTEARRAY)))
-    return fail(p, "%s with an unhashable key (%s)", op_name(p->op), pk_type_name(k.type));
+    return fail(p, "%s with an unhashable key (%s)", op_name(p->op), pk_type_a(k.type));
   return 0;
 }
 
@@ -558,7 +564,7 @@ static int collect(pickle *p, int type, size_t start) {
         obj_release(p, o);
         return -1;
       }
-  memcpy(o->items, p->stack + start, n * sizeof(pk_val));
+  if (n) memcpy(o->items, p->stack + start, n * sizeof(pk_val));
   o->len = type == PK_DICT ? n / 2 : n;
   p->sp = start;
   return push_obj(p, o);
@@ -1123,7 +1129,7 @@ static int step(pickle *p, int op) {
   case OP_APPEND: {
     if (need_values(p, 2)) return -1;
     pk_val l = p->stack[p->sp - 2];
-    if (l.type != PK_LIST) return fail(p, "APPEND to a %s, not a list", pk_type_name(l.type));
+    if (l.type != PK_LIST) return fail(p, "APPEND to %s, not a list", pk_type_a(l.type));
     v = p->stack[--p->sp];
     return list_add(p, l.u.o, v);
   }
@@ -1132,14 +1138,14 @@ static int step(pickle *p, int op) {
     pk_mark m = p->marks[p->nm - 1];
     if (m.pos == 0 || m.pos - 1 < outer_start(p)) return fail(p, "APPENDS without a list below its MARK");
     pk_val l = p->stack[m.pos - 1];
-    if (l.type != PK_LIST) return fail(p, "APPENDS to a %s, not a list", pk_type_name(l.type));
+    if (l.type != PK_LIST) return fail(p, "APPENDS to %s, not a list", pk_type_a(l.type));
     pk_obj *L = l.u.o;
     L->taken += m.taken;
     p->nm--;
     size_t n = p->sp - m.pos;
     if (L->flags & PK_F_KEEP_ALL || !p->consumer) {
-      if (items_reserve(p, L, L->len + n)) return -1;
-      memcpy(L->items + L->len, p->stack + m.pos, n * sizeof(pk_val));
+      if (n && items_reserve(p, L, L->len + n)) return -1;
+      if (n) memcpy(L->items + L->len, p->stack + m.pos, n * sizeof(pk_val));
       L->len += n;
       p->sp = m.pos;
       return 0;
@@ -1158,7 +1164,7 @@ static int step(pickle *p, int op) {
   case OP_SETITEM: {
     if (need_values(p, 3)) return -1;
     pk_val d = p->stack[p->sp - 3];
-    if (d.type != PK_DICT) return fail(p, "SETITEM on a %s, not a dict", pk_type_name(d.type));
+    if (d.type != PK_DICT) return fail(p, "SETITEM on %s, not a dict", pk_type_a(d.type));
     if (check_key(p, p->stack[p->sp - 2]) || items_reserve(p, d.u.o, 2 * d.u.o->len + 2)) return -1;
     d.u.o->items[2 * d.u.o->len] = p->stack[p->sp - 2];
     d.u.o->items[2 * d.u.o->len + 1] = p->stack[p->sp - 1];
@@ -1176,13 +1182,13 @@ static int step(pickle *p, int op) {
       return fail(p, "%s without a %s below its MARK", op_name(op), want == PK_DICT ? "dict" : "set");
     pk_val d = p->stack[start - 1];
     if (d.type != want)
-      return fail(p, "%s on a %s, not a %s", op_name(op), pk_type_name(d.type), want == PK_DICT ? "dict" : "set");
+      return fail(p, "%s on %s, not a %s", op_name(op), pk_type_a(d.type), want == PK_DICT ? "dict" : "set");
     if (op == OP_SETITEMS && n % 2) return fail(p, "SETITEMS with an odd number of values (%zu)", n);
     for (size_t i = 0; i < n; i += op == OP_SETITEMS ? 2 : 1)
       if (check_key(p, p->stack[start + i])) return -1;
     size_t have = op == OP_SETITEMS ? 2 * d.u.o->len : d.u.o->len;
     if (n && items_reserve(p, d.u.o, have + n)) return -1;
-    memcpy(d.u.o->items + have, p->stack + start, n * sizeof(pk_val));
+    if (n) memcpy(d.u.o->items + have, p->stack + start, n * sizeof(pk_val));
     d.u.o->len += op == OP_SETITEMS ? n / 2 : n;
     p->sp = start;
     return 0;
@@ -1270,7 +1276,11 @@ int pickle_load(pickle *p, pk_val *out) {
 static pickle *pickle_alloc(const pickle_limits *lim) {
   pickle *p = calloc(1, sizeof *p);
   if (!p) return NULL;
-  p->all.next = p->all.prev = &p->all;
+  if (!(p->all = calloc(1, sizeof *p->all))) {
+    free(p);
+    return NULL;
+  }
+  p->all->next = p->all->prev = p->all;
   p->limit = lim && lim->max_memory ? lim->max_memory : PK_DEFAULT_MEMORY;
   if (p->limit > PK_MAX_MEMORY) p->limit = PK_MAX_MEMORY;
   p->total = UINT64_MAX;
@@ -1318,11 +1328,12 @@ uint64_t pickle_peak_memory(const pickle *p) { return p->peak; }
 
 void pickle_free(pickle *p) {
   if (!p) return;
-  for (pk_obj *o = p->all.next, *next; o != &p->all; o = next) {
+  for (pk_obj *o = p->all->next, *next; o != p->all; o = next) {
     next = o->next;
     free(o->items);
     free(o);
   }
+  free(p->all);
   free(p->stack);
   free(p->marks);
   for (size_t i = 0; i < p->memo_pages; i++) free(p->memo[i]);

@@ -25,10 +25,12 @@
  * is complete, and may take it over (PICKLE_TAKE): the list then only counts it and the memo
  * forgets it, so a list of a million entries never sits in memory. Items pushed under a MARK
  * for a later APPENDS (one batch of 1000 with Python's pickler, the whole list with PyTorch's
- * C++ pickler) are offered once three more values sit above them, which no data opcode other
- * than a MARK-based one can reach back past. If an item taken that way does not end up in its
- * list after all, or a later opcode refers back to it, loading stops with an error: the layout
- * is not one the streaming supports.
+ * C++ pickler) are offered before the APPENDS, once 16 more values sit above them: picklers
+ * finish an item before they start the next one, and only an item still being built (the key
+ * and value of a one-key dict, themselves nested 16 deep without a MARK) has that many values
+ * above it. The unpickler does not guess beyond that: if an item taken early does not end up in
+ * its list after all, or a later opcode reaches back to it, loading stops with an error saying
+ * the layout is not supported. It never goes on with a wrong value.
  */
 
 typedef enum pk_type {
@@ -88,6 +90,8 @@ struct pk_obj {
 static inline int pk_is_heap(pk_val v) { return v.type >= PK_STR; }
 static inline int pk_is(pk_val v, int type) { return v.type == type; }
 const char *pk_type_name(int type);
+/* The type with its article, for messages: "an int", "a dict", "None". */
+const char *pk_type_a(int type);
 /* The value of key in a dict (the last pair with that str key), or NULL. */
 const pk_val *pk_dict_get(const pk_obj *dict, const char *key);
 /* Whether v is the str s. */
