@@ -792,7 +792,7 @@ static int check_segments(snap *st, const pk_val *v) {
       return bad(&pl, NULL, "a list of segments that is not the snapshot's 'segments'");
     }
   }
-  qsort(st->segs, st->nsegs, sizeof *st->segs, cmp_seg);
+  if (st->nsegs) qsort(st->segs, st->nsegs, sizeof *st->segs, cmp_seg);
   for (size_t i = 1; i < st->nsegs; i++)
     if (st->segs[i].s.device == st->segs[i - 1].s.device && st->segs[i].s.address == st->segs[i - 1].s.address) {
       pl.byte = st->segs[i].offset;
@@ -997,7 +997,7 @@ static int write_trace(snap *st, const trace_job *j) {
    * of the final state that the trace never allocated (pytorch-caching-allocator.md, section 2). */
   size_t npre = c->npre, from_final = 0, precap = npre + 1, priv = 0;
   pre_block *pre = sim_xmalloc(precap * sizeof *pre);
-  memcpy(pre, c->pre, npre * sizeof *pre);
+  if (npre) memcpy(pre, c->pre, npre * sizeof *pre);
   uint64_t seg_start = c->seg_gone;
   for (size_t i = s0; i < s1; i++) {
     const seg_rec *g = &st->segs[i];
