@@ -15,7 +15,8 @@
 /*
  * The pickle is read once, by the safe unpickler (pickle.h), which hands over every trace entry
  * as soon as it is complete. An entry is checked, its call stack interned, and it is written to a
- * spool file (fixed records, in file order); the unpickler then drops it. What stays in memory
+ * spool file (a few bytes, in file order); the unpickler then drops it. Segments are taken the
+ * same way. What stays in memory
  * is the final state (segments and blocks), the memo's shared frames and strings, and per device
  * the addresses seen (to rebuild the blocks live before a ring-buffer window, which come first
  * in the trace). At the end each device's trace is written from the spool: the rebuilt live
@@ -35,7 +36,9 @@
 enum { AUX_NONE, AUX_CAND, AUX_STACK, AUX_FRAME, AUX_STR, AUX_SEGS };
 
 /* Trace entry fields. */
-enum { F_ACTION, F_ADDR, F_SIZE, F_STREAM, F_TIME_US, F_FRAMES, F_DEVICE_FREE, F_COMPILE_CONTEXT, F_USER_METADATA, F__COUNT };
+enum {
+  F_ACTION, F_ADDR, F_SIZE, F_STREAM, F_TIME_US, F_FRAMES, F_DEVICE_FREE, F_COMPILE_CONTEXT, F_USER_METADATA, F__COUNT
+};
 static const char *const field_names[F__COUNT] = {"action", "addr", "size", "stream", "time_us", "frames",
                                                   "device_free", "compile_context", "user_metadata"};
 
@@ -83,11 +86,10 @@ typedef struct pre_block {
 
 /* One streamed list of trace entries: a device's trace once device_traces says which. */
 typedef struct snap_cand {
-  pk_obj *list;
   uint64_t offset; /* byte where the list was made */
   int device;      /* -1 until matched */
   uint64_t entries, by_action[A__COUNT];
-  uint64_t unknown_actions, dropped_fields, without_time, args;
+  uint64_t unknown_actions, dropped_fields, without_time;
   char unknown_names[160], dropped_names[160];
   int has_time;
   int64_t first_ts, last_ts;
@@ -505,13 +507,11 @@ static int take_entry(snap *st, snap_cand *c, uint64_t index, pk_val item) {
     spool_rec a = {.cand = r.cand, .kind = R_ARG, .code = F_COMPILE_CONTEXT,
                    .arglen = (uint32_t)f[F_COMPILE_CONTEXT]->u.o->len};
     if (spool_write(st, &a, cc)) return -1;
-    c->args++;
   }
   if (um && *um) {
     spool_rec a = {.cand = r.cand, .kind = R_ARG, .code = F_USER_METADATA,
                    .arglen = (uint32_t)f[F_USER_METADATA]->u.o->len};
     if (spool_write(st, &a, um)) return -1;
-    c->args++;
   }
   c->spool_end = spool_len(st);
   return 0;
@@ -551,7 +551,6 @@ static int on_item(void *arg, pickle *p, pk_obj *list, uint64_t index, pk_val it
     sim_grow((void **)&st->cands, &st->candcap, st->ncand + 1, sizeof *st->cands);
     snap_cand *c = &st->cands[st->ncand];
     memset(c, 0, sizeof *c);
-    c->list = list;
     c->offset = list->offset;
     c->device = -1;
     sim_map_init(&c->addrs);
@@ -739,7 +738,8 @@ static int read_segment(snap *st, size_t si, pk_val sv) {
   }
   const pk_val *ex = pk_dict_get(d, "is_expandable");
   if (ex && ex->type != PK_NONE) {
-    if (ex->type != PK_BOOL && ex->type != PK_INT) return bad(&pl, "is_expandable", "must be a bool, not %s", type_of(*ex));
+    if (ex->type != PK_BOOL && ex->type != PK_INT)
+      return bad(&pl, "is_expandable", "must be a bool, not %s", type_of(*ex));
     g.s.expandable = ex->u.i != 0;
   }
   const pk_val *pool = pk_dict_get(d, "segment_pool_id");
@@ -1009,7 +1009,8 @@ static int write_trace(snap *st, const trace_job *j) {
       nblk++;
       if (bl->state[0] != 'a' || sim_map_get(&c->addrs, bl->address)) continue;
       sim_grow((void **)&pre, &precap, npre + 1, sizeof *pre);
-      pre[npre++] = (pre_block){bl->address, bl->requested_size ? bl->requested_size : bl->size, g->s.stream, bl->stack};
+      uint64_t size = bl->requested_size ? bl->requested_size : bl->size;
+      pre[npre++] = (pre_block){bl->address, size, g->s.stream, bl->stack};
       from_final++;
     }
   }

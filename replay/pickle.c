@@ -150,7 +150,8 @@ static int fail_memory(pickle *p) {
 
 static int fail_truncated(pickle *p, uint64_t need) {
   uint64_t end = p->total != UINT64_MAX ? p->total : p->base + p->len;
-  if (p->op < 0) return fail(p, "truncated: the pickle ends at byte %llu without a STOP opcode", (unsigned long long)end);
+  if (p->op < 0)
+    return fail(p, "truncated: the pickle ends at byte %llu without a STOP opcode", (unsigned long long)end);
   return fail(p, "truncated: %s needs %llu more bytes, but the pickle ends at byte %llu", op_name(p->op),
               (unsigned long long)need, (unsigned long long)end);
 }
@@ -946,7 +947,8 @@ static int parse_decimal(pickle *p, const char *s, size_t n, int64_t *out) {
   if (i == n) return fail(p, "%s has no digits in its argument", op_name(p->op));
   uint64_t v = 0, lim = neg ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX;
   for (; i < n; i++) {
-    if (s[i] < '0' || s[i] > '9') return fail(p, "%s has a malformed argument '%.*s'", op_name(p->op), (int)(n > 40 ? 40 : n), s);
+    if (s[i] < '0' || s[i] > '9')
+      return fail(p, "%s has a malformed argument '%.*s'", op_name(p->op), (int)(n > 40 ? 40 : n), s);
     unsigned d = (unsigned)(s[i] - '0');
     if (v > (lim - d) / 10) return fail(p, "%s holds an integer beyond 64 bits", op_name(p->op));
     v = v * 10 + d;

@@ -97,7 +97,8 @@ static void test_scalars(void) {
 
 static void test_text(void) {
   /* str: SHORT_BINUNICODE, BINUNICODE, BINUNICODE8, SHORT_BINSTRING, BINSTRING, STRING, UNICODE */
-  static const unsigned char s[] = "\x80\x04](\x8c\x03" "a\xc3\xa9X\x02\x00\x00\x00hi\x8d\x01\x00\x00\x00\x00\x00\x00\x00"
+  static const unsigned char s[] = "\x80\x04](\x8c\x03" "a\xc3\xa9X\x02\x00\x00\x00hi"
+                                   "\x8d\x01\x00\x00\x00\x00\x00\x00\x00"
                                    "zU\x02pyT\x03\x00\x00\x00" "abcS'a\\n\\x41\\101\\q'\nVa\\u00e9\\\\\\u0041\xe9\ne.";
   loaded l = load(s, sizeof s - 1);
   CHECK_EQ(l.rc, 0);
@@ -190,7 +191,8 @@ static void test_containers(void) {
 
 static void test_memo(void) {
   /* PUT/GET (text), BINPUT/BINGET, LONG_BINPUT/LONG_BINGET, MEMOIZE: the same object each time */
-  static const unsigned char m[] = "\x80\x04](]p7\n\x94g7\nh\x01]r\x00\x01\x00\x00j\x00\x01\x00\x00K\x05q\x09h\x09" "e.";
+  static const unsigned char m[] = "\x80\x04](]p7\n\x94g7\nh\x01]r\x00\x01\x00\x00j\x00\x01\x00\x00"
+                                   "K\x05q\x09h\x09" "e.";
   loaded l = load(m, sizeof m - 1);
   CHECK_EQ(l.rc, 0);
   pk_obj *o = l.v.u.o;
@@ -277,9 +279,11 @@ static void test_refused(void) {
 
 /* A small pickle with most opcode families; every strict prefix must fail cleanly. */
 static const unsigned char sample[] =
-  "\x80\x04\x95\x86\x00\x00\x00\x00\x00\x00\x00}\x94(\x8c\x06" "action\x94\x8c\x05" "alloc\x94\x8c\x04" "addr\x94\x8a\x06"
+  "\x80\x04\x95\x86\x00\x00\x00\x00\x00\x00\x00}\x94(\x8c\x06" "action\x94\x8c\x05" "alloc\x94\x8c\x04"
+  "addr\x94\x8a\x06"
   "\x00\x00\x10\x00\xe0\x7f\x8c\x04size\x94J\x00\x10\x00\x00\x8c\x06" "frames\x94]\x94(}\x94(\x8c\x04name\x94X\x03\x00"
-  "\x00\x00" "fwd\x8c\x04line\x94K\x07uh\x07" "e\x8c\x01" "f\x94G@\x09!\xfbTD-\x18\x8c\x01t\x94(\x88\x89NI7\nL8L\nF0.5\n"
+  "\x00\x00" "fwd\x8c\x04line\x94K\x07uh\x07" "e\x8c\x01" "f\x94G@\x09!\xfbTD-\x18\x8c\x01t\x94("
+  "\x88\x89NI7\nL8L\nF0.5\n"
   "S'x'\nVy\ntu.";
 
 static void test_sample_and_truncation(void) {

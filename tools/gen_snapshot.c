@@ -238,7 +238,8 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[i], "--entries") && i + 1 < argc) nentries = strtoull(argv[++i], NULL, 10);
     else if (!strcmp(argv[i], "--layout") && i + 1 < argc) python = strcmp(argv[++i], "cpp") != 0;
     else if (!strcmp(argv[i], "--devices") && i + 1 < argc) devices = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--seed") && i + 1 < argc) rng_state ^= strtoull(argv[++i], NULL, 10) * 0x2545F4914F6CDD1Dull;
+    else if (!strcmp(argv[i], "--seed") && i + 1 < argc)
+      rng_state ^= strtoull(argv[++i], NULL, 10) * 0x2545F4914F6CDD1Dull;
     else if (argv[i][0] != '-' && !path) path = argv[i];
     else {
       fprintf(stderr, "usage: gen_snapshot [--entries N] [--layout python|cpp] [--devices D] [--seed S] OUT\n");
@@ -267,7 +268,8 @@ int main(int argc, char **argv) {
       if (keep > g->depth[parent]) keep = g->depth[parent];
       if (keep < 0) keep = 0;
       /* the parent's outermost `keep` frames become this stack's outermost frames */
-      memcpy(g->stacks[s] + depth - keep, g->stacks[parent] + g->depth[parent] - keep, (size_t)keep * sizeof **g->stacks);
+      memcpy(g->stacks[s] + depth - keep, g->stacks[parent] + g->depth[parent] - keep,
+             (size_t)keep * sizeof **g->stacks);
     }
     for (int i = 0; i < depth - keep; i++) g->stacks[s][i] = (uint16_t)(rnd() % NFRAMES);
   }
@@ -303,7 +305,10 @@ int main(int argc, char **argv) {
           blocks = realloc(blocks, bcap * sizeof *blocks);
           cache_next = realloc(cache_next, bcap * sizeof *cache_next);
         }
-        uint64_t seg_size = req <= (1u << 20) ? 2u << 20 : req < (10u << 20) ? 20u << 20 : (req + (2u << 20) - 1) / (2u << 20) * (2u << 20);
+        /* the caching allocator's segment sizes: 2 MiB, 20 MiB, or rounded up to 2 MiB */
+        uint64_t seg_size = req <= (1u << 20)  ? 2u << 20
+                            : req < (10u << 20) ? 20u << 20
+                                                : (req + (2u << 20) - 1) / (2u << 20) * (2u << 20);
         blocks[nblocks] = (block){next_seg[d], req, size, next_seg[d], seg_size, st, 0, d};
         ent[n++] = (entry){3, (uint8_t)d, st, next_seg[d], seg_size, t, 0};
         next_seg[d] += seg_size;

@@ -3,7 +3,7 @@
 # tools/gen_snapshot): every pickle protocol, PyTorch's C++ pickler layout, a legacy dump,
 # several devices, expandable segments, an OOM. The figures were taken from the files with
 # Python's pickle module when this test was written.
-. "$(dirname "$0")/snapshot_lib.sh"
+. "$TESTS_DIR/cli/snapshot_lib.sh"
 data="${MEMPLAY_SRC:?}/tests/data/snapshots"
 db="$WORK/store.db"
 base=$((0x7F0000000000))

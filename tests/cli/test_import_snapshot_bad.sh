@@ -2,7 +2,7 @@
 # Bad input: truncated and corrupt pickles, opcodes that would run code, well-formed pickles of
 # the wrong structure. Each must fail with exit status 1 and a message naming the file and the
 # byte, and leave the store exactly as it was.
-. "$(dirname "$0")/snapshot_lib.sh"
+. "$TESTS_DIR/cli/snapshot_lib.sh"
 data="${MEMPLAY_SRC:?}/tests/data/snapshots"
 db="$WORK/store.db"
 "$MEMPLAY" import --db "$db" "$data/tiny_p4.pickle" >/dev/null

@@ -2,9 +2,9 @@
 # Imports every real PyTorch snapshot and checks what was stored against figures taken from the
 # files independently of memplay (the traces' README, and Python's pickle module when this test
 # was written): trace entries, requests, rebuilt live blocks, recorded actions, final state.
-. "$(dirname "$0")/snapshot_lib.sh"
-dir="${MEMPLAY_TRACES:-}/pytorch"
-[ -d "$dir" ] || { echo "no real traces in MEMPLAY_TRACES: skipped"; exit 77; }
+. "$TESTS_DIR/cli/snapshot_lib.sh"
+need_traces
+dir="$MEMPLAY_TRACES/pytorch"
 
 db="$WORK/store.db"
 # file | trace entries | events (requests + live before the window) | live before: from the final
@@ -23,7 +23,7 @@ wed_medium_256_training|19430|20094|226|438|0|495|1023|172|45687989993
 "
 for line in $expected; do
   IFS='|' read -r name entries events from_final freed recorded segs blocks stacks allocsum <<<"$line"
-  out=$("$MEMPLAY" import --db "$db" --json "$dir/$name.pickle" 2>&1) || { echo "FAIL: import $name: $out" >&2; failures=$((failures + 1)); continue; }
+  out=$("$MEMPLAY" import --db "$db" --json "$dir/$name.pickle" 2>&1) || { fail "import $name: $out"; continue; }
   id=$(q "$db" "SELECT id FROM traces WHERE name = '$name'")
   check "$name: import says" "$out" \
     "{\"file\":\"$dir/$name.pickle\",\"format\":\"pytorch_snapshot\",\"traces\":[{\"name\":\"$name\",\"id\":$id,\"events\":$events}]}"
