@@ -1,5 +1,4 @@
 /* pickle.c: the safe unpickler: a loop over data opcodes, a memory budget, streaming of list items. */
-#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -979,8 +978,7 @@ static int op_float_text(pickle *p) {
   memcpy(tmp, s, n);
   tmp[n] = 0;
   char *end;
-  errno = 0;
-  double d = strtod(tmp, &end);
+  double d = strtod(tmp, &end); /* the C locale: memplay never sets another */
   if (end != tmp + n) return fail(p, "FLOAT has a malformed argument '%s'", tmp);
   return push_float(p, d);
 }
