@@ -930,54 +930,66 @@ static int spool_read(spool *sp, spool_rec *r, char **text, size_t *textcap) {
   return 0;
 }
 
-static int write_spool(snap *st, store_writer *w, snap_cand *c, int device) {
+/*
+ * Writes one device's entries from the spool, in two passes: first the events, which the
+ * store's writer thread inserts while this one reads on; then the recorded actions and the
+ * events' extra fields, which are inserted here and would otherwise stop it at every one.
+ * before_seq and seq count the events as the first pass wrote them (after the npre rebuilt ones).
+ */
+static int write_spool(snap *st, store_writer *w, snap_cand *c, int device, int64_t npre) {
   spool *sp = st->sp;
-  if (fseeko(sp->f, (off_t)c->spool_first, SEEK_SET)) {
-    import_error(st->ic, "cannot import '%s': cannot read the spool file: %s", st->ic->path, strerror(errno));
-    return -1;
-  }
-  sp->n = sp->pos = 0;
-  sp->off = c->spool_first;
-  sp->prev_ts = c->spool_ts0;
-  sp->prev_cand = UINT32_MAX;
   yajl_gen g = jsonw_mem();
   char *arg = NULL;
   size_t argcap = 0;
-  int64_t last_seq = -1;
   int rc = 0;
-  while (!rc && sp->off - (sp->n - sp->pos) < c->spool_end) {
-    spool_rec r;
-    if (spool_read(sp, &r, &arg, &argcap)) {
-      import_error(st->ic, "cannot import '%s': cannot read the spool file back", st->ic->path);
+  for (int pass = 0; pass < 2 && !rc; pass++) {
+    if (fseeko(sp->f, (off_t)c->spool_first, SEEK_SET)) {
+      import_error(st->ic, "cannot import '%s': cannot read the spool file: %s", st->ic->path, strerror(errno));
       rc = -1;
       break;
     }
-    if (r.cand != (uint32_t)(c - st->cands)) continue;
-    if (r.kind == R_ARG) {
-      if (last_seq < 0) continue;
-      yajl_gen_clear(g);
-      yajl_gen_reset(g, NULL);
-      jsonw_strn(g, arg, r.arglen);
-      if (store_writer_arg(w, last_seq, field_names[r.code], jsonw_text(g, NULL))) rc = store_fail_at(st);
-    } else if (r.kind == R_EVENT) {
-      static const uint8_t kinds[] = {SIM_EV_ALLOC, SIM_EV_FREE_REQUESTED, SIM_EV_FREE_COMPLETED};
-      sim_event ev;
-      sim_event_init(&ev);
-      ev.kind = kinds[r.code];
-      ev.ts = r.ts;
-      ev.addr = r.addr;
-      ev.size = r.size;
-      ev.stream = r.stream;
-      ev.stack = r.stack;
-      ev.device = (int16_t)device;
-      ev.mem = SIM_MEM_DEVICE;
-      if (store_writer_event(w, &ev)) rc = store_fail_at(st);
-      last_seq = ev.seq;
-    } else {
-      store_recorded rec = {.before_seq = store_writer_events(w), .ts = r.ts, .action = action_names[r.code],
-                            .device = device, .stream = r.stream, .addr = r.addr, .size = r.size, .allocated = -1,
-                            .reserved = -1, .device_free = r.device_free, .stack = r.stack};
-      if (store_writer_recorded(w, &rec)) rc = store_fail_at(st);
+    sp->n = sp->pos = 0;
+    sp->off = c->spool_first;
+    sp->prev_ts = c->spool_ts0;
+    sp->prev_cand = UINT32_MAX;
+    int64_t events = npre; /* events of this trace so far */
+    while (!rc && sp->off - (sp->n - sp->pos) < c->spool_end) {
+      spool_rec r;
+      if (spool_read(sp, &r, &arg, &argcap)) {
+        import_error(st->ic, "cannot import '%s': cannot read the spool file back", st->ic->path);
+        rc = -1;
+        break;
+      }
+      if (r.cand != (uint32_t)(c - st->cands)) continue;
+      if (r.kind == R_EVENT) {
+        events++;
+        if (pass) continue;
+        static const uint8_t kinds[] = {SIM_EV_ALLOC, SIM_EV_FREE_REQUESTED, SIM_EV_FREE_COMPLETED};
+        sim_event ev;
+        sim_event_init(&ev);
+        ev.kind = kinds[r.code];
+        ev.ts = r.ts;
+        ev.addr = r.addr;
+        ev.size = r.size;
+        ev.stream = r.stream;
+        ev.stack = r.stack;
+        ev.device = (int16_t)device;
+        ev.mem = SIM_MEM_DEVICE;
+        if (store_writer_event(w, &ev)) rc = store_fail_at(st);
+      } else if (!pass) {
+        continue;
+      } else if (r.kind == R_ARG) {
+        if (events == npre) continue; /* follows no event */
+        yajl_gen_clear(g);
+        yajl_gen_reset(g, NULL);
+        jsonw_strn(g, arg, r.arglen);
+        if (store_writer_arg(w, events - 1, field_names[r.code], jsonw_text(g, NULL))) rc = store_fail_at(st);
+      } else {
+        store_recorded rec = {.before_seq = events, .ts = r.ts, .action = action_names[r.code], .device = device,
+                              .stream = r.stream, .addr = r.addr, .size = r.size, .allocated = -1, .reserved = -1,
+                              .device_free = r.device_free, .stack = r.stack};
+        if (store_writer_recorded(w, &rec)) rc = store_fail_at(st);
+      }
     }
   }
   free(arg);
@@ -1049,7 +1061,7 @@ static int write_trace(snap *st, const trace_job *j) {
     ev.mem = SIM_MEM_DEVICE;
     if (store_writer_event(w, &ev)) rc = store_fail_at(st);
   }
-  if (!rc) rc = write_spool(st, w, c, j->device);
+  if (!rc) rc = write_spool(st, w, c, j->device, (int64_t)npre);
   for (size_t i = s0; i < s1 && !rc; i++) {
     const seg_rec *g = &st->segs[i];
     if (store_writer_segment(w, &g->s)) rc = store_fail_at(st);
