@@ -161,10 +161,16 @@ static uint64_t mix(uint64_t h, uint64_t v) {
 /* Adds a name to a comma-separated list of names (each once, while there is room). */
 static void add_name(char *list, size_t cap, const char *name, size_t n) {
   char one[48];
+  if (n == 0) name = "''", n = 2; /* an empty name, shown as such */
   snprintf(one, sizeof one, "%.*s", (int)(n > 40 ? 40 : n), name);
   size_t ol = strlen(one), l = strlen(list);
-  for (const char *q = list; (q = strstr(q, one)); q++)
-    if ((q == list || q[-1] == ' ') && (q[ol] == ',' || q[ol] == 0)) return;
+  for (const char *q = list; *q;) {
+    const char *e = strstr(q, ", ");
+    size_t ql = e ? (size_t)(e - q) : strlen(q);
+    if (ql == ol && !memcmp(q, one, ol)) return;
+    if (!e) break;
+    q = e + 2;
+  }
   if (l + ol + 3 < cap) snprintf(list + l, cap - l, "%s%s", l ? ", " : "", one);
 }
 

@@ -102,6 +102,14 @@ check "expandable dev1: states" "$(q "$db" "SELECT group_concat(state) FROM (SEL
   "active_pending_free,inactive,active_allocated,inactive"
 check "expandable dev1: private pool noted" "$(q "$db" "SELECT value FROM trace_stats WHERE trace_id = $id AND name = 'private_pool_segments'")" 1
 
+# Entry fields and actions memplay does not know: dropped, and noted by name (an empty one too).
+err=$("$MEMPLAY" import --db "$db" "$data/odd_names.pickle" 2>&1 >/dev/null)
+check_has "odd names: warning" "$err" "2 trace entries with actions memplay does not know were skipped ('', user_defined)"
+id=$(q "$db" "SELECT id FROM traces WHERE name = 'odd_names'")
+check "odd names: notes" "$(q "$db" "SELECT name, severity, value, detail FROM trace_stats WHERE trace_id = $id AND name != 'preexisting_blocks' ORDER BY name" | tr '\n' ' ')" \
+  "dropped_entry_fields|data_loss|2|'', stream_priority unknown_actions|warning|2|'', user_defined "
+check "odd names: the rest as in tiny" "$(q "$db" "SELECT event_count FROM traces WHERE id = $id")" 9
+
 # Found by content, whatever the file is called; --format forces it.
 cp "$data/tiny_p4.pickle" "$WORK/dump.bin"
 check "detected by content" "$("$MEMPLAY" import --db "$db" --json "$WORK/dump.bin" | sed 's/.*"format":"\([^"]*\)".*/\1/')" "pytorch_snapshot"

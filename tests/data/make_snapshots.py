@@ -210,7 +210,7 @@ def bad_snapshots():
     out["protocol0.pickle"] = pickle.dumps(good, protocol=0)
     # A snapshot with a set in it: protocol 2 writes sets by calling builtins.set (GLOBAL, REDUCE).
     calls = tiny()
-    calls["device_traces"][0][0]["frames"] = {"a", "b"}
+    calls["device_traces"][0][0]["frames"] = {"a"}
     out["calls_code.pickle"] = pickle.dumps(calls, protocol=2)
     return out
 
@@ -230,6 +230,12 @@ def main():
         data = write(f"tiny_p{proto}.pickle", t, proto)
         ops = sorted({op.name for op, _, _ in pickletools.genops(data)})
         print(f"tiny_p{proto}.pickle: {len(data)} bytes, opcodes {' '.join(ops)}")
+    odd = tiny()  # names memplay does not know, one of them empty
+    odd["device_traces"][0][2][""] = 1
+    odd["device_traces"][0][2]["stream_priority"] = 0
+    odd["device_traces"][0].append(entry("", 0, 0, 150))
+    odd["device_traces"][0].append(entry("user_defined", 0, 0, 151))
+    write("odd_names.pickle", odd, 4)
     write("legacy.pickle", legacy(), 4)
     write("expandable.pickle", expandable(), 4)
     # Seeds for the fuzzers: the snapshots above and one value of every data opcode family.
