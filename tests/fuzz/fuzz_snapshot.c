@@ -15,7 +15,9 @@
  */
 
 static store *s;
-static char path[64];
+static char path[4096];
+
+static void remove_input(void) { unlink(path); }
 
 static int count_traces(void) {
   sqlite3_stmt *q;
@@ -31,7 +33,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (!s) {
     char err[STORE_ERRLEN];
     if (store_open(&s, ":memory:", STORE_CREATE, err, sizeof err)) abort();
-    snprintf(path, sizeof path, "/tmp/memplay-fuzz-%d.pickle", (int)getpid());
+    const char *dir = getenv("TMPDIR");
+    snprintf(path, sizeof path, "%s/memplay-fuzz-%d.pickle", dir && *dir ? dir : P_tmpdir, (int)getpid());
+    atexit(remove_input);
   }
   FILE *f = fopen(path, "wb");
   if (!f) abort();
