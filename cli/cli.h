@@ -39,6 +39,7 @@ int cmd_export(int argc, char **argv, cli *c);
 int cmd_gen(int argc, char **argv, cli *c);
 int cmd_rm(int argc, char **argv, cli *c);
 int cmd_bench(int argc, char **argv, cli *c);
+int cmd_devices(int argc, char **argv, cli *c);
 int cmd_help(int argc, char **argv, cli *c);
 int cmd_calibrate(int argc, char **argv, cli *c);
 int cmd_record(int argc, char **argv, cli *c);

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../replay/importer.h"
 #include "cli.h"
 
 const cli_command cli_commands[] = {
@@ -14,12 +15,18 @@ const cli_command cli_commands[] = {
   {"list", cmd_list, "list the traces in the store", "memplay list [--db FILE] [--json]"},
   {"info", cmd_info, "describe a trace: metadata, events by kind, devices, streams, memory by category",
    "memplay info TRACE [--db FILE] [--json]"},
-  {"replay", cmd_replay, "replay a trace through an allocator model and report peaks, fragmentation and OOMs",
-   "memplay replay TRACE [--allocator SPEC] [--capacity SIZE] [--stop-at-oom] [--timeline] [--no-save] [--check]\n"
-   "                     [--backend sim|cuda] [--scale F|fit] [--pace] [--db FILE] [--json]\n"
+  {"replay", cmd_replay, "replay a trace through an allocator model: peaks, fragmentation, OOMs, and time on a device",
+   "memplay replay TRACE [--allocator SPEC] [--capacity SIZE] [--device NAME] [--timing OPTIONS] [--stop-at-oom]\n"
+   "                     [--timeline] [--no-save] [--check] [--backend sim|cuda] [--scale F|fit] [--pace]\n"
+   "                     [--db FILE] [--json]\n"
    "  --allocator SPEC  model and options, e.g. torch:expandable_segments:True or bfc:allow_growth=true\n"
    "                    (default: the allocator that recorded the trace, else ideal)\n"
-   "  --capacity SIZE   device memory the process may use (default: unlimited)\n"
+   "  --capacity SIZE   device memory the process may use (default: the --device profile's, else unlimited)\n"
+   "  --device NAME     predict time on this device profile (see 'memplay devices'; default: the profile that\n"
+   "                    matches the trace's recorded device, if any)\n"
+   "  --timing OPTIONS  time model options, e.g. copies=recorded,device_waits=drop (see docs/timemodel.md):\n"
+   "                    copies=model|recorded device_waits=keep|drop dependencies=infer|off\n"
+   "                    kernel_scale=FACTOR malloc_syncs=true|false batch=SAMPLES_PER_STEP\n"
    "  --stop-at-oom     stop at the first allocation that does not fit\n"
    "  --timeline        include the downsampled timeline in --json output\n"
    "  --no-save         do not store the run\n"
@@ -43,6 +50,15 @@ const cli_command cli_commands[] = {
    "  --events N        events in the generated trace (default 10000000)\n"
    "  --allocators LIST comma-separated allocator names (default: every model)\n"
    "  --keep DIR        keep the benchmark store and files in DIR"},
+  {"devices", cmd_devices, "list, show, edit and create device profiles (memory, bandwidths, compute, costs)",
+   "memplay devices [NAME] [--set KEY=VALUE]... [--from BASE] [--delete] [--reset] [--fields] [--db FILE] [--json]\n"
+   "  (no NAME)         list the device profiles\n"
+   "  NAME              show a profile: every figure with its unit\n"
+   "  --set KEY=VALUE   change a figure of NAME, e.g. h2d_pinned_bw=12GB/s (an edited built-in becomes 'user')\n"
+   "  --from BASE       create the profile NAME as a copy of BASE (then --set changes it)\n"
+   "  --delete          delete the user or calibrated profile NAME\n"
+   "  --reset           give the built-in profile NAME its own figures back\n"
+   "  --fields          list the figures a profile has, their units and meaning"},
   {"calibrate", cmd_calibrate, "measure the GPU (copies, allocations, launches) and store it as a device profile",
    "memplay calibrate [--gpu N] [--name NAME] [--quick] [--no-save] [--db FILE] [--json]\n"
    "  --gpu N           the GPU to measure (default 0, as CUDA numbers them)\n"
@@ -57,7 +73,7 @@ const cli_command cli_commands[] = {
    "                    beside memplay or in its library folder)\n"
    "  exit status: the program's own (128+N when signal N ended it); 1 or 2 when memplay fails first"},
   {"help", cmd_help, "show help for memplay or one of its commands",
-   "memplay help [COMMAND | allocators]"},
+   "memplay help [COMMAND | allocators | formats]"},
   {NULL, NULL, NULL, NULL},
 };
 
@@ -85,6 +101,10 @@ int cmd_help(int argc, char **argv, cli *c) {
   }
   if (!strcmp(argv[1], "allocators")) {
     cli_print_allocators(stdout);
+    return cli_finish_output(CLI_OK);
+  }
+  if (!strcmp(argv[1], "formats")) { /* the importers, for --format */
+    for (size_t i = 0; importers[i]; i++) printf("  %-18s %s\n", importers[i]->name, importers[i]->summary);
     return cli_finish_output(CLI_OK);
   }
   const cli_command *cmd = cli_find_command(argv[1]);

@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "calibrate.h"
+#include "devices_store.h"
 #include "jsonw.h"
 
 const char *const calib_copy_keys[CALIB_COPIES] = {"h2d_pinned", "h2d_pageable", "d2h_pinned", "d2h_pageable", "d2d"};
@@ -211,22 +212,38 @@ void calib_params_json(yajl_gen g, const calib_profile *p) {
   yajl_gen_map_close(g);
 }
 
+/*
+ * Stores the profile as the time model reads it (devices_store.h), keeping the measurements in
+ * its params under "calibration". It is checked as a profile first, and replaces any profile
+ * whose name differs only in case, as devices_store_put does.
+ */
 int calib_store(store *s, const calib_profile *p) {
   yajl_gen g = jsonw_mem();
   calib_params_json(g, p);
   size_t len;
   const char *json = jsonw_text(g, &len);
-  char now[32];
+  char now[32], err[512];
   time_t t = time(NULL);
   struct tm tm;
   gmtime_r(&t, &tm);
   strftime(now, sizeof now, "%Y-%m-%dT%H:%M:%SZ", &tm);
   int rc = -1;
-  sqlite3_stmt *q = store_stmt(s, "INSERT INTO device_profiles(name, source, total_memory, params, updated_at) "
-                                  "VALUES (:name, 'calibrated', :total, :params, :now) "
-                                  "ON CONFLICT(name) DO UPDATE SET source = excluded.source, "
-                                  "total_memory = excluded.total_memory, params = excluded.params, "
-                                  "updated_at = excluded.updated_at");
+  sim_device_profile prof; /* read back as devices_store reads a stored row */
+  sim_device_defaults(&prof);
+  snprintf(prof.name, sizeof prof.name, "%.*s", SIM_DEVICE_NAME_MAX - 1, p->name);
+  if (devices_profile_from_json(json, &prof, err, sizeof err) || sim_device_check(&prof, err, sizeof err)) {
+    store_seterr_text(s, err);
+    goto out;
+  }
+  sqlite3_stmt *q = store_stmt(s, "DELETE FROM device_profiles WHERE name = :name COLLATE NOCASE");
+  if (!q) goto out;
+  sqlite3_bind_text(q, 1, p->name, -1, SQLITE_STATIC);
+  if (sqlite3_step(q) != SQLITE_DONE) {
+    store_fail(s, q, "cannot replace the device profile");
+    goto out;
+  }
+  q = store_stmt(s, "INSERT INTO device_profiles(name, source, total_memory, params, updated_at) "
+                    "VALUES (:name, 'calibrated', :total, :params, :now)");
   if (q) {
     sqlite3_bind_text(q, 1, p->name, -1, SQLITE_STATIC);
     sqlite3_bind_int64(q, 2, (int64_t)p->total_memory);
@@ -235,6 +252,7 @@ int calib_store(store *s, const calib_profile *p) {
     if (sqlite3_step(q) == SQLITE_DONE) rc = 0;
     else store_fail(s, q, "cannot store the device profile");
   }
+out:
   yajl_gen_free(g);
   return rc;
 }

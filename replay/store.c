@@ -17,6 +17,7 @@ void store_seterr(store *s, const char *fmt, ...) {
 }
 
 const char *store_error(const store *s) { return s->err; }
+void store_seterr_text(store *s, const char *msg) { store_seterr(s, "%s", msg); }
 sqlite3 *store_db(store *s) { return s->db; }
 const char *store_path(const store *s) { return s->path; }
 

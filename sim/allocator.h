@@ -47,8 +47,9 @@ typedef struct sim_device {
   uint64_t free_memory;  /* free memory when the process started allocating */
   uint64_t capacity;     /* bytes this process may take before the device refuses */
   int cc_major, cc_minor;
-  /* Counted by the wrappers: successful driver calls. */
+  /* Counted by the wrappers: successful driver calls, and the bytes they moved. */
   uint64_t mallocs, frees, maps, unmaps;
+  uint64_t malloc_bytes, free_bytes, map_bytes, unmap_bytes;
   /* Kept by the implementation: physical memory in use, as the driver takes it. */
   uint64_t used, used_peak;
 } sim_device;

@@ -156,12 +156,15 @@ static void test_store_and_print(void) {
   char err[256];
   CHECK_EQ(store_open(&s, db, STORE_CREATE, err, sizeof err), 0);
   calib_profile *p = profile();
+  CHECK_EQ(calib_store(s, p), -1); /* a name that is not a valid profile name is refused */
+  CHECK(strstr(store_error(s), "is not valid") != NULL);
+  snprintf(p->name, sizeof p->name, "NVIDIA-Test-GPU");
   CHECK_EQ(calib_store(s, p), 0);
   p->copy_engines = 1; /* calibrating again replaces the profile */
   CHECK_EQ(calib_store(s, p), 0);
   sqlite3_stmt *q = store_stmt(s, "SELECT count(*), min(source), min(total_memory), "
-                                  "min(json_extract(params, '$.copy_engines')) FROM device_profiles WHERE name = :n");
-  /* (the name is the profile's; profile() gives the device's, which calibrate turns into a valid one) */
+                                  "min(json_extract(params, '$.copy_engines')) FROM device_profiles "
+                                  "WHERE name = :n COLLATE NOCASE");
   sqlite3_bind_text(q, 1, p->name, -1, SQLITE_STATIC);
   CHECK_EQ(sqlite3_step(q), SQLITE_ROW);
   CHECK_EQ(sqlite3_column_int64(q, 0), 1);
