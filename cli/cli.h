@@ -39,6 +39,7 @@ int cmd_export(int argc, char **argv, cli *c);
 int cmd_gen(int argc, char **argv, cli *c);
 int cmd_rm(int argc, char **argv, cli *c);
 int cmd_bench(int argc, char **argv, cli *c);
+int cmd_validate(int argc, char **argv, cli *c);
 int cmd_help(int argc, char **argv, cli *c);
 
 /* Options every command takes, for getopt_long tables: --db, --json, -h. */

@@ -40,6 +40,10 @@ const cli_command cli_commands[] = {
    "  --events N        events in the generated trace (default 10000000)\n"
    "  --allocators LIST comma-separated allocator names (default: every model)\n"
    "  --keep DIR        keep the benchmark store and files in DIR"},
+  {"validate", cmd_validate, "replay a recorded PyTorch snapshot through its allocator's model and compare every decision",
+   "memplay validate TRACE [--no-save] [--db FILE] [--json]\n"
+   "  --no-save         do not store the result as a run\n"
+   "  exit status 0 when every decision and the final state agree, 1 otherwise"},
   {"help", cmd_help, "show help for memplay or one of its commands",
    "memplay help [COMMAND | allocators]"},
   {NULL, NULL, NULL, NULL},

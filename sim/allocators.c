@@ -5,9 +5,11 @@
 
 extern const sim_allocator_ops sim_ideal_ops;
 extern const sim_allocator_ops sim_cuda_ops;
+extern const sim_allocator_ops sim_torch_ops;
 
 const sim_allocator_ops *const sim_allocators[] = {
   &sim_ideal_ops,
   &sim_cuda_ops,
+  &sim_torch_ops,
   NULL,
 };
