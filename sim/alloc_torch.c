@@ -1,5 +1,6 @@
 /* alloc_torch.c: the `torch` model: PyTorch's CUDA caching allocator, decision for decision. */
 #include <inttypes.h>
+#include <stddef.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,6 +9,7 @@
 
 #include "alloc_torch.h"
 #include "avl.h"
+#include "fitset.h"
 #include "hashmap.h"
 
 /*
@@ -55,6 +57,7 @@ typedef struct tconfig {
   double garbage_collection_threshold; /* 0: off */
   int expandable_segments;
   uint64_t roundup_power2_divisions[kRoundUpPowerOfTwoIntervals];
+  int roundup;                     /* any roundup_power2_divisions entry is above 1 */
   int set_fraction;                /* per_process_memory_fraction was given */
   double fraction;
 } tconfig;
@@ -285,35 +288,40 @@ typedef struct tpool tpool;
 typedef struct tseg tseg;
 
 struct tblock {
-  /* the pool's order: (stream, size, ptr); unmapped blocks: (stream, ptr) */
+  /* First cache line: what a search of the pool reads. The pool's order is (stream, size, ptr);
+   * that of unmapped ranges (stream, ptr). */
   int64_t stream;
   uint64_t size;
   uint64_t ptr;
-  tblock *prev, *next;          /* neighbours in the segment */
   SIM_AVL_LINK(tblock) link;    /* in pool->blocks (free, mapped) or pool->unmapped */
-  tpool *pool;
-  tseg *es;                     /* its expandable segment, or NULL */
-  uint64_t requested;           /* requested_size */
-  int64_t gc_count_base;        /* get_free_blocks_call_count when it entered the pool */
-  tblock *wnext, *wprev;        /* the list of blocks waiting for free_completed */
-  uint32_t index, gen;          /* handle = gen << 32 | index */
   uint8_t allocated;
   uint8_t mapped;               /* backed by memory (always, outside expandable segments) */
   uint8_t waiting;              /* freed by the program, not yet reusable (event_count > 0) */
   uint8_t live;                 /* in use by the model (the arena keeps the rest) */
+  uint32_t gen;                 /* handle = gen << 32 | index */
+  /* Second cache line. */
+  tblock *prev, *next;          /* neighbours in the segment */
+  tpool *pool;
+  tseg *es;                     /* its expandable segment, or NULL */
+  uint64_t requested;           /* requested_size */
+  int64_t gc_count_base;        /* get_free_blocks_call_count when it entered the pool */
+  uint32_t index;
+  uint8_t pad_[12];
 };
+/* A block waiting for free_completed is in no pool: its links chain the waiting list. */
+#define WNEXT(b) ((b)->link.left)
+#define WPREV(b) ((b)->link.right)
 
-SIM_AVL_HEAD(tblocks, tblock);
+_Static_assert(sizeof(tblock) == 128 && offsetof(tblock, prev) == 64, "a search reads one cache line per block");
+
 SIM_AVL_HEAD(tunmapped, tblock);
 
 static inline int cmp_u64(uint64_t a, uint64_t b) { return a < b ? -1 : a > b; }
 
-/* BlockComparatorSize: streams compare as the raw cudaStream_t pointers they are. */
-static inline int by_size(const tblock *a, const tblock *b) {
-  if (a->stream != b->stream) return cmp_u64((uint64_t)a->stream, (uint64_t)b->stream);
-  if (a->size != b->size) return cmp_u64(a->size, b->size);
-  return cmp_u64(a->ptr, b->ptr);
-}
+/* BlockComparatorSize, (stream, size, ptr) with streams compared as the raw cudaStream_t
+ * pointers they are, orders the free blocks: fitset.h keeps that order and answers its
+ * lower_bound quickly. */
+SIM_FITSET_DEFINE(tfree, tblock, link, stream, size, ptr)
 
 /* BlockComparatorAddress */
 static inline int by_address(const tblock *a, const tblock *b) {
@@ -321,11 +329,10 @@ static inline int by_address(const tblock *a, const tblock *b) {
   return cmp_u64(a->ptr, b->ptr);
 }
 
-SIM_AVL_DEFINE(tblocks, tblock, link, by_size)
 SIM_AVL_DEFINE(tunmapped, tblock, link, by_address)
 
 struct tpool {
-  struct tblocks blocks;     /* free mapped blocks */
+  struct tfree blocks;       /* free mapped blocks */
   struct tunmapped unmapped; /* unmapped ranges of expandable segments */
   int is_small;
   int64_t get_free_blocks_call_count;
@@ -343,9 +350,7 @@ struct tseg {
 
 enum { AGGREGATE, SMALL_POOL, LARGE_POOL, STAT_TYPES };
 
-typedef struct tstat {
-  int64_t current, peak, allocated, freed;
-} tstat;
+typedef sim_gauge tstat; /* current and peak (PyTorch's cumulative allocated/freed are not kept) */
 
 /* DeviceStats: one Stat per type for each of these... */
 #define TORCH_STAT_ARRAYS(X)                                                        \
@@ -362,10 +367,8 @@ typedef struct tstat {
 #define TORCH_STATS(X)       \
   X(oversize_allocations)    \
   X(oversize_segments)
-/* ...and these counters. */
+/* ...and these counters (num_alloc_retries and num_ooms are the engine's, in sim_alloc_stats). */
 #define TORCH_COUNTERS(X)                                                    \
-  X(num_alloc_retries)    /* allocations that needed release_cached_blocks */ \
-  X(num_ooms)             /* allocations that failed */                      \
   X(num_sync_all_streams) /* synchronize_and_free_events calls */           \
   X(num_device_alloc)     /* cudaMalloc and page maps */                     \
   X(num_device_free)      /* cudaFree and page unmaps */
@@ -385,23 +388,31 @@ typedef struct tstats {
 static inline void increase_stat(tstat *s, uint64_t amount) {
   s->current += (int64_t)amount;
   if (s->current > s->peak) s->peak = s->current;
-  s->allocated += (int64_t)amount;
 }
 
-static inline void decrease_stat(tstat *s, uint64_t amount) {
-  s->current -= (int64_t)amount;
-  s->freed += (int64_t)amount;
-}
+static inline void decrease_stat(tstat *s, uint64_t amount) { s->current -= (int64_t)amount; }
+
+/* Each array's AGGREGATE entry, except that the four byte counts the replay engine reads live in
+ * the engine's sim_alloc_stats (so nothing is copied after each call). */
+#define AGG_allocation(m) (&(m)->stats.allocation[AGGREGATE])
+#define AGG_segment(m) (&(m)->stats.segment[AGGREGATE])
+#define AGG_active(m) (&(m)->stats.active[AGGREGATE])
+#define AGG_inactive_split(m) (&(m)->stats.inactive_split[AGGREGATE])
+#define AGG_allocated_bytes(m) (&(m)->st.allocated)
+#define AGG_reserved_bytes(m) (&(m)->st.reserved)
+#define AGG_active_bytes(m) (&(m)->st.active)
+#define AGG_inactive_split_bytes(m) (&(m)->stats.inactive_split_bytes[AGGREGATE])
+#define AGG_requested_bytes(m) (&(m)->st.requested)
 
 /* The AGGREGATE entry and the pool's own entry, as get_stat_types_for_pool selects them. */
-#define POOL_INC(m, pool, name, amount)                                      \
-  do {                                                                       \
-    increase_stat(&(m)->stats.name[AGGREGATE], (amount));                    \
+#define POOL_INC(m, pool, name, amount)                                                     \
+  do {                                                                                      \
+    increase_stat(AGG_##name(m), (amount));                                                 \
     increase_stat(&(m)->stats.name[(pool)->is_small ? SMALL_POOL : LARGE_POOL], (amount)); \
   } while (0)
-#define POOL_DEC(m, pool, name, amount)                                      \
-  do {                                                                       \
-    decrease_stat(&(m)->stats.name[AGGREGATE], (amount));                    \
+#define POOL_DEC(m, pool, name, amount)                                                     \
+  do {                                                                                      \
+    decrease_stat(AGG_##name(m), (amount));                                                 \
     decrease_stat(&(m)->stats.name[(pool)->is_small ? SMALL_POOL : LARGE_POOL], (amount)); \
   } while (0)
 
@@ -419,7 +430,9 @@ typedef struct torch {
   uint64_t total_allocated_memory; /* segments and mapped pages */
   uint64_t allowed_memory_maximum;
   tseg *segments;           /* live expandable segments */
-  tblock *waiting_head, *waiting_tail;
+  /* Blocks waiting for free_completed, oldest first: a list, and the newest apart (it is almost
+   * always the next one completed, so it never enters the list). */
+  tblock *waiting_head, *waiting_tail, *waiting_newest;
   /* the block arena: stable addresses, indices for handles */
   tblock **chunks;
   size_t nchunks, chunks_cap;
@@ -434,6 +447,7 @@ typedef struct alloc_params {
   tpool *pool;
   uint64_t alloc_size; /* get_allocation_size(size) */
   tblock *block;
+  int in_pool;         /* block is still in the pool's set (found by get_free_block) */
 } alloc_params;
 
 static tblock *block_at(const torch *m, uint32_t index) {
@@ -450,21 +464,30 @@ static tblock *block_new(torch *m, int64_t stream, uint64_t size, tpool *pool, u
     uint32_t i = m->next_index++;
     if ((i >> CHUNK_BITS) >= m->nchunks) {
       sim_grow((void **)&m->chunks, &m->chunks_cap, m->nchunks + 1, sizeof *m->chunks);
-      m->chunks[m->nchunks++] = sim_xcalloc(CHUNK_SIZE, sizeof(tblock));
+      tblock *chunk = aligned_alloc(64, CHUNK_SIZE * sizeof(tblock)); /* a block per cache line pair */
+      if (!chunk) {
+        fputs("memplay: out of memory\n", stderr);
+        abort();
+      }
+      memset(chunk, 0, CHUNK_SIZE * sizeof(tblock));
+      m->chunks[m->nchunks++] = chunk;
     }
     b = &m->chunks[i >> CHUNK_BITS][i & (CHUNK_SIZE - 1)];
     b->index = i;
   }
-  uint32_t index = b->index, gen = b->gen;
-  memset(b, 0, sizeof *b);
-  b->index = index;
-  b->gen = gen;
   b->stream = stream;
   b->size = size;
-  b->pool = pool;
   b->ptr = ptr;
+  b->link.left = b->link.right = b->link.parent = NULL;
+  b->link.balance = 0;
+  b->allocated = b->waiting = 0;
   b->mapped = 1;
   b->live = 1;
+  b->prev = b->next = NULL;
+  b->pool = pool;
+  b->es = NULL;
+  b->requested = 0;
+  b->gc_count_base = 0;
   return b;
 }
 
@@ -486,7 +509,7 @@ static int is_split(const tblock *b) { return b->prev || b->next; }
 
 static void insert_into_blocks(torch *m, tpool *pool, tblock *b) {
   b->gc_count_base = pool->get_free_blocks_call_count;
-  if (tblocks_insert(&pool->blocks, b)) m->tree_conflicts++;
+  if (tfree_insert(&pool->blocks, b)) m->tree_conflicts++;
 }
 
 static void insert_unmapped(torch *m, tpool *pool, tblock *b) {
@@ -514,7 +537,7 @@ static uint64_t roundup_power2_next_division(uint64_t size, uint64_t divisions) 
 
 static uint64_t round_size(const torch *m, uint64_t size) {
   if (size < kMinBlockSize) return kMinBlockSize;
-  uint64_t divisions = roundup_power2_divisions(m, size);
+  uint64_t divisions = m->cfg.roundup ? roundup_power2_divisions(m, size) : 0;
   if (divisions > 1 && size > kMinBlockSize * divisions) return roundup_power2_next_division(size, divisions);
   return kMinBlockSize * ((size + kMinBlockSize - 1) / kMinBlockSize);
 }
@@ -534,25 +557,24 @@ static int gc_enabled(const torch *m) { return m->cfg.set_fraction && m->cfg.gar
 static uint64_t expandable_size(const tblock *b) { return b->size + (b->next && !b->next->mapped ? b->next->size : 0); }
 
 /* get_free_block without its side effects: the block it would take, or NULL. */
-static tblock *find_free_block(const torch *m, const alloc_params *p) {
+static tblock *find_free_block(torch *m, const alloc_params *p) {
   tpool *pool = p->pool;
-  tblock key = {.stream = p->stream, .size = p->size, .ptr = 0};
-  tblock *it = tblocks_lower_bound(&pool->blocks, &key);
-  if (!it || it->stream != p->stream) return NULL;
+  tblock *it = tfree_lower_bound(&pool->blocks, p->stream, p->size);
+  if (!it) return NULL; /* none on this stream: no reuse across streams */
   if (it->es) {
     if (m->cfg.expandable_segments) {
       /* Best fit counts what an expandable block can grow into (the unmapped range after it). */
-      tblock *next = tblocks_next(it);
-      while (it->es && next && next->stream == p->stream && expandable_size(next) < expandable_size(it)) {
+      tblock *next = tfree_next_in_stream(&pool->blocks, it);
+      while (it->es && next && expandable_size(next) < expandable_size(it)) {
         it = next;
-        next = tblocks_next(next);
+        next = tfree_next_in_stream(&pool->blocks, next);
       }
     } else {
       /* Expandable segments were turned off after some were made: only plain blocks qualify. */
       do {
-        it = tblocks_next(it);
-      } while (it && it->es && it->stream == p->stream);
-      if (!it || it->stream != p->stream) return NULL;
+        it = tfree_next_in_stream(&pool->blocks, it);
+      } while (it && it->es);
+      if (!it) return NULL;
     }
   }
   /* Do not return an oversized block for a large request. */
@@ -562,12 +584,14 @@ static tblock *find_free_block(const torch *m, const alloc_params *p) {
   return it;
 }
 
+/* The block stays in the pool's set until alloc_found_block knows whether its remainder can
+ * keep its place there (the set's order is all that matters, not when it is updated). */
 static int get_free_block(torch *m, alloc_params *p) {
   if (gc_enabled(m)) ++p->pool->get_free_blocks_call_count; /* block ages count only with GC on */
   tblock *b = find_free_block(m, p);
   if (!b) return 0;
-  tblocks_remove(&p->pool->blocks, b);
   p->block = b;
+  p->in_pool = 1;
   return 1;
 }
 
@@ -590,19 +614,28 @@ static tblock *alloc_found_block(torch *m, alloc_params *p, uint64_t orig_size, 
     if (block->prev) block->prev->next = block;
     block->next = remaining;
     remaining->prev = block;
-    remaining->ptr += p->size;
-    remaining->size -= p->size;
-    insert_into_blocks(m, pool, remaining);
+    if (p->in_pool) { /* back into the pool with its smaller key, in place when it can */
+      tfree_rekey(&pool->blocks, remaining, remaining->size - p->size, remaining->ptr + p->size);
+      remaining->gc_count_base = pool->get_free_blocks_call_count;
+    } else {
+      remaining->ptr += p->size;
+      remaining->size -= p->size;
+      insert_into_blocks(m, pool, remaining);
+    }
     if (already_split && !block->es) {
       POOL_DEC(m, pool, inactive_split_bytes, block->size);
     } else if (!block->es) {
       POOL_INC(m, pool, inactive_split_bytes, remaining->size);
       POOL_INC(m, pool, inactive_split, 1);
     }
-  } else if (already_split && !block->es) {
-    POOL_DEC(m, pool, inactive_split_bytes, block->size);
-    POOL_DEC(m, pool, inactive_split, 1);
+  } else {
+    if (p->in_pool) tfree_remove(&pool->blocks, block);
+    if (already_split && !block->es) {
+      POOL_DEC(m, pool, inactive_split_bytes, block->size);
+      POOL_DEC(m, pool, inactive_split, 1);
+    }
   }
+  p->in_pool = 0;
   block->allocated = 1;
   block->requested = orig_size;
   block->gen++;
@@ -619,7 +652,6 @@ static int alloc_block(torch *m, alloc_params *p, int is_retry);
 static int release_available_cached_blocks(torch *m, const alloc_params *p);
 static void release_cached_blocks(torch *m);
 static void garbage_collect_cached_blocks(torch *m);
-static void publish(torch *m);
 
 static int torch_alloc(void *ctx, uint64_t orig_size, int64_t stream, sim_placement *out) {
   torch *m = ctx;
@@ -628,8 +660,7 @@ static int torch_alloc(void *ctx, uint64_t orig_size, int64_t stream, sim_placem
     return SIM_OK;
   }
   if (orig_size >= kOneExaByte) { /* "Tried to allocate more than 1EB memory" */
-    m->stats.num_ooms++;
-    publish(m);
+    m->st.num_ooms++;
     return SIM_EOOM;
   }
   /* process_events(): blocks become reusable through free_completed, in trace order. */
@@ -639,6 +670,7 @@ static int torch_alloc(void *ctx, uint64_t orig_size, int64_t stream, sim_placem
   p.pool = get_pool(m, p.size);
   p.alloc_size = get_allocation_size(p.size);
   p.block = NULL;
+  p.in_pool = 0;
 
   /* First, try to get a block from the existing pool (no free-memory callbacks are registered). */
   int block_found = get_free_block(m, &p);
@@ -650,8 +682,7 @@ static int torch_alloc(void *ctx, uint64_t orig_size, int64_t stream, sim_placem
                   (release_cached_blocks(m), alloc_block(m, &p, 1));
   }
   if (!block_found) {
-    m->stats.num_ooms++;
-    publish(m);
+    m->st.num_ooms++;
     return SIM_EOOM;
   }
   tblock *b = alloc_found_block(m, &p, orig_size, should_split(m, p.pool, p.block->size, p.size));
@@ -659,7 +690,6 @@ static int torch_alloc(void *ctx, uint64_t orig_size, int64_t stream, sim_placem
   out->size = b->size;
   out->handle = handle_of(b);
   m->st.num_allocs++;
-  publish(m);
   return SIM_OK;
 }
 
@@ -678,26 +708,56 @@ static uint64_t try_merge_blocks(torch *m, tblock *dst, tblock *src, tpool *pool
   }
   uint64_t subsumed = src->size;
   dst->size += subsumed;
-  if (src->mapped) tblocks_remove(&pool->blocks, src);
+  if (src->mapped) tfree_remove(&pool->blocks, src);
   else tunmapped_remove(&pool->unmapped, src);
   block_delete(m, src);
   return subsumed;
 }
 
-/* moves a block into the pool of cached free blocks (the free_completed moment) */
+static int mergeable(const tblock *dst, const tblock *src) {
+  return src && !src->allocated && !src->waiting && dst->mapped == src->mapped;
+}
+
+/* moves a block into the pool of cached free blocks (the free_completed moment), merged with its
+ * free neighbours as try_merge_blocks does (prev, then next) */
 static void free_block(torch *m, tblock *block) {
   uint64_t original_block_size = block->size, requested_size = block->requested;
   tpool *pool = block->pool;
+  tblock *prev = mergeable(block, block->prev) ? block->prev : NULL;
+  tblock *next = mergeable(block, block->next) ? block->next : NULL;
+  tblock key = {.stream = block->stream, .size = block->size, .ptr = prev ? prev->ptr : block->ptr};
   int64_t net_change_inactive_split_blocks = 0, net_change_inactive_split_size = 0;
-  tblock *candidates[2] = {block->prev, block->next};
-  for (int i = 0; i < 2; i++) {
-    uint64_t subsumed = try_merge_blocks(m, block, candidates[i], pool);
-    if (subsumed > 0) {
-      net_change_inactive_split_blocks -= 1;
-      net_change_inactive_split_size -= (int64_t)subsumed;
-    }
+  if (prev) {
+    key.size += prev->size;
+    net_change_inactive_split_blocks -= 1;
+    net_change_inactive_split_size -= (int64_t)prev->size;
   }
-  insert_into_blocks(m, pool, block);
+  if (next) {
+    key.size += next->size;
+    net_change_inactive_split_blocks -= 1;
+    net_change_inactive_split_size -= (int64_t)next->size;
+  }
+  /* The merged block takes a merged neighbour's place in the pool (in place when it sorts there). */
+  tblock *spot = next ? next : prev;
+  if (prev && next) tfree_remove(&pool->blocks, prev);
+  if (prev) {
+    block->prev = prev->prev;
+    if (block->prev) block->prev->next = block;
+    block_delete(m, prev);
+  }
+  if (next) {
+    block->next = next->next;
+    if (block->next) block->next->prev = block;
+  }
+  block->ptr = key.ptr;
+  block->size = key.size;
+  if (spot) {
+    block->gc_count_base = pool->get_free_blocks_call_count;
+    tfree_replace(&pool->blocks, spot, block);
+  } else {
+    insert_into_blocks(m, pool, block);
+  }
+  if (next) block_delete(m, next);
   if (is_split(block)) {
     net_change_inactive_split_blocks += 1;
     net_change_inactive_split_size += (int64_t)block->size;
@@ -716,22 +776,38 @@ static void free_block(torch *m, tblock *block) {
   m->st.num_frees++;
 }
 
-static void waiting_remove(torch *m, tblock *b) {
-  if (b->wprev) b->wprev->wnext = b->wnext;
-  else m->waiting_head = b->wnext;
-  if (b->wnext) b->wnext->wprev = b->wprev;
-  else m->waiting_tail = b->wprev;
-  b->wnext = b->wprev = NULL;
-  b->waiting = 0;
+static void waiting_add(torch *m, tblock *b) {
+  tblock *older = m->waiting_newest;
+  if (older) { /* append the previous newest to the list */
+    WNEXT(older) = NULL;
+    WPREV(older) = m->waiting_tail;
+    if (m->waiting_tail) WNEXT(m->waiting_tail) = older;
+    else m->waiting_head = older;
+    m->waiting_tail = older;
+  }
+  m->waiting_newest = b;
+  b->waiting = 1;
 }
 
-static void waiting_add(torch *m, tblock *b) {
-  b->waiting = 1;
-  b->wnext = NULL;
-  b->wprev = m->waiting_tail;
-  if (m->waiting_tail) m->waiting_tail->wnext = b;
-  else m->waiting_head = b;
-  m->waiting_tail = b;
+static void waiting_remove(torch *m, tblock *b) {
+  b->waiting = 0;
+  if (b == m->waiting_newest) {
+    m->waiting_newest = NULL;
+    return;
+  }
+  if (WPREV(b)) WNEXT(WPREV(b)) = WNEXT(b);
+  else m->waiting_head = WNEXT(b);
+  if (WNEXT(b)) WPREV(WNEXT(b)) = WPREV(b);
+  else m->waiting_tail = WPREV(b);
+  WNEXT(b) = WPREV(b) = NULL;
+}
+
+/* Every waiting block becomes free, oldest first. */
+static void free_all_waiting(torch *m) {
+  for (tblock *b; (b = m->waiting_head ? m->waiting_head : m->waiting_newest);) {
+    waiting_remove(m, b);
+    free_block(m, b);
+  }
 }
 
 /* free(): the program let go of the block. It stops counting as allocated now; it becomes
@@ -749,7 +825,6 @@ static void torch_free_requested(void *ctx, uintptr_t handle) {
   tblock *b = block_of(m, handle);
   if (!b || !b->allocated) return; /* nullptr, or a handle the model already let go of */
   free_request(m, b);
-  publish(m);
 }
 
 static void torch_free_completed(void *ctx, uintptr_t handle) {
@@ -760,7 +835,6 @@ static void torch_free_completed(void *ctx, uintptr_t handle) {
   if (!b->waiting) return;
   waiting_remove(m, b);
   free_block(m, b);
-  publish(m);
 }
 
 /* ---- segments ---------------------------------------------------------------------------------- */
@@ -771,7 +845,7 @@ static void release_expandable_segment(torch *m, tblock *block);
 
 static int alloc_block(torch *m, alloc_params *p, int is_retry) {
   uint64_t size = p->alloc_size;
-  if (is_retry) m->stats.num_alloc_retries++;
+  if (is_retry) m->st.num_alloc_retries++;
   if (m->cfg.set_fraction && m->total_allocated_memory + size > m->allowed_memory_maximum) return 0;
   if (m->cfg.expandable_segments) {
     p->block = try_allocate_expandable_block(m, p->stream, p->pool, p->size);
@@ -797,7 +871,7 @@ static void release_block(torch *m, tblock *block) {
   POOL_DEC(m, pool, segment, 1);
   POOL_DEC(m, pool, reserved_bytes, block->size);
   if (block->size >= m->cfg.max_split_size) decrease_stat(&m->stats.oversize_segments, 1);
-  tblocks_remove(&pool->blocks, block);
+  tfree_remove(&pool->blocks, block);
   block_delete(m, block);
 }
 
@@ -806,26 +880,19 @@ static void release_block(torch *m, tblock *block) {
 static int release_available_cached_blocks(torch *m, const alloc_params *p) {
   if (m->cfg.max_split_size == UINT64_MAX) return 0;
   tpool *pool = p->pool;
-  tblock key = {.stream = p->stream, .size = p->size < m->cfg.max_split_size ? m->cfg.max_split_size : p->size};
-  tblock *it = tblocks_lower_bound(&pool->blocks, &key);
-  if (!it || it->stream != p->stream) {
+  uint64_t key_size = p->size < m->cfg.max_split_size ? m->cfg.max_split_size : p->size;
+  tblock *it = tfree_lower_bound(&pool->blocks, p->stream, key_size);
+  if (!it) {
     /* No single block is large enough: free oversize blocks, starting with the largest. */
-    tblock *first = tblocks_first(&pool->blocks);
-    if (it == first) return 0; /* an empty pool, or nothing before it */
     uint64_t total_released = 0;
-    it = it ? tblocks_prev(it) : tblocks_last(&pool->blocks);
-    while (total_released < key.size && it->size >= m->cfg.max_split_size && it->stream == p->stream) {
+    it = tfree_last_in_stream(&pool->blocks, p->stream);
+    while (it && total_released < key_size && it->size >= m->cfg.max_split_size) {
       tblock *cur = it;
       total_released += it->size;
-      if (it != first) {
-        it = tblocks_prev(it);
-        release_block(m, cur);
-      } else {
-        release_block(m, cur);
-        break;
-      }
+      it = tfree_prev_in_stream(&pool->blocks, it);
+      release_block(m, cur);
     }
-    if (total_released < key.size) return 0;
+    if (total_released < key_size) return 0;
   } else {
     release_block(m, it);
   }
@@ -836,8 +903,8 @@ static int release_available_cached_blocks(torch *m, const alloc_params *p) {
 static void release_blocks(torch *m, tpool *pool) {
   tblock **to_unmap = NULL;
   size_t n = 0, cap = 0;
-  for (tblock *it = tblocks_first(&pool->blocks), *next; it; it = next) {
-    next = tblocks_next(it);
+  for (tblock *it = tfree_first(&pool->blocks), *next; it; it = next) {
+    next = tfree_next(&pool->blocks, it);
     if (it->es) {
       sim_grow((void **)&to_unmap, &cap, n + 1, sizeof *to_unmap);
       to_unmap[n++] = it;
@@ -856,11 +923,7 @@ static void release_blocks(torch *m, tpool *pool) {
 /* The host waited for every event: each waiting block becomes free (free_completed). */
 static void synchronize_and_free_events(torch *m) {
   m->stats.num_sync_all_streams++;
-  while (m->waiting_head) {
-    tblock *b = m->waiting_head;
-    waiting_remove(m, b);
-    free_block(m, b);
-  }
+  free_all_waiting(m);
 }
 
 /* What empty_cache() calls, and malloc's last resort. */
@@ -882,7 +945,7 @@ static void garbage_collect_cached_blocks(torch *m) {
   uint64_t target_size = m->total_allocated_memory - gc_threshold, gc_reclaimed = 0;
   size_t total_age = 0;
   int freeable_block_count = 0;
-  for (tblock *b = tblocks_first(&m->large_blocks.blocks); b; b = tblocks_next(b)) {
+  for (tblock *b = tfree_first(&m->large_blocks.blocks); b; b = tfree_next(&m->large_blocks.blocks, b)) {
     if (!is_split(b) && !b->es) {
       total_age += gc_count(b);
       ++freeable_block_count;
@@ -893,8 +956,8 @@ static void garbage_collect_cached_blocks(torch *m) {
   while (gc_reclaimed < target_size && block_freed && freeable_block_count > 0) {
     double age_threshold = (double)total_age / freeable_block_count;
     block_freed = 0;
-    for (tblock *b = tblocks_first(&m->large_blocks.blocks), *next; b; b = next) {
-      next = tblocks_next(b);
+    for (tblock *b = tfree_first(&m->large_blocks.blocks), *next; b; b = next) {
+      next = tfree_next(&m->large_blocks.blocks, b);
       if (!is_split(b) && !b->es && (double)gc_count(b) >= age_threshold) {
         block_freed = 1;
         gc_reclaimed += b->size;
@@ -988,7 +1051,7 @@ static tblock *try_allocate_expandable_block(torch *m, int64_t stream, tpool *po
     if (!map_block(m, new_candidate, remaining < new_candidate->size ? remaining : new_candidate->size)) return NULL;
     candidate = new_candidate; /* it absorbed the free block before it */
   }
-  tblocks_remove(&pool->blocks, candidate);
+  tfree_remove(&pool->blocks, candidate);
   return candidate;
 }
 
@@ -1001,7 +1064,7 @@ static void unmap_block(torch *m, tblock *block) {
   uint64_t ptr = es->base + begin * es->page, size = (end - begin) * es->page;
   tpool *pool = block->pool;
   sim_device_unmap(m->dev, ptr, size);
-  tblocks_remove(&pool->blocks, block);
+  tfree_remove(&pool->blocks, block);
   uint64_t before_size = ptr - block->ptr;
   if (before_size > 0) { /* prev? -> before_free -> block */
     tblock *before_free = block_new(m, block->stream, before_size, pool, block->ptr);
@@ -1057,10 +1120,14 @@ static int torch_create(void **ctx, sim_device *dev, const sim_alloc_config *cfg
   } else if (cfg->recorded && *cfg->recorded) { /* else the settings the trace recorded */
     if (config_recorded(&c, cfg->recorded, err, n)) return SIM_EINVAL;
   }
+  for (int i = 0; i < kRoundUpPowerOfTwoIntervals; i++)
+    if (c.roundup_power2_divisions[i] > 1) c.roundup = 1;
   torch *m = sim_xcalloc(1, sizeof *m);
   m->dev = dev;
   m->cfg = c;
   m->small_blocks.is_small = 1;
+  tfree_init(&m->small_blocks.blocks);
+  tfree_init(&m->large_blocks.blocks);
   if (c.set_fraction) m->allowed_memory_maximum = (uint64_t)(c.fraction * (double)dev->total_memory);
   *ctx = m;
   return SIM_OK;
@@ -1068,6 +1135,8 @@ static int torch_create(void **ctx, sim_device *dev, const sim_alloc_config *cfg
 
 static void torch_destroy(void *ctx) {
   torch *m = ctx;
+  tfree_release(&m->small_blocks.blocks);
+  tfree_release(&m->large_blocks.blocks);
   for (size_t i = 0; i < m->nchunks; i++) free(m->chunks[i]);
   free(m->chunks);
   while (m->segments) {
@@ -1081,7 +1150,6 @@ static void torch_destroy(void *ctx) {
 static void torch_empty_cache(void *ctx) {
   torch *m = ctx;
   release_cached_blocks(m);
-  publish(m);
 }
 
 /* A device-wide synchronize completes every recorded event: waiting blocks become free, as the
@@ -1090,12 +1158,7 @@ static void torch_empty_cache(void *ctx) {
 static void torch_synchronize(void *ctx, int64_t stream) {
   torch *m = ctx;
   if (stream >= 0) return;
-  while (m->waiting_head) {
-    tblock *b = m->waiting_head;
-    waiting_remove(m, b);
-    free_block(m, b);
-  }
-  publish(m);
+  free_all_waiting(m);
 }
 
 /* ---- restoring a recorded state ---------------------------------------------------------------- */
@@ -1232,7 +1295,6 @@ static int torch_restore(void *ctx, sim_walk_item *items, size_t n, uintptr_t *h
     POOL_INC(m, pool, segment, 1);
     POOL_INC(m, pool, reserved_bytes, seg->size);
     if (seg->size >= m->cfg.max_split_size) increase_stat(&m->stats.oversize_segments, 1);
-    publish(m);
     return SIM_OK;
   }
   tseg *es = restore_expandable(m, pool, seg, err, errlen);
@@ -1275,7 +1337,6 @@ static int torch_restore(void *ctx, sim_walk_item *items, size_t n, uintptr_t *h
   }
   m->total_allocated_memory += seg->size;
   POOL_INC(m, pool, reserved_bytes, seg->size);
-  publish(m);
   return SIM_OK;
 }
 
@@ -1340,9 +1401,9 @@ static int torch_check(void *ctx, char *err, size_t errlen) {
   if (m->tree_conflicts) CHECK_FAIL("%" PRIu64 " blocks could not enter a pool (equal keys)", m->tree_conflicts);
   tpool *pools[2] = {&m->small_blocks, &m->large_blocks};
   for (int k = 0; k < 2; k++) {
-    if (!tblocks_check(&pools[k]->blocks)) CHECK_FAIL("the %s pool's free blocks are not an ordered tree", k ? "large" : "small");
+    if (!tfree_check(&pools[k]->blocks)) CHECK_FAIL("the %s pool's free blocks are not an ordered set", k ? "large" : "small");
     if (!tunmapped_check(&pools[k]->unmapped)) CHECK_FAIL("the %s pool's unmapped ranges are not an ordered tree", k ? "large" : "small");
-    for (tblock *b = tblocks_first(&pools[k]->blocks); b; b = tblocks_next(b))
+    for (tblock *b = tfree_first(&pools[k]->blocks); b; b = tfree_next(&pools[k]->blocks, b))
       if (!b->live || b->allocated || b->waiting || !b->mapped || b->pool != pools[k])
         CHECK_FAIL("block %#" PRIx64 " is in the %s pool but not a free mapped block of it", b->ptr, k ? "large" : "small");
     for (tblock *b = tunmapped_first(&pools[k]->unmapped); b; b = tunmapped_next(b))
@@ -1353,7 +1414,7 @@ static int torch_check(void *ctx, char *err, size_t errlen) {
           reserved[STAT_TYPES] = {0}, nalloc[STAT_TYPES] = {0};
   size_t nfree_in_trees = 0, nfree = 0, nunmapped = 0, nunmapped_trees = 0;
   for (int k = 0; k < 2; k++) {
-    for (tblock *b = tblocks_first(&pools[k]->blocks); b; b = tblocks_next(b)) nfree_in_trees++;
+    nfree_in_trees += pools[k]->blocks.count;
     for (tblock *b = tunmapped_first(&pools[k]->unmapped); b; b = tunmapped_next(b)) nunmapped_trees++;
   }
   for (uint32_t i = 1; i < m->next_index; i++) {
@@ -1392,15 +1453,13 @@ static int torch_check(void *ctx, char *err, size_t errlen) {
     if (requested[t] != m->stats.requested_bytes[t].current) CHECK_FAIL("%s pool: requested_bytes is off", name);
     if (reserved[t] != m->stats.reserved_bytes[t].current) CHECK_FAIL("%s pool: reserved_bytes is off", name);
   }
-#define SIM_X(n)                                                                                          \
-  if (m->stats.n[AGGREGATE].current != m->stats.n[SMALL_POOL].current + m->stats.n[LARGE_POOL].current) \
+#define SIM_X(n)                                                                                   \
+  if (AGG_##n(m)->current != m->stats.n[SMALL_POOL].current + m->stats.n[LARGE_POOL].current) \
     CHECK_FAIL("%s: the aggregate is not the sum of the pools", #n);
   TORCH_STAT_ARRAYS(SIM_X)
 #undef SIM_X
-  if ((uint64_t)m->stats.reserved_bytes[AGGREGATE].current != m->total_allocated_memory)
+  if ((uint64_t)m->st.reserved.current != m->total_allocated_memory)
     CHECK_FAIL("reserved_bytes disagrees with the memory taken from the device");
-  if (m->st.allocated.current != m->stats.allocated_bytes[AGGREGATE].current)
-    CHECK_FAIL("the published statistics are stale");
   return 0;
 }
 #undef CHECK_FAIL
@@ -1419,16 +1478,6 @@ int sim_torch_would_reuse(void *ctx, uint64_t size, int64_t stream) {
 
 /* ---- statistics ---------------------------------------------------------------------------------- */
 
-static void publish(torch *m) {
-  const tstats *s = &m->stats;
-  m->st.allocated = (sim_gauge){s->allocated_bytes[AGGREGATE].current, s->allocated_bytes[AGGREGATE].peak};
-  m->st.requested = (sim_gauge){s->requested_bytes[AGGREGATE].current, s->requested_bytes[AGGREGATE].peak};
-  m->st.active = (sim_gauge){s->active_bytes[AGGREGATE].current, s->active_bytes[AGGREGATE].peak};
-  m->st.reserved = (sim_gauge){s->reserved_bytes[AGGREGATE].current, s->reserved_bytes[AGGREGATE].peak};
-  m->st.num_ooms = s->num_ooms;
-  m->st.num_alloc_retries = s->num_alloc_retries;
-}
-
 static const sim_alloc_stats *torch_stats(void *ctx) { return &((torch *)ctx)->st; }
 
 /* cacheInfo(): the largest free block of any stream, in either pool. */
@@ -1438,11 +1487,9 @@ static uint64_t torch_largest_free(void *ctx) {
   tpool *pools[2] = {&m->small_blocks, &m->large_blocks};
   for (int k = 0; k < 2; k++) {
     /* the last block of each stream is that stream's largest */
-    for (tblock *b = tblocks_last(&pools[k]->blocks); b;) {
-      if (b->size > best) best = b->size;
-      tblock key = {.stream = b->stream, .size = 0, .ptr = 0};
-      tblock *lo = tblocks_lower_bound(&pools[k]->blocks, &key);
-      b = lo ? tblocks_prev(lo) : NULL;
+    for (size_t i = 0; i < pools[k]->blocks.n; i++) {
+      tblock *b = tfree_last_in_stream(&pools[k]->blocks, pools[k]->blocks.s[i]->stream);
+      if (b && b->size > best) best = b->size;
     }
   }
   return best;
@@ -1462,7 +1509,7 @@ static void torch_describe_oom(void *ctx, uint64_t size, int64_t stream, char *b
   sim_device *d = m->dev;
   uint64_t limit = d->capacity < d->total_memory ? d->capacity : d->total_memory;
   uint64_t device_free = limit > d->used ? limit - d->used : 0;
-  int64_t allocated = m->stats.allocated_bytes[AGGREGATE].current, reserved = m->stats.reserved_bytes[AGGREGATE].current;
+  int64_t allocated = m->st.allocated.current, reserved = m->st.reserved.current;
   char want[32], total[32], free_s[32], used[32], alloc_s[32], unalloc[32], allowed[64] = "";
   if (size >= kOneExaByte) {
     snprintf(buf, n, "CUDA out of memory. Tried to allocate more than 1EB memory.");

@@ -11,6 +11,7 @@
  *   name_lower_bound(t, key)   the first record not less than key (key is a type*)
  *   name_insert(t, x)          0, or -1 when an equal record is already there
  *   name_remove(t, x)          x must be in t
+ *   name_substitute(t, x, y)   y takes x's place (it must sort where x does)
  *   name_check(t)              1 when links, order and balance are consistent (tests, debug)
  * cmp(a, b) returns <0, 0 or >0. One record may sit in several trees through several links,
  * or in one of several trees that share a link (as the torch model's pools do).
@@ -212,6 +213,14 @@
       left = q->field.left == p;                                                                          \
       p = q;                                                                                              \
     }                                                                                                     \
+    x->field.left = x->field.right = x->field.parent = NULL;                                              \
+  }                                                                                                       \
+  /* Puts y (not in the tree) where x is, and takes x out: y must sort where x did. */                  \
+  static inline void name##_substitute(struct name *t, type *x, type *y) {                                \
+    y->field = x->field;                                                                                  \
+    name##_replace_(t, x, y);                                                                             \
+    if (y->field.left) y->field.left->field.parent = y;                                                   \
+    if (y->field.right) y->field.right->field.parent = y;                                                 \
     x->field.left = x->field.right = x->field.parent = NULL;                                              \
   }                                                                                                       \
   static inline int name##_height_(type *x, int *ok) {                                                    \
