@@ -1177,19 +1177,54 @@ static void restore_block_stats(torch *m, tblock *b) {
   }
 }
 
-/* Links blocks for [addr, end) of a segment from items; returns the first and last, or -1. */
-static int restore_range(torch *m, tpool *pool, tseg *es, uint64_t addr, uint64_t end, int64_t stream,
-                         sim_walk_item *items, size_t n, uintptr_t *handles, tblock **first, tblock **last, char *err,
-                         size_t errlen) {
+/* Checks the blocks of [addr, end) and sizes those given as 0, before anything changes: the
+ * order, the overlaps, and that each fits. Returns 0, or -1 with a message. */
+static int plan_range(const torch *m, const tpool *pool, uint64_t addr, uint64_t end, sim_walk_item *items, size_t n,
+                      char *err, size_t errlen) {
+  uint64_t cursor = addr;
+  for (size_t i = 0; i < n; i++) {
+    sim_walk_item *it = &items[i];
+    if (it->addr < cursor || it->addr >= end) {
+      snprintf(err, errlen,
+               "block at %#" PRIx64 " overlaps the block before it or lies outside its segment [%#" PRIx64 ", %#" PRIx64 ")",
+               it->addr, addr, end);
+      return -1;
+    }
+    if (it->state != SIM_BLOCK_ALLOCATED && it->state != SIM_BLOCK_PENDING_FREE) {
+      snprintf(err, errlen, "block at %#" PRIx64 " is neither allocated nor waiting to be freed", it->addr);
+      return -1;
+    }
+    uint64_t next = i + 1 < n ? items[i + 1].addr : end;
+    if (next <= it->addr) next = it->addr; /* reported as an overlap at the next block */
+    if (!it->size) {
+      /* Only the request is known: rounded as malloc rounds it, plus whatever follows it up to
+       * the next block when that remainder could not have been split off. */
+      uint64_t r = round_size(m, it->requested ? it->requested : 1);
+      if (next - it->addr < r) {
+        snprintf(err, errlen,
+                 "block at %#" PRIx64 " of %" PRIu64 " requested bytes (%" PRIu64 " rounded) does not fit before %#" PRIx64,
+                 it->addr, it->requested, r, next);
+        return -1;
+      }
+      it->size = should_split(m, pool, next - it->addr, r) ? r : next - it->addr;
+    }
+    if (it->size > end - it->addr) {
+      snprintf(err, errlen, "block at %#" PRIx64 " of %" PRIu64 " bytes runs past its segment's end %#" PRIx64, it->addr,
+               it->size, end);
+      return -1;
+    }
+    cursor = it->addr + it->size;
+  }
+  return 0;
+}
+
+/* Links the (planned) blocks of [addr, end) of a segment, with free blocks between them. */
+static void restore_range(torch *m, tpool *pool, tseg *es, uint64_t addr, uint64_t end, int64_t stream,
+                          const sim_walk_item *items, size_t n, uintptr_t *handles, tblock **first, tblock **last) {
   tblock *prev = NULL, *head = NULL;
   uint64_t cursor = addr;
   for (size_t i = 0; i <= n; i++) {
     uint64_t start = i < n ? items[i].addr : end;
-    if (start < cursor || start > end) {
-      snprintf(err, errlen, "block at %#" PRIx64 " overlaps the block before it or lies outside its segment [%#" PRIx64
-               ", %#" PRIx64 ")", start, addr, end);
-      return -1;
-    }
     if (start > cursor) { /* free space between live blocks is one free block */
       tblock *f = block_new(m, stream, start - cursor, pool, cursor);
       f->es = es;
@@ -1199,31 +1234,8 @@ static int restore_range(torch *m, tpool *pool, tseg *es, uint64_t addr, uint64_
       prev = f;
     }
     if (i == n) break;
-    sim_walk_item *it = &items[i];
-    if (it->state != SIM_BLOCK_ALLOCATED && it->state != SIM_BLOCK_PENDING_FREE) {
-      snprintf(err, errlen, "block at %#" PRIx64 " is neither allocated nor waiting to be freed", it->addr);
-      return -1;
-    }
-    uint64_t size = it->size;
-    if (!size) {
-      /* Only the request is known: rounded as malloc rounds it, plus whatever follows it up to
-       * the next block when that remainder could not have been split off. */
-      uint64_t next = i + 1 < n ? items[i + 1].addr : end, r = round_size(m, it->requested ? it->requested : 1);
-      if (next < it->addr || next - it->addr < r) {
-        snprintf(err, errlen,
-                 "block at %#" PRIx64 " of %" PRIu64 " requested bytes (%" PRIu64 " rounded) does not fit before %#" PRIx64,
-                 it->addr, it->requested, r, next);
-        return -1;
-      }
-      size = should_split(m, pool, next - it->addr, r) ? r : next - it->addr;
-      it->size = size;
-    }
-    if (size > end - it->addr) {
-      snprintf(err, errlen, "block at %#" PRIx64 " of %" PRIu64 " bytes runs past its segment's end %#" PRIx64, it->addr,
-               size, end);
-      return -1;
-    }
-    tblock *b = block_new(m, stream, size, pool, it->addr);
+    const sim_walk_item *it = &items[i];
+    tblock *b = block_new(m, stream, it->size, pool, it->addr);
     b->es = es;
     b->requested = it->requested;
     b->allocated = it->state == SIM_BLOCK_ALLOCATED;
@@ -1233,13 +1245,12 @@ static int restore_range(torch *m, tpool *pool, tseg *es, uint64_t addr, uint64_
     if (prev) prev->next = b;
     else head = b;
     prev = b;
-    cursor = it->addr + size;
+    cursor = it->addr + it->size;
     handles[i] = handle_of(b);
     restore_block_stats(m, b);
   }
   *first = head;
   *last = prev;
-  return 0;
 }
 
 static tseg *restore_expandable(torch *m, tpool *pool, const sim_walk_item *seg, char *err, size_t errlen) {
@@ -1279,10 +1290,9 @@ static int torch_restore(void *ctx, sim_walk_item *items, size_t n, uintptr_t *h
   for (size_t i = 1; i < n; i++) handles[i] = 0;
   handles[0] = 0;
   tblock *first, *last;
+  if (plan_range(m, pool, seg->addr, end, items + 1, n - 1, err, errlen)) return SIM_EINVAL;
   if (!seg->expandable) {
-    if (restore_range(m, pool, NULL, seg->addr, end, seg->stream, items + 1, n - 1, handles + 1, &first, &last, err,
-                      errlen))
-      return SIM_EINVAL;
+    restore_range(m, pool, NULL, seg->addr, end, seg->stream, items + 1, n - 1, handles + 1, &first, &last);
     for (tblock *b = first; b; b = b->next)
       if (!b->allocated && !b->waiting) {
         insert_into_blocks(m, pool, b);
@@ -1307,8 +1317,7 @@ static int torch_restore(void *ctx, sim_walk_item *items, size_t n, uintptr_t *h
     snprintf(err, errlen, "expandable segment at %#" PRIx64 " overlaps one restored before it", seg->addr);
     return SIM_EINVAL;
   }
-  if (restore_range(m, pool, es, seg->addr, end, seg->stream, items + 1, n - 1, handles + 1, &first, &last, err, errlen))
-    return SIM_EINVAL;
+  restore_range(m, pool, es, seg->addr, end, seg->stream, items + 1, n - 1, handles + 1, &first, &last);
   tunmapped_remove(&pool->unmapped, u);
   tblock *before = u->prev, *after = u->next;
   if (u->ptr + u->size > end) { /* the unmapped rest after the range */
