@@ -373,10 +373,15 @@ typedef sim_gauge tstat; /* current and peak (PyTorch's cumulative allocated/fre
   X(num_device_alloc)     /* cudaMalloc and page maps */                     \
   X(num_device_free)      /* cudaFree and page unmaps */
 
-typedef struct tstats {
-#define SIM_X(n) tstat n[STAT_TYPES];
+/* One set per type, so that a call touches the few cache lines of its pool's set. */
+typedef struct tstat_set {
+#define SIM_X(n) tstat n;
   TORCH_STAT_ARRAYS(SIM_X)
 #undef SIM_X
+} tstat_set;
+
+typedef struct tstats {
+  tstat_set type[STAT_TYPES];
 #define SIM_X(n) tstat n;
   TORCH_STATS(SIM_X)
 #undef SIM_X
@@ -394,26 +399,26 @@ static inline void decrease_stat(tstat *s, uint64_t amount) { s->current -= (int
 
 /* Each array's AGGREGATE entry, except that the four byte counts the replay engine reads live in
  * the engine's sim_alloc_stats (so nothing is copied after each call). */
-#define AGG_allocation(m) (&(m)->stats.allocation[AGGREGATE])
-#define AGG_segment(m) (&(m)->stats.segment[AGGREGATE])
-#define AGG_active(m) (&(m)->stats.active[AGGREGATE])
-#define AGG_inactive_split(m) (&(m)->stats.inactive_split[AGGREGATE])
+#define AGG_allocation(m) (&(m)->stats.type[AGGREGATE].allocation)
+#define AGG_segment(m) (&(m)->stats.type[AGGREGATE].segment)
+#define AGG_active(m) (&(m)->stats.type[AGGREGATE].active)
+#define AGG_inactive_split(m) (&(m)->stats.type[AGGREGATE].inactive_split)
 #define AGG_allocated_bytes(m) (&(m)->st.allocated)
 #define AGG_reserved_bytes(m) (&(m)->st.reserved)
 #define AGG_active_bytes(m) (&(m)->st.active)
-#define AGG_inactive_split_bytes(m) (&(m)->stats.inactive_split_bytes[AGGREGATE])
+#define AGG_inactive_split_bytes(m) (&(m)->stats.type[AGGREGATE].inactive_split_bytes)
 #define AGG_requested_bytes(m) (&(m)->st.requested)
 
 /* The AGGREGATE entry and the pool's own entry, as get_stat_types_for_pool selects them. */
 #define POOL_INC(m, pool, name, amount)                                                     \
   do {                                                                                      \
     increase_stat(AGG_##name(m), (amount));                                                 \
-    increase_stat(&(m)->stats.name[(pool)->is_small ? SMALL_POOL : LARGE_POOL], (amount)); \
+    increase_stat(&(m)->stats.type[(pool)->is_small ? SMALL_POOL : LARGE_POOL].name, (amount));   \
   } while (0)
 #define POOL_DEC(m, pool, name, amount)                                                     \
   do {                                                                                      \
     decrease_stat(AGG_##name(m), (amount));                                                 \
-    decrease_stat(&(m)->stats.name[(pool)->is_small ? SMALL_POOL : LARGE_POOL], (amount)); \
+    decrease_stat(&(m)->stats.type[(pool)->is_small ? SMALL_POOL : LARGE_POOL].name, (amount));   \
   } while (0)
 
 /* ---- the model -------------------------------------------------------------------------------- */
@@ -422,22 +427,22 @@ static inline void decrease_stat(tstat *s, uint64_t amount) { s->current -= (int
 #define CHUNK_SIZE (1u << CHUNK_BITS)
 
 typedef struct torch {
-  sim_device *dev;
+  /* what every call reads, first */
+  sim_alloc_stats st;       /* what the replay engine reads; the four byte counts' AGGREGATE stats */
   tconfig cfg;
-  tpool small_blocks, large_blocks;
-  tstats stats;
-  sim_alloc_stats st;       /* what the replay engine reads, kept equal to the AGGREGATE stats */
-  uint64_t total_allocated_memory; /* segments and mapped pages */
-  uint64_t allowed_memory_maximum;
-  tseg *segments;           /* live expandable segments */
+  sim_device *dev;
+  tblock **chunks;          /* the block arena: stable addresses, indices for handles */
+  tblock *free_list;
+  uint32_t next_index;
   /* Blocks waiting for free_completed, oldest first: a list, and the newest apart (it is almost
    * always the next one completed, so it never enters the list). */
-  tblock *waiting_head, *waiting_tail, *waiting_newest;
-  /* the block arena: stable addresses, indices for handles */
-  tblock **chunks;
+  tblock *waiting_newest, *waiting_head, *waiting_tail;
+  uint64_t total_allocated_memory; /* segments and mapped pages */
+  uint64_t allowed_memory_maximum;
+  tpool small_blocks, large_blocks;
+  tstats stats;
+  tseg *segments;           /* live expandable segments */
   size_t nchunks, chunks_cap;
-  uint32_t next_index;
-  tblock *free_list;
   uint64_t tree_conflicts;  /* inserts that found an equal key (a broken state; check reports it) */
 } torch;
 
@@ -1456,14 +1461,14 @@ static int torch_check(void *ctx, char *err, size_t errlen) {
   if (nunmapped != nunmapped_trees) CHECK_FAIL("%zu unmapped ranges but %zu in the sets", nunmapped, nunmapped_trees);
   for (int t = SMALL_POOL; t <= LARGE_POOL; t++) {
     const char *name = t == SMALL_POOL ? "small" : "large";
-    if (allocated[t] != m->stats.allocated_bytes[t].current) CHECK_FAIL("%s pool: allocated_bytes is off", name);
-    if (nalloc[t] != m->stats.allocation[t].current) CHECK_FAIL("%s pool: allocation count is off", name);
-    if (active[t] != m->stats.active_bytes[t].current) CHECK_FAIL("%s pool: active_bytes is off", name);
-    if (requested[t] != m->stats.requested_bytes[t].current) CHECK_FAIL("%s pool: requested_bytes is off", name);
-    if (reserved[t] != m->stats.reserved_bytes[t].current) CHECK_FAIL("%s pool: reserved_bytes is off", name);
+    if (allocated[t] != m->stats.type[t].allocated_bytes.current) CHECK_FAIL("%s pool: allocated_bytes is off", name);
+    if (nalloc[t] != m->stats.type[t].allocation.current) CHECK_FAIL("%s pool: allocation count is off", name);
+    if (active[t] != m->stats.type[t].active_bytes.current) CHECK_FAIL("%s pool: active_bytes is off", name);
+    if (requested[t] != m->stats.type[t].requested_bytes.current) CHECK_FAIL("%s pool: requested_bytes is off", name);
+    if (reserved[t] != m->stats.type[t].reserved_bytes.current) CHECK_FAIL("%s pool: reserved_bytes is off", name);
   }
 #define SIM_X(n)                                                                                   \
-  if (AGG_##n(m)->current != m->stats.n[SMALL_POOL].current + m->stats.n[LARGE_POOL].current) \
+  if (AGG_##n(m)->current != m->stats.type[SMALL_POOL].n.current + m->stats.type[LARGE_POOL].n.current) \
     CHECK_FAIL("%s: the aggregate is not the sum of the pools", #n);
   TORCH_STAT_ARRAYS(SIM_X)
 #undef SIM_X

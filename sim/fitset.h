@@ -65,8 +65,10 @@ static inline unsigned sim_fitset_class(uint64_t size) {
     struct name##_cls cls[SIM_FITSET_CLASSES];                                                            \
   };                                                                                                      \
   struct name {                                                                                           \
-    struct name##_stream **s; /* by (uint64_t)stream */                                                   \
-    size_t n, cap, count, hint;                                                                           \
+    struct name##_stream *last; /* the stream looked up last (most calls are on one stream) */           \
+    int64_t last_stream;                                                                                  \
+    struct name##_stream **s;   /* by (uint64_t)stream */                                                 \
+    size_t n, cap, count;                                                                                 \
   };                                                                                                      \
   static inline void name##_init(struct name *s) { memset(s, 0, sizeof *s); }                            \
   static inline void name##_release(struct name *s) {                                                     \
@@ -75,7 +77,7 @@ static inline unsigned sim_fitset_class(uint64_t size) {
     memset(s, 0, sizeof *s);                                                                              \
   }                                                                                                       \
   static inline struct name##_stream *name##_stream_(struct name *s, int64_t stream, int create) {        \
-    if (s->hint < s->n && s->s[s->hint]->stream == stream) return s->s[s->hint];                          \
+    if (s->last && s->last_stream == stream) return s->last;                                              \
     size_t lo = 0, hi = s->n;                                                                             \
     while (lo < hi) {                                                                                     \
       size_t mid = (lo + hi) / 2;                                                                         \
@@ -83,8 +85,9 @@ static inline unsigned sim_fitset_class(uint64_t size) {
       else hi = mid;                                                                                      \
     }                                                                                                     \
     if (lo < s->n && s->s[lo]->stream == stream) {                                                        \
-      s->hint = lo;                                                                                       \
-      return s->s[lo];                                                                                    \
+      s->last = s->s[lo];                                                                                 \
+      s->last_stream = stream;                                                                            \
+      return s->last;                                                                                     \
     }                                                                                                     \
     if (!create) return NULL;                                                                             \
     struct name##_stream *st = sim_xcalloc(1, sizeof *st);                                                \
@@ -93,7 +96,8 @@ static inline unsigned sim_fitset_class(uint64_t size) {
     memmove(&s->s[lo + 1], &s->s[lo], (s->n - lo) * sizeof *s->s);                                        \
     s->s[lo] = st;                                                                                        \
     s->n++;                                                                                               \
-    s->hint = lo;                                                                                         \
+    s->last = st;                                                                                         \
+    s->last_stream = stream;                                                                              \
     return st;                                                                                            \
   }                                                                                                       \
   /* The first block of the first class >= c that holds any. */                                          \
@@ -124,7 +128,13 @@ static inline unsigned sim_fitset_class(uint64_t size) {
   static inline int name##_insert(struct name *s, type *x) {                                              \
     struct name##_stream *st = name##_stream_(s, x->stream_f, 1);                                         \
     unsigned c = sim_fitset_class(x->size_f);                                                             \
-    if (name##_cls_insert(&st->cls[c], x)) return -1;                                                     \
+    if (!st->cls[c].root) { /* an empty class, the common case: no tree work */                           \
+      x->link.left = x->link.right = x->link.parent = NULL;                                               \
+      x->link.balance = 0;                                                                                \
+      st->cls[c].root = x;                                                                                \
+    } else if (name##_cls_insert(&st->cls[c], x)) {                                                       \
+      return -1;                                                                                          \
+    }                                                                                                     \
     st->sl_map[c / SIM_FITSET_SL] |= UINT64_C(1) << (c % SIM_FITSET_SL);                               \
     st->fl_map |= UINT64_C(1) << (c / SIM_FITSET_SL);                                                     \
     st->count++;                                                                                          \
@@ -134,7 +144,8 @@ static inline unsigned sim_fitset_class(uint64_t size) {
   static inline void name##_remove(struct name *s, type *x) {                                             \
     struct name##_stream *st = name##_stream_(s, x->stream_f, 0);                                         \
     unsigned c = sim_fitset_class(x->size_f);                                                             \
-    name##_cls_remove(&st->cls[c], x);                                                                    \
+    if (st->cls[c].root == x && !x->link.left && !x->link.right) st->cls[c].root = NULL;                  \
+    else name##_cls_remove(&st->cls[c], x);                                                               \
     if (!st->cls[c].root) {                                                                               \
       st->sl_map[c / SIM_FITSET_SL] &= ~(UINT64_C(1) << (c % SIM_FITSET_SL));                            \
       if (!st->sl_map[c / SIM_FITSET_SL]) st->fl_map &= ~(UINT64_C(1) << (c / SIM_FITSET_SL));            \
