@@ -97,6 +97,11 @@ typedef struct validator {
   size_t lo, hi;     /* recorded actions placed before the current request */
   sim_map live;      /* trace address -> handle */
   sim_map dropped;   /* trace addresses the model could not place */
+  sim_map waiting;   /* trace addresses freed but not yet completed */
+  sim_map deferred;  /* completions left to the model's own synchronization (see replay_pass) */
+  sim_event *ahead;  /* events read ahead of the one being replayed */
+  size_t nahead, ahead_cap, ahead_at;
+  int eof;           /* the reader has returned its last event (it must not be asked again) */
   vres *resv;
   size_t nresv, resv_cap;
   uint64_t synth_next;
@@ -449,16 +454,39 @@ static void seg_add(vseg **arr, size_t *n, size_t *cap, vseg g) {
   (*arr)[(*n)++] = g;
 }
 
-/* Removes [a, a+size) from the mapped ranges (a segment_map seen backwards). */
-static void ranges_subtract(vseg *r, size_t *n, size_t *cap, uint64_t a, uint64_t size) {
-  for (size_t i = 0; i < *n; i++) {
-    vseg g = r[i];
-    if (a < g.addr || a + size > g.addr + g.size) continue;
-    r[i] = r[--*n];
-    if (a > g.addr) seg_add(&r, n, cap, (vseg){g.addr, a - g.addr, g.stream, g.pool, 1});
-    if (a + size < g.addr + g.size) seg_add(&r, n, cap, (vseg){a + size, g.addr + g.size - a - size, g.stream, g.pool, 1});
-    return;
+/* Removes [a, a+size) from the mapped ranges (a segment_map seen backwards), wherever it lies. */
+static void ranges_subtract(vseg **r, size_t *n, size_t *cap, uint64_t a, uint64_t size) {
+  uint64_t e = a + size;
+  for (size_t i = 0; i < *n;) {
+    vseg g = (*r)[i];
+    uint64_t ge = g.addr + g.size;
+    if (ge <= a || g.addr >= e) {
+      i++;
+      continue;
+    }
+    (*r)[i] = (*r)[--*n];
+    if (g.addr < a) seg_add(r, n, cap, (vseg){g.addr, a - g.addr, g.stream, g.pool, 1});
+    if (ge > e) seg_add(r, n, cap, (vseg){e, ge - e, g.stream, g.pool, 1});
   }
+}
+
+/* Adds [a, a+size) (a segment_unmap seen backwards), joined with the ranges it touches. */
+static void ranges_add(vseg **r, size_t *n, size_t *cap, vseg add) {
+  ranges_subtract(r, n, cap, add.addr, add.size); /* never counted twice */
+  for (size_t i = 0; i < *n;) {
+    vseg g = (*r)[i];
+    if (g.stream == add.stream && g.pool == add.pool &&
+        (g.addr + g.size == add.addr || add.addr + add.size == g.addr)) {
+      uint64_t lo = g.addr < add.addr ? g.addr : add.addr;
+      add.size += g.size;
+      add.addr = lo;
+      (*r)[i] = (*r)[--*n];
+      i = 0;
+      continue;
+    }
+    i++;
+  }
+  seg_add(r, n, cap, add);
 }
 
 /* Initial segments: the final ones, less what the window allocated or mapped, plus what it
@@ -485,14 +513,14 @@ static int initial_segments(validator *v) {
       seg_add(&plain, &np, &pcap, (vseg){a->addr, a->size, a->stream, a->size != 2 * MiB, 0});
       *sim_map_put(&at, a->addr, NULL) = np;
     } else if (a->action == R_SEG_MAP) {
-      ranges_subtract(ranges, &nr, &rcap, a->addr, a->size);
+      ranges_subtract(&ranges, &nr, &rcap, a->addr, a->size);
     } else if (a->action == R_SEG_UNMAP) {
       /* the pool of a range the window unmapped: that of a range it touches, else by page size */
       int pool = a->size % (20 * MiB) == 0;
       for (size_t i = 0; i < nr; i++)
         if (ranges[i].stream == a->stream && (ranges[i].addr + ranges[i].size == a->addr || ranges[i].addr == a->addr + a->size))
           pool = ranges[i].pool;
-      seg_add(&ranges, &nr, &rcap, (vseg){a->addr, a->size, a->stream, pool, 1});
+      ranges_add(&ranges, &nr, &rcap, (vseg){a->addr, a->size, a->stream, pool, 1});
     }
   }
   sim_map_release(&at);
@@ -694,6 +722,25 @@ static int size_preexisting(validator *v) {
 
 /* ---- one replay ------------------------------------------------------------------------------------ */
 
+/* Where the reservation of an expandable segment's first range begins. PyTorch maps a new
+ * segment from its base upward, and maps into the lowest hole first, so a recorded segment_map
+ * below the lowest range mapped at the window's start, of the same stream and pool (20 MiB
+ * multiples are large-pool pages, smaller maps small-pool ones) and a whole number of pages
+ * below it, shows that the reservation reaches down there. 0 for later ranges of a group. */
+static uint64_t reservation_base(const validator *v, const vseg *g) {
+  for (size_t i = 0; i < v->nisegs && &v->isegs[i] != g; i++)
+    if (v->isegs[i].expandable && v->isegs[i].stream == g->stream && v->isegs[i].pool == g->pool) return 0;
+  uint64_t page = g->pool ? 20 * MiB : 2 * MiB, base = g->addr;
+  for (size_t i = 0; i < v->nrec; i++) {
+    const vrec *a = &v->rec[i];
+    if (a->action != R_SEG_MAP || a->stream != g->stream || a->addr >= base) continue;
+    if ((a->size % (20 * MiB) == 0) != g->pool || (g->addr - a->addr) % page || g->addr - a->addr > v->total_memory)
+      continue;
+    base = a->addr;
+  }
+  return base;
+}
+
 static int restore_all(validator *v) {
   items it = {0};
   uintptr_t *handles = NULL;
@@ -712,16 +759,21 @@ static int restore_all(validator *v) {
       collect(&it, &(sim_walk_item){.addr = p->addr, .size = p->uncertain ? p->base_size + p->t : p->size,
                                     .requested = p->requested, .stream = s->stream, .state = p->state});
     }
+    if (s->expandable) it.v[0].requested = reservation_base(v, s);
     sim_grow((void **)&handles, &hcap, it.n, sizeof *handles);
     char err[SIM_ERRLEN];
     if (v->a.ops->restore(v->a.ctx, it.v, it.n, handles, err, sizeof err) != SIM_OK) {
       rc = vfail(v, "cannot rebuild the window's start in the segment at %#" PRIx64 ": %s", s->addr, err);
       break;
     }
-    for (size_t k = 1; k < it.n; k++) *sim_map_put(&v->live, v->pre[first + k - 1].addr, NULL) = handles[k];
+    for (size_t k = 1; k < it.n; k++) {
+      *sim_map_put(&v->live, v->pre[first + k - 1].addr, NULL) = handles[k];
+      if (v->pre[first + k - 1].state == SIM_BLOCK_PENDING_FREE) *sim_map_put(&v->waiting, v->pre[first + k - 1].addr, NULL) = 1;
+    }
     if (s->expandable && !in_reservation(v, s->addr)) {
       uint64_t page = s->pool ? 20 * MiB : 2 * MiB, space = v->total_memory + v->total_memory / 8;
-      add_reservation(v, s->addr, (space + page - 1) / page * page);
+      uint64_t base = it.v[0].requested ? it.v[0].requested : s->addr;
+      add_reservation(v, base, (space + page - 1) / page * page);
     }
   }
   free(it.v);
@@ -741,6 +793,8 @@ static void check_orphans(validator *v) {
     }
 }
 
+static int rule_c(validator *v, uint64_t placed_at, uint64_t request);
+
 /* A request the recording shows failing (an oom entry): replayed, expected to fail. */
 static void replay_failed(validator *v, vrec *o) {
   v->r->ooms++;
@@ -751,6 +805,7 @@ static void replay_failed(validator *v, vrec *o) {
     v->r->oom_matches++;
     return;
   }
+  if (rc == SIM_OK && rule_c(v, pl.addr, o->size)) return;
   char e[80], s[80];
   diverge(v, "oom", o->size, o->stream, 0, FMT(e, "out of memory for %" PRIu64 " bytes", o->size),
           rc == SIM_OK ? FMT(s, "placed at %#" PRIx64, pl.addr) : "failed");
@@ -779,27 +834,47 @@ static void drop_unconsumed(validator *v, size_t from, size_t to) {
   }
 }
 
-/* What the allocator did between two requests (before request `ev`, NULL at the end). */
+/* The first unconsumed oom entry of the gap at or after index i, or NULL. */
+static vrec *next_oom(validator *v, size_t i) {
+  for (; i < v->hi; i++)
+    if (!v->rec[i].consumed && v->rec[i].action == R_OOM) return &v->rec[i];
+  return NULL;
+}
+
+/* What the allocator did between two requests (before request `ev`, NULL at the end). An oom
+ * entry ends a request that failed: everything before it in the gap is that request's doing
+ * (segments it mapped before running out, the releases of its retry), or an empty_cache() just
+ * before it. Otherwise a new segment is the next request's, and releases before it are its
+ * retry's, or empty_cache()'s when the cache could have served it. Releases that nothing
+ * follows are empty_cache(). */
 static void replay_gap(validator *v, const sim_event *ev) {
   int is_alloc = ev && ev->kind == SIM_EV_ALLOC;
   for (;;) {
     vrec *a = first_pending(v);
-    if (!a || a->action == R_SEG_ALLOC || a->action == R_SEG_MAP) return; /* the request's own segment */
+    if (!a) return;
+    size_t i = (size_t)(a - v->rec);
+    vrec *oom = next_oom(v, i);
+    if (a->action == R_SEG_ALLOC || a->action == R_SEG_MAP) {
+      if (!oom) return; /* the request's own segment */
+      replay_failed(v, oom); /* a request that got part of its memory, then failed */
+      drop_unconsumed(v, i, (size_t)(oom - v->rec));
+      continue;
+    }
     if (a->action == R_OOM) {
       replay_failed(v, a);
       continue;
     }
     /* a run of releases: what ends it? */
-    size_t i = (size_t)(a - v->rec), end = i;
+    size_t end = i;
     while (end < v->hi && (v->rec[end].consumed || v->rec[end].action == R_OTHER || v->rec[end].action == R_SEG_FREE ||
                            v->rec[end].action == R_SEG_UNMAP))
       end++;
     vrec *t = end < v->hi ? &v->rec[end] : NULL;
-    if (t && t->action == R_OOM) {
+    if (t && oom) {
       /* the failing request's retry released them, unless the cache could have served it */
-      if (sim_torch_would_reuse(v->a.ctx, t->size, t->stream)) empty_cache(v);
-      replay_failed(v, t);
-      drop_unconsumed(v, i, end);
+      if (sim_torch_would_reuse(v->a.ctx, oom->size, oom->stream)) empty_cache(v);
+      replay_failed(v, oom);
+      drop_unconsumed(v, i, (size_t)(oom - v->rec));
       continue;
     }
     if (t && is_alloc) {
@@ -830,6 +905,26 @@ static void segment_blocks_after(validator *v, uint64_t addr, uint64_t *placed, 
   free(all.v);
 }
 
+/* Rule C: the model chose the free block after a live-at-start block whose unsplit remainder t
+ * is unknown, where the recording did not: the real remainder must have made that free block
+ * too small for this request. t grows by just enough, and the replay starts again. */
+static int rule_c(validator *v, uint64_t placed_at, uint64_t request) {
+  uint64_t *pi = sim_map_get(&v->fstart, placed_at);
+  if (!pi || v->restart) return 0;
+  vpre *p = &v->pre[*pi - 1];
+  if (!p->uncertain || p->freed_now) return 0;
+  uint64_t placed, after;
+  segment_blocks_after(v, placed_at, &placed, &after);
+  uint64_t fsize = placed + after, rounded = sim_torch_round_size(v->a.ctx, request);
+  uint64_t room = p->limit - p->addr - p->base_size, t = p->t + (fsize - rounded) + 512;
+  if (t > MiB) t = MiB;
+  if (t > room) t = room;
+  if (fsize < rounded || t <= p->t) return 0;
+  p->t = t;
+  v->restart = 1;
+  return 1;
+}
+
 static void replay_alloc(validator *v, const sim_event *ev) {
   validate_result *r = v->r;
   r->allocs++;
@@ -849,25 +944,7 @@ static void replay_alloc(validator *v, const sim_event *ev) {
     r->address_matches++;
     return;
   }
-  /* Rule C: the model chose the free block after a live-at-start block whose unsplit remainder
-   * is unknown; the real remainder must have made that block too small for this request. */
-  uint64_t *pi = sim_map_get(&v->fstart, pl.addr);
-  if (pi && !v->restart) {
-    vpre *p = &v->pre[*pi - 1];
-    if (p->uncertain && !p->freed_now) {
-      uint64_t placed, after;
-      segment_blocks_after(v, pl.addr, &placed, &after);
-      uint64_t fsize = placed + after, rounded = sim_torch_round_size(v->a.ctx, ev->size);
-      uint64_t room = p->limit - p->addr - p->base_size, t = p->t + (fsize - rounded) + 512;
-      if (t > MiB) t = MiB;
-      if (t > room) t = room;
-      if (fsize >= rounded && t > p->t) {
-        p->t = t;
-        v->restart = 1;
-        return;
-      }
-    }
-  }
+  if (rule_c(v, pl.addr, ev->size)) return;
   char e[80], s[80];
   diverge(v, "address", ev->size, ev->stream, ev->addr, FMT(e, "placed at %#" PRIx64, ev->addr),
           FMT(s, "placed at %#" PRIx64, pl.addr));
@@ -890,8 +967,16 @@ static void replay_free(validator *v, const sim_event *ev) {
   uint64_t *pi = sim_map_get(&v->pre_idx, ev->addr);
   if (pi) v->pre[*pi - 1].freed_now = 1;
   if (ev->kind != SIM_EV_FREE_COMPLETED) v->a.ops->free_requested(v->a.ctx, handle);
+  if (ev->kind == SIM_EV_FREE_REQUESTED) *sim_map_put(&v->waiting, ev->addr, NULL) = 1;
   if (ev->kind != SIM_EV_FREE_REQUESTED) {
-    v->a.ops->free_completed(v->a.ctx, handle);
+    int deferred = 0;
+    uint64_t *d = sim_map_get(&v->deferred, ev->addr);
+    if (d && !*d) { /* the model completes it itself, in the next request's synchronization */
+      *d = handle + 1;
+      deferred = 1;
+    }
+    if (!deferred) v->a.ops->free_completed(v->a.ctx, handle);
+    sim_map_del(&v->waiting, ev->addr, NULL);
     sim_map_del(&v->live, ev->addr, NULL);
     if (pi) sim_map_del(&v->pre_idx, ev->addr, NULL); /* a later block here is a new one */
     v->r->frees++;
@@ -958,9 +1043,96 @@ static void pass_release(validator *v) {
   v->have_model = 0;
   sim_map_release(&v->live);
   sim_map_release(&v->dropped);
+  sim_map_release(&v->waiting);
+  sim_map_release(&v->deferred);
+  free(v->ahead);
+  v->ahead = NULL;
+  v->nahead = v->ahead_cap = v->ahead_at = 0;
+  v->eof = 0;
   free(v->resv);
   v->resv = NULL;
   v->nresv = v->resv_cap = 0;
+}
+
+/* The next event: one read ahead first, else the store's next. 1, 0 at the end, -1 on error. */
+static int read_event(validator *v, store_reader *rd, sim_event *ev) {
+  if (v->eof) return 0;
+  int got = store_reader_next(rd, ev);
+  if (got == 0) v->eof = 1;
+  return got;
+}
+
+static int next_event(validator *v, store_reader *rd, sim_event *ev) {
+  if (v->ahead_at < v->nahead) {
+    *ev = v->ahead[v->ahead_at++];
+    if (v->ahead_at == v->nahead) v->ahead_at = v->nahead = 0;
+    return 1;
+  }
+  return read_event(v, rd, ev);
+}
+
+static int peek_event(validator *v, store_reader *rd, size_t k, sim_event *ev) {
+  while (v->nahead - v->ahead_at <= k) {
+    sim_grow((void **)&v->ahead, &v->ahead_cap, v->nahead + 1, sizeof *v->ahead);
+    int got = read_event(v, rd, &v->ahead[v->nahead]);
+    if (got <= 0) return got;
+    v->nahead++;
+  }
+  *ev = v->ahead[v->ahead_at + k];
+  return 1;
+}
+
+/*
+ * release_cached_blocks (an OOM retry) first synchronizes: every block waiting for its stream
+ * uses is completed, and the recording shows those free_completed entries just before the
+ * releases, inside the request that failed to find a block. Replayed before that request, they
+ * would hand it memory it did not have when it searched. So a run of free_completed that
+ * completes every waiting block, right before an OOM entry, or before releases that end in a new
+ * segment, is left to the model's own synchronization in that request; what it leaves undone is
+ * completed after it. A free_completed right after its own free_requested is most often a plain
+ * free() (no stream uses): it is left to the synchronization only before an OOM entry, where the
+ * failing request cannot have seen the block free (and if the block could not serve it anyway,
+ * either reading gives the same state).
+ */
+static int plan_deferral(validator *v, store_reader *rd, const sim_event *first, size_t next_rec, int adjacent) {
+  size_t run = 1;
+  sim_event nx;
+  int got;
+  for (;;) {
+    if ((got = peek_event(v, rd, run - 1, &nx)) < 0) return vfail(v, "%s", store_error(v->s));
+    if (!got) return 1;
+    if (nx.kind != SIM_EV_FREE_COMPLETED || !sim_map_get(&v->waiting, nx.addr)) break;
+    run++;
+  }
+  if (run != v->waiting.len) return 1;
+  /* the gap before nx: releases, then a segment or an OOM */
+  size_t i = next_rec;
+  while (i < v->nrec && v->rec[i].before_seq < nx.seq) i++;
+  int releases = 0;
+  for (; i < v->nrec && v->rec[i].before_seq == nx.seq; i++) {
+    int a = v->rec[i].action;
+    if (a == R_SEG_FREE || a == R_SEG_UNMAP) releases++;
+    else if (a != R_OTHER) break;
+  }
+  if (i >= v->nrec || v->rec[i].before_seq != nx.seq) return 1;
+  int a = v->rec[i].action;
+  if (!(a == R_OOM || (releases && !adjacent && (a == R_SEG_ALLOC || a == R_SEG_MAP)))) return 1;
+  *sim_map_put(&v->deferred, first->addr, NULL) = 0;
+  for (size_t k = 0; k + 1 < run; k++) {
+    sim_event e;
+    peek_event(v, rd, k, &e);
+    *sim_map_put(&v->deferred, e.addr, NULL) = 0;
+  }
+  return 1;
+}
+
+/* After the request: completions the model's synchronization did not make, made now. */
+static void complete_deferred(validator *v) {
+  size_t it = 0;
+  uint64_t k, h;
+  while (sim_map_next(&v->deferred, &it, &k, &h))
+    if (h) v->a.ops->free_completed(v->a.ctx, (uintptr_t)(h - 1));
+  sim_map_clear(&v->deferred);
 }
 
 /* One replay from the rebuilt start. Returns 0 (done, or v->restart set), or -1. */
@@ -986,6 +1158,8 @@ static int replay_pass(validator *v) {
   v->restart = 0;
   sim_map_init(&v->live);
   sim_map_init(&v->dropped);
+  sim_map_init(&v->waiting);
+  sim_map_init(&v->deferred);
   memset(&v->dev, 0, sizeof v->dev);
   v->dev.ops = &recorded_device;
   v->dev.ctx = v;
@@ -1017,13 +1191,19 @@ static int replay_pass(validator *v) {
   sim_event ev;
   int got, stopped = 0;
   size_t next = 0; /* first recorded action not yet in a gap */
-  while ((got = store_reader_next(rd, &ev)) > 0) {
+  uint64_t just_requested = UINT64_MAX; /* the address freed by the event before, if it was free_requested */
+  while ((got = next_event(v, rd, &ev)) > 0) {
     r->events++;
     if (ev.kind == SIM_EV_ALLOC && (ev.flags & SIM_EVF_PREEXISTING)) continue;
     if (v->context_at >= 0 && ev.seq >= v->context_at) {
       stopped = 1;
       break;
     }
+    int adjacent = ev.kind == SIM_EV_FREE_COMPLETED && ev.addr == just_requested;
+    just_requested = ev.kind == SIM_EV_FREE_REQUESTED ? ev.addr : UINT64_MAX;
+    if (ev.kind == SIM_EV_FREE_COMPLETED && sim_map_get(&v->waiting, ev.addr) && !v->deferred.len &&
+        (got = plan_deferral(v, rd, &ev, next, adjacent)) < 0)
+      break;
     v->cur_seq = ev.seq;
     v->lo = next;
     while (next < v->nrec && v->rec[next].before_seq <= ev.seq) next++;
@@ -1042,6 +1222,7 @@ static int replay_pass(validator *v) {
     }
     if (v->restart) break;
     drop_unconsumed(v, v->lo, v->hi);
+    if (v->deferred.len && ev.kind != SIM_EV_FREE_COMPLETED) complete_deferred(v);
   }
   store_reader_close(rd);
   if (got < 0) return vfail(v, "%s", store_error(v->s));

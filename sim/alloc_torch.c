@@ -1270,13 +1270,16 @@ static tseg *restore_expandable(torch *m, tpool *pool, const sim_walk_item *seg,
              seg->addr, seg->size, page);
     return NULL;
   }
-  /* A new reservation starting at the lowest mapped address seen for it. */
+  /* A new reservation, starting where the caller says, else at this range. */
+  uint64_t base = seg->requested && seg->requested <= seg->addr && (seg->addr - seg->requested) % page == 0
+                      ? seg->requested
+                      : seg->addr;
   uint64_t space = reservation_size(m, page);
-  if (seg->size > space) space = seg->size;
+  if (seg->addr + seg->size - base > space) space = (seg->addr + seg->size - base + page - 1) / page * page;
   tseg *es = sim_xcalloc(1, sizeof *es);
-  *es = (tseg){seg->addr, space, page, seg->stream, pool, m->segments};
+  *es = (tseg){base, space, page, seg->stream, pool, m->segments};
   m->segments = es;
-  tblock *all = block_new(m, seg->stream, space, pool, seg->addr);
+  tblock *all = block_new(m, seg->stream, space, pool, base);
   all->mapped = 0;
   all->es = es;
   insert_unmapped(m, pool, all);

@@ -13,4 +13,5 @@ uint64_t sim_torch_round_size(void *ctx, uint64_t size);
 /* Whether get_free_block() would find a cached block for this request now; changes nothing. */
 int sim_torch_would_reuse(void *ctx, uint64_t size, int64_t stream);
 
+
 #endif
