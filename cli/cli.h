@@ -41,6 +41,20 @@ int cmd_rm(int argc, char **argv, cli *c);
 int cmd_bench(int argc, char **argv, cli *c);
 int cmd_validate(int argc, char **argv, cli *c);
 int cmd_help(int argc, char **argv, cli *c);
+int cmd_calibrate(int argc, char **argv, cli *c);
+int cmd_record(int argc, char **argv, cli *c);
+
+/* `memplay replay --backend cuda` (replay_gpu.c): the options, and the replay on the GPU. */
+typedef struct cli_gpu_opts {
+  int on_gpu;   /* --backend cuda */
+  int set;      /* --scale or --pace given */
+  double scale; /* --scale F; 0: --scale fit; 1 by default */
+  int scale_given, pace;
+} cli_gpu_opts;
+/* Handles --backend, --scale, --pace; returns 0, or CLI_USAGE after the message. */
+int cli_gpu_option(cli_gpu_opts *g, int opt, const char *arg);
+int cli_replay_gpu(cli *c, const char *trace, const char *alloc, uint64_t capacity, int stop_at_oom, int save,
+                   int timeline, const cli_gpu_opts *g);
 
 /* Options every command takes, for getopt_long tables: --db, --json, -h. */
 #define CLI_COMMON_OPTIONS                    \

@@ -65,12 +65,16 @@ int cmd_replay(int argc, char **argv, cli *c) {
     {"timeline", no_argument, NULL, 'T'},
     {"no-save", no_argument, NULL, 'N'},
     {"check", no_argument, NULL, 'K'},
+    {"backend", required_argument, NULL, 'B'},
+    {"scale", required_argument, NULL, 'X'},
+    {"pace", no_argument, NULL, 'P'},
     CLI_COMMON_OPTIONS,
     {NULL, 0, NULL, 0},
   };
   const char *alloc = NULL;
   uint64_t capacity = UINT64_MAX;
   int stop = 0, timeline = 0, save = 1, check = 0, opt, code = CLI_OK;
+  cli_gpu_opts gpu = {0};
   while ((opt = cli_getopt(argc, argv, "ha:c:", opts)) != -1) {
     int r = cli_common_option(c, "replay", opt, &code);
     if (r < 0) return code;
@@ -84,9 +88,16 @@ int cmd_replay(int argc, char **argv, cli *c) {
     case 'T': timeline = 1; break;
     case 'N': save = 0; break;
     case 'K': check = 1; break;
+    case 'B':
+    case 'X':
+    case 'P':
+      if (cli_gpu_option(&gpu, opt, optarg)) return CLI_USAGE;
+      break;
     }
   }
   if (optind + 1 != argc) return cli_usage_error("replay", optind >= argc ? "no TRACE given" : "replay takes one TRACE");
+  if (gpu.on_gpu) return cli_replay_gpu(c, argv[optind], alloc, capacity, stop, save, timeline, &gpu);
+  if (gpu.set) return cli_usage_error("replay", "--scale and --pace apply to '--backend cuda' only");
   char err[1024];
   sim_spec spec;
   if (alloc && sim_spec_parse(&spec, alloc, err, sizeof err) != SIM_OK) return cli_usage_error("replay", "%s", err);

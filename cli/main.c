@@ -16,14 +16,17 @@ const cli_command cli_commands[] = {
    "memplay info TRACE [--db FILE] [--json]"},
   {"replay", cmd_replay, "replay a trace through an allocator model and report peaks, fragmentation and OOMs",
    "memplay replay TRACE [--allocator SPEC] [--capacity SIZE] [--stop-at-oom] [--timeline] [--no-save] [--check]\n"
-   "                     [--db FILE] [--json]\n"
+   "                     [--backend sim|cuda] [--scale F|fit] [--pace] [--db FILE] [--json]\n"
    "  --allocator SPEC  model and options, e.g. torch:expandable_segments:True or bfc:allow_growth=true\n"
    "                    (default: the allocator that recorded the trace, else ideal)\n"
    "  --capacity SIZE   device memory the process may use (default: unlimited)\n"
    "  --stop-at-oom     stop at the first allocation that does not fit\n"
    "  --timeline        include the downsampled timeline in --json output\n"
    "  --no-save         do not store the run\n"
-   "  --check           check the model's invariants after every event (slow)"},
+   "  --check           check the model's invariants after every event (slow)\n"
+   "  --backend NAME    sim (default), or cuda: perform the trace on the GPU and measure it (docs/gpu.md)\n"
+   "  --scale F|fit     cuda backend: multiply every size by F (0 < F <= 1), or by the largest factor that fits\n"
+   "  --pace            cuda backend: issue each event no earlier than its recorded host time"},
   {"export", cmd_export, "write a trace out as a file",
    "memplay export TRACE --format jsonl [-o FILE] [--db FILE]\n"
    "  --format FORMAT   jsonl\n"
@@ -44,6 +47,19 @@ const cli_command cli_commands[] = {
    "memplay validate TRACE [--no-save] [--db FILE] [--json]\n"
    "  --no-save         do not store the result as a run\n"
    "  exit status 0 when every decision and the final state agree, 1 otherwise"},
+  {"calibrate", cmd_calibrate, "measure the GPU (copies, allocations, launches) and store it as a device profile",
+   "memplay calibrate [--gpu N] [--name NAME] [--quick] [--no-save] [--db FILE] [--json]\n"
+   "  --gpu N           the GPU to measure (default 0, as CUDA numbers them)\n"
+   "  --name NAME       the profile's name (default: the device's name)\n"
+   "  --quick           fewer sizes and trials (seconds instead of a minute)\n"
+   "  --no-save         print the profile without storing it"},
+  {"record", cmd_record, "run a CUDA program under the recorder and import what it did as a new trace",
+   "memplay record [--name NAME] [--output FILE] [--recorder LIB] [--db FILE] [--json] -- COMMAND [ARGS...]\n"
+   "  --name NAME       name of the new trace (default: the command's name)\n"
+   "  --output FILE     also keep the recorded JSON Lines at FILE\n"
+   "  --recorder LIB    the recorder library (default: $MEMPLAY_RECORDER, else libmemplay_recorder.so\n"
+   "                    beside memplay or in its library folder)\n"
+   "  exit status: the program's own (128+N when signal N ended it); 1 or 2 when memplay fails first"},
   {"help", cmd_help, "show help for memplay or one of its commands",
    "memplay help [COMMAND | allocators]"},
   {NULL, NULL, NULL, NULL},

@@ -150,7 +150,10 @@ void cli_print_allocators(FILE *f) {
   for (size_t i = 0; sim_allocators[i]; i++) {
     const sim_allocator_ops *a = sim_allocators[i];
     fprintf(f, "  %-8s %s\n", a->name, a->summary);
-    for (size_t k = 0; a->options && a->options[k].name; k++)
-      fprintf(f, "             %-32s %s\n", a->options[k].name, a->options[k].help);
+    for (size_t k = 0; a->options && a->options[k].name; k++) {
+      const sim_option_spec *o = &a->options[k];
+      if (strlen(o->name) < 34) fprintf(f, "             %-34s %s\n", o->name, o->help);
+      else fprintf(f, "             %s\n             %-34s %s\n", o->name, "", o->help);
+    }
   }
 }
