@@ -9,7 +9,7 @@
 #include "store.h"
 
 /*
- * `memplay validate` (docs/validate.md):
+ * `memplay validate` (docs/allocators.md, "memplay validate"):
  *  1. rebuilds the allocator's state at the first recorded request: the segments that existed
  *     then (the final segments, less those the trace allocated, plus those it freed), the blocks
  *     live in them (the importer's preexisting allocations, sized by the model's own rules and by
