@@ -40,6 +40,7 @@ int cmd_gen(int argc, char **argv, cli *c);
 int cmd_rm(int argc, char **argv, cli *c);
 int cmd_bench(int argc, char **argv, cli *c);
 int cmd_devices(int argc, char **argv, cli *c);
+int cmd_validate(int argc, char **argv, cli *c);
 int cmd_help(int argc, char **argv, cli *c);
 int cmd_whatif(int argc, char **argv, cli *c);
 int cmd_run(int argc, char **argv, cli *c);

@@ -74,6 +74,10 @@ const cli_command cli_commands[] = {
    "  --delete          delete the user or calibrated profile NAME\n"
    "  --reset           give the built-in profile NAME its own figures back\n"
    "  --fields          list the figures a profile has, their units and meaning"},
+  {"validate", cmd_validate, "replay a recorded PyTorch snapshot through its allocator's model and compare every decision",
+   "memplay validate TRACE [--no-save] [--db FILE] [--json]\n"
+   "  --no-save         do not store the result as a run\n"
+   "  exit status 0 when every decision and the final state agree, 1 otherwise"},
   {"calibrate", cmd_calibrate, "measure the GPU (copies, allocations, launches) and store it as a device profile",
    "memplay calibrate [--gpu N] [--name NAME] [--quick] [--no-save] [--db FILE] [--json]\n"
    "  --gpu N           the GPU to measure (default 0, as CUDA numbers them)\n"
