@@ -194,6 +194,9 @@ static int on_free(categorizer *c, const sim_event *ev, unsigned fl, sim_map *m)
   /* Gradient accumulation consumes what the backward pass computed for a parameter: the
    * tensor it frees was that parameter's gradient (PyTorch's memory profiler says the same). */
   if ((fl & FF_GRAD) && !(fl & FF_OPT) && (e->cls == CL_BACKWARD || e->cls == CL_NONE)) e->cls = CL_GRAD;
+  /* A block live before the recording began has no allocation stack; the code that frees it
+   * says whose it was: the optimizer frees (replaces) its own state. */
+  else if (e->preexisting && e->cls == CL_NONE && (fl & FF_OPT)) e->cls = CL_OPTIMIZER;
   int rc = decide(c, e, 0);
   if (c->last_tocopy == (uint32_t)v) c->last_tocopy = 0;
   sim_slab_free(&c->slab, (uint32_t)v);

@@ -254,6 +254,21 @@ static void snapshot_categories(void) {
   CHECK(all > 0 && unknown >= 0 && unknown * 100 <= all);
 }
 
+/* A window: blocks live before it began have no allocation stack; the code that frees them
+ * says whose they were. In wed_medium's training step the optimizer frees Adam's old moments:
+ * at the peak (the optimizer step) they are optimizer state, twice the parameters. */
+static void snapshot_window_categories(void) {
+  if (!importer_find("pytorch_snapshot")) return;
+  int64_t t = import_real("pytorch/wed_medium_128_training.pickle");
+  if (t < 0) return;
+  replay_result r = replay(t, "ideal");
+  double param = (double)r.category_bytes[SIM_CAT_PARAMETER], state = (double)r.category_bytes[SIM_CAT_OPTIMIZER_STATE];
+  CHECK(param > 0);
+  CHECK(state > 1.9 * param && state < 2.1 * param);
+  CHECK((double)r.category_bytes[SIM_CAT_ACTIVATION] < 0.1 * param);
+  replay_result_release(&r);
+}
+
 int main(void) {
   const char *dir = getenv("MEMPLAY_TRACES");
   struct stat st;
@@ -268,6 +283,7 @@ int main(void) {
   RUN(a100_pinned_pageable);
   RUN(memory_timeline);
   RUN(snapshot_categories);
+  RUN(snapshot_window_categories);
   /* Every file in kineto/ imports. */
   char kdir[600];
   snprintf(kdir, sizeof kdir, "%s/kineto", traces);
