@@ -42,6 +42,14 @@ typedef struct site_rec {
   int dirty;
 } site_rec;
 
+/* What the device primitive had done before an allocator action, to tell observers what the
+ * action did (taken only when there are observers). */
+typedef struct dev_snap {
+  uint64_t mallocs, frees, maps, unmaps;
+  uint64_t malloc_bytes, free_bytes, map_bytes, unmap_bytes;
+  int64_t reserved;
+} dev_snap;
+
 typedef struct engine {
   const replay_config *cfg;
   replay_result *res;
@@ -66,6 +74,7 @@ typedef struct engine {
   replay_point cur;
   uint64_t cur_n, bucket;
   size_t max_points;
+  dev_snap snap; /* the device before the model's action, when observers want to know what it did */
   char *err;
   size_t errlen;
 } engine;
@@ -239,32 +248,58 @@ static void timeline_push(engine *e) {
   e->cur_n = 0;
 }
 
-static void timeline_add(engine *e, const sim_event *ev) {
-  if (e->cur_n == 0) {
-    e->cur = (replay_point){ev->seq, ev->ts, e->allocated, e->reserved, e->requested};
-  } else {
+/* Counts an event into the current point, which starts at the first event of its bucket. */
+static inline void timeline_tick(engine *e, const sim_event *ev) {
+  if (e->cur_n == 0) e->cur = (replay_point){ev->seq, ev->ts, e->allocated, e->reserved, e->requested};
+  if (++e->cur_n >= e->bucket) timeline_push(e);
+}
+
+/* The same for an event that may have changed the totals: the point keeps their maxima. */
+static inline void timeline_add(engine *e, const sim_event *ev) {
+  if (e->cur_n) {
     if (e->allocated > e->cur.allocated) e->cur.allocated = e->allocated;
     if (e->reserved > e->cur.reserved) e->cur.reserved = e->reserved;
     if (e->requested > e->cur.requested) e->cur.requested = e->requested;
   }
-  if (++e->cur_n >= e->bucket) timeline_push(e);
+  timeline_tick(e, ev);
 }
 
-/* What the device primitive moved in bytes, before an allocator action and after it. */
-static void bytes_before(const sim_device *d, uint64_t b[4]) {
-  b[0] = d->malloc_bytes, b[1] = d->free_bytes, b[2] = d->map_bytes, b[3] = d->unmap_bytes;
+static inline void snap_take(dev_snap *s, const devstate *ds) {
+  const sim_device *d = &ds->dev;
+  *s = (dev_snap){d->mallocs, d->frees, d->maps, d->unmaps, d->malloc_bytes, d->free_bytes, d->map_bytes,
+                  d->unmap_bytes, ds->st->reserved.current};
 }
 
-static void bytes_add(replay_outcome *out, const sim_device *d, const uint64_t b[4]) {
-  out->device_malloc_bytes += d->malloc_bytes - b[0];
-  out->device_free_bytes += d->free_bytes - b[1];
-  out->device_map_bytes += d->map_bytes - b[2];
-  out->device_unmap_bytes += d->unmap_bytes - b[3];
+static inline void snap_add(replay_outcome *out, const devstate *ds, const dev_snap *s) {
+  const sim_device *d = &ds->dev;
+  out->device_mallocs += d->mallocs - s->mallocs;
+  out->device_frees += d->frees - s->frees;
+  out->device_maps += d->maps - s->maps;
+  out->device_unmaps += d->unmaps - s->unmaps;
+  out->device_malloc_bytes += d->malloc_bytes - s->malloc_bytes;
+  out->device_free_bytes += d->free_bytes - s->free_bytes;
+  out->device_map_bytes += d->map_bytes - s->map_bytes;
+  out->device_unmap_bytes += d->unmap_bytes - s->unmap_bytes;
+  out->reserved_delta += ds->st->reserved.current - s->reserved;
 }
 
 /* ---- events ----------------------------------------------------------------------------- */
 
-static void peaks(engine *e, const sim_event *ev) {
+/* What an event asks of the engine. */
+enum { OP_NONE, OP_ALLOC, OP_FREE, OP_HOST, OP_DEVICE };
+static const uint8_t kind_op[256] = {
+  [SIM_EV_ALLOC] = OP_ALLOC,
+  [SIM_EV_FREE] = OP_FREE,
+  [SIM_EV_FREE_REQUESTED] = OP_FREE,
+  [SIM_EV_FREE_COMPLETED] = OP_FREE,
+  [SIM_EV_HOST_ALLOC] = OP_HOST,
+  [SIM_EV_HOST_FREE] = OP_HOST,
+  [SIM_EV_SYNC] = OP_DEVICE,
+  [SIM_EV_EMPTY_CACHE] = OP_DEVICE,
+};
+
+/* Called after every event that may have changed the totals (the others cannot raise a peak). */
+static inline void peaks(engine *e, const sim_event *ev) {
   replay_result *r = e->res;
   if (e->allocated > r->peak_allocated) {
     r->peak_allocated = e->allocated;
@@ -288,7 +323,7 @@ static void peaks(engine *e, const sim_event *ev) {
   if (e->active > r->peak_active) r->peak_active = e->active;
 }
 
-static void account(engine *e, const live_entry *le, int sign) {
+static inline void account(engine *e, const live_entry *le, int sign) {
   int64_t b = sign * (int64_t)le->size;
   e->cat_bytes[le->category] += b;
   e->cat_count[le->category] += sign;
@@ -315,14 +350,16 @@ static void record_oom(engine *e, devstate *ds, const sim_event *ev) {
   ds->a.ops->describe_oom(ds->a.ctx, ev->size, ev->stream, o->message, sizeof o->message);
 }
 
-static int do_alloc(engine *e, const sim_event *ev, replay_outcome *out) {
+/* The handlers return 0, 1 for an allocation that did not fit, or -1 on error; `out` is NULL
+ * when nobody observes the replay. */
+static inline int do_alloc(engine *e, const sim_event *ev, replay_outcome *out) {
   int existed;
   uint64_t *slot = sim_map_put(&e->live, ev->addr, &existed);
   if (existed) {
     live_entry *old = sim_slab_at(&e->entries, (uint32_t)*slot);
     if (old->state != DROPPED) {
       e->res->duplicate_allocs++;
-      out->ignored = 1;
+      if (out) out->ignored = 1;
       return 0;
     }
     sim_slab_free(&e->entries, (uint32_t)*slot);
@@ -332,9 +369,7 @@ static int do_alloc(engine *e, const sim_event *ev, replay_outcome *out) {
     sim_map_del(&e->live, ev->addr, NULL);
     return -1;
   }
-  uint64_t m0 = ds->dev.mallocs, f0 = ds->dev.frees, p0 = ds->dev.maps, u0 = ds->dev.unmaps, b0[4];
-  bytes_before(&ds->dev, b0);
-  int64_t r0 = ds->st->reserved.current;
+  if (out) snap_take(&e->snap, ds);
   sim_placement pl = {0, 0, 0};
   int rc = ds->a.ops->alloc(ds->a.ctx, ev->size, ev->stream, &pl);
   uint32_t idx = sim_slab_new(&e->entries);
@@ -346,36 +381,33 @@ static int do_alloc(engine *e, const sim_event *ev, replay_outcome *out) {
   le->category = ev->category < SIM_CAT__COUNT ? ev->category : SIM_CAT_UNKNOWN;
   le->cat_source = ev->cat_source < SIM_CATSRC__COUNT ? ev->cat_source : SIM_CATSRC_NONE;
   le->site = 0;
+  int oom = 0;
   if (rc == SIM_OK) {
     le->state = LIVE;
     le->site = site_of(e, ev->stack);
     account(e, le, +1);
     e->res->allocs++;
-    out->placement = pl;
+    if (out) out->placement = pl;
   } else if (rc == SIM_EOOM) {
     le->state = DROPPED;
-    out->oom = 1;
+    oom = 1;
+    if (out) out->oom = 1;
     record_oom(e, ds, ev);
   } else {
     snprintf(e->err, e->errlen, "event %lld: allocator '%s' failed with status %d", (long long)ev->seq,
              ds->a.ops->name, rc);
     return -1;
   }
-  out->device_mallocs = ds->dev.mallocs - m0;
-  out->device_frees = ds->dev.frees - f0;
-  out->device_maps = ds->dev.maps - p0;
-  out->device_unmaps = ds->dev.unmaps - u0;
-  bytes_add(out, &ds->dev, b0);
   device_sync(e, ds);
-  out->reserved_delta = ds->st->reserved.current - r0;
-  return 0;
+  if (out) snap_add(out, ds, &e->snap);
+  return oom;
 }
 
-static int do_free(engine *e, const sim_event *ev, replay_outcome *out) {
+static inline int do_free(engine *e, const sim_event *ev, replay_outcome *out) {
   uint64_t *slot = sim_map_get(&e->live, ev->addr);
   if (!slot) {
     e->res->unknown_frees++;
-    out->ignored = 1;
+    if (out) out->ignored = 1;
     return 0;
   }
   uint32_t idx = (uint32_t)*slot;
@@ -383,7 +415,7 @@ static int do_free(engine *e, const sim_event *ev, replay_outcome *out) {
   int completes = ev->kind != SIM_EV_FREE_REQUESTED;
   if (le->state == DROPPED) {
     e->res->dropped_frees++;
-    out->ignored = 1;
+    if (out) out->ignored = 1;
     if (completes) {
       sim_map_del_slot(&e->live, slot);
       sim_slab_free(&e->entries, idx);
@@ -392,15 +424,13 @@ static int do_free(engine *e, const sim_event *ev, replay_outcome *out) {
   }
   if (le->state == REQUESTED && ev->kind == SIM_EV_FREE_REQUESTED) {
     e->res->unknown_frees++; /* requested twice */
-    out->ignored = 1;
+    if (out) out->ignored = 1;
     return 0;
   }
   devstate *ds = &e->devs[le->device];
   const sim_allocator_ops *ops = ds->a.ops;
   if (e->capture_pending) sites_capture(e);
-  uint64_t m0 = ds->dev.mallocs, f0 = ds->dev.frees, p0 = ds->dev.maps, u0 = ds->dev.unmaps, b0[4];
-  bytes_before(&ds->dev, b0);
-  int64_t r0 = ds->st->reserved.current;
+  if (out) snap_take(&e->snap, ds);
   if (le->state == LIVE) {
     if (ops->free_requested) ops->free_requested(ds->a.ctx, le->handle);
     account(e, le, -1);
@@ -412,13 +442,8 @@ static int do_free(engine *e, const sim_event *ev, replay_outcome *out) {
     sim_map_del_slot(&e->live, slot);
     sim_slab_free(&e->entries, idx);
   }
-  out->device_mallocs = ds->dev.mallocs - m0;
-  out->device_frees = ds->dev.frees - f0;
-  out->device_maps = ds->dev.maps - p0;
-  out->device_unmaps = ds->dev.unmaps - u0;
-  bytes_add(out, &ds->dev, b0);
   device_sync(e, ds);
-  out->reserved_delta = ds->st->reserved.current - r0;
+  if (out) snap_add(out, ds, &e->snap);
   return 0;
 }
 
@@ -456,18 +481,11 @@ static void do_device_action(engine *e, const sim_event *ev, replay_outcome *out
     if (ev->kind == SIM_EV_SYNC) fn = ops->synchronize;
     if (!fn && !(ev->kind == SIM_EV_EMPTY_CACHE && ops->empty_cache)) continue;
     if (e->capture_pending) sites_capture(e);
-    uint64_t m0 = ds->dev.mallocs, f0 = ds->dev.frees, p0 = ds->dev.maps, u0 = ds->dev.unmaps, b0[4];
-    bytes_before(&ds->dev, b0);
-    int64_t r0 = ds->st->reserved.current;
+    if (out) snap_take(&e->snap, ds);
     if (fn) fn(ds->a.ctx, ev->stream);
     else ops->empty_cache(ds->a.ctx);
-    out->device_mallocs += ds->dev.mallocs - m0;
-    out->device_frees += ds->dev.frees - f0;
-    out->device_maps += ds->dev.maps - p0;
-    out->device_unmaps += ds->dev.unmaps - u0;
-    bytes_add(out, &ds->dev, b0);
     device_sync(e, ds);
-    out->reserved_delta += ds->st->reserved.current - r0;
+    if (out) snap_add(out, ds, &e->snap);
   }
 }
 
@@ -483,6 +501,38 @@ static int check_models(engine *e, const sim_event *ev) {
     }
   }
   return 0;
+}
+
+/* Replays one event: 0 to go on, 1 to stop (at an OOM, when asked to), -1 on error. */
+static inline int replay_event(engine *e, const sim_event *ev) {
+  const replay_config *cfg = e->cfg;
+  int op = kind_op[ev->kind], rc = 0;
+  if (op == OP_NONE && !cfg->nobservers) { /* kernels, copies, markers: nothing changes */
+    timeline_tick(e, ev);
+    return 0;
+  }
+  replay_outcome out, *o = NULL;
+  if (cfg->nobservers) {
+    memset(&out, 0, sizeof out);
+    o = &out;
+  }
+  switch (op) {
+  case OP_ALLOC: rc = do_alloc(e, ev, o); break;
+  case OP_FREE: rc = do_free(e, ev, o); break;
+  case OP_HOST: do_host(e, ev); break;
+  case OP_DEVICE: do_device_action(e, ev, o); break;
+  default: break;
+  }
+  if (rc < 0) return -1;
+  if (op == OP_ALLOC || op == OP_FREE || op == OP_DEVICE) {
+    peaks(e, ev);
+    timeline_add(e, ev);
+  } else {
+    timeline_tick(e, ev);
+  }
+  for (size_t i = 0; i < cfg->nobservers; i++) cfg->observers[i].event(cfg->observers[i].ctx, ev, o);
+  if (cfg->check_level >= 2 && check_models(e, ev)) return -1;
+  return rc && cfg->stop_at_oom ? 1 : 0;
 }
 
 int replay_run(const replay_config *cfg, replay_source *src, replay_result *res, char *err, size_t errlen) {
@@ -505,44 +555,33 @@ int replay_run(const replay_config *cfg, replay_source *src, replay_result *res,
 
   int64_t t0 = now_ns();
   int rc = 0;
-  sim_event ev;
   for (;;) {
-    int got = replay_source_next(src, &ev);
-    if (got == 0) break;
-    if (got < 0) {
+    const sim_event *evs;
+    sim_event one;
+    ptrdiff_t n;
+    if (src->view) {
+      n = src->view(src->ctx, &evs);
+    } else {
+      n = replay_source_next(src, &one);
+      evs = &one;
+    }
+    if (n == 0) break;
+    if (n < 0) {
       const char *m = src->error ? src->error(src->ctx) : NULL;
       snprintf(err, errlen, "%s", m && *m ? m : "cannot read events");
       rc = -1;
       break;
     }
-    res->events++;
-    replay_outcome out;
-    out.oom = out.ignored = 0;
-    out.device_mallocs = out.device_frees = out.device_maps = out.device_unmaps = 0;
-    out.device_malloc_bytes = out.device_free_bytes = out.device_map_bytes = out.device_unmap_bytes = 0;
-    out.reserved_delta = 0;
-    out.placement.addr = out.placement.size = 0;
-    out.placement.handle = 0;
-    switch (ev.kind) {
-    case SIM_EV_ALLOC: rc = do_alloc(e, &ev, &out); break;
-    case SIM_EV_FREE:
-    case SIM_EV_FREE_REQUESTED:
-    case SIM_EV_FREE_COMPLETED: rc = do_free(e, &ev, &out); break;
-    case SIM_EV_HOST_ALLOC:
-    case SIM_EV_HOST_FREE: do_host(e, &ev); break;
-    case SIM_EV_SYNC:
-    case SIM_EV_EMPTY_CACHE: do_device_action(e, &ev, &out); break;
-    default: break;
-    }
+    size_t i = 0;
+    while (i < (size_t)n && !(rc = replay_event(e, &evs[i]))) i++;
+    if (rc) i++; /* the event that stopped the replay was read */
+    res->events += i;
+    if (src->view) src->advance(src->ctx, i);
     if (rc) break;
-    peaks(e, &ev);
-    timeline_add(e, &ev);
-    for (size_t i = 0; i < cfg->nobservers; i++) cfg->observers[i].event(cfg->observers[i].ctx, &ev, &out);
-    if (cfg->check_level >= 2 && (rc = check_models(e, &ev))) break;
-    if (out.oom && cfg->stop_at_oom) {
-      res->stopped_at_oom = 1;
-      break;
-    }
+  }
+  if (rc > 0) { /* stopped at an OOM */
+    res->stopped_at_oom = 1;
+    rc = 0;
   }
   if (e->cur_n) timeline_push(e);
   if (e->capture_pending) sites_capture(e);
@@ -601,9 +640,17 @@ static int array_next(void *ctx, sim_event *ev) {
   return 1;
 }
 
+static ptrdiff_t array_view(void *ctx, const sim_event **evs) {
+  replay_array_source *a = ctx;
+  *evs = a->events + a->pos;
+  return (ptrdiff_t)(a->n - a->pos);
+}
+
+static void array_advance(void *ctx, size_t k) { ((replay_array_source *)ctx)->pos += k; }
+
 replay_source replay_array_source_init(replay_array_source *a, const sim_event *events, size_t n) {
   a->events = events;
   a->n = n;
   a->pos = 0;
-  return (replay_source){array_next, NULL, NULL, a};
+  return (replay_source){.next = array_next, .ctx = a, .view = array_view, .advance = array_advance};
 }
