@@ -6,7 +6,6 @@
 
 #include "../sim/device_sim.h"
 #include "../sim/hashmap.h"
-#include "../sim/slab.h"
 #include "engine.h"
 
 /*
@@ -16,15 +15,103 @@
  * the peak, and a timeline whose resolution halves whenever it fills.
  */
 
-enum { LIVE = 0, REQUESTED = 1, DROPPED = 2 };
+/* ---- the live allocations ----------------------------------------------------------------
+ * Trace address -> what the engine knows of the allocation, the record in the slot itself (one
+ * look-up, one cache line): open addressing, linear probing, backward-shift deletion (no
+ * tombstones), at most half full so that probes stay short. */
+
+enum { EMPTY = 0, LIVE = 1, REQUESTED = 2, DROPPED = 3 };
 
 typedef struct live_entry {
-  uintptr_t handle;
+  uint64_t addr;
   uint64_t size;
+  uintptr_t handle;
   uint32_t site; /* index into the site table */
-  int16_t device;
-  uint8_t category, cat_source, state;
+  int8_t device; /* < REPLAY_MAX_DEVICES */
+  uint8_t category, cat_source, state; /* state EMPTY: a free slot */
 } live_entry;
+
+_Static_assert(sizeof(live_entry) == 32 && REPLAY_MAX_DEVICES <= 127, "two records per cache line");
+
+typedef struct live_table {
+  live_entry *slots;
+  size_t mask;  /* slots - 1 (a power of two) */
+  unsigned shift; /* 64 - log2(slots): a key's home is the top bits of its Fibonacci hash */
+  size_t len;
+} live_table;
+
+static inline size_t live_home(const live_table *t, uint64_t addr) {
+  return (size_t)((addr * UINT64_C(0x9E3779B97F4A7C15)) >> t->shift);
+}
+
+static void live_init(live_table *t, unsigned bits) {
+  t->slots = sim_xcalloc((size_t)1 << bits, sizeof *t->slots);
+  t->mask = ((size_t)1 << bits) - 1;
+  t->shift = 64 - bits;
+  t->len = 0;
+}
+
+static void live_release(live_table *t) {
+  free(t->slots);
+  memset(t, 0, sizeof *t);
+}
+
+static void live_grow(live_table *t) {
+  live_table old = *t;
+  live_init(t, 64 - old.shift + 1);
+  for (size_t i = 0; i <= old.mask; i++) {
+    if (old.slots[i].state == EMPTY) continue;
+    size_t j = live_home(t, old.slots[i].addr);
+    while (t->slots[j].state != EMPTY) j = (j + 1) & t->mask;
+    t->slots[j] = old.slots[i];
+  }
+  t->len = old.len;
+  free(old.slots);
+}
+
+/* The record of addr, or NULL. */
+static inline live_entry *live_get(live_table *t, uint64_t addr) {
+  for (size_t j = live_home(t, addr);; j = (j + 1) & t->mask) {
+    live_entry *le = &t->slots[j];
+    if (le->state == EMPTY) return NULL;
+    if (le->addr == addr) return le;
+  }
+}
+
+/* The record of addr, or a new one (state LIVE until the caller says otherwise): *existed says
+ * which. The pointer holds until the next live_put or live_del. */
+static inline live_entry *live_put(live_table *t, uint64_t addr, int *existed) {
+  if ((t->len + 1) * 2 > t->mask + 1) live_grow(t);
+  for (size_t j = live_home(t, addr);; j = (j + 1) & t->mask) {
+    live_entry *le = &t->slots[j];
+    if (le->state == EMPTY) {
+      le->addr = addr;
+      le->state = LIVE;
+      t->len++;
+      *existed = 0;
+      return le;
+    }
+    if (le->addr == addr) {
+      *existed = 1;
+      return le;
+    }
+  }
+}
+
+/* Empties a record's slot, pulling later members of its probe run back into the hole. */
+static inline void live_del(live_table *t, live_entry *le) {
+  size_t hole = (size_t)(le - t->slots);
+  for (size_t k = (hole + 1) & t->mask; t->slots[k].state != EMPTY; k = (k + 1) & t->mask) {
+    size_t home = live_home(t, t->slots[k].addr);
+    /* k moves into the hole unless its home lies cyclically in (hole, k] */
+    if (((k - home) & t->mask) >= ((k - hole) & t->mask)) {
+      t->slots[hole] = t->slots[k];
+      hole = k;
+    }
+  }
+  t->slots[hole].state = EMPTY;
+  t->len--;
+}
 
 typedef struct devstate {
   int used;
@@ -54,8 +141,7 @@ typedef struct engine {
   const replay_config *cfg;
   replay_result *res;
   devstate devs[REPLAY_MAX_DEVICES];
-  sim_map live;  /* trace address -> live slab index */
-  sim_slab entries;
+  live_table live; /* trace address -> what is live */
   sim_map host;  /* host allocations: address -> size | mem << 56 */
   int64_t host_live[SIM_MEM__COUNT];
   /* totals over devices */
@@ -354,30 +440,23 @@ static void record_oom(engine *e, devstate *ds, const sim_event *ev) {
  * when nobody observes the replay. */
 static inline int do_alloc(engine *e, const sim_event *ev, replay_outcome *out) {
   int existed;
-  uint64_t *slot = sim_map_put(&e->live, ev->addr, &existed);
-  if (existed) {
-    live_entry *old = sim_slab_at(&e->entries, (uint32_t)*slot);
-    if (old->state != DROPPED) {
-      e->res->duplicate_allocs++;
-      if (out) out->ignored = 1;
-      return 0;
-    }
-    sim_slab_free(&e->entries, (uint32_t)*slot);
+  live_entry *le = live_put(&e->live, ev->addr, &existed);
+  if (existed && le->state != DROPPED) {
+    e->res->duplicate_allocs++;
+    if (out) out->ignored = 1;
+    return 0;
   }
   devstate *ds = device_get(e, ev->device);
   if (!ds) {
-    sim_map_del(&e->live, ev->addr, NULL);
+    live_del(&e->live, le);
     return -1;
   }
   if (out) snap_take(&e->snap, ds);
   sim_placement pl = {0, 0, 0};
   int rc = ds->a.ops->alloc(ds->a.ctx, ev->size, ev->stream, &pl);
-  uint32_t idx = sim_slab_new(&e->entries);
-  *slot = idx; /* nothing has touched the map since sim_map_put */
-  live_entry *le = sim_slab_at(&e->entries, idx);
   le->handle = pl.handle;
   le->size = ev->size;
-  le->device = (int16_t)(ev->device < 0 ? 0 : ev->device);
+  le->device = (int8_t)(ev->device < 0 ? 0 : ev->device);
   le->category = ev->category < SIM_CAT__COUNT ? ev->category : SIM_CAT_UNKNOWN;
   le->cat_source = ev->cat_source < SIM_CATSRC__COUNT ? ev->cat_source : SIM_CATSRC_NONE;
   le->site = 0;
@@ -404,22 +483,17 @@ static inline int do_alloc(engine *e, const sim_event *ev, replay_outcome *out) 
 }
 
 static inline int do_free(engine *e, const sim_event *ev, replay_outcome *out) {
-  uint64_t *slot = sim_map_get(&e->live, ev->addr);
-  if (!slot) {
+  live_entry *le = live_get(&e->live, ev->addr);
+  if (!le) {
     e->res->unknown_frees++;
     if (out) out->ignored = 1;
     return 0;
   }
-  uint32_t idx = (uint32_t)*slot;
-  live_entry *le = sim_slab_at(&e->entries, idx);
   int completes = ev->kind != SIM_EV_FREE_REQUESTED;
   if (le->state == DROPPED) {
     e->res->dropped_frees++;
     if (out) out->ignored = 1;
-    if (completes) {
-      sim_map_del_slot(&e->live, slot);
-      sim_slab_free(&e->entries, idx);
-    }
+    if (completes) live_del(&e->live, le);
     return 0;
   }
   if (le->state == REQUESTED && ev->kind == SIM_EV_FREE_REQUESTED) {
@@ -439,8 +513,7 @@ static inline int do_free(engine *e, const sim_event *ev, replay_outcome *out) {
   if (completes) {
     ops->free_completed(ds->a.ctx, le->handle);
     e->res->frees++;
-    sim_map_del_slot(&e->live, slot);
-    sim_slab_free(&e->entries, idx);
+    live_del(&e->live, le);
   }
   device_sync(e, ds);
   if (out) snap_add(out, ds, &e->snap);
@@ -543,10 +616,9 @@ int replay_run(const replay_config *cfg, replay_source *src, replay_result *res,
   e->err = err;
   e->errlen = errlen;
   err[0] = 0;
-  sim_map_init(&e->live);
+  live_init(&e->live, 10);
   sim_map_init(&e->host);
   sim_map_init(&e->site_idx);
-  sim_slab_init(&e->entries, sizeof(live_entry));
   e->bucket = 1;
   e->max_points = cfg->timeline_points ? cfg->timeline_points : 1000;
   if (e->max_points < 2) e->max_points = 2;
@@ -613,10 +685,9 @@ int replay_run(const replay_config *cfg, replay_source *src, replay_result *res,
   }
   res->elapsed_s = (double)(now_ns() - t0) / 1e9;
 
-  sim_map_release(&e->live);
+  live_release(&e->live);
   sim_map_release(&e->host);
   sim_map_release(&e->site_idx);
-  sim_slab_release(&e->entries);
   free(e->sites);
   free(e->site_small);
   free(e->dirty);
