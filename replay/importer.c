@@ -8,9 +8,11 @@
 #include "importer.h"
 
 extern const importer import_jsonl;
+extern const importer import_nsys;
 
 const importer *const importers[] = {
   &import_jsonl,
+  &import_nsys,
   NULL,
 };
 
