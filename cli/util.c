@@ -14,24 +14,25 @@ const cli_command *cli_find_command(const char *name) {
   return NULL;
 }
 
+static void report(const char *prefix, const char *fmt, va_list ap) {
+  fflush(stdout);
+  fputs(prefix, stderr);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+}
+
 void cli_error(const char *fmt, ...) {
   va_list ap;
-  fflush(stdout);
-  fputs("error: ", stderr);
   va_start(ap, fmt);
-  vfprintf(stderr, fmt, ap);
+  report("error: ", fmt, ap);
   va_end(ap);
-  fputc('\n', stderr);
 }
 
 void cli_warning(const char *fmt, ...) {
   va_list ap;
-  fflush(stdout);
-  fputs("warning: ", stderr);
   va_start(ap, fmt);
-  vfprintf(stderr, fmt, ap);
+  report("warning: ", fmt, ap);
   va_end(ap);
-  fputc('\n', stderr);
 }
 
 void cli_print_usage(FILE *f, const cli_command *cmd) {
@@ -40,12 +41,9 @@ void cli_print_usage(FILE *f, const cli_command *cmd) {
 
 int cli_usage_error(const char *cmd, const char *fmt, ...) {
   va_list ap;
-  fflush(stdout);
-  fputs("error: ", stderr);
   va_start(ap, fmt);
-  vfprintf(stderr, fmt, ap);
+  report("error: ", fmt, ap);
   va_end(ap);
-  fputc('\n', stderr);
   const cli_command *c = cmd ? cli_find_command(cmd) : NULL;
   if (c) {
     const char *nl = strchr(c->usage, '\n');
@@ -152,7 +150,10 @@ void cli_print_allocators(FILE *f) {
   for (size_t i = 0; sim_allocators[i]; i++) {
     const sim_allocator_ops *a = sim_allocators[i];
     fprintf(f, "  %-8s %s\n", a->name, a->summary);
-    for (size_t k = 0; a->options && a->options[k].name; k++)
-      fprintf(f, "             %-32s %s\n", a->options[k].name, a->options[k].help);
+    for (size_t k = 0; a->options && a->options[k].name; k++) {
+      const sim_option_spec *o = &a->options[k];
+      if (strlen(o->name) < 34) fprintf(f, "             %-34s %s\n", o->name, o->help);
+      else fprintf(f, "             %s\n             %-34s %s\n", o->name, "", o->help);
+    }
   }
 }

@@ -185,7 +185,7 @@ static int64_t intern_stack_u(store *s, const store_frame *frames, size_t n) {
   return parent;
 }
 
-const char *store_string(store *s, int64_t id) {
+static const char *string_u(store *s, int64_t id) {
   if (id <= 0) return NULL;
   sqlite3_stmt *q = store_stmt(s, "SELECT value FROM strings WHERE id = ?1");
   if (!q) return NULL;
@@ -203,7 +203,7 @@ const char *store_string(store *s, int64_t id) {
   return s->strbuf;
 }
 
-int store_stack_frames(store *s, int64_t id, int (*fn)(void *arg, const store_frame *f), void *arg) {
+static int stack_frames_u(store *s, int64_t id, int (*fn)(void *arg, const store_frame *f), void *arg) {
   sqlite3_stmt *q = store_stmt(s,
                                "SELECT c.parent_id, n.value, f.value, fr.line FROM callsites c "
                                "JOIN frames fr ON fr.id = c.frame_id JOIN strings n ON n.id = fr.name_id "
@@ -297,7 +297,11 @@ static int migrate(store *s, int from) {
 int store_open(store **out, const char *path, int flags, char *err, size_t errlen) {
   *out = NULL;
   store *s = sim_xcalloc(1, sizeof *s);
-  pthread_mutex_init(&s->conn_lock, NULL);
+  pthread_mutexattr_t ma;
+  pthread_mutexattr_init(&ma);
+  pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE);
+  pthread_mutex_init(&s->conn_lock, &ma);
+  pthread_mutexattr_destroy(&ma);
   s->path = strdup(path);
   s->readonly = (flags & STORE_READONLY) != 0;
   sim_map_init(&s->stmts);
@@ -448,7 +452,7 @@ void store_trace_clear(store_trace *t) {
   memset(t, 0, sizeof *t);
 }
 
-int store_trace_find(store *s, const char *ref, store_trace *t) {
+static int trace_find_u(store *s, const char *ref, store_trace *t) {
   memset(t, 0, sizeof *t);
   sqlite3_stmt *q = store_stmt(s, "SELECT " TRACE_COLUMNS " FROM traces WHERE name = ?1");
   if (!q) return -1;
@@ -513,7 +517,7 @@ int store_trace_delete(store *s, int64_t id) {
   return 0;
 }
 
-char *store_unique_name(store *s, const char *base) {
+static char *unique_name_u(store *s, const char *base) {
   size_t n = strlen(base) + 24;
   char *name = sim_xmalloc(n);
   snprintf(name, n, "%s", base);
@@ -570,12 +574,15 @@ struct store_writer {
   char err[STORE_ERRLEN];
 };
 
-static void store_lock(store *s) {
-  if (s->async) pthread_mutex_lock(&s->conn_lock);
+/* The connection lock, taken only while a writer thread runs; the token says whether it was. */
+static int store_lock(store *s) {
+  if (!s->async) return 0;
+  pthread_mutex_lock(&s->conn_lock);
+  return 1;
 }
 
-static void store_unlock(store *s) {
-  if (s->async) pthread_mutex_unlock(&s->conn_lock);
+static void store_unlock(store *s, int token) {
+  if (token) pthread_mutex_unlock(&s->conn_lock);
 }
 
 static void bind_text_or_null(sqlite3_stmt *st, int i, const char *v) {
@@ -590,7 +597,7 @@ static void bind_pos_or_null(sqlite3_stmt *st, int i, int64_t v) {
 
 static int writer_start(store_writer *w);
 
-int store_writer_begin(store *s, const store_trace *m, store_writer **out) {
+static int writer_begin_u(store *s, const store_trace *m, store_writer **out) {
   *out = NULL;
   sqlite3_stmt *q = store_stmt(s,
                                "INSERT INTO traces(name, source_format, source_file, device_name, device_memory, "
@@ -876,7 +883,8 @@ static int valid_trace_column(const char *c) {
   return 0;
 }
 
-static int writer_set_u(store_writer *w, const char *column, const char *text) {
+/* Sets one trace column: text when text is non-NULL or is_text, else the integer v. */
+static int writer_set_u(store_writer *w, const char *column, int is_text, const char *text, int64_t v) {
   if (!valid_trace_column(column)) {
     store_seterr(w->s, "no trace field '%s'", column);
     return -1;
@@ -885,23 +893,8 @@ static int writer_set_u(store_writer *w, const char *column, const char *text) {
   snprintf(sql, sizeof sql, "UPDATE traces SET %s = ?1 WHERE id = ?2", column);
   sqlite3_stmt *q;
   if (sqlite3_prepare_v2(w->s->db, sql, -1, &q, NULL) != SQLITE_OK) return store_fail(w->s, NULL, "cannot update trace");
-  bind_text_or_null(q, 1, text);
-  sqlite3_bind_int64(q, 2, w->trace_id);
-  int rc = sqlite3_step(q);
-  sqlite3_finalize(q);
-  return rc == SQLITE_DONE ? 0 : store_fail(w->s, NULL, "cannot update trace");
-}
-
-static int writer_set_int_u(store_writer *w, const char *column, int64_t v) {
-  if (!valid_trace_column(column)) {
-    store_seterr(w->s, "no trace field '%s'", column);
-    return -1;
-  }
-  char sql[128];
-  snprintf(sql, sizeof sql, "UPDATE traces SET %s = ?1 WHERE id = ?2", column);
-  sqlite3_stmt *q;
-  if (sqlite3_prepare_v2(w->s->db, sql, -1, &q, NULL) != SQLITE_OK) return store_fail(w->s, NULL, "cannot update trace");
-  sqlite3_bind_int64(q, 1, v);
+  if (is_text) bind_text_or_null(q, 1, text);
+  else sqlite3_bind_int64(q, 1, v);
   sqlite3_bind_int64(q, 2, w->trace_id);
   int rc = sqlite3_step(q);
   sqlite3_finalize(q);
@@ -940,25 +933,25 @@ int64_t store_intern_string(store *s, const char *str, size_t len) {
   uint64_t probe;
   int64_t id = intern_find(&s->strings, str, len, &probe);
   if (id) return id;
-  store_lock(s);
+  int t = store_lock(s);
   id = intern_string_u(s, str, len);
-  store_unlock(s);
+  store_unlock(s, t);
   return id;
 }
 
 int64_t store_intern_stack(store *s, const store_frame *frames, size_t n) {
-  store_lock(s);
+  int t = store_lock(s);
   int64_t id = intern_stack_u(s, frames, n);
-  store_unlock(s);
+  store_unlock(s, t);
   return id;
 }
 
-#define LOCKED(call)        \
-  do {                      \
-    store_lock(w->s);       \
-    int rc_ = (call);       \
-    store_unlock(w->s);     \
-    return rc_;             \
+#define LOCKED(call)            \
+  do {                          \
+    int t_ = store_lock(w->s);  \
+    int rc_ = (call);           \
+    store_unlock(w->s, t_);     \
+    return rc_;                 \
   } while (0)
 
 int store_writer_recorded(store_writer *w, const store_recorded *r) { LOCKED(writer_recorded_u(w, r)); }
@@ -970,8 +963,8 @@ int store_writer_arg(store_writer *w, int64_t seq, const char *key, const char *
 int store_writer_stat(store_writer *w, const char *name, const char *severity, int64_t value, const char *detail) {
   LOCKED(writer_stat_u(w, name, severity, value, detail));
 }
-int store_writer_set(store_writer *w, const char *column, const char *text) { LOCKED(writer_set_u(w, column, text)); }
-int store_writer_set_int(store_writer *w, const char *column, int64_t v) { LOCKED(writer_set_int_u(w, column, v)); }
+int store_writer_set(store_writer *w, const char *column, const char *text) { LOCKED(writer_set_u(w, column, 1, text, 0)); }
+int store_writer_set_int(store_writer *w, const char *column, int64_t v) { LOCKED(writer_set_u(w, column, 0, NULL, v)); }
 
 /* ---- reading ---------------------------------------------------------------------------- */
 
@@ -1030,4 +1023,39 @@ void store_reader_close(store_reader *r) {
   if (!r) return;
   sqlite3_finalize(r->q);
   free(r);
+}
+
+int store_trace_find(store *s, const char *ref, store_trace *t) {
+  int tok = store_lock(s);
+  int rc = trace_find_u(s, ref, t);
+  store_unlock(s, tok);
+  return rc;
+}
+
+char *store_unique_name(store *s, const char *base) {
+  int tok = store_lock(s);
+  char *n = unique_name_u(s, base);
+  store_unlock(s, tok);
+  return n;
+}
+
+const char *store_string(store *s, int64_t id) {
+  int tok = store_lock(s);
+  const char *v = string_u(s, id);
+  store_unlock(s, tok);
+  return v;
+}
+
+int store_stack_frames(store *s, int64_t id, int (*fn)(void *arg, const store_frame *f), void *arg) {
+  int tok = store_lock(s);
+  int rc = stack_frames_u(s, id, fn, arg);
+  store_unlock(s, tok);
+  return rc;
+}
+
+int store_writer_begin(store *s, const store_trace *m, store_writer **out) {
+  int tok = store_lock(s);
+  int rc = writer_begin_u(s, m, out);
+  store_unlock(s, tok);
+  return rc;
 }

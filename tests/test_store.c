@@ -1,3 +1,262 @@
+/* test_store.c: the trace store: creation, header checks, migrations, writing, reading, interning, rollback. */
+#include <unistd.h>
+
+#include "../replay/store.h"
 #include "test.h"
+
 int test_failures;
-int main(void) { TEST_MAIN_END(); }
+
+static char dir[256];
+
+static void path_of(char *buf, size_t n, const char *name) { snprintf(buf, n, "%s/%s", dir, name); }
+
+static store *open_new(const char *name) {
+  char p[512], err[STORE_ERRLEN];
+  path_of(p, sizeof p, name);
+  unlink(p);
+  store *s = NULL;
+  if (store_open(&s, p, STORE_CREATE, err, sizeof err)) fprintf(stderr, "%s\n", err);
+  return s;
+}
+
+static int64_t pragma(store *s, const char *sql) {
+  sqlite3_stmt *q;
+  sqlite3_prepare_v2(store_db(s), sql, -1, &q, NULL);
+  int64_t v = sqlite3_step(q) == SQLITE_ROW ? sqlite3_column_int64(q, 0) : -1;
+  sqlite3_finalize(q);
+  return v;
+}
+
+static void new_store_has_header_and_schema(void) {
+  store *s = open_new("a.db");
+  CHECK(s != NULL);
+  if (!s) return;
+  CHECK_EQ(pragma(s, "PRAGMA application_id"), STORE_APPLICATION_ID);
+  CHECK_EQ(pragma(s, "PRAGMA user_version"), store_schema_version);
+  CHECK_EQ(pragma(s, "SELECT count(*) FROM sqlite_schema WHERE name IN ('traces','events','recorded','runs',"
+                     "'device_profiles','strings','callsites','frames','segments','blocks','trace_stats')"),
+           11);
+  CHECK_EQ(pragma(s, "PRAGMA page_size"), 16384);
+  store_close(s);
+}
+
+static void refuses_foreign_and_newer_files(void) {
+  char p[512], err[STORE_ERRLEN];
+  store *s;
+  /* a file that is not SQLite */
+  path_of(p, sizeof p, "junk.db");
+  FILE *f = fopen(p, "w");
+  fputs("this is not a database, not at all, it just sits here being text\n", f);
+  fclose(f);
+  CHECK_EQ(store_open(&s, p, STORE_CREATE, err, sizeof err), -1);
+  CHECK(strstr(err, "not a memplay store") != NULL);
+  /* an SQLite database of another application */
+  path_of(p, sizeof p, "other.db");
+  unlink(p);
+  sqlite3 *db;
+  sqlite3_open(p, &db);
+  sqlite3_exec(db, "CREATE TABLE t(x); PRAGMA application_id = 7", NULL, NULL, NULL);
+  sqlite3_close(db);
+  CHECK_EQ(store_open(&s, p, STORE_CREATE, err, sizeof err), -1);
+  CHECK(strstr(err, "not a memplay store") != NULL);
+  /* a store written by a newer memplay */
+  s = open_new("newer.db");
+  sqlite3_exec(store_db(s), "PRAGMA user_version = 999", NULL, NULL, NULL);
+  store_close(s);
+  path_of(p, sizeof p, "newer.db");
+  CHECK_EQ(store_open(&s, p, 0, err, sizeof err), -1);
+  CHECK(strstr(err, "newer memplay") != NULL && strstr(err, "999") != NULL);
+}
+
+static void migrates_an_empty_versioned_store(void) {
+  /* A store at version 0 with memplay's application_id is brought up to date in one step. */
+  char p[512], err[STORE_ERRLEN];
+  path_of(p, sizeof p, "v0.db");
+  unlink(p);
+  sqlite3 *db;
+  sqlite3_open(p, &db);
+  char sql[64];
+  snprintf(sql, sizeof sql, "PRAGMA application_id = %d", STORE_APPLICATION_ID);
+  sqlite3_exec(db, sql, NULL, NULL, NULL);
+  sqlite3_close(db);
+  store *s;
+  CHECK_EQ(store_open(&s, p, STORE_CREATE, err, sizeof err), 0);
+  if (!s) return;
+  CHECK_EQ(pragma(s, "PRAGMA user_version"), store_schema_version);
+  store_close(s);
+}
+
+static int64_t write_trace(store *s, const char *name, int n, int fail_at) {
+  store_trace m = {.name = (char *)name, .source_format = (char *)"jsonl", .device_index = 0, .batch_size = 8};
+  store_writer *w;
+  if (store_writer_begin(s, &m, &w)) return -1;
+  store_frame fr[2] = {{"inner", "a.py", 3}, {"outer", "b.py", 9}};
+  int64_t stack = store_intern_stack(s, fr, 2);
+  for (int i = 0; i < n; i++) {
+    if (i == fail_at) {
+      store_writer_abort(w);
+      return -1;
+    }
+    sim_event ev;
+    sim_event_init(&ev);
+    ev.kind = i % 2 ? SIM_EV_FREE : SIM_EV_ALLOC;
+    ev.addr = (uint64_t)(i / 2 + 1) << 40; /* large addresses survive the signed column */
+    ev.size = 1000 + (uint64_t)i;
+    ev.ts = i * 10;
+    ev.stream = 7;
+    ev.device = 1;
+    ev.category = SIM_CAT_ACTIVATION;
+    ev.cat_source = SIM_CATSRC_STACK;
+    ev.stack = stack;
+    ev.step = i / 100;
+    ev.flags = SIM_EVF_ASYNC;
+    if (store_writer_event(w, &ev)) return -1;
+  }
+  store_recorded r = {.before_seq = 1, .ts = 5, .action = "segment_alloc", .addr = 1u << 20, .size = 2u << 20,
+                      .allocated = -1, .reserved = -1, .device_free = -1};
+  if (store_writer_recorded(w, &r) || store_writer_stat(w, "notes", "info", 2, NULL) ||
+      store_writer_stat(w, "notes", "info", 3, "five in all"))
+    return -1;
+  int64_t id = store_writer_trace_id(w);
+  return store_writer_end(w) ? -1 : id;
+}
+
+static void writes_and_reads_back(void) {
+  store *s = open_new("rw.db");
+  if (!s) return;
+  CHECK_EQ(store_begin(s), 0);
+  int64_t id = write_trace(s, "t1", 20001, -1); /* more than one writer batch */
+  CHECK(id > 0);
+  CHECK_EQ(store_commit(s), 0);
+  store_trace t;
+  CHECK_EQ(store_trace_find(s, "t1", &t), 0);
+  CHECK_EQ(t.event_count, 20001);
+  CHECK_EQ(t.first_ts, 0);
+  CHECK_EQ(t.last_ts, 200000);
+  CHECK_EQ(t.batch_size, 8);
+  store_trace_clear(&t);
+  char ref[32];
+  snprintf(ref, sizeof ref, "%lld", (long long)id);
+  CHECK_EQ(store_trace_find(s, ref, &t), 0); /* by id */
+  store_trace_clear(&t);
+  CHECK_EQ(store_trace_find(s, "nope", &t), 1);
+  store_reader *r;
+  CHECK_EQ(store_reader_open(s, id, &r), 0);
+  sim_event ev;
+  int64_t n = 0;
+  int ok = 1;
+  while (store_reader_next(r, &ev) > 0) {
+    ok &= ev.seq == n && ev.kind == (n % 2 ? SIM_EV_FREE : SIM_EV_ALLOC) && ev.addr == (uint64_t)(n / 2 + 1) << 40 &&
+          ev.size == 1000 + (uint64_t)n && ev.stream == 7 && ev.device == 1 && ev.category == SIM_CAT_ACTIVATION &&
+          ev.cat_source == SIM_CATSRC_STACK && ev.step == n / 100 && ev.flags == SIM_EVF_ASYNC && ev.dev_ts == -1 &&
+          ev.api_dur == -1 && ev.stack > 0;
+    n++;
+  }
+  store_reader_close(r);
+  CHECK_EQ(n, 20001);
+  CHECK(ok);
+  /* a range */
+  CHECK_EQ(store_reader_range(s, id, 100, 105, &r), 0);
+  n = 0;
+  while (store_reader_next(r, &ev) > 0) CHECK_EQ(ev.seq, 100 + n++);
+  store_reader_close(r);
+  CHECK_EQ(n, 5);
+  /* what SQL users see through the virtual columns */
+  CHECK_EQ(pragma(s, "SELECT count(*) FROM events WHERE trace_id = 1 AND kind = 1 AND device = 1 AND category = 4"),
+           10001);
+  CHECK_EQ(pragma(s, "SELECT count(*) FROM events_named WHERE kind = 'free' AND category = 'activation'"), 10000);
+  CHECK_EQ(pragma(s, "SELECT value FROM trace_stats WHERE name = 'notes'"), 5);
+  CHECK_EQ(pragma(s, "SELECT before_seq FROM recorded"), 1);
+  /* the stack: interned once, labelled by its innermost Python frame */
+  CHECK_EQ(pragma(s, "SELECT count(*) FROM callsites"), 2);
+  char *label = store_stack_label(s, pragma(s, "SELECT max(stack_id) FROM events"));
+  CHECK_STR(label, "inner (a.py:3)");
+  free(label);
+  store_close(s);
+}
+
+static void failed_write_leaves_store_as_it_was(void) {
+  store *s = open_new("rb.db");
+  if (!s) return;
+  store_begin(s);
+  CHECK(write_trace(s, "keep", 10, -1) > 0);
+  store_commit(s);
+  int64_t before = pragma(s, "SELECT count(*) FROM events") + pragma(s, "SELECT count(*) FROM strings");
+  store_begin(s);
+  CHECK_EQ(write_trace(s, "lost", 30000, 25000), -1);
+  store_rollback(s);
+  CHECK_EQ(pragma(s, "SELECT count(*) FROM traces"), 1);
+  CHECK_EQ(pragma(s, "SELECT count(*) FROM events") + pragma(s, "SELECT count(*) FROM strings"), before);
+  /* interning works again after a rollback (its cache was dropped) */
+  store_begin(s);
+  CHECK(write_trace(s, "again", 10, -1) > 0);
+  CHECK_EQ(store_commit(s), 0);
+  CHECK_EQ(pragma(s, "SELECT count(*) FROM callsites"), 2);
+  /* a name can only be used once */
+  store_begin(s);
+  CHECK_EQ(write_trace(s, "keep", 1, -1), -1);
+  CHECK(strstr(store_error(s), "already exists") != NULL);
+  store_rollback(s);
+  char *u = store_unique_name(s, "keep");
+  CHECK_STR(u, "keep-2");
+  free(u);
+  /* deleting a trace removes its events */
+  store_begin(s);
+  CHECK_EQ(store_trace_delete(s, 1), 0);
+  store_commit(s);
+  CHECK_EQ(pragma(s, "SELECT count(*) FROM events WHERE trace_id = 1"), 0);
+  CHECK_EQ(pragma(s, "SELECT count(*) FROM events"), 10);
+  store_close(s);
+}
+
+/* The importer's thread may look names up and intern while the writer thread inserts. */
+static void lookups_while_the_writer_runs(void) {
+  store *s = open_new("busy.db");
+  if (!s) return;
+  store_begin(s);
+  CHECK(write_trace(s, "first", 10, -1) > 0);
+  store_trace m = {.name = (char *)"busy", .source_format = (char *)"jsonl", .device_index = -1};
+  store_writer *w;
+  CHECK_EQ(store_writer_begin(s, &m, &w), 0);
+  int ok = 1;
+  for (int i = 0; i < 60000; i++) {
+    sim_event ev;
+    sim_event_init(&ev);
+    ev.kind = SIM_EV_KERNEL;
+    ev.ts = i;
+    if (i % 997 == 0) {
+      char name[32];
+      snprintf(name, sizeof name, "kernel-%d", i % 5);
+      ev.name = store_intern_string(s, name, strlen(name));
+      char *u = store_unique_name(s, "first");
+      ok &= u && !strcmp(u, "first-2");
+      free(u);
+      store_trace t;
+      ok &= store_trace_find(s, "first", &t) == 0;
+      store_trace_clear(&t);
+    }
+    ok &= store_writer_event(w, &ev) == 0;
+  }
+  CHECK(ok);
+  CHECK_EQ(store_writer_end(w), 0);
+  CHECK_EQ(store_commit(s), 0);
+  CHECK_EQ(pragma(s, "SELECT count(*) FROM events WHERE trace_id = 2"), 60000);
+  CHECK_EQ(pragma(s, "SELECT count(DISTINCT name_id) FROM events WHERE trace_id = 2"), 5);
+  store_close(s);
+}
+
+int main(void) {
+  const char *tmp = getenv("TMPDIR");
+  snprintf(dir, sizeof dir, "%s/memplay-store-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+  if (!mkdtemp(dir)) return 1;
+  RUN(new_store_has_header_and_schema);
+  RUN(refuses_foreign_and_newer_files);
+  RUN(migrates_an_empty_versioned_store);
+  RUN(writes_and_reads_back);
+  RUN(failed_write_leaves_store_as_it_was);
+  RUN(lookups_while_the_writer_runs);
+  char cmd[300];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  if (system(cmd)) return 1;
+  TEST_MAIN_END();
+}

@@ -1,0 +1,568 @@
+/* alloc_async.c: the `async` model: cudaMallocAsync's default stream-ordered memory pool. */
+#include <bsd/sys/tree.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "allocator.h"
+#include "hashmap.h"
+
+/*
+ * The CUDA driver's default memory pool as cudaMallocAsync/cudaFreeAsync use it (CUDA
+ * Programming Guide, "Stream-Ordered Memory Allocator"; runtime API, cudaMemPoolSetAttribute).
+ * What the documentation fixes:
+ *  - a free is ordered in its stream: the memory can serve the next allocation on that stream
+ *    at once;
+ *  - other streams may reuse it once a synchronization (stream, event or device) has shown the
+ *    free complete, whatever the reuse policies say; with cudaMemPoolReuseAllowOpportunistic
+ *    (default on) also whenever the free is known to have executed; with
+ *    cudaMemPoolReuseAllowInternalDependencies (default on), when the pool cannot get more
+ *    physical memory, by making the allocating stream wait for the freeing one;
+ *  - at each synchronization, a pool holding more than cudaMemPoolAttrReleaseThreshold bytes
+ *    (default 0) gives unused physical memory back to the device.
+ * What the driver does not document, and this model assumes (docs/allocators.md, "async",
+ * gives the sources):
+ *  - sizes are rounded up to 512 bytes;
+ *  - the pool grows by the smallest multiple of 32 MiB that holds the request, one piece
+ *    (segment) per growth; an allocation never spans two pieces; a piece goes back to the
+ *    device only as a whole, once nothing in it is allocated or awaiting reuse;
+ *  - placement is best fit by size, then address, among the blocks the stream may use;
+ *    freed neighbours merge when they may be reused by the same streams;
+ *  - a free is issued on the stream that allocated the block;
+ *  - the replay learns of device progress only at synchronizations: with the opportunistic
+ *    policy on, a synchronization shows every earlier free complete (the device has caught
+ *    up); with it off, only the frees of the synchronized stream (or all, for the device);
+ *  - pieces are released newest first, until the pool holds no more than the threshold.
+ */
+
+/* ---- constants ------------------------------------------------------------------------------ */
+
+#define ASYNC_GRANULE UINT64_C(512)            /* allocation granularity */
+#define ASYNC_GROWTH (UINT64_C(32) << 20)      /* the pool grows in multiples of 32 MiB */
+#define ASYNC_CHUNKS_PER_PAGE 1024
+
+/* ---- blocks, pieces, streams ------------------------------------------------------------------ */
+
+enum { AB_USED = 0, AB_PENDING = 1, AB_READY = 2 };
+
+typedef struct async_block async_block;
+typedef struct async_seg async_seg;
+
+struct async_block {
+  RB_ENTRY(async_block) link; /* in the ready tree or its stream's pending tree while free */
+  uint64_t addr, size, requested;
+  async_block *prev, *next;  /* neighbours in the piece (next also links the spare list) */
+  async_seg *seg;
+  int64_t stream;            /* allocating stream; for a pending block, the stream it was freed in */
+  int state;
+};
+
+static int async_block_cmp(const async_block *a, const async_block *b) {
+  if (a->size != b->size) return a->size < b->size ? -1 : 1;
+  return a->addr < b->addr ? -1 : a->addr > b->addr;
+}
+
+RB_HEAD(async_tree, async_block);
+RB_GENERATE_INTERNAL(async_tree, async_block, link, async_block_cmp, __attribute__((unused)) static)
+
+struct async_seg {
+  uint64_t addr, size;
+  uint64_t seq;          /* growth order: the newest piece is released first */
+  async_block *first;
+};
+
+typedef struct async_stream {
+  int64_t stream;
+  struct async_tree pending; /* freed in this stream, not yet reusable by others */
+  uint64_t bytes;
+} async_stream;
+
+typedef struct async_pool {
+  sim_device *dev;
+  /* cudaMemPool attributes */
+  uint64_t release_threshold;
+  int follow_event_dependencies, allow_opportunistic, allow_internal_dependencies;
+  /* free memory every stream may use */
+  struct async_tree ready;
+  /* per-stream pending frees */
+  sim_map stream_idx; /* stream -> index into streams */
+  async_stream *streams;
+  size_t nstreams, streams_cap;
+  uint64_t pending_bytes;
+  /* pieces, in address order */
+  async_seg **segs;
+  size_t nsegs, segs_cap;
+  uint64_t seg_seq, reserved;
+  /* storage with stable addresses */
+  async_block **pages;
+  size_t npages, pages_cap, page_used;
+  async_block *spare;
+  uint64_t last_growth; /* the growth the last failed request asked for (for describe_oom) */
+  sim_alloc_stats st;
+} async_pool;
+
+static async_block *async_block_new(async_pool *p) {
+  async_block *b = p->spare;
+  if (b) {
+    p->spare = b->next;
+  } else {
+    if (p->npages == 0 || p->page_used == ASYNC_CHUNKS_PER_PAGE) {
+      sim_grow((void **)&p->pages, &p->pages_cap, p->npages + 1, sizeof *p->pages);
+      p->pages[p->npages++] = sim_xmalloc(ASYNC_CHUNKS_PER_PAGE * sizeof(async_block));
+      p->page_used = 0;
+    }
+    b = &p->pages[p->npages - 1][p->page_used++];
+  }
+  memset(b, 0, sizeof *b);
+  return b;
+}
+
+static void async_block_delete(async_pool *p, async_block *b) {
+  b->next = p->spare;
+  p->spare = b;
+}
+
+static async_stream *async_stream_get(async_pool *p, int64_t stream, int create) {
+  int existed = 0;
+  uint64_t *slot;
+  if (!create) {
+    slot = sim_map_get(&p->stream_idx, (uint64_t)stream);
+    return slot ? &p->streams[*slot] : NULL;
+  }
+  slot = sim_map_put(&p->stream_idx, (uint64_t)stream, &existed);
+  if (!existed) {
+    sim_grow((void **)&p->streams, &p->streams_cap, p->nstreams + 1, sizeof *p->streams);
+    async_stream *s = &p->streams[p->nstreams];
+    s->stream = stream;
+    RB_INIT(&s->pending);
+    s->bytes = 0;
+    *slot = p->nstreams++;
+  }
+  return &p->streams[*slot];
+}
+
+/* The tree a free block lives in. */
+static struct async_tree *async_tree_of(async_pool *p, const async_block *b) {
+  return b->state == AB_READY ? &p->ready : &async_stream_get(p, b->stream, 0)->pending;
+}
+
+static void async_insert(async_pool *p, async_block *b) {
+  if (b->state == AB_READY) {
+    async_tree_RB_INSERT(&p->ready, b);
+  } else {
+    async_stream *s = async_stream_get(p, b->stream, 1);
+    async_tree_RB_INSERT(&s->pending, b);
+    s->bytes += b->size;
+    p->pending_bytes += b->size;
+  }
+}
+
+static void async_remove(async_pool *p, async_block *b) {
+  if (b->state == AB_READY) {
+    async_tree_RB_REMOVE(&p->ready, b);
+  } else {
+    async_stream *s = async_stream_get(p, b->stream, 0);
+    async_tree_RB_REMOVE(&s->pending, b);
+    s->bytes -= b->size;
+    p->pending_bytes -= b->size;
+  }
+}
+
+static void async_sync_gauges(async_pool *p) {
+  int64_t r = (int64_t)p->reserved;
+  p->st.reserved.current = r;
+  if (r > p->st.reserved.peak) p->st.reserved.peak = r;
+  int64_t active = p->st.allocated.current + (int64_t)p->pending_bytes;
+  p->st.active.current = active;
+  if (active > p->st.active.peak) p->st.active.peak = active;
+}
+
+/* Two free neighbours merge when every stream that may use one may use the other. */
+static int async_mergeable(const async_block *a, const async_block *b) {
+  if (a->state == AB_USED || b->state != a->state) return 0;
+  return a->state == AB_READY || a->stream == b->stream;
+}
+
+/* Merges b's free neighbours of the same kind into it; b is in no tree. */
+static async_block *async_coalesce(async_pool *p, async_block *b) {
+  async_block *n = b->next;
+  if (n && async_mergeable(b, n)) {
+    async_remove(p, n);
+    b->size += n->size;
+    b->next = n->next;
+    if (n->next) n->next->prev = b;
+    async_block_delete(p, n);
+  }
+  async_block *v = b->prev;
+  if (v && async_mergeable(v, b)) {
+    async_remove(p, v);
+    v->size += b->size;
+    v->next = b->next;
+    if (b->next) b->next->prev = v;
+    async_block_delete(p, b);
+    b = v;
+  }
+  return b;
+}
+
+/* ---- cudaMallocAsync ------------------------------------------------------------------------ */
+
+static async_block *async_best_fit(struct async_tree *t, uint64_t rounded) {
+  async_block key;
+  key.size = rounded;
+  key.addr = 0;
+  return async_tree_RB_NFIND(t, &key);
+}
+
+static async_block *async_better(async_block *a, async_block *b) {
+  if (!a) return b;
+  if (!b) return a;
+  return async_block_cmp(a, b) <= 0 ? a : b;
+}
+
+/* Grows the pool by the smallest multiple of 32 MiB that holds `rounded`. */
+static async_block *async_grow(async_pool *p, uint64_t rounded, int64_t stream) {
+  uint64_t size = (rounded + ASYNC_GROWTH - 1) / ASYNC_GROWTH * ASYNC_GROWTH;
+  if (size < rounded) return NULL; /* overflow */
+  p->last_growth = size;
+  uint64_t addr;
+  if (sim_device_malloc(p->dev, size, stream, &addr) != SIM_OK) return NULL;
+  async_seg *seg = sim_xmalloc(sizeof *seg);
+  seg->addr = addr;
+  seg->size = size;
+  seg->seq = ++p->seg_seq;
+  async_block *b = async_block_new(p);
+  b->addr = addr;
+  b->size = size;
+  b->seg = seg;
+  b->state = AB_READY;
+  seg->first = b;
+  sim_grow((void **)&p->segs, &p->segs_cap, p->nsegs + 1, sizeof *p->segs);
+  size_t i = p->nsegs;
+  while (i > 0 && p->segs[i - 1]->addr > addr) {
+    p->segs[i] = p->segs[i - 1];
+    i--;
+  }
+  p->segs[i] = seg;
+  p->nsegs++;
+  p->reserved += size;
+  async_insert(p, b);
+  return b;
+}
+
+/* Cuts `rounded` bytes off the front of free block b for `stream`; the rest stays free as it was. */
+static void async_take(async_pool *p, async_block *b, uint64_t rounded, uint64_t requested, int64_t stream) {
+  async_remove(p, b);
+  if (b->size > rounded) {
+    async_block *n = async_block_new(p);
+    n->addr = b->addr + rounded;
+    n->size = b->size - rounded;
+    n->seg = b->seg;
+    n->state = b->state;
+    n->stream = b->stream;
+    n->prev = b;
+    n->next = b->next;
+    if (b->next) b->next->prev = n;
+    b->next = n;
+    b->size = rounded;
+    async_insert(p, n);
+  }
+  b->state = AB_USED;
+  b->stream = stream;
+  b->requested = requested;
+}
+
+static int async_alloc(void *ctx, uint64_t size, int64_t stream, sim_placement *out) {
+  async_pool *p = ctx;
+  if (size == 0) {
+    *out = (sim_placement){0, 0, 0};
+    return SIM_OK;
+  }
+  if (size > UINT64_MAX - (ASYNC_GRANULE - 1)) {
+    p->last_growth = 0;
+    p->st.num_ooms++;
+    return SIM_EOOM;
+  }
+  uint64_t rounded = (size + ASYNC_GRANULE - 1) / ASYNC_GRANULE * ASYNC_GRANULE;
+
+  /* 1. memory every stream may use, and this stream's own frees */
+  async_block *b = async_best_fit(&p->ready, rounded);
+  async_stream *own = async_stream_get(p, stream, 0);
+  if (own) b = async_better(b, async_best_fit(&own->pending, rounded));
+  /* 2. more physical memory from the device */
+  if (!b) b = async_grow(p, rounded, stream);
+  /* 3. memory freed in other streams, by waiting for them (internal dependencies) */
+  if (!b && p->allow_internal_dependencies) {
+    for (size_t i = 0; i < p->nstreams; i++)
+      if (p->streams[i].stream != stream) b = async_better(b, async_best_fit(&p->streams[i].pending, rounded));
+    if (b) p->st.num_alloc_retries++;
+  }
+  if (!b) {
+    p->st.num_ooms++;
+    return SIM_EOOM;
+  }
+  async_take(p, b, rounded, size, stream);
+  out->addr = b->addr;
+  out->size = b->size;
+  out->handle = (uintptr_t)b;
+  sim_gauge_add(&p->st.allocated, (int64_t)b->size);
+  sim_gauge_add(&p->st.requested, (int64_t)size);
+  p->st.num_allocs++;
+  async_sync_gauges(p);
+  return SIM_OK;
+}
+
+/* ---- cudaFreeAsync -------------------------------------------------------------------------- */
+
+static void async_free_completed(void *ctx, uintptr_t handle) {
+  async_pool *p = ctx;
+  async_block *b = (async_block *)handle;
+  if (!b) return; /* a 0-byte request */
+  p->st.allocated.current -= (int64_t)b->size;
+  p->st.requested.current -= (int64_t)b->requested;
+  p->st.num_frees++;
+  b->requested = 0;
+  b->state = AB_PENDING; /* in the order of its own stream */
+  async_insert(p, async_coalesce(p, b));
+  async_sync_gauges(p);
+}
+
+/* ---- synchronization: frees made available, memory above the threshold released ------------- */
+
+static void async_make_ready(async_pool *p, async_stream *s) {
+  async_block *b;
+  while ((b = RB_MIN(async_tree, &s->pending))) {
+    async_remove(p, b);
+    b->state = AB_READY;
+    async_insert(p, async_coalesce(p, b));
+  }
+}
+
+/* Gives back pieces that hold nothing, newest first, while the pool holds more than `keep`. */
+static void async_release(async_pool *p, uint64_t keep) {
+  while (p->reserved > keep) {
+    size_t victim = SIZE_MAX;
+    for (size_t i = 0; i < p->nsegs; i++) {
+      const async_seg *s = p->segs[i];
+      if (s->first->state == AB_READY && s->first->size == s->size &&
+          (victim == SIZE_MAX || s->seq > p->segs[victim]->seq))
+        victim = i;
+    }
+    if (victim == SIZE_MAX) return;
+    async_seg *s = p->segs[victim];
+    async_remove(p, s->first);
+    async_block_delete(p, s->first);
+    sim_device_free(p->dev, s->addr, s->size);
+    p->reserved -= s->size;
+    memmove(&p->segs[victim], &p->segs[victim + 1], (p->nsegs - victim - 1) * sizeof *p->segs);
+    p->nsegs--;
+    free(s);
+  }
+}
+
+static void async_synchronize(void *ctx, int64_t stream) {
+  async_pool *p = ctx;
+  if (stream < 0 || p->allow_opportunistic) {
+    for (size_t i = 0; i < p->nstreams; i++) async_make_ready(p, &p->streams[i]);
+  } else {
+    async_stream *s = async_stream_get(p, stream, 0);
+    if (s) async_make_ready(p, s);
+  }
+  async_release(p, p->release_threshold);
+  async_sync_gauges(p);
+}
+
+/* torch.cuda.empty_cache under PyTorch's cudaMallocAsync backend: cudaDeviceSynchronize, then
+ * cudaMemPoolTrimTo(pool, 0). */
+static void async_empty_cache(void *ctx) {
+  async_pool *p = ctx;
+  for (size_t i = 0; i < p->nstreams; i++) async_make_ready(p, &p->streams[i]);
+  async_release(p, 0);
+  async_sync_gauges(p);
+}
+
+/* ---- creation ------------------------------------------------------------------------------- */
+
+static int async_create(void **ctx, sim_device *dev, const sim_alloc_config *cfg, char *err, size_t errlen) {
+  uint64_t threshold = 0;
+  int follow = 1, opportunistic = 1, internal = 1;
+  for (size_t i = 0; cfg && i < cfg->nopts; i++) {
+    const sim_option *o = &cfg->opts[i];
+    int rc;
+    if (!strcmp(o->key, "release_threshold")) {
+      if (!strcmp(o->value, "max") || !strcmp(o->value, "UINT64_MAX")) {
+        threshold = UINT64_MAX;
+        rc = 0;
+      } else {
+        rc = sim_opt_size(o, &threshold, err, errlen);
+      }
+    } else if (!strcmp(o->key, "reuse_follow_event_dependencies")) {
+      rc = sim_opt_bool(o, &follow, err, errlen);
+    } else if (!strcmp(o->key, "reuse_allow_opportunistic")) {
+      rc = sim_opt_bool(o, &opportunistic, err, errlen);
+    } else if (!strcmp(o->key, "reuse_allow_internal_dependencies")) {
+      rc = sim_opt_bool(o, &internal, err, errlen);
+    } else {
+      snprintf(err, errlen, "unknown option '%s' for allocator 'async'", o->key);
+      rc = -1;
+    }
+    if (rc) return SIM_EINVAL;
+  }
+  async_pool *p = sim_xcalloc(1, sizeof *p);
+  p->dev = dev;
+  p->release_threshold = threshold;
+  p->follow_event_dependencies = follow;
+  p->allow_opportunistic = opportunistic;
+  p->allow_internal_dependencies = internal;
+  RB_INIT(&p->ready);
+  sim_map_init(&p->stream_idx);
+  *ctx = p;
+  return SIM_OK;
+}
+
+static void async_destroy(void *ctx) {
+  async_pool *p = ctx;
+  for (size_t i = 0; i < p->nsegs; i++) {
+    sim_device_free(p->dev, p->segs[i]->addr, p->segs[i]->size);
+    free(p->segs[i]);
+  }
+  free(p->segs);
+  for (size_t i = 0; i < p->npages; i++) free(p->pages[i]);
+  free(p->pages);
+  free(p->streams);
+  sim_map_release(&p->stream_idx);
+  free(p);
+}
+
+/* ---- what the replay asks about ------------------------------------------------------------- */
+
+static const sim_alloc_stats *async_stats(void *ctx) { return &((async_pool *)ctx)->st; }
+
+static uint64_t async_largest_free(void *ctx) {
+  async_pool *p = ctx;
+  uint64_t best = 0;
+  async_block *b = RB_MAX(async_tree, &p->ready);
+  if (b) best = b->size;
+  for (size_t i = 0; i < p->nstreams; i++) {
+    b = RB_MAX(async_tree, &p->streams[i].pending);
+    if (b && b->size > best) best = b->size;
+  }
+  return best;
+}
+
+static void async_describe_oom(void *ctx, uint64_t size, int64_t stream, char *buf, size_t n) {
+  async_pool *p = ctx;
+  if (size > UINT64_MAX - (ASYNC_GRANULE - 1)) {
+    snprintf(buf, n, "cudaMallocAsync of %" PRIu64 " bytes: out of memory (the size cannot be rounded)", size);
+    return;
+  }
+  snprintf(buf, n,
+           "cudaMallocAsync of %" PRIu64 " bytes on stream %" PRId64 ": out of memory; the pool holds %" PRIu64
+           " bytes (%" PRId64 " used, largest free block %" PRIu64 ") and growing it by %" PRIu64
+           " bytes failed with %" PRIu64 " of %" PRIu64 " bytes taken on the device",
+           size, stream, p->reserved, p->st.allocated.current, async_largest_free(p), p->last_growth, p->dev->used,
+           p->dev->capacity);
+}
+
+static int async_walk(void *ctx, sim_walk_fn fn, void *arg) {
+  async_pool *p = ctx;
+  for (size_t i = 0; i < p->nsegs; i++) {
+    const async_seg *s = p->segs[i];
+    sim_walk_item seg = {.is_segment = 1, .addr = s->addr, .size = s->size};
+    int rc = fn(arg, &seg);
+    if (rc) return rc;
+    for (const async_block *b = s->first; b; b = b->next) {
+      sim_walk_item blk = {.addr = b->addr,
+                           .size = b->size,
+                           .requested = b->state == AB_USED ? b->requested : 0,
+                           .stream = b->state == AB_READY ? 0 : b->stream,
+                           .state = b->state == AB_USED      ? SIM_BLOCK_ALLOCATED
+                                    : b->state == AB_PENDING ? SIM_BLOCK_PENDING_FREE
+                                                             : SIM_BLOCK_FREE};
+      if ((rc = fn(arg, &blk))) return rc;
+    }
+  }
+  return 0;
+}
+
+#define ASYNC_FAIL(...)                  \
+  do {                                   \
+    snprintf(err, errlen, __VA_ARGS__);  \
+    return -1;                           \
+  } while (0)
+
+static int async_check(void *ctx, char *err, size_t errlen) {
+  async_pool *p = ctx;
+  uint64_t reserved = 0, used = 0, requested = 0, pending = 0, nfree = 0;
+  for (size_t i = 0; i < p->nsegs; i++) {
+    const async_seg *s = p->segs[i];
+    if (i && p->segs[i - 1]->addr + p->segs[i - 1]->size > s->addr)
+      ASYNC_FAIL("pieces at 0x%" PRIx64 " and 0x%" PRIx64 " overlap or are out of order", p->segs[i - 1]->addr, s->addr);
+    if (s->size % ASYNC_GROWTH) ASYNC_FAIL("piece at 0x%" PRIx64 " is not a multiple of 32 MiB", s->addr);
+    reserved += s->size;
+    uint64_t at = s->addr;
+    const async_block *prev = NULL;
+    for (const async_block *b = s->first; b; prev = b, b = b->next) {
+      if (b->addr != at || b->prev != prev || b->seg != s)
+        ASYNC_FAIL("block at 0x%" PRIx64 " is not linked in place in its piece", b->addr);
+      if (!b->size || b->size % ASYNC_GRANULE)
+        ASYNC_FAIL("block at 0x%" PRIx64 " has size %" PRIu64 ", not a multiple of 512", b->addr, b->size);
+      at += b->size;
+      if (prev && async_mergeable(prev, b)) ASYNC_FAIL("free blocks at 0x%" PRIx64 " and before it were not merged", b->addr);
+      if (b->state == AB_USED) {
+        used += b->size;
+        requested += b->requested;
+      } else {
+        nfree++;
+        if (b->state == AB_PENDING) pending += b->size;
+        struct async_tree *t = async_tree_of(p, b);
+        if (async_tree_RB_FIND(t, (async_block *)b) != b)
+          ASYNC_FAIL("free block at 0x%" PRIx64 " is missing from its tree", b->addr);
+      }
+    }
+    if (at != s->addr + s->size) ASYNC_FAIL("blocks of the piece at 0x%" PRIx64 " do not cover it", s->addr);
+  }
+  uint64_t intrees = 0, per_stream = 0;
+  async_block *b;
+  RB_FOREACH(b, async_tree, &p->ready) intrees++;
+  for (size_t i = 0; i < p->nstreams; i++) {
+    uint64_t bytes = 0;
+    RB_FOREACH(b, async_tree, &p->streams[i].pending) {
+      intrees++;
+      bytes += b->size;
+    }
+    if (bytes != p->streams[i].bytes) ASYNC_FAIL("stream %" PRId64 " counts its pending bytes wrongly", p->streams[i].stream);
+    per_stream += bytes;
+  }
+  if (intrees != nfree) ASYNC_FAIL("%" PRIu64 " blocks in trees, %" PRIu64 " free blocks in pieces", intrees, nfree);
+  if (pending != p->pending_bytes || per_stream != pending) ASYNC_FAIL("pending bytes disagree");
+  if (reserved != p->reserved || (int64_t)reserved != p->st.reserved.current) ASYNC_FAIL("reserved bytes disagree");
+  if ((int64_t)used != p->st.allocated.current) ASYNC_FAIL("allocated bytes disagree");
+  if ((int64_t)requested != p->st.requested.current) ASYNC_FAIL("requested bytes disagree");
+  return 0;
+}
+
+const sim_allocator_ops sim_async_ops = {
+  .version = SIM_ALLOCATOR_VERSION,
+  .name = "async",
+  .summary = "cudaMallocAsync's default pool: stream-ordered reuse, 32 MiB growth, release at synchronization",
+  .options = (const sim_option_spec[]){
+    {"release_threshold", "size or max: bytes the pool keeps at a synchronization (default 0)"},
+    {"reuse_follow_event_dependencies", "true|false: cudaMemPoolReuseFollowEventDependencies (default true)"},
+    {"reuse_allow_opportunistic", "true|false: cudaMemPoolReuseAllowOpportunistic (default true)"},
+    {"reuse_allow_internal_dependencies", "true|false: cudaMemPoolReuseAllowInternalDependencies (default true)"},
+    {NULL, NULL},
+  },
+  .create = async_create,
+  .destroy = async_destroy,
+  .alloc = async_alloc,
+  .free_completed = async_free_completed,
+  .synchronize = async_synchronize,
+  .empty_cache = async_empty_cache,
+  .stats = async_stats,
+  .largest_free = async_largest_free,
+  .describe_oom = async_describe_oom,
+  .walk = async_walk,
+  .check = async_check,
+};
