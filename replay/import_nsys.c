@@ -904,6 +904,8 @@ static int cursor_open(nsys *x, ncursor *c, int t, const nproc *p, int several, 
       size_t l0 = strlen(sql);
       snprintf(sql + l0, sizeof sql - l0, "%srowid", ncols ? ", " : "");
       c->col[i] = ncols++;
+    } else if (i == 6 && !x->nctxs) {
+      c->col[i] = -1; /* the context only tells which stream is its NULL stream */
     } else {
       c->col[i] = add_col(x, t, sql, sizeof sql, &ncols, fixed[i]);
     }
@@ -1046,6 +1048,9 @@ typedef struct merge {
   nout *oh;
   size_t noh, ohcap;
   int64_t last_ts;
+  /* the rows of the current call that came straight from the cursors */
+  nitem *direct;
+  size_t ndirect, directcap;
   /* a call's rows, gathered */
   nout *batch;
   size_t nbatch, batchcap;
@@ -1397,11 +1402,19 @@ static int lone_row(merge *m, const nitem *it, int64_t ts) {
 }
 
 /* Pulls every correlated row up to correlationId upto into the pending map. */
+/* Pulls every correlated row up to correlationId upto: those of upto itself (the common case:
+ * ids grow with time) straight into m->direct, earlier ones into the pending map. */
 static int pull(merge *m, int64_t upto) {
+  m->ndirect = 0;
   for (int t = 0; t < TB_ITEMS; t++) {
     ncursor *c = &m->items[t];
     while (c->has && c->cur.corr <= upto) {
-      pend_add(m, &c->cur);
+      if (c->cur.corr == upto) {
+        sim_grow((void **)&m->direct, &m->directcap, m->ndirect + 1, sizeof *m->direct);
+        m->direct[m->ndirect++] = c->cur;
+      } else {
+        pend_add(m, &c->cur);
+      }
       if (cursor_next(m->x, c) < 0) return -1;
     }
   }
@@ -1457,17 +1470,27 @@ static int do_call(merge *m, const nitem *call) {
   int64_t name = info >> 8;
   if (corr > 0 && is_dup(m, corr, name)) {
     m->counts[N_DUP_CALL]++;
+    for (size_t i = 0; i < m->ndirect; i++) pend_add(m, &m->direct[i]); /* never their call: they wait as orphans */
+    m->ndirect = 0;
     return 0;
   }
   int cls = (int)(info & 15), async = (int)(info >> 4 & 1);
   const nitem *sync = NULL;
   m->nbatch = 0;
-  uint64_t *head = corr > 0 ? sim_map_get(&m->pending, (uint64_t)corr) : NULL;
+  uint64_t *head = corr > 0 && m->unmatched ? sim_map_get(&m->pending, (uint64_t)corr) : NULL;
   uint32_t first = head ? (uint32_t)*head : 0;
   if (head) sim_map_del(&m->pending, (uint64_t)corr, NULL);
   int rc = 0;
-  for (uint32_t i = first; i; i = m->pool[i - 1].next) {
-    nitem *it = &m->pool[i - 1];
+  for (uint32_t i = first;; i = m->pool[i - 1].next) {
+    /* the rows that waited, then those pulled for this call */
+    nitem *it = i ? &m->pool[i - 1] : NULL;
+    for (size_t d = 0; !it && d < m->ndirect && !rc; d++) {
+      nitem *dt = &m->direct[d];
+      if (dt->table == TB_SYNC) sync = dt;
+      else if (dt->table == TB_MEMORY) rc = memory_event(m, dt, dt->start < start ? start : dt->start, name, corr);
+      else rc = activity_event(m, dt, start, corr, async);
+    }
+    if (!it) break;
     if (rc) continue;
     if (it->table == TB_SYNC) sync = it;
     else if (it->table == TB_MEMORY) rc = memory_event(m, it, it->start < start ? start : it->start, name, corr);
@@ -1753,6 +1776,7 @@ static void merge_release(merge *m) {
   free(m->ph);
   free(m->oh);
   free(m->batch);
+  free(m->direct);
   free(m->ring);
   sim_map_release(&m->seen);
 }
