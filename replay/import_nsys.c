@@ -190,6 +190,7 @@ typedef struct nsys {
   /* the optimistic pass: one process, rows already in order, nothing freed that was not allocated;
    * a row that breaks this sets restart, and the careful pass (with the prescan) runs instead */
   int fast, restart;
+  char why[160]; /* why the careful pass ran, for the trace's notes */
   int64_t fast_key;
   int fast_key_set;
   /* caches: nsys string id -> store string id (and call class) */
@@ -886,6 +887,7 @@ static int fast_key_ok(nsys *x, int64_t key) {
   }
   if (key == x->fast_key && key >= 0) return 1;
   x->restart = 1;
+  snprintf(x->why, sizeof x->why, "%s", key < 0 ? "rows that name no process" : "rows of several processes");
   return 0;
 }
 
@@ -1004,8 +1006,11 @@ static int cursor_next(nsys *x, ncursor *c) {
     if (c->col[13] >= 0 && get_int(q, c->col[13], &key) < 0)
       return bad_value(x, t, it->rowid, q, c->col[13], "globalPid");
     int64_t order = c->mode == CUR_CORR ? it->corr : it->start;
-    if ((c->col[13] >= 0 && !fast_key_ok(x, key)) || order < c->last) {
+    if (c->col[13] >= 0 && !fast_key_ok(x, key)) return -1;
+    if (order < c->last) {
       x->restart = 1;
+      snprintf(x->why, sizeof x->why, "%s is not in %s order", tb_names[t],
+               c->mode == CUR_CORR ? "correlationId" : "start");
       return -1;
     }
     c->last = order;
@@ -1274,6 +1279,7 @@ static int memory_event(merge *m, const nitem *it, int64_t ts, int64_t name, int
     if (!l) {
       if (x->fast) { /* perhaps allocated before the capture: the careful pass finds out */
         x->restart = 1;
+        snprintf(x->why, sizeof x->why, "a free of an address with nothing live (allocated before the capture?)");
         return -1;
       }
       m->counts[N_UNMATCHED_FREE]++;
@@ -1679,8 +1685,10 @@ static int rt_next(merge *m) {
         m->other_class++;
         continue;
       }
-      if (!fast_key_ok(x, key) || call->start < m->prev_start) {
+      if (!fast_key_ok(x, key)) return -1;
+      if (call->start < m->prev_start) {
         x->restart = 1;
+        snprintf(x->why, sizeof x->why, "%s is not in start order", tb_names[TB_RUNTIME]);
         return -1;
       }
     } else if (call->start < m->prev_start) {
@@ -1936,6 +1944,7 @@ static int import_process(nsys *x, nproc *p, int several) {
   rc = merge_run(&m);
   if (!rc && x->fast && !x->fast_key_set) {
     x->restart = 1; /* nothing at all: the careful pass says so */
+    snprintf(x->why, sizeof x->why, "no rows");
     rc = -1;
   }
   if (rc && x->restart) {
@@ -1963,6 +1972,13 @@ static int import_process(nsys *x, nproc *p, int several) {
     rc = write_note(x, w, "nsys_other_event_class_calls", "info", x->other_class_rows,
                     "rows of CUPTI_ACTIVITY_KIND_RUNTIME that are neither CUDA runtime nor driver calls (eventClass), "
                     "such as the backtrace copies of calls: not imported");
+  if (!rc && !x->fast)
+  {
+    char detail[256];
+    snprintf(detail, sizeof detail, "read with a prescan, and sorted by SQLite where needed: %s",
+             x->why[0] ? x->why : "asked for with --set prescan=1");
+    rc = write_note(x, w, "nsys_careful_pass", "info", 1, detail);
+  }
   int64_t pool_rows = rc ? 0 : pool_event_rows(x, p, several);
   if (!rc && pool_rows)
     rc = write_note(x, w, "nsys_memory_pool_events", "info", pool_rows,
