@@ -166,6 +166,7 @@ typedef struct nproc {
   size_t nlvfree, lvfreecap;
   npre *pre;
   size_t npre, precap;
+  size_t nfreed; /* entries of live marked freed */
   int sim_valid;
 } nproc;
 
@@ -670,21 +671,39 @@ static void live_del(nproc *p, uint64_t addr) {
 
 static void live_clear(nproc *p) {
   sim_map_clear(&p->live);
-  p->nlv = p->nlvfree = 0;
+  p->nlv = p->nlvfree = p->nfreed = 0;
 }
 
-/* The prescan's replay of one memory event: a free with nothing live at its address is an
- * allocation made before the capture began. */
+/* The prescan's replay of one memory event: a free at an address not seen before is an
+ * allocation made before the capture began (a free of an address freed already is a double
+ * free: the entry stays, marked freed, so that the two are told apart; past
+ * PRESIM_FREED_MAX such entries the oldest are forgotten). */
+#define MK_FREED 255
+#define PRESIM_FREED_MAX 1000000
 static void presim_step(nproc *p, uint64_t addr, uint64_t bytes, int device, int mk, int op) {
   nlive *l = live_find(p, addr);
   if (op == OP_ALLOC) {
+    if (l && l->mk == MK_FREED) p->nfreed--;
     if (l) live_del(p, addr);
     live_add(p, addr, bytes, device, mk);
   } else if (op == OP_FREE) {
-    if (l) live_del(p, addr);
-    else {
+    if (l && l->mk != MK_FREED) {
+      l->mk = MK_FREED;
+      if (++p->nfreed > PRESIM_FREED_MAX) {
+        uint64_t k, v;
+        size_t n = 0;
+        uint64_t *gone = sim_xmalloc(p->nfreed * sizeof *gone);
+        for (size_t it = 0; sim_map_next(&p->live, &it, &k, &v);)
+          if (p->lv[v].mk == MK_FREED) gone[n++] = k;
+        for (size_t i = 0; i < n; i++) live_del(p, gone[i]);
+        free(gone);
+        p->nfreed = 0;
+      }
+    } else if (!l) {
       sim_grow((void **)&p->pre, &p->precap, p->npre + 1, sizeof *p->pre);
       p->pre[p->npre++] = (npre){addr, bytes, (int16_t)device, (uint8_t)mk};
+      live_add(p, addr, bytes, device, MK_FREED);
+      p->nfreed++;
     }
   }
 }

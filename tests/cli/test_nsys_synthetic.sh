@@ -313,6 +313,18 @@ if import_ok dups "$f"; then
   check "dups: note" 1 "$(jget "$tmp/dups.json" '$.notes."nsys_duplicate_calls (info)"')"
 fi
 
+# ==== a double free: a warning, not an allocation older than the capture
+f="$tmp/doublefree.sqlite"
+schema_recent "$f" yes yes
+sqlite3 "$f" "$(call 1000 1100 1 1) $(mem 1050 4096 512 2 0 1) $(call 1200 1300 2 2) $(mem 1250 4096 512 2 1 2)
+  $(call 1400 1500 3 2) $(mem 1450 4096 512 2 1 3)"
+echo "== a double free"
+if import_ok doublefree "$f"; then
+  check "doublefree: events by kind (the dropped free leaves its call an api event)" "1 1 0 0 0 0 0 0 1" "$(kinds doublefree)"
+  check "doublefree: noted" "1 0" "$(jget "$tmp/doublefree.json" '$.notes."nsys_unmatched_frees (warning)"') $(jget "$tmp/doublefree.json" '$.notes."nsys_preexisting_allocations (info)"')"
+  grep -q "1 frees of addresses with nothing live were dropped" "$tmp/err" && echo "ok: doublefree: warns" || fail "doublefree: warning: $(cat "$tmp/err")"
+fi
+
 # ==== no runtime table: device work timed by itself
 f="$tmp/nocalls.sqlite"
 schema_recent "$f" no
