@@ -110,6 +110,10 @@ static const char *const op_names[OP__COUNT] = {"ALLOCATION", "DEALLOCATION"};
  * converted to the CPU clock): a row without its call is given up for lost only this long
  * after the calls have passed its start. */
 #define ORPHAN_SLACK_NS 1000000
+/* The optimistic pass gives up when this many rows wait for a call: the calls' correlationIds
+ * are far from their start order (nsys takes both as a call enters, so only a thread stopped in
+ * between separates them), and the careful pass sorts the calls first. */
+#define FAST_PENDING_MAX 65536
 /* Calls remembered to drop duplicates (rows repeated with the same correlationId). */
 #define DEDUP_WINDOW 65536
 
@@ -1439,6 +1443,11 @@ static int pull(merge *m, int64_t upto) {
         m->direct[m->ndirect++] = c->cur;
       } else {
         pend_add(m, &c->cur);
+        if (m->x->fast && m->unmatched > FAST_PENDING_MAX) {
+          m->x->restart = 1;
+          snprintf(m->x->why, sizeof m->x->why, "%s is far from correlationId order", tb_names[TB_RUNTIME]);
+          return -1;
+        }
       }
       if (cursor_next(m->x, c) < 0) return -1;
     }

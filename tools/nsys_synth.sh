@@ -2,7 +2,7 @@
 # Writes a synthetic Nsight Systems SQLite export (the schema of nsys 2024.5, with
 # --cuda-memory-usage=true) for the import benchmark in docs/performance.md.
 #
-#   tools/nsys_synth.sh [ITERATIONS] OUT.sqlite
+#   tools/nsys_synth.sh [--shuffled] [ITERATIONS] OUT.sqlite
 #
 # Each iteration is one step of a program that calls cudaMalloc directly: a cudaMalloc (with its
 # memory usage row), a kernel launch (with its kernel), every 4th a cudaMemcpyAsync (with its
@@ -10,7 +10,16 @@
 # cudaStreamSynchronize (with its synchronization row), every 8th a cudaEventRecord and a
 # cudaMemsetAsync. Addresses are reused the way the driver reuses them (64 slots). About 7 rows
 # and 3.6 memplay events per iteration; the default of 1,000,000 iterations gives ~7 M rows.
+# --shuffled writes the calls and the kernels in random order (as no nsys version does), so
+# that the import must sort them.
 set -euo pipefail
+order="ORDER BY 1"
+korder="ORDER BY i"
+if [ "${1:-}" = --shuffled ]; then
+  order="ORDER BY random()"
+  korder="ORDER BY random()"
+  shift
+fi
 if [ $# -eq 1 ]; then n=1000000; out=$1; elif [ $# -eq 2 ]; then n=$1; out=$2; else
   echo "usage: tools/nsys_synth.sh [ITERATIONS] OUT.sqlite" >&2
   exit 2
@@ -93,19 +102,19 @@ CREATE TEMP TABLE it(i INTEGER PRIMARY KEY);
 WITH RECURSIVE c(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM c WHERE i + 1 < $n) INSERT INTO it SELECT i FROM c;
 
 -- the process: globalPid = 4242 << 24, its main thread's globalTid adds the tid
-INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME
+INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME SELECT * FROM (
   SELECT t, t + 2000, 0, 71165608267922, 8 * i + 1, 1, 0, NULL FROM (SELECT i, 1000000000 + 20000 * i AS t FROM it)
   UNION ALL SELECT t + 3000, t + 6000, 0, 71165608267922, 8 * i + 2, 2, 0, NULL FROM (SELECT i, 1000000000 + 20000 * i AS t FROM it)
   UNION ALL SELECT t + 7000, t + 9000, 0, 71165608267922, 8 * i + 3, 3, 0, NULL FROM (SELECT i, 1000000000 + 20000 * i AS t FROM it WHERE i % 4 = 0)
   UNION ALL SELECT t + 10000, t + 12000, 0, 71165608267922, 8 * i + 4, 4, 0, NULL FROM (SELECT i, 1000000000 + 20000 * i AS t FROM it WHERE i >= 32)
   UNION ALL SELECT t + 13000, t + 19000, 0, 71165608267922, 8 * i + 5, 5, 0, NULL FROM (SELECT i, 1000000000 + 20000 * i AS t FROM it WHERE i % 16 = 0)
   UNION ALL SELECT t + 14000, t + 14500, 0, 71165608267922, 8 * i + 6, 6, 0, NULL FROM (SELECT i, 1000000000 + 20000 * i AS t FROM it WHERE i % 8 = 1)
-  UNION ALL SELECT t + 14600, t + 15000, 0, 71165608267922, 8 * i + 7, 7, 0, NULL FROM (SELECT i, 1000000000 + 20000 * i AS t FROM it WHERE i % 8 = 2)
-  ORDER BY 1;
+  UNION ALL SELECT t + 14600, t + 15000, 0, 71165608267922, 8 * i + 7, 7, 0, NULL FROM (SELECT i, 1000000000 + 20000 * i AS t FROM it WHERE i % 8 = 2))
+  $order;
 INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL
   SELECT 1000000000 + 20000 * i + 8000, 1000000000 + 20000 * i + 15000, 0, 1, NULL, 7, 8 * i + 2, 71165608263680,
          10 + 2 * (i % 5), 11 + 2 * (i % 5), NULL, 1, 1, 32, 1024, 1, 1, 256, 1, 1, 0, 0, 0, 0, i, 0, NULL, 0
-  FROM it ORDER BY i;
+  FROM it $korder;
 INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY
   SELECT 1000000000 + 20000 * i + 16000, 1000000000 + 20000 * i + 18000, 0, 1, NULL, 7, 8 * i + 3, 71165608263680,
          65536, 1, NULL, 1, 2, NULL, NULL, NULL, NULL, NULL, NULL, NULL
