@@ -3,8 +3,10 @@
 # (tools/nsys_synth.sh), each imported into a fresh store; prints a table of rows, events, time,
 # rates and peak memory (docs/performance.md, "Nsight Systems import").
 #
-#   tools/bench_nsys.sh [--memplay PATH] [--dir DIR] [ITERATIONS ...]    (default: 250000 1000000 2000000)
+#   tools/bench_nsys.sh [--memplay PATH] [--dir DIR] [ITERATIONS | shuffled:ITERATIONS ...]
 #
+# Default: 250000 1000000 2000000 shuffled:1000000. "shuffled:" writes the calls and kernels in
+# random order (nsys_synth.sh --shuffled), which makes the importer take its careful pass.
 # The exports are kept in DIR (default: a temporary folder, removed at the end) and reused when
 # present. Peak memory needs GNU time (/usr/bin/time, Debian package "time").
 set -euo pipefail
@@ -16,11 +18,11 @@ while [ $# -gt 0 ]; do
   case $1 in
     --memplay) memplay=$2; shift 2 ;;
     --dir) dir=$2; shift 2 ;;
-    -h | --help) sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) sizes+=("$1"); shift ;;
   esac
 done
-[ ${#sizes[@]} -gt 0 ] || sizes=(250000 1000000 2000000)
+[ ${#sizes[@]} -gt 0 ] || sizes=(250000 1000000 2000000 shuffled:1000000)
 [ -x "$memplay" ] || { echo "bench_nsys: no memplay at '$memplay' (build it, or pass --memplay)" >&2; exit 2; }
 keep=1
 if [ -z "$dir" ]; then dir=$(mktemp -d); keep=0; fi
@@ -32,10 +34,13 @@ gnutime=""
 
 echo "memplay import of synthetic Nsight Systems exports ($(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg))"
 echo
-printf '%12s %12s %12s %10s %14s %14s %12s\n' iterations "export rows" events seconds "events/s" "rows/s" "max RSS"
-for n in "${sizes[@]}"; do
-  f="$dir/synth-$n.sqlite"
-  [ -f "$f" ] || "$here/nsys_synth.sh" "$n" "$f" 2>/dev/null
+printf '%20s %12s %12s %10s %14s %14s %12s\n' iterations "export rows" events seconds "events/s" "rows/s" "max RSS"
+for size in "${sizes[@]}"; do
+  n=${size#shuffled:}
+  opt=""
+  [ "$n" = "$size" ] || opt=--shuffled
+  f="$dir/synth-$n$opt.sqlite"
+  [ -f "$f" ] || "$here/nsys_synth.sh" $opt "$n" "$f" 2>/dev/null
   rows=$(sqlite3 -readonly "$f" "SELECT (SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME) +
     (SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL) + (SELECT count(*) FROM CUPTI_ACTIVITY_KIND_MEMCPY) +
     (SELECT count(*) FROM CUPTI_ACTIVITY_KIND_MEMSET) + (SELECT count(*) FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION) +
@@ -52,7 +57,7 @@ for n in "${sizes[@]}"; do
   fi
   end=$(date +%s.%N)
   events=$(sqlite3 :memory: "SELECT json_extract(readfile('$dir/out.json'), '\$.traces[0].events')")
-  awk -v n="$n" -v r="$rows" -v e="$events" -v s="$start" -v t="$end" -v m="$rss" 'BEGIN {
-    d = t - s; printf "%12d %12d %12d %10.2f %14.0f %14.0f %12s\n", n, r, e, d, e / d, r / d, m }'
+  awk -v n="$size" -v r="$rows" -v e="$events" -v s="$start" -v t="$end" -v m="$rss" 'BEGIN {
+    d = t - s; printf "%20s %12d %12d %10.2f %14.0f %14.0f %12s\n", n, r, e, d, e / d, r / d, m }'
 done
 [ -n "$gnutime" ] || echo "(max RSS needs GNU time: apt-get install time)"
