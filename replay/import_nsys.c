@@ -23,16 +23,19 @@
  *
  * The export is opened read-only and immutable, on a connection of its own. One trace per
  * process (addresses are per process). Rows stream from SQLite and are merged in time order
- * without holding the file in memory:
- *  1. A prescan reads each table once, in rowid order, to find the processes, whether each
- *     table is already in the order the merge wants (nsys writes rows sorted by start, so
- *     usually no ORDER BY is needed; otherwise SQLite sorts, spilling to temporary files), and
- *     which frees have no allocation before them (allocations live before the capture).
- *  2. The merge walks the calls in start order. Activities, memory events and synchronization
- *     rows are read in correlationId order and pulled up to the current call's id, so each
- *     call meets the rows it caused; an output heap keyed by time reorders what a call
- *     produces (a memory event is timed by the driver, inside its call) against later calls.
- *     What waits in memory is bounded by the calls in flight, not by the file.
+ * without holding the file in memory: the merge walks the calls in start order; activities,
+ * memory events and synchronization rows are read in correlationId order and pulled up to the
+ * current call's id, so each call meets the rows it caused; an output heap keyed by time
+ * reorders what a call produces (a memory event is timed by the driver, inside its call)
+ * against later calls. What waits in memory is bounded by the calls in flight.
+ *
+ * The merge needs each table in its order. nsys writes rows sorted by start, so an optimistic
+ * pass reads the tables as they are, checking on every row that they are in order, that they
+ * belong to one process, and that no free comes before its allocation. When a check fails,
+ * what it wrote is deleted and the careful pass runs: a prescan reads each table once to find
+ * the processes, the order of each table, and the allocations older than the capture (frees
+ * seen first); then each process is merged with ORDER BY where needed (SQLite sorts, spilling
+ * to temporary files).
  */
 
 /* ---- the schema as memplay knows it --------------------------------------------------------- */
@@ -69,7 +72,7 @@ static const char *const cols_runtime[] = {
   "start", "end", "eventClass", "globalTid", "correlationId", "nameId", "returnValue", "callchainId", NULL};
 static const char *const *const tb_cols[TB__COUNT] = {cols_memory, cols_kernel, cols_memcpy,
                                                       cols_memset, cols_sync,   cols_runtime};
-/* Columns without which a table cannot be read (space-separated; "a|b" means either). */
+/* Columns without which a table cannot be read (space-separated). */
 static const char *const tb_required[TB__COUNT] = {
   "start address bytes memKind memoryOperationType deviceId", "start end deviceId streamId", "start end deviceId bytes copyKind",
   "start end deviceId bytes", "start correlationId", "start end nameId",
@@ -140,8 +143,8 @@ typedef struct nctx {
 /* Counts per table and process, from the prescan. */
 typedef struct tstat {
   int64_t rows, zero;     /* rows; rows without a correlation (NULL or 0) */
-  int64_t last_start, last_corr, last_zero_start, last_all_start, last_mem_start, last_mem_corr;
-  int corr_unsorted, zero_unsorted, all_unsorted, mem_unsorted, corr_repeats;
+  int64_t last_corr, last_zero_start, last_all_start, last_mem_start, last_mem_corr;
+  int corr_unsorted, zero_unsorted, all_unsorted, mem_unsorted;
 } tstat;
 
 typedef struct nlive {
@@ -160,8 +163,6 @@ typedef struct nproc {
   int64_t key; /* globalPid >> 24: the host id and the pid */
   tstat t[TB__COUNT];
   int64_t min_start;
-  uint64_t devmask; /* devices 0..63 seen */
-  int other_devices;
   /* the prescan's replay of memory events, to find frees of allocations made before the capture */
   sim_map live;
   nlive *lv;
@@ -179,7 +180,7 @@ typedef struct nsys {
   sqlite3 *db;
   const char *path;
   ntable tb[TB__COUNT];
-  int64_t rt_class, drv_class, have_class_enum;
+  int64_t rt_class, drv_class;
   uint8_t mk_map[ENUM_MAX], ck_map[ENUM_MAX], op_map[ENUM_MAX];
   char *product_version, *schema_version;
   ngpu *gpus;
@@ -190,7 +191,7 @@ typedef struct nsys {
   size_t nprocs;
   sim_map proc_idx;
   int64_t other_class_rows;
-  int64_t unassigned_rows; /* rows without a process when there are several */
+  int64_t unassigned_rows; /* rows that name no process */
   int have_memory_table;
   /* the optimistic pass: one process, rows already in order, nothing freed that was not allocated;
    * a row that breaks this sets restart, and the careful pass (with the prescan) runs instead */
@@ -395,7 +396,6 @@ static int read_event_classes(nsys *x) {
     else x->drv_class = sqlite3_column_int64(q, 0);
   }
   sqlite3_finalize(q);
-  x->have_class_enum = 1;
   return rc == SQLITE_DONE ? 0 : dbfail(x, "ENUM_NSYS_EVENT_CLASS", -1, sql);
 }
 
@@ -608,7 +608,7 @@ static void proc_init(nproc *p, int64_t key) {
   p->sim_valid = 1;
   sim_map_init(&p->live);
   for (int t = 0; t < TB__COUNT; t++) {
-    p->t[t].last_start = p->t[t].last_zero_start = p->t[t].last_all_start = p->t[t].last_mem_start = INT64_MIN;
+    p->t[t].last_zero_start = p->t[t].last_all_start = p->t[t].last_mem_start = INT64_MIN;
     p->t[t].last_corr = p->t[t].last_mem_corr = INT64_MIN;
   }
 }
@@ -792,10 +792,7 @@ static int prescan_table(nsys *x, int t) {
       s->zero++;
       sorted_step(&s->last_zero_start, start, &s->zero_unsorted);
       corr = 0;
-    } else if (rt) {
-      if (corr <= s->last_corr) s->corr_repeats = 1;
-      s->last_corr = corr;
-    } else {
+    } else if (!rt) {
       sorted_step(&s->last_corr, corr, &s->corr_unsorted);
     }
     if (mem) {
@@ -1312,6 +1309,7 @@ static int memory_event(merge *m, const nitem *it, int64_t ts, int64_t name, int
     if (l->bytes != bytes && lc != MC_STATIC) m->counts[N_SIZE_MISMATCH]++;
     o.ev.size = l->bytes;
     int16_t ldev = l->device;
+    int l_unknown = l->mk == MK_UNKNOWN;
     live_del(m->p, addr);
     if (lc == MC_STATIC) return 0;
     if (lc == MC_PINNED || lc == MC_PAGEABLE) {
@@ -1322,7 +1320,7 @@ static int memory_event(merge *m, const nitem *it, int64_t ts, int64_t name, int
       o.ev.kind = SIM_EV_FREE;
       o.ev.device = ldev;
       o.ev.stream = map_stream(m, it->stream, it->context);
-      o.ev.mem = lc == MC_MANAGED ? SIM_MEM_MANAGED : SIM_MEM_DEVICE;
+      o.ev.mem = lc == MC_MANAGED ? SIM_MEM_MANAGED : l_unknown ? SIM_MEM_UNKNOWN : SIM_MEM_DEVICE;
     }
   }
   batch_add(m, &o);
@@ -2000,8 +1998,7 @@ static int import_process(nsys *x, nproc *p, int several) {
     rc = write_note(x, w, "nsys_other_event_class_calls", "info", x->other_class_rows,
                     "rows of CUPTI_ACTIVITY_KIND_RUNTIME that are neither CUDA runtime nor driver calls (eventClass), "
                     "such as the backtrace copies of calls: not imported");
-  if (!rc && !x->fast)
-  {
+  if (!rc && !x->fast) {
     char detail[256];
     snprintf(detail, sizeof detail, "read with a prescan, and sorted by SQLite where needed: %s",
              x->why[0] ? x->why : "asked for with --set prescan=1");
@@ -2038,7 +2035,7 @@ static int import_process(nsys *x, nproc *p, int several) {
     free(pname);
     store_trace dm;
     memset(&dm, 0, sizeof dm);
-    describe_devices(x, m.devmask_used ? m.devmask_used : p->devmask, &dm, g);
+    describe_devices(x, m.devmask_used, &dm, g);
     jsonw_kbool(g, "memory_usage_events", memory_rows > 0);
     if (m.static_count) {
       jsonw_kint(g, "device_static_count", m.static_count);
@@ -2180,10 +2177,9 @@ static int nsys_import(import_ctx *ic) {
         if (!b->rows) continue;
         a->rows += b->rows;
         a->zero += b->zero;
-        a->corr_unsorted = a->zero_unsorted = a->all_unsorted = a->mem_unsorted = a->corr_repeats = 1;
+        a->corr_unsorted = a->zero_unsorted = a->all_unsorted = a->mem_unsorted = 1;
       }
       if (nopid->min_start < only->min_start) only->min_start = nopid->min_start;
-      only->devmask |= nopid->devmask;
       only->sim_valid = 0;
     }
   }
