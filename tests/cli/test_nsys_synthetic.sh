@@ -255,6 +255,16 @@ if import_ok nomem "$f"; then
     "$(events nomem | grep '"memcpy"')"
 fi
 
+# ==== nsys 2022.2 without the flag: the memory table is there, and empty
+cp "$tmp/v2022.sqlite" "$tmp/v2022_nomem.sqlite"
+sqlite3 "$tmp/v2022_nomem.sqlite" "DELETE FROM CUDA_GPU_MEMORY_USAGE_EVENTS"
+echo "== an empty memory table"
+if import_ok v2022_nomem "$tmp/v2022_nomem.sqlite"; then
+  check "v2022_nomem: cudaMalloc, cudaHostAlloc and the frees are api calls" "0 0 0 0 1 0 1 1 6" "$(kinds v2022_nomem)"
+  grep -q "has no GPU memory usage events.*--cuda-memory-usage=true" "$tmp/err" && echo "ok: v2022_nomem: warns" ||
+    fail "v2022_nomem: warning: $(cat "$tmp/err")"
+fi
+
 # ==== an export of a version memplay has not seen: an extra table and column, a newer schema
 f="$tmp/future.sqlite"
 schema_recent "$f" yes yes
