@@ -337,7 +337,8 @@ static int discover_table(nsys *x, int t) {
   char req[160];
   snprintf(req, sizeof req, "%s", tb_required[t]);
   tb->usable = 1;
-  for (char *tok = strtok(req, " "); tok; tok = strtok(NULL, " ")) {
+  char *save = NULL;
+  for (char *tok = strtok_r(req, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {
     if (has_col(x, t, tok)) continue;
     import_warn(x->ic, "'%s': table %s has no column '%s': its rows are not imported", x->path, tb_names[t], tok);
     tb->usable = 0;
