@@ -34,7 +34,7 @@ gnutime=""
 
 echo "memplay import of synthetic Nsight Systems exports ($(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg))"
 echo
-printf '%20s %12s %12s %10s %14s %14s %12s\n' iterations "export rows" events seconds "events/s" "rows/s" "max RSS"
+printf '%20s %12s %12s %10s %14s %14s %10s %12s\n' iterations "export rows" events seconds "events/s" "rows/s" "CPU s" "max RSS"
 for size in "${sizes[@]}"; do
   n=${size#shuffled:}
   opt=""
@@ -49,15 +49,20 @@ for size in "${sizes[@]}"; do
   cat "$f" >/dev/null # the export in the page cache, as after `nsys export`
   start=$(date +%s.%N)
   if [ -n "$gnutime" ]; then
-    $gnutime -o "$dir/time.txt" -f %M "$memplay" --db "$dir/bench-store.db" import --json "$f" >"$dir/out.json"
-    rss="$(( $(tail -1 "$dir/time.txt") / 1024 )) MiB"
+    $gnutime -o "$dir/time.txt" -f "%M %U %S" "$memplay" --db "$dir/bench-store.db" import --json "$f" >"$dir/out.json"
+    read -r kib user sys <"$dir/time.txt"
+    rss="$((kib / 1024)) MiB"
+    cpu=$(awk -v u="$user" -v s="$sys" 'BEGIN { printf "%.2f", u + s }')
   else
     "$memplay" --db "$dir/bench-store.db" import --json "$f" >"$dir/out.json"
     rss="n/a"
+    cpu="n/a"
   fi
   end=$(date +%s.%N)
   events=$(sqlite3 :memory: "SELECT json_extract(readfile('$dir/out.json'), '\$.traces[0].events')")
-  awk -v n="$size" -v r="$rows" -v e="$events" -v s="$start" -v t="$end" -v m="$rss" 'BEGIN {
-    d = t - s; printf "%20s %12d %12d %10.2f %14.0f %14.0f %12s\n", n, r, e, d, e / d, r / d, m }'
+  awk -v n="$size" -v r="$rows" -v e="$events" -v s="$start" -v t="$end" -v m="$rss" -v c="$cpu" 'BEGIN {
+    d = t - s; printf "%20s %12d %12d %10.2f %14.0f %14.0f %10s %12s\n", n, r, e, d, e / d, r / d, c, m }'
 done
-[ -n "$gnutime" ] || echo "(max RSS needs GNU time: apt-get install time)"
+echo
+echo "CPU s: user + system time of both threads (the importer's and the store's writer)"
+[ -n "$gnutime" ] || echo "(CPU time and max RSS need GNU time: apt-get install time)"
