@@ -868,7 +868,7 @@ typedef struct ncursor {
                   the process key are in the result, or -1 when not read */
   int mode;     /* CUR_* */
   int64_t rows; /* rows read */
-  int64_t last; /* the optimistic pass: the order key of the previous row */
+  int64_t last, last_start; /* the optimistic pass: the order keys of the previous row */
   nitem cur;
 } ncursor;
 
@@ -897,7 +897,10 @@ static int add_col(nsys *x, int t, char *sql, size_t n, int *ncols, const char *
   return (*ncols)++;
 }
 
-enum { CUR_CORR, CUR_ZERO, CUR_ALL };
+/* CUR_MIXED, the optimistic pass's: every row in file order, correlated rows in correlationId
+ * order and all of them in start order (as nsys writes them), so that the uncorrelated rows can
+ * be taken as they come, with no cursor of their own. */
+enum { CUR_CORR, CUR_ZERO, CUR_ALL, CUR_MIXED };
 
 /* The optimistic pass meets a row of process key: the first one fixes the process, another one
  * means the export holds several and the careful pass must run. */
@@ -937,7 +940,7 @@ static int cursor_open(nsys *x, ncursor *c, int t, const nproc *p, int several, 
   c->col[13] = -1;
   size_t l = strlen(sql);
   c->mode = mode;
-  c->last = INT64_MIN;
+  c->last = c->last_start = INT64_MIN;
   if (x->fast) {
     /* read in the file's order, checking that it is the order wanted, and the process */
     c->col[13] = has_col(x, t, "globalPid") ? ncols++ : -1;
@@ -1026,15 +1029,16 @@ static int cursor_next(nsys *x, ncursor *c) {
     int64_t key = -1;
     if (c->col[13] >= 0 && get_int(q, c->col[13], &key) < 0)
       return bad_value(x, t, it->rowid, q, c->col[13], "globalPid");
-    int64_t order = c->mode == CUR_CORR ? it->corr : it->start;
     if (c->col[13] >= 0 && !fast_key_ok(x, key)) return -1;
-    if (order < c->last) {
+    int by_corr = c->mode == CUR_CORR || (c->mode == CUR_MIXED && it->corr > 0);
+    int64_t order = by_corr ? it->corr : it->start;
+    if (order < c->last || (c->mode == CUR_MIXED && it->start < c->last_start)) {
       x->restart = 1;
-      snprintf(x->why, sizeof x->why, "%s is not in %s order", tb_names[t],
-               c->mode == CUR_CORR ? "correlationId" : "start");
+      snprintf(x->why, sizeof x->why, "%s is not in %s order", tb_names[t], by_corr ? "correlationId" : "start");
       return -1;
     }
-    c->last = order;
+    if (by_corr) c->last = order;
+    c->last_start = it->start;
   }
   c->has = 1;
   return 1;
@@ -1429,7 +1433,14 @@ static int lone_row(merge *m, const nitem *it, int64_t ts) {
   return rc;
 }
 
-/* Pulls every correlated row up to correlationId upto into the pending map. */
+/* A row without a correlation, timed by itself. */
+static int uncorrelated(merge *m, const nitem *it) {
+  size_t before = m->noh;
+  if (lone_row(m, it, it->start < m->last_ts ? m->last_ts : it->start)) return -1;
+  if (m->noh > before && !m->all_mode) m->counts[N_UNCORRELATED]++;
+  return 0;
+}
+
 /* Pulls every correlated row up to correlationId upto: those of upto itself (the common case:
  * ids grow with time) straight into m->direct, earlier ones into the pending map. */
 static int pull(merge *m, int64_t upto) {
@@ -1437,7 +1448,9 @@ static int pull(merge *m, int64_t upto) {
   for (int t = 0; t < TB_ITEMS; t++) {
     ncursor *c = &m->items[t];
     while (c->has && c->cur.corr <= upto) {
-      if (c->cur.corr == upto) {
+      if (c->cur.corr == 0) { /* an uncorrelated row met on the way (CUR_MIXED) */
+        if (uncorrelated(m, &c->cur)) return -1;
+      } else if (c->cur.corr == upto) {
         sim_grow((void **)&m->direct, &m->directcap, m->ndirect + 1, sizeof *m->direct);
         m->direct[m->ndirect++] = c->cur;
       } else {
@@ -1600,9 +1613,7 @@ static int advance(merge *m, int64_t w) {
   for (int t = 0; t < TB_ITEMS; t++) {
     ncursor *c = &m->zeros[t];
     while (c->has && c->cur.start < w) {
-      int64_t before = m->noh;
-      if (lone_row(m, &c->cur, c->cur.start)) return -1;
-      if ((int64_t)m->noh > before && !m->all_mode) m->counts[N_UNCORRELATED]++;
+      if (uncorrelated(m, &c->cur)) return -1;
       if (cursor_next(m->x, c) < 0) return -1;
     }
   }
@@ -1737,8 +1748,9 @@ static int open_items(merge *m) {
     if (!x->tb[t].usable || (!x->fast && p->t[t].rows == 0)) continue;
     int corr = has_col(x, t, "correlationId");
     int want_corr = !m->all_mode && corr && (x->fast || p->t[t].rows > p->t[t].zero);
-    int want_zero = t != TB_SYNC && (m->all_mode || !corr || x->fast || p->t[t].zero);
-    if (want_corr && (cursor_open(x, &m->items[t], t, p, m->several, CUR_CORR) || cursor_next(x, &m->items[t]) < 0))
+    int want_zero = t != TB_SYNC && (m->all_mode || !corr || (!x->fast && p->t[t].zero));
+    if (want_corr && (cursor_open(x, &m->items[t], t, p, m->several, x->fast ? CUR_MIXED : CUR_CORR) ||
+                      cursor_next(x, &m->items[t]) < 0))
       return -1;
     if (want_zero && (cursor_open(x, &m->zeros[t], t, p, m->several, m->all_mode || !corr ? CUR_ALL : CUR_ZERO) ||
                       cursor_next(x, &m->zeros[t]) < 0))
@@ -1774,6 +1786,9 @@ static int merge_run(merge *m) {
     if (evict_orphans(m, next)) return -1;
     int64_t w = pending_min(m);
     if (next < w) w = next;
+    for (int t = 0; t < TB_ITEMS; t++) /* rows not read yet of a table read in start order come no earlier */
+      if (m->items[t].has && m->items[t].mode == CUR_MIXED && t != TB_SYNC && m->items[t].cur.start < w)
+        w = m->items[t].cur.start;
     if (advance(m, w)) return -1;
   }
   x->other_class_rows += m->other_class;
@@ -1788,6 +1803,10 @@ static int merge_run(merge *m) {
         if (cursor_next(x, c) < 0) return -1;
         int64_t ts = it.start < base ? base : it.start;
         if (advance(m, ts)) return -1;
+        if (it.corr == 0) {
+          if (uncorrelated(m, &it)) return -1;
+          continue;
+        }
         if (it.table != TB_SYNC) m->counts[N_ORPHAN]++;
         if (lone_row(m, &it, ts < m->last_ts ? m->last_ts : ts)) return -1;
         base = ts;
