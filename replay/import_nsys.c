@@ -1058,6 +1058,11 @@ typedef struct npend { /* a pending row's place in the by-start heap */
   uint32_t idx, gen;
 } npend;
 
+typedef struct zq {
+  nitem *rows;
+  size_t head, n, cap;
+} zq;
+
 typedef struct merge {
   nsys *x;
   nproc *p;
@@ -1078,6 +1083,8 @@ typedef struct merge {
   nout *oh;
   size_t noh, ohcap;
   int64_t last_ts;
+  /* uncorrelated rows read on the way by the optimistic pass, per table, in start order */
+  zq zq[TB_ITEMS];
   /* the rows of the current call that came straight from the cursors */
   nitem *direct;
   size_t ndirect, directcap;
@@ -1448,8 +1455,16 @@ static int pull(merge *m, int64_t upto) {
   for (int t = 0; t < TB_ITEMS; t++) {
     ncursor *c = &m->items[t];
     while (c->has && c->cur.corr <= upto) {
-      if (c->cur.corr == 0) { /* an uncorrelated row met on the way (CUR_MIXED) */
-        if (uncorrelated(m, &c->cur)) return -1;
+      if (c->cur.corr == 0) {
+        /* an uncorrelated row met on the way (CUR_MIXED): it waits for its time, in order */
+        zq *z = &m->zq[t];
+        if (z->head && z->head * 2 >= z->n) { /* keep the waiting rows at the front */
+          memmove(z->rows, z->rows + z->head, (z->n - z->head) * sizeof *z->rows);
+          z->n -= z->head;
+          z->head = 0;
+        }
+        sim_grow((void **)&z->rows, &z->cap, z->n + 1, sizeof *z->rows);
+        z->rows[z->n++] = c->cur;
       } else if (c->cur.corr == upto) {
         sim_grow((void **)&m->direct, &m->directcap, m->ndirect + 1, sizeof *m->direct);
         m->direct[m->ndirect++] = c->cur;
@@ -1611,6 +1626,9 @@ static int evict_orphans(merge *m, int64_t before) {
 /* Moves uncorrelated rows earlier than w into the output, then writes what is earlier than w. */
 static int advance(merge *m, int64_t w) {
   for (int t = 0; t < TB_ITEMS; t++) {
+    zq *z = &m->zq[t];
+    while (z->head < z->n && z->rows[z->head].start < w)
+      if (uncorrelated(m, &z->rows[z->head++])) return -1;
     ncursor *c = &m->zeros[t];
     while (c->has && c->cur.start < w) {
       if (uncorrelated(m, &c->cur)) return -1;
@@ -1803,8 +1821,8 @@ static int merge_run(merge *m) {
         if (cursor_next(x, c) < 0) return -1;
         int64_t ts = it.start < base ? base : it.start;
         if (advance(m, ts)) return -1;
-        if (it.corr == 0) {
-          if (uncorrelated(m, &it)) return -1;
+        if (it.corr == 0) { /* after what waits in the queue, which is earlier */
+          if (advance(m, it.start) || uncorrelated(m, &it)) return -1;
           continue;
         }
         if (it.table != TB_SYNC) m->counts[N_ORPHAN]++;
@@ -1831,6 +1849,7 @@ static void merge_release(merge *m) {
   free(m->oh);
   free(m->batch);
   free(m->direct);
+  for (int t = 0; t < TB_ITEMS; t++) free(m->zq[t].rows);
   free(m->ring);
   sim_map_release(&m->seen);
 }

@@ -299,6 +299,25 @@ if import_ok unsorted "$f" && import_ok unsorted-careful "$f" --set prescan=1; t
   check "unsorted: in time order" "1050 1200 1400 1650" "$(events unsorted | grep -o '"ts":[0-9]*' | cut -d: -f2 | xargs)"
 fi
 
+# ==== rows without a correlation among the others (a static, a migration, a free at teardown): read
+#      in line by the single pass, timed by themselves, the same as the careful pass makes them
+f="$tmp/zeros.sqlite"
+schema_recent "$f" yes yes
+sqlite3 "$f" "$(call 1000 1100 1 1) $(mem 1050 4096 512 2 0 1) $(mem 1060 8192 64 5 0 0) $(call 1200 1300 2 3)
+  $(kernel 1400 1500 2) $(call 1600 1700 3 3) $(kernel 1900 2000 3)
+  INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY (start, end, deviceId, contextId, streamId, correlationId, globalPid, bytes,
+  copyKind, srcKind, dstKind) VALUES (1750, 1800, 0, 1, 7, 0, $P1, 65536, 1, 4, 4);
+  $(call 2100 2200 4 13) $(mem 2300 4096 512 2 1 0)"
+echo "== uncorrelated rows"
+if import_ok zeros "$f" && import_ok zeros-careful "$f" --set prescan=1; then
+  check "zeros: read once" "" "$(note zeros nsys_careful_pass)"
+  check "zeros: the same events as the careful pass" "$(events zeros-careful)" "$(events zeros)"
+  check "zeros: in time order, each at its own time" "1050 1200 1600 1750 2100 2300" \
+    "$(events zeros | grep -o '"ts":[0-9]*' | cut -d: -f2 | xargs)"
+  check "zeros: events by kind" "1 1 0 0 1 0 2 0 1" "$(kinds zeros)"
+  check "zeros: noted" 2 "$(jget "$tmp/zeros.json" '$.notes."nsys_uncorrelated_rows (info)"')"
+fi
+
 # ==== two processes: one trace each
 f="$tmp/two.sqlite"
 schema_recent "$f" yes yes
