@@ -39,7 +39,32 @@ int cmd_export(int argc, char **argv, cli *c);
 int cmd_gen(int argc, char **argv, cli *c);
 int cmd_rm(int argc, char **argv, cli *c);
 int cmd_bench(int argc, char **argv, cli *c);
+int cmd_devices(int argc, char **argv, cli *c);
+int cmd_validate(int argc, char **argv, cli *c);
 int cmd_help(int argc, char **argv, cli *c);
+int cmd_whatif(int argc, char **argv, cli *c);
+int cmd_run(int argc, char **argv, cli *c);
+
+/* What whatif and run share (cmd_run.c): their options (--set, --device, --out, --no-save,
+ * --max-instructions, --max-memory, --timeout) and running a script. */
+void *cli_lua_opts_new(void);
+void cli_lua_opts_free(void *opts);
+int cli_lua_option(const char *cmd, void *opts, int opt, const char *arg);
+int cli_lua_run(cli *c, const char *cmd, void *opts, const char *trace_ref, const char *script, int argc, char **argv);
+int cmd_calibrate(int argc, char **argv, cli *c);
+int cmd_record(int argc, char **argv, cli *c);
+
+/* `memplay replay --backend cuda` (replay_gpu.c): the options, and the replay on the GPU. */
+typedef struct cli_gpu_opts {
+  int on_gpu;   /* --backend cuda */
+  int set;      /* --scale or --pace given */
+  double scale; /* --scale F; 0: --scale fit; 1 by default */
+  int scale_given, pace;
+} cli_gpu_opts;
+/* Handles --backend, --scale, --pace; returns 0, or CLI_USAGE after the message. */
+int cli_gpu_option(cli_gpu_opts *g, int opt, const char *arg);
+int cli_replay_gpu(cli *c, const char *trace, const char *alloc, uint64_t capacity, int stop_at_oom, int save,
+                   int timeline, const cli_gpu_opts *g);
 
 /* Options every command takes, for getopt_long tables: --db, --json, -h. */
 #define CLI_COMMON_OPTIONS                    \

@@ -51,8 +51,8 @@ int cmd_info(int argc, char **argv, cli *c) {
     store_close(s);
     return CLI_FAIL;
   }
-  kv *kinds = NULL, *devs = NULL, *streams = NULL, *rec = NULL, *cats = NULL, *notes = NULL;
-  size_t nk = 0, nd = 0, ns = 0, nr = 0, nc = 0, nn = 0;
+  kv *kinds = NULL, *devs = NULL, *streams = NULL, *rec = NULL, *cats = NULL, *notes = NULL, *methods = NULL;
+  size_t nk = 0, nd = 0, ns = 0, nr = 0, nc = 0, nn = 0, nm = 0;
   replay_result res;
   memset(&res, 0, sizeof res);
   if (query_pairs(s,
@@ -71,9 +71,14 @@ int cmd_info(int argc, char **argv, cli *c) {
                   t.id, &rec, &nr) ||
       query_pairs(s,
                   "SELECT c.name, count(*), sum(e.size) FROM events e JOIN categories c ON c.id = e.category "
-                  "WHERE e.id BETWEEN ?1 << 32 AND (?1 << 32) + 4294967295 AND e.kind = 1 GROUP BY e.category "
+                  "WHERE e.id BETWEEN ?1 << 32 AND (?1 << 32) + 4294967295 AND e.kind IN (1, 10) GROUP BY e.category "
                   "ORDER BY e.category",
                   t.id, &cats, &nc) ||
+      query_pairs(s,
+                  "SELECT c.name, count(*), sum(e.size) FROM events e JOIN cat_sources c ON c.id = e.cat_source "
+                  "WHERE e.id BETWEEN ?1 << 32 AND (?1 << 32) + 4294967295 AND e.kind IN (1, 10) GROUP BY e.cat_source "
+                  "ORDER BY e.cat_source",
+                  t.id, &methods, &nm) ||
       query_pairs(s, "SELECT name || ' (' || severity || ')', value, 0 FROM trace_stats WHERE trace_id = ?1 ORDER BY name",
                   t.id, &notes, &nn)) {
     cli_error("%s", store_error(s));
@@ -144,6 +149,16 @@ int cmd_info(int argc, char **argv, cli *c) {
       yajl_gen_map_close(g);
     }
     yajl_gen_map_close(g);
+    jsonw_str(g, "allocations_by_method");
+    yajl_gen_map_open(g);
+    for (size_t i = 0; i < nm; i++) {
+      jsonw_str(g, methods[i].key);
+      yajl_gen_map_open(g);
+      jsonw_kint(g, "count", methods[i].a);
+      jsonw_kint(g, "bytes", methods[i].b);
+      yajl_gen_map_close(g);
+    }
+    yajl_gen_map_close(g);
     jsonw_kint(g, "peak_live_bytes", res.peak_requested);
     jsonw_kint(g, "peak_live_event", res.peak_allocated_seq);
     jsonw_str(g, "at_peak_by_category");
@@ -190,6 +205,16 @@ int cmd_info(int argc, char **argv, cli *c) {
       printf("recorded allocator actions\n");
       for (size_t i = 0; i < nr; i++) printf("  %-16s %12s\n", rec[i].key, cli_count(a, sizeof a, (uint64_t)rec[i].a));
     }
+    if (nc) {
+      printf("allocations by category (device and host, over the whole trace)\n");
+      for (size_t i = 0; i < nc; i++)
+        printf("  %-16s %12s  %12s\n", cats[i].key, cli_count(a, sizeof a, (uint64_t)cats[i].a),
+               cli_bytes(b, sizeof b, cats[i].b));
+      printf("how the categories were decided (allocations)\n");
+      for (size_t i = 0; i < nm; i++)
+        printf("  %-16s %12s  %12s\n", !strcmp(methods[i].key, "none") ? "undecided" : methods[i].key,
+               cli_count(a, sizeof a, (uint64_t)methods[i].a), cli_bytes(b, sizeof b, methods[i].b));
+    }
     printf("peak live    %s at event %lld\n", cli_bytes(a, sizeof a, res.peak_requested), (long long)res.peak_allocated_seq);
     printf("live at the peak, by category\n");
     for (int k = 0; k < SIM_CAT__COUNT; k++)
@@ -218,6 +243,7 @@ out:
   free_pairs(rec, nr);
   free_pairs(cats, nc);
   free_pairs(notes, nn);
+  free_pairs(methods, nm);
   store_trace_clear(&t);
   store_close(s);
   return code;

@@ -2,13 +2,64 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../replay/devices_store.h"
 #include "../replay/engine.h"
 #include "../replay/jsonw.h"
 #include "../replay/report.h"
 #include "../replay/store_source.h"
+#include "../replay/time_observer.h"
 #include "cli.h"
 
 static const char *env_lookup(const char *name) { return getenv(name); }
+
+static double pct(int64_t part, int64_t whole) { return whole > 0 ? 100.0 * (double)part / (double)whole : 0; }
+
+static void print_time(store *s, const store_trace *t, const run_meta *m) {
+  const sim_tm_result *r = m->time;
+  const sim_tm_config *c = m->time_config;
+  char a[48], b[48], d[48];
+  if (!strcmp(m->device_reason, "recorded"))
+    printf("time on %s (%s profile, chosen for the trace's recorded device '%s')\n", m->device, m->device_source,
+           t->device_name);
+  else printf("time on %s (%s profile)\n", m->device, m->device_source);
+  printf("  predicted           %s in total", cli_duration(a, sizeof a, (double)r->total_ns / 1e9));
+  if (r->complete_steps) {
+    printf(", %zu step%s of %s on average", r->complete_steps, r->complete_steps == 1 ? "" : "s",
+           cli_duration(b, sizeof b, r->step_time_s));
+    if (r->recorded_step_time_s >= 0)
+      printf(" (recorded %s, %+.2f%%)", cli_duration(d, sizeof d, r->recorded_step_time_s),
+             100.0 * (r->step_time_s - r->recorded_step_time_s) / r->recorded_step_time_s);
+  }
+  printf("\n");
+  if (r->samples_per_s >= 0)
+    printf("  throughput          %.1f samples/s (batch size %lld)\n", r->samples_per_s, (long long)c->batch_size);
+  else if (r->complete_steps)
+    printf("  throughput          unknown (the trace does not record its batch size: --timing batch=N)\n");
+  printf("  critical path       ");
+  for (int k = 0; k < SIM_TM__NCLASS; k++)
+    printf("%s%s %.1f%%", k ? ", " : "", sim_tm_class_name(k), pct(r->breakdown[k], r->total_ns));
+  printf("\n");
+  printf("  host blocked        syncs %s, copies %s, allocation %s, ", cli_duration(a, sizeof a, (double)r->blocked_sync_ns / 1e9),
+         cli_duration(b, sizeof b, (double)r->blocked_copy_ns / 1e9),
+         cli_duration(d, sizeof d, (double)r->blocked_alloc_ns / 1e9));
+  printf("launch queue %s\n", cli_duration(a, sizeof a, (double)r->blocked_launch_ns / 1e9));
+  if (r->nitems) printf("  largest items on the critical path\n");
+  for (size_t i = 0; i < r->nitems; i++) {
+    char label[400];
+    report_time_item_label(s, &r->items[i], label, sizeof label);
+    printf("    %12s %5.1f%% %8lld x  %.120s\n", cli_duration(a, sizeof a, (double)r->items[i].total_ns / 1e9),
+           pct(r->items[i].total_ns, r->total_ns), (long long)r->items[i].count, label);
+  }
+  printf("  assumed             copies %s; device waits the trace cannot explain %s; cross-stream dependencies %s;\n"
+         "                      kernels as recorded%s; cudaMalloc/cudaFree %s (docs/timemodel.md)\n",
+         c->copy_timing == SIM_TM_TIMING_RECORDED ? "as recorded" : "from the profile's bandwidths",
+         c->keep_device_waits ? "kept" : "dropped", c->infer_dependencies ? "inferred from recorded times" : "ignored",
+         c->kernel_scale > 0 && c->kernel_scale != 1 ? " (scaled)" : "",
+         c->malloc_syncs ? "synchronize the device" : "do not synchronize");
+  if (r->ops_without_duration)
+    printf("  note                %llu kernels have no recorded duration (taken as 0)\n",
+           (unsigned long long)r->ops_without_duration);
+}
 
 static void print_human(store *s, const store_trace *t, const run_meta *m, const replay_result *r, int64_t run_id) {
   char a[48], b[48], e[48];
@@ -54,29 +105,42 @@ static void print_human(store *s, const store_trace *t, const run_meta *m, const
     printf("  %12s  %6lld x  %s\n", cli_bytes(a, sizeof a, r->sites[i].bytes), (long long)r->sites[i].count, label);
     free(label);
   }
+  if (m->time) print_time(s, t, m);
+  else if (t->device_name && *t->device_name)
+    printf("time: no prediction (the trace's device '%s' matches no profile; name one with --device)\n", t->device_name);
+  else printf("time: no prediction (name a device profile with --device)\n");
   if (run_id > 0) printf("stored as run %lld in %s\n", (long long)run_id, store_path(s));
 }
 
 int cmd_replay(int argc, char **argv, cli *c) {
+  const char *device = NULL, *timing = NULL; /* --device, --timing: the time model */
   static const struct option opts[] = {
     {"allocator", required_argument, NULL, 'a'},
+    {"device", required_argument, NULL, 'd'},
+    {"timing", required_argument, NULL, 't'},
     {"capacity", required_argument, NULL, 'c'},
     {"stop-at-oom", no_argument, NULL, 'S'},
     {"timeline", no_argument, NULL, 'T'},
     {"no-save", no_argument, NULL, 'N'},
     {"check", no_argument, NULL, 'K'},
+    {"backend", required_argument, NULL, 'B'},
+    {"scale", required_argument, NULL, 'X'},
+    {"pace", no_argument, NULL, 'P'},
     CLI_COMMON_OPTIONS,
     {NULL, 0, NULL, 0},
   };
   const char *alloc = NULL;
   uint64_t capacity = UINT64_MAX;
   int stop = 0, timeline = 0, save = 1, check = 0, opt, code = CLI_OK;
+  cli_gpu_opts gpu = {0};
   while ((opt = cli_getopt(argc, argv, "ha:c:", opts)) != -1) {
     int r = cli_common_option(c, "replay", opt, &code);
     if (r < 0) return code;
     if (r) continue;
     switch (opt) {
     case 'a': alloc = optarg; break;
+    case 'd': device = optarg; break;
+    case 't': timing = optarg; break;
     case 'c':
       if (cli_parse_size("replay", "--capacity", optarg, &capacity)) return CLI_USAGE;
       break;
@@ -84,12 +148,25 @@ int cmd_replay(int argc, char **argv, cli *c) {
     case 'T': timeline = 1; break;
     case 'N': save = 0; break;
     case 'K': check = 1; break;
+    case 'B':
+    case 'X':
+    case 'P':
+      if (cli_gpu_option(&gpu, opt, optarg)) return CLI_USAGE;
+      break;
     }
   }
   if (optind + 1 != argc) return cli_usage_error("replay", optind >= argc ? "no TRACE given" : "replay takes one TRACE");
+  if (gpu.on_gpu) return cli_replay_gpu(c, argv[optind], alloc, capacity, stop, save, timeline, &gpu);
+  if (gpu.set) return cli_usage_error("replay", "--scale and --pace apply to '--backend cuda' only");
   char err[1024];
   sim_spec spec;
   if (alloc && sim_spec_parse(&spec, alloc, err, sizeof err) != SIM_OK) return cli_usage_error("replay", "%s", err);
+  sim_tm_config tcfg = {.copy_timing = SIM_TM_TIMING_MODEL, .keep_device_waits = 1, .infer_dependencies = 1,
+                        .malloc_syncs = -1, .kernel_scale = 1.0};
+  if (time_options_parse(&tcfg, timing, err, sizeof err)) {
+    if (alloc) sim_spec_release(&spec);
+    return cli_usage_error("replay", "--timing: %s", err);
+  }
   store *s = cli_open_store(c, 0);
   if (!s) {
     if (alloc) sim_spec_release(&spec);
@@ -106,17 +183,55 @@ int cmd_replay(int argc, char **argv, cli *c) {
     alloc = t.allocator && sim_allocator_find(t.allocator) ? t.allocator : "ideal";
     sim_spec_parse(&spec, alloc, err, sizeof err);
   }
+  /* The device: named, or the one the trace was recorded on when a profile matches it. */
+  devices_entry dev;
+  const char *reason = NULL;
+  int found = device ? devices_store_get(s, device, &dev, err, sizeof err)
+                     : devices_store_match(s, t.device_name, t.device_memory > 0 ? (uint64_t)t.device_memory : 0, &dev,
+                                           err, sizeof err);
+  if (found < 0 || (device && found == 1)) {
+    if (found == 1) cli_error("no device profile '%s' (see 'memplay devices')", device);
+    else cli_error("%s", err);
+    sim_spec_release(&spec);
+    store_trace_clear(&t);
+    store_close(s);
+    return CLI_FAIL;
+  }
+  if (found == 0) reason = device ? "option" : "recorded";
+  else if (timing) {
+    sim_spec_release(&spec);
+    store_trace_clear(&t);
+    store_close(s);
+    return cli_usage_error("replay", "--timing needs a device profile (--device NAME)");
+  }
+  if (device && capacity == UINT64_MAX) capacity = dev.p.total_memory;
   /* The recorded settings belong to the allocator that recorded the trace. */
   const char *recorded = t.allocator && !strcmp(t.allocator, spec.ops->name) ? t.allocator_settings : NULL;
   replay_config cfg = {
     .spec = &spec,
     .capacity = capacity,
-    .total_memory = t.device_memory > 0 ? (uint64_t)t.device_memory : 0,
+    .total_memory = device ? dev.p.total_memory : t.device_memory > 0 ? (uint64_t)t.device_memory : 0,
+    .cc_major = reason ? dev.p.cc_major : 0,
+    .cc_minor = reason ? dev.p.cc_minor : 0,
     .recorded = recorded,
     .getenv_fn = env_lookup,
     .stop_at_oom = stop,
     .check_level = check ? 2 : 0,
   };
+  time_observer tobs;
+  replay_observer hook;
+  sim_tm_result tres;
+  memset(&tres, 0, sizeof tres);
+  if (reason) {
+    tcfg.device = &dev.p;
+    if (tcfg.batch_size <= 0) tcfg.batch_size = t.batch_size; /* --timing batch=N wins */
+    /* stream-ordered pools (cudaMallocAsync) grow without synchronizing */
+    if (tcfg.malloc_syncs < 0) tcfg.malloc_syncs = strcmp(spec.ops->name, "async") != 0;
+    time_observer_init(&tobs, &tcfg, s);
+    hook = time_observer_hook(&tobs);
+    cfg.observers = &hook;
+    cfg.nobservers = 1;
+  }
   replay_source src;
   replay_result res;
   memset(&res, 0, sizeof res);
@@ -125,11 +240,23 @@ int cmd_replay(int argc, char **argv, cli *c) {
                 .backend = "sim", .step_time_s = -1, .samples_per_s = -1};
   if (store_source_open(&src, s, t.id)) {
     cli_error("%s", store_error(s));
+    if (reason) time_observer_release(&tobs);
     code = CLI_FAIL;
     goto out;
   }
   int rc = replay_run(&cfg, &src, &res, err, sizeof err);
   replay_source_close(&src);
+  if (reason) {
+    time_observer_finish(&tobs, &tres);
+    time_observer_release(&tobs);
+    m.device = dev.p.name;
+    m.device_source = dev.source;
+    m.device_reason = reason;
+    m.time = &tres;
+    m.time_config = &tcfg;
+    m.step_time_s = tres.step_time_s;
+    m.samples_per_s = tres.samples_per_s;
+  }
   if (rc) {
     cli_error("cannot replay '%s' under %s: %s", t.name, alloc, err);
     code = CLI_FAIL;
@@ -155,6 +282,7 @@ int cmd_replay(int argc, char **argv, cli *c) {
     print_human(s, &t, &m, &res, run_id);
   }
 out:
+  sim_tm_result_release(&tres);
   replay_result_release(&res);
   sim_spec_release(&spec);
   store_trace_clear(&t);

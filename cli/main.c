@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../replay/importer.h"
 #include "cli.h"
 
 const cli_command cli_commands[] = {
@@ -14,16 +15,25 @@ const cli_command cli_commands[] = {
   {"list", cmd_list, "list the traces in the store", "memplay list [--db FILE] [--json]"},
   {"info", cmd_info, "describe a trace: metadata, events by kind, devices, streams, memory by category",
    "memplay info TRACE [--db FILE] [--json]"},
-  {"replay", cmd_replay, "replay a trace through an allocator model and report peaks, fragmentation and OOMs",
-   "memplay replay TRACE [--allocator SPEC] [--capacity SIZE] [--stop-at-oom] [--timeline] [--no-save] [--check]\n"
+  {"replay", cmd_replay, "replay a trace through an allocator model: peaks, fragmentation, OOMs, and time on a device",
+   "memplay replay TRACE [--allocator SPEC] [--capacity SIZE] [--device NAME] [--timing OPTIONS] [--stop-at-oom]\n"
+   "                     [--timeline] [--no-save] [--check] [--backend sim|cuda] [--scale F|fit] [--pace]\n"
    "                     [--db FILE] [--json]\n"
    "  --allocator SPEC  model and options, e.g. torch:expandable_segments:True or bfc:allow_growth=true\n"
    "                    (default: the allocator that recorded the trace, else ideal)\n"
-   "  --capacity SIZE   device memory the process may use (default: unlimited)\n"
+   "  --capacity SIZE   device memory the process may use (default: the --device profile's, else unlimited)\n"
+   "  --device NAME     predict time on this device profile (see 'memplay devices'; default: the profile that\n"
+   "                    matches the trace's recorded device, if any)\n"
+   "  --timing OPTIONS  time model options, e.g. copies=recorded,device_waits=drop (see docs/timemodel.md):\n"
+   "                    copies=model|recorded device_waits=keep|drop dependencies=infer|off\n"
+   "                    kernel_scale=FACTOR malloc_syncs=true|false batch=SAMPLES_PER_STEP\n"
    "  --stop-at-oom     stop at the first allocation that does not fit\n"
    "  --timeline        include the downsampled timeline in --json output\n"
    "  --no-save         do not store the run\n"
-   "  --check           check the model's invariants after every event (slow)"},
+   "  --check           check the model's invariants after every event (slow)\n"
+   "  --backend NAME    sim (default), or cuda: perform the trace on the GPU and measure it (docs/gpu.md)\n"
+   "  --scale F|fit     cuda backend: multiply every size by F (0 < F <= 1), or by the largest factor that fits\n"
+   "  --pace            cuda backend: issue each event no earlier than its recorded host time"},
   {"export", cmd_export, "write a trace out as a file",
    "memplay export TRACE --format jsonl [-o FILE] [--db FILE]\n"
    "  --format FORMAT   jsonl\n"
@@ -40,8 +50,49 @@ const cli_command cli_commands[] = {
    "  --events N        events in the generated trace (default 10000000)\n"
    "  --allocators LIST comma-separated allocator names (default: every model)\n"
    "  --keep DIR        keep the benchmark store and files in DIR"},
+  {"whatif", cmd_whatif, "run a what-if scenario (a Lua script) against a trace; its variants are stored as runs",
+   "memplay whatif TRACE SCRIPT.lua [--set KEY=VALUE]... [--device NAME] [--out DIR] [--json] [--db FILE]\n"
+   "  SCRIPT            a path, or the name of a bundled scenario (batch_size, max_batch, ...)\n"
+   "  --set KEY=VALUE   a parameter of the scenario (its header comment lists them)\n"
+   "  --device NAME     the device to predict for (see 'memplay devices')\n"
+   "  --out DIR         the folder for the result files the script writes (CSV, JSON)\n"
+   "  --json            print {\"scenario\": ..., \"variants\": [...]}; the script's own output goes to stderr\n"
+   "  --no-save         do not store the variants as runs\n"
+   "  --max-instructions N  Lua instruction budget (default 2000000000)\n"
+   "  --max-memory SIZE     Lua memory budget (default 512MiB)\n"
+   "  --timeout SECONDS     wall-clock budget (default: none)"},
+  {"run", cmd_run, "run a Lua script with the memplay library (sandboxed)",
+   "memplay run [--set KEY=VALUE]... [--device NAME] [--out DIR] [--json] [--db FILE] SCRIPT.lua [ARGS]...\n"
+   "  ARGS              given to the script as ... and arg[1..n]\n"
+   "  --set, --device, --out, --json, --no-save, --max-instructions, --max-memory, --timeout: as for whatif"},
+  {"devices", cmd_devices, "list, show, edit and create device profiles (memory, bandwidths, compute, costs)",
+   "memplay devices [NAME] [--set KEY=VALUE]... [--from BASE] [--delete] [--reset] [--fields] [--db FILE] [--json]\n"
+   "  (no NAME)         list the device profiles\n"
+   "  NAME              show a profile: every figure with its unit\n"
+   "  --set KEY=VALUE   change a figure of NAME, e.g. h2d_pinned_bw=12GB/s (an edited built-in becomes 'user')\n"
+   "  --from BASE       create the profile NAME as a copy of BASE (then --set changes it)\n"
+   "  --delete          delete the user or calibrated profile NAME\n"
+   "  --reset           give the built-in profile NAME its own figures back\n"
+   "  --fields          list the figures a profile has, their units and meaning"},
+  {"validate", cmd_validate, "replay a recorded PyTorch snapshot through its allocator's model and compare every decision",
+   "memplay validate TRACE [--no-save] [--db FILE] [--json]\n"
+   "  --no-save         do not store the result as a run\n"
+   "  exit status 0 when every decision and the final state agree, 1 otherwise"},
+  {"calibrate", cmd_calibrate, "measure the GPU (copies, allocations, launches) and store it as a device profile",
+   "memplay calibrate [--gpu N] [--name NAME] [--quick] [--no-save] [--db FILE] [--json]\n"
+   "  --gpu N           the GPU to measure (default 0, as CUDA numbers them)\n"
+   "  --name NAME       the profile's name (default: the device's name)\n"
+   "  --quick           fewer sizes and trials (seconds instead of a minute)\n"
+   "  --no-save         print the profile without storing it"},
+  {"record", cmd_record, "run a CUDA program under the recorder and import what it did as a new trace",
+   "memplay record [--name NAME] [--output FILE] [--recorder LIB] [--db FILE] [--json] -- COMMAND [ARGS...]\n"
+   "  --name NAME       name of the new trace (default: the command's name)\n"
+   "  --output FILE     also keep the recorded JSON Lines at FILE\n"
+   "  --recorder LIB    the recorder library (default: $MEMPLAY_RECORDER, else libmemplay_recorder.so\n"
+   "                    beside memplay or in its library folder)\n"
+   "  exit status: the program's own (128+N when signal N ended it); 1 or 2 when memplay fails first"},
   {"help", cmd_help, "show help for memplay or one of its commands",
-   "memplay help [COMMAND | allocators]"},
+   "memplay help [COMMAND | allocators | formats]"},
   {NULL, NULL, NULL, NULL},
 };
 
@@ -69,6 +120,10 @@ int cmd_help(int argc, char **argv, cli *c) {
   }
   if (!strcmp(argv[1], "allocators")) {
     cli_print_allocators(stdout);
+    return cli_finish_output(CLI_OK);
+  }
+  if (!strcmp(argv[1], "formats")) { /* the importers, for --format */
+    for (size_t i = 0; importers[i]; i++) printf("  %-18s %s\n", importers[i]->name, importers[i]->summary);
     return cli_finish_output(CLI_OK);
   }
   const cli_command *cmd = cli_find_command(argv[1]);

@@ -53,7 +53,9 @@ typedef struct engine {
   /* totals over devices */
   int64_t allocated, reserved, requested, active;
   int64_t cat_bytes[SIM_CAT__COUNT], cat_count[SIM_CAT__COUNT], catsrc_bytes[SIM_CATSRC__COUNT];
-  /* call sites */
+  /* call sites: small stack ids index an array, others go through the map */
+  uint32_t *site_small; /* stack id -> site index + 1 */
+  size_t site_small_cap;
   sim_map site_idx;
   site_rec *sites;
   size_t nsites, sites_cap;
@@ -80,6 +82,7 @@ static int sim_factory(void *arg, int device, sim_device *dev, char *err, size_t
   const replay_config *cfg = arg;
   (void)device, (void)err, (void)errlen;
   sim_simdev_init(dev, cfg->capacity, cfg->total_memory);
+  if (cfg->cc_major > 0) dev->cc_major = cfg->cc_major, dev->cc_minor = cfg->cc_minor;
   return 0;
 }
 
@@ -143,14 +146,33 @@ static uint64_t largest_free_all(engine *e) {
 
 /* ---- call sites ------------------------------------------------------------------------- */
 
+#define SITE_SMALL_MAX (1u << 20)
+
+static uint32_t site_new(engine *e, int64_t stack) {
+  sim_grow((void **)&e->sites, &e->sites_cap, e->nsites + 1, sizeof *e->sites);
+  e->sites[e->nsites] = (site_rec){.stack = stack};
+  return (uint32_t)e->nsites++;
+}
+
 static uint32_t site_of(engine *e, int64_t stack) {
+  if (stack >= 0 && stack < SITE_SMALL_MAX) {
+    size_t i = (size_t)stack;
+    if (i < e->site_small_cap && e->site_small[i]) return e->site_small[i] - 1;
+    if (i >= e->site_small_cap) {
+      size_t old = e->site_small_cap;
+      sim_grow((void **)&e->site_small, &e->site_small_cap, i + 1, sizeof *e->site_small);
+      memset(e->site_small + old, 0, (e->site_small_cap - old) * sizeof *e->site_small);
+    }
+    uint32_t idx = site_new(e, stack);
+    e->site_small[i] = idx + 1;
+    return idx;
+  }
   int existed;
   uint64_t *slot = sim_map_put(&e->site_idx, (uint64_t)stack, &existed);
   if (existed) return (uint32_t)*slot;
-  sim_grow((void **)&e->sites, &e->sites_cap, e->nsites + 1, sizeof *e->sites);
-  e->sites[e->nsites] = (site_rec){.stack = stack};
-  *slot = e->nsites;
-  return (uint32_t)e->nsites++;
+  uint32_t idx = site_new(e, stack);
+  *slot = idx;
+  return idx;
 }
 
 static void site_change(engine *e, uint32_t i, int64_t bytes, int64_t count) {
@@ -228,6 +250,18 @@ static void timeline_add(engine *e, const sim_event *ev) {
   if (++e->cur_n >= e->bucket) timeline_push(e);
 }
 
+/* What the device primitive moved in bytes, before an allocator action and after it. */
+static void bytes_before(const sim_device *d, uint64_t b[4]) {
+  b[0] = d->malloc_bytes, b[1] = d->free_bytes, b[2] = d->map_bytes, b[3] = d->unmap_bytes;
+}
+
+static void bytes_add(replay_outcome *out, const sim_device *d, const uint64_t b[4]) {
+  out->device_malloc_bytes += d->malloc_bytes - b[0];
+  out->device_free_bytes += d->free_bytes - b[1];
+  out->device_map_bytes += d->map_bytes - b[2];
+  out->device_unmap_bytes += d->unmap_bytes - b[3];
+}
+
 /* ---- events ----------------------------------------------------------------------------- */
 
 static void peaks(engine *e, const sim_event *ev) {
@@ -298,13 +332,13 @@ static int do_alloc(engine *e, const sim_event *ev, replay_outcome *out) {
     sim_map_del(&e->live, ev->addr, NULL);
     return -1;
   }
-  uint64_t m0 = ds->dev.mallocs, f0 = ds->dev.frees, p0 = ds->dev.maps, u0 = ds->dev.unmaps;
+  uint64_t m0 = ds->dev.mallocs, f0 = ds->dev.frees, p0 = ds->dev.maps, u0 = ds->dev.unmaps, b0[4];
+  bytes_before(&ds->dev, b0);
   int64_t r0 = ds->st->reserved.current;
   sim_placement pl = {0, 0, 0};
   int rc = ds->a.ops->alloc(ds->a.ctx, ev->size, ev->stream, &pl);
   uint32_t idx = sim_slab_new(&e->entries);
-  slot = sim_map_get(&e->live, ev->addr); /* the slab may not move the map, but be plain */
-  *slot = idx;
+  *slot = idx; /* nothing has touched the map since sim_map_put */
   live_entry *le = sim_slab_at(&e->entries, idx);
   le->handle = pl.handle;
   le->size = ev->size;
@@ -331,6 +365,7 @@ static int do_alloc(engine *e, const sim_event *ev, replay_outcome *out) {
   out->device_frees = ds->dev.frees - f0;
   out->device_maps = ds->dev.maps - p0;
   out->device_unmaps = ds->dev.unmaps - u0;
+  bytes_add(out, &ds->dev, b0);
   device_sync(e, ds);
   out->reserved_delta = ds->st->reserved.current - r0;
   return 0;
@@ -350,7 +385,7 @@ static int do_free(engine *e, const sim_event *ev, replay_outcome *out) {
     e->res->dropped_frees++;
     out->ignored = 1;
     if (completes) {
-      sim_map_del(&e->live, ev->addr, NULL);
+      sim_map_del_slot(&e->live, slot);
       sim_slab_free(&e->entries, idx);
     }
     return 0;
@@ -363,7 +398,8 @@ static int do_free(engine *e, const sim_event *ev, replay_outcome *out) {
   devstate *ds = &e->devs[le->device];
   const sim_allocator_ops *ops = ds->a.ops;
   if (e->capture_pending) sites_capture(e);
-  uint64_t m0 = ds->dev.mallocs, f0 = ds->dev.frees, p0 = ds->dev.maps, u0 = ds->dev.unmaps;
+  uint64_t m0 = ds->dev.mallocs, f0 = ds->dev.frees, p0 = ds->dev.maps, u0 = ds->dev.unmaps, b0[4];
+  bytes_before(&ds->dev, b0);
   int64_t r0 = ds->st->reserved.current;
   if (le->state == LIVE) {
     if (ops->free_requested) ops->free_requested(ds->a.ctx, le->handle);
@@ -373,13 +409,14 @@ static int do_free(engine *e, const sim_event *ev, replay_outcome *out) {
   if (completes) {
     ops->free_completed(ds->a.ctx, le->handle);
     e->res->frees++;
-    sim_map_del(&e->live, ev->addr, NULL);
+    sim_map_del_slot(&e->live, slot);
     sim_slab_free(&e->entries, idx);
   }
   out->device_mallocs = ds->dev.mallocs - m0;
   out->device_frees = ds->dev.frees - f0;
   out->device_maps = ds->dev.maps - p0;
   out->device_unmaps = ds->dev.unmaps - u0;
+  bytes_add(out, &ds->dev, b0);
   device_sync(e, ds);
   out->reserved_delta = ds->st->reserved.current - r0;
   return 0;
@@ -419,7 +456,8 @@ static void do_device_action(engine *e, const sim_event *ev, replay_outcome *out
     if (ev->kind == SIM_EV_SYNC) fn = ops->synchronize;
     if (!fn && !(ev->kind == SIM_EV_EMPTY_CACHE && ops->empty_cache)) continue;
     if (e->capture_pending) sites_capture(e);
-    uint64_t m0 = ds->dev.mallocs, f0 = ds->dev.frees, p0 = ds->dev.maps, u0 = ds->dev.unmaps;
+    uint64_t m0 = ds->dev.mallocs, f0 = ds->dev.frees, p0 = ds->dev.maps, u0 = ds->dev.unmaps, b0[4];
+    bytes_before(&ds->dev, b0);
     int64_t r0 = ds->st->reserved.current;
     if (fn) fn(ds->a.ctx, ev->stream);
     else ops->empty_cache(ds->a.ctx);
@@ -427,6 +465,7 @@ static void do_device_action(engine *e, const sim_event *ev, replay_outcome *out
     out->device_frees += ds->dev.frees - f0;
     out->device_maps += ds->dev.maps - p0;
     out->device_unmaps += ds->dev.unmaps - u0;
+    bytes_add(out, &ds->dev, b0);
     device_sync(e, ds);
     out->reserved_delta += ds->st->reserved.current - r0;
   }
@@ -478,7 +517,12 @@ int replay_run(const replay_config *cfg, replay_source *src, replay_result *res,
     }
     res->events++;
     replay_outcome out;
-    memset(&out, 0, sizeof out);
+    out.oom = out.ignored = 0;
+    out.device_mallocs = out.device_frees = out.device_maps = out.device_unmaps = 0;
+    out.device_malloc_bytes = out.device_free_bytes = out.device_map_bytes = out.device_unmap_bytes = 0;
+    out.reserved_delta = 0;
+    out.placement.addr = out.placement.size = 0;
+    out.placement.handle = 0;
     switch (ev.kind) {
     case SIM_EV_ALLOC: rc = do_alloc(e, &ev, &out); break;
     case SIM_EV_FREE:
@@ -535,6 +579,7 @@ int replay_run(const replay_config *cfg, replay_source *src, replay_result *res,
   sim_map_release(&e->site_idx);
   sim_slab_release(&e->entries);
   free(e->sites);
+  free(e->site_small);
   free(e->dirty);
   free(e);
   return rc;

@@ -17,6 +17,8 @@ typedef struct replay_outcome {
   uint64_t device_mallocs; /* driver calls made while handling this event */
   uint64_t device_frees;
   uint64_t device_maps, device_unmaps;
+  uint64_t device_malloc_bytes, device_free_bytes; /* bytes those calls took and gave back */
+  uint64_t device_map_bytes, device_unmap_bytes;
   int64_t reserved_delta;  /* change in reserved bytes on the event's device */
   sim_placement placement; /* for a placed allocation */
 } replay_outcome;
@@ -34,6 +36,7 @@ typedef struct replay_config {
   const sim_spec *spec;         /* the allocator model and its options */
   uint64_t capacity;            /* bytes per device the process may take; UINT64_MAX: unlimited */
   uint64_t total_memory;        /* the card's memory as models see it (0: capacity, or 80 GiB) */
+  int cc_major, cc_minor;       /* the card's compute capability (0: the simulated device's default) */
   const char *recorded;         /* allocator settings recorded in the trace (JSON), or NULL */
   const char *(*getenv_fn)(const char *);
   int stop_at_oom;

@@ -5,13 +5,20 @@
 #include <string.h>
 
 #include "../sim/hashmap.h"
+#include "categorize.h"
 #include "importer.h"
 
 extern const importer import_jsonl;
+extern const importer import_kineto;
+extern const importer import_timeline;
+extern const importer import_pytorch_snapshot;
 extern const importer import_nsys;
 
 const importer *const importers[] = {
   &import_jsonl,
+  &import_kineto,
+  &import_timeline,
+  &import_pytorch_snapshot,
   &import_nsys,
   NULL,
 };
@@ -148,7 +155,15 @@ int import_file(import_ctx *ctx, const char *forced) {
     input_close(in);
     return -1;
   }
-  int rc = imp->import(ctx);
+  /* Every trace the import adds gets its allocations' categories, in the same transaction. */
+  int64_t mark = categorize_mark(ctx->s);
+  if (mark < 0) import_error(ctx, "cannot import '%s': %s", ctx->path, store_error(ctx->s));
+  int rc = mark < 0 ? -1 : imp->import(ctx);
+  char cerr[512];
+  if (rc == 0 && categorize_since(ctx->s, mark, cerr, sizeof cerr)) {
+    import_error(ctx, "cannot import '%s': cannot categorize its allocations: %s", ctx->path, cerr);
+    rc = -1;
+  }
   if (rc == 0 && store_commit(ctx->s)) {
     import_error(ctx, "cannot import '%s': %s", ctx->path, store_error(ctx->s));
     rc = -1;

@@ -7,6 +7,144 @@
 #include "jsonw.h"
 #include "report.h"
 
+static double secs(int64_t ns) { return (double)ns / 1e9; }
+
+void report_time_item_label(store *s, const sim_tm_item *it, char *buf, size_t n) {
+  const char *name = it->name && s ? store_string(s, it->name) : NULL;
+  switch (it->what) {
+  case SIM_TM_W_KERNEL:
+  case SIM_TM_W_MEMSET: snprintf(buf, n, "%s %s", sim_tm_what_name(it->what), name ? name : "(unnamed)"); break;
+  case SIM_TM_W_COPY:
+  case SIM_TM_W_STAGING:
+    snprintf(buf, n, "%s %s %s", sim_tm_what_name(it->what), sim_copy_dir_name(it->dir), sim_mem_kind_name(it->mem));
+    break;
+  case SIM_TM_W_SYNC:
+    if (name) snprintf(buf, n, "sync %s", name);
+    else snprintf(buf, n, "sync (%s)", sim_event_kind_name(it->kind));
+    break;
+  case SIM_TM_W_CALL:
+    if (name) snprintf(buf, n, "call %s", name);
+    else snprintf(buf, n, "%s calls", sim_event_kind_name(it->kind));
+    break;
+  case SIM_TM_W_HOST: snprintf(buf, n, "host code between calls"); break;
+  case SIM_TM_W_DEVICE_WAIT: snprintf(buf, n, "device wait before %s", sim_event_kind_name(it->kind)); break;
+  default: snprintf(buf, n, "%s", sim_tm_what_name(it->what));
+  }
+}
+
+static void breakdown_json(yajl_gen g, const char *key, const int64_t b[SIM_TM__NCLASS]) {
+  jsonw_str(g, key);
+  yajl_gen_map_open(g);
+  for (int c = 0; c < SIM_TM__NCLASS; c++) jsonw_kdouble(g, sim_tm_class_name(c), secs(b[c]));
+  yajl_gen_map_close(g);
+}
+
+static void time_json(yajl_gen g, store *s, const run_meta *m) {
+  const sim_tm_result *t = m->time;
+  const sim_tm_config *c = m->time_config;
+  jsonw_str(g, "time");
+  yajl_gen_map_open(g);
+  jsonw_kstr(g, "device_source", m->device_source);
+  jsonw_kstr(g, "device_chosen_by", m->device_reason);
+  if (c) {
+    jsonw_str(g, "assumptions");
+    yajl_gen_map_open(g);
+    jsonw_kstr(g, "copies", c->copy_timing == SIM_TM_TIMING_RECORDED ? "recorded" : "model");
+    jsonw_kstr(g, "device_waits", c->keep_device_waits ? "keep" : "drop");
+    jsonw_kstr(g, "dependencies", c->infer_dependencies ? "infer" : "off");
+    jsonw_kdouble(g, "kernel_scale", c->kernel_scale > 0 ? c->kernel_scale : 1.0);
+    jsonw_kbool(g, "malloc_syncs", c->malloc_syncs);
+    jsonw_kint(g, "batch_size", c->batch_size);
+    yajl_gen_map_close(g);
+  }
+  jsonw_kdouble(g, "total_s", secs(t->total_ns));
+  jsonw_kint(g, "start_ns", t->start_ns);
+  jsonw_kint(g, "end_ns", t->end_ns);
+  jsonw_kuint(g, "steps_complete", t->complete_steps);
+  jsonw_str(g, "recorded_step_time_s");
+  if (t->recorded_step_time_s >= 0) jsonw_double(g, t->recorded_step_time_s);
+  else jsonw_null(g);
+  breakdown_json(g, "breakdown_s", t->breakdown);
+  jsonw_str(g, "host_blocked_s");
+  yajl_gen_map_open(g);
+  jsonw_kdouble(g, "sync", secs(t->blocked_sync_ns));
+  jsonw_kdouble(g, "copies", secs(t->blocked_copy_ns));
+  jsonw_kdouble(g, "allocation", secs(t->blocked_alloc_ns));
+  jsonw_kdouble(g, "launch_queue", secs(t->blocked_launch_ns));
+  yajl_gen_map_close(g);
+  jsonw_str(g, "device_busy_s");
+  yajl_gen_map_open(g);
+  jsonw_kdouble(g, "compute", secs(t->compute_busy_ns));
+  jsonw_kdouble(g, "copies", secs(t->copy_busy_ns));
+  yajl_gen_map_close(g);
+  jsonw_str(g, "steps");
+  yajl_gen_array_open(g);
+  for (size_t i = 0; i < t->nsteps; i++) {
+    const sim_tm_step *st = &t->steps[i];
+    yajl_gen_map_open(g);
+    jsonw_kint(g, "step", st->step);
+    jsonw_kint(g, "begin_event", st->begin_seq);
+    jsonw_kint(g, "end_event", st->end_seq);
+    jsonw_kbool(g, "complete", st->complete);
+    jsonw_kdouble(g, "predicted_s", secs(st->end_ns - st->start_ns));
+    jsonw_str(g, "recorded_s");
+    if (st->recorded_ns >= 0) jsonw_double(g, secs(st->recorded_ns));
+    else jsonw_null(g);
+    breakdown_json(g, "breakdown_s", st->breakdown);
+    yajl_gen_map_close(g);
+  }
+  yajl_gen_array_close(g);
+  jsonw_str(g, "critical_path");
+  yajl_gen_array_open(g);
+  for (size_t i = 0; i < t->nitems; i++) {
+    const sim_tm_item *it = &t->items[i];
+    char label[400];
+    report_time_item_label(s, it, label, sizeof label);
+    yajl_gen_map_open(g);
+    jsonw_kstr(g, "class", sim_tm_class_name(it->cls));
+    jsonw_kstr(g, "what", sim_tm_what_name(it->what));
+    jsonw_kstr(g, "item", label);
+    jsonw_kdouble(g, "total_s", secs(it->total_ns));
+    jsonw_kint(g, "count", it->count);
+    jsonw_kdouble(g, "largest_s", secs(it->max_ns));
+    jsonw_kint(g, "largest_event", it->max_seq);
+    yajl_gen_map_close(g);
+  }
+  yajl_gen_array_close(g);
+  jsonw_str(g, "copies");
+  yajl_gen_array_open(g);
+  for (int b = 0; b < SIM_TM__NCB; b++)
+    for (int large = 0; large < 2; large++) {
+      const sim_tm_copy_stats *cs = &t->copies[b][large];
+      if (!cs->n) continue;
+      yajl_gen_map_open(g);
+      jsonw_kstr(g, "kind", sim_tm_copy_bucket_name(b));
+      jsonw_kstr(g, "size", large ? "at least 1 MiB" : "below 1 MiB");
+      jsonw_kuint(g, "count", cs->n);
+      jsonw_kuint(g, "bytes", cs->bytes);
+      jsonw_kdouble(g, "recorded_s", secs(cs->recorded_ns));
+      jsonw_kdouble(g, "predicted_s", secs(cs->predicted_ns));
+      jsonw_kdouble(g, "total_error", cs->recorded_ns ? (double)(cs->predicted_ns - cs->recorded_ns) / (double)cs->recorded_ns : 0);
+      jsonw_kdouble(g, "mean_abs_error", cs->abs_rel_err_sum / (double)cs->n);
+      yajl_gen_map_close(g);
+    }
+  yajl_gen_array_close(g);
+  jsonw_str(g, "counts");
+  yajl_gen_map_open(g);
+  jsonw_kuint(g, "kernels", t->kernels);
+  jsonw_kuint(g, "kernels_without_duration", t->ops_without_duration);
+  jsonw_kuint(g, "memsets", t->memsets);
+  jsonw_kuint(g, "copies", t->copies_n);
+  jsonw_kuint(g, "syncs", t->syncs);
+  jsonw_kuint(g, "host_pins", t->host_pins);
+  jsonw_kuint(g, "inferred_dependencies", t->inferred_dependencies);
+  jsonw_kuint(g, "device_waits", t->device_waits);
+  jsonw_kdouble(g, "device_wait_s", secs(t->device_wait_ns));
+  jsonw_kuint(g, "launch_queue_blocks", t->launch_blocks);
+  yajl_gen_map_close(g);
+  yajl_gen_map_close(g);
+}
+
 void report_json(yajl_gen g, store *s, const run_meta *m, const replay_result *r, int timeline) {
   jsonw_kstr(g, "trace", m->trace_name);
   if (m->trace_id > 0) jsonw_kint(g, "trace_id", m->trace_id);
@@ -126,6 +264,7 @@ void report_json(yajl_gen g, store *s, const run_meta *m, const replay_result *r
     }
     yajl_gen_array_close(g);
   }
+  if (m->time) time_json(g, s, m);
   jsonw_kdouble(g, "elapsed_s", r->elapsed_s);
 }
 

@@ -4,6 +4,7 @@
 
 #include <yajl/yajl_gen.h>
 
+#include "../sim/timemodel.h"
 #include "engine.h"
 #include "store.h"
 
@@ -18,11 +19,19 @@ typedef struct run_meta {
   const char *backend;   /* sim, cuda */
   const char *scenario, *variant;
   double step_time_s, samples_per_s; /* < 0: unknown */
+  /* The time model's prediction on `device`, or NULL (no profile, no prediction). */
+  const sim_tm_result *time;
+  const sim_tm_config *time_config;
+  const char *device_source; /* builtin, user, calibrated */
+  const char *device_reason; /* "option" (--device) or "recorded" (the trace's device name matched) */
 } run_meta;
 
 /* Writes the result's members into an open JSON object (the caller opens and closes it).
  * With timeline, the downsampled timeline is included. The store labels call sites. */
 void report_json(yajl_gen g, store *s, const run_meta *m, const replay_result *r, int timeline);
+
+/* A critical-path item in words: "kernel volta_sgemm_128x64_nn", "copy h2d pageable", ... */
+void report_time_item_label(store *s, const sim_tm_item *it, char *buf, size_t n);
 
 /* Stores a run with its timeline, OOMs and composition; *run_id receives its id. */
 int report_save_run(store *s, const run_meta *m, const replay_result *r, int64_t *run_id);

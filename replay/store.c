@@ -17,6 +17,7 @@ void store_seterr(store *s, const char *fmt, ...) {
 }
 
 const char *store_error(const store *s) { return s->err; }
+void store_seterr_text(store *s, const char *msg) { store_seterr(s, "%s", msg); }
 sqlite3 *store_db(store *s) { return s->db; }
 const char *store_path(const store *s) { return s->path; }
 
@@ -978,7 +979,10 @@ int store_reader_range(store *s, int64_t trace_id, int64_t from, int64_t to, sto
   sqlite3_stmt *q;
   const char *sql = "SELECT id, ts, dur, addr, size, stream, info, stack_id, name_id, step, dev_ts, api_dur "
                     "FROM events WHERE id BETWEEN ?1 AND ?2 ORDER BY id";
-  if (sqlite3_prepare_v2(s->db, sql, -1, &q, NULL) != SQLITE_OK) return store_fail(s, NULL, "cannot read events");
+  int tok = store_lock(s);
+  int prc = sqlite3_prepare_v2(s->db, sql, -1, &q, NULL);
+  store_unlock(s, tok);
+  if (prc != SQLITE_OK) return store_fail(s, NULL, "cannot read events");
   if (from < 0) from = 0;
   if (to < 0 || to > STORE_MAX_EVENTS) to = STORE_MAX_EVENTS;
   sqlite3_bind_int64(q, 1, trace_id << 32 | from);
@@ -994,7 +998,9 @@ int store_reader_open(store *s, int64_t trace_id, store_reader **r) { return sto
 
 int store_reader_next(store_reader *r, sim_event *ev) {
   sqlite3_stmt *q = r->q;
+  int tok = store_lock(r->s); /* a trace may be read while another is written (a derived trace saved) */
   int rc = sqlite3_step(q);
+  store_unlock(r->s, tok);
   if (rc == SQLITE_DONE) return 0;
   if (rc != SQLITE_ROW) return store_fail(r->s, q, "cannot read events");
   ev->seq = sqlite3_column_int64(q, 0) & 0xffffffff;
@@ -1021,7 +1027,9 @@ int store_reader_next(store_reader *r, sim_event *ev) {
 
 void store_reader_close(store_reader *r) {
   if (!r) return;
+  int tok = store_lock(r->s);
   sqlite3_finalize(r->q);
+  store_unlock(r->s, tok);
   free(r);
 }
 

@@ -35,6 +35,8 @@ const char *store_error(const store *s);
  * comes back reset, with its bindings cleared. NULL on error (store_error says why).
  */
 sqlite3_stmt *store_stmt(store *s, const char *sql);
+/* Sets store_error's message (for modules that check their own input before writing). */
+void store_seterr_text(store *s, const char *msg);
 /* Records a failure of the statement stmt in store_error, with its SQL. Returns -1. */
 int store_fail(store *s, sqlite3_stmt *stmt, const char *what);
 /* Runs one statement with no results; returns 0 or -1 (store_error says why). */

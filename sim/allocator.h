@@ -47,8 +47,9 @@ typedef struct sim_device {
   uint64_t free_memory;  /* free memory when the process started allocating */
   uint64_t capacity;     /* bytes this process may take before the device refuses */
   int cc_major, cc_minor;
-  /* Counted by the wrappers: successful driver calls. */
+  /* Counted by the wrappers: successful driver calls, and the bytes they moved. */
   uint64_t mallocs, frees, maps, unmaps;
+  uint64_t malloc_bytes, free_bytes, map_bytes, unmap_bytes;
   /* Kept by the implementation: physical memory in use, as the driver takes it. */
   uint64_t used, used_peak;
 } sim_device;
@@ -185,6 +186,17 @@ typedef struct sim_allocator_ops {
   int (*walk)(void *ctx, sim_walk_fn fn, void *arg);
   /* Full invariant check (debug level): 0, or -1 with a message. May be NULL. */
   int (*check)(void *ctx, char *err, size_t errlen);
+
+  /* Installs a segment that was there before the trace began (`memplay validate` rebuilding the
+   * start of a recorded window). items[0] is the segment (addr, size, stream, pool, expandable;
+   * for an expandable segment, `requested` may give the address its reservation starts at, 0: at
+   * addr); items[1..n-1] are its live blocks in address order, SIM_BLOCK_ALLOCATED or
+   * SIM_BLOCK_PENDING_FREE, with their requested bytes; the space between them is free. A block
+   * of size 0 is sized by the model's own rules from its requested bytes and what follows it, and
+   * the size chosen is written back. The memory counts as already held: no device call is made.
+   * handles[i] receives the handle of block i (for free_requested/free_completed). SIM_OK, or
+   * SIM_EINVAL with a message. May be NULL (the model cannot start from a recorded state). */
+  int (*restore)(void *ctx, sim_walk_item *items, size_t n, uintptr_t *handles, char *err, size_t errlen);
 } sim_allocator_ops;
 
 /* The registry of models (allocators.c). */

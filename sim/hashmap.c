@@ -1,4 +1,5 @@
 /* hashmap.c: open-addressing u64 map with backward-shift deletion. */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -117,6 +118,22 @@ uint64_t *sim_map_put(sim_map *m, uint64_t key, int *existed) {
   }
 }
 
+/* Empties slot j, pulling later members of its probe run back into the hole. */
+static void remove_at(sim_map *m, size_t j) {
+  size_t mask = m->cap - 1, hole = j;
+  for (size_t k = (j + 1) & mask; m->slots[k].key != EMPTY; k = (k + 1) & mask) {
+    size_t home = slot_of(m->slots[k].key, m->cap);
+    /* Move k into the hole unless its home lies cyclically in (hole, k]. */
+    int between = hole <= k ? (home > hole && home <= k) : (home > hole || home <= k);
+    if (!between) {
+      m->slots[hole] = m->slots[k];
+      hole = k;
+    }
+  }
+  m->slots[hole].key = EMPTY;
+  m->len--;
+}
+
 int sim_map_del(sim_map *m, uint64_t key, uint64_t *val) {
   if (key == EMPTY) {
     if (!m->has_max) return 0;
@@ -133,20 +150,18 @@ int sim_map_del(sim_map *m, uint64_t key, uint64_t *val) {
     j = (j + 1) & mask;
   }
   if (val) *val = m->slots[j].val;
-  /* Backward shift: pull later members of the probe run into the hole. */
-  size_t hole = j;
-  for (size_t k = (j + 1) & mask; m->slots[k].key != EMPTY; k = (k + 1) & mask) {
-    size_t home = slot_of(m->slots[k].key, m->cap);
-    /* Move k into the hole unless its home lies cyclically in (hole, k]. */
-    int between = hole <= k ? (home > hole && home <= k) : (home > hole || home <= k);
-    if (!between) {
-      m->slots[hole] = m->slots[k];
-      hole = k;
-    }
-  }
-  m->slots[hole].key = EMPTY;
-  m->len--;
+  remove_at(m, j);
   return 1;
+}
+
+void sim_map_del_slot(sim_map *m, uint64_t *val) {
+  if (val == &m->max_val) {
+    m->has_max = 0;
+    m->len--;
+    return;
+  }
+  sim_map_entry *e = (sim_map_entry *)((char *)val - offsetof(sim_map_entry, val));
+  remove_at(m, (size_t)(e - m->slots));
 }
 
 int sim_map_next(const sim_map *m, size_t *iter, uint64_t *key, uint64_t *val) {

@@ -33,6 +33,9 @@ uint64_t *sim_map_put(sim_map *m, uint64_t key, int *existed);
 /* Removes key; returns 1 and its value in *val (if val), or 0 when absent. */
 int sim_map_del(sim_map *m, uint64_t key, uint64_t *val);
 
+/* Removes the key whose value slot (from sim_map_get/put, with no change since) is val. */
+void sim_map_del_slot(sim_map *m, uint64_t *val);
+
 /* Iteration: for (size_t i = 0; sim_map_next(m, &i, &k, &v);) ... (no changes while iterating) */
 int sim_map_next(const sim_map *m, size_t *iter, uint64_t *key, uint64_t *val);
 

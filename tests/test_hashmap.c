@@ -32,6 +32,15 @@ static void random_ops_match_reference(void) {
       if (!present[i]) live++;
       *v = vals[i] = next();
       present[i] = 1;
+    } else if (round % 2) {
+      uint64_t *slot = sim_map_get(&m, keys[i]);
+      CHECK_EQ(slot != NULL, present[i]);
+      if (slot) {
+        CHECK_EQ(*slot, vals[i]);
+        sim_map_del_slot(&m, slot);
+        live--;
+      }
+      present[i] = 0;
     } else {
       uint64_t v = 0;
       int had = sim_map_del(&m, keys[i], &v);

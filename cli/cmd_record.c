@@ -1,0 +1,416 @@
+/* cmd_record.c: `memplay record -- COMMAND`: run a CUDA program under the recorder and import its trace. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+/*
+ * Exit status (documented in docs/gpu.md): before the program runs, memplay's own (1 failure,
+ * 2 usage); once it has run, the program's own status (128+N when signal N ended it), unless
+ * the program succeeded and its trace could not be recorded or imported: then 1.
+ */
+
+#ifdef MEMPLAY_HAVE_CUDA
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../replay/cudart.h"
+#include "../replay/importer.h"
+#include "../replay/jsonw.h"
+#include "../sim/hashmap.h"
+
+#define RECORDER_NAME "libmemplay_recorder.so"
+
+/* The recorder library: --recorder, $MEMPLAY_RECORDER, beside memplay, or in its library folder. */
+static char *find_recorder(const char *given, char *err, size_t errlen) {
+  /* err is large enough for the folder's path (PATH_MAX) and the message around it. */
+  const char *env = getenv("MEMPLAY_RECORDER");
+  const char *explicit = given ? given : env && *env ? env : NULL;
+  if (explicit) {
+    char *p = realpath(explicit, NULL);
+    if (!p) snprintf(err, errlen, "cannot use the recorder '%s': %s", explicit, strerror(errno));
+    return p;
+  }
+  char exe[4096];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n <= 0) {
+    snprintf(err, errlen, "cannot find memplay's own folder: %s", strerror(errno));
+    return NULL;
+  }
+  exe[n] = 0;
+  char *slash = strrchr(exe, '/');
+  if (slash) *slash = 0;
+  static const char *const rel[] = {"", MEMPLAY_RECORDER_RELDIR "/"};
+  for (size_t i = 0; i < sizeof rel / sizeof *rel; i++) {
+    char path[8192];
+    snprintf(path, sizeof path, "%s/%s%s", exe, rel[i], RECORDER_NAME);
+    if (access(path, R_OK) == 0) return realpath(path, NULL);
+  }
+  snprintf(err, errlen,
+           "cannot find %s beside memplay or in %s/%s: name it with --recorder or MEMPLAY_RECORDER", RECORDER_NAME,
+           exe, MEMPLAY_RECORDER_RELDIR);
+  return NULL;
+}
+
+static const char *base_name(const char *path) {
+  const char *b = strrchr(path, '/');
+  return b ? b + 1 : path;
+}
+
+typedef struct recorded {
+  long pid;
+  char *path;
+  int64_t id, events;
+  char *name;
+} recorded;
+
+typedef struct rec_list {
+  recorded *v;
+  size_t n, cap;
+  char **errors;
+  size_t nerr, caperr;
+  int partial; /* a process started writing but did not finish */
+} rec_list;
+
+static int cmp_pid(const void *a, const void *b) {
+  const recorded *x = a, *y = b;
+  return x->pid < y->pid ? -1 : x->pid > y->pid;
+}
+
+static char *read_text(const char *path) {
+  FILE *f = fopen(path, "r");
+  if (!f) return NULL;
+  char buf[1024];
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  while (n && (buf[n - 1] == '\n' || buf[n - 1] == '\r')) n--;
+  buf[n] = 0;
+  return strdup(buf);
+}
+
+static void scan(const char *dir, rec_list *l) {
+  DIR *d = opendir(dir);
+  if (!d) return;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    char *end;
+    long pid = strtol(e->d_name, &end, 10);
+    if (end == e->d_name) continue;
+    char path[8192];
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    if (!strcmp(end, ".jsonl")) {
+      sim_grow((void **)&l->v, &l->cap, l->n + 1, sizeof *l->v);
+      l->v[l->n++] = (recorded){pid, strdup(path), 0, 0, NULL};
+    } else if (!strcmp(end, ".error")) {
+      char *text = read_text(path);
+      sim_grow((void **)&l->errors, &l->caperr, l->nerr + 1, sizeof *l->errors);
+      char *msg = malloc(strlen(text ? text : "") + 64);
+      sprintf(msg, "process %ld: %s", pid, text ? text : "the recorder failed");
+      l->errors[l->nerr++] = msg;
+      free(text);
+    } else if (!strcmp(end, ".jsonl.part")) {
+      l->partial++;
+    }
+  }
+  closedir(d);
+  if (l->n) qsort(l->v, l->n, sizeof *l->v, cmp_pid);
+}
+
+static void remove_dir(const char *dir) {
+  DIR *d = opendir(dir);
+  if (d) {
+    struct dirent *e;
+    while ((e = readdir(d))) {
+      if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+      char path[8192];
+      snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+      unlink(path);
+    }
+    closedir(d);
+  }
+  rmdir(dir);
+}
+
+static int copy_file(const char *from, const char *to, char *err, size_t errlen) {
+  FILE *in = fopen(from, "rb"), *out = in ? fopen(to, "wb") : NULL;
+  if (!in || !out) {
+    snprintf(err, errlen, "cannot write '%s': %s", to, strerror(errno));
+    if (in) fclose(in);
+    return -1;
+  }
+  char buf[1 << 16];
+  size_t n;
+  int rc = 0;
+  while ((n = fread(buf, 1, sizeof buf, in)) > 0)
+    if (fwrite(buf, 1, n, out) != n) rc = -1;
+  if (ferror(in)) rc = -1;
+  fclose(in);
+  if (fclose(out)) rc = -1;
+  if (rc) snprintf(err, errlen, "cannot write '%s': %s", to, strerror(errno));
+  return rc;
+}
+
+/* FILE, or FILE with -PID before its extension when several processes were recorded. */
+static char *output_path(const char *output, long pid, int several) {
+  size_t n = strlen(output) + 32;
+  char *p = malloc(n);
+  if (!several) {
+    snprintf(p, n, "%s", output);
+    return p;
+  }
+  const char *dot = strrchr(output, '.');
+  const char *slash = strrchr(output, '/');
+  if (!dot || (slash && dot < slash)) dot = output + strlen(output);
+  snprintf(p, n, "%.*s-%ld%s", (int)(dot - output), output, pid, dot);
+  return p;
+}
+
+static void on_trace(void *arg, int64_t id, const char *name, int64_t events) {
+  recorded *r = arg;
+  r->id = id;
+  r->events = events;
+  free(r->name);
+  r->name = strdup(name);
+}
+
+static void on_warning(void *arg, const char *msg) {
+  (void)arg;
+  cli_warning("%s", msg);
+}
+
+/* Runs argv with the recorder injected; returns the wait status, or -1 with a message. */
+static int run_program(char **argv, const char *lib, const char *dir, char *err, size_t errlen) {
+  int pfd[2];
+  if (pipe(pfd)) {
+    snprintf(err, errlen, "cannot run '%s': %s", argv[0], strerror(errno));
+    return -1;
+  }
+  fcntl(pfd[1], F_SETFD, FD_CLOEXEC);
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid < 0) {
+    snprintf(err, errlen, "cannot run '%s': %s", argv[0], strerror(errno));
+    close(pfd[0]);
+    close(pfd[1]);
+    return -1;
+  }
+  if (pid == 0) {
+    close(pfd[0]);
+    setenv("CUDA_INJECTION64_PATH", lib, 1);
+    setenv("MEMPLAY_RECORD_DIR", dir, 1);
+    execvp(argv[0], argv);
+    int e = errno;
+    ssize_t w = write(pfd[1], &e, sizeof e);
+    (void)w;
+    _exit(127);
+  }
+  close(pfd[1]);
+  int child_errno = 0;
+  ssize_t got = read(pfd[0], &child_errno, sizeof child_errno);
+  close(pfd[0]);
+  /* Like system(): the terminal's interrupt goes to the program; memplay waits and imports. */
+  struct sigaction ign, old_int, old_quit;
+  memset(&ign, 0, sizeof ign);
+  ign.sa_handler = SIG_IGN;
+  sigaction(SIGINT, &ign, &old_int);
+  sigaction(SIGQUIT, &ign, &old_quit);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  sigaction(SIGINT, &old_int, NULL);
+  sigaction(SIGQUIT, &old_quit, NULL);
+  if (got == (ssize_t)sizeof child_errno) {
+    snprintf(err, errlen, "cannot run '%s': %s", argv[0], strerror(child_errno));
+    return -1;
+  }
+  return status;
+}
+
+int cmd_record(int argc, char **argv, cli *c) {
+  static const struct option opts[] = {
+    {"name", required_argument, NULL, 'n'},
+    {"output", required_argument, NULL, 'o'},
+    {"recorder", required_argument, NULL, 'r'},
+    CLI_COMMON_OPTIONS,
+    {NULL, 0, NULL, 0},
+  };
+  const char *name = NULL, *output = NULL, *recorder = NULL;
+  int opt, code = CLI_OK;
+  /* '+': options stop at the command, whose own options are its business. */
+  while ((opt = cli_getopt(argc, argv, "+hn:o:r:", opts)) != -1) {
+    int r = cli_common_option(c, "record", opt, &code);
+    if (r < 0) return code;
+    if (r) continue;
+    if (opt == 'n') name = optarg;
+    else if (opt == 'o') output = optarg;
+    else if (opt == 'r') recorder = optarg;
+  }
+  if (optind >= argc) return cli_usage_error("record", "no COMMAND given (write it after --)");
+  if (name && !*name) return cli_usage_error("record", "--name wants a non-empty name");
+  char **cmd = argv + optind;
+  char err[2048];
+  cudart_info *info = calloc(1, sizeof *info);
+  int probe = cudart_probe(info, err, sizeof err);
+  free(info);
+  if (probe) {
+    cli_error("cannot record '%s': %s", cmd[0], err);
+    return CLI_FAIL;
+  }
+  char lerr[8192];
+  char *lib = find_recorder(recorder, lerr, sizeof lerr);
+  if (!lib) {
+    cli_error("%s", lerr);
+    return CLI_FAIL;
+  }
+  store *s = cli_open_store(c, 1);
+  if (!s) {
+    free(lib);
+    return CLI_FAIL;
+  }
+  store_trace t;
+  if (name && store_trace_find(s, name, &t) == 0) {
+    store_trace_clear(&t);
+    cli_error("a trace named '%s' already exists (choose another --name, or 'memplay rm' it)", name);
+    store_close(s);
+    free(lib);
+    return CLI_FAIL;
+  }
+  const char *tmp = getenv("TMPDIR");
+  char dir[4096];
+  snprintf(dir, sizeof dir, "%s/memplay-record-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+  char *made = mkdtemp(dir) ? realpath(dir, NULL) : NULL; /* absolute: the program may change folder */
+  if (!made) {
+    cli_error("cannot make a folder for the recording in '%s': %s", tmp && *tmp ? tmp : "/tmp", strerror(errno));
+    store_close(s);
+    free(lib);
+    return CLI_FAIL;
+  }
+  snprintf(dir, sizeof dir, "%s", made);
+  free(made);
+  if (getenv("CUDA_INJECTION64_PATH"))
+    cli_warning("CUDA_INJECTION64_PATH was set ('%s'); the recorder replaces it for this run",
+                getenv("CUDA_INJECTION64_PATH"));
+  int status = run_program(cmd, lib, dir, err, sizeof err);
+  free(lib);
+  if (status < 0) {
+    cli_error("%s", err);
+    remove_dir(dir);
+    store_close(s);
+    return CLI_FAIL;
+  }
+  int prog = WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
+  if (WIFSIGNALED(status)) cli_warning("'%s' was ended by signal %d", cmd[0], WTERMSIG(status));
+
+  rec_list l = {0};
+  scan(dir, &l);
+  for (size_t i = 0; i < l.nerr; i++) cli_warning("%s", l.errors[i]);
+  if (l.partial) cli_warning("%d process%s ended while writing its trace", l.partial, l.partial == 1 ? "" : "es");
+  int failed = 0;
+  const char *base = name ? name : base_name(cmd[0]);
+  for (size_t i = 0; i < l.n; i++) {
+    recorded *r = &l.v[i];
+    char *out = output ? output_path(output, r->pid, l.n > 1) : NULL;
+    if (out && copy_file(r->path, out, err, sizeof err)) {
+      cli_error("%s", err);
+      failed = 1;
+    }
+    char want[512];
+    if (l.n > 1) snprintf(want, sizeof want, "%s-%ld", base, r->pid);
+    else snprintf(want, sizeof want, "%s", base);
+    char *tname = name ? strdup(want) : store_unique_name(s, want);
+    import_ctx ic = {.s = s, .path = r->path, .name = tname, .on_trace = on_trace, .on_warning = on_warning, .arg = r};
+    if (import_file(&ic, "jsonl")) {
+      cli_error("cannot import the trace of process %ld: %s", r->pid, ic.err);
+      failed = 1;
+    } else {
+      /* The file it came from is gone; keep the copy's path when there is one. */
+      sqlite3_stmt *q = store_stmt(s, "UPDATE traces SET source_file = :file WHERE id = :id");
+      if (q) {
+        if (out) sqlite3_bind_text(q, 1, out, -1, SQLITE_TRANSIENT);
+        sqlite3_bind_int64(q, 2, r->id);
+        if (sqlite3_step(q) != SQLITE_DONE) store_fail(s, q, "cannot update the trace");
+      }
+    }
+    free(tname);
+    free(out);
+  }
+  if (l.n == 0) {
+    cli_error("'%s' left no trace: it did not use CUDA, or it ended without exiting normally (killed, _exit, a "
+              "crash), or the recorder could not start",
+              cmd[0]);
+    failed = 1;
+  }
+  if (c->json) {
+    yajl_gen g = jsonw_file(stdout, 0);
+    yajl_gen_map_open(g);
+    jsonw_kint(g, "exit_status", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    jsonw_str(g, "signal");
+    if (WIFSIGNALED(status)) jsonw_int(g, WTERMSIG(status));
+    else jsonw_null(g);
+    jsonw_str(g, "traces");
+    yajl_gen_array_open(g);
+    for (size_t i = 0; i < l.n; i++) {
+      if (!l.v[i].id) continue;
+      yajl_gen_map_open(g);
+      jsonw_kint(g, "id", l.v[i].id);
+      jsonw_kstr(g, "name", l.v[i].name);
+      jsonw_kint(g, "events", l.v[i].events);
+      jsonw_kint(g, "pid", l.v[i].pid);
+      yajl_gen_map_close(g);
+    }
+    yajl_gen_array_close(g);
+    jsonw_str(g, "errors");
+    yajl_gen_array_open(g);
+    for (size_t i = 0; i < l.nerr; i++) jsonw_str(g, l.errors[i]);
+    yajl_gen_array_close(g);
+    yajl_gen_map_close(g);
+    yajl_gen_free(g);
+    putchar('\n');
+  } else {
+    for (size_t i = 0; i < l.n; i++)
+      if (l.v[i].id)
+        printf("recorded '%s' (process %ld): %lld events, trace %lld in %s\n", l.v[i].name, l.v[i].pid,
+               (long long)l.v[i].events, (long long)l.v[i].id, store_path(s));
+    if (prog) printf("'%s' exited with status %d\n", cmd[0], prog);
+  }
+  for (size_t i = 0; i < l.n; i++) {
+    free(l.v[i].path);
+    free(l.v[i].name);
+  }
+  free(l.v);
+  for (size_t i = 0; i < l.nerr; i++) free(l.errors[i]);
+  free(l.errors);
+  remove_dir(dir);
+  store_close(s);
+  (void)code;
+  return prog ? prog : failed ? CLI_FAIL : CLI_OK;
+}
+
+#else
+
+int cmd_record(int argc, char **argv, cli *c) {
+  static const struct option opts[] = {
+    {"name", required_argument, NULL, 'n'},
+    {"output", required_argument, NULL, 'o'},
+    {"recorder", required_argument, NULL, 'r'},
+    CLI_COMMON_OPTIONS,
+    {NULL, 0, NULL, 0},
+  };
+  int opt, code = CLI_OK;
+  while ((opt = cli_getopt(argc, argv, "+hn:o:r:", opts)) != -1) {
+    int r = cli_common_option(c, "record", opt, &code);
+    if (r < 0) return code;
+  }
+  if (optind >= argc) return cli_usage_error("record", "no COMMAND given (write it after --)");
+  cli_error("this memplay was built without CUDA support, so it cannot record '%s': build it where the CUDA "
+            "toolkit is installed (see docs/gpu.md)",
+            argv[optind]);
+  return CLI_FAIL;
+}
+
+#endif

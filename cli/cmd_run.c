@@ -1,0 +1,265 @@
+/* cmd_run.c: `memplay run SCRIPT.lua [ARGS]`: a Lua script in the sandbox, and what whatif shares with it. */
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../replay/devices_store.h"
+#include "../replay/lua_api.h"
+#include "cli.h"
+
+/* Set by the build (CMakeLists.txt); a build of these sources without them looks only in
+ * $MEMPLAY_SCRIPTS. */
+#ifndef MEMPLAY_SCRIPTS_INSTALLED
+#define MEMPLAY_SCRIPTS_INSTALLED NULL
+#endif
+#ifndef MEMPLAY_SCRIPTS_SOURCE
+#define MEMPLAY_SCRIPTS_SOURCE NULL
+#endif
+
+/* Options both commands take, parsed into this. */
+typedef struct lua_opts {
+  lua_param *params;
+  size_t nparams, cap;
+  const char *device, *out_dir;
+  lua_host_limits lim;
+  int save;
+} lua_opts;
+
+static int add_param(const char *cmd, lua_opts *o, char *arg) {
+  char *eq = strchr(arg, '=');
+  if (!eq || eq == arg) return cli_usage_error(cmd, "--set wants KEY=VALUE, not '%s'", arg);
+  *eq = 0;
+  if (o->nparams == o->cap) {
+    o->cap = o->cap ? 2 * o->cap : 8;
+    o->params = realloc(o->params, o->cap * sizeof *o->params);
+    if (!o->params) {
+      cli_error("out of memory");
+      exit(CLI_FAIL);
+    }
+  }
+  o->params[o->nparams++] = (lua_param){arg, eq + 1, 0};
+  return 0;
+}
+
+/* Handles one of the options the Lua commands share: 1 handled, 0 not ours, -1 usage error. */
+int cli_lua_option(const char *cmd, void *opts, int opt, const char *arg) {
+  lua_opts *o = opts;
+  switch (opt) {
+  case 's': return add_param(cmd, o, (char *)arg) ? -1 : 1;
+  case 'd': o->device = arg; return 1;
+  case 'o': o->out_dir = arg; return 1;
+  case 'N': o->save = 0; return 1;
+  case 'I': {
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(arg, &end, 10);
+    if (!*arg || *end || errno || v == 0) {
+      cli_usage_error(cmd, "--max-instructions wants a positive whole number, not '%s'", arg);
+      return -1;
+    }
+    o->lim.max_instructions = v;
+    return 1;
+  }
+  case 'M':
+    if (cli_parse_size(cmd, "--max-memory", arg, &o->lim.max_memory)) return -1;
+    if (o->lim.max_memory < (UINT64_C(1) << 20)) {
+      cli_usage_error(cmd, "--max-memory must be at least 1MiB");
+      return -1;
+    }
+    return 1;
+  case 'T': {
+    char *end;
+    double v = strtod(arg, &end);
+    if (!*arg || *end || !(v > 0) || v > 1e7) {
+      cli_usage_error(cmd, "--timeout wants a number of seconds > 0, not '%s'", arg);
+      return -1;
+    }
+    o->lim.timeout_s = v;
+    return 1;
+  }
+  default: return 0;
+  }
+}
+
+static int file_exists(const char *p) { return access(p, R_OK) == 0; }
+
+/*
+ * Finds a script: the path as given; else, for a bare name (no '/'), with ".lua" added when
+ * missing, in $MEMPLAY_SCRIPTS, then the installed scripts folder, then the source tree's.
+ */
+static char *find_script(const char *name) {
+  if (file_exists(name) || strchr(name, '/')) return strdup(name);
+  size_t n = strlen(name);
+  int has_ext = n > 4 && !strcmp(name + n - 4, ".lua");
+  const char *dirs[3] = {getenv("MEMPLAY_SCRIPTS"), MEMPLAY_SCRIPTS_INSTALLED, MEMPLAY_SCRIPTS_SOURCE};
+  for (int i = 0; i < 3; i++) {
+    if (!dirs[i] || !*dirs[i]) continue;
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/%s%s", dirs[i], name, has_ext ? "" : ".lua");
+    if (file_exists(path)) return strdup(path);
+  }
+  return strdup(name);
+}
+
+/* The scenario's name: the file name without folders and without .lua. */
+static char *scenario_name(const char *path) {
+  const char *base = strrchr(path, '/');
+  base = base ? base + 1 : path;
+  char *s = strdup(base);
+  size_t n = strlen(s);
+  if (n > 4 && !strcmp(s + n - 4, ".lua")) s[n - 4] = 0;
+  return s;
+}
+
+static const char *status_hint(lua_host_status st) {
+  switch (st) {
+  case LUA_HOST_EINSTRUCTIONS: return "raise the budget with --max-instructions N";
+  case LUA_HOST_EMEMORY: return "raise the budget with --max-memory SIZE";
+  case LUA_HOST_ETIMEOUT: return "raise the budget with --timeout SECONDS";
+  default: return NULL;
+  }
+}
+
+/*
+ * Runs a script for `whatif` (trace_ref set) or `run`: the sandboxed host, the script, then the
+ * runs and result files in one go. Returns an exit code.
+ */
+int cli_lua_run(cli *c, const char *cmd, void *opts, const char *trace_ref, const char *script_arg, int argc,
+                char **argv) {
+  lua_opts *o = opts;
+  (void)cmd;
+  char *script = find_script(script_arg);
+  char *scenario = scenario_name(script);
+  int code = CLI_FAIL;
+  store *s = NULL;
+  lua_host *h = NULL;
+  lua_ctx cx;
+  lua_ctx_init(&cx);
+  if (!file_exists(script)) {
+    cli_error("cannot open script '%s': %s", script_arg, strerror(errno ? errno : ENOENT));
+    goto out;
+  }
+  const char *db = c->db_path ? c->db_path : getenv("MEMPLAY_DB");
+  if (!db || !*db) db = "memplay.db";
+  if (trace_ref || access(db, F_OK) == 0) {
+    s = cli_open_store(c, 0);
+    if (!s) goto out;
+  }
+  if (o->device) {
+    /* an unknown device is the command line's mistake, not the script's */
+    devices_entry dev;
+    char derr[512];
+    int found = s ? devices_store_get(s, o->device, &dev, derr, sizeof derr) : sim_device_builtin(o->device) ? 0 : 1;
+    if (found) {
+      if (found < 0) cli_error("%s", derr);
+      else cli_error("no device profile '%s' (see 'memplay devices')", o->device);
+      goto out;
+    }
+  }
+  cx.st = s;
+  cx.script = script;
+  cx.scenario = scenario;
+  cx.params = o->params;
+  cx.nparams = o->nparams;
+  cx.device = o->device;
+  cx.out_dir = o->out_dir;
+  cx.out = c->json ? stderr : stdout;
+  cx.whatif = trace_ref != NULL;
+  if (trace_ref) {
+    store_trace t;
+    if (store_trace_find(s, trace_ref, &t)) {
+      cli_error("%s", store_error(s));
+      goto out;
+    }
+    cx.trace_id = t.id;
+    store_trace_clear(&t);
+  }
+  char err[LUA_HOST_ERRLEN];
+  h = lua_api_host(&cx, &o->lim, err, sizeof err);
+  if (!h) {
+    cli_error("%s", err);
+    goto out;
+  }
+  lua_host_status st = lua_host_run_file(h, script, (const char *const *)argv, argc);
+  fflush(cx.out);
+  if (st != LUA_HOST_OK) {
+    lua_api_abort(&cx);
+    cli_error("%s", lua_host_error(h));
+    const char *hint = status_hint(st);
+    if (hint) fprintf(stderr, "hint: %s\n", hint);
+    goto out;
+  }
+  cx.no_runs = !o->save;
+  if (lua_api_finish(&cx, h, err, sizeof err)) {
+    cli_error("%s", err);
+    goto out;
+  }
+  if (c->json) {
+    lua_api_print_json(&cx, stdout);
+  } else if (lua_api_nvariants(&cx) && o->save && s) {
+    fprintf(stdout, "stored %zu variant%s of %s as runs in %s\n", lua_api_nvariants(&cx),
+            lua_api_nvariants(&cx) == 1 ? "" : "s", scenario, store_path(s));
+  }
+  code = CLI_OK;
+out:
+  lua_host_free(h); /* before the store: the script's traces refer to it */
+  lua_ctx_release(&cx);
+  if (s) store_close(s);
+  free(script);
+  free(scenario);
+  return code;
+}
+
+void *cli_lua_opts_new(void) {
+  lua_opts *o = calloc(1, sizeof *o);
+  if (!o) {
+    cli_error("out of memory");
+    exit(CLI_FAIL);
+  }
+  o->save = 1;
+  return o;
+}
+
+void cli_lua_opts_free(void *opts) {
+  lua_opts *o = opts;
+  if (!o) return;
+  free(o->params);
+  free(o);
+}
+
+int cmd_run(int argc, char **argv, cli *c) {
+  static const struct option opts[] = {
+    {"set", required_argument, NULL, 's'},
+    {"device", required_argument, NULL, 'd'},
+    {"out", required_argument, NULL, 'o'},
+    {"no-save", no_argument, NULL, 'N'},
+    {"max-instructions", required_argument, NULL, 'I'},
+    {"max-memory", required_argument, NULL, 'M'},
+    {"timeout", required_argument, NULL, 'T'},
+    CLI_COMMON_OPTIONS,
+    {NULL, 0, NULL, 0},
+  };
+  void *o = cli_lua_opts_new();
+  int opt, code = CLI_OK;
+  /* '+': options stop at the script; what follows is the script's own */
+  while ((opt = cli_getopt(argc, argv, "+h", opts)) != -1) {
+    int r = cli_common_option(c, "run", opt, &code);
+    if (r < 0) goto done;
+    if (r) continue;
+    r = cli_lua_option("run", o, opt, optarg);
+    if (r < 0) {
+      code = CLI_USAGE;
+      goto done;
+    }
+  }
+  if (optind >= argc) {
+    code = cli_usage_error("run", "no SCRIPT given");
+    goto done;
+  }
+  code = cli_lua_run(c, "run", o, NULL, argv[optind], argc - optind - 1, argv + optind + 1);
+done:
+  cli_lua_opts_free(o);
+  return code;
+}

@@ -1,0 +1,251 @@
+/* fitset.h: free blocks ordered by (stream, size, address), with an exact best-fit lookup in a few steps. */
+#ifndef SIM_FITSET_H
+#define SIM_FITSET_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "avl.h"
+#include "hashmap.h"
+
+/*
+ * What std::set<Block*> ordered by (stream, size, address) gives a caching allocator, answered
+ * faster: lower_bound(stream, size) is the first block of that stream not smaller than size,
+ * the lowest address among equal sizes. Sizes fall into classes, sixteen per power of two (as
+ * in TLSF); each class keeps its blocks in a small AVL tree ordered by (size, address), and two
+ * bitmaps say which classes hold any. Classes are in size order, so the answer is in the
+ * request's own class or is the first block of the next class that holds any: a lookup costs a
+ * search in one small tree and a bit scan, not a walk down a tree of every free block. Streams
+ * are kept in their unsigned order (a program usually has one or two), so walking the whole set
+ * visits blocks in exactly the (stream, size, address) order.
+ *
+ * SIM_FITSET_DEFINE(name, type, link, stream, size, addr) generates, for `struct name`:
+ *   name_init(s), name_release(s)
+ *   name_insert(s, x)            0, or -1 when an equal block is there
+ *   name_remove(s, x)
+ *   name_lower_bound(s, stream, size)     the first block of stream with size >= size, or NULL
+ *   name_next_in_stream(s, x), name_prev_in_stream(s, x), name_last_in_stream(s, stream)
+ *   name_first(s), name_next(s, x)        the whole set in order
+ *   name_rekey(s, x, size, addr)          changes x's key, keeping its place when it can
+ *   name_replace(s, x, y)                 y (its key set, same stream) takes x's place
+ *   name_check(s)                         1 when consistent (tests, debug)
+ * `link` is a SIM_AVL_LINK(type) member; stream is int64_t, size and addr uint64_t members.
+ */
+#define SIM_FITSET_SL_BITS 4 /* at most 6: a first level's classes fit one 64-bit map */
+#define SIM_FITSET_SL (1u << SIM_FITSET_SL_BITS)
+#define SIM_FITSET_FL 64
+#define SIM_FITSET_CLASSES (SIM_FITSET_FL * SIM_FITSET_SL)
+
+/* The class of a size: monotone in size; SIM_FITSET_SL classes per power of two. */
+static inline unsigned sim_fitset_class(uint64_t size) {
+  if (size < SIM_FITSET_SL) return (unsigned)size;
+  unsigned fl = 63u - (unsigned)__builtin_clzll(size);
+  return fl * SIM_FITSET_SL + ((unsigned)(size >> (fl - SIM_FITSET_SL_BITS)) & (SIM_FITSET_SL - 1));
+}
+
+#define SIM_FITSET_DEFINE(name, type, link, stream_f, size_f, addr_f)                                     \
+  static inline int name##_cmp_(const type *a, const type *b) {                                           \
+    if (a->size_f != b->size_f) return a->size_f < b->size_f ? -1 : 1;                                    \
+    return (a->addr_f > b->addr_f) - (a->addr_f < b->addr_f);                                             \
+  }                                                                                                       \
+  /* x's key against (size, addr) */                                                                      \
+  static inline int name##_cmpk_(const type *x, uint64_t size, uint64_t addr) {                           \
+    if (x->size_f != size) return x->size_f < size ? -1 : 1;                                              \
+    return (x->addr_f > addr) - (x->addr_f < addr);                                                       \
+  }                                                                                                       \
+  SIM_AVL_HEAD(name##_cls, type);                                                                         \
+  SIM_AVL_DEFINE(name##_cls, type, link, name##_cmp_)                                                     \
+  struct name##_stream {                                                                                  \
+    int64_t stream;                                                                                       \
+    uint64_t fl_map;                      /* first levels that hold any block */                          \
+    uint64_t sl_map[SIM_FITSET_FL];       /* classes of each first level that hold any */                 \
+    size_t count;                                                                                         \
+    struct name##_cls cls[SIM_FITSET_CLASSES];                                                            \
+  };                                                                                                      \
+  struct name {                                                                                           \
+    struct name##_stream *last; /* the stream looked up last (most calls are on one stream) */           \
+    int64_t last_stream;                                                                                  \
+    struct name##_stream **s;   /* by (uint64_t)stream */                                                 \
+    size_t n, cap, count;                                                                                 \
+  };                                                                                                      \
+  static inline void name##_init(struct name *s) { memset(s, 0, sizeof *s); }                            \
+  static inline void name##_release(struct name *s) {                                                     \
+    for (size_t i = 0; i < s->n; i++) free(s->s[i]);                                                      \
+    free(s->s);                                                                                           \
+    memset(s, 0, sizeof *s);                                                                              \
+  }                                                                                                       \
+  static inline struct name##_stream *name##_stream_(struct name *s, int64_t stream, int create) {        \
+    if (s->last && s->last_stream == stream) return s->last;                                              \
+    size_t lo = 0, hi = s->n;                                                                             \
+    while (lo < hi) {                                                                                     \
+      size_t mid = (lo + hi) / 2;                                                                         \
+      if ((uint64_t)s->s[mid]->stream < (uint64_t)stream) lo = mid + 1;                                   \
+      else hi = mid;                                                                                      \
+    }                                                                                                     \
+    if (lo < s->n && s->s[lo]->stream == stream) {                                                        \
+      s->last = s->s[lo];                                                                                 \
+      s->last_stream = stream;                                                                            \
+      return s->last;                                                                                     \
+    }                                                                                                     \
+    if (!create) return NULL;                                                                             \
+    struct name##_stream *st = sim_xcalloc(1, sizeof *st);                                                \
+    st->stream = stream;                                                                                  \
+    sim_grow((void **)&s->s, &s->cap, s->n + 1, sizeof *s->s);                                            \
+    memmove(&s->s[lo + 1], &s->s[lo], (s->n - lo) * sizeof *s->s);                                        \
+    s->s[lo] = st;                                                                                        \
+    s->n++;                                                                                               \
+    s->last = st;                                                                                         \
+    s->last_stream = stream;                                                                              \
+    return st;                                                                                            \
+  }                                                                                                       \
+  /* The first block of the first class >= c that holds any. */                                          \
+  static inline type *name##_from_class_(const struct name##_stream *st, unsigned c) {                    \
+    if (c >= SIM_FITSET_CLASSES) return NULL;                                                             \
+    unsigned fl = c / SIM_FITSET_SL, sl = c % SIM_FITSET_SL;                                              \
+    uint64_t m = st->sl_map[fl] & (~UINT64_C(0) << sl);                                              \
+    if (!m) {                                                                                             \
+      uint64_t f = fl + 1 < SIM_FITSET_FL ? st->fl_map & (~UINT64_C(0) << (fl + 1)) : 0;                  \
+      if (!f) return NULL;                                                                                \
+      fl = (unsigned)__builtin_ctzll(f);                                                                  \
+      m = st->sl_map[fl];                                                                                 \
+    }                                                                                                     \
+    return name##_cls_first(&st->cls[fl * SIM_FITSET_SL + (unsigned)__builtin_ctzll(m)]);                   \
+  }                                                                                                       \
+  /* The last block of the last class < c that holds any. */                                              \
+  static inline type *name##_before_class_(const struct name##_stream *st, unsigned c) {                  \
+    unsigned fl = c / SIM_FITSET_SL, sl = c % SIM_FITSET_SL;                                              \
+    uint64_t m = fl < SIM_FITSET_FL ? st->sl_map[fl] & ((UINT64_C(1) << sl) - 1) : 0;                     \
+    if (!m) {                                                                                             \
+      uint64_t f = fl < SIM_FITSET_FL ? st->fl_map & ((UINT64_C(1) << fl) - 1) : st->fl_map;              \
+      if (!f) return NULL;                                                                                \
+      fl = 63u - (unsigned)__builtin_clzll(f);                                                            \
+      m = st->sl_map[fl];                                                                                 \
+    }                                                                                                     \
+    return name##_cls_last(&st->cls[fl * SIM_FITSET_SL + 63u - (unsigned)__builtin_clzll(m)]);              \
+  }                                                                                                       \
+  static inline int name##_insert(struct name *s, type *x) {                                              \
+    struct name##_stream *st = name##_stream_(s, x->stream_f, 1);                                         \
+    unsigned c = sim_fitset_class(x->size_f);                                                             \
+    if (!st->cls[c].root) { /* an empty class, the common case: no tree work */                           \
+      x->link.left = x->link.right = x->link.parent = NULL;                                               \
+      x->link.balance = 0;                                                                                \
+      st->cls[c].root = x;                                                                                \
+    } else if (name##_cls_insert(&st->cls[c], x)) {                                                       \
+      return -1;                                                                                          \
+    }                                                                                                     \
+    st->sl_map[c / SIM_FITSET_SL] |= UINT64_C(1) << (c % SIM_FITSET_SL);                               \
+    st->fl_map |= UINT64_C(1) << (c / SIM_FITSET_SL);                                                     \
+    st->count++;                                                                                          \
+    s->count++;                                                                                           \
+    return 0;                                                                                             \
+  }                                                                                                       \
+  static inline void name##_remove(struct name *s, type *x) {                                             \
+    struct name##_stream *st = name##_stream_(s, x->stream_f, 0);                                         \
+    unsigned c = sim_fitset_class(x->size_f);                                                             \
+    if (st->cls[c].root == x && !x->link.left && !x->link.right) st->cls[c].root = NULL;                  \
+    else name##_cls_remove(&st->cls[c], x);                                                               \
+    if (!st->cls[c].root) {                                                                               \
+      st->sl_map[c / SIM_FITSET_SL] &= ~(UINT64_C(1) << (c % SIM_FITSET_SL));                            \
+      if (!st->sl_map[c / SIM_FITSET_SL]) st->fl_map &= ~(UINT64_C(1) << (c / SIM_FITSET_SL));            \
+    }                                                                                                     \
+    st->count--;                                                                                          \
+    s->count--;                                                                                           \
+  }                                                                                                       \
+  static inline type *name##_lower_bound(struct name *s, int64_t stream, uint64_t size) {                 \
+    struct name##_stream *st = name##_stream_(s, stream, 0);                                              \
+    if (!st) return NULL;                                                                                 \
+    unsigned c = sim_fitset_class(size);                                                                  \
+    /* the bitmap first: an empty class costs no look at its tree */                                     \
+    type *x = st->sl_map[c / SIM_FITSET_SL] >> (c % SIM_FITSET_SL) & 1 ? st->cls[c].root : NULL;        \
+    type *best = NULL;                                                                                    \
+    while (x) {                                                                                           \
+      if (name##_cmpk_(x, size, 0) >= 0) {                                                                \
+        best = x;                                                                                         \
+        x = x->link.left;                                                                                 \
+      } else {                                                                                            \
+        x = x->link.right;                                                                                \
+      }                                                                                                   \
+    }                                                                                                     \
+    return best ? best : name##_from_class_(st, c + 1);                                                   \
+  }                                                                                                       \
+  static inline type *name##_next_in_stream(struct name *s, type *x) {                                    \
+    type *y = name##_cls_next(x);                                                                         \
+    if (y) return y;                                                                                      \
+    return name##_from_class_(name##_stream_(s, x->stream_f, 0), sim_fitset_class(x->size_f) + 1);        \
+  }                                                                                                       \
+  static inline type *name##_prev_in_stream(struct name *s, type *x) {                                    \
+    type *y = name##_cls_prev(x);                                                                         \
+    if (y) return y;                                                                                      \
+    return name##_before_class_(name##_stream_(s, x->stream_f, 0), sim_fitset_class(x->size_f));          \
+  }                                                                                                       \
+  static inline type *name##_last_in_stream(struct name *s, int64_t stream) {                             \
+    struct name##_stream *st = name##_stream_(s, stream, 0);                                              \
+    return st ? name##_before_class_(st, SIM_FITSET_CLASSES) : NULL;                                      \
+  }                                                                                                       \
+  static inline type *name##_first(struct name *s) {                                                      \
+    for (size_t i = 0; i < s->n; i++) {                                                                   \
+      type *x = name##_from_class_(s->s[i], 0);                                                           \
+      if (x) return x;                                                                                    \
+    }                                                                                                     \
+    return NULL;                                                                                          \
+  }                                                                                                       \
+  static inline type *name##_next(struct name *s, type *x) {                                              \
+    type *y = name##_next_in_stream(s, x);                                                                \
+    if (y) return y;                                                                                      \
+    for (size_t i = 0; i < s->n; i++)                                                                     \
+      if ((uint64_t)s->s[i]->stream > (uint64_t)x->stream_f && (y = name##_from_class_(s->s[i], 0)))      \
+        return y;                                                                                         \
+    return NULL;                                                                                          \
+  }                                                                                                       \
+  static inline void name##_rekey(struct name *s, type *x, uint64_t size, uint64_t addr) {                \
+    if (sim_fitset_class(size) == sim_fitset_class(x->size_f)) {                                          \
+      type *p = name##_cls_prev(x), *q = name##_cls_next(x);                                              \
+      if ((!p || name##_cmpk_(p, size, addr) < 0) && (!q || name##_cmpk_(q, size, addr) > 0)) {           \
+        x->size_f = size;                                                                                 \
+        x->addr_f = addr;                                                                                 \
+        return;                                                                                           \
+      }                                                                                                   \
+    }                                                                                                     \
+    name##_remove(s, x);                                                                                  \
+    x->size_f = size;                                                                                     \
+    x->addr_f = addr;                                                                                     \
+    name##_insert(s, x);                                                                                  \
+  }                                                                                                       \
+  static inline void name##_replace(struct name *s, type *x, type *y) {                                   \
+    unsigned c = sim_fitset_class(x->size_f);                                                             \
+    if (c == sim_fitset_class(y->size_f)) {                                                               \
+      type *p = name##_cls_prev(x), *q = name##_cls_next(x);                                              \
+      if ((!p || name##_cmp_(p, y) < 0) && (!q || name##_cmp_(q, y) > 0)) {                               \
+        name##_cls_substitute(&name##_stream_(s, x->stream_f, 0)->cls[c], x, y);                          \
+        return;                                                                                           \
+      }                                                                                                   \
+    }                                                                                                     \
+    name##_remove(s, x);                                                                                  \
+    name##_insert(s, y);                                                                                  \
+  }                                                                                                       \
+  static inline int name##_check(struct name *s) {                                                        \
+    size_t total = 0;                                                                                     \
+    for (size_t i = 0; i < s->n; i++) {                                                                   \
+      struct name##_stream *st = s->s[i];                                                                 \
+      size_t count = 0;                                                                                   \
+      if (i && (uint64_t)s->s[i - 1]->stream >= (uint64_t)st->stream) return 0;                           \
+      for (unsigned c = 0; c < SIM_FITSET_CLASSES; c++) {                                                 \
+        unsigned fl = c / SIM_FITSET_SL, sl = c % SIM_FITSET_SL;                                          \
+        int has = st->cls[c].root != NULL;                                                                \
+        if (has != !!(st->sl_map[fl] & (UINT64_C(1) << sl))) return 0;                                             \
+        if (sl == 0 && !!st->sl_map[fl] != !!(st->fl_map & (UINT64_C(1) << fl))) return 0;                \
+        if (!name##_cls_check(&st->cls[c])) return 0;                                                     \
+        for (type *x = name##_cls_first(&st->cls[c]); x; x = name##_cls_next(x)) {                        \
+          if (sim_fitset_class(x->size_f) != c || x->stream_f != st->stream) return 0;                    \
+          count++;                                                                                        \
+        }                                                                                                 \
+      }                                                                                                   \
+      if (count != st->count) return 0;                                                                   \
+      total += count;                                                                                     \
+    }                                                                                                     \
+    return total == s->count;                                                                             \
+  }
+
+#endif

@@ -1,0 +1,1064 @@
+/* timemodel.c: the time model's simulation: host, streams, copy engines, allocator costs, the critical path. */
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hashmap.h"
+#include "timemodel.h"
+
+/*
+ * Reading guide. Events arrive in host issue order. For each one the host's clock is the
+ * recorded launch time plus `shift`, the sum of what earlier calls gained or lost against
+ * their recorded durations (applied when those calls return, in recorded time: a heap of
+ * pending adjustments). The call then runs its rules (launch, copy, sync, allocate), placing
+ * device operations on streams, host links and copy engines, and finally says how long it
+ * kept the host. As it goes it attributes host time, in order, to what the host was doing or
+ * waiting for: waits are explained by walking back the chain of device operations that
+ * decided when the wait ended. Those attributions are the critical path: they tile the
+ * predicted time exactly, which is what the breakdown and the largest items report.
+ */
+
+/* ---- constants ------------------------------------------------------------------------------ */
+
+#define TM_OP_RING (1u << 16)      /* device operations kept for walks back along the critical path */
+#define TM_HIST 32                 /* recent operations per stream, for dependency inference */
+#define TM_DEP_TOLERANCE 2000      /* ns: a recorded start this close after a recorded end follows it */
+#define TM_SEG_RING 1024           /* recent attributed segments, to split them at step ends */
+#define TM_ITEM_CACHE_BITS 8       /* critical-path items looked up without the map */
+#define TM_MAX_DEVICES 64
+#define TM_MAX_ENGINES 16
+#define TM_MAX_QUEUE 65536
+#define TM_GIB 1073741824.0
+#define TM_UNKNOWN INT64_MIN
+
+enum { LINK_H2D = 0, LINK_D2H = 1, LINK_P2P = 2, LINK_NONE = -1, NLINKS = 3 };
+enum { HEAP_ADJUST = 0, HEAP_STEP_END = 1 };
+
+static const char *const class_names[SIM_TM__NCLASS] = {"host", "compute", "copies", "allocation", "sync"};
+static const char *const what_names[SIM_TM__NWHAT] = {
+  "kernel", "memset", "copy", "staging", "cudaMalloc", "cudaFree", "cuMemMap", "cuMemUnmap",
+  "cudaMallocHost", "cudaFreeHost", "sync", "launch latency", "device wait", "host", "call",
+};
+static const int what_class[SIM_TM__NWHAT] = {
+  SIM_TM_COMPUTE, SIM_TM_COMPUTE, SIM_TM_COPY, SIM_TM_COPY, SIM_TM_ALLOC, SIM_TM_ALLOC, SIM_TM_ALLOC, SIM_TM_ALLOC,
+  SIM_TM_ALLOC, SIM_TM_ALLOC, SIM_TM_SYNC, SIM_TM_SYNC, SIM_TM_SYNC, SIM_TM_HOST, SIM_TM_HOST,
+};
+static const char *const bucket_names[SIM_TM__NCB] = {"h2d_pinned", "h2d_pageable", "d2h_pinned", "d2h_pageable",
+                                                      "d2d", "other"};
+
+const char *sim_tm_class_name(int c) { return c >= 0 && c < SIM_TM__NCLASS ? class_names[c] : "?"; }
+const char *sim_tm_what_name(int w) { return w >= 0 && w < SIM_TM__NWHAT ? what_names[w] : "?"; }
+const char *sim_tm_copy_bucket_name(int b) { return b >= 0 && b < SIM_TM__NCB ? bucket_names[b] : "?"; }
+
+/* ---- state ----------------------------------------------------------------------------------- */
+
+typedef struct tm_op {
+  int64_t id;    /* valid in its ring slot when equal to the slot's op number */
+  int64_t start, end;
+  int64_t avail; /* when its launch made it available on the device */
+  int64_t pred;  /* the operation whose end set its start, -1 none */
+  int64_t seq, name;
+  uint8_t what, kind, dir, mem;
+} tm_op;
+
+typedef struct tm_stream {
+  int device;
+  int64_t id;
+  int64_t ready, last_op; /* predicted end of its last operation */
+  int64_t rec_ready;      /* recorded end of its last operation, TM_UNKNOWN */
+  int64_t rec_last;       /* recorded start of its last operation, TM_UNKNOWN */
+  int64_t h_rec[TM_HIST], h_end[TM_HIST], h_op[TM_HIST];
+  uint32_t h_n;
+} tm_stream;
+
+typedef struct tm_device {
+  int used;
+  int64_t link_free[NLINKS], link_op[NLINKS], link_rec[NLINKS];
+  int64_t engine_free[TM_MAX_ENGINES], engine_op[TM_MAX_ENGINES], engine_rec[TM_MAX_ENGINES];
+  int64_t bounce_free, bounce_op;
+  int64_t *q_start, *q_rec, *q_op; /* the launch queue: starts of the last launch_queue operations */
+  uint64_t nops;
+} tm_device;
+
+typedef struct tm_pending {
+  int64_t t;    /* recorded host time */
+  int type;     /* HEAP_* */
+  int64_t value; /* adjustment (ns) or step index */
+} tm_pending;
+
+typedef struct tm_seg {
+  int64_t t0, t1;
+  int what;
+  sim_tm_item key;
+  int64_t seq;
+} tm_seg;
+
+typedef struct tm_item_state {
+  sim_tm_item it;
+  int64_t last_seq, cur;
+} tm_item_state;
+
+struct sim_tm {
+  sim_tm_config cfg;
+  sim_device_profile dev; /* the profile, copied */
+  /* host */
+  int started;
+  int64_t shift, start, frontier;
+  tm_pending *heap;
+  size_t nheap, heap_cap;
+  /* device */
+  tm_device devs[TM_MAX_DEVICES];
+  tm_stream *streams;
+  size_t nstreams, streams_cap;
+  sim_map stream_idx;
+  uint64_t last_stream_key; /* key + 1 of the stream looked up last, 0 none */
+  size_t last_stream;
+  tm_op *ops;
+  int64_t nops;
+  int64_t last_end, last_end_op; /* the latest-ending operation on any device */
+  int64_t queue;                 /* launch queue length in operations */
+  sim_map pinned;                /* pinned host allocations: address -> bytes */
+  /* attribution */
+  int64_t cum[SIM_TM__NCLASS];
+  sim_map item_idx;
+  uint64_t item_cache_key[1 << TM_ITEM_CACHE_BITS]; /* item hash + 1, 0 empty */
+  size_t item_cache_idx[1 << TM_ITEM_CACHE_BITS];
+  tm_item_state *items;
+  size_t nitems, items_cap;
+  struct {
+    int64_t t0, t1;
+    int cls;
+  } segs[TM_SEG_RING];
+  uint64_t nsegs;
+  tm_seg *walk;
+  size_t nwalk, walk_cap;
+  /* steps */
+  sim_tm_step *steps;
+  size_t nsteps, steps_cap;
+  int64_t *step_rec_start; /* the recorded time each step began (steps_cap of them) */
+  int64_t open_step; /* index, -1 none */
+  int32_t step_counter;
+  /* results kept as we go */
+  sim_tm_result r;
+};
+
+/* ---- small helpers ---------------------------------------------------------------------------- */
+
+static inline int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+static inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+static inline int64_t per_gib(int64_t ns_per_gib, uint64_t bytes) {
+  return (int64_t)((double)ns_per_gib * ((double)bytes / TM_GIB) + 0.5);
+}
+
+static inline int64_t at_rate(uint64_t bytes, double bytes_per_s) {
+  return bytes_per_s > 0 ? (int64_t)((double)bytes * 1e9 / bytes_per_s + 0.5) : 0;
+}
+
+/* The host time a call took as recorded: api_dur, or for syncs and API calls their dur. */
+static int64_t recorded_call(const sim_event *ev) {
+  if (ev->api_dur >= 0) return ev->api_dur;
+  if ((ev->kind == SIM_EV_SYNC || ev->kind == SIM_EV_API) && ev->dur > 0) return ev->dur;
+  return -1;
+}
+
+static tm_op *op_get(sim_tm *tm, int64_t id) {
+  if (id < 0) return NULL;
+  tm_op *o = &tm->ops[(uint64_t)id & (TM_OP_RING - 1)];
+  return o->id == id ? o : NULL;
+}
+
+/* ---- the pending-adjustment heap (recorded time order; adjustments before step ends) -------- */
+
+static int pend_less(const tm_pending *a, const tm_pending *b) {
+  return a->t != b->t ? a->t < b->t : a->type < b->type;
+}
+
+static void heap_push(sim_tm *tm, int64_t t, int type, int64_t value) {
+  sim_grow((void **)&tm->heap, &tm->heap_cap, tm->nheap + 1, sizeof *tm->heap);
+  size_t i = tm->nheap++;
+  tm->heap[i] = (tm_pending){t, type, value};
+  while (i > 0) {
+    size_t p = (i - 1) / 2;
+    if (!pend_less(&tm->heap[i], &tm->heap[p])) break;
+    tm_pending x = tm->heap[i];
+    tm->heap[i] = tm->heap[p];
+    tm->heap[p] = x;
+    i = p;
+  }
+}
+
+static tm_pending heap_pop(sim_tm *tm) {
+  tm_pending top = tm->heap[0];
+  tm->heap[0] = tm->heap[--tm->nheap];
+  size_t i = 0;
+  for (;;) {
+    size_t l = 2 * i + 1, r = l + 1, m = i;
+    if (l < tm->nheap && pend_less(&tm->heap[l], &tm->heap[m])) m = l;
+    if (r < tm->nheap && pend_less(&tm->heap[r], &tm->heap[m])) m = r;
+    if (m == i) break;
+    tm_pending x = tm->heap[i];
+    tm->heap[i] = tm->heap[m];
+    tm->heap[m] = x;
+    i = m;
+  }
+  return top;
+}
+
+/* ---- attribution: the critical path ------------------------------------------------------------- */
+
+static inline sim_tm_item key_of(int what, int kind, int64_t name, int dir, int mem) {
+  return (sim_tm_item){.cls = what_class[what], .what = what, .kind = kind, .dir = (uint8_t)dir, .mem = (uint8_t)mem,
+                       .name = name};
+}
+
+static uint64_t item_hash(const sim_tm_item *k) {
+  return ((uint64_t)k->name & ((UINT64_C(1) << 40) - 1)) | ((uint64_t)(k->kind & 0xff) << 40) |
+         ((uint64_t)(k->what & 0xf) << 48) | ((uint64_t)(k->dir & 0xf) << 52) | ((uint64_t)(k->mem & 0xf) << 56);
+}
+
+static void item_add(sim_tm *tm, const sim_tm_item *k, int64_t dt, int64_t seq) {
+  uint64_t hash = item_hash(k);
+  /* a small direct-mapped cache in front of the map: most attributions repeat a few items */
+  uint64_t c = (hash * UINT64_C(0x9E3779B97F4A7C15)) >> (64 - TM_ITEM_CACHE_BITS);
+  size_t idx;
+  if (tm->item_cache_key[c] == hash + 1) {
+    idx = tm->item_cache_idx[c];
+  } else {
+    int existed;
+    uint64_t *slot = sim_map_put(&tm->item_idx, hash, &existed);
+    if (!existed) {
+      sim_grow((void **)&tm->items, &tm->items_cap, tm->nitems + 1, sizeof *tm->items);
+      tm_item_state *s = &tm->items[tm->nitems];
+      memset(s, 0, sizeof *s);
+      s->it = *k;
+      s->last_seq = -1;
+      *slot = tm->nitems++;
+    }
+    idx = (size_t)*slot;
+    tm->item_cache_key[c] = hash + 1;
+    tm->item_cache_idx[c] = idx;
+  }
+  tm_item_state *s = &tm->items[idx];
+  s->it.total_ns += dt;
+  if (seq != s->last_seq || s->it.count == 0) {
+    if (s->cur > s->it.max_ns) {
+      s->it.max_ns = s->cur;
+      s->it.max_seq = s->last_seq;
+    }
+    s->cur = 0;
+    s->last_seq = seq;
+    s->it.count++;
+  }
+  s->cur += dt;
+}
+
+/* Attributes [t0, t1) of predicted time to k; the part before the frontier is already explained. */
+static void emit(sim_tm *tm, int64_t t0, int64_t t1, const sim_tm_item *k, int64_t seq) {
+  if (t0 < tm->frontier) t0 = tm->frontier;
+  if (t1 <= t0) return;
+  tm->frontier = t1;
+  tm->cum[k->cls] += t1 - t0;
+  item_add(tm, k, t1 - t0, seq);
+  uint64_t i = tm->nsegs++ % TM_SEG_RING;
+  tm->segs[i].t0 = t0;
+  tm->segs[i].t1 = t1;
+  tm->segs[i].cls = k->cls;
+}
+
+static void emit_what(sim_tm *tm, int64_t t0, int64_t t1, int what, const sim_event *ev) {
+  if (t1 <= t0 || t1 <= tm->frontier) return;
+  sim_tm_item k = key_of(what, ev->kind, what == SIM_TM_W_CALL && ev->kind == SIM_EV_API ? ev->name : 0, 0, 0);
+  if (what == SIM_TM_W_SYNC) k.name = ev->name;
+  emit(tm, t0, t1, &k, ev->seq);
+}
+
+/* The cumulative attribution at predicted time e (segments after e taken back out). */
+static void cum_at(sim_tm *tm, int64_t e, int64_t out[SIM_TM__NCLASS]) {
+  memcpy(out, tm->cum, sizeof tm->cum);
+  uint64_t n = tm->nsegs < TM_SEG_RING ? tm->nsegs : TM_SEG_RING;
+  for (uint64_t j = 0; j < n; j++) {
+    uint64_t i = (tm->nsegs - 1 - j) % TM_SEG_RING;
+    if (tm->segs[i].t1 <= e) break;
+    out[tm->segs[i].cls] -= tm->segs[i].t1 - max64(tm->segs[i].t0, e);
+  }
+}
+
+static void walk_push(sim_tm *tm, int64_t t0, int64_t t1, sim_tm_item k, int64_t seq) {
+  if (t1 <= t0) return;
+  sim_grow((void **)&tm->walk, &tm->walk_cap, tm->nwalk + 1, sizeof *tm->walk);
+  tm->walk[tm->nwalk++] = (tm_seg){t0, t1, k.what, k, seq};
+}
+
+static sim_tm_item op_key(const tm_op *o) {
+  return key_of(o->what, o->kind, o->what == SIM_TM_W_KERNEL || o->what == SIM_TM_W_MEMSET ? o->name : 0, o->dir,
+                o->mem);
+}
+
+/*
+ * The host waited from lo to hi for device operation `id` (its end, or its start when hi is
+ * past its end: `tail` names that part). Walks back the chain of operations that decided when
+ * it happened, down to lo, and attributes each piece in time order.
+ */
+static void wait_for(sim_tm *tm, int64_t lo, int64_t hi, int64_t id, int tail, const sim_event *ev) {
+  if (hi <= max64(lo, tm->frontier)) return;
+  lo = max64(lo, tm->frontier);
+  tm->nwalk = 0;
+  int64_t t = hi;
+  tm_op *cur = op_get(tm, id);
+  if (cur && t > cur->end) {
+    walk_push(tm, max64(cur->end, lo), t, key_of(tail, ev->kind, tail == SIM_TM_W_SYNC ? ev->name : 0, 0, 0), ev->seq);
+    t = max64(cur->end, lo);
+  }
+  while (cur && t > lo) {
+    int64_t s0 = max64(cur->start, lo);
+    if (t > s0) {
+      walk_push(tm, s0, t, op_key(cur), cur->seq);
+      t = s0;
+    }
+    if (t <= lo) break;
+    tm_op *p = op_get(tm, cur->pred);
+    if (p) {
+      int64_t pe = max64(min64(p->end, t), lo);
+      walk_push(tm, pe, t, key_of(SIM_TM_W_DEVICE_WAIT, cur->kind, 0, 0, 0), cur->seq);
+      t = pe;
+      cur = p;
+    } else {
+      int64_t a = max64(cur->avail, lo);
+      walk_push(tm, a, t, key_of(SIM_TM_W_DEVICE_WAIT, cur->kind, 0, 0, 0), cur->seq);
+      t = a;
+      int64_t l = max64(cur->avail - tm->dev.launch_latency, lo);
+      walk_push(tm, l, t, key_of(SIM_TM_W_LAUNCH, cur->kind, 0, 0, 0), cur->seq);
+      t = l;
+      break;
+    }
+  }
+  if (t > lo) walk_push(tm, lo, t, key_of(SIM_TM_W_DEVICE_WAIT, ev->kind, 0, 0, 0), ev->seq);
+  for (size_t i = tm->nwalk; i-- > 0;) emit(tm, tm->walk[i].t0, tm->walk[i].t1, &tm->walk[i].key, tm->walk[i].seq);
+}
+
+/* ---- steps ------------------------------------------------------------------------------------ */
+
+static void step_close(sim_tm *tm, int64_t idx, int64_t e, int64_t end_seq, int64_t recorded) {
+  sim_tm_step *s = &tm->steps[idx];
+  if (tm->frontier < e) {
+    sim_tm_item k = key_of(SIM_TM_W_HOST, SIM_EV_MARKER, 0, 0, 0);
+    emit(tm, tm->frontier, e, &k, end_seq);
+  }
+  int64_t now[SIM_TM__NCLASS];
+  cum_at(tm, e, now);
+  for (int c = 0; c < SIM_TM__NCLASS; c++) s->breakdown[c] = now[c] - s->breakdown[c];
+  s->end_ns = e;
+  s->end_seq = end_seq;
+  if (recorded >= 0) s->recorded_ns = recorded;
+  s->complete = 1;
+  if (tm->open_step == idx) tm->open_step = -1;
+}
+
+static void step_open(sim_tm *tm, const sim_event *ev, int64_t h) {
+  size_t cap = tm->steps_cap;
+  sim_grow((void **)&tm->steps, &tm->steps_cap, tm->nsteps + 1, sizeof *tm->steps);
+  if (tm->steps_cap != cap) tm->step_rec_start = sim_xrealloc(tm->step_rec_start, tm->steps_cap * sizeof(int64_t));
+  tm->step_rec_start[tm->nsteps] = ev->ts;
+  sim_tm_step *s = &tm->steps[tm->nsteps];
+  memset(s, 0, sizeof *s);
+  s->step = ev->step >= 0 ? ev->step : tm->step_counter;
+  tm->step_counter = s->step + 1;
+  s->begin_seq = ev->seq;
+  s->end_seq = -1;
+  s->start_ns = h;
+  s->end_ns = h;
+  s->recorded_ns = -1;
+  cum_at(tm, h, s->breakdown); /* the cumulative values at the start; turned into a difference at the end */
+  tm->open_step = (int64_t)tm->nsteps++;
+  if (ev->dur > 0) {
+    s->recorded_ns = ev->dur;
+    heap_push(tm, ev->ts + ev->dur, HEAP_STEP_END, tm->open_step);
+  }
+}
+
+static void on_marker(sim_tm *tm, const sim_event *ev, int64_t h) {
+  if (ev->flags & SIM_EVF_STEP_END) {
+    if (tm->open_step >= 0) {
+      sim_tm_step *s = &tm->steps[tm->open_step];
+      int64_t rec = ev->dur > 0 ? ev->dur : s->recorded_ns >= 0 ? s->recorded_ns : ev->ts - tm->step_rec_start[tm->open_step];
+      step_close(tm, tm->open_step, h, ev->seq, rec);
+    }
+  }
+  if (ev->flags & SIM_EVF_STEP_BEGIN) {
+    /* A step still open without a recorded end ends where the next begins. */
+    if (tm->open_step >= 0 && tm->steps[tm->open_step].recorded_ns < 0)
+      step_close(tm, tm->open_step, h, ev->seq, ev->ts - tm->step_rec_start[tm->open_step]);
+    step_open(tm, ev, h);
+  }
+}
+
+/* Applies what recorded time up to t holds: calls that returned, steps that ended. */
+static void advance_to(sim_tm *tm, int64_t t) {
+  while (tm->nheap && tm->heap[0].t <= t) {
+    tm_pending p = heap_pop(tm);
+    if (p.type == HEAP_ADJUST) {
+      tm->shift += p.value;
+    } else if (tm->started) {
+      sim_tm_step *s = &tm->steps[p.value];
+      if (!s->complete) step_close(tm, p.value, p.t + tm->shift, s->end_seq, s->recorded_ns);
+    }
+  }
+}
+
+/* ---- device state --------------------------------------------------------------------------- */
+
+static tm_device *device_of(sim_tm *tm, const sim_event *ev, int *index) {
+  int d = ev->device >= 0 && ev->device < TM_MAX_DEVICES ? ev->device : 0;
+  tm_device *dv = &tm->devs[d];
+  if (!dv->used) {
+    dv->used = 1;
+    for (int k = 0; k < NLINKS; k++) dv->link_op[k] = -1, dv->link_rec[k] = TM_UNKNOWN, dv->link_free[k] = INT64_MIN;
+    for (int k = 0; k < TM_MAX_ENGINES; k++)
+      dv->engine_op[k] = -1, dv->engine_rec[k] = TM_UNKNOWN, dv->engine_free[k] = INT64_MIN;
+    dv->bounce_free = INT64_MIN;
+    dv->bounce_op = -1;
+    dv->q_start = sim_xmalloc((size_t)tm->queue * sizeof(int64_t));
+    dv->q_rec = sim_xmalloc((size_t)tm->queue * sizeof(int64_t));
+    dv->q_op = sim_xmalloc((size_t)tm->queue * sizeof(int64_t));
+  }
+  if (index) *index = d;
+  return dv;
+}
+
+static tm_stream *stream_of(sim_tm *tm, int device, int64_t stream) {
+  uint64_t key = (uint64_t)stream ^ ((uint64_t)device << 56);
+  if (tm->last_stream_key == key + 1) return &tm->streams[tm->last_stream]; /* most events repeat the stream */
+  int existed;
+  uint64_t *slot = sim_map_put(&tm->stream_idx, key, &existed);
+  if (!existed) {
+    sim_grow((void **)&tm->streams, &tm->streams_cap, tm->nstreams + 1, sizeof *tm->streams);
+    tm_stream *s = &tm->streams[tm->nstreams];
+    memset(s, 0, sizeof *s);
+    s->device = device;
+    s->id = stream;
+    s->ready = INT64_MIN;
+    s->last_op = -1;
+    s->rec_ready = s->rec_last = TM_UNKNOWN;
+    *slot = tm->nstreams++;
+  }
+  tm->last_stream_key = key + 1;
+  tm->last_stream = (size_t)*slot;
+  return &tm->streams[*slot];
+}
+
+static tm_stream *stream_find(sim_tm *tm, int device, int64_t stream) {
+  uint64_t *slot = sim_map_get(&tm->stream_idx, (uint64_t)stream ^ ((uint64_t)device << 56));
+  return slot ? &tm->streams[*slot] : NULL;
+}
+
+/* The operation on another stream of the device whose recorded end is the latest at or just
+ * before rec_start and after `after`: what a start the stream cannot explain was waiting for. */
+static const tm_stream *infer_dependency(sim_tm *tm, const tm_stream *self, int64_t rec_start, int64_t after,
+                                         uint32_t *slot) {
+  const tm_stream *best = NULL;
+  int64_t best_end = after;
+  for (size_t i = 0; i < tm->nstreams; i++) {
+    const tm_stream *s = &tm->streams[i];
+    if (s == self || s->device != self->device || !s->h_n) continue;
+    uint32_t n = s->h_n < TM_HIST ? s->h_n : TM_HIST;
+    for (uint32_t j = 0; j < n; j++) { /* newest first; recorded ends never decrease on a stream */
+      uint32_t k = (s->h_n - 1 - j) % TM_HIST;
+      int64_t e = s->h_rec[k];
+      if (e == TM_UNKNOWN) continue;
+      if (e <= rec_start + TM_DEP_TOLERANCE) {
+        if (e > best_end) best = s, best_end = e, *slot = k;
+        break;
+      }
+    }
+  }
+  return best;
+}
+
+typedef struct op_place {
+  int64_t avail;    /* when the launch makes it available */
+  int link;         /* LINK_* */
+  int engine;       /* needs a copy engine */
+  uint64_t bounce;  /* waits for the staging buffer */
+  int64_t start, pred, engine_k;
+  int64_t rec_end;  /* its recorded end, TM_UNKNOWN */
+  int before;       /* the recording shows it ran before the stream's last placed operation */
+} op_place;
+
+/* Decides when an operation of stream st can start (the rules in the order the device applies them). */
+static void op_start(sim_tm *tm, tm_device *dv, tm_stream *st, const sim_event *ev, op_place *p) {
+  int64_t t = p->avail, pred = -1;
+  /* An operation that the recording shows started before the stream's last placed one (it was
+   * launched before the trace began, and the trace places it at its device start) ran ahead of
+   * it: it keeps its own time and does not hold the stream back. */
+  p->before = ev->dev_ts >= 0 && st->rec_last != TM_UNKNOWN && ev->dev_ts < st->rec_last;
+  if (!p->before && st->ready > t) t = st->ready, pred = st->last_op;
+  /* what the recording says it could have started at, by the same rules */
+  int64_t rec_ready = TM_UNKNOWN, rec_start = ev->dev_ts;
+  if (rec_start >= 0 && ev->ts >= 0) {
+    rec_ready = max64(st->rec_ready, ev->ts + tm->dev.launch_latency);
+    if (p->link != LINK_NONE && dv->link_rec[p->link] != TM_UNKNOWN) rec_ready = max64(rec_ready, dv->link_rec[p->link]);
+  }
+  if (p->before) rec_ready = TM_UNKNOWN; /* nothing to compare its start with */
+  if (p->bounce && dv->bounce_free > t) t = dv->bounce_free, pred = dv->bounce_op;
+  if (p->link != LINK_NONE && dv->link_free[p->link] > t) t = dv->link_free[p->link], pred = dv->link_op[p->link];
+  p->engine_k = -1;
+  if (p->engine) {
+    int n = tm->dev.copy_engines < TM_MAX_ENGINES ? tm->dev.copy_engines : TM_MAX_ENGINES;
+    int k = 0;
+    for (int j = 1; j < n; j++)
+      if (dv->engine_free[j] < dv->engine_free[k]) k = j;
+    p->engine_k = k;
+    if (dv->engine_free[k] > t) t = dv->engine_free[k], pred = dv->engine_op[k];
+    if (rec_ready != TM_UNKNOWN && dv->engine_rec[k] != TM_UNKNOWN) rec_ready = max64(rec_ready, dv->engine_rec[k]);
+  }
+  if (rec_ready != TM_UNKNOWN && rec_start > rec_ready + TM_DEP_TOLERANCE && tm->cfg.infer_dependencies) {
+    uint32_t k = 0;
+    const tm_stream *dep = infer_dependency(tm, st, rec_start, rec_ready, &k);
+    if (dep) {
+      rec_ready = dep->h_rec[k];
+      tm->r.inferred_dependencies++;
+      if (dep->h_end[k] > t) t = dep->h_end[k], pred = dep->h_op[k];
+    }
+  }
+  if (rec_ready != TM_UNKNOWN && rec_start > rec_ready && tm->cfg.keep_device_waits) {
+    t += rec_start - rec_ready;
+    tm->r.device_waits++;
+    tm->r.device_wait_ns += rec_start - rec_ready;
+  }
+  p->start = t;
+  p->pred = pred;
+  p->rec_end = rec_start >= 0 && ev->dur >= 0 ? rec_start + ev->dur : TM_UNKNOWN;
+}
+
+/* Records a placed operation [p->start, end) everywhere it occupies. Returns its id. */
+static int64_t op_commit(sim_tm *tm, tm_device *dv, tm_stream *st, const sim_event *ev, const op_place *p, int64_t end,
+                         int what, int dir, int mem) {
+  int64_t id = tm->nops++;
+  tm_op *o = &tm->ops[(uint64_t)id & (TM_OP_RING - 1)];
+  *o = (tm_op){.id = id, .start = p->start, .end = end, .avail = p->avail, .pred = p->pred, .seq = ev->seq,
+               .name = ev->name, .what = (uint8_t)what, .kind = ev->kind, .dir = (uint8_t)dir, .mem = (uint8_t)mem};
+  if (p->link != LINK_NONE && end > dv->link_free[p->link]) {
+    dv->link_free[p->link] = end;
+    dv->link_op[p->link] = id;
+    dv->link_rec[p->link] = p->rec_end;
+  }
+  if (p->engine_k >= 0 && end > dv->engine_free[p->engine_k]) {
+    dv->engine_free[p->engine_k] = end;
+    dv->engine_op[p->engine_k] = id;
+    dv->engine_rec[p->engine_k] = p->rec_end;
+  }
+  if (end > tm->last_end) tm->last_end = end, tm->last_end_op = id;
+  if (p->before) return id; /* ran ahead of what the stream already holds: the stream is unchanged */
+  st->ready = end;
+  st->last_op = id;
+  st->rec_ready = p->rec_end;
+  st->rec_last = ev->dev_ts >= 0 ? ev->dev_ts : TM_UNKNOWN;
+  uint32_t h = st->h_n++ % TM_HIST;
+  st->h_rec[h] = p->rec_end;
+  st->h_end[h] = end;
+  st->h_op[h] = id;
+  uint64_t q = dv->nops++ % (uint64_t)tm->queue;
+  dv->q_start[q] = p->start;
+  dv->q_rec[q] = ev->dev_ts;
+  dv->q_op[q] = id;
+  return id;
+}
+
+/* The latest predicted end over the streams a synchronization waits for (device < 0: all).
+ * With rec_return known, streams the recording shows still busy when it returned are left out. */
+static int64_t device_ready(sim_tm *tm, int device, int64_t rec_return, int64_t *op) {
+  int64_t t = INT64_MIN;
+  *op = -1;
+  for (size_t i = 0; i < tm->nstreams; i++) {
+    const tm_stream *s = &tm->streams[i];
+    if (device >= 0 && s->device != device) continue;
+    if (rec_return != TM_UNKNOWN && s->rec_ready != TM_UNKNOWN && s->rec_ready > rec_return + TM_DEP_TOLERANCE)
+      continue;
+    if (s->ready > t) t = s->ready, *op = s->last_op;
+  }
+  return t;
+}
+
+/* Waits in a call from t until `ready` (the end of operation op); returns the new time. */
+static int64_t host_wait(sim_tm *tm, int64_t t, int64_t ready, int64_t op, const sim_event *ev) {
+  if (ready <= t) return t;
+  wait_for(tm, t, ready, op, SIM_TM_W_DEVICE_WAIT, ev);
+  return ready;
+}
+
+/* ---- the rules ------------------------------------------------------------------------------- */
+
+/*
+ * The launch queue: a launch blocks while launch_queue operations are still waiting to start.
+ * *rec_blocked says whether the recording, by the same rule, was blocked then (its recorded
+ * duration then holds the wait, which the model replaces with its own).
+ */
+static int64_t launch_queue(sim_tm *tm, tm_device *dv, int64_t h, const sim_event *ev, int *rec_blocked) {
+  *rec_blocked = 0;
+  if (dv->nops < (uint64_t)tm->queue) return h;
+  uint64_t q = dv->nops % (uint64_t)tm->queue;
+  if (dv->q_rec[q] >= 0 && ev->ts >= 0 && dv->q_rec[q] > ev->ts) *rec_blocked = 1;
+  int64_t t = dv->q_start[q];
+  if (t <= h) return h;
+  tm_op *o = op_get(tm, dv->q_op[q]);
+  wait_for(tm, h, t, o ? o->pred : -1, SIM_TM_W_DEVICE_WAIT, ev);
+  tm->r.launch_blocks++;
+  tm->r.blocked_launch_ns += t - h;
+  return t;
+}
+
+/* The host's own time in a launch call: as recorded, unless the recording shows the launch
+ * blocked on a full queue (then the profile's launch overhead; the wait is modeled). A call
+ * without a recorded duration takes none: its time is in the recorded gap that follows. */
+static int64_t call_overhead(sim_tm *tm, int64_t rec, int rec_blocked) {
+  if (rec < 0) return 0;
+  return rec_blocked ? min64(rec, tm->dev.launch_overhead) : rec;
+}
+
+/* The duration a scenario sets for a device operation, or -1. */
+static int64_t scenario_duration(sim_tm *tm, const sim_event *ev) {
+  if (!tm->cfg.duration) return -1;
+  int64_t d = tm->cfg.duration(tm->cfg.duration_arg, ev);
+  return d >= 0 ? d : -1;
+}
+
+static int64_t on_kernel(sim_tm *tm, const sim_event *ev, int64_t h, int64_t rec) {
+  int d;
+  tm_device *dv = device_of(tm, ev, &d);
+  tm_stream *st = stream_of(tm, d, ev->stream);
+  int blocked;
+  int64_t t = launch_queue(tm, dv, h, ev, &blocked);
+  int64_t own = call_overhead(tm, rec, blocked);
+  int64_t dur;
+  if (ev->kind == SIM_EV_KERNEL) {
+    double scale = tm->cfg.kernel_scale > 0 ? tm->cfg.kernel_scale : 1.0;
+    dur = ev->dur > 0 ? (int64_t)((double)ev->dur * scale + 0.5) : 0;
+    tm->r.kernels++;
+  } else { /* memset: recorded, or bytes at memory bandwidth */
+    dur = ev->dur > 0 ? ev->dur : tm->dev.copy_latency + at_rate(ev->size, tm->dev.mem_bw);
+    tm->r.memsets++;
+  }
+  int64_t set = scenario_duration(tm, ev);
+  if (set >= 0) dur = set;
+  else if (ev->dur <= 0 && ev->kind == SIM_EV_KERNEL) tm->r.ops_without_duration++;
+  op_place p = {.avail = t + tm->dev.launch_latency, .link = LINK_NONE};
+  op_start(tm, dv, st, ev, &p);
+  op_commit(tm, dv, st, ev, &p, p.start + dur, ev->kind == SIM_EV_KERNEL ? SIM_TM_W_KERNEL : SIM_TM_W_MEMSET, 0, 0);
+  tm->r.compute_busy_ns += dur;
+  emit_what(tm, t, t + own, SIM_TM_W_CALL, ev);
+  return t + own;
+}
+
+static int copy_bucket(int dir, int pinned) {
+  switch (dir) {
+  case SIM_COPY_H2D: return pinned ? SIM_TM_CB_H2D_PINNED : SIM_TM_CB_H2D_PAGEABLE;
+  case SIM_COPY_D2H: return pinned ? SIM_TM_CB_D2H_PINNED : SIM_TM_CB_D2H_PAGEABLE;
+  case SIM_COPY_D2D: return SIM_TM_CB_D2D;
+  default: return SIM_TM_CB_OTHER;
+  }
+}
+
+static int64_t on_copy(sim_tm *tm, const sim_event *ev, int64_t h, int64_t rec) {
+  const sim_device_profile *pf = &tm->dev;
+  int dir = ev->dir;
+  int host_side = dir == SIM_COPY_H2D || dir == SIM_COPY_D2H;
+  int pinned = ev->mem == SIM_MEM_PINNED;
+  int staged = host_side && !pinned; /* pageable, managed or unknown host memory is staged */
+  uint64_t size = ev->size;
+  tm->r.copies_n++;
+
+  /* The bandwidth model. */
+  double bw, dma_bw = 0, stage_bw = 0;
+  uint64_t chunk = pf->staging_buffer ? pf->staging_buffer : size;
+  uint64_t nchunks = staged && size > chunk ? (size + chunk - 1) / chunk : 1;
+  if (dir == SIM_COPY_H2D) bw = pinned ? pf->h2d_pinned_bw : pf->h2d_pageable_bw, dma_bw = pf->h2d_pinned_bw;
+  else if (dir == SIM_COPY_D2H) bw = pinned ? pf->d2h_pinned_bw : pf->d2h_pageable_bw, dma_bw = pf->d2h_pinned_bw;
+  else if (dir == SIM_COPY_P2P) bw = pf->p2p_bw;
+  else if (dir == SIM_COPY_H2H) bw = pf->host_copy_bw;
+  else bw = pf->d2d_bw;
+  if (staged && bw < dma_bw) stage_bw = 1.0 / (1.0 / bw - 1.0 / dma_bw); /* staging + DMA take 1/bw per byte */
+  int64_t modeled = (int64_t)nchunks * pf->copy_latency + at_rate(size, bw);
+  if (dir == SIM_COPY_H2H) modeled = at_rate(size, bw);
+  int64_t recorded = ev->dur > 0 ? ev->dur : -1;
+  if (recorded > 0 && size > 0) {
+    sim_tm_copy_stats *cs = &tm->r.copies[copy_bucket(dir, pinned)][size >= SIM_TM_LARGE_COPY];
+    cs->n++;
+    cs->bytes += size;
+    cs->recorded_ns += recorded;
+    cs->predicted_ns += modeled;
+    cs->abs_rel_err_sum += (double)(modeled > recorded ? modeled - recorded : recorded - modeled) / (double)recorded;
+  }
+  int64_t dur = tm->cfg.copy_timing == SIM_TM_TIMING_RECORDED && recorded > 0 ? recorded : modeled;
+  int64_t set = scenario_duration(tm, ev);
+  if (set >= 0) dur = set;
+
+  if (dir == SIM_COPY_H2H) { /* the host copies: fully synchronous */
+    sim_tm_item k = key_of(SIM_TM_W_COPY, ev->kind, 0, dir, ev->mem);
+    emit(tm, h, h + dur, &k, ev->seq);
+    tm->r.blocked_copy_ns += dur;
+    return h + dur;
+  }
+
+  int d;
+  tm_device *dv = device_of(tm, ev, &d);
+  tm_stream *st = stream_of(tm, d, ev->stream);
+  /* A call that blocks records its wait in its duration: its own part is the launch overhead. */
+  int sync_copy = host_side && !(ev->flags & SIM_EVF_ASYNC);
+  int blocked;
+  int64_t t = launch_queue(tm, dv, h, ev, &blocked);
+  int64_t own = staged || sync_copy ? (rec >= 0 ? min64(rec, pf->launch_overhead) : 0) : call_overhead(tm, rec, blocked);
+  op_place p = {.avail = t + pf->launch_latency, .link = LINK_NONE};
+  if (host_side) p.link = dir == SIM_COPY_H2D ? LINK_H2D : LINK_D2H, p.engine = 1;
+  if (dir == SIM_COPY_P2P) p.link = LINK_P2P, p.engine = 1;
+  sim_tm_item self = key_of(SIM_TM_W_COPY, ev->kind, 0, dir, ev->mem);
+  sim_tm_item staging = key_of(SIM_TM_W_STAGING, ev->kind, 0, dir, ev->mem);
+  int64_t id;
+
+  if (!staged) {
+    op_start(tm, dv, st, ev, &p);
+    int64_t end = p.start + dur;
+    id = op_commit(tm, dv, st, ev, &p, end, SIM_TM_W_COPY, dir, ev->mem);
+    tm->r.copy_busy_ns += dur;
+    emit_what(tm, t, t + own, SIM_TM_W_CALL, ev);
+    t += own;
+    /* cudaMemcpy (not Async) from or to host memory returns when the copy is done. */
+    if (sync_copy) {
+      int64_t t0 = t;
+      t = host_wait(tm, t, end, id, ev);
+      emit_what(tm, t, t + pf->sync_latency, SIM_TM_W_SYNC, ev);
+      t += pf->sync_latency;
+      tm->r.blocked_copy_ns += t - t0;
+    }
+    return t;
+  }
+
+  /* Staged through the pinned bounce buffer, chunk by chunk; the host copies each chunk. The
+   * recorded duration, when used, stretches staging and transfers alike. */
+  double f = modeled > 0 ? (double)dur / (double)modeled : 1.0;
+  emit_what(tm, t, t + own, SIM_TM_W_CALL, ev);
+  t += own;
+  int64_t t_in = t;
+  int64_t end;
+  p.bounce = 1;
+  if (dir == SIM_COPY_H2D) {
+    /* The host fills the buffer (after the previous staged copy drained it), the DMA follows in
+     * stream order; the next chunk waits for the buffer. The host returns after the last fill. */
+    uint64_t left = size, c = left < chunk ? left : chunk;
+    /* cudaMemcpy (not Async) first waits for the stream to finish what it holds. */
+    if (sync_copy && st->ready > t) t = host_wait(tm, t, st->ready, st->last_op, ev);
+    int64_t s0 = max64(t, dv->bounce_free);
+    if (s0 > t) t = host_wait(tm, t, s0, dv->bounce_op, ev);
+    int64_t fill = (int64_t)((stage_bw > 0 ? (double)c * 1e9 / stage_bw : 0) * f + 0.5);
+    emit(tm, t, t + fill, &staging, ev->seq);
+    t += fill;
+    p.avail = max64(p.avail, t);
+    p.bounce = 0;
+    op_start(tm, dv, st, ev, &p);
+    int64_t dma_end = p.start + (int64_t)(((double)pf->copy_latency + (double)at_rate(c, dma_bw)) * f + 0.5);
+    left -= c;
+    int first_wait = 1;
+    while (left > 0) {
+      c = left < chunk ? left : chunk;
+      /* wait for the buffer: the previous chunk's transfer */
+      if (dma_end > t) {
+        if (first_wait && p.start > t) {
+          wait_for(tm, t, p.start, p.pred, SIM_TM_W_DEVICE_WAIT, ev);
+          t = max64(t, p.start);
+        }
+        emit(tm, t, dma_end, &self, ev->seq);
+        t = dma_end;
+      }
+      first_wait = 0;
+      fill = (int64_t)((stage_bw > 0 ? (double)c * 1e9 / stage_bw : 0) * f + 0.5);
+      emit(tm, t, t + fill, &staging, ev->seq);
+      t += fill;
+      dma_end = max64(t, dma_end) + (int64_t)(((double)pf->copy_latency + (double)at_rate(c, dma_bw)) * f + 0.5);
+      left -= c;
+    }
+    end = dma_end;
+    id = op_commit(tm, dv, st, ev, &p, end, SIM_TM_W_COPY, dir, ev->mem);
+    dv->bounce_free = end;
+    dv->bounce_op = id;
+  } else {
+    /* Device to pageable host memory: each chunk's transfer follows the stream, the host copies
+     * it out of the buffer, and the call returns when the last chunk is out. */
+    op_start(tm, dv, st, ev, &p);
+    uint64_t left = size;
+    int64_t dma_start = p.start, fill_end = t;
+    int64_t dma_end = dma_start;
+    if (p.start > t) {
+      wait_for(tm, t, p.start, p.pred, SIM_TM_W_DEVICE_WAIT, ev);
+      t = p.start;
+    }
+    do {
+      uint64_t c = left < chunk ? left : chunk;
+      dma_end = max64(dma_start, fill_end) + (int64_t)(((double)pf->copy_latency + (double)at_rate(c, dma_bw)) * f + 0.5);
+      emit(tm, t, dma_end, &self, ev->seq);
+      t = max64(t, dma_end);
+      int64_t drain = (int64_t)((stage_bw > 0 ? (double)c * 1e9 / stage_bw : 0) * f + 0.5);
+      emit(tm, t, t + drain, &staging, ev->seq);
+      t += drain;
+      fill_end = t;
+      dma_start = dma_end;
+      left -= c;
+    } while (left > 0);
+    end = dma_end;
+    id = op_commit(tm, dv, st, ev, &p, end, SIM_TM_W_COPY, dir, ev->mem);
+    dv->bounce_free = t;
+    dv->bounce_op = id;
+    emit_what(tm, t, t + pf->sync_latency, SIM_TM_W_SYNC, ev);
+    t += pf->sync_latency;
+  }
+  tm->r.copy_busy_ns += end - p.start;
+  tm->r.blocked_copy_ns += t - t_in;
+  return t;
+}
+
+static int64_t on_sync(sim_tm *tm, const sim_event *ev, int64_t h, int64_t rec) {
+  tm->r.syncs++;
+  int64_t rec_return = rec >= 0 && ev->ts >= 0 ? ev->ts + rec : TM_UNKNOWN;
+  int64_t ready = INT64_MIN, op = -1;
+  int d = ev->device >= 0 && ev->device < TM_MAX_DEVICES ? ev->device : -1;
+  if (ev->stream >= 0 && ev->stream != SIM_NO_STREAM) {
+    tm_stream *s = stream_find(tm, d < 0 ? 0 : d, ev->stream);
+    if (s) ready = s->ready, op = s->last_op;
+  } else {
+    ready = device_ready(tm, d, rec_return, &op);
+  }
+  int64_t t = h;
+  if (ready > h) {
+    t = host_wait(tm, h, ready, op, ev);
+    emit_what(tm, t, t + tm->dev.sync_latency, SIM_TM_W_SYNC, ev);
+    t += tm->dev.sync_latency;
+  } else {
+    int64_t own = rec >= 0 ? min64(rec, tm->dev.sync_latency) : 0;
+    emit_what(tm, t, t + own, SIM_TM_W_SYNC, ev);
+    t += own;
+  }
+  tm->r.blocked_sync_ns += t - h;
+  return t;
+}
+
+/* What the allocator's own driver calls cost, from t. cudaMalloc and cudaFree wait for the
+ * device first; unmapping waits for the stream that used the memory. */
+static int64_t allocator_calls(sim_tm *tm, const sim_event *ev, const sim_tm_alloc *a, int64_t t) {
+  if (!a || !(a->mallocs | a->frees | a->maps | a->unmaps)) return t;
+  const sim_device_profile *pf = &tm->dev;
+  int64_t t0 = t, op;
+  int d = ev->device >= 0 && ev->device < TM_MAX_DEVICES ? ev->device : 0;
+  if ((a->mallocs || a->frees) && tm->cfg.malloc_syncs) {
+    int64_t ready = device_ready(tm, d, TM_UNKNOWN, &op);
+    t = host_wait(tm, t, ready, op, ev);
+  }
+  sim_tm_item k;
+  if (a->frees) {
+    int64_t c = (int64_t)a->frees * pf->free_base + per_gib(pf->free_per_gib, a->free_bytes);
+    k = key_of(SIM_TM_W_FREE, ev->kind, 0, 0, 0);
+    emit(tm, t, t + c, &k, ev->seq);
+    t += c;
+  }
+  if (a->unmaps) {
+    tm_stream *s = ev->stream != SIM_NO_STREAM ? stream_find(tm, d, ev->stream) : NULL;
+    int64_t ready = s ? s->ready : device_ready(tm, d, TM_UNKNOWN, &op);
+    if (s) op = s->last_op;
+    t = host_wait(tm, t, ready, op, ev);
+    int64_t c = (int64_t)a->unmaps * pf->unmap_base + per_gib(pf->unmap_per_gib, a->unmap_bytes);
+    k = key_of(SIM_TM_W_UNMAP, ev->kind, 0, 0, 0);
+    emit(tm, t, t + c, &k, ev->seq);
+    t += c;
+  }
+  if (a->mallocs) {
+    int64_t c = (int64_t)a->mallocs * pf->malloc_base + per_gib(pf->malloc_per_gib, a->malloc_bytes);
+    k = key_of(SIM_TM_W_MALLOC, ev->kind, 0, 0, 0);
+    emit(tm, t, t + c, &k, ev->seq);
+    t += c;
+  }
+  if (a->maps) {
+    int64_t c = (int64_t)a->maps * pf->map_base + per_gib(pf->map_per_gib, a->map_bytes);
+    k = key_of(SIM_TM_W_MAP, ev->kind, 0, 0, 0);
+    emit(tm, t, t + c, &k, ev->seq);
+    t += c;
+  }
+  tm->r.device_mallocs += a->mallocs;
+  tm->r.device_frees += a->frees;
+  tm->r.device_maps += a->maps;
+  tm->r.device_unmaps += a->unmaps;
+  tm->r.blocked_alloc_ns += t - t0;
+  return t;
+}
+
+static int64_t on_host_memory(sim_tm *tm, const sim_event *ev, int64_t h, int64_t rec) {
+  const sim_device_profile *pf = &tm->dev;
+  sim_tm_item k;
+  if (ev->kind == SIM_EV_HOST_ALLOC) {
+    if (ev->mem != SIM_MEM_PINNED) {
+      emit_what(tm, h, h + max64(rec, 0), SIM_TM_W_CALL, ev);
+      return h + max64(rec, 0);
+    }
+    int existed;
+    *sim_map_put(&tm->pinned, ev->addr, &existed) = ev->size;
+    int64_t c = pf->pin_base + per_gib(pf->pin_per_gib, ev->size);
+    k = key_of(SIM_TM_W_PIN, ev->kind, 0, 0, 0);
+    emit(tm, h, h + c, &k, ev->seq);
+    tm->r.host_pins++;
+    tm->r.blocked_alloc_ns += c;
+    return h + c;
+  }
+  uint64_t bytes;
+  if (!sim_map_del(&tm->pinned, ev->addr, &bytes)) {
+    emit_what(tm, h, h + max64(rec, 0), SIM_TM_W_CALL, ev);
+    return h + max64(rec, 0);
+  }
+  /* cudaFreeHost waits for the device before it unpins. */
+  int64_t op;
+  int64_t ready = device_ready(tm, ev->device >= 0 && ev->device < TM_MAX_DEVICES ? ev->device : -1, TM_UNKNOWN, &op);
+  int64_t t = host_wait(tm, h, ready, op, ev);
+  int64_t c = pf->unpin_base + per_gib(pf->unpin_per_gib, bytes);
+  k = key_of(SIM_TM_W_UNPIN, ev->kind, 0, 0, 0);
+  emit(tm, t, t + c, &k, ev->seq);
+  tm->r.blocked_alloc_ns += t + c - h;
+  return t + c;
+}
+
+/* ---- the driver ------------------------------------------------------------------------------ */
+
+sim_tm *sim_tm_new(const sim_tm_config *cfg) {
+  sim_tm *tm = sim_xcalloc(1, sizeof *tm);
+  tm->cfg = *cfg;
+  tm->dev = *cfg->device;
+  tm->cfg.device = &tm->dev;
+  if (tm->dev.copy_engines < 1) tm->dev.copy_engines = 1;
+  tm->queue = tm->dev.launch_queue < 1 ? 1 : tm->dev.launch_queue > TM_MAX_QUEUE ? TM_MAX_QUEUE : tm->dev.launch_queue;
+  tm->ops = sim_xmalloc(TM_OP_RING * sizeof *tm->ops);
+  for (size_t i = 0; i < TM_OP_RING; i++) tm->ops[i].id = -1;
+  sim_map_init(&tm->stream_idx);
+  sim_map_init(&tm->item_idx);
+  sim_map_init(&tm->pinned);
+  tm->open_step = -1;
+  tm->last_end = INT64_MIN;
+  tm->last_end_op = -1;
+  return tm;
+}
+
+void sim_tm_free(sim_tm *tm) {
+  if (!tm) return;
+  for (int d = 0; d < TM_MAX_DEVICES; d++) {
+    free(tm->devs[d].q_start);
+    free(tm->devs[d].q_rec);
+    free(tm->devs[d].q_op);
+  }
+  free(tm->heap);
+  free(tm->streams);
+  sim_map_release(&tm->stream_idx);
+  sim_map_release(&tm->item_idx);
+  sim_map_release(&tm->pinned);
+  free(tm->ops);
+  free(tm->items);
+  free(tm->walk);
+  free(tm->steps);
+  free(tm->step_rec_start);
+  free(tm);
+}
+
+void sim_tm_event(sim_tm *tm, const sim_event *ev, const sim_tm_alloc *a, int role) {
+  advance_to(tm, ev->ts);
+  int64_t h = ev->ts + tm->shift;
+  if (!tm->started) {
+    tm->started = 1;
+    tm->start = tm->frontier = h;
+  }
+  if (h > tm->frontier) {
+    sim_tm_item k = key_of(SIM_TM_W_HOST, 0, 0, 0, 0);
+    emit(tm, tm->frontier, h, &k, ev->seq);
+  }
+  int64_t rec = recorded_call(ev), end;
+  int replaced = role == SIM_TM_ROLE_ALLOCATOR_CALL || (ev->flags & SIM_EVF_DEVICE_API);
+  switch (ev->kind) {
+  case SIM_EV_KERNEL:
+  case SIM_EV_MEMSET: end = on_kernel(tm, ev, h, rec); break;
+  case SIM_EV_MEMCPY: end = on_copy(tm, ev, h, rec); break;
+  case SIM_EV_SYNC: end = allocator_calls(tm, ev, a, on_sync(tm, ev, h, rec)); break;
+  case SIM_EV_MARKER:
+    on_marker(tm, ev, h);
+    end = h;
+    break;
+  case SIM_EV_HOST_ALLOC:
+  case SIM_EV_HOST_FREE: end = on_host_memory(tm, ev, h, rec); break;
+  default: {
+    /* allocations, frees, empty_cache, api calls: their own recorded time (unless it was the
+     * recorded allocator's driver call, which the replayed allocator's calls replace), then
+     * what the replayed allocator's driver calls cost */
+    int64_t own = replaced || rec < 0 ? 0 : rec;
+    emit_what(tm, h, h + own, SIM_TM_W_CALL, ev);
+    end = allocator_calls(tm, ev, a, h + own);
+  }
+  }
+  int64_t m = end - h, recorded = rec < 0 ? 0 : rec;
+  if (m != recorded) heap_push(tm, ev->ts + recorded, HEAP_ADJUST, m - recorded);
+}
+
+static int cmp_item(const void *a, const void *b) {
+  const sim_tm_item *x = a, *y = b;
+  if (x->total_ns != y->total_ns) return x->total_ns < y->total_ns ? 1 : -1;
+  if (x->what != y->what) return x->what - y->what;
+  return x->name < y->name ? -1 : x->name > y->name;
+}
+
+void sim_tm_finish(sim_tm *tm, sim_tm_result *res) {
+  advance_to(tm, INT64_MAX);
+  if (tm->started && tm->last_end > tm->frontier) {
+    /* the program's end waits for the device's last work */
+    sim_event ev;
+    sim_event_init(&ev);
+    ev.kind = SIM_EV_SYNC;
+    ev.seq = -1;
+    wait_for(tm, tm->frontier, tm->last_end, tm->last_end_op, SIM_TM_W_DEVICE_WAIT, &ev);
+  }
+  if (tm->open_step >= 0) { /* a step that never ended */
+    sim_tm_step *s = &tm->steps[tm->open_step];
+    int64_t now[SIM_TM__NCLASS];
+    cum_at(tm, tm->frontier, now);
+    for (int c = 0; c < SIM_TM__NCLASS; c++) s->breakdown[c] = now[c] - s->breakdown[c];
+    s->end_ns = tm->frontier;
+    s->complete = 0;
+  }
+  sim_tm_result *r = &tm->r;
+  r->start_ns = tm->started ? tm->start : 0;
+  r->end_ns = tm->started ? tm->frontier : 0;
+  r->total_ns = r->end_ns - r->start_ns;
+  memcpy(r->breakdown, tm->cum, sizeof tm->cum);
+  r->steps = tm->steps;
+  r->nsteps = tm->nsteps;
+  tm->steps = NULL;
+  double pred = 0, recd = 0;
+  size_t nrec = 0;
+  for (size_t i = 0; i < r->nsteps; i++) {
+    if (!r->steps[i].complete) continue;
+    r->complete_steps++;
+    pred += (double)(r->steps[i].end_ns - r->steps[i].start_ns);
+    if (r->steps[i].recorded_ns >= 0) recd += (double)r->steps[i].recorded_ns, nrec++;
+  }
+  r->step_time_s = r->complete_steps ? pred / (double)r->complete_steps / 1e9 : -1;
+  r->recorded_step_time_s = nrec == r->complete_steps && nrec ? recd / (double)nrec / 1e9 : -1;
+  r->samples_per_s = r->step_time_s > 0 && tm->cfg.batch_size > 0 ? (double)tm->cfg.batch_size / r->step_time_s : -1;
+  /* the largest items */
+  size_t top = tm->cfg.top_items ? tm->cfg.top_items : 10;
+  sim_tm_item *all = sim_xmalloc((tm->nitems ? tm->nitems : 1) * sizeof *all);
+  for (size_t i = 0; i < tm->nitems; i++) {
+    tm_item_state *s = &tm->items[i];
+    if (s->cur > s->it.max_ns) s->it.max_ns = s->cur, s->it.max_seq = s->last_seq;
+    all[i] = s->it;
+  }
+  qsort(all, tm->nitems, sizeof *all, cmp_item);
+  r->items = all;
+  r->nitems = tm->nitems < top ? tm->nitems : top;
+  *res = *r;
+  memset(&tm->r, 0, sizeof tm->r);
+}
+
+void sim_tm_result_release(sim_tm_result *res) {
+  free(res->steps);
+  free(res->items);
+  memset(res, 0, sizeof *res);
+}

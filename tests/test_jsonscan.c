@@ -1,0 +1,263 @@
+/* test_jsonscan.c: the fast JSON scanner against yajl: same callbacks on what it accepts, nothing yajl rejects. */
+#include <yajl/yajl_parse.h>
+
+#include "../replay/jsonscan.h"
+#include "../sim/hashmap.h"
+#include "test.h"
+
+int test_failures;
+
+/* A transcript of the callbacks, one token per line. */
+typedef struct tr {
+  char *buf;
+  size_t len, cap;
+  int cancel_at; /* cancel on this callback (counting from 1), 0: never */
+  int calls;
+} tr;
+
+static int add(tr *t, const char *tag, const char *s, size_t n) {
+  sim_grow((void **)&t->buf, &t->cap, t->len + n + 8, 1);
+  size_t k = strlen(tag);
+  memcpy(t->buf + t->len, tag, k);
+  t->len += k;
+  memcpy(t->buf + t->len, s, n);
+  t->len += n;
+  t->buf[t->len++] = '\n';
+  t->buf[t->len] = 0;
+  return ++t->calls != t->cancel_at;
+}
+static int t_null(void *c) { return add(c, "null", "", 0); }
+static int t_bool(void *c, int b) { return add(c, b ? "true" : "false", "", 0); }
+static int t_num(void *c, const char *s, size_t n) { return add(c, "num ", s, n); }
+static int t_str(void *c, const unsigned char *s, size_t n) { return add(c, "str ", (const char *)s, n); }
+static int t_key(void *c, const unsigned char *s, size_t n) { return add(c, "key ", (const char *)s, n); }
+static int t_smap(void *c) { return add(c, "{", "", 0); }
+static int t_emap(void *c) { return add(c, "}", "", 0); }
+static int t_sarr(void *c) { return add(c, "[", "", 0); }
+static int t_earr(void *c) { return add(c, "]", "", 0); }
+static const yajl_callbacks cbs = {t_null, t_bool, NULL, NULL, t_num, t_str, t_smap, t_key, t_emap, t_sarr, t_earr};
+
+/* yajl's verdict on text: 1 valid (transcript in t), 0 invalid. */
+static int yajl_says(const char *text, size_t n, tr *t) {
+  yajl_handle h = yajl_alloc(&cbs, NULL, t);
+  yajl_config(h, yajl_dont_validate_strings, 1);
+  int ok = yajl_parse(h, (const unsigned char *)text, n) == yajl_status_ok &&
+           yajl_complete_parse(h) == yajl_status_ok;
+  yajl_free(h);
+  return ok;
+}
+
+static uint64_t rng = 0x2545F4914F6CDD1Dull;
+static unsigned rnd(unsigned n) {
+  rng ^= rng << 13;
+  rng ^= rng >> 7;
+  rng ^= rng << 17;
+  return (unsigned)(rng % n);
+}
+
+static void emit(char **b, size_t *len, size_t *cap, const char *s) {
+  size_t k = strlen(s);
+  sim_grow((void **)b, cap, *len + k + 1, 1);
+  memcpy(*b + *len, s, k);
+  *len += k;
+  (*b)[*len] = 0;
+}
+
+static void ws(char **b, size_t *len, size_t *cap) {
+  static const char *const w[] = {"", "", "", " ", "\n  ", "\t", "\r\n"};
+  emit(b, len, cap, w[rnd(7)]);
+}
+
+/* A random JSON value: mostly what Kineto writes, sometimes escapes and odd numbers. */
+static void gen(char **b, size_t *len, size_t *cap, int depth) {
+  static const char *const strs[] = {"\"ph\"", "\"X\"", "\"[memory]\"", "\"\"", "\"aten::add\"",
+                                     "\"Memcpy HtoD (Pinned -> Device)\"", "\"a\\\"b\"", "\"tab\\there\"",
+                                     "\"\\u00e9t\\u00e9\"", "\"caf\xc3\xa9\"", "\"line\\nbreak\"", "\"x\\\\\""};
+  static const char *const nums[] = {"0", "-0", "1", "-17", "1669783687464181", "5394573.877", "0.5", "1e5",
+                                     "1E+5", "-2.5e-3", "18446744073709551615", "139926520725504", "3.0"};
+  static const char *const lits[] = {"true", "false", "null"};
+  unsigned k = depth > 4 ? rnd(3) + 2 : rnd(6);
+  switch (k) {
+  case 0:
+  case 1: {
+    int obj = k == 0;
+    emit(b, len, cap, obj ? "{" : "[");
+    unsigned n = rnd(5);
+    for (unsigned i = 0; i < n; i++) {
+      ws(b, len, cap);
+      if (i) emit(b, len, cap, ","), ws(b, len, cap);
+      if (obj) {
+        emit(b, len, cap, strs[rnd(12)]);
+        ws(b, len, cap);
+        emit(b, len, cap, ":");
+        ws(b, len, cap);
+      }
+      gen(b, len, cap, depth + 1);
+    }
+    ws(b, len, cap);
+    emit(b, len, cap, obj ? "}" : "]");
+    break;
+  }
+  case 2: emit(b, len, cap, strs[rnd(12)]); break;
+  case 3:
+  case 4: emit(b, len, cap, nums[rnd(13)]); break;
+  default: emit(b, len, cap, lits[rnd(3)]); break;
+  }
+}
+
+static int64_t accepted, declined, checked;
+
+/* The property: whatever the scanner accepts, yajl accepts with the same callbacks. */
+static void compare(const char *text, size_t n) {
+  tr a = {0}, y = {0};
+  int r = jsonscan_value(text, n, &cbs, &a);
+  checked++;
+  if (r == JSONSCAN_OK) {
+    accepted++;
+    int ok = yajl_says(text, n, &y);
+    if (!ok || !a.buf || !y.buf || strcmp(a.buf, y.buf)) {
+      fprintf(stderr, "scanner and yajl differ on: %.*s\n", (int)(n > 300 ? 300 : n), text);
+      test_failures++;
+    }
+  } else {
+    declined++;
+  }
+  free(a.buf);
+  free(y.buf);
+}
+
+static void generated_values(void) {
+  char *b = NULL;
+  size_t cap = 0;
+  int64_t valid_plain = 0, plain_accepted = 0;
+  for (int i = 0; i < 20000; i++) {
+    size_t len = 0;
+    emit(&b, &len, &cap, "");
+    ws(&b, &len, &cap);
+    gen(&b, &len, &cap, 0);
+    ws(&b, &len, &cap);
+    compare(b, len);
+    /* the extent of an object or array is the whole value */
+    size_t lead = 0;
+    while (lead < len && strchr(" \n\r\t", b[lead])) lead++;
+    if (lead < len && (b[lead] == '{' || b[lead] == '[')) {
+      long e = jsonscan_extent(b + lead, len - lead);
+      size_t tail = len;
+      while (tail > lead && strchr(" \n\r\t", b[tail - 1])) tail--;
+      CHECK_EQ(e, (long)(tail - lead));
+      CHECK_EQ(jsonscan_extent(b + lead, tail - lead - 1), 0); /* one byte short: not ended */
+    }
+    if (!strchr(b, '\\')) {
+      valid_plain++;
+      tr t = {0};
+      plain_accepted += jsonscan_value(b, len, &cbs, &t) == JSONSCAN_OK;
+      free(t.buf);
+    }
+  }
+  /* Without escapes the scanner handles everything valid itself. */
+  CHECK(valid_plain > 5000);
+  CHECK_EQ(plain_accepted, valid_plain);
+  free(b);
+}
+
+/* Byte flips, insertions, deletions and truncations of valid text. */
+static void mutated_values(void) {
+  static const char *const seeds[] = {
+    "{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"void k<4>(int)\", \"pid\": 0, \"tid\": 7, \"ts\": "
+    "1669783687389324, \"dur\": 3, \"args\": {\"External id\": 73689, \"device\": 1, \"stream\": 7, "
+    "\"correlation\": 73689, \"grid\": [24, 1, 1], \"block\": [128, 1, 1], \"blocks per SM\": 0.3}}",
+    "{\"ph\": \"i\", \"cat\": \"cpu_instant_event\", \"s\": \"t\", \"name\": \"[memory]\", \"pid\": 783658, "
+    "\"tid\": 785244, \"ts\": 1669783687464300, \"args\": {\"Ev Idx\": 42070, \"Device Type\": 1, \"Device Id\": 1, "
+    "\"Addr\": 139926520725504, \"Bytes\": -5242880, \"Total Allocated\": 5435638784, \"Total Reserved\": 12782141440}}",
+    "{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"aten::select\", \"ts\": 5394573.877, \"dur\": 8.125, "
+    "\"args\": {\"Input Dims\": [[1], [], []], \"Input type\": [\"int\", \"Scalar\", \"Scalar\"], \"x\": null, "
+    "\"y\": true, \"z\": false}}",
+    "[[-1, 1, 37888, 7], [1696966047096061874, 4, -37888, 7]]",
+  };
+  static const char alphabet[] = "{}[]\",:\\ \n0123456789.-+eEtrufalsn\x01\xff";
+  char buf[1024];
+  for (int i = 0; i < 200000; i++) {
+    const char *s = seeds[rnd(4)];
+    size_t n = strlen(s);
+    memcpy(buf, s, n);
+    int edits = 1 + (int)rnd(3);
+    for (int e = 0; e < edits && n > 2; e++) {
+      size_t at = rnd((unsigned)n);
+      switch (rnd(4)) {
+      case 0: buf[at] = alphabet[rnd(sizeof alphabet - 1)]; break;
+      case 1:
+        if (n < sizeof buf - 1) {
+          memmove(buf + at + 1, buf + at, n - at);
+          buf[at] = alphabet[rnd(sizeof alphabet - 1)];
+          n++;
+        }
+        break;
+      case 2:
+        memmove(buf + at, buf + at + 1, n - at - 1);
+        n--;
+        break;
+      default: n = at + 1; break;
+      }
+    }
+    compare(buf, n);
+    long ext = jsonscan_extent(buf, n);
+    CHECK(ext <= (long)n);
+  }
+}
+
+/* In a stream, an object cut anywhere is "more", and whole it is the same as on its own. */
+static void objects_in_a_stream(void) {
+  char *b = NULL;
+  size_t cap = 0;
+  int64_t cuts = 0;
+  for (int i = 0; i < 3000; i++) {
+    size_t len = 0;
+    emit(&b, &len, &cap, "{\"a\": ");
+    gen(&b, &len, &cap, 1);
+    emit(&b, &len, &cap, ", \"b\": [1, 2.5, -3e2, true, null, \"x\"]}");
+    size_t whole = len;
+    emit(&b, &len, &cap, ",\n  {\"next\": 1}"); /* what follows in the stream */
+    tr t = {0}, y = {0};
+    size_t used = 0;
+    int r = jsonscan_object(b, len, &cbs, &t, &used);
+    if (r == JSONSCAN_OK) {
+      CHECK_EQ(used, whole);
+      CHECK(yajl_says(b, whole, &y) && t.buf && y.buf && !strcmp(t.buf, y.buf));
+      for (size_t k = 1; k < whole; k++) {
+        tr u = {0};
+        int rk = jsonscan_object(b, k, &cbs, &u, &used);
+        CHECK_EQ(rk, JSONSCAN_MORE);
+        free(u.buf);
+        cuts++;
+      }
+    } else {
+      CHECK(strchr(b, '\\') != NULL); /* declined only for escapes */
+    }
+    free(t.buf);
+    free(y.buf);
+  }
+  CHECK(cuts > 100000);
+  free(b);
+}
+
+/* A callback's 0 stops the scan, as it stops yajl. */
+static void cancel(void) {
+  const char *text = "{\"a\": [1, 2, {\"b\": null}], \"c\": \"d\"}";
+  for (int at = 1; at <= 14; at++) { /* 13 callbacks */
+    tr t = {.cancel_at = at};
+    int r = jsonscan_value(text, strlen(text), &cbs, &t);
+    CHECK_EQ(r, at <= 13 ? JSONSCAN_CANCELED : JSONSCAN_OK);
+    CHECK_EQ(t.calls, at <= 13 ? at : 13);
+    free(t.buf);
+  }
+}
+
+int main(void) {
+  RUN(generated_values);
+  RUN(mutated_values);
+  RUN(objects_in_a_stream);
+  RUN(cancel);
+  fprintf(stderr, "  %lld inputs: %lld accepted by the scanner (all confirmed by yajl), %lld declined\n",
+          (long long)checked, (long long)accepted, (long long)declined);
+  TEST_MAIN_END();
+}
