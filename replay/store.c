@@ -656,28 +656,35 @@ static int64_t pack_info(const sim_event *ev) {
          (int64_t)(ev->device + 1) << 32;
 }
 
-static void bind_nonzero(sqlite3_stmt *q, int i, int64_t v) {
-  if (v) sqlite3_bind_int64(q, i, v);
+
+static const char insert_event_sql[] =
+  "INSERT INTO events(id, ts, dur, addr, size, stream, info, stack_id, name_id, step, dev_ts, api_dur) "
+  "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)";
+
+/* Binds every parameter (NULL where the event has no value), so that rows need no
+ * sqlite3_clear_bindings between them. */
+static void bind_or_null(sqlite3_stmt *q, int i, int have, int64_t v) {
+  if (have) sqlite3_bind_int64(q, i, v);
+  else sqlite3_bind_null(q, i);
 }
 
-static int insert_event(store_writer *w, const sim_event *ev) {
-  sqlite3_stmt *q = store_stmt(w->s,
-                               "INSERT INTO events(id, ts, dur, addr, size, stream, info, stack_id, name_id, step, "
-                               "dev_ts, api_dur) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)");
-  if (!q) return -1;
+/* Inserts one event with q, the prepared insert_event_sql (taken once per batch). */
+static int insert_event(store_writer *w, sqlite3_stmt *q, const sim_event *ev) {
   sqlite3_bind_int64(q, 1, w->trace_id << 32 | ev->seq);
   sqlite3_bind_int64(q, 2, ev->ts);
-  bind_nonzero(q, 3, ev->dur);
-  bind_nonzero(q, 4, (int64_t)ev->addr);
-  bind_nonzero(q, 5, (int64_t)ev->size);
-  bind_nonzero(q, 6, ev->stream);
+  bind_or_null(q, 3, ev->dur != 0, ev->dur);
+  bind_or_null(q, 4, ev->addr != 0, (int64_t)ev->addr);
+  bind_or_null(q, 5, ev->size != 0, (int64_t)ev->size);
+  bind_or_null(q, 6, ev->stream != 0, ev->stream);
   sqlite3_bind_int64(q, 7, pack_info(ev));
-  if (ev->stack > 0) sqlite3_bind_int64(q, 8, ev->stack);
-  if (ev->name > 0) sqlite3_bind_int64(q, 9, ev->name);
-  if (ev->step >= 0) sqlite3_bind_int(q, 10, ev->step);
-  if (ev->dev_ts >= 0) sqlite3_bind_int64(q, 11, ev->dev_ts);
-  if (ev->api_dur >= 0) sqlite3_bind_int64(q, 12, ev->api_dur);
-  if (sqlite3_step(q) != SQLITE_DONE) return store_fail(w->s, q, "cannot store event");
+  bind_or_null(q, 8, ev->stack > 0, ev->stack);
+  bind_or_null(q, 9, ev->name > 0, ev->name);
+  bind_or_null(q, 10, ev->step >= 0, ev->step);
+  bind_or_null(q, 11, ev->dev_ts >= 0, ev->dev_ts);
+  bind_or_null(q, 12, ev->api_dur >= 0, ev->api_dur);
+  int rc = sqlite3_step(q);
+  sqlite3_reset(q);
+  if (rc != SQLITE_DONE) return store_fail(w->s, q, "cannot store event");
   return 0;
 }
 
@@ -694,8 +701,9 @@ static void *writer_main(void *arg) {
     pthread_mutex_unlock(&w->qlock);
     if (!skip) {
       pthread_mutex_lock(&w->s->conn_lock);
+      sqlite3_stmt *q = store_stmt(w->s, insert_event_sql);
       for (size_t i = 0; i < b->n; i++)
-        if (insert_event(w, &b->ev[i])) {
+        if (!q || insert_event(w, q, &b->ev[i])) {
           pthread_mutex_lock(&w->qlock);
           w->failed = 1;
           snprintf(w->err, sizeof w->err, "%s", w->s->err);
