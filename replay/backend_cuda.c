@@ -714,7 +714,7 @@ int backend_cuda_run(const backend_run_config *cfg, const backend_plan *plan, ba
   }
   backend_scaled sc;
   r->inner = backend_scaled_source(&sc, inner, plan->scale);
-  replay_source src = {run_next, run_error, NULL, r};
+  replay_source src = {.next = run_next, .error = run_error, .close = NULL, .ctx = r};
   int er = replay_run(&rcfg, &src, &m->engine, msg, sizeof msg);
   replay_source_close(&r->inner);
   if (spec == &pool_spec) sim_spec_release(&pool_spec);

@@ -55,7 +55,7 @@ static void scaled_close(void *ctx) {
 replay_source backend_scaled_source(backend_scaled *s, replay_source inner, double factor) {
   s->inner = inner;
   s->factor = factor;
-  return (replay_source){scaled_next, scaled_error, scaled_close, s};
+  return (replay_source){.next = scaled_next, .error = scaled_error, .close = scaled_close, .ctx = s};
 }
 
 /* ---- steps -------------------------------------------------------------------------------- */

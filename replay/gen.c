@@ -312,7 +312,7 @@ static int gen_next(void *ctx, sim_event *ev) {
   return 1;
 }
 
-replay_source gen_source(gen *g) { return (replay_source){gen_next, NULL, NULL, g}; }
+replay_source gen_source(gen *g) { return (replay_source){.next = gen_next, .error = NULL, .close = NULL, .ctx = g}; }
 
 int gen_write(store *s, const gen_config *cfg, const char *name, int64_t *trace_id, char *err, size_t errlen) {
   gen *g = gen_new(cfg);

@@ -24,6 +24,6 @@ int store_source_open(replay_source *src, store *s, int64_t trace_id) {
     free(x);
     return -1;
   }
-  *src = (replay_source){ss_next, ss_error, ss_close, x};
+  *src = (replay_source){.next = ss_next, .error = ss_error, .close = ss_close, .ctx = x};
   return 0;
 }

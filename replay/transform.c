@@ -520,7 +520,7 @@ static int arr_open(void *arg, replay_source *out, char *err, size_t errlen) {
   arrsrc *x = sim_xcalloc(1, sizeof *x);
   x->a = n->arr;
   x->n = n->narr;
-  *out = (replay_source){arr_next, NULL, free, x};
+  *out = (replay_source){.next = arr_next, .error = NULL, .close = free, .ctx = x};
   return 0;
 }
 
@@ -1294,7 +1294,7 @@ static int open_node(const xf_node *n, replay_source *out, char *err, size_t err
     if (m->kind == N_BASE && m->arr) {
       x->arr = m->arr;
       x->arr_n = m->narr;
-      *out = (replay_source){stages_array_next, x_error, x_close, x};
+      *out = (replay_source){.next = stages_array_next, .error = x_error, .close = x_close, .ctx = x};
       return 0;
     }
     if (open_node(m, &x->in, err, errlen)) {
@@ -1302,7 +1302,7 @@ static int open_node(const xf_node *n, replay_source *out, char *err, size_t err
       free(x);
       return -1;
     }
-    *out = (replay_source){stages_next, x_error, x_close, x};
+    *out = (replay_source){.next = stages_next, .error = x_error, .close = x_close, .ctx = x};
     return 0;
   }
   xstate *x = sim_xcalloc(1, sizeof *x);
@@ -1329,7 +1329,7 @@ static int open_node(const xf_node *n, replay_source *out, char *err, size_t err
   case N_MERGE: next = merge_next; break;
   default: break;
   }
-  *out = (replay_source){next, x_error, x_close, x};
+  *out = (replay_source){.next = next, .error = x_error, .close = x_close, .ctx = x};
   return 0;
 }
 
@@ -1339,6 +1339,6 @@ int xf_open(const xf_node *n, replay_source *out, char *err, size_t errlen) {
   if (!n->reorders) return 0;
   xstate *x = sim_xcalloc(1, sizeof *x);
   x->in = *out;
-  *out = (replay_source){renumber_next, x_error, x_close, x};
+  *out = (replay_source){.next = renumber_next, .error = x_error, .close = x_close, .ctx = x};
   return 0;
 }

@@ -336,6 +336,7 @@ struct tpool {
   struct tunmapped unmapped; /* unmapped ranges of expandable segments */
   int is_small;
   int64_t get_free_blocks_call_count;
+  struct tstat_set *stats;   /* the pool's own statistics (SMALL_POOL or LARGE_POOL) */
 };
 
 /* ExpandableSegment: address space for 1 1/8 of the card, mapped page by page. */
@@ -374,14 +375,14 @@ typedef sim_gauge tstat; /* current and peak (PyTorch's cumulative allocated/fre
   X(num_device_free)      /* cudaFree and page unmaps */
 
 /* One set per type, so that a call touches the few cache lines of its pool's set. */
-typedef struct tstat_set {
+struct tstat_set {
 #define SIM_X(n) tstat n;
   TORCH_STAT_ARRAYS(SIM_X)
 #undef SIM_X
-} tstat_set;
+};
 
 typedef struct tstats {
-  tstat_set type[STAT_TYPES];
+  struct tstat_set type[STAT_TYPES];
 #define SIM_X(n) tstat n;
   TORCH_STATS(SIM_X)
 #undef SIM_X
@@ -410,15 +411,15 @@ static inline void decrease_stat(tstat *s, uint64_t amount) { s->current -= (int
 #define AGG_requested_bytes(m) (&(m)->st.requested)
 
 /* The AGGREGATE entry and the pool's own entry, as get_stat_types_for_pool selects them. */
-#define POOL_INC(m, pool, name, amount)                                                     \
-  do {                                                                                      \
-    increase_stat(AGG_##name(m), (amount));                                                 \
-    increase_stat(&(m)->stats.type[(pool)->is_small ? SMALL_POOL : LARGE_POOL].name, (amount));   \
+#define POOL_INC(m, pool, name, amount)                 \
+  do {                                                  \
+    increase_stat(AGG_##name(m), (amount));             \
+    increase_stat(&(pool)->stats->name, (amount));      \
   } while (0)
-#define POOL_DEC(m, pool, name, amount)                                                     \
-  do {                                                                                      \
-    decrease_stat(AGG_##name(m), (amount));                                                 \
-    decrease_stat(&(m)->stats.type[(pool)->is_small ? SMALL_POOL : LARGE_POOL].name, (amount));   \
+#define POOL_DEC(m, pool, name, amount)                 \
+  do {                                                  \
+    decrease_stat(AGG_##name(m), (amount));             \
+    decrease_stat(&(pool)->stats->name, (amount));      \
   } while (0)
 
 /* ---- the model -------------------------------------------------------------------------------- */
@@ -1131,6 +1132,8 @@ static int torch_create(void **ctx, sim_device *dev, const sim_alloc_config *cfg
   m->dev = dev;
   m->cfg = c;
   m->small_blocks.is_small = 1;
+  m->small_blocks.stats = &m->stats.type[SMALL_POOL];
+  m->large_blocks.stats = &m->stats.type[LARGE_POOL];
   tfree_init(&m->small_blocks.blocks);
   tfree_init(&m->large_blocks.blocks);
   if (c.set_fraction) m->allowed_memory_maximum = (uint64_t)(c.fraction * (double)dev->total_memory);

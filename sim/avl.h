@@ -17,10 +17,11 @@
  * or in one of several trees that share a link (as the torch model's pools do).
  * Balance is the height of the right subtree minus the height of the left one.
  */
-#define SIM_AVL_LINK(type)        \
-  struct {                        \
-    type *left, *right, *parent;  \
-    int balance;                  \
+#define SIM_AVL_LINK(type)                                                           \
+  struct {                                                                           \
+    type *left, *right, *parent;                                                     \
+    int balance;                                                                     \
+    unsigned aux; /* not the tree's: the container's (fitset.h keeps a class here) */ \
   }
 
 #define SIM_AVL_HEAD(name, type) \

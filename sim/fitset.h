@@ -125,9 +125,10 @@ static inline unsigned sim_fitset_class(uint64_t size) {
     }                                                                                                     \
     return name##_cls_last(&st->cls[fl * SIM_FITSET_SL + 63u - (unsigned)__builtin_clzll(m)]);              \
   }                                                                                                       \
-  static inline int name##_insert(struct name *s, type *x) {                                              \
-    struct name##_stream *st = name##_stream_(s, x->stream_f, 1);                                         \
-    unsigned c = sim_fitset_class(x->size_f);                                                             \
+  /* Links x into class c of st (x->link.aux keeps c while x is in the set): 0, or -1 when an  \
+   * equal block is there. */                                                                            \
+  static inline int name##_put_(struct name##_stream *st, type *x, unsigned c) {                        \
+    x->link.aux = c;                                                                                      \
     if (!st->cls[c].root) { /* an empty class, the common case: no tree work */                           \
       x->link.left = x->link.right = x->link.parent = NULL;                                               \
       x->link.balance = 0;                                                                                \
@@ -135,21 +136,30 @@ static inline unsigned sim_fitset_class(uint64_t size) {
     } else if (name##_cls_insert(&st->cls[c], x)) {                                                       \
       return -1;                                                                                          \
     }                                                                                                     \
-    st->sl_map[c / SIM_FITSET_SL] |= UINT64_C(1) << (c % SIM_FITSET_SL);                               \
+    st->sl_map[c / SIM_FITSET_SL] |= UINT64_C(1) << (c % SIM_FITSET_SL);                                  \
     st->fl_map |= UINT64_C(1) << (c / SIM_FITSET_SL);                                                     \
+    return 0;                                                                                             \
+  }                                                                                                       \
+  /* Unlinks x from its class. */                                                                         \
+  static inline void name##_take_(struct name##_stream *st, type *x) {                                    \
+    unsigned c = x->link.aux;                                                                             \
+    if (st->cls[c].root == x && !x->link.left && !x->link.right) st->cls[c].root = NULL;                  \
+    else name##_cls_remove(&st->cls[c], x);                                                               \
+    if (!st->cls[c].root) {                                                                               \
+      st->sl_map[c / SIM_FITSET_SL] &= ~(UINT64_C(1) << (c % SIM_FITSET_SL));                             \
+      if (!st->sl_map[c / SIM_FITSET_SL]) st->fl_map &= ~(UINT64_C(1) << (c / SIM_FITSET_SL));            \
+    }                                                                                                     \
+  }                                                                                                       \
+  static inline int name##_insert(struct name *s, type *x) {                                              \
+    struct name##_stream *st = name##_stream_(s, x->stream_f, 1);                                         \
+    if (name##_put_(st, x, sim_fitset_class(x->size_f))) return -1;                                       \
     st->count++;                                                                                          \
     s->count++;                                                                                           \
     return 0;                                                                                             \
   }                                                                                                       \
   static inline void name##_remove(struct name *s, type *x) {                                             \
     struct name##_stream *st = name##_stream_(s, x->stream_f, 0);                                         \
-    unsigned c = sim_fitset_class(x->size_f);                                                             \
-    if (st->cls[c].root == x && !x->link.left && !x->link.right) st->cls[c].root = NULL;                  \
-    else name##_cls_remove(&st->cls[c], x);                                                               \
-    if (!st->cls[c].root) {                                                                               \
-      st->sl_map[c / SIM_FITSET_SL] &= ~(UINT64_C(1) << (c % SIM_FITSET_SL));                            \
-      if (!st->sl_map[c / SIM_FITSET_SL]) st->fl_map &= ~(UINT64_C(1) << (c / SIM_FITSET_SL));            \
-    }                                                                                                     \
+    name##_take_(st, x);                                                                                  \
     st->count--;                                                                                          \
     s->count--;                                                                                           \
   }                                                                                                       \
@@ -173,12 +183,12 @@ static inline unsigned sim_fitset_class(uint64_t size) {
   static inline type *name##_next_in_stream(struct name *s, type *x) {                                    \
     type *y = name##_cls_next(x);                                                                         \
     if (y) return y;                                                                                      \
-    return name##_from_class_(name##_stream_(s, x->stream_f, 0), sim_fitset_class(x->size_f) + 1);        \
+    return name##_from_class_(name##_stream_(s, x->stream_f, 0), x->link.aux + 1);                        \
   }                                                                                                       \
   static inline type *name##_prev_in_stream(struct name *s, type *x) {                                    \
     type *y = name##_cls_prev(x);                                                                         \
     if (y) return y;                                                                                      \
-    return name##_before_class_(name##_stream_(s, x->stream_f, 0), sim_fitset_class(x->size_f));          \
+    return name##_before_class_(name##_stream_(s, x->stream_f, 0), x->link.aux);                          \
   }                                                                                                       \
   static inline type *name##_last_in_stream(struct name *s, int64_t stream) {                             \
     struct name##_stream *st = name##_stream_(s, stream, 0);                                              \
@@ -200,7 +210,8 @@ static inline unsigned sim_fitset_class(uint64_t size) {
     return NULL;                                                                                          \
   }                                                                                                       \
   static inline void name##_rekey(struct name *s, type *x, uint64_t size, uint64_t addr) {                \
-    if (sim_fitset_class(size) == sim_fitset_class(x->size_f)) {                                          \
+    unsigned c = sim_fitset_class(size);                                                                  \
+    if (c == x->link.aux) {                                                                               \
       type *p = name##_cls_prev(x), *q = name##_cls_next(x);                                              \
       if ((!p || name##_cmpk_(p, size, addr) < 0) && (!q || name##_cmpk_(q, size, addr) > 0)) {           \
         x->size_f = size;                                                                                 \
@@ -208,22 +219,30 @@ static inline unsigned sim_fitset_class(uint64_t size) {
         return;                                                                                           \
       }                                                                                                   \
     }                                                                                                     \
-    name##_remove(s, x);                                                                                  \
+    struct name##_stream *st = name##_stream_(s, x->stream_f, 0);                                         \
+    name##_take_(st, x);                                                                                  \
     x->size_f = size;                                                                                     \
     x->addr_f = addr;                                                                                     \
-    name##_insert(s, x);                                                                                  \
+    if (name##_put_(st, x, c)) { /* an equal block was there: x is out */                                 \
+      st->count--;                                                                                        \
+      s->count--;                                                                                         \
+    }                                                                                                     \
   }                                                                                                       \
   static inline void name##_replace(struct name *s, type *x, type *y) {                                   \
-    unsigned c = sim_fitset_class(x->size_f);                                                             \
-    if (c == sim_fitset_class(y->size_f)) {                                                               \
+    unsigned c = sim_fitset_class(y->size_f);                                                             \
+    struct name##_stream *st = name##_stream_(s, x->stream_f, 0);                                         \
+    if (c == x->link.aux) {                                                                               \
       type *p = name##_cls_prev(x), *q = name##_cls_next(x);                                              \
       if ((!p || name##_cmp_(p, y) < 0) && (!q || name##_cmp_(q, y) > 0)) {                               \
-        name##_cls_substitute(&name##_stream_(s, x->stream_f, 0)->cls[c], x, y);                          \
+        name##_cls_substitute(&st->cls[c], x, y);                                                         \
         return;                                                                                           \
       }                                                                                                   \
     }                                                                                                     \
-    name##_remove(s, x);                                                                                  \
-    name##_insert(s, y);                                                                                  \
+    name##_take_(st, x);                                                                                  \
+    if (name##_put_(st, y, c)) {                                                                          \
+      st->count--;                                                                                        \
+      s->count--;                                                                                         \
+    }                                                                                                     \
   }                                                                                                       \
   static inline int name##_check(struct name *s) {                                                        \
     size_t total = 0;                                                                                     \
@@ -238,7 +257,7 @@ static inline unsigned sim_fitset_class(uint64_t size) {
         if (sl == 0 && !!st->sl_map[fl] != !!(st->fl_map & (UINT64_C(1) << fl))) return 0;                \
         if (!name##_cls_check(&st->cls[c])) return 0;                                                     \
         for (type *x = name##_cls_first(&st->cls[c]); x; x = name##_cls_next(x)) {                        \
-          if (sim_fitset_class(x->size_f) != c || x->stream_f != st->stream) return 0;                    \
+          if (sim_fitset_class(x->size_f) != c || x->link.aux != c || x->stream_f != st->stream) return 0; \
           count++;                                                                                        \
         }                                                                                                 \
       }                                                                                                   \
