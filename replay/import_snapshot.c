@@ -1,5 +1,6 @@
 /* import_snapshot.c: PyTorch memory snapshots (torch.cuda.memory._dump_snapshot() pickles), read without Python. */
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -1054,34 +1055,53 @@ static unsigned stack_flags_of(const snap *st, int64_t stack) {
 /*
  * Feeds the trace's events, as they will be written, to the category rules, which decide each
  * allocation's category as the import driver's pass would from the stored trace (snapshots
- * have no markers or copies: the rules see allocations, frees and call stacks). 0 or -1.
+ * have no markers or copies: the rules see allocations, frees and call stacks). It runs on a
+ * thread of its own while the recorded actions and the final state are stored: it reads only
+ * the spool (with its own reader) and what the parse left, and writes only sc and err.
  */
-static int categorize_events(snap *st, snap_cand *c, const pre_block *pre, size_t npre, int device, snap_cats *sc) {
+typedef struct cat_job {
+  snap *st;
+  snap_cand *c;
+  const pre_block *pre;
+  size_t npre;
+  int device;
+  snap_cats *sc;
+  int rc;
+  char err[256];
+} cat_job;
+
+static void *categorize_events(void *arg) {
+  cat_job *jb = arg;
   static const int64_t no_names[4] = {0, 0, 0, 0}; /* no phase markers */
-  categorizer *cz = categorizer_new(no_names, cats_decided, sc);
-  spool_reader *rd = spool_reader_new(st, c);
+  categorizer *cz = categorizer_new(no_names, cats_decided, jb->sc);
+  spool_reader *rd = spool_reader_new(jb->st, jb->c);
   int rc = 0;
   int64_t seq = 0;
   sim_event ev;
-  for (size_t i = 0; i < npre && !rc; i++) {
-    pre_event(&pre[i], c->first_ts, device, &ev);
+  for (size_t i = 0; i < jb->npre && !rc; i++) {
+    pre_event(&jb->pre[i], jb->c->first_ts, jb->device, &ev);
     ev.seq = seq++;
-    rc = categorizer_event(cz, &ev, stack_flags_of(st, ev.stack));
+    rc = categorizer_event(cz, &ev, stack_flags_of(jb->st, ev.stack));
   }
   spool_rec r;
   int got = 0;
   while (!rc && (got = spool_next(rd, &r)) == 1) {
     if (r.kind != R_EVENT) continue;
-    spool_event(&r, device, &ev);
+    spool_event(&r, jb->device, &ev);
     ev.seq = seq++;
-    rc = categorizer_event(cz, &ev, stack_flags_of(st, ev.stack));
+    rc = categorizer_event(cz, &ev, stack_flags_of(jb->st, ev.stack));
   }
-  if (!rc && got < 0) rc = spool_read_fail(st);
-  else if (!rc && categorizer_finish(cz)) rc = -1;
-  if (rc && !st->ic->err[0]) import_error(st->ic, "cannot import '%s': cannot categorize its allocations", st->ic->path);
+  if (!rc && got < 0) {
+    snprintf(jb->err, sizeof jb->err, "cannot read the spool file back: %s", errno ? strerror(errno) : "it ends early");
+    rc = -1;
+  } else if (!rc && categorizer_finish(cz)) {
+    rc = -1;
+  }
+  if (rc && !jb->err[0]) snprintf(jb->err, sizeof jb->err, "cannot categorize its allocations");
   spool_reader_free(rd);
   categorizer_free(cz);
-  return rc;
+  jb->rc = rc;
+  return NULL;
 }
 
 /*
@@ -1206,9 +1226,27 @@ static int write_trace(snap *st, const trace_job *j) {
     if (A_IS_REQUEST(a)) sc.n += (int64_t)c->by_action[a];
   sc.cat = sim_xcalloc((size_t)sc.n + 1, 1);
   int64_t count[SIM_CATSRC__COUNT] = {0}, bytes[SIM_CATSRC__COUNT] = {0};
-  if (categorize_events(st, c, pre, npre, j->device, &sc)) rc = -1;
-  else if (!name) rc = store_fail_at(st);
+  cat_job cj = {st, c, pre, npre, j->device, &sc, 0, ""};
+  pthread_t cat_thread;
+  int threaded = 0;
+  if (!name) rc = store_fail_at(st);
   else if (store_writer_begin(ic->s, &meta, &w)) rc = store_fail_at(st);
+  else threaded = !pthread_create(&cat_thread, NULL, categorize_events, &cj);
+  /* Meanwhile the recorded actions, the events' extra fields and the final state. */
+  if (!rc) rc = write_recorded(st, w, c, j->device, (int64_t)npre);
+  for (size_t i = s0; i < s1 && !rc; i++) {
+    const seg_rec *g = &st->segs[i];
+    if (store_writer_segment(w, &g->s)) rc = store_fail_at(st);
+    for (size_t b = g->first_block; b < g->first_block + g->nblocks && !rc; b++)
+      if (store_writer_block(w, &st->blocks[b])) rc = store_fail_at(st);
+  }
+  if (threaded) pthread_join(cat_thread, NULL);
+  else if (!rc) categorize_events(&cj);
+  if (!rc && cj.rc) {
+    import_error(ic, "cannot import '%s': %s", ic->path, cj.err);
+    rc = -1;
+  }
+  /* Then the events, each allocation with its category. */
   for (size_t i = 0; i < npre && !rc; i++) {
     sim_event ev;
     pre_event(&pre[i], c->first_ts, j->device, &ev);
@@ -1220,13 +1258,6 @@ static int write_trace(snap *st, const trace_job *j) {
     if (store_writer_event(w, &ev)) rc = store_fail_at(st);
   }
   if (!rc) rc = write_events(st, w, c, j->device, &sc, (int64_t)npre, count, bytes);
-  if (!rc) rc = write_recorded(st, w, c, j->device, (int64_t)npre);
-  for (size_t i = s0; i < s1 && !rc; i++) {
-    const seg_rec *g = &st->segs[i];
-    if (store_writer_segment(w, &g->s)) rc = store_fail_at(st);
-    for (size_t b = g->first_block; b < g->first_block + g->nblocks && !rc; b++)
-      if (store_writer_block(w, &st->blocks[b])) rc = store_fail_at(st);
-  }
   /* Import notes. */
   char detail[256];
   if (!rc && npre) {
