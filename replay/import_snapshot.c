@@ -331,17 +331,23 @@ static int frames_stack(snap *st, const place *pl, const pk_val *v, int64_t *out
   if (l->len > UINT32_MAX) return bad(pl, "frames", "is too long");
   sim_grow((void **)&st->tmp, &st->tmpcap, l->len, sizeof *st->tmp);
   uint32_t gen = st->gen;
-  uint64_t h = mix(2, l->len);
+  /* The hot loop of the import: every entry's frames. A frame seen before carries its index
+   * (aux: AUX_FRAME, gen, index); the hash is a multiply per frame, mixed at the end. */
+  const uint64_t seen = (uint64_t)AUX_FRAME << 24 | gen;
+  uint64_t h = 2;
   for (size_t i = 0; i < l->len; i++) {
     pk_val fv = l->items[i];
-    if (fv.type == PK_DICT && AUX_KIND(fv.u.o->aux) == AUX_FRAME && (AUX_VALUE(fv.u.o->aux) >> 32) == gen) {
-      st->tmp[i] = (uint32_t)AUX_VALUE(fv.u.o->aux); /* a frame seen before */
+    uint32_t fi = 0;
+    if (fv.type == PK_DICT && (uint64_t)fv.u.o->aux >> 32 == seen) {
+      fi = (uint32_t)fv.u.o->aux;
     } else {
-      if (frame_index(st, pl, fv, i, &st->tmp[i])) return -1;
+      if (frame_index(st, pl, fv, i, &fi)) return -1;
       if (st->gen != gen) return frames_stack(st, pl, v, out); /* the caches started over */
     }
-    h = mix(h, st->tmp[i]);
+    st->tmp[i] = fi;
+    h = (h + fi) * UINT64_C(0x9E3779B97F4A7C15);
   }
+  h = mix(h, l->len);
   uint64_t probe = h;
   for (;; probe++) {
     uint64_t *slot = sim_map_get(&st->smap, probe);
