@@ -12,12 +12,14 @@ extern const importer import_jsonl;
 extern const importer import_kineto;
 extern const importer import_timeline;
 extern const importer import_pytorch_snapshot;
+extern const importer import_nsys;
 
 const importer *const importers[] = {
   &import_jsonl,
   &import_kineto,
   &import_timeline,
   &import_pytorch_snapshot,
+  &import_nsys,
   NULL,
 };
 
