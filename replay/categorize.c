@@ -366,8 +366,9 @@ int categorize_note(store *s, int64_t trace_id, const int64_t count[SIM_CATSRC__
 
 int categorize_trace(store *s, int64_t trace_id, char *err, size_t errlen) {
   err[0] = 0;
-  /* An importer that used the rules while writing has left its counts, all decided. */
-  sqlite3_stmt *nq = store_stmt(s, "SELECT count(*), coalesce(sum(name = 'categories_undecided'), 0) FROM trace_stats "
+  /* An importer that used the rules while writing has left its counts: what they left
+   * undecided, the same rules run again would leave undecided too. */
+  sqlite3_stmt *nq = store_stmt(s, "SELECT count(*) FROM trace_stats "
                                   "WHERE trace_id = ?1 AND name IN ('categories_undecided', 'categories_from_source', "
                                    "'categories_from_stack', 'categories_from_lifetime', 'categories_set_by_user')");
   if (!nq) {
@@ -375,7 +376,7 @@ int categorize_trace(store *s, int64_t trace_id, char *err, size_t errlen) {
     return -1;
   }
   sqlite3_bind_int64(nq, 1, trace_id);
-  int noted = sqlite3_step(nq) == SQLITE_ROW && sqlite3_column_int64(nq, 0) > 0 && sqlite3_column_int64(nq, 1) == 0;
+  int noted = sqlite3_step(nq) == SQLITE_ROW && sqlite3_column_int64(nq, 0) > 0;
   sqlite3_reset(nq);
   if (noted) return 0;
   int64_t count[SIM_CATSRC__COUNT], bytes[SIM_CATSRC__COUNT];

@@ -62,8 +62,8 @@ void categorizer_free(categorizer *c);
 int64_t categorize_mark(store *s);
 int categorize_since(store *s, int64_t mark, char *err, size_t errlen);
 
-/* The pass on one trace. A trace whose importer stored notes (categorize_note) with nothing
- * undecided is left as it is. */
+/* The pass on one trace. A trace whose importer stored notes (categorize_note), having used
+ * the rules while it wrote, is left as it is. */
 int categorize_trace(store *s, int64_t trace_id, char *err, size_t errlen);
 
 /* Stores the counts of allocations (and their bytes) by cat_source as import notes. */

@@ -1,5 +1,6 @@
 /* import_snapshot.c: PyTorch memory snapshots (torch.cuda.memory._dump_snapshot() pickles), read without Python. */
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -8,6 +9,7 @@
 #include <unistd.h>
 
 #include "../sim/hashmap.h"
+#include "categorize.h"
 #include "importer.h"
 #include "jsonw.h"
 #include "pickle.h"
@@ -21,7 +23,10 @@
  * the addresses seen (to rebuild the blocks live before a ring-buffer window, which come first
  * in the trace). At the end each device's trace is written from the spool: the rebuilt live
  * blocks, the requests and recorded allocator actions in file order, the final segments and
- * blocks, and the import notes. docs/formats.md describes what is kept.
+ * blocks, and the import notes. The allocations' categories are decided first, by the rules of
+ * categorize.h fed the events as they will be written (a pass over the spool that keeps a byte
+ * per event), so the trace is written categorized and the import driver's pass has nothing left
+ * to do. docs/formats.md describes what is kept.
  */
 
 #define SNAP_MAX_ANNOTATIONS 10000        /* external annotations kept per trace (in attrs) */
@@ -70,8 +75,8 @@ typedef struct spool_rec {
 typedef struct spool {
   FILE *f;
   unsigned char buf[SPOOL_BUF];
-  size_t n, pos;    /* writing: bytes in buf; reading: buf[pos..n) unread */
-  uint64_t off;     /* writing: bytes written in all; reading: file offset of buf[n] */
+  size_t n;     /* bytes in buf */
+  uint64_t off; /* bytes written in all */
   int64_t prev_ts;
   uint32_t prev_cand;
 } spool;
@@ -113,6 +118,7 @@ typedef struct seg_rec {
 
 typedef struct frame_key {
   int64_t name, file, line;
+  unsigned flags; /* categorize_frame_flags of its name and file */
 } frame_key;
 
 typedef struct stack_ent {
@@ -137,6 +143,7 @@ typedef struct snap {
   uint32_t *words;
   size_t nwords, wordcap;
   sim_map smap;
+  sim_map stack_flags; /* call stack id -> categorize_frame_flags of all its frames + 1 */
   uint32_t *tmp;
   size_t tmpcap;
   store_frame *sf;
@@ -278,7 +285,7 @@ static int frame_index(snap *st, const place *pl, pk_val fv, size_t i, uint32_t 
     return -1;
   const pk_val *nv = pk_dict_get(d, "name"), *fl = pk_dict_get(d, "filename");
   size_t nl = nv && nv->type == PK_STR ? nv->u.o->len : 0, fll = fl && fl->type == PK_STR ? fl->u.o->len : 0;
-  frame_key k = {store_intern_string(st->ic->s, name, nl), store_intern_string(st->ic->s, file, fll), line};
+  frame_key k = {store_intern_string(st->ic->s, name, nl), store_intern_string(st->ic->s, file, fll), line, 0};
   if (k.name < 0 || k.file < 0) return pickle_fail(st->p, "%s", store_error(st->ic->s));
   uint64_t h = mix(mix(mix(1, (uint64_t)k.name), (uint64_t)k.file), (uint64_t)k.line);
   for (uint64_t probe = h;; probe++) {
@@ -289,6 +296,7 @@ static int frame_index(snap *st, const place *pl, pk_val fv, size_t i, uint32_t 
         return frame_index(st, pl, fv, i, out);
       }
       sim_grow((void **)&st->frames, &st->framecap, st->nframes + 1, sizeof *st->frames);
+      k.flags = categorize_frame_flags(name, file);
       st->frames[st->nframes] = k;
       *sim_map_put(&st->fmap, probe, NULL) = st->nframes;
       *out = (uint32_t)st->nframes++;
@@ -323,17 +331,23 @@ static int frames_stack(snap *st, const place *pl, const pk_val *v, int64_t *out
   if (l->len > UINT32_MAX) return bad(pl, "frames", "is too long");
   sim_grow((void **)&st->tmp, &st->tmpcap, l->len, sizeof *st->tmp);
   uint32_t gen = st->gen;
-  uint64_t h = mix(2, l->len);
+  /* The hot loop of the import: every entry's frames. A frame seen before carries its index
+   * (aux: AUX_FRAME, gen, index); the hash is a multiply per frame, mixed at the end. */
+  const uint64_t seen = (uint64_t)AUX_FRAME << 24 | gen;
+  uint64_t h = 2;
   for (size_t i = 0; i < l->len; i++) {
     pk_val fv = l->items[i];
-    if (fv.type == PK_DICT && AUX_KIND(fv.u.o->aux) == AUX_FRAME && (AUX_VALUE(fv.u.o->aux) >> 32) == gen) {
-      st->tmp[i] = (uint32_t)AUX_VALUE(fv.u.o->aux); /* a frame seen before */
+    uint32_t fi = 0;
+    if (fv.type == PK_DICT && (uint64_t)fv.u.o->aux >> 32 == seen) {
+      fi = (uint32_t)fv.u.o->aux;
     } else {
-      if (frame_index(st, pl, fv, i, &st->tmp[i])) return -1;
+      if (frame_index(st, pl, fv, i, &fi)) return -1;
       if (st->gen != gen) return frames_stack(st, pl, v, out); /* the caches started over */
     }
-    h = mix(h, st->tmp[i]);
+    st->tmp[i] = fi;
+    h = (h + fi) * UINT64_C(0x9E3779B97F4A7C15);
   }
+  h = mix(h, l->len);
   uint64_t probe = h;
   for (;; probe++) {
     uint64_t *slot = sim_map_get(&st->smap, probe);
@@ -355,6 +369,15 @@ static int frames_stack(snap *st, const place *pl, const pk_val *v, int64_t *out
   }
   int64_t id = store_intern_stack(st->ic->s, st->sf, l->len);
   if (id < 0) return pickle_fail(st->p, "%s", store_error(st->ic->s));
+  /* What the frames say about the code that made the allocation, as the category rules read
+   * the stored call stack (the stored strings end at a NUL, as these do). */
+  int known;
+  uint64_t *fl = sim_map_put(&st->stack_flags, (uint64_t)id, &known);
+  if (!known) {
+    unsigned f = 0;
+    for (size_t i = 0; i < l->len; i++) f |= st->frames[st->tmp[i]].flags;
+    *fl = (uint64_t)f + 1;
+  }
   if (st->nwords + l->len > SNAP_STACK_CACHE_WORDS) {
     st->nstacks = st->nwords = 0;
     sim_map_clear(&st->smap);
@@ -876,130 +899,282 @@ static char *trace_attrs(snap *st, const trace_job *j, size_t nseg, size_t nblk,
   return text;
 }
 
-/* Reading the spool back: 1 with a byte, 0 at the end of the file, -1 on error. */
-static int spool_byte(spool *sp, unsigned char *b) {
-  if (sp->pos == sp->n) {
-    size_t got = fread(sp->buf, 1, SPOOL_BUF, sp->f);
-    if (!got) return ferror(sp->f) ? -1 : 0;
-    sp->off += got;
-    sp->n = got;
-    sp->pos = 0;
+/*
+ * Reading one list's records back from the spool. Each reader has its own buffer and reads
+ * with pread, so that two can read at once.
+ */
+typedef struct spool_reader {
+  snap *st;
+  const snap_cand *c;
+  uint32_t cand;
+  int fd;
+  unsigned char buf[SPOOL_BUF];
+  size_t n, pos;
+  uint64_t off; /* file offset of buf[n] */
+  int64_t prev_ts;
+  uint32_t prev_cand;
+  char *text; /* an R_ARG's text */
+  size_t textcap;
+} spool_reader;
+
+static spool_reader *spool_reader_new(snap *st, snap_cand *c) {
+  spool_reader *rd = sim_xcalloc(1, sizeof *rd);
+  rd->st = st;
+  rd->c = c;
+  rd->cand = (uint32_t)(c - st->cands);
+  rd->fd = fileno(st->sp->f);
+  rd->off = c->spool_first;
+  rd->prev_ts = c->spool_ts0;
+  rd->prev_cand = UINT32_MAX;
+  return rd;
+}
+
+static void spool_reader_free(spool_reader *rd) {
+  if (!rd) return;
+  free(rd->text);
+  free(rd);
+}
+
+/* 1 with a byte, 0 at the end of the file, -1 on error. */
+static int spool_byte(spool_reader *rd, unsigned char *b) {
+  if (rd->pos == rd->n) {
+    ssize_t got;
+    do got = pread(rd->fd, rd->buf, SPOOL_BUF, (off_t)rd->off);
+    while (got < 0 && errno == EINTR);
+    if (got <= 0) return got < 0 ? -1 : 0;
+    rd->off += (uint64_t)got;
+    rd->n = (size_t)got;
+    rd->pos = 0;
   }
-  *b = sp->buf[sp->pos++];
+  *b = rd->buf[rd->pos++];
   return 1;
 }
 
-static int get_varint(spool *sp, uint64_t *v) {
+static int get_varint(spool_reader *rd, uint64_t *v) {
   *v = 0;
   for (int shift = 0; shift < 64; shift += 7) {
     unsigned char b;
-    if (spool_byte(sp, &b) != 1) return -1;
+    if (spool_byte(rd, &b) != 1) return -1;
     *v |= (uint64_t)(b & 0x7F) << shift;
     if (!(b & 0x80)) return 0;
   }
   return -1;
 }
 
-/* Reads the record at the reader's position (the text of an R_ARG into *text). */
-static int spool_read(spool *sp, spool_rec *r, char **text, size_t *textcap) {
+/* Reads the record at the reader's position (the text of an R_ARG into rd->text). */
+static int spool_read(spool_reader *rd, spool_rec *r) {
   unsigned char h;
   uint64_t v;
-  if (spool_byte(sp, &h) != 1) return -1;
+  if (spool_byte(rd, &h) != 1) return -1;
   r->code = h & 15;
   r->kind = h >> 4 & 3;
   if (h & R_HAS_CAND) {
-    if (get_varint(sp, &v)) return -1;
-    sp->prev_cand = (uint32_t)v;
+    if (get_varint(rd, &v)) return -1;
+    rd->prev_cand = (uint32_t)v;
   }
-  r->cand = sp->prev_cand;
+  r->cand = rd->prev_cand;
   if (r->kind == R_ARG) {
-    if (get_varint(sp, &v) || v > UINT32_MAX) return -1;
+    if (get_varint(rd, &v) || v > UINT32_MAX) return -1;
     r->arglen = (uint32_t)v;
-    sim_grow((void **)text, textcap, r->arglen + 1, 1);
+    sim_grow((void **)&rd->text, &rd->textcap, r->arglen + 1, 1);
     for (uint32_t i = 0; i < r->arglen; i++)
-      if (spool_byte(sp, (unsigned char *)*text + i) != 1) return -1;
+      if (spool_byte(rd, (unsigned char *)rd->text + i) != 1) return -1;
     return 0;
   }
   uint64_t stream, dts, stack;
-  if (get_varint(sp, &r->addr) || get_varint(sp, &r->size) || get_varint(sp, &stream) || get_varint(sp, &dts) ||
-      get_varint(sp, &stack))
+  if (get_varint(rd, &r->addr) || get_varint(rd, &r->size) || get_varint(rd, &stream) || get_varint(rd, &dts) ||
+      get_varint(rd, &stack))
     return -1;
   r->stream = unzigzag(stream);
-  r->ts = (int64_t)((uint64_t)sp->prev_ts + (uint64_t)unzigzag(dts));
-  sp->prev_ts = r->ts;
+  r->ts = (int64_t)((uint64_t)rd->prev_ts + (uint64_t)unzigzag(dts));
+  rd->prev_ts = r->ts;
   r->stack = (int64_t)stack;
   r->device_free = -1;
   if (r->code == A_OOM) {
-    if (get_varint(sp, &v)) return -1;
+    if (get_varint(rd, &v)) return -1;
     r->device_free = unzigzag(v);
   }
   return 0;
 }
 
+/* The list's next record: 1, 0 after its last, -1 on error (the message is the caller's). */
+static int spool_next(spool_reader *rd, spool_rec *r) {
+  while (rd->off - (rd->n - rd->pos) < rd->c->spool_end) {
+    if (spool_read(rd, r)) return -1;
+    if (r->cand == rd->cand) return 1;
+  }
+  return 0;
+}
+
+/* A preexisting block as the trace's event seq. */
+static void pre_event(const pre_block *b, int64_t ts, int device, sim_event *ev) {
+  sim_event_init(ev);
+  ev->kind = SIM_EV_ALLOC;
+  ev->flags = SIM_EVF_PREEXISTING;
+  ev->ts = ts;
+  ev->addr = b->addr;
+  ev->size = b->size;
+  ev->stream = b->stream;
+  ev->stack = b->stack;
+  ev->device = (int16_t)device;
+  ev->mem = SIM_MEM_DEVICE;
+}
+
+/* A request of the spool as an event. */
+static void spool_event(const spool_rec *r, int device, sim_event *ev) {
+  static const uint8_t kinds[] = {SIM_EV_ALLOC, SIM_EV_FREE_REQUESTED, SIM_EV_FREE_COMPLETED};
+  sim_event_init(ev);
+  ev->kind = kinds[r->code];
+  ev->ts = r->ts;
+  ev->addr = r->addr;
+  ev->size = r->size;
+  ev->stream = r->stream;
+  ev->stack = r->stack;
+  ev->device = (int16_t)device;
+  ev->mem = SIM_MEM_DEVICE;
+}
+
+static int spool_read_fail(snap *st) {
+  import_error(st->ic, "cannot import '%s': cannot read the spool file back: %s", st->ic->path,
+               errno ? strerror(errno) : "it ends early");
+  return -1;
+}
+
+/* The categories of one trace's events, decided before they are written (categorize.h). */
+typedef struct snap_cats {
+  uint8_t *cat; /* by seq: category | cat_source << 4 */
+  int64_t n;
+} snap_cats;
+
+static int cats_decided(void *arg, int64_t seq, int category, int cat_source) {
+  snap_cats *sc = arg;
+  if (seq < 0 || seq >= sc->n) return -1;
+  sc->cat[seq] = (uint8_t)((category & 15) | (cat_source & 15) << 4);
+  return 0;
+}
+
+static unsigned stack_flags_of(const snap *st, int64_t stack) {
+  const uint64_t *f = stack > 0 ? sim_map_get((sim_map *)&st->stack_flags, (uint64_t)stack) : NULL;
+  return f ? (unsigned)(*f - 1) : 0;
+}
+
 /*
- * Writes one device's entries from the spool, in two passes: first the events, which the
- * store's writer thread inserts while this one reads on; then the recorded actions and the
- * events' extra fields, which are inserted here and would otherwise stop it at every one.
- * before_seq and seq count the events as the first pass wrote them (after the npre rebuilt ones).
+ * Feeds the trace's events, as they will be written, to the category rules, which decide each
+ * allocation's category as the import driver's pass would from the stored trace (snapshots
+ * have no markers or copies: the rules see allocations, frees and call stacks). It runs on a
+ * thread of its own while the recorded actions and the final state are stored: it reads only
+ * the spool (with its own reader) and what the parse left, and writes only sc and err.
  */
-static int write_spool(snap *st, store_writer *w, snap_cand *c, int device, int64_t npre) {
-  spool *sp = st->sp;
-  yajl_gen g = jsonw_mem();
-  char *arg = NULL;
-  size_t argcap = 0;
+typedef struct cat_job {
+  snap *st;
+  snap_cand *c;
+  const pre_block *pre;
+  size_t npre;
+  int device;
+  snap_cats *sc;
+  int rc;
+  char err[256];
+} cat_job;
+
+static void *categorize_events(void *arg) {
+  cat_job *jb = arg;
+  static const int64_t no_names[4] = {0, 0, 0, 0}; /* no phase markers */
+  categorizer *cz = categorizer_new(no_names, cats_decided, jb->sc);
+  spool_reader *rd = spool_reader_new(jb->st, jb->c);
   int rc = 0;
-  for (int pass = 0; pass < 2 && !rc; pass++) {
-    if (fseeko(sp->f, (off_t)c->spool_first, SEEK_SET)) {
-      import_error(st->ic, "cannot import '%s': cannot read the spool file: %s", st->ic->path, strerror(errno));
-      rc = -1;
+  int64_t seq = 0;
+  sim_event ev;
+  for (size_t i = 0; i < jb->npre && !rc; i++) {
+    pre_event(&jb->pre[i], jb->c->first_ts, jb->device, &ev);
+    ev.seq = seq++;
+    rc = categorizer_event(cz, &ev, stack_flags_of(jb->st, ev.stack));
+  }
+  spool_rec r;
+  int got = 0;
+  while (!rc && (got = spool_next(rd, &r)) == 1) {
+    if (r.kind != R_EVENT) continue;
+    spool_event(&r, jb->device, &ev);
+    ev.seq = seq++;
+    rc = categorizer_event(cz, &ev, stack_flags_of(jb->st, ev.stack));
+  }
+  if (!rc && got < 0) {
+    snprintf(jb->err, sizeof jb->err, "cannot read the spool file back: %s", errno ? strerror(errno) : "it ends early");
+    rc = -1;
+  } else if (!rc && categorizer_finish(cz)) {
+    rc = -1;
+  }
+  if (rc && !jb->err[0]) snprintf(jb->err, sizeof jb->err, "cannot categorize its allocations");
+  spool_reader_free(rd);
+  categorizer_free(cz);
+  jb->rc = rc;
+  return NULL;
+}
+
+/*
+ * Writes one device's events from the spool, each allocation with its category; the store's
+ * writer thread inserts them while this one reads on. count and bytes: allocations by
+ * cat_source. seq counts the events after the npre rebuilt ones.
+ */
+static int write_events(snap *st, store_writer *w, snap_cand *c, int device, const snap_cats *sc, int64_t npre,
+                        int64_t count[SIM_CATSRC__COUNT], int64_t bytes[SIM_CATSRC__COUNT]) {
+  spool_reader *rd = spool_reader_new(st, c);
+  int rc = 0, got;
+  int64_t seq = npre;
+  spool_rec r;
+  while (!rc && (got = spool_next(rd, &r)) != 0) {
+    if (got < 0) {
+      rc = spool_read_fail(st);
       break;
     }
-    sp->n = sp->pos = 0;
-    sp->off = c->spool_first;
-    sp->prev_ts = c->spool_ts0;
-    sp->prev_cand = UINT32_MAX;
-    int64_t events = npre; /* events of this trace so far */
-    while (!rc && sp->off - (sp->n - sp->pos) < c->spool_end) {
-      spool_rec r;
-      if (spool_read(sp, &r, &arg, &argcap)) {
-        import_error(st->ic, "cannot import '%s': cannot read the spool file back", st->ic->path);
-        rc = -1;
-        break;
-      }
-      if (r.cand != (uint32_t)(c - st->cands)) continue;
-      if (r.kind == R_EVENT) {
-        events++;
-        if (pass) continue;
-        static const uint8_t kinds[] = {SIM_EV_ALLOC, SIM_EV_FREE_REQUESTED, SIM_EV_FREE_COMPLETED};
-        sim_event ev;
-        sim_event_init(&ev);
-        ev.kind = kinds[r.code];
-        ev.ts = r.ts;
-        ev.addr = r.addr;
-        ev.size = r.size;
-        ev.stream = r.stream;
-        ev.stack = r.stack;
-        ev.device = (int16_t)device;
-        ev.mem = SIM_MEM_DEVICE;
-        if (store_writer_event(w, &ev)) rc = store_fail_at(st);
-      } else if (!pass) {
-        continue;
-      } else if (r.kind == R_ARG) {
-        if (events == npre) continue; /* follows no event */
-        yajl_gen_clear(g);
-        yajl_gen_reset(g, NULL);
-        jsonw_strn(g, arg, r.arglen);
-        if (store_writer_arg(w, events - 1, field_names[r.code], jsonw_text(g, NULL))) rc = store_fail_at(st);
-      } else {
-        store_recorded rec = {.before_seq = events, .ts = r.ts, .action = action_names[r.code], .device = device,
-                              .stream = r.stream, .addr = r.addr, .size = r.size, .allocated = -1, .reserved = -1,
-                              .device_free = r.device_free, .stack = r.stack};
-        if (store_writer_recorded(w, &rec)) rc = store_fail_at(st);
-      }
+    if (r.kind != R_EVENT) continue;
+    sim_event ev;
+    spool_event(&r, device, &ev);
+    if (ev.kind == SIM_EV_ALLOC) {
+      uint8_t k = seq < sc->n ? sc->cat[seq] : 0;
+      ev.category = k & 15;
+      ev.cat_source = k >> 4;
+      count[ev.cat_source]++;
+      bytes[ev.cat_source] += (int64_t)ev.size;
+    }
+    seq++;
+    if (store_writer_event(w, &ev)) rc = store_fail_at(st);
+  }
+  spool_reader_free(rd);
+  return rc;
+}
+
+/*
+ * Writes one device's recorded allocator actions and the events' extra fields from the spool.
+ * before_seq and seq count the events as write_events writes them (after the npre rebuilt ones).
+ */
+static int write_recorded(snap *st, store_writer *w, snap_cand *c, int device, int64_t npre) {
+  spool_reader *rd = spool_reader_new(st, c);
+  yajl_gen g = jsonw_mem();
+  int rc = 0, got;
+  int64_t events = npre; /* events of this trace so far */
+  spool_rec r;
+  while (!rc && (got = spool_next(rd, &r)) != 0) {
+    if (got < 0) {
+      rc = spool_read_fail(st);
+      break;
+    }
+    if (r.kind == R_EVENT) {
+      events++;
+    } else if (r.kind == R_ARG) {
+      if (events == npre) continue; /* follows no event */
+      yajl_gen_clear(g);
+      yajl_gen_reset(g, NULL);
+      jsonw_strn(g, rd->text, r.arglen);
+      if (store_writer_arg(w, events - 1, field_names[r.code], jsonw_text(g, NULL))) rc = store_fail_at(st);
+    } else {
+      store_recorded rec = {.before_seq = events, .ts = r.ts, .action = action_names[r.code], .device = device,
+                            .stream = r.stream, .addr = r.addr, .size = r.size, .allocated = -1, .reserved = -1,
+                            .device_free = r.device_free, .stack = r.stack};
+      if (store_writer_recorded(w, &rec)) rc = store_fail_at(st);
     }
   }
-  free(arg);
   yajl_gen_free(g);
+  spool_reader_free(rd);
   return rc;
 }
 
@@ -1051,29 +1226,44 @@ static int write_trace(snap *st, const trace_job *j) {
                       .allocator_settings = settings, .attrs = attrs};
   store_writer *w = NULL;
   int rc = 0;
+  /* Categories first: an allocation's is known only when it is freed (or the trace ends). */
+  snap_cats sc = {NULL, (int64_t)npre};
+  for (int a = 0; a < A__COUNT; a++)
+    if (A_IS_REQUEST(a)) sc.n += (int64_t)c->by_action[a];
+  sc.cat = sim_xcalloc((size_t)sc.n + 1, 1);
+  int64_t count[SIM_CATSRC__COUNT] = {0}, bytes[SIM_CATSRC__COUNT] = {0};
+  cat_job cj = {st, c, pre, npre, j->device, &sc, 0, ""};
+  pthread_t cat_thread;
+  int threaded = 0;
   if (!name) rc = store_fail_at(st);
   else if (store_writer_begin(ic->s, &meta, &w)) rc = store_fail_at(st);
-  for (size_t i = 0; i < npre && !rc; i++) {
-    sim_event ev;
-    sim_event_init(&ev);
-    ev.kind = SIM_EV_ALLOC;
-    ev.flags = SIM_EVF_PREEXISTING;
-    ev.ts = c->first_ts;
-    ev.addr = pre[i].addr;
-    ev.size = pre[i].size;
-    ev.stream = pre[i].stream;
-    ev.stack = pre[i].stack;
-    ev.device = (int16_t)j->device;
-    ev.mem = SIM_MEM_DEVICE;
-    if (store_writer_event(w, &ev)) rc = store_fail_at(st);
-  }
-  if (!rc) rc = write_spool(st, w, c, j->device, (int64_t)npre);
+  else threaded = !pthread_create(&cat_thread, NULL, categorize_events, &cj);
+  /* Meanwhile the recorded actions, the events' extra fields and the final state. */
+  if (!rc) rc = write_recorded(st, w, c, j->device, (int64_t)npre);
   for (size_t i = s0; i < s1 && !rc; i++) {
     const seg_rec *g = &st->segs[i];
     if (store_writer_segment(w, &g->s)) rc = store_fail_at(st);
     for (size_t b = g->first_block; b < g->first_block + g->nblocks && !rc; b++)
       if (store_writer_block(w, &st->blocks[b])) rc = store_fail_at(st);
   }
+  if (threaded) pthread_join(cat_thread, NULL);
+  else if (!rc) categorize_events(&cj);
+  if (!rc && cj.rc) {
+    import_error(ic, "cannot import '%s': %s", ic->path, cj.err);
+    rc = -1;
+  }
+  /* Then the events, each allocation with its category. */
+  for (size_t i = 0; i < npre && !rc; i++) {
+    sim_event ev;
+    pre_event(&pre[i], c->first_ts, j->device, &ev);
+    uint8_t k = sc.cat[i];
+    ev.category = k & 15;
+    ev.cat_source = k >> 4;
+    count[ev.cat_source]++;
+    bytes[ev.cat_source] += (int64_t)ev.size;
+    if (store_writer_event(w, &ev)) rc = store_fail_at(st);
+  }
+  if (!rc) rc = write_events(st, w, c, j->device, &sc, (int64_t)npre, count, bytes);
   /* Import notes. */
   char detail[256];
   if (!rc && npre) {
@@ -1111,10 +1301,14 @@ static int write_trace(snap *st, const trace_job *j) {
                         "final segments in private (CUDA graph) memory pools"))
     rc = store_fail_at(st);
   if (!rc) {
+    int64_t id = store_writer_trace_id(w);
     rc = import_finish_trace(ic, w, name);
     w = NULL;
+    /* how the categories were decided: the notes the import driver's pass would leave */
+    if (!rc && categorize_note(ic->s, id, count, bytes)) rc = store_fail_at(st);
   }
   if (w) store_writer_abort(w);
+  free(sc.cat);
   free(pre);
   free(name);
   free(attrs);
@@ -1257,6 +1451,7 @@ static int snap_import(import_ctx *ic) {
   st->ic = ic;
   sim_map_init(&st->fmap);
   sim_map_init(&st->smap);
+  sim_map_init(&st->stack_flags);
   int rc = -1;
   const unsigned char *head;
   size_t n = input_peek(ic->in, &head);
@@ -1303,6 +1498,7 @@ out:
   free(st->sp);
   sim_map_release(&st->fmap);
   sim_map_release(&st->smap);
+  sim_map_release(&st->stack_flags);
   free(st->frames);
   free(st->stacks);
   free(st->words);

@@ -269,6 +269,40 @@ static void snapshot_window_categories(void) {
   replay_result_release(&r);
 }
 
+/* The snapshot importer decides categories while it writes; on every real snapshot the import
+ * driver's pass over the stored trace (categories cleared) decides the same, and the notes the
+ * importer left count what is stored. */
+static void snapshot_categories_as_the_pass(void) {
+  if (!importer_find("pytorch_snapshot")) return;
+  char pdir[600];
+  snprintf(pdir, sizeof pdir, "%s/pytorch", traces);
+  DIR *d = opendir(pdir);
+  CHECK(d != NULL);
+  int files = 0;
+  for (struct dirent *e; d && (e = readdir(d));) {
+    size_t n = strlen(e->d_name);
+    if (n < 8 || strcmp(e->d_name + n - 7, ".pickle")) continue;
+    char rel[700];
+    snprintf(rel, sizeof rel, "pytorch/%s", e->d_name);
+    int64_t t = import_real(rel);
+    if (t < 0) continue;
+    files++;
+    CHECK(ku_int(s, 0, "SELECT count(*) FROM events WHERE id >> 32 = %lld AND kind = 1 AND cat_source != 0",
+                 (long long)t) > 0);
+    CHECK_EQ(ku_recategorize_differences(s, t), 0);
+    static const char *const notes[SIM_CATSRC__COUNT] = {"categories_undecided", "categories_from_source",
+                                                         "categories_from_stack", "categories_from_lifetime",
+                                                         "categories_set_by_user"};
+    for (int k = 0; k < SIM_CATSRC__COUNT; k++)
+      CHECK_EQ(ku_int(s, 0, "SELECT coalesce(max(value), 0) FROM trace_stats WHERE trace_id = %lld AND name = '%s'",
+                      (long long)t, notes[k]),
+               ku_int(s, -1, "SELECT count(*) FROM events WHERE id >> 32 = %lld AND kind IN (1, 10) AND cat_source = %d",
+                      (long long)t, k));
+  }
+  if (d) closedir(d);
+  CHECK(files >= 9);
+}
+
 int main(void) {
   const char *dir = getenv("MEMPLAY_TRACES");
   struct stat st;
@@ -284,6 +318,7 @@ int main(void) {
   RUN(memory_timeline);
   RUN(snapshot_categories);
   RUN(snapshot_window_categories);
+  RUN(snapshot_categories_as_the_pass);
   /* Every file in kineto/ imports. */
   char kdir[600];
   snprintf(kdir, sizeof kdir, "%s/kineto", traces);
