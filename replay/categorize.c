@@ -444,6 +444,96 @@ int categorize_trace(store *s, int64_t trace_id, char *err, size_t errlen) {
   return 0;
 }
 
+/* ---- the rules fed by the writer (categorize_online) -------------------------------------------- */
+
+struct categorize_online {
+  store *s;
+  store_writer *w;
+  categorizer *c;
+  sim_map flags;   /* call site id -> frame flags + 1 */
+  sim_map pending; /* seq of an undecided allocation -> its size */
+  int64_t count[SIM_CATSRC__COUNT], bytes[SIM_CATSRC__COUNT];
+};
+
+static int online_decided(void *arg, int64_t seq, int category, int cat_source) {
+  categorize_online *co = arg;
+  uint64_t size;
+  if (sim_map_del(&co->pending, (uint64_t)seq, &size)) {
+    co->count[SIM_CATSRC_NONE]--;
+    co->bytes[SIM_CATSRC_NONE] -= (int64_t)size;
+    co->count[cat_source & 15]++;
+    co->bytes[cat_source & 15] += (int64_t)size;
+  }
+  store_writer_set_category(co->w, seq, category, cat_source);
+  return 0;
+}
+
+static int or_frame_flags(void *arg, const store_frame *f) {
+  *(unsigned *)arg |= categorize_frame_flags(f->name, f->file);
+  return 0;
+}
+
+static int online_event(void *arg, const sim_event *in) {
+  categorize_online *co = arg;
+  switch (in->kind) { /* the kinds the pass reads (categorize_trace) */
+  case SIM_EV_ALLOC: case SIM_EV_FREE_REQUESTED: case SIM_EV_FREE_COMPLETED: case SIM_EV_FREE:
+  case SIM_EV_MEMCPY: case SIM_EV_MARKER: case SIM_EV_HOST_ALLOC: case SIM_EV_HOST_FREE: break;
+  default: return 0;
+  }
+  /* The event as the pass would read it back: no stack or name is 0. */
+  sim_event ev = *in;
+  if (ev.stack < 0) ev.stack = 0;
+  if (ev.name < 0) ev.name = 0;
+  if (ev.kind == SIM_EV_ALLOC || ev.kind == SIM_EV_HOST_ALLOC) {
+    co->count[ev.cat_source & 15]++;
+    co->bytes[ev.cat_source & 15] += (int64_t)ev.size;
+    if (ev.cat_source == SIM_CATSRC_NONE) *sim_map_put(&co->pending, (uint64_t)ev.seq, NULL) = ev.size;
+  }
+  unsigned fl = 0;
+  if (ev.kind != SIM_EV_MARKER && ev.stack > 0) {
+    uint64_t *hit = sim_map_get(&co->flags, (uint64_t)ev.stack);
+    if (hit) {
+      fl = (unsigned)*hit - 1;
+    } else {
+      if (store_stack_frames(co->s, ev.stack, or_frame_flags, &fl)) return -1;
+      *sim_map_put(&co->flags, (uint64_t)ev.stack, NULL) = (uint64_t)fl + 1;
+    }
+  }
+  return categorizer_event(co->c, &ev, fl);
+}
+
+categorize_online *categorize_online_begin(store *s, store_writer *w) {
+  static const char *const phase_names[4] = {"backward", "optimizer", "zero_grad", "forward"};
+  int64_t names[4];
+  for (int i = 0; i < 4; i++) /* interned now: a marker may use one before the trace ends */
+    if ((names[i] = store_intern_string(s, phase_names[i], strlen(phase_names[i]))) <= 0) return NULL;
+  categorize_online *co = sim_xcalloc(1, sizeof *co);
+  co->s = s;
+  co->w = w;
+  co->c = categorizer_new(names, online_decided, co);
+  sim_map_init(&co->flags);
+  sim_map_init(&co->pending);
+  store_writer_observe(w, online_event, co);
+  return co;
+}
+
+int categorize_online_finish(categorize_online *co) {
+  store_writer_observe(co->w, NULL, NULL);
+  return categorizer_finish(co->c);
+}
+
+int categorize_online_note(categorize_online *co, int64_t trace_id) {
+  return categorize_note(co->s, trace_id, co->count, co->bytes);
+}
+
+void categorize_online_free(categorize_online *co) {
+  if (!co) return;
+  categorizer_free(co->c);
+  sim_map_release(&co->flags);
+  sim_map_release(&co->pending);
+  free(co);
+}
+
 int64_t categorize_mark(store *s) {
   sqlite3_stmt *q = store_stmt(s, "SELECT coalesce(max(id), 0) FROM traces");
   if (!q) return -1;

@@ -70,6 +70,20 @@ int categorize_trace(store *s, int64_t trace_id, char *err, size_t errlen);
 int categorize_note(store *s, int64_t trace_id, const int64_t count[SIM_CATSRC__COUNT],
                     const int64_t bytes[SIM_CATSRC__COUNT]);
 
+/*
+ * The rules fed a trace's events as its importer writes them, so that the trace needs no pass
+ * afterwards: categorize_online_begin observes the writer (store_writer_observe), sees each event
+ * the pass would read, and sets each decision on the event while it still waits in the writer's
+ * queue (else the writer updates it when the trace ends). categorize_online_finish decides what is
+ * still live, before store_writer_end; categorize_online_note stores the counts the pass would
+ * have stored, after it. categorize_online_free frees it at any point (on failure too).
+ */
+typedef struct categorize_online categorize_online;
+categorize_online *categorize_online_begin(store *s, store_writer *w);
+int categorize_online_finish(categorize_online *co);
+int categorize_online_note(categorize_online *co, int64_t trace_id);
+void categorize_online_free(categorize_online *co);
+
 /* Sets the category of event seq of a trace (an importer that learns it after writing the event). */
 int categorize_set(store *s, int64_t trace_id, int64_t seq, int category, int cat_source);
 

@@ -576,7 +576,7 @@ static int ensure_writer(jstate *st) {
   if (!m.source_format) m.source_format = (char *)"jsonl";
   if (!m.source_file) m.source_file = (char *)ic->path;
   if (!st->have_header) m.device_index = -1;
-  if (store_writer_begin(ic->s, &m, &st->w)) {
+  if (import_begin_trace(ic, &m, &st->w)) {
     import_error(ic, "cannot import '%s': %s", ic->path, store_error(ic->s));
     return -1;
   }

@@ -2000,7 +2000,7 @@ static int import_process(nsys *x, nproc *p, int several) {
   sim_map_init(&m.pending);
   sim_map_init(&m.seen);
   /* the devices and attrs are set once the merge has seen which devices the events name */
-  int rc = store_writer_begin(ic->s, &meta, &w);
+  int rc = import_begin_trace(ic, &meta, &w);
   if (rc) {
     nfail(x, "%s", store_error(ic->s));
     goto out;

@@ -110,9 +110,48 @@ char *import_trace_name(import_ctx *ctx, const char *suffix) {
   return store_unique_name(ctx->s, base);
 }
 
+struct import_online {
+  store_writer *w;
+  categorize_online *co;
+  struct import_online *next;
+};
+
+int import_begin_trace(import_ctx *ctx, const store_trace *meta, store_writer **w) {
+  if (store_writer_begin(ctx->s, meta, w)) return -1;
+  categorize_online *co = categorize_online_begin(ctx->s, *w);
+  if (!co) {
+    store_writer_abort(*w);
+    *w = NULL;
+    return -1;
+  }
+  struct import_online *o = sim_xmalloc(sizeof *o);
+  *o = (struct import_online){*w, co, ctx->online};
+  ctx->online = o;
+  return 0;
+}
+
+/* Takes the online categorization of w off the list (NULL when w has none). */
+static categorize_online *online_take(import_ctx *ctx, store_writer *w) {
+  for (struct import_online **p = &ctx->online; *p; p = &(*p)->next)
+    if ((*p)->w == w) {
+      struct import_online *o = *p;
+      categorize_online *co = o->co;
+      *p = o->next;
+      free(o);
+      return co;
+    }
+  return NULL;
+}
+
 int import_finish_trace(import_ctx *ctx, store_writer *w, const char *name) {
   int64_t id = store_writer_trace_id(w), n = store_writer_events(w);
-  if (store_writer_end(w)) {
+  categorize_online *co = online_take(ctx, w);
+  int rc = co ? categorize_online_finish(co) : 0;
+  if (rc) store_writer_abort(w);
+  else rc = store_writer_end(w);
+  if (!rc && co) rc = categorize_online_note(co, id);
+  categorize_online_free(co);
+  if (rc) {
     import_error(ctx, "cannot import '%s': %s", ctx->path, store_error(ctx->s));
     return -1;
   }
@@ -171,6 +210,12 @@ int import_file(import_ctx *ctx, const char *forced) {
   if (rc) {
     store_rollback(ctx->s);
     if (!ctx->err[0]) import_error(ctx, "cannot import '%s'", ctx->path);
+  }
+  while (ctx->online) { /* traces a failed import left unfinished (their writers are the importer's) */
+    struct import_online *o = ctx->online;
+    ctx->online = o->next;
+    categorize_online_free(o->co);
+    free(o);
   }
   input_close(in);
   ctx->in = NULL;

@@ -44,6 +44,7 @@ struct import_ctx {
   void (*on_warning)(void *arg, const char *msg);
   void *arg;
   char err[IMPORT_ERRLEN];
+  struct import_online *online; /* the driver's: traces begun with import_begin_trace */
 };
 
 extern const importer *const importers[];
@@ -63,7 +64,14 @@ void import_error(import_ctx *ctx, const char *fmt, ...) __attribute__((format(p
 void import_warn(import_ctx *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* A trace name from --name or the file's base name, made unique when derived. Caller frees. */
 char *import_trace_name(import_ctx *ctx, const char *suffix);
-/* Finishes a trace and reports it. */
+/*
+ * Begins a trace whose allocations the importer leaves for the category rules: they see its
+ * events as they are written (categorize_online), so the driver's pass over the stored trace
+ * has nothing left to do. An importer that decides categories itself, or changes them after
+ * writing, begins with store_writer_begin and leaves the rest to the pass.
+ */
+int import_begin_trace(import_ctx *ctx, const store_trace *meta, store_writer **w);
+/* Finishes a trace (begun either way) and reports it. */
 int import_finish_trace(import_ctx *ctx, store_writer *w, const char *name);
 /* The value of --set key, or NULL. */
 const char *import_param(const import_ctx *ctx, const char *key);

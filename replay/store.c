@@ -575,6 +575,12 @@ struct store_writer {
   int stop, failed;
   char err[STORE_ERRLEN];
   sqlite3_stmt *multi; /* MULTI_ROWS events at once; the writer thread's own */
+  /* the observer, and the category changes it made to events already handed over */
+  store_event_fn observe;
+  void *observe_arg;
+  int64_t cur_base;  /* seq of cur->ev[0] */
+  uint64_t *late;    /* seq << 8 | category | cat_source << 4 */
+  size_t nlate, latecap;
 };
 
 /* The connection lock, taken only while a writer thread runs; the token says whether it was. */
@@ -819,8 +825,47 @@ int store_writer_event(store_writer *w, sim_event *ev) {
   if (ev->ts < w->first_ts) w->first_ts = ev->ts;
   if (ev->ts > w->last_ts) w->last_ts = ev->ts;
   ev_batch *b = w->cur;
+  if (!b->n) w->cur_base = ev->seq;
   b->ev[b->n++] = *ev;
+  if (w->observe && w->observe(w->observe_arg, &b->ev[b->n - 1])) return -1;
   if (b->n == BATCH_EVENTS) return writer_submit(w, 1);
+  return 0;
+}
+
+void store_writer_observe(store_writer *w, store_event_fn fn, void *arg) {
+  w->observe = fn;
+  w->observe_arg = arg;
+}
+
+void store_writer_set_category(store_writer *w, int64_t seq, int category, int cat_source) {
+  if (w->cur && seq >= w->cur_base && seq - w->cur_base < (int64_t)w->cur->n) {
+    sim_event *ev = &w->cur->ev[seq - w->cur_base];
+    ev->category = (uint8_t)(category & 15);
+    ev->cat_source = (uint8_t)(cat_source & 15);
+    return;
+  }
+  sim_grow((void **)&w->late, &w->latecap, w->nlate + 1, sizeof *w->late);
+  w->late[w->nlate++] = (uint64_t)seq << 8 | (uint64_t)(category & 15) | (uint64_t)(cat_source & 15) << 4;
+}
+
+static int cmp_u64(const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return (x > y) - (x < y);
+}
+
+/* The category changes to events the writer thread had already taken, in the order of the rows. */
+static int writer_late_categories(store_writer *w) {
+  if (!w->nlate) return 0;
+  qsort(w->late, w->nlate, sizeof *w->late, cmp_u64);
+  sqlite3_stmt *q = store_stmt(w->s, "UPDATE events SET info = (info & ~(255 << 16)) | (?2 << 16) WHERE id = ?1");
+  if (!q) return -1;
+  for (size_t i = 0; i < w->nlate; i++) {
+    sqlite3_reset(q);
+    sqlite3_bind_int64(q, 1, w->trace_id << 32 | (int64_t)(w->late[i] >> 8));
+    sqlite3_bind_int(q, 2, (int)(w->late[i] & 255));
+    if (sqlite3_step(q) != SQLITE_DONE) return store_fail(w->s, q, "cannot set the category of an event");
+  }
+  sqlite3_reset(q);
   return 0;
 }
 
@@ -939,6 +984,7 @@ static int writer_set_u(store_writer *w, const char *column, int is_text, const 
 
 int store_writer_end(store_writer *w) {
   int rc = writer_stop(w);
+  if (!rc) rc = writer_late_categories(w);
   sqlite3_stmt *q = rc ? NULL : store_stmt(w->s, "UPDATE traces SET event_count = ?1, first_ts = ?2, last_ts = ?3 WHERE id = ?4");
   if (q) {
     sqlite3_bind_int64(q, 1, w->nev);
@@ -951,6 +997,7 @@ int store_writer_end(store_writer *w) {
   } else {
     rc = -1;
   }
+  free(w->late);
   free(w);
   return rc;
 }
@@ -961,6 +1008,7 @@ void store_writer_abort(store_writer *w) {
   snprintf(keep, sizeof keep, "%s", w->s->err);
   writer_stop(w);
   snprintf(w->s->err, sizeof w->s->err, "%s", keep);
+  free(w->late);
   free(w);
 }
 

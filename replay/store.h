@@ -145,7 +145,16 @@ int64_t store_writer_events(const store_writer *w);
 /* Sets a trace field after the fact (allocator_settings, attrs, ...): column must be a trace column. */
 int store_writer_set(store_writer *w, const char *column, const char *text);
 int store_writer_set_int(store_writer *w, const char *column, int64_t v);
-/* Finishes the trace (counts, time span) and frees the writer. */
+/*
+ * An observer sees each event store_writer_event takes, numbered (ev->seq), before it is
+ * inserted; it returns 0, or -1 to fail the event (with store_error set). It may then change
+ * the category of any event of the trace with store_writer_set_category: in place while the
+ * event still waits to be handed to the writer thread, else by an UPDATE when the trace ends.
+ */
+typedef int (*store_event_fn)(void *arg, const sim_event *ev);
+void store_writer_observe(store_writer *w, store_event_fn fn, void *arg);
+void store_writer_set_category(store_writer *w, int64_t seq, int category, int cat_source);
+/* Finishes the trace (counts, time span, the late category changes) and frees the writer. */
 int store_writer_end(store_writer *w);
 /* Frees the writer without finishing (the caller rolls back). */
 void store_writer_abort(store_writer *w);
