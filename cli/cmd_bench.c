@@ -74,19 +74,9 @@ static int replay_timed(const sim_allocator_ops *ops, replay_source *src, replay
   return rc;
 }
 
-static const sim_allocator_ops *first_wanted(const char *list);
-
-static int wanted(const char *list, const char *name) {
-  if (!list) return 1;
-  size_t n = strlen(name);
-  for (const char *p = list; (p = strstr(p, name)); p += n)
-    if ((p == list || p[-1] == ',') && (p[n] == ',' || !p[n])) return 1;
-  return 0;
-}
-
 static const sim_allocator_ops *first_wanted(const char *list) {
   for (size_t i = 0; sim_allocators[i]; i++)
-    if (wanted(list, sim_allocators[i]->name)) return sim_allocators[i];
+    if (sim_allocator_listed(list, sim_allocators[i]->name)) return sim_allocators[i];
   return NULL;
 }
 
@@ -163,7 +153,7 @@ int cmd_bench(int argc, char **argv, cli *c) {
 
   /* 2. replay of the in-memory stream, per allocator (best of three on small traces) */
   for (size_t i = 0; sim_allocators[i]; i++) {
-    if (!wanted(allocs, sim_allocators[i]->name)) continue;
+    if (!sim_allocator_listed(allocs, sim_allocators[i]->name)) continue;
     double best = 0;
     for (int k = 0; k < (n <= 2000000 ? 3 : 1); k++) {
       replay_array_source as;
@@ -248,7 +238,7 @@ int cmd_bench(int argc, char **argv, cli *c) {
   double read_s = now_s() - t0;
   add(&b, "SQLite read of the events", rows, read_s);
   for (size_t i = 0; sim_allocators[i]; i++) {
-    if (!wanted(allocs, sim_allocators[i]->name)) continue;
+    if (!sim_allocator_listed(allocs, sim_allocators[i]->name)) continue;
     replay_source src;
     t0 = now_s();
     if (store_source_open(&src, s, id)) goto store_fail;

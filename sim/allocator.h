@@ -202,6 +202,8 @@ typedef struct sim_allocator_ops {
 /* The registry of models (allocators.c). */
 extern const sim_allocator_ops *const sim_allocators[];
 const sim_allocator_ops *sim_allocator_find(const char *name);
+/* Whether name is one of the comma-separated names in list (a NULL list names them all). */
+int sim_allocator_listed(const char *list, const char *name);
 
 /* An instance: a model, its state and the device it draws from. */
 typedef struct sim_allocator {

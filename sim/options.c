@@ -93,6 +93,14 @@ const sim_allocator_ops *sim_allocator_find(const char *name) {
   return NULL;
 }
 
+int sim_allocator_listed(const char *list, const char *name) {
+  if (!list) return 1;
+  size_t n = strlen(name);
+  for (const char *p = list; (p = strstr(p, name)); p += n)
+    if ((p == list || p[-1] == ',') && (p[n] == ',' || !p[n])) return 1;
+  return 0;
+}
+
 static void list_names(char *buf, size_t n) {
   size_t off = 0;
   buf[0] = 0;

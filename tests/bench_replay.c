@@ -148,14 +148,6 @@ static int model_run(const sim_spec *spec, const calls *cs, uintptr_t *handles, 
   return rc;
 }
 
-static int wanted(const char *list, const char *name) {
-  if (!list) return 1;
-  size_t n = strlen(name);
-  for (const char *p = list; (p = strstr(p, name)); p += n)
-    if ((p == list || p[-1] == ',') && (p[n] == ',' || !p[n])) return 1;
-  return 0;
-}
-
 int main(int argc, char **argv) {
   long long events = argc > 1 ? atoll(argv[1]) : 10000000;
   int runs = argc > 2 ? atoi(argv[2]) : 5;
@@ -185,7 +177,7 @@ int main(int argc, char **argv) {
   int rc = 0;
   for (size_t i = 0; sim_allocators[i] && !rc; i++) {
     const char *name = sim_allocators[i]->name;
-    if (!wanted(list, name)) continue;
+    if (!sim_allocator_listed(list, name)) continue;
     sim_spec spec;
     if ((rc = sim_spec_parse(&spec, name, err, sizeof err))) break;
     double best = 0, best_alone = 0, s;
