@@ -1006,32 +1006,30 @@ static int spool_next(spool_reader *rd, spool_rec *r) {
   return 0;
 }
 
-/* A preexisting block as the trace's event seq. */
-static void pre_event(const pre_block *b, int64_t ts, int device, sim_event *ev) {
+/* A request for device memory on device as an event. */
+static void device_event(sim_event *ev, int kind, int64_t ts, uint64_t addr, uint64_t size, int64_t stream,
+                         int64_t stack, int device) {
   sim_event_init(ev);
-  ev->kind = SIM_EV_ALLOC;
-  ev->flags = SIM_EVF_PREEXISTING;
+  ev->kind = (uint8_t)kind;
   ev->ts = ts;
-  ev->addr = b->addr;
-  ev->size = b->size;
-  ev->stream = b->stream;
-  ev->stack = b->stack;
+  ev->addr = addr;
+  ev->size = size;
+  ev->stream = stream;
+  ev->stack = stack;
   ev->device = (int16_t)device;
   ev->mem = SIM_MEM_DEVICE;
+}
+
+/* A preexisting block as the trace's event seq. */
+static void pre_event(const pre_block *b, int64_t ts, int device, sim_event *ev) {
+  device_event(ev, SIM_EV_ALLOC, ts, b->addr, b->size, b->stream, b->stack, device);
+  ev->flags = SIM_EVF_PREEXISTING;
 }
 
 /* A request of the spool as an event. */
 static void spool_event(const spool_rec *r, int device, sim_event *ev) {
   static const uint8_t kinds[] = {SIM_EV_ALLOC, SIM_EV_FREE_REQUESTED, SIM_EV_FREE_COMPLETED};
-  sim_event_init(ev);
-  ev->kind = kinds[r->code];
-  ev->ts = r->ts;
-  ev->addr = r->addr;
-  ev->size = r->size;
-  ev->stream = r->stream;
-  ev->stack = r->stack;
-  ev->device = (int16_t)device;
-  ev->mem = SIM_MEM_DEVICE;
+  device_event(ev, kinds[r->code], r->ts, r->addr, r->size, r->stream, r->stack, device);
 }
 
 static int spool_read_fail(snap *st) {
