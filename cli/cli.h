@@ -42,15 +42,10 @@ int cmd_bench(int argc, char **argv, cli *c);
 int cmd_devices(int argc, char **argv, cli *c);
 int cmd_validate(int argc, char **argv, cli *c);
 int cmd_help(int argc, char **argv, cli *c);
+/* whatif and run (cmd_run.c): a Lua script in the sandbox, against a trace or on its own. */
 int cmd_whatif(int argc, char **argv, cli *c);
 int cmd_run(int argc, char **argv, cli *c);
 
-/* What whatif and run share (cmd_run.c): their options (--set, --device, --out, --no-save,
- * --max-instructions, --max-memory, --timeout) and running a script. */
-void *cli_lua_opts_new(void);
-void cli_lua_opts_free(void *opts);
-int cli_lua_option(const char *cmd, void *opts, int opt, const char *arg);
-int cli_lua_run(cli *c, const char *cmd, void *opts, const char *trace_ref, const char *script, int argc, char **argv);
 int cmd_calibrate(int argc, char **argv, cli *c);
 int cmd_record(int argc, char **argv, cli *c);
 

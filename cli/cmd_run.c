@@ -1,4 +1,5 @@
-/* cmd_run.c: `memplay run SCRIPT.lua [ARGS]`: a Lua script in the sandbox, and what whatif shares with it. */
+/* cmd_run.c: `memplay run SCRIPT.lua [ARGS]` and `memplay whatif TRACE SCRIPT.lua`: a Lua script in the
+ * sandbox, on its own or as a scenario against a trace whose variants are stored as runs. */
 #include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -44,7 +45,7 @@ static int add_param(const char *cmd, lua_opts *o, char *arg) {
 }
 
 /* Handles one of the options the Lua commands share: 1 handled, 0 not ours, -1 usage error. */
-int cli_lua_option(const char *cmd, void *opts, int opt, const char *arg) {
+static int lua_option(const char *cmd, void *opts, int opt, const char *arg) {
   lua_opts *o = opts;
   switch (opt) {
   case 's': return add_param(cmd, o, (char *)arg) ? -1 : 1;
@@ -126,7 +127,7 @@ static const char *status_hint(lua_host_status st) {
  * Runs a script for `whatif` (trace_ref set) or `run`: the sandboxed host, the script, then the
  * runs and result files in one go. Returns an exit code.
  */
-int cli_lua_run(cli *c, const char *cmd, void *opts, const char *trace_ref, const char *script_arg, int argc,
+static int lua_run(cli *c, const char *cmd, void *opts, const char *trace_ref, const char *script_arg, int argc,
                 char **argv) {
   lua_opts *o = opts;
   (void)cmd;
@@ -212,7 +213,7 @@ out:
   return code;
 }
 
-void *cli_lua_opts_new(void) {
+static void *lua_opts_new(void) {
   lua_opts *o = calloc(1, sizeof *o);
   if (!o) {
     cli_error("out of memory");
@@ -222,14 +223,18 @@ void *cli_lua_opts_new(void) {
   return o;
 }
 
-void cli_lua_opts_free(void *opts) {
+static void lua_opts_free(void *opts) {
   lua_opts *o = opts;
   if (!o) return;
   free(o->params);
   free(o);
 }
 
-int cmd_run(int argc, char **argv, cli *c) {
+/*
+ * Parses the options of run and whatif into o (shortopts "+h" stops at the first operand, the
+ * script, whose own arguments follow). Returns 0, or -1 with the exit code in *code.
+ */
+static int lua_getopt(int argc, char **argv, cli *c, const char *cmd, const char *shortopts, void *o, int *code) {
   static const struct option opts[] = {
     {"set", required_argument, NULL, 's'},
     {"device", required_argument, NULL, 'd'},
@@ -241,25 +246,44 @@ int cmd_run(int argc, char **argv, cli *c) {
     CLI_COMMON_OPTIONS,
     {NULL, 0, NULL, 0},
   };
-  void *o = cli_lua_opts_new();
-  int opt, code = CLI_OK;
-  /* '+': options stop at the script; what follows is the script's own */
-  while ((opt = cli_getopt(argc, argv, "+h", opts)) != -1) {
-    int r = cli_common_option(c, "run", opt, &code);
-    if (r < 0) goto done;
+  int opt;
+  *code = CLI_OK;
+  while ((opt = cli_getopt(argc, argv, shortopts, opts)) != -1) {
+    int r = cli_common_option(c, cmd, opt, code);
+    if (r < 0) return -1;
     if (r) continue;
-    r = cli_lua_option("run", o, opt, optarg);
-    if (r < 0) {
-      code = CLI_USAGE;
-      goto done;
+    if (lua_option(cmd, o, opt, optarg) < 0) {
+      *code = CLI_USAGE;
+      return -1;
     }
   }
+  return 0;
+}
+
+int cmd_run(int argc, char **argv, cli *c) {
+  void *o = lua_opts_new();
+  int code;
+  if (lua_getopt(argc, argv, c, "run", "+h", o, &code)) goto done;
   if (optind >= argc) {
     code = cli_usage_error("run", "no SCRIPT given");
     goto done;
   }
-  code = cli_lua_run(c, "run", o, NULL, argv[optind], argc - optind - 1, argv + optind + 1);
+  code = lua_run(c, "run", o, NULL, argv[optind], argc - optind - 1, argv + optind + 1);
 done:
-  cli_lua_opts_free(o);
+  lua_opts_free(o);
+  return code;
+}
+
+int cmd_whatif(int argc, char **argv, cli *c) {
+  void *o = lua_opts_new();
+  int code;
+  if (lua_getopt(argc, argv, c, "whatif", "h", o, &code)) goto done;
+  if (argc - optind != 2) {
+    code = cli_usage_error("whatif", argc - optind < 2 ? "whatif needs a TRACE and a SCRIPT" : "whatif takes one TRACE and one SCRIPT");
+    goto done;
+  }
+  code = lua_run(c, "whatif", o, argv[optind], argv[optind + 1], 0, NULL);
+done:
+  lua_opts_free(o);
   return code;
 }

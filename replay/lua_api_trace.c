@@ -1256,6 +1256,15 @@ static int trace_kernels(lua_State *L) {
 /* ---- transforms ---------------------------------------------------------------------------- */
 
 /* Makes nt (pushed inert before n was built) the trace derived from t through node n. */
+/* The options table of a transform (argument 2): its filter in a fresh scratch, the other keys
+ * it accepts in extra. */
+static lscratch *transform_options(lua_State *L, ltrace *t, const char *what, const char *const *extra) {
+  luaL_checktype(L, 2, LUA_TTABLE);
+  lscratch *sc = lapi_scratch(L);
+  lapi_filter(L, 2, t, &sc->f, what, extra);
+  return sc;
+}
+
 static int set_derived(lua_State *L, ltrace *nt, ltrace *t, xf_node *n, const char *err) {
   if (!n) return luaL_error(L, "%s", err);
   lapi_set_trace(nt, n, t->base, t->ls, &t->meta, 1, t->lt);
@@ -1294,9 +1303,7 @@ static int bool_field(lua_State *L, int idx, const char *fn, const char *k, int 
 static int trace_scale(lua_State *L) {
   ltrace *t = lapi_check_trace(L, 1);
   static const char *const extra[] = {"factor", "align", NULL};
-  luaL_checktype(L, 2, LUA_TTABLE);
-  lscratch *sc = lapi_scratch(L);
-  lapi_filter(L, 2, t, &sc->f, "scale", extra);
+  lscratch *sc = transform_options(L, t, "scale", extra);
   double factor = num_field(L, 2, "scale", "factor", 1, 1);
   double align = num_field(L, 2, "scale", "align", 1, 0);
   if (!(align >= 1) || align != floor(align)) return luaL_error(L, "scale: align must be a whole number of bytes >= 1");
@@ -1310,9 +1317,7 @@ static int trace_scale(lua_State *L) {
 static int trace_elem_size(lua_State *L) {
   ltrace *t = lapi_check_trace(L, 1);
   static const char *const extra[] = {"from", "to", NULL};
-  luaL_checktype(L, 2, LUA_TTABLE);
-  lscratch *sc = lapi_scratch(L);
-  lapi_filter(L, 2, t, &sc->f, "elem_size", extra);
+  lscratch *sc = transform_options(L, t, "elem_size", extra);
   double from = num_field(L, 2, "elem_size", "from", 0, 1), to = num_field(L, 2, "elem_size", "to", 0, 1);
   if (!(from >= 1) || !(to >= 1) || from != floor(from) || to != floor(to) || from > 64 || to > 64)
     return luaL_error(L, "elem_size: 'from' and 'to' must be element sizes in bytes (1, 2, 4, 8, ...)");
@@ -1349,9 +1354,7 @@ static int trace_resize(lua_State *L) {
 
 static int trace_drop(lua_State *L) {
   ltrace *t = lapi_check_trace(L, 1);
-  luaL_checktype(L, 2, LUA_TTABLE);
-  lscratch *sc = lapi_scratch(L);
-  lapi_filter(L, 2, t, &sc->f, "drop", NULL);
+  lscratch *sc = transform_options(L, t, "drop", NULL);
   if (!xf_filter_is_set(&sc->f)) return luaL_error(L, "drop: the filter selects every event (give kind, category, step, ...)");
   ltrace *nt = lapi_new_trace(L);
   xf_node *n = xf_drop(t->node, &sc->f);
@@ -1482,9 +1485,7 @@ static int trace_pin(lua_State *L) {
     lua_settop(L, 1);
     lua_newtable(L);
   }
-  luaL_checktype(L, 2, LUA_TTABLE);
-  lscratch *sc = lapi_scratch(L);
-  lapi_filter(L, 2, t, &sc->f, "pin", extra);
+  lscratch *sc = transform_options(L, t, "pin", extra);
   if (!sc->f.dirs) sc->f.dirs = 1u << SIM_COPY_H2D;
   if (!sc->f.mems) sc->f.mems = 1u << SIM_MEM_PAGEABLE;
   int mem = SIM_MEM_PINNED;
@@ -1506,9 +1507,7 @@ static int trace_pin(lua_State *L) {
 static int trace_scale_time(lua_State *L) {
   ltrace *t = lapi_check_trace(L, 1);
   static const char *const extra[] = {"factor", "fixed_ns", NULL};
-  luaL_checktype(L, 2, LUA_TTABLE);
-  lscratch *sc = lapi_scratch(L);
-  lapi_filter(L, 2, t, &sc->f, "scale_time", extra);
+  lscratch *sc = transform_options(L, t, "scale_time", extra);
   double factor = num_field(L, 2, "scale_time", "factor", 1, 1);
   double fixed = num_field(L, 2, "scale_time", "fixed_ns", 0, 0);
   if (!(fixed >= 0) || fixed > 9e18) return luaL_error(L, "scale_time: fixed_ns must be a duration in ns >= 0");
