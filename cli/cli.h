@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "../replay/report.h"
 #include "../replay/store.h"
 
 /* Exit codes (fixed: scripts and CI depend on them). */
@@ -87,8 +88,6 @@ void cli_print_allocators(FILE *f);
 /* Opens the store (creating it when create); prints the error and returns NULL on failure. */
 store *cli_open_store(cli *c, int create);
 
-/* Human sizes: "1.50 GiB" (binary units), into buf. */
-const char *cli_bytes(char *buf, size_t n, int64_t v);
 /* Time: "1.234 ms". */
 const char *cli_duration(char *buf, size_t n, double seconds);
 /* Thousands separators: "12,345". */

@@ -29,7 +29,7 @@ static int list_one(void *arg, const devices_entry *e) {
   }
   char mem[32], h2d[32], pg[32], bw[32], bf16[32];
   const sim_device_profile *p = &e->p;
-  cli_bytes(mem, sizeof mem, (int64_t)p->total_memory);
+  report_bytes(mem, sizeof mem, (int64_t)p->total_memory);
   snprintf(h2d, sizeof h2d, "%.1f GB/s", p->h2d_pinned_bw / 1e9);
   snprintf(pg, sizeof pg, "%.1f GB/s", p->h2d_pageable_bw / 1e9);
   snprintf(bw, sizeof bw, "%.0f GB/s", p->mem_bw / 1e9);

@@ -187,7 +187,7 @@ int cmd_info(int argc, char **argv, cli *c) {
     printf("imported     %s\n", t.imported_at);
     if (t.device_name || t.device_memory)
       printf("device       %s%s%s\n", t.device_name ? t.device_name : "unknown", t.device_memory ? ", " : "",
-             t.device_memory ? cli_bytes(a, sizeof a, t.device_memory) : "");
+             t.device_memory ? report_bytes(a, sizeof a, t.device_memory) : "");
     if (t.framework || t.allocator)
       printf("recorded by  %s%s%s allocator\n", t.framework ? t.framework : "", t.framework ? ", " : "",
              t.allocator ? t.allocator : "unknown");
@@ -209,27 +209,27 @@ int cmd_info(int argc, char **argv, cli *c) {
       printf("allocations by category (device and host, over the whole trace)\n");
       for (size_t i = 0; i < nc; i++)
         printf("  %-16s %12s  %12s\n", cats[i].key, cli_count(a, sizeof a, (uint64_t)cats[i].a),
-               cli_bytes(b, sizeof b, cats[i].b));
+               report_bytes(b, sizeof b, cats[i].b));
       printf("how the categories were decided (allocations)\n");
       for (size_t i = 0; i < nm; i++)
         printf("  %-16s %12s  %12s\n", !strcmp(methods[i].key, "none") ? "undecided" : methods[i].key,
-               cli_count(a, sizeof a, (uint64_t)methods[i].a), cli_bytes(b, sizeof b, methods[i].b));
+               cli_count(a, sizeof a, (uint64_t)methods[i].a), report_bytes(b, sizeof b, methods[i].b));
     }
-    printf("peak live    %s at event %lld\n", cli_bytes(a, sizeof a, res.peak_requested), (long long)res.peak_allocated_seq);
+    printf("peak live    %s at event %lld\n", report_bytes(a, sizeof a, res.peak_requested), (long long)res.peak_allocated_seq);
     printf("live at the peak, by category\n");
     for (int k = 0; k < SIM_CAT__COUNT; k++)
       if (res.category_bytes[k])
-        printf("  %-16s %12s  %5.1f%%\n", sim_category_name(k), cli_bytes(a, sizeof a, res.category_bytes[k]),
+        printf("  %-16s %12s  %5.1f%%\n", sim_category_name(k), report_bytes(a, sizeof a, res.category_bytes[k]),
                res.peak_requested ? 100.0 * (double)res.category_bytes[k] / (double)res.peak_requested : 0);
     printf("how the categories were decided (bytes at the peak)\n");
     for (int k = 0; k < SIM_CATSRC__COUNT; k++)
       if (res.catsrc_bytes[k])
         printf("  %-16s %12s  %5.1f%%\n", k == SIM_CATSRC_NONE ? "undecided" : sim_cat_source_name(k),
-               cli_bytes(a, sizeof a, res.catsrc_bytes[k]),
+               report_bytes(a, sizeof a, res.catsrc_bytes[k]),
                res.peak_requested ? 100.0 * (double)res.catsrc_bytes[k] / (double)res.peak_requested : 0);
     if (res.host_pinned_peak || res.host_pageable_peak)
-      printf("host memory  pinned peak %s, pageable peak %s\n", cli_bytes(a, sizeof a, res.host_pinned_peak),
-             cli_bytes(b, sizeof b, res.host_pageable_peak));
+      printf("host memory  pinned peak %s, pageable peak %s\n", report_bytes(a, sizeof a, res.host_pinned_peak),
+             report_bytes(b, sizeof b, res.host_pageable_peak));
     if (nn) {
       printf("import notes\n");
       for (size_t i = 0; i < nn; i++) printf("  %-40s %lld\n", notes[i].key, (long long)notes[i].a);

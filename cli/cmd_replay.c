@@ -67,13 +67,13 @@ static void print_human(store *s, const store_trace *t, const run_meta *m, const
          cli_duration(a, sizeof a, r->elapsed_s));
   if (r->elapsed_s > 0) printf(" (%.1f M events/s)", (double)r->events / r->elapsed_s / 1e6);
   printf("\n");
-  printf("  peak allocated      %-12s at event %lld\n", cli_bytes(a, sizeof a, r->peak_allocated),
+  printf("  peak allocated      %-12s at event %lld\n", report_bytes(a, sizeof a, r->peak_allocated),
          (long long)r->peak_allocated_seq);
-  printf("  peak reserved       %-12s at event %lld\n", cli_bytes(a, sizeof a, r->peak_reserved),
+  printf("  peak reserved       %-12s at event %lld\n", report_bytes(a, sizeof a, r->peak_reserved),
          (long long)r->peak_reserved_seq);
-  printf("  peak requested      %s\n", cli_bytes(a, sizeof a, r->peak_requested));
+  printf("  peak requested      %s\n", report_bytes(a, sizeof a, r->peak_requested));
   printf("  fragmentation       %.1f%% at the peak (reserved %s, largest free block %s)\n", 100 * r->fragmentation,
-         cli_bytes(a, sizeof a, r->at_peak_reserved), cli_bytes(b, sizeof b, (int64_t)r->at_peak_largest_free));
+         report_bytes(a, sizeof a, r->at_peak_reserved), report_bytes(b, sizeof b, (int64_t)r->at_peak_largest_free));
   printf("  device calls        %llu malloc, %llu free", (unsigned long long)r->device_mallocs,
          (unsigned long long)r->device_frees);
   if (r->device_maps || r->device_unmaps)
@@ -82,13 +82,13 @@ static void print_human(store *s, const store_trace *t, const run_meta *m, const
   if (m->capacity == UINT64_MAX) printf("  OOMs                %llu (capacity unlimited)\n", (unsigned long long)r->ooms);
   else
     printf("  OOMs                %llu against a capacity of %s%s\n", (unsigned long long)r->ooms,
-           cli_bytes(a, sizeof a, (int64_t)m->capacity), r->stopped_at_oom ? " (stopped at the first)" : "");
+           report_bytes(a, sizeof a, (int64_t)m->capacity), r->stopped_at_oom ? " (stopped at the first)" : "");
   for (size_t i = 0; i < r->noom_list && i < 5; i++)
     printf("    event %lld: %s\n", (long long)r->oom_list[i].seq, r->oom_list[i].message);
   if (r->noom_list > 5) printf("    ... %llu more\n", (unsigned long long)(r->ooms - 5));
   if (r->host_pinned_peak || r->host_pageable_peak)
-    printf("  host memory         pinned peak %s, pageable peak %s\n", cli_bytes(a, sizeof a, r->host_pinned_peak),
-           cli_bytes(b, sizeof b, r->host_pageable_peak));
+    printf("  host memory         pinned peak %s, pageable peak %s\n", report_bytes(a, sizeof a, r->host_pinned_peak),
+           report_bytes(b, sizeof b, r->host_pageable_peak));
   if (r->unknown_frees || r->dropped_frees || r->duplicate_allocs)
     printf("  skipped             %llu frees of unknown addresses, %llu frees of dropped allocations, %llu repeated "
            "allocations\n",
@@ -97,12 +97,12 @@ static void print_human(store *s, const store_trace *t, const run_meta *m, const
   printf("live at the peak, by category (requested bytes)\n");
   for (int k = 0; k < SIM_CAT__COUNT; k++)
     if (r->category_bytes[k])
-      printf("  %-18s %12s  %5.1f%%\n", sim_category_name(k), cli_bytes(a, sizeof a, r->category_bytes[k]),
+      printf("  %-18s %12s  %5.1f%%\n", sim_category_name(k), report_bytes(a, sizeof a, r->category_bytes[k]),
              r->peak_requested ? 100.0 * (double)r->category_bytes[k] / (double)r->peak_allocated : 0);
   if (r->nsites) printf("largest call sites at the peak\n");
   for (size_t i = 0; i < r->nsites; i++) {
     char *label = store_stack_label(s, r->sites[i].stack);
-    printf("  %12s  %6lld x  %s\n", cli_bytes(a, sizeof a, r->sites[i].bytes), (long long)r->sites[i].count, label);
+    printf("  %12s  %6lld x  %s\n", report_bytes(a, sizeof a, r->sites[i].bytes), (long long)r->sites[i].count, label);
     free(label);
   }
   if (m->time) print_time(s, t, m);

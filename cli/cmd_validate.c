@@ -99,7 +99,7 @@ static void json_result(yajl_gen g, const store_trace *t, const validate_result 
 static void print_blocks(const validate_block *b, size_t n, uint64_t mark) {
   char a[32];
   for (size_t i = 0; i < n; i++)
-    printf("      %#14" PRIx64 "  %12s  %s%s\n", b[i].addr, cli_bytes(a, sizeof a, (int64_t)b[i].size),
+    printf("      %#14" PRIx64 "  %12s  %s%s\n", b[i].addr, report_bytes(a, sizeof a, (int64_t)b[i].size),
            block_states[b[i].state], mark && mark >= b[i].addr && mark < b[i].addr + b[i].size ? "  <- expected" : "");
 }
 
@@ -124,19 +124,19 @@ static void print_human(const store_trace *t, const validate_result *r, int64_t 
   printf("  window start     %" PRIu64 " blocks live before the first request", r->preexisting);
   if (r->uncertain_blocks) printf(", %" PRIu64 " with an unsplit remainder the window cannot see", r->uncertain_blocks);
   printf("\n");
-  printf("  peak allocated   %s replayed%s\n", cli_bytes(a, sizeof a, r->replayed_peak_allocated),
+  printf("  peak allocated   %s replayed%s\n", report_bytes(a, sizeof a, r->replayed_peak_allocated),
          r->peak_allocated_is_lower_bound ? " (a lower bound)" : "");
-  printf("  peak reserved    %s replayed, %s recorded\n", cli_bytes(a, sizeof a, r->replayed_peak_reserved),
-         cli_bytes(b, sizeof b, r->recorded_peak_reserved));
-  printf("  peak requested   %s replayed, %s recorded\n", cli_bytes(a, sizeof a, r->replayed_peak_requested),
-         cli_bytes(b, sizeof b, r->recorded_peak_requested));
+  printf("  peak reserved    %s replayed, %s recorded\n", report_bytes(a, sizeof a, r->replayed_peak_reserved),
+         report_bytes(b, sizeof b, r->recorded_peak_reserved));
+  printf("  peak requested   %s replayed, %s recorded\n", report_bytes(a, sizeof a, r->replayed_peak_requested),
+         report_bytes(b, sizeof b, r->recorded_peak_requested));
   if (r->diverged) {
     const validate_divergence *d = &r->first;
     if (d->event >= 0) printf("first divergence at event %" PRId64 " (%s)\n", d->event, d->kind);
     else printf("first divergence in the final state\n");
     printf("  expected   %s\n  simulated  %s\n", d->expected, d->simulated);
     if (d->size)
-      printf("  request    %s on stream %" PRId64 "\n", cli_bytes(a, sizeof a, (int64_t)d->size), d->stream);
+      printf("  request    %s on stream %" PRId64 "\n", report_bytes(a, sizeof a, (int64_t)d->size), d->stream);
     if (d->nfree_near) {
       printf("  free blocks of that stream and pool nearest its size:\n");
       print_blocks(d->free_near, d->nfree_near, 0);

@@ -126,7 +126,7 @@ static double error_pct(double measured, double reference) {
 
 static void row_bytes(const char *label, uint64_t pred, uint64_t meas) {
   char a[48], b[48];
-  printf("  %-38s %14s %14s", label, cli_bytes(a, sizeof a, (int64_t)pred), cli_bytes(b, sizeof b, (int64_t)meas));
+  printf("  %-38s %14s %14s", label, report_bytes(a, sizeof a, (int64_t)pred), report_bytes(b, sizeof b, (int64_t)meas));
   double e = error_pct((double)meas, (double)pred);
   if (isnan(e)) printf("  %8s\n", "-");
   else printf("  %+7.1f%%\n", e);
@@ -158,8 +158,8 @@ static void print_human(const store_trace *t, const char *alloc, const char *pre
     snprintf(label, sizeof label, "  at the predicted peak (event %lld)", (long long)p->predicted_device_peak_seq);
     row_bytes(label, p->predicted_device_peak, m->at_predicted_peak);
   }
-  printf("  %-38s %14s %14s\n", "the allocator's reserved peak", cli_bytes(a, sizeof a, p->predicted.peak_reserved),
-         cli_bytes(b, sizeof b, r->peak_reserved));
+  printf("  %-38s %14s %14s\n", "the allocator's reserved peak", report_bytes(a, sizeof a, p->predicted.peak_reserved),
+         report_bytes(b, sizeof b, r->peak_reserved));
   printf("  %-38s %14llu %14llu\n", "OOMs", (unsigned long long)p->predicted.ooms, (unsigned long long)r->ooms);
   printf("  (predicted: %s in simulation, on devices with this GPU's total and free memory)\n", predictor);
   printf("  %-38s %14s %14s  %8s\n", "time", "recorded", "measured", "error");

@@ -116,7 +116,7 @@ static int gpu_open(brun *r, int d) {
   if (g->scratch_size) {
     char b[32];
     if (rt_check(r, cudaMalloc(&g->scratch, g->scratch_size), "cudaMalloc of the %s copy buffer on GPU %d",
-                 cudart_bytes(b, sizeof b, g->scratch_size), d))
+                 report_bytes(b, sizeof b, g->scratch_size), d))
       return -1;
     if (rt_check(r, cudaMemset(g->scratch, 0, g->scratch_size), "cudaMemset of the copy buffer on GPU %d", d)) return -1;
   }
@@ -297,7 +297,7 @@ static int pool_alloc(void *ctx, uint64_t size, int64_t stream, sim_placement *o
     p->st.num_ooms++;
     return SIM_EOOM;
   }
-  if (rt_check(r, e, "cudaMallocAsync of %s on GPU %d, stream %" PRId64, cudart_bytes(b, sizeof b, size), p->gpu, stream))
+  if (rt_check(r, e, "cudaMallocAsync of %s on GPU %d, stream %" PRId64, report_bytes(b, sizeof b, size), p->gpu, stream))
     return SIM_EDEVICE;
   if (pool_refresh(p)) return SIM_EDEVICE;
   if (p->dev->used > p->dev->capacity) {
@@ -443,7 +443,7 @@ static int do_copy(brun *r, const sim_event *ev) {
     char b[32];
     cudaError_t e = async ? cudaMemcpyAsync(dst, src, n, kind, st) : cudaMemcpy(dst, src, n, kind);
     if (rt_check(r, e, "%s (%s, %s%s%s, stream %" PRId64 ", GPU %d)", async ? "cudaMemcpyAsync" : "cudaMemcpy",
-                 dir_name(ev->dir), cudart_bytes(b, sizeof b, n), ev->dir == SIM_COPY_H2D || ev->dir == SIM_COPY_D2H ? " of " : "",
+                 dir_name(ev->dir), report_bytes(b, sizeof b, n), ev->dir == SIM_COPY_H2D || ev->dir == SIM_COPY_D2H ? " of " : "",
                  ev->dir == SIM_COPY_H2D || ev->dir == SIM_COPY_D2H ? (pinned ? "pinned memory" : "pageable memory") : "",
                  ev->stream, d))
       return -1;
@@ -469,7 +469,7 @@ static int do_memset(brun *r, const sim_event *ev) {
     char b[32];
     cudaError_t e = async ? cudaMemsetAsync(g->scratch, 0, n, st) : cudaMemset(g->scratch, 0, n);
     if (rt_check(r, e, "%s of %s (stream %" PRId64 ", GPU %d)", async ? "cudaMemsetAsync" : "cudaMemset",
-                 cudart_bytes(b, sizeof b, n), ev->stream, d))
+                 report_bytes(b, sizeof b, n), ev->stream, d))
       return -1;
     left -= n;
   }
@@ -530,7 +530,7 @@ static int do_host(brun *r, const sim_event *ev) {
     if (pinned) {
       char b[32];
       if (rt_check(r, cudaHostAlloc(&p, ev->size ? ev->size : 1, cudaHostAllocPortable), "cudaHostAlloc of %s",
-                   cudart_bytes(b, sizeof b, ev->size)))
+                   report_bytes(b, sizeof b, ev->size)))
         return -1;
     } else if (!(p = malloc(ev->size ? ev->size : 1))) {
       return run_fail(r, "cannot allocate %" PRIu64 " bytes of host memory: %s", ev->size, strerror(errno));
@@ -632,12 +632,12 @@ static int host_buffers(brun *r) {
   char b[32];
   if (p->pinned_staging &&
       rt_check(r, cudaHostAlloc(&r->pinned, p->pinned_staging, cudaHostAllocPortable), "cudaHostAlloc of the %s pinned copy buffer",
-               cudart_bytes(b, sizeof b, p->pinned_staging)))
+               report_bytes(b, sizeof b, p->pinned_staging)))
     return -1;
   if (p->pageable_staging) {
     r->pageable = malloc(p->pageable_staging);
     if (!r->pageable)
-      return run_fail(r, "cannot allocate the %s pageable copy buffer: %s", cudart_bytes(b, sizeof b, p->pageable_staging),
+      return run_fail(r, "cannot allocate the %s pageable copy buffer: %s", report_bytes(b, sizeof b, p->pageable_staging),
                       strerror(errno));
     memset(r->pageable, 0, p->pageable_staging); /* touch every page now, not during the timed run */
   }

@@ -7,6 +7,7 @@
 #include "../sim/device_sim.h"
 #include "../sim/hashmap.h"
 #include "backend_cuda.h"
+#include "report.h"
 
 /* ---- sizes -------------------------------------------------------------------------------- */
 
@@ -16,19 +17,6 @@ uint64_t backend_scale_size(uint64_t size, double factor) {
   if (v < 1) return 1;
   if (v >= 18446744073709551615.0) return UINT64_MAX;
   return (uint64_t)v;
-}
-
-static const char *fmt_bytes(char *buf, size_t n, uint64_t v) {
-  static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double x = (double)v;
-  int u = 0;
-  while (x >= 1024 && u < 4) {
-    x /= 1024;
-    u++;
-  }
-  if (u == 0) snprintf(buf, n, "%llu B", (unsigned long long)v);
-  else snprintf(buf, n, "%.2f %s", x, units[u]);
-  return buf;
 }
 
 uint64_t backend_budget(uint64_t free_memory) {
@@ -308,10 +296,10 @@ static void judge(const backend_plan_config *cfg, backend_plan *p) {
     snprintf(p->why, sizeof p->why,
              "the replay needs %s on GPU %d (a predicted peak of %s%s, and %s of copy buffers), but only %s is free "
              "and %s of it may be used: rerun with --scale fit, or with --scale %.3g or less",
-             fmt_bytes(need, sizeof need, g->need), d, fmt_bytes(peak, sizeof peak, peak_bytes),
+             report_bytes(need, sizeof need, g->need), d, report_bytes(peak, sizeof peak, peak_bytes),
              g->predicted_peak > cfg->capacity ? " (capped by --capacity)" : "",
-             fmt_bytes(scr, sizeof scr, g->scratch), fmt_bytes(fr, sizeof fr, g->free_memory),
-             fmt_bytes(bud, sizeof bud, g->budget), most);
+             report_bytes(scr, sizeof scr, g->scratch), report_bytes(fr, sizeof fr, g->free_memory),
+             report_bytes(bud, sizeof bud, g->budget), most);
     return;
   }
 }

@@ -88,7 +88,7 @@ static int copy_once(cctx *c, int k, uint64_t n, double *secs) {
   char b[32];
   double t0 = now_s();
   CHECK_RT(cudaMemcpyAsync(dst, src, n, kind, c->s1), "cudaMemcpyAsync (%s, %s)", calib_copy_keys[k],
-           cudart_bytes(b, sizeof b, n));
+           report_bytes(b, sizeof b, n));
   CHECK_RT(cudaStreamSynchronize(c->s1), "cudaStreamSynchronize after a copy (%s)", calib_copy_keys[k]);
   *secs = now_s() - t0;
   return 0;
@@ -130,9 +130,9 @@ static int allocations(cctx *c, calib_profile *p) {
     while (got < trials(c) && (got < 3 || now_s() - start < TRIAL_BUDGET_S)) {
       void *x = NULL;
       double t0 = now_s();
-      CHECK_RT(cudaMalloc(&x, sizes[i]), "cudaMalloc of %s", cudart_bytes(b, sizeof b, sizes[i]));
+      CHECK_RT(cudaMalloc(&x, sizes[i]), "cudaMalloc of %s", report_bytes(b, sizeof b, sizes[i]));
       double t1 = now_s();
-      CHECK_RT(cudaFree(x), "cudaFree of %s", cudart_bytes(b, sizeof b, sizes[i]));
+      CHECK_RT(cudaFree(x), "cudaFree of %s", report_bytes(b, sizeof b, sizes[i]));
       double t2 = now_s();
       ta[got] = t1 - t0;
       tf[got++] = t2 - t1;
@@ -147,9 +147,9 @@ static int allocations(cctx *c, calib_profile *p) {
     while (got < want) {
       void *x = NULL;
       double t0 = now_s();
-      CHECK_RT(cudaMallocHost(&x, sizes[i]), "cudaMallocHost of %s", cudart_bytes(b, sizeof b, sizes[i]));
+      CHECK_RT(cudaMallocHost(&x, sizes[i]), "cudaMallocHost of %s", report_bytes(b, sizeof b, sizes[i]));
       double t1 = now_s();
-      CHECK_RT(cudaFreeHost(x), "cudaFreeHost of %s", cudart_bytes(b, sizeof b, sizes[i]));
+      CHECK_RT(cudaFreeHost(x), "cudaFreeHost of %s", report_bytes(b, sizeof b, sizes[i]));
       double t2 = now_s();
       ta[got] = t1 - t0;
       tf[got++] = t2 - t1;
@@ -256,19 +256,19 @@ static int mappings(cctx *c, calib_profile *p) {
       CUmemGenericAllocationHandle h;
       double t0 = now_s();
       if ((r = c->drv.MemCreate(&h, sizes[i], &prop, 0)) != CUDA_SUCCESS) {
-        rc = cudart_drv_fail(&c->drv, c->err, c->errlen, r, "cuMemCreate of %s", cudart_bytes(b, sizeof b, sizes[i]));
+        rc = cudart_drv_fail(&c->drv, c->err, c->errlen, r, "cuMemCreate of %s", report_bytes(b, sizeof b, sizes[i]));
         break;
       }
       if ((r = c->drv.MemMap(va, sizes[i], 0, h, 0)) != CUDA_SUCCESS ||
           (r = c->drv.MemSetAccess(va, sizes[i], &access, 1)) != CUDA_SUCCESS) {
-        rc = cudart_drv_fail(&c->drv, c->err, c->errlen, r, "cuMemMap of %s", cudart_bytes(b, sizeof b, sizes[i]));
+        rc = cudart_drv_fail(&c->drv, c->err, c->errlen, r, "cuMemMap of %s", report_bytes(b, sizeof b, sizes[i]));
         c->drv.MemUnmap(va, sizes[i]);
         c->drv.MemRelease(h);
         break;
       }
       double t1 = now_s();
       if ((r = c->drv.MemUnmap(va, sizes[i])) != CUDA_SUCCESS || (r = c->drv.MemRelease(h)) != CUDA_SUCCESS) {
-        rc = cudart_drv_fail(&c->drv, c->err, c->errlen, r, "cuMemUnmap of %s", cudart_bytes(b, sizeof b, sizes[i]));
+        rc = cudart_drv_fail(&c->drv, c->err, c->errlen, r, "cuMemUnmap of %s", report_bytes(b, sizeof b, sizes[i]));
         break;
       }
       ta[got] = t1 - t0;
@@ -334,14 +334,14 @@ static int setup(cctx *c, calib_profile *p) {
   char b[32];
   CHECK_RT(cudaStreamCreateWithFlags(&c->s1, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
   CHECK_RT(cudaStreamCreateWithFlags(&c->s2, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
-  CHECK_RT(cudaMalloc(&c->dev, 2 * c->max), "cudaMalloc of the %s device buffer", cudart_bytes(b, sizeof b, 2 * c->max));
+  CHECK_RT(cudaMalloc(&c->dev, 2 * c->max), "cudaMalloc of the %s device buffer", report_bytes(b, sizeof b, 2 * c->max));
   CHECK_RT(cudaMemset(c->dev, 0, 2 * c->max), "cudaMemset of the device buffer");
   CHECK_RT(cudaHostAlloc((void **)&c->pinned, 2 * c->max, cudaHostAllocPortable), "cudaHostAlloc of the %s pinned buffer",
-           cudart_bytes(b, sizeof b, 2 * c->max));
+           report_bytes(b, sizeof b, 2 * c->max));
   memset(c->pinned, 0, 2 * c->max);
   c->pageable = malloc(c->max);
   if (!c->pageable) {
-    snprintf(c->err, c->errlen, "cannot allocate %s of host memory: %s", cudart_bytes(b, sizeof b, c->max), strerror(errno));
+    snprintf(c->err, c->errlen, "cannot allocate %s of host memory: %s", report_bytes(b, sizeof b, c->max), strerror(errno));
     return -1;
   }
   memset(c->pageable, 0, c->max); /* fault every page in before timing */

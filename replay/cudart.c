@@ -11,19 +11,6 @@ const char *cudart_version_text(int v, char *buf, size_t n) {
   return buf;
 }
 
-const char *cudart_bytes(char *buf, size_t n, uint64_t v) {
-  static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double x = (double)v;
-  int u = 0;
-  while (x >= 1024 && u < 4) {
-    x /= 1024;
-    u++;
-  }
-  if (u == 0) snprintf(buf, n, "%llu B", (unsigned long long)v);
-  else snprintf(buf, n, "%.2f %s", x, units[u]);
-  return buf;
-}
-
 int cudart_fail(char *err, size_t errlen, cudaError_t e, const char *fmt, ...) {
   char what[512];
   va_list ap;

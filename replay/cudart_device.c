@@ -36,7 +36,7 @@ typedef struct cudart_dev {
 
 static int fail_rt(cudart_dev *c, cudaError_t e, const char *what, uint64_t size) {
   char b[32], msg[SIM_ERRLEN];
-  cudart_fail(msg, sizeof msg, e, "%s of %s on GPU %d", what, cudart_bytes(b, sizeof b, size), c->ordinal);
+  cudart_fail(msg, sizeof msg, e, "%s of %s on GPU %d", what, report_bytes(b, sizeof b, size), c->ordinal);
   if (!c->failed) snprintf(c->err, sizeof c->err, "%s", msg);
   c->failed = 1;
   return SIM_EDEVICE;
@@ -44,7 +44,7 @@ static int fail_rt(cudart_dev *c, cudaError_t e, const char *what, uint64_t size
 
 static int fail_drv(cudart_dev *c, CUresult r, const char *what, uint64_t size) {
   char b[32], msg[SIM_ERRLEN];
-  cudart_drv_fail(c->drv, msg, sizeof msg, r, "%s of %s on GPU %d", what, cudart_bytes(b, sizeof b, size), c->ordinal);
+  cudart_drv_fail(c->drv, msg, sizeof msg, r, "%s of %s on GPU %d", what, report_bytes(b, sizeof b, size), c->ordinal);
   if (!c->failed) snprintf(c->err, sizeof c->err, "%s", msg);
   c->failed = 1;
   return SIM_EDEVICE;
@@ -162,8 +162,8 @@ static int cd_map(void *ctx, uint64_t addr, uint64_t size, int64_t stream) {
     if (!c->failed)
       snprintf(c->err, sizeof c->err,
                "cannot map %s at 0x%llx on GPU %d: the driver maps whole multiples of its granularity (%s)",
-               cudart_bytes(b, sizeof b, size), (unsigned long long)addr, c->ordinal,
-               cudart_bytes(g, sizeof g, c->granularity));
+               report_bytes(b, sizeof b, size), (unsigned long long)addr, c->ordinal,
+               report_bytes(g, sizeof g, c->granularity));
     c->failed = 1;
     return SIM_EINVAL;
   }

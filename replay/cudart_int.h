@@ -9,6 +9,7 @@
 
 #include "../sim/allocator.h"
 #include "cudart.h"
+#include "report.h"
 
 /*
  * The driver functions memplay needs, fetched through cudaGetDriverEntryPointByVersion so that
@@ -45,8 +46,6 @@ int cudart_driver_load(cudart_driver *d, char *err, size_t errlen);
 int cudart_fail(char *err, size_t errlen, cudaError_t e, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 int cudart_drv_fail(const cudart_driver *d, char *err, size_t errlen, CUresult r, const char *fmt, ...)
   __attribute__((format(printf, 5, 6)));
-/* "1.50 GiB" (for messages). */
-const char *cudart_bytes(char *buf, size_t n, uint64_t v);
 
 /* ---- the stand-in kernel: holds the device for a given time (spin.ptx) --------------------- */
 extern const char cudart_spin_ptx[];

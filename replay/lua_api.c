@@ -60,19 +60,6 @@ int lapi_begin(lua_State *L, lua_ctx *cx) {
 
 /* ---- shared helpers ----------------------------------------------------------------------- */
 
-const char *lapi_bytes(char *buf, size_t n, int64_t v) {
-  static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-  double x = (double)(v < 0 ? -v : v);
-  int u = 0;
-  while (x >= 1024 && u < 5) {
-    x /= 1024;
-    u++;
-  }
-  if (u == 0) snprintf(buf, n, "%s%lld B", v < 0 ? "-" : "", (long long)(v < 0 ? -v : v));
-  else snprintf(buf, n, "%s%.2f %s", v < 0 ? "-" : "", x, units[u]);
-  return buf;
-}
-
 uint64_t lapi_check_size(lua_State *L, int idx, const char *what) {
   if (lua_type(L, idx) == LUA_TNUMBER) {
     if (lua_isinteger(L, idx)) {
@@ -457,7 +444,7 @@ static int l_variants(lua_State *L) {
 static int l_bytes(lua_State *L) {
   char b[48];
   lua_Number v = luaL_checknumber(L, 1);
-  lua_pushstring(L, lapi_bytes(b, sizeof b, (int64_t)llround(v)));
+  lua_pushstring(L, report_bytes(b, sizeof b, (int64_t)llround(v)));
   return 1;
 }
 

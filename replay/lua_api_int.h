@@ -182,8 +182,7 @@ void lapi_scratch_open(lua_State *L, lscratch *sc, ltrace *t);
 /* Reads the next event; raises a Lua error (after freeing sc) when the source fails. */
 int lapi_scratch_next(lua_State *L, lscratch *sc, sim_event *ev, const char *what);
 
-/* Small helpers */
-const char *lapi_bytes(char *buf, size_t n, int64_t v);
+/* A size argument in bytes (a number, or a string such as "16GiB"). */
 uint64_t lapi_check_size(lua_State *L, int idx, const char *what);
 
 #endif

@@ -391,3 +391,16 @@ out:
   yajl_gen_free(g);
   return rc;
 }
+
+const char *report_bytes(char *buf, size_t n, int64_t v) {
+  static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  double x = (double)(v < 0 ? -v : v);
+  int u = 0;
+  while (x >= 1024 && u < 5) {
+    x /= 1024;
+    u++;
+  }
+  if (u == 0) snprintf(buf, n, "%s%lld B", v < 0 ? "-" : "", (long long)(v < 0 ? -v : v));
+  else snprintf(buf, n, "%s%.2f %s", v < 0 ? "-" : "", x, units[u]);
+  return buf;
+}

@@ -36,4 +36,7 @@ void report_time_item_label(store *s, const sim_tm_item *it, char *buf, size_t n
 /* Stores a run with its timeline, OOMs and composition; *run_id receives its id. */
 int report_save_run(store *s, const run_meta *m, const replay_result *r, int64_t *run_id);
 
+/* A byte count for people: "512 B", "1.50 GiB" (binary units, two decimals). Returns buf. */
+const char *report_bytes(char *buf, size_t n, int64_t v);
+
 #endif
