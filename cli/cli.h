@@ -87,6 +87,9 @@ void cli_print_allocators(FILE *f);
 
 /* Opens the store (creating it when create); prints the error and returns NULL on failure. */
 store *cli_open_store(cli *c, int create);
+/* Opens the store (which must exist) and finds trace ref (a name or an id) in it; NULL after
+ * printing why. */
+store *cli_open_trace(cli *c, const char *ref, store_trace *t);
 
 /* Time: "1.234 ms". */
 const char *cli_duration(char *buf, size_t n, double seconds);

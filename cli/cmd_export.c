@@ -27,14 +27,9 @@ int cmd_export(int argc, char **argv, cli *c) {
   if (optind + 1 != argc) return cli_usage_error("export", optind >= argc ? "no TRACE given" : "export takes one TRACE");
   const exporter *x = exporter_find(format);
   if (!x) return cli_usage_error("export", "unknown format '%s' (accepted: jsonl)", format);
-  store *s = cli_open_store(c, 0);
-  if (!s) return CLI_FAIL;
   store_trace t;
-  if (store_trace_find(s, argv[optind], &t)) {
-    cli_error("%s", store_error(s));
-    store_close(s);
-    return CLI_FAIL;
-  }
+  store *s = cli_open_trace(c, argv[optind], &t);
+  if (!s) return CLI_FAIL;
   /* Write to a temporary file beside the output and rename it, so a failure leaves no half file. */
   char *tmp = NULL;
   FILE *f = stdout;

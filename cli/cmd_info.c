@@ -43,14 +43,9 @@ int cmd_info(int argc, char **argv, cli *c) {
   while ((opt = cli_getopt(argc, argv, "h", opts)) != -1)
     if (cli_common_option(c, "info", opt, &code) < 0) return code;
   if (optind + 1 != argc) return cli_usage_error("info", optind >= argc ? "no TRACE given" : "info takes one TRACE");
-  store *s = cli_open_store(c, 0);
-  if (!s) return CLI_FAIL;
   store_trace t;
-  if (store_trace_find(s, argv[optind], &t)) {
-    cli_error("%s", store_error(s));
-    store_close(s);
-    return CLI_FAIL;
-  }
+  store *s = cli_open_trace(c, argv[optind], &t);
+  if (!s) return CLI_FAIL;
   kv *kinds = NULL, *devs = NULL, *streams = NULL, *rec = NULL, *cats = NULL, *notes = NULL, *methods = NULL;
   size_t nk = 0, nd = 0, ns = 0, nr = 0, nc = 0, nn = 0, nm = 0;
   replay_result res;

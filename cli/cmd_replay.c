@@ -167,16 +167,10 @@ int cmd_replay(int argc, char **argv, cli *c) {
     if (alloc) sim_spec_release(&spec);
     return cli_usage_error("replay", "--timing: %s", err);
   }
-  store *s = cli_open_store(c, 0);
+  store_trace t;
+  store *s = cli_open_trace(c, argv[optind], &t);
   if (!s) {
     if (alloc) sim_spec_release(&spec);
-    return CLI_FAIL;
-  }
-  store_trace t;
-  if (store_trace_find(s, argv[optind], &t)) {
-    cli_error("%s", store_error(s));
-    if (alloc) sim_spec_release(&spec);
-    store_close(s);
     return CLI_FAIL;
   }
   if (!alloc) {

@@ -164,14 +164,9 @@ int cmd_validate(int argc, char **argv, cli *c) {
   }
   if (optind + 1 != argc)
     return cli_usage_error("validate", optind >= argc ? "no TRACE given" : "validate takes one TRACE");
-  store *s = cli_open_store(c, 0);
-  if (!s) return CLI_FAIL;
   store_trace t;
-  if (store_trace_find(s, argv[optind], &t)) {
-    cli_error("%s", store_error(s));
-    store_close(s);
-    return CLI_FAIL;
-  }
+  store *s = cli_open_trace(c, argv[optind], &t);
+  if (!s) return CLI_FAIL;
   validate_result r;
   char err[1024];
   int64_t run_id = 0;

@@ -97,6 +97,17 @@ store *cli_open_store(cli *c, int create) {
   return s;
 }
 
+store *cli_open_trace(cli *c, const char *ref, store_trace *t) {
+  store *s = cli_open_store(c, 0);
+  if (!s) return NULL;
+  if (store_trace_find(s, ref, t)) {
+    cli_error("%s", store_error(s));
+    store_close(s);
+    return NULL;
+  }
+  return s;
+}
+
 const char *cli_duration(char *buf, size_t n, double s) {
   if (s >= 1) snprintf(buf, n, "%.3f s", s);
   else if (s >= 1e-3) snprintf(buf, n, "%.3f ms", s * 1e3);
