@@ -418,7 +418,7 @@ static char *col_strdup(sqlite3_stmt *st, int i) {
 
 #define TRACE_COLUMNS                                                                                           \
   "id, name, source_format, source_file, device_name, device_memory, device_index, framework, allocator, "     \
-  "allocator_settings, batch_size, imported_at, event_count, first_ts, last_ts, attrs"
+  "allocator_settings, batch_size, imported_at, event_count, first_ts, last_ts, attrs, first_seq"
 
 static void trace_from_row(sqlite3_stmt *st, store_trace *t) {
   memset(t, 0, sizeof *t);
@@ -438,6 +438,7 @@ static void trace_from_row(sqlite3_stmt *st, store_trace *t) {
   t->first_ts = sqlite3_column_int64(st, 13);
   t->last_ts = sqlite3_column_int64(st, 14);
   t->attrs = col_strdup(st, 15);
+  t->first_seq = sqlite3_column_int64(st, 16);
 }
 
 void store_trace_clear(store_trace *t) {
@@ -553,15 +554,21 @@ static char *unique_name_u(store *s, const char *base) {
 #define NBATCHES 4
 #define MULTI_ROWS 64 /* events per INSERT statement of the writer thread (a batch's whole chunks) */
 
+#define BATCH_RECORDED 1024 /* recorded allocator actions, which ride along */
+
 typedef struct ev_batch {
   sim_event ev[BATCH_EVENTS];
   size_t n;
+  store_recorded rec[BATCH_RECORDED];
+  int64_t rec_seq[BATCH_RECORDED];
+  size_t nrec;
 } ev_batch;
 
 struct store_writer {
   store *s;
   int64_t trace_id;
-  int64_t nev, nrec;
+  int64_t first, next; /* seq of the first event, and of the next one appended */
+  int64_t nrec;
   int64_t first_ts, last_ts;
   /* the writer thread */
   pthread_t thread;
@@ -645,17 +652,12 @@ static int writer_begin_u(store *s, const store_trace *m, store_writer **out) {
   w->trace_id = sqlite3_last_insert_rowid(s->db);
   w->first_ts = INT64_MAX;
   w->last_ts = INT64_MIN;
-  if (writer_start(w)) {
-    free(w);
-    store_seterr(s, "cannot start the writer thread");
-    return -1;
-  }
-  *out = w;
+  *out = w; /* its thread starts with its first event */
   return 0;
 }
 
 int64_t store_writer_trace_id(const store_writer *w) { return w->trace_id; }
-int64_t store_writer_events(const store_writer *w) { return w->nev; }
+int64_t store_writer_events(const store_writer *w) { return w->next - w->first; }
 
 /* The packed columns of an event row (see store_schema.c). */
 static int64_t pack_info(const sim_event *ev) {
@@ -698,28 +700,38 @@ static int insert_event(store_writer *w, const sim_event *ev) {
   return 0;
 }
 
-/* Inserts n events: MULTI_ROWS to a statement while there are as many (a quarter less time per
- * event than one to a statement), the rest one by one. */
+/* Inserts n events, in the writer thread: MULTI_ROWS to a statement while there are as many (a
+ * quarter less time per event than one to a statement), the rest one by one. The connection
+ * lock is taken for one statement at a time, so that the importer's thread never waits long for
+ * its own statements. */
 static int insert_events(store_writer *w, const sim_event *ev, size_t n) {
   size_t i = 0;
-  if (n >= MULTI_ROWS && !w->multi) {
-    char sql[sizeof EVENT_INSERT + MULTI_ROWS * 28];
-    size_t off = (size_t)snprintf(sql, sizeof sql, "%s", EVENT_INSERT);
-    for (int r = 0; r < MULTI_ROWS; r++)
-      off += (size_t)snprintf(sql + off, sizeof sql - off, "%s(?,?,?,?,?,?,?,?,?,?,?,?)", r ? "," : "");
-    if (sqlite3_prepare_v3(w->s->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &w->multi, NULL) != SQLITE_OK)
-      return store_fail(w->s, NULL, "cannot store events");
+  int rc = 0;
+  for (; i + MULTI_ROWS <= n && !rc; i += MULTI_ROWS) {
+    pthread_mutex_lock(&w->s->conn_lock);
+    if (!w->multi) {
+      char sql[sizeof EVENT_INSERT + MULTI_ROWS * 28];
+      size_t off = (size_t)snprintf(sql, sizeof sql, "%s", EVENT_INSERT);
+      for (int r = 0; r < MULTI_ROWS; r++)
+        off += (size_t)snprintf(sql + off, sizeof sql - off, "%s(?,?,?,?,?,?,?,?,?,?,?,?)", r ? "," : "");
+      if (sqlite3_prepare_v3(w->s->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &w->multi, NULL) != SQLITE_OK)
+        rc = store_fail(w->s, NULL, "cannot store events");
+    }
+    if (!rc) {
+      sqlite3_clear_bindings(w->multi);
+      for (int r = 0; r < MULTI_ROWS; r++) bind_event(w->multi, r * EVENT_COLUMNS, w->trace_id, &ev[i + (size_t)r]);
+      if (sqlite3_step(w->multi) != SQLITE_DONE) rc = store_fail(w->s, NULL, "cannot store events");
+      sqlite3_reset(w->multi);
+    }
+    pthread_mutex_unlock(&w->s->conn_lock);
   }
-  for (; i + MULTI_ROWS <= n; i += MULTI_ROWS) {
-    sqlite3_reset(w->multi);
-    sqlite3_clear_bindings(w->multi);
-    for (int r = 0; r < MULTI_ROWS; r++) bind_event(w->multi, r * EVENT_COLUMNS, w->trace_id, &ev[i + (size_t)r]);
-    if (sqlite3_step(w->multi) != SQLITE_DONE) return store_fail(w->s, NULL, "cannot store events");
-  }
-  for (; i < n; i++)
-    if (insert_event(w, &ev[i])) return -1;
-  return 0;
+  pthread_mutex_lock(&w->s->conn_lock);
+  for (; i < n && !rc; i++) rc = insert_event(w, &ev[i]);
+  pthread_mutex_unlock(&w->s->conn_lock);
+  return rc;
 }
+
+static int insert_batch_recorded(store_writer *w, const ev_batch *b);
 
 static void *writer_main(void *arg) {
   store_writer *w = arg;
@@ -732,19 +744,14 @@ static void *writer_main(void *arg) {
     w->nfull--;
     int skip = w->failed;
     pthread_mutex_unlock(&w->qlock);
-    if (!skip) {
-      pthread_mutex_lock(&w->s->conn_lock);
-      if (insert_events(w, b->ev, b->n)) {
-        pthread_mutex_lock(&w->qlock);
-        w->failed = 1;
-        snprintf(w->err, sizeof w->err, "%s", w->s->err);
-        pthread_mutex_unlock(&w->qlock);
-      }
-      if (w->multi) sqlite3_reset(w->multi);
-      pthread_mutex_unlock(&w->s->conn_lock);
+    if (!skip && (insert_events(w, b->ev, b->n) || insert_batch_recorded(w, b))) {
+      pthread_mutex_lock(&w->qlock);
+      w->failed = 1;
+      snprintf(w->err, sizeof w->err, "%s", w->s->err);
+      pthread_mutex_unlock(&w->qlock);
     }
     pthread_mutex_lock(&w->qlock);
-    b->n = 0;
+    b->n = b->nrec = 0;
     w->free_list[w->nfree++] = b;
     pthread_cond_broadcast(&w->qcond);
   }
@@ -752,10 +759,14 @@ static void *writer_main(void *arg) {
   return NULL;
 }
 
+/* Starts w's thread, after stopping the one running for another writer (one runs at a time). */
 static int writer_start(store_writer *w) {
+  if (w->s->writer && w->s->writer != w && writer_stop(w->s->writer)) return -1;
+  w->stop = 0;
+  w->nfull = w->nfree = w->full_head = 0;
   for (int i = 0; i < NBATCHES; i++) {
     w->batches[i] = sim_xmalloc(sizeof(ev_batch));
-    w->batches[i]->n = 0;
+    w->batches[i]->n = w->batches[i]->nrec = 0;
     w->free_list[w->nfree++] = w->batches[i];
   }
   w->cur = w->free_list[--w->nfree];
@@ -763,6 +774,10 @@ static int writer_start(store_writer *w) {
   pthread_cond_init(&w->qcond, NULL);
   if (pthread_create(&w->thread, NULL, writer_main, w)) {
     for (int i = 0; i < NBATCHES; i++) free(w->batches[i]);
+    w->cur = NULL;
+    pthread_mutex_destroy(&w->qlock);
+    pthread_cond_destroy(&w->qcond);
+    store_seterr(w->s, "cannot start the writer thread");
     return -1;
   }
   w->running = 1;
@@ -774,7 +789,7 @@ static int writer_start(store_writer *w) {
 /* Hands the current batch to the writer and takes an empty one. */
 static int writer_submit(store_writer *w, int take_new) {
   pthread_mutex_lock(&w->qlock);
-  if (w->cur && w->cur->n) {
+  if (w->cur && (w->cur->n || w->cur->nrec)) {
     w->full[(w->full_head + w->nfull) % NBATCHES] = w->cur;
     w->nfull++;
     w->cur = NULL;
@@ -790,9 +805,13 @@ static int writer_submit(store_writer *w, int take_new) {
   return failed ? -1 : 0;
 }
 
-/* Stops the writer thread after it has inserted everything submitted. */
+/* Stops the writer thread after it has inserted everything submitted (it starts again when
+ * another event comes). */
 static int writer_stop(store_writer *w) {
-  if (!w->running) return 0;
+  if (!w->running) {
+    if (w->failed) store_seterr(w->s, "%s", w->err);
+    return w->failed ? -1 : 0;
+  }
   writer_submit(w, 0);
   pthread_mutex_lock(&w->qlock);
   w->stop = 1;
@@ -806,7 +825,7 @@ static int writer_stop(store_writer *w) {
   w->s->writer = NULL;
   pthread_mutex_destroy(&w->qlock);
   pthread_cond_destroy(&w->qcond);
-  if (w->cur && w->cur->n == 0) w->free_list[w->nfree++] = w->cur;
+  if (w->cur && w->cur->n == 0 && w->cur->nrec == 0) w->free_list[w->nfree++] = w->cur;
   w->cur = NULL;
   for (int i = 0; i < NBATCHES; i++) free(w->batches[i]);
   if (w->failed) {
@@ -817,11 +836,13 @@ static int writer_stop(store_writer *w) {
 }
 
 int store_writer_event(store_writer *w, sim_event *ev) {
-  if (w->nev >= STORE_MAX_EVENTS) {
-    store_seterr(w->s, "a trace holds at most %lld events", (long long)STORE_MAX_EVENTS);
+  if (w->next >= STORE_MAX_EVENTS) {
+    store_seterr(w->s, "a trace holds at most %lld events%s", (long long)(STORE_MAX_EVENTS - w->first),
+                 w->first ? " after the room left before them" : "");
     return -1;
   }
-  ev->seq = w->nev++;
+  if (!w->running && writer_start(w)) return -1;
+  ev->seq = w->next++;
   if (ev->ts < w->first_ts) w->first_ts = ev->ts;
   if (ev->ts > w->last_ts) w->last_ts = ev->ts;
   ev_batch *b = w->cur;
@@ -830,6 +851,30 @@ int store_writer_event(store_writer *w, sim_event *ev) {
   if (w->observe && w->observe(w->observe_arg, &b->ev[b->n - 1])) return -1;
   if (b->n == BATCH_EVENTS) return writer_submit(w, 1);
   return 0;
+}
+
+int store_writer_leave_room(store_writer *w) {
+  if (w->next != w->first) {
+    store_seterr(w->s, "room before a trace's events must be left before its first event");
+    return -1;
+  }
+  w->first = w->next = STORE_ROOM;
+  return 0;
+}
+
+int store_writer_prepend(store_writer *w, sim_event *ev) {
+  if (w->first == 0) {
+    store_seterr(w->s, "no room left before the trace's first event (at most %lld events can be put there)",
+                 (long long)STORE_ROOM);
+    return -1;
+  }
+  ev->seq = --w->first;
+  if (ev->ts < w->first_ts) w->first_ts = ev->ts;
+  if (ev->ts > w->last_ts) w->last_ts = ev->ts;
+  int t = store_lock(w->s);
+  int rc = insert_event(w, ev);
+  store_unlock(w->s, t);
+  return rc;
 }
 
 void store_writer_observe(store_writer *w, store_event_fn fn, void *arg) {
@@ -869,14 +914,14 @@ static int writer_late_categories(store_writer *w) {
   return 0;
 }
 
-static int writer_recorded_u(store_writer *w, const store_recorded *r) {
+static int insert_recorded(store_writer *w, int64_t seq, const store_recorded *r) {
   sqlite3_stmt *q = store_stmt(w->s,
                                "INSERT INTO recorded(trace_id, seq, before_seq, ts, action, device, stream, addr, size, "
                                "allocated, reserved, device_free, stack_id) VALUES "
                                "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)");
   if (!q) return -1;
   sqlite3_bind_int64(q, 1, w->trace_id);
-  sqlite3_bind_int64(q, 2, w->nrec);
+  sqlite3_bind_int64(q, 2, seq);
   sqlite3_bind_int64(q, 3, r->before_seq);
   sqlite3_bind_int64(q, 4, r->ts);
   sqlite3_bind_text(q, 5, r->action, -1, SQLITE_STATIC);
@@ -889,8 +934,32 @@ static int writer_recorded_u(store_writer *w, const store_recorded *r) {
   if (r->device_free >= 0) sqlite3_bind_int64(q, 12, r->device_free);
   if (r->stack > 0) sqlite3_bind_int64(q, 13, r->stack);
   if (sqlite3_step(q) != SQLITE_DONE) return store_fail(w->s, q, "cannot store recorded allocator action");
+  return 0;
+}
+
+static int writer_recorded_u(store_writer *w, const store_recorded *r) {
+  if (insert_recorded(w, w->nrec, r)) return -1;
   w->nrec++;
   return 0;
+}
+
+/* The recorded actions of a batch, in the writer thread. */
+static int insert_batch_recorded(store_writer *w, const ev_batch *b) {
+  if (!b->nrec) return 0;
+  pthread_mutex_lock(&w->s->conn_lock);
+  int rc = 0;
+  for (size_t i = 0; i < b->nrec && !rc; i++) rc = insert_recorded(w, b->rec_seq[i], &b->rec[i]);
+  pthread_mutex_unlock(&w->s->conn_lock);
+  return rc;
+}
+
+/* The action's name as a string that outlives the caller's (NULL for one the store does not know). */
+static const char *recorded_action(const char *a) {
+  static const char *const names[] = {"segment_alloc", "segment_free", "segment_map", "segment_unmap",
+                                      "oom",           "snapshot",     "totals",      NULL};
+  for (size_t i = 0; a && names[i]; i++)
+    if (!strcmp(names[i], a)) return names[i];
+  return NULL;
 }
 
 static int writer_segment_u(store_writer *w, const store_segment *g) {
@@ -957,7 +1026,7 @@ static int writer_stat_u(store_writer *w, const char *name, const char *severity
 }
 
 static int valid_trace_column(const char *c) {
-  static const char *const cols[] = {"source_format", "source_file", "device_name", "device_memory", "device_index",
+  static const char *const cols[] = {"name", "source_format", "source_file", "device_name", "device_memory", "device_index",
                                      "framework",     "allocator",   "allocator_settings", "batch_size", "attrs", NULL};
   for (size_t i = 0; cols[i]; i++)
     if (!strcmp(cols[i], c)) return 1;
@@ -979,27 +1048,57 @@ static int writer_set_u(store_writer *w, const char *column, int is_text, const 
   sqlite3_bind_int64(q, 2, w->trace_id);
   int rc = sqlite3_step(q);
   sqlite3_finalize(q);
+  if (rc == SQLITE_CONSTRAINT_UNIQUE && text) {
+    store_seterr(w->s, "a trace named '%s' already exists in store '%s' (choose another with --name)", text, w->s->path);
+    return -1;
+  }
   return rc == SQLITE_DONE ? 0 : store_fail(w->s, NULL, "cannot update trace");
+}
+
+/* The late category changes and the trace's counts, once its thread has stopped. */
+static int writer_finish_u(store_writer *w) {
+  if (writer_late_categories(w)) return -1;
+  sqlite3_stmt *q = store_stmt(w->s, "UPDATE traces SET event_count = ?1, first_ts = ?2, last_ts = ?3, "
+                                     "first_seq = ?5 WHERE id = ?4");
+  if (!q) return -1;
+  sqlite3_bind_int64(q, 1, w->next - w->first);
+  if (w->next > w->first) {
+    sqlite3_bind_int64(q, 2, w->first_ts);
+    sqlite3_bind_int64(q, 3, w->last_ts);
+  }
+  sqlite3_bind_int64(q, 4, w->trace_id);
+  sqlite3_bind_int64(q, 5, w->first);
+  return sqlite3_step(q) == SQLITE_DONE ? 0 : store_fail(w->s, q, "cannot finish trace");
 }
 
 int store_writer_end(store_writer *w) {
   int rc = writer_stop(w);
-  if (!rc) rc = writer_late_categories(w);
-  sqlite3_stmt *q = rc ? NULL : store_stmt(w->s, "UPDATE traces SET event_count = ?1, first_ts = ?2, last_ts = ?3 WHERE id = ?4");
-  if (q) {
-    sqlite3_bind_int64(q, 1, w->nev);
-    if (w->nev) {
-      sqlite3_bind_int64(q, 2, w->first_ts);
-      sqlite3_bind_int64(q, 3, w->last_ts);
-    }
-    sqlite3_bind_int64(q, 4, w->trace_id);
-    rc = sqlite3_step(q) == SQLITE_DONE ? 0 : store_fail(w->s, q, "cannot finish trace");
-  } else {
-    rc = -1;
+  if (!rc) {
+    int t = store_lock(w->s); /* another writer's thread may run */
+    rc = writer_finish_u(w);
+    store_unlock(w->s, t);
   }
   free(w->late);
   free(w);
   return rc;
+}
+
+/* Moves the device events and recorded actions written so far to another device. */
+static int writer_set_device_u(store_writer *w, int device) {
+  sqlite3_stmt *q = store_stmt(w->s, "UPDATE events SET info = (info & 4294967295) | ((?2 + 1) << 32) "
+                                     "WHERE id BETWEEN ?1 << 32 AND (?1 << 32) + 4294967295 AND (info >> 32) > 0");
+  if (!q) return -1;
+  sqlite3_bind_int64(q, 1, w->trace_id);
+  sqlite3_bind_int(q, 2, device);
+  if (sqlite3_step(q) != SQLITE_DONE) return store_fail(w->s, q, "cannot move events to another device");
+  sqlite3_reset(q);
+  q = store_stmt(w->s, "UPDATE recorded SET device = ?2 WHERE trace_id = ?1");
+  if (!q) return -1;
+  sqlite3_bind_int64(q, 1, w->trace_id);
+  sqlite3_bind_int(q, 2, device);
+  if (sqlite3_step(q) != SQLITE_DONE) return store_fail(w->s, q, "cannot move recorded actions to another device");
+  sqlite3_reset(q);
+  return 0;
 }
 
 void store_writer_abort(store_writer *w) {
@@ -1038,7 +1137,17 @@ int64_t store_intern_stack(store *s, const store_frame *frames, size_t n) {
     return rc_;                 \
   } while (0)
 
-int store_writer_recorded(store_writer *w, const store_recorded *r) { LOCKED(writer_recorded_u(w, r)); }
+/* While the writer thread runs, recorded actions go with the events, so that the importer's
+ * thread does not wait for the connection. */
+int store_writer_recorded(store_writer *w, const store_recorded *r) {
+  const char *action = recorded_action(r->action);
+  if (!w->running || !action) LOCKED(writer_recorded_u(w, r));
+  ev_batch *b = w->cur;
+  b->rec[b->nrec] = *r;
+  b->rec[b->nrec].action = action;
+  b->rec_seq[b->nrec++] = w->nrec++;
+  return b->nrec == BATCH_RECORDED ? writer_submit(w, 1) : 0;
+}
 int store_writer_segment(store_writer *w, const store_segment *g) { LOCKED(writer_segment_u(w, g)); }
 int store_writer_block(store_writer *w, const store_block *b) { LOCKED(writer_block_u(w, b)); }
 int store_writer_arg(store_writer *w, int64_t seq, const char *key, const char *json_value) {
@@ -1049,12 +1158,19 @@ int store_writer_stat(store_writer *w, const char *name, const char *severity, i
 }
 int store_writer_set(store_writer *w, const char *column, const char *text) { LOCKED(writer_set_u(w, column, 1, text, 0)); }
 int store_writer_set_int(store_writer *w, const char *column, int64_t v) { LOCKED(writer_set_u(w, column, 0, NULL, v)); }
+int store_writer_flush(store_writer *w) { return w ? writer_stop(w) : 0; }
+
+int store_writer_set_device(store_writer *w, int device) {
+  if (writer_stop(w)) return -1;
+  LOCKED(writer_set_device_u(w, device));
+}
 
 /* ---- reading ---------------------------------------------------------------------------- */
 
 struct store_reader {
   store *s;
   sqlite3_stmt *q;
+  int64_t first; /* the trace's first_seq */
 };
 
 int store_reader_range(store *s, int64_t trace_id, int64_t from, int64_t to, store_reader **out) {
@@ -1063,16 +1179,27 @@ int store_reader_range(store *s, int64_t trace_id, int64_t from, int64_t to, sto
   const char *sql = "SELECT id, ts, dur, addr, size, stream, info, stack_id, name_id, step, dev_ts, api_dur "
                     "FROM events WHERE id BETWEEN ?1 AND ?2 ORDER BY id";
   int tok = store_lock(s);
-  int prc = sqlite3_prepare_v2(s->db, sql, -1, &q, NULL);
+  int64_t first = 0;
+  sqlite3_stmt *fq = store_stmt(s, "SELECT first_seq FROM traces WHERE id = ?1");
+  if (fq) {
+    sqlite3_bind_int64(fq, 1, trace_id);
+    if (sqlite3_step(fq) == SQLITE_ROW) first = sqlite3_column_int64(fq, 0);
+    sqlite3_reset(fq);
+  }
+  int prc = fq ? sqlite3_prepare_v2(s->db, sql, -1, &q, NULL) : SQLITE_ERROR;
   store_unlock(s, tok);
+  if (!fq) return -1;
   if (prc != SQLITE_OK) return store_fail(s, NULL, "cannot read events");
+  if (first < 0 || first >= STORE_MAX_EVENTS) first = 0;
   if (from < 0) from = 0;
-  if (to < 0 || to > STORE_MAX_EVENTS) to = STORE_MAX_EVENTS;
-  sqlite3_bind_int64(q, 1, trace_id << 32 | from);
-  sqlite3_bind_int64(q, 2, (trace_id << 32) + to - 1);
+  if (to < 0 || to > STORE_MAX_EVENTS - first) to = STORE_MAX_EVENTS - first;
+  if (from > to) from = to;
+  sqlite3_bind_int64(q, 1, (trace_id << 32) + first + from);
+  sqlite3_bind_int64(q, 2, (trace_id << 32) + first + to - 1);
   store_reader *r = sim_xcalloc(1, sizeof *r);
   r->s = s;
   r->q = q;
+  r->first = first;
   *out = r;
   return 0;
 }
@@ -1086,7 +1213,7 @@ int store_reader_next(store_reader *r, sim_event *ev) {
   store_unlock(r->s, tok);
   if (rc == SQLITE_DONE) return 0;
   if (rc != SQLITE_ROW) return store_fail(r->s, q, "cannot read events");
-  ev->seq = sqlite3_column_int64(q, 0) & 0xffffffff;
+  ev->seq = (sqlite3_column_int64(q, 0) & 0xffffffff) - r->first;
   ev->ts = sqlite3_column_int64(q, 1);
   ev->dur = sqlite3_column_int64(q, 2);
   ev->addr = (uint64_t)sqlite3_column_int64(q, 3);

@@ -80,7 +80,8 @@ typedef struct store_trace {
   char *imported_at;
   int64_t event_count;
   int64_t first_ts, last_ts;
-  char *attrs; /* JSON object text with anything else from the source */
+  char *attrs;       /* JSON object text with anything else from the source */
+  int64_t first_seq; /* the seq its events start at (0 unless its importer left room, see below) */
 } store_trace;
 
 void store_trace_clear(store_trace *t);
@@ -132,6 +133,18 @@ typedef struct store_writer store_writer;
 int store_writer_begin(store *s, const store_trace *meta, store_writer **w);
 /* Appends an event; ev->seq is assigned. */
 int store_writer_event(store_writer *w, sim_event *ev);
+/*
+ * For importers that learn only at the end what comes first (the blocks live before a PyTorch
+ * snapshot's window): before the first event, store_writer_leave_room numbers the events that
+ * follow from the middle of the trace's range (STORE_ROOM), so that store_writer_prepend can
+ * put up to that many events before all the others later, each before the one prepended last.
+ * The seqs the writer hands out and takes (args, recorded actions, categories) are the stored
+ * ones; the trace's first_seq says where its events start, and readers (store_reader) count
+ * from there, so that a reader sees seq 0, 1, 2, ... as for every other trace.
+ */
+#define STORE_ROOM (INT64_C(1) << 31)
+int store_writer_leave_room(store_writer *w);
+int store_writer_prepend(store_writer *w, sim_event *ev);
 int store_writer_recorded(store_writer *w, const store_recorded *r);
 int store_writer_segment(store_writer *w, const store_segment *seg);
 int store_writer_block(store_writer *w, const store_block *b);
@@ -141,8 +154,9 @@ int store_writer_arg(store_writer *w, int64_t seq, const char *key, const char *
  * warning, data_loss). Repeated names add to the value. */
 int store_writer_stat(store_writer *w, const char *name, const char *severity, int64_t value, const char *detail);
 int64_t store_writer_trace_id(const store_writer *w);
+/* Events written so far (the seq of the next appended one, for a writer that left no room). */
 int64_t store_writer_events(const store_writer *w);
-/* Sets a trace field after the fact (allocator_settings, attrs, ...): column must be a trace column. */
+/* Sets a trace field after the fact (name, allocator_settings, attrs, ...): column must be a trace column. */
 int store_writer_set(store_writer *w, const char *column, const char *text);
 int store_writer_set_int(store_writer *w, const char *column, int64_t v);
 /*
@@ -154,6 +168,12 @@ int store_writer_set_int(store_writer *w, const char *column, int64_t v);
 typedef int (*store_event_fn)(void *arg, const sim_event *ev);
 void store_writer_observe(store_writer *w, store_event_fn fn, void *arg);
 void store_writer_set_category(store_writer *w, int64_t seq, int category, int cat_source);
+/* Waits until the writer thread has inserted every event handed to it and stops it (it starts
+ * again with the next event): the connection is then the caller's alone. */
+int store_writer_flush(store_writer *w);
+/* Moves the trace's device events and recorded actions written so far to device (an importer
+ * that learns only at the end which device the trace is of). */
+int store_writer_set_device(store_writer *w, int device);
 /* Finishes the trace (counts, time span, the late category changes) and frees the writer. */
 int store_writer_end(store_writer *w);
 /* Frees the writer without finishing (the caller rolls back). */
@@ -164,7 +184,8 @@ void store_writer_abort(store_writer *w);
 
 typedef struct store_reader store_reader;
 int store_reader_open(store *s, int64_t trace_id, store_reader **r);
-/* Positions the reader at the first event with seq >= from (and stops before `to`, -1: end). */
+/* Positions the reader at the first event with seq >= from (and stops before `to`, -1: end).
+ * Readers count seq from the trace's first event (stored seq - first_seq). */
 int store_reader_range(store *s, int64_t trace_id, int64_t from, int64_t to, store_reader **r);
 /* 1 with an event, 0 at the end, -1 on error (store_error). */
 int store_reader_next(store_reader *r, sim_event *ev);

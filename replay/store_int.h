@@ -37,7 +37,7 @@ struct store {
   int in_tx;
   int async;                /* writer threads running: the connection is shared, use conn_lock */
   pthread_mutex_t conn_lock;
-  store_writer *writer;      /* the writer whose thread is running, if any */
+  store_writer *writer;      /* the writer whose thread is running, if any (at most one runs) */
 };
 
 void store_seterr(store *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -219,6 +219,19 @@ static const char *const migrations[] = {
   "  SELECT c.id AS callsite_id, c.parent_id, c.depth, n.value AS name, f.value AS file, fr.line\n"
   "  FROM callsites c JOIN frames fr ON fr.id = c.frame_id JOIN strings n ON n.id = fr.name_id\n"
   "       JOIN strings f ON f.id = fr.file_id;\n",
+  /* 2: a trace's events may start at a seq other than 0 (an importer that learns only at the end
+   * what comes first numbers the rest from the middle of the range and puts that before them). */
+  "ALTER TABLE traces ADD COLUMN first_seq INTEGER NOT NULL DEFAULT 0;\n"
+  /* events_named counts seq from the trace's first event, as memplay's readers do. */
+  "DROP VIEW events_named;\n"
+  "CREATE VIEW events_named AS\n"
+  "  SELECT e.trace_id, e.seq - t.first_seq AS seq, e.ts, k.name AS kind, coalesce(e.dur, 0) AS dur, e.dev_ts,\n"
+  "         e.api_dur, e.device, coalesce(e.stream, 0) AS stream, coalesce(e.addr, 0) AS addr,\n"
+  "         coalesce(e.size, 0) AS size, m.name AS mem, d.name AS dir, c.name AS category, cs.name AS cat_source,\n"
+  "         e.stack_id, e.step, s.value AS name, e.flags\n"
+  "  FROM events e JOIN traces t ON t.id = e.trace_id JOIN event_kinds k ON k.id = e.kind\n"
+  "       JOIN mem_kinds m ON m.id = e.mem JOIN copy_dirs d ON d.id = e.dir JOIN categories c ON c.id = e.category\n"
+  "       JOIN cat_sources cs ON cs.id = e.cat_source LEFT JOIN strings s ON s.id = e.name_id;\n",
 };
 
 const int store_schema_version = (int)(sizeof migrations / sizeof migrations[0]) - 1;

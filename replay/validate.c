@@ -393,7 +393,7 @@ static int load(validator *v) {
   while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
     sim_grow((void **)&v->rec, &cap, v->nrec + 1, sizeof *v->rec);
     vrec *a = &v->rec[v->nrec++];
-    a->before_seq = sqlite3_column_int64(q, 0);
+    a->before_seq = sqlite3_column_int64(q, 0) - v->t->first_seq; /* counted as the reader counts */
     a->action = action_of((const char *)sqlite3_column_text(q, 1));
     a->addr = (uint64_t)sqlite3_column_int64(q, 2);
     a->size = (uint64_t)sqlite3_column_int64(q, 3);

@@ -245,6 +245,91 @@ static void lookups_while_the_writer_runs(void) {
   store_close(s);
 }
 
+/* Events put before the others at the end, and two traces written turn about (one writer
+ * thread runs at a time): readers count from each trace's first event. */
+static void room_before_and_writers_in_turn(void) {
+  store *s = open_new("room.db");
+  if (!s) return;
+  store_begin(s);
+  store_trace ma = {.name = (char *)"a", .source_format = (char *)"jsonl", .device_index = -1};
+  store_trace mb = {.name = (char *)"b", .source_format = (char *)"jsonl", .device_index = -1};
+  store_writer *a, *b;
+  CHECK_EQ(store_writer_begin(s, &ma, &a), 0);
+  CHECK_EQ(store_writer_begin(s, &mb, &b), 0);
+  CHECK_EQ(store_writer_leave_room(a), 0);
+  int ok = 1;
+  int64_t last_a = -1;
+  for (int i = 0; i < 50000; i++) { /* alternating runs of events, in batches and across them */
+    sim_event ev;
+    sim_event_init(&ev);
+    ev.kind = SIM_EV_ALLOC;
+    ev.addr = (uint64_t)i + 1;
+    ev.size = (uint64_t)i;
+    ev.ts = 100 + i;
+    store_writer *w = (i / 7000) % 2 ? b : a;
+    ok &= store_writer_event(w, &ev) == 0;
+    if (w == a) last_a = ev.seq;
+    if (i == 20000) { /* a recorded action and a category while the other writer's thread ran */
+      store_recorded r = {.before_seq = last_a + 1, .ts = 5, .action = "segment_alloc", .allocated = -1,
+                          .reserved = -1, .device_free = -1};
+      ok &= store_writer_recorded(a, &r) == 0;
+      store_writer_set_category(a, STORE_ROOM, SIM_CAT_PARAMETER, SIM_CATSRC_LIFETIME);
+    }
+  }
+  CHECK(ok);
+  CHECK_EQ(last_a, STORE_ROOM + 27999); /* 28,000 of the 50,000 went to a */
+  sim_event ev;
+  sim_event_init(&ev);
+  ev.kind = SIM_EV_ALLOC;
+  CHECK(store_writer_leave_room(a) != 0); /* too late */
+  CHECK(store_writer_prepend(b, &ev) != 0); /* b left no room */
+  for (int i = 0; i < 3; i++) { /* each before the one prepended last */
+    sim_event_init(&ev);
+    ev.kind = SIM_EV_ALLOC;
+    ev.flags = SIM_EVF_PREEXISTING;
+    ev.addr = UINT64_C(1) << 40 | (uint64_t)(2 - i);
+    ev.ts = 50;
+    CHECK_EQ(store_writer_prepend(a, &ev), 0);
+    CHECK_EQ(ev.seq, STORE_ROOM - 1 - i);
+  }
+  CHECK_EQ(store_writer_events(a), 28003);
+  CHECK_EQ(store_writer_end(a), 0);
+  CHECK_EQ(store_writer_end(b), 0);
+  CHECK_EQ(store_commit(s), 0);
+  store_trace t;
+  CHECK_EQ(store_trace_find(s, "a", &t), 0);
+  CHECK_EQ(t.first_seq, STORE_ROOM - 3);
+  CHECK_EQ(t.event_count, 28003);
+  CHECK_EQ(t.first_ts, 50);
+  store_reader *r;
+  CHECK_EQ(store_reader_open(s, t.id, &r), 0);
+  int64_t n = 0, bad = 0;
+  while (store_reader_next(r, &ev) == 1) {
+    int64_t want_addr = n < 3 ? (int64_t)(UINT64_C(1) << 40 | (uint64_t)n) : -1;
+    if (ev.seq != n || (n < 3 && (int64_t)ev.addr != want_addr) || (n == 3 && ev.category != SIM_CAT_PARAMETER))
+      bad++;
+    n++;
+  }
+  store_reader_close(r);
+  CHECK_EQ(n, 28003);
+  CHECK_EQ(bad, 0);
+  CHECK_EQ(store_reader_range(s, t.id, 2, 5, &r), 0); /* the last rebuilt event and the first two after */
+  int64_t seqs[4] = {0}, k = 0;
+  while (k < 4 && store_reader_next(r, &ev) == 1) seqs[k++] = ev.seq;
+  store_reader_close(r);
+  CHECK_EQ(k, 3);
+  CHECK_EQ(seqs[0] * 100 + seqs[1] * 10 + seqs[2], 234);
+  CHECK_EQ(pragma(s, "SELECT before_seq - (SELECT first_seq FROM traces WHERE name = 'a') FROM recorded"), 3 + 13001); /* after 13,001 events of a */
+  CHECK_EQ(pragma(s, "SELECT min(seq) FROM events_named WHERE trace_id = 1"), 0);
+  store_trace_clear(&t);
+  CHECK_EQ(store_trace_find(s, "b", &t), 0);
+  CHECK_EQ(t.first_seq, 0);
+  CHECK_EQ(t.event_count, 22000);
+  CHECK_EQ(pragma(s, "SELECT count(*) FROM events WHERE trace_id = 2 AND seq = size - 7000 * (size / 14000 + 1)"), 22000);
+  store_trace_clear(&t);
+  store_close(s);
+}
+
 int main(void) {
   const char *tmp = getenv("TMPDIR");
   snprintf(dir, sizeof dir, "%s/memplay-store-XXXXXX", tmp && *tmp ? tmp : "/tmp");
@@ -255,6 +340,7 @@ int main(void) {
   RUN(writes_and_reads_back);
   RUN(failed_write_leaves_store_as_it_was);
   RUN(lookups_while_the_writer_runs);
+  RUN(room_before_and_writers_in_turn);
   char cmd[300];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   if (system(cmd)) return 1;
