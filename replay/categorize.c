@@ -163,10 +163,14 @@ static void on_marker(categorizer *c, const sim_event *ev) {
 
 static int on_alloc(categorizer *c, const sim_event *ev, unsigned fl, sim_map *m) {
   int cls = class_of(fl);
-  /* The allocations' code moves the phase on where no marker did. */
-  if (cls == CL_BACKWARD && c->phase != PH_BACKWARD) set_phase(c, PH_BACKWARD, -1);
-  else if (cls == CL_OPTIMIZER && c->phase != PH_OPTIMIZER) set_phase(c, PH_OPTIMIZER, -1);
-  else if (cls == CL_FORWARD && (c->phase == PH_BACKWARD || c->phase == PH_OPTIMIZER)) set_phase(c, PH_FORWARD, -1);
+  int pre = (ev->flags & SIM_EVF_PREEXISTING) != 0;
+  /* The allocations' code moves the phase on where no marker did; a block live before the
+   * trace began says nothing about the phase the trace is in. */
+  if (!pre) {
+    if (cls == CL_BACKWARD && c->phase != PH_BACKWARD) set_phase(c, PH_BACKWARD, -1);
+    else if (cls == CL_OPTIMIZER && c->phase != PH_OPTIMIZER) set_phase(c, PH_OPTIMIZER, -1);
+    else if (cls == CL_FORWARD && (c->phase == PH_BACKWARD || c->phase == PH_OPTIMIZER)) set_phase(c, PH_FORWARD, -1);
+  }
   uint64_t old;
   if (sim_map_del(m, ev->addr, &old)) { /* allocated again while live: the old one ends here */
     int rc = decide(c, sim_slab_at(&c->slab, (uint32_t)old), 0);
@@ -178,9 +182,12 @@ static int on_alloc(categorizer *c, const sim_event *ev, unsigned fl, sim_map *m
   uint32_t idx = sim_slab_new(&c->slab);
   *sim_map_put(m, ev->addr, NULL) = idx;
   live *e = sim_slab_at(&c->slab, idx);
-  *e = (live){.seq = ev->seq, .epoch = c->epoch, .boundaries = c->boundaries, .bwd_starts = c->bwd_starts,
-              .cls = (uint8_t)cls, .phase = (uint8_t)c->phase, .preexisting = (ev->flags & SIM_EVF_PREEXISTING) != 0};
-  if (cls == CL_TOCOPY) {
+  if (pre) /* made before the trace's start, whenever the importer learns of it */
+    *e = (live){.seq = ev->seq, .cls = (uint8_t)cls, .phase = PH_NONE, .preexisting = 1};
+  else
+    *e = (live){.seq = ev->seq, .epoch = c->epoch, .boundaries = c->boundaries, .bwd_starts = c->bwd_starts,
+                .cls = (uint8_t)cls, .phase = (uint8_t)c->phase};
+  if (cls == CL_TOCOPY && !pre) {
     c->last_tocopy = idx;
     c->last_tocopy_stack = ev->stack;
   }

@@ -27,7 +27,9 @@
  *
  * Steps come from step markers (and, in traces without them, from forward code that follows
  * optimizer code); phases from phase markers ("backward", "optimizer", "zero_grad", "forward";
- * one with a duration ends with it) and from the stacks of the allocations.
+ * one with a duration ends with it) and from the stacks of the allocations made during the trace.
+ * A block live before the trace began (flagged preexisting) counts as made at its start, before
+ * any step or phase, and its stack does not move the phase.
  *
  * The rules are an engine fed events in recorded order (categorizer_*), so that an importer
  * that can give its events their categories before writing them uses the same rules; the pass
@@ -48,8 +50,9 @@ categorizer *categorizer_new(const int64_t phase_names[4], categorize_fn fn, voi
 /*
  * Feeds one event. stack_flags: the flags of the event's call stack (allocations, frees,
  * copies; 0 without a stack). ev->stack only has to identify the stack (equal stacks, equal
- * values). Allocations already decided (a category or a cat_source) are left alone. 0 or -1
- * (the callback's -1).
+ * values). Allocations already decided (a category or a cat_source) are left alone. An
+ * allocation flagged preexisting may be fed at any point before the next event at its address:
+ * it counts as made at the trace's start all the same. 0 or -1 (the callback's -1).
  */
 int categorizer_event(categorizer *c, const sim_event *ev, unsigned stack_flags);
 /* The trace ends: decides what is still live. 0 or -1. */
