@@ -1,12 +1,9 @@
 /* import_snapshot.c: PyTorch memory snapshots (torch.cuda.memory._dump_snapshot() pickles), read without Python. */
-#include <errno.h>
-#include <pthread.h>
 #include <stdarg.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "../sim/hashmap.h"
 #include "categorize.h"
@@ -16,23 +13,26 @@
 
 /*
  * The pickle is read once, by the safe unpickler (pickle.h), which hands over every trace entry
- * as soon as it is complete. An entry is checked, its call stack interned, and it is written to a
- * spool file (a few bytes, in file order); the unpickler then drops it. Segments are taken the
- * same way. What stays in memory
- * is the final state (segments and blocks), the memo's shared frames and strings, and per device
- * the addresses seen (to rebuild the blocks live before a ring-buffer window, which come first
- * in the trace). At the end each device's trace is written from the spool: the rebuilt live
- * blocks, the requests and recorded allocator actions in file order, the final segments and
- * blocks, and the import notes. The allocations' categories are decided first, by the rules of
- * categorize.h fed the events as they will be written (a pass over the spool that keeps a byte
- * per event), so the trace is written categorized and the import driver's pass has nothing left
- * to do. docs/formats.md describes what is kept.
+ * as soon as it is complete. An entry is checked, its call stack interned, and it goes straight
+ * into its device's trace: requests as events (the store's writer thread inserts them while the
+ * unpickler reads on), recorded allocator actions and extra fields as rows of their own; the
+ * unpickler then drops it. The category rules (categorize.h) see each event as it is written and
+ * set each allocation's category while it still waits to be inserted, or when the trace ends.
+ * Segments are taken the same way. What stays in memory is the final state (segments and
+ * blocks), the memo's shared frames and strings, and per device the addresses seen, to rebuild
+ * the blocks live before a ring-buffer window. Those come first in the trace but are known only
+ * at its end, so a trace leaves room before its events (store_writer_leave_room) and puts them
+ * there when the pickle is read (store_writer_prepend); then come the final segments and blocks
+ * and the import notes. Which device a list of entries belongs to is known only from where
+ * device_traces holds it: a trace is written for the device it most likely is and moved when
+ * device_traces says otherwise. docs/formats.md describes what is kept.
  */
 
 #define SNAP_MAX_ANNOTATIONS 10000        /* external annotations kept per trace (in attrs) */
 #define SNAP_STACK_CACHE_WORDS (1u << 24) /* frame indices held by the call-stack cache */
 #define SNAP_MAX_FRAMES (1u << 22)        /* distinct frames before the caches start over */
 #define SNAP_JSON_DEPTH 32
+#define SNAP_MAX_DEVICES 32768
 
 /* Kinds of cached results in pk_obj.aux (top byte). */
 #define AUX_KIND(a) ((uint64_t)(a) >> 56)
@@ -54,39 +54,13 @@ static const char *const action_names[A__COUNT] = {"alloc", "free_requested", "f
                                                    "segment_free", "segment_map", "segment_unmap", "oom", "snapshot"};
 #define A_IS_REQUEST(a) ((a) <= A_FREE_COMPLETED)
 
-/*
- * Spool records, in file order. A record starts with a byte: the action (or an R_ARG's field)
- * in bits 0-3, the kind in bits 4-5, and bit 6 when the list (candidate) number follows, which
- * it does whenever it differs from the record before. Then LEB128 numbers: events and recorded
- * actions give addr, size, zigzag(stream), zigzag(ts - the previous record's ts), stack, and for
- * oom zigzag(device_free); an R_ARG gives its length and then its text.
- */
-enum { R_EVENT = 1, R_RECORDED = 2, R_ARG = 3 };
-#define R_HAS_CAND 0x40
-typedef struct spool_rec {
-  uint32_t cand;
-  uint8_t kind, code; /* R_*, and the action (or the field of an R_ARG) */
-  uint32_t arglen;    /* R_ARG: bytes of text */
-  uint64_t addr, size;
-  int64_t stream, ts, stack, device_free;
-} spool_rec;
-
-#define SPOOL_BUF (1u << 16)
-typedef struct spool {
-  FILE *f;
-  unsigned char buf[SPOOL_BUF];
-  size_t n;     /* bytes in buf */
-  uint64_t off; /* bytes written in all */
-  int64_t prev_ts;
-  uint32_t prev_cand;
-} spool;
-
 /* An address's history within one device's trace. */
 enum { ADDR_ALLOCATED = 1, ADDR_FREED_FIRST = 2 };
 
 typedef struct pre_block {
   uint64_t addr, size;
   int64_t stream, stack;
+  uint8_t cat; /* its category | cat_source << 4, as the rules decide it */
 } pre_block;
 
 /* One streamed list of trace entries: a device's trace once device_traces says which. */
@@ -99,8 +73,12 @@ typedef struct snap_cand {
   int has_time;
   int64_t first_ts, last_ts;
   int have_first;
-  uint64_t spool_first, spool_end;
-  int64_t spool_ts0; /* the ts its first record is relative to */
+  store_writer *w;   /* its trace, written as the entries come */
+  int guess;         /* the device its events are written for until device_traces says */
+  int64_t last_seq;  /* seq of its latest event, -1 before the first */
+  categorizer *cz;   /* the category rules, fed its events as they are written */
+  sim_map pending;   /* seq of an allocation not decided yet -> its size */
+  int64_t count[SIM_CATSRC__COUNT], bytes[SIM_CATSRC__COUNT]; /* allocations by cat_source */
   sim_map addrs;     /* address -> ADDR_* bits | pre index << 2 */
   pre_block *pre;    /* freed before any allocation */
   size_t npre, precap;
@@ -130,8 +108,8 @@ typedef struct snap {
   import_ctx *ic;
   pickle *p;
   char read_err[512];
-  spool *sp;
-  snap_cand *cands;
+  yajl_gen arg; /* an extra field's value as JSON */
+  snap_cand **cands; /* each list of trace entries, in file order */
   size_t ncand, candcap;
   /* call stacks: frames by content, stacks by their frames */
   frame_key *frames;
@@ -396,53 +374,77 @@ static int frames_stack(snap *st, const place *pl, const pk_val *v, int64_t *out
 
 /* ---- trace entries (called by the unpickler as each one completes) ---------------------- */
 
-static int spool_flush(snap *st) {
-  spool *sp = st->sp;
-  if (sp->n && fwrite(sp->buf, 1, sp->n, sp->f) != sp->n)
-    return pickle_fail(st->p, "cannot write the import's spool file: %s", strerror(errno));
-  sp->off += sp->n;
-  sp->n = 0;
-  return 0;
+static unsigned stack_flags_of(const snap *st, int64_t stack) {
+  const uint64_t *f = stack > 0 ? sim_map_get((sim_map *)&st->stack_flags, (uint64_t)stack) : NULL;
+  return f ? (unsigned)(*f - 1) : 0;
 }
 
-static void put_varint(spool *sp, uint64_t v) {
-  while (v >= 0x80) {
-    sp->buf[sp->n++] = (unsigned char)(v | 0x80);
-    v >>= 7;
-  }
-  sp->buf[sp->n++] = (unsigned char)v;
+/* A request for device memory on device as an event. */
+static void device_event(sim_event *ev, int kind, int64_t ts, uint64_t addr, uint64_t size, int64_t stream,
+                         int64_t stack, int device) {
+  sim_event_init(ev);
+  ev->kind = (uint8_t)kind;
+  ev->ts = ts;
+  ev->addr = addr;
+  ev->size = size;
+  ev->stream = stream;
+  ev->stack = stack;
+  ev->device = (int16_t)device;
+  ev->mem = SIM_MEM_DEVICE;
 }
 
-static uint64_t zigzag(int64_t v) { return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63); }
-static int64_t unzigzag(uint64_t v) { return (int64_t)(v >> 1) ^ -(int64_t)(v & 1); }
+/* A block live before the window as an event: the rules know it by seq -1 - its index among
+ * them until it is written. */
+static void pre_event(const snap_cand *c, size_t i, int device, sim_event *ev) {
+  const pre_block *b = &c->pre[i];
+  device_event(ev, SIM_EV_ALLOC, c->first_ts, b->addr, b->size, b->stream, b->stack, device);
+  ev->flags = SIM_EVF_PREEXISTING;
+  ev->seq = -1 - (int64_t)i;
+}
 
-static int spool_write(snap *st, const spool_rec *r, const void *text) {
-  spool *sp = st->sp;
-  if (sp->n + 80 > SPOOL_BUF && spool_flush(st)) return -1;
-  int with_cand = r->cand != sp->prev_cand;
-  sp->buf[sp->n++] = (unsigned char)(r->code | r->kind << 4 | (with_cand ? R_HAS_CAND : 0));
-  if (with_cand) put_varint(sp, r->cand);
-  sp->prev_cand = r->cand;
-  if (r->kind == R_ARG) {
-    put_varint(sp, r->arglen);
-    if (spool_flush(st)) return -1;
-    if (r->arglen && fwrite(text, 1, r->arglen, sp->f) != r->arglen)
-      return pickle_fail(st->p, "cannot write the import's spool file: %s", strerror(errno));
-    sp->off += r->arglen;
+/* The rules decided an allocation's category: a block live before the window keeps it until it
+ * is written; any other allocation has it set in the store. */
+static int cand_decided(void *arg, int64_t seq, int category, int cat_source) {
+  snap_cand *c = arg;
+  if (seq < 0) {
+    if ((uint64_t)(-1 - seq) >= c->npre) return -1;
+    c->pre[-1 - seq].cat = (uint8_t)((category & 15) | (cat_source & 15) << 4);
     return 0;
   }
-  put_varint(sp, r->addr);
-  put_varint(sp, r->size);
-  put_varint(sp, zigzag(r->stream));
-  put_varint(sp, zigzag((int64_t)((uint64_t)r->ts - (uint64_t)sp->prev_ts)));
-  put_varint(sp, (uint64_t)r->stack);
-  if (r->code == A_OOM) put_varint(sp, zigzag(r->device_free));
-  sp->prev_ts = r->ts;
+  uint64_t size;
+  if (sim_map_del(&c->pending, (uint64_t)seq, &size)) {
+    c->count[SIM_CATSRC_NONE]--;
+    c->bytes[SIM_CATSRC_NONE] -= (int64_t)size;
+    c->count[cat_source & 15]++;
+    c->bytes[cat_source & 15] += (int64_t)size;
+  }
+  store_writer_set_category(c->w, seq, category, cat_source);
   return 0;
 }
 
-/* The spool's length so far (records in the buffer counted). */
-static uint64_t spool_len(const snap *st) { return st->sp->off + st->sp->n; }
+/* Feeds an event to the rules (a written allocation waits in pending for its decision). */
+static int cand_feed(snap *st, snap_cand *c, const sim_event *ev) {
+  if (ev->kind == SIM_EV_ALLOC && ev->seq >= 0) {
+    c->count[SIM_CATSRC_NONE]++;
+    c->bytes[SIM_CATSRC_NONE] += (int64_t)ev->size;
+    *sim_map_put(&c->pending, (uint64_t)ev->seq, NULL) = ev->size;
+  }
+  if (categorizer_event(c->cz, ev, stack_flags_of(st, ev->stack)))
+    return pickle_fail(st->p, "cannot categorize the allocations");
+  return 0;
+}
+
+static int store_failed(snap *st) { return pickle_fail(st->p, "%s", store_error(st->ic->s)); }
+
+/* An extra field of the entry that made the trace's latest event. */
+static int entry_arg(snap *st, snap_cand *c, int field, const char *text, size_t len) {
+  if (c->last_seq < STORE_ROOM) return 0; /* follows no event */
+  yajl_gen_clear(st->arg);
+  yajl_gen_reset(st->arg, NULL);
+  jsonw_strn(st->arg, text, len);
+  if (store_writer_arg(c->w, c->last_seq, field_names[field], jsonw_text(st->arg, NULL))) return store_failed(st);
+  return 0;
+}
 
 static int take_entry(snap *st, snap_cand *c, uint64_t index, pk_val item) {
   place pl = PLACE(st, where(st, item), "trace entry %llu");
@@ -471,79 +473,121 @@ static int take_entry(snap *st, snap_cand *c, uint64_t index, pk_val item) {
     add_name(c->unknown_names, sizeof c->unknown_names, as->data, as->len);
     return 0;
   }
-  spool_rec r = {.cand = (uint32_t)(c - st->cands), .code = (uint8_t)action, .device_free = -1};
-  r.kind = A_IS_REQUEST(action) ? R_EVENT : R_RECORDED;
+  uint64_t addr = 0, size = 0;
+  int64_t stream = 0, ts, stack, device_free = -1;
   int needs_addr = action != A_OOM && action != A_SNAPSHOT;
-  if (action != A_OOM && get_u64(&pl, f[F_ADDR], "addr", needs_addr, &r.addr)) return -1;
-  if (get_u64(&pl, f[F_SIZE], "size", 1, &r.size) || get_i64(&pl, f[F_STREAM], "stream", 0, &r.stream)) return -1;
+  if (action != A_OOM && get_u64(&pl, f[F_ADDR], "addr", needs_addr, &addr)) return -1;
+  if (get_u64(&pl, f[F_SIZE], "size", 1, &size) || get_i64(&pl, f[F_STREAM], "stream", 0, &stream)) return -1;
   if (action == A_OOM && f[F_DEVICE_FREE]) {
     uint64_t df = 0;
     if (get_u64(&pl, f[F_DEVICE_FREE], "device_free", 0, &df)) return -1;
-    r.device_free = df > INT64_MAX ? INT64_MAX : (int64_t)df;
+    device_free = df > INT64_MAX ? INT64_MAX : (int64_t)df;
   }
   if (f[F_TIME_US] && f[F_TIME_US]->type != PK_NONE) {
     uint64_t us = 0;
     if (get_u64(&pl, f[F_TIME_US], "time_us", 1, &us)) return -1;
     if (us > (uint64_t)INT64_MAX / 1000) return bad(&pl, "time_us", "is out of range (%" PRIu64 ")", us);
-    r.ts = (int64_t)us * 1000;
+    ts = (int64_t)us * 1000;
     c->has_time = 1;
   } else {
-    r.ts = c->last_ts;
+    ts = c->last_ts;
     c->without_time++;
   }
   if (!c->have_first) {
-    c->first_ts = r.ts;
+    c->first_ts = ts;
     c->have_first = 1;
   }
-  c->last_ts = r.ts;
-  if (frames_stack(st, &pl, f[F_FRAMES], &r.stack)) return -1;
+  c->last_ts = ts;
+  if (frames_stack(st, &pl, f[F_FRAMES], &stack)) return -1;
   /* The memo now holds the stack's id where it held the frames list, so the list can go. */
-  if (f[F_FRAMES] && f[F_FRAMES]->type == PK_LIST) pickle_memo_replace(st->p, *f[F_FRAMES], r.stack);
+  if (f[F_FRAMES] && f[F_FRAMES]->type == PK_LIST) pickle_memo_replace(st->p, *f[F_FRAMES], stack);
   const char *cc = NULL, *um = NULL;
   if (get_str(&pl, f[F_COMPILE_CONTEXT], "compile_context", 0, &cc) ||
       get_str(&pl, f[F_USER_METADATA], "user_metadata", 0, &um))
     return -1;
 
-  /* What the address was before this entry. */
   if (A_IS_REQUEST(action)) {
+    /* What the address was before this entry: freed first, it was live before the window, and
+     * the rules learn of it now (as made at the trace's start). */
     int existed;
-    uint64_t *s = sim_map_put(&c->addrs, r.addr, &existed);
+    uint64_t *s = sim_map_put(&c->addrs, addr, &existed);
     if (action == A_ALLOC) {
       *s |= ADDR_ALLOCATED;
     } else if (!existed) {
       sim_grow((void **)&c->pre, &c->precap, c->npre + 1, sizeof *c->pre);
-      c->pre[c->npre] = (pre_block){r.addr, r.size, r.stream, 0};
-      *s = ADDR_FREED_FIRST | (uint64_t)c->npre++ << 2;
+      c->pre[c->npre] = (pre_block){addr, size, stream, 0, 0};
+      *s = ADDR_FREED_FIRST | (uint64_t)c->npre << 2;
+      sim_event pe;
+      pre_event(c, c->npre++, c->guess, &pe);
+      if (cand_feed(st, c, &pe)) return -1;
     }
-  } else if (action == A_SEGMENT_ALLOC) {
-    *sim_map_put(&c->segs, r.addr, NULL) = 1;
-  } else if (action == A_SEGMENT_FREE && !sim_map_get(&c->segs, r.addr)) {
-    c->seg_gone++;
-  } else if (action == A_SEGMENT_MAP) {
-    /* expandable segments map and unmap page ranges, not whole segments */
-    for (uint64_t pg = r.addr >> 21, n = 0; pg <= (r.addr + (r.size ? r.size - 1 : 0)) >> 21 && n < 65536; pg++, n++)
-      *sim_map_put(&c->pages, pg, NULL) = 1;
-  } else if (action == A_SEGMENT_UNMAP && !sim_map_get(&c->pages, r.addr >> 21)) {
-    c->seg_gone++;
+    static const uint8_t kinds[] = {SIM_EV_ALLOC, SIM_EV_FREE_REQUESTED, SIM_EV_FREE_COMPLETED};
+    sim_event ev;
+    device_event(&ev, kinds[action], ts, addr, size, stream, stack, c->guess);
+    if (store_writer_event(c->w, &ev)) return store_failed(st);
+    c->last_seq = ev.seq;
+    if (cand_feed(st, c, &ev)) return -1;
+  } else {
+    if (action == A_SEGMENT_ALLOC) {
+      *sim_map_put(&c->segs, addr, NULL) = 1;
+    } else if (action == A_SEGMENT_FREE && !sim_map_get(&c->segs, addr)) {
+      c->seg_gone++;
+    } else if (action == A_SEGMENT_MAP) {
+      /* expandable segments map and unmap page ranges, not whole segments */
+      for (uint64_t pg = addr >> 21, n = 0; pg <= (addr + (size ? size - 1 : 0)) >> 21 && n < 65536; pg++, n++)
+        *sim_map_put(&c->pages, pg, NULL) = 1;
+    } else if (action == A_SEGMENT_UNMAP && !sim_map_get(&c->pages, addr >> 21)) {
+      c->seg_gone++;
+    }
+    store_recorded rec = {.before_seq = c->last_seq + 1, .ts = ts, .action = action_names[action],
+                          .device = c->guess, .stream = stream, .addr = addr, .size = size, .allocated = -1,
+                          .reserved = -1, .device_free = device_free, .stack = stack};
+    if (store_writer_recorded(c->w, &rec)) return store_failed(st);
   }
   c->by_action[action]++;
-  if (c->spool_end == 0) {
-    c->spool_first = spool_len(st);
-    c->spool_ts0 = st->sp->prev_ts;
-  }
-  if (spool_write(st, &r, NULL)) return -1;
-  if (cc && strcmp(cc, "N/A") && *cc) {
-    spool_rec a = {.cand = r.cand, .kind = R_ARG, .code = F_COMPILE_CONTEXT,
-                   .arglen = (uint32_t)f[F_COMPILE_CONTEXT]->u.o->len};
-    if (spool_write(st, &a, cc)) return -1;
-  }
-  if (um && *um) {
-    spool_rec a = {.cand = r.cand, .kind = R_ARG, .code = F_USER_METADATA,
-                   .arglen = (uint32_t)f[F_USER_METADATA]->u.o->len};
-    if (spool_write(st, &a, um)) return -1;
-  }
-  c->spool_end = spool_len(st);
+  if (cc && strcmp(cc, "N/A") && *cc && entry_arg(st, c, F_COMPILE_CONTEXT, cc, f[F_COMPILE_CONTEXT]->u.o->len))
+    return -1;
+  if (um && *um && entry_arg(st, c, F_USER_METADATA, um, f[F_USER_METADATA]->u.o->len)) return -1;
   return 0;
+}
+
+/* The device a new list of entries most likely belongs to: the k-th of the devices the final
+ * state has segments on (they come first in a snapshot), else the k-th device. */
+static int guess_device(const snap *st, size_t k) {
+  int devs[64];
+  size_t n = 0;
+  for (size_t i = 0; i < st->nsegs && n < 64; i++) {
+    int d = st->segs[i].s.device, seen = 0;
+    for (size_t j = 0; j < n && !seen; j++) seen = devs[j] == d;
+    if (!seen) devs[n++] = d;
+  }
+  if (k >= n) return k > 32767 ? 32767 : (int)k;
+  for (size_t i = 1; i < n; i++) /* a few devices: insertion sort */
+    for (size_t j = i; j > 0 && devs[j - 1] > devs[j]; j--) {
+      int t = devs[j];
+      devs[j] = devs[j - 1];
+      devs[j - 1] = t;
+    }
+  return devs[k];
+}
+
+/* A new list of trace entries: its trace begins (named when the pickle is read). */
+static int cand_begin(snap *st, snap_cand *c) {
+  static const int64_t no_names[4] = {0, 0, 0, 0}; /* snapshots have no phase markers */
+  import_ctx *ic = st->ic;
+  c->guess = guess_device(st, st->ncand - 1);
+  c->last_seq = STORE_ROOM - 1;
+  sim_map_init(&c->addrs);
+  sim_map_init(&c->segs);
+  sim_map_init(&c->pages);
+  sim_map_init(&c->pending);
+  c->cz = categorizer_new(no_names, cand_decided, c);
+  char *tmp = store_unique_name(ic->s, "(snapshot being imported)");
+  store_trace meta = {.name = tmp, .source_format = (char *)"pytorch_snapshot", .source_file = (char *)ic->path,
+                      .device_index = c->guess, .framework = (char *)"pytorch", .allocator = (char *)"torch"};
+  int rc = !tmp || store_writer_begin(ic->s, &meta, &c->w) || store_writer_leave_room(c->w);
+  free(tmp);
+  return rc ? store_failed(st) : 0;
 }
 
 static int read_segment(snap *st, size_t si, pk_val sv);
@@ -575,19 +619,17 @@ static int on_item(void *arg, pickle *p, pk_obj *list, uint64_t index, pk_val it
       return read_segment(st, 0, item) ? -1 : PICKLE_TAKE;
     }
     if (!is_entry) return PICKLE_KEEP_ALL;
-    if (st->ncand >= UINT32_MAX) return pickle_fail(st->p, "byte %llu: too many lists of trace entries",
-                                                    (unsigned long long)list->offset);
+    if (st->ncand >= SNAP_MAX_DEVICES)
+      return pickle_fail(st->p, "byte %llu: more than %d lists of trace entries (a snapshot has one per device)",
+                         (unsigned long long)list->offset, SNAP_MAX_DEVICES);
     sim_grow((void **)&st->cands, &st->candcap, st->ncand + 1, sizeof *st->cands);
-    snap_cand *c = &st->cands[st->ncand];
-    memset(c, 0, sizeof *c);
+    snap_cand *c = st->cands[st->ncand++] = sim_xcalloc(1, sizeof *c);
     c->offset = list->offset;
     c->device = -1;
-    sim_map_init(&c->addrs);
-    sim_map_init(&c->segs);
-    sim_map_init(&c->pages);
-    list->aux = AUX_MAKE(AUX_CAND, st->ncand++);
+    list->aux = AUX_MAKE(AUX_CAND, st->ncand - 1);
+    if (cand_begin(st, c)) return -1;
   }
-  snap_cand *c = &st->cands[AUX_VALUE(list->aux)];
+  snap_cand *c = st->cands[AUX_VALUE(list->aux)];
   return take_entry(st, c, index, item) ? -1 : PICKLE_TAKE;
 }
 
@@ -899,319 +941,99 @@ static char *trace_attrs(snap *st, const trace_job *j, size_t nseg, size_t nblk,
   return text;
 }
 
-/*
- * Reading one list's records back from the spool. Each reader has its own buffer and reads
- * with pread, so that two can read at once.
- */
-typedef struct spool_reader {
-  snap *st;
-  const snap_cand *c;
-  uint32_t cand;
-  int fd;
-  unsigned char buf[SPOOL_BUF];
-  size_t n, pos;
-  uint64_t off; /* file offset of buf[n] */
-  int64_t prev_ts;
-  uint32_t prev_cand;
-  char *text; /* an R_ARG's text */
-  size_t textcap;
-} spool_reader;
-
-static spool_reader *spool_reader_new(snap *st, snap_cand *c) {
-  spool_reader *rd = sim_xcalloc(1, sizeof *rd);
-  rd->st = st;
-  rd->c = c;
-  rd->cand = (uint32_t)(c - st->cands);
-  rd->fd = fileno(st->sp->f);
-  rd->off = c->spool_first;
-  rd->prev_ts = c->spool_ts0;
-  rd->prev_cand = UINT32_MAX;
-  return rd;
-}
-
-static void spool_reader_free(spool_reader *rd) {
-  if (!rd) return;
-  free(rd->text);
-  free(rd);
-}
-
-/* 1 with a byte, 0 at the end of the file, -1 on error. */
-static int spool_byte(spool_reader *rd, unsigned char *b) {
-  if (rd->pos == rd->n) {
-    ssize_t got;
-    do got = pread(rd->fd, rd->buf, SPOOL_BUF, (off_t)rd->off);
-    while (got < 0 && errno == EINTR);
-    if (got <= 0) return got < 0 ? -1 : 0;
-    rd->off += (uint64_t)got;
-    rd->n = (size_t)got;
-    rd->pos = 0;
-  }
-  *b = rd->buf[rd->pos++];
-  return 1;
-}
-
-static int get_varint(spool_reader *rd, uint64_t *v) {
-  *v = 0;
-  for (int shift = 0; shift < 64; shift += 7) {
-    unsigned char b;
-    if (spool_byte(rd, &b) != 1) return -1;
-    *v |= (uint64_t)(b & 0x7F) << shift;
-    if (!(b & 0x80)) return 0;
-  }
-  return -1;
-}
-
-/* Reads the record at the reader's position (the text of an R_ARG into rd->text). */
-static int spool_read(spool_reader *rd, spool_rec *r) {
-  unsigned char h;
-  uint64_t v;
-  if (spool_byte(rd, &h) != 1) return -1;
-  r->code = h & 15;
-  r->kind = h >> 4 & 3;
-  if (h & R_HAS_CAND) {
-    if (get_varint(rd, &v)) return -1;
-    rd->prev_cand = (uint32_t)v;
-  }
-  r->cand = rd->prev_cand;
-  if (r->kind == R_ARG) {
-    if (get_varint(rd, &v) || v > UINT32_MAX) return -1;
-    r->arglen = (uint32_t)v;
-    sim_grow((void **)&rd->text, &rd->textcap, r->arglen + 1, 1);
-    for (uint32_t i = 0; i < r->arglen; i++)
-      if (spool_byte(rd, (unsigned char *)rd->text + i) != 1) return -1;
-    return 0;
-  }
-  uint64_t stream, dts, stack;
-  if (get_varint(rd, &r->addr) || get_varint(rd, &r->size) || get_varint(rd, &stream) || get_varint(rd, &dts) ||
-      get_varint(rd, &stack))
-    return -1;
-  r->stream = unzigzag(stream);
-  r->ts = (int64_t)((uint64_t)rd->prev_ts + (uint64_t)unzigzag(dts));
-  rd->prev_ts = r->ts;
-  r->stack = (int64_t)stack;
-  r->device_free = -1;
-  if (r->code == A_OOM) {
-    if (get_varint(rd, &v)) return -1;
-    r->device_free = unzigzag(v);
-  }
-  return 0;
-}
-
-/* The list's next record: 1, 0 after its last, -1 on error (the message is the caller's). */
-static int spool_next(spool_reader *rd, spool_rec *r) {
-  while (rd->off - (rd->n - rd->pos) < rd->c->spool_end) {
-    if (spool_read(rd, r)) return -1;
-    if (r->cand == rd->cand) return 1;
-  }
-  return 0;
-}
-
-/* A request for device memory on device as an event. */
-static void device_event(sim_event *ev, int kind, int64_t ts, uint64_t addr, uint64_t size, int64_t stream,
-                         int64_t stack, int device) {
-  sim_event_init(ev);
-  ev->kind = (uint8_t)kind;
-  ev->ts = ts;
-  ev->addr = addr;
-  ev->size = size;
-  ev->stream = stream;
-  ev->stack = stack;
-  ev->device = (int16_t)device;
-  ev->mem = SIM_MEM_DEVICE;
-}
-
-/* A preexisting block as the trace's event seq. */
-static void pre_event(const pre_block *b, int64_t ts, int device, sim_event *ev) {
-  device_event(ev, SIM_EV_ALLOC, ts, b->addr, b->size, b->stream, b->stack, device);
-  ev->flags = SIM_EVF_PREEXISTING;
-}
-
-/* A request of the spool as an event. */
-static void spool_event(const spool_rec *r, int device, sim_event *ev) {
-  static const uint8_t kinds[] = {SIM_EV_ALLOC, SIM_EV_FREE_REQUESTED, SIM_EV_FREE_COMPLETED};
-  device_event(ev, kinds[r->code], r->ts, r->addr, r->size, r->stream, r->stack, device);
-}
-
-static int spool_read_fail(snap *st) {
-  import_error(st->ic, "cannot import '%s': cannot read the spool file back: %s", st->ic->path,
-               errno ? strerror(errno) : "it ends early");
-  return -1;
-}
-
-/* The categories of one trace's events, decided before they are written (categorize.h). */
-typedef struct snap_cats {
-  uint8_t *cat; /* by seq: category | cat_source << 4 */
-  int64_t n;
-} snap_cats;
-
-static int cats_decided(void *arg, int64_t seq, int category, int cat_source) {
-  snap_cats *sc = arg;
-  if (seq < 0 || seq >= sc->n) return -1;
-  sc->cat[seq] = (uint8_t)((category & 15) | (cat_source & 15) << 4);
-  return 0;
-}
-
-static unsigned stack_flags_of(const snap *st, int64_t stack) {
-  const uint64_t *f = stack > 0 ? sim_map_get((sim_map *)&st->stack_flags, (uint64_t)stack) : NULL;
-  return f ? (unsigned)(*f - 1) : 0;
-}
-
-/*
- * Feeds the trace's events, as they will be written, to the category rules, which decide each
- * allocation's category as the import driver's pass would from the stored trace (snapshots
- * have no markers or copies: the rules see allocations, frees and call stacks). It runs on a
- * thread of its own while the recorded actions and the final state are stored: it reads only
- * the spool (with its own reader) and what the parse left, and writes only sc and err.
- */
-typedef struct cat_job {
-  snap *st;
-  snap_cand *c;
-  const pre_block *pre;
-  size_t npre;
-  int device;
-  snap_cats *sc;
-  int rc;
-  char err[256];
-} cat_job;
-
-static void *categorize_events(void *arg) {
-  cat_job *jb = arg;
-  static const int64_t no_names[4] = {0, 0, 0, 0}; /* no phase markers */
-  categorizer *cz = categorizer_new(no_names, cats_decided, jb->sc);
-  spool_reader *rd = spool_reader_new(jb->st, jb->c);
-  int rc = 0;
-  int64_t seq = 0;
-  sim_event ev;
-  for (size_t i = 0; i < jb->npre && !rc; i++) {
-    pre_event(&jb->pre[i], jb->c->first_ts, jb->device, &ev);
-    ev.seq = seq++;
-    rc = categorizer_event(cz, &ev, stack_flags_of(jb->st, ev.stack));
-  }
-  spool_rec r;
-  int got = 0;
-  while (!rc && (got = spool_next(rd, &r)) == 1) {
-    if (r.kind != R_EVENT) continue;
-    spool_event(&r, jb->device, &ev);
-    ev.seq = seq++;
-    rc = categorizer_event(cz, &ev, stack_flags_of(jb->st, ev.stack));
-  }
-  if (!rc && got < 0) {
-    snprintf(jb->err, sizeof jb->err, "cannot read the spool file back: %s", errno ? strerror(errno) : "it ends early");
-    rc = -1;
-  } else if (!rc && categorizer_finish(cz)) {
-    rc = -1;
-  }
-  if (rc && !jb->err[0]) snprintf(jb->err, sizeof jb->err, "cannot categorize its allocations");
-  spool_reader_free(rd);
-  categorizer_free(cz);
-  jb->rc = rc;
-  return NULL;
-}
-
-/*
- * Writes one device's events from the spool, each allocation with its category; the store's
- * writer thread inserts them while this one reads on. count and bytes: allocations by
- * cat_source. seq counts the events after the npre rebuilt ones.
- */
-static int write_events(snap *st, store_writer *w, snap_cand *c, int device, const snap_cats *sc, int64_t npre,
-                        int64_t count[SIM_CATSRC__COUNT], int64_t bytes[SIM_CATSRC__COUNT]) {
-  spool_reader *rd = spool_reader_new(st, c);
-  int rc = 0, got;
-  int64_t seq = npre;
-  spool_rec r;
-  while (!rc && (got = spool_next(rd, &r)) != 0) {
-    if (got < 0) {
-      rc = spool_read_fail(st);
-      break;
-    }
-    if (r.kind != R_EVENT) continue;
-    sim_event ev;
-    spool_event(&r, device, &ev);
-    if (ev.kind == SIM_EV_ALLOC) {
-      uint8_t k = seq < sc->n ? sc->cat[seq] : 0;
-      ev.category = k & 15;
-      ev.cat_source = k >> 4;
-      count[ev.cat_source]++;
-      bytes[ev.cat_source] += (int64_t)ev.size;
-    }
-    seq++;
-    if (store_writer_event(w, &ev)) rc = store_fail_at(st);
-  }
-  spool_reader_free(rd);
-  return rc;
-}
-
-/*
- * Writes one device's recorded allocator actions and the events' extra fields from the spool.
- * before_seq and seq count the events as write_events writes them (after the npre rebuilt ones).
- */
-static int write_recorded(snap *st, store_writer *w, snap_cand *c, int device, int64_t npre) {
-  spool_reader *rd = spool_reader_new(st, c);
-  yajl_gen g = jsonw_mem();
-  int rc = 0, got;
-  int64_t events = npre; /* events of this trace so far */
-  spool_rec r;
-  while (!rc && (got = spool_next(rd, &r)) != 0) {
-    if (got < 0) {
-      rc = spool_read_fail(st);
-      break;
-    }
-    if (r.kind == R_EVENT) {
-      events++;
-    } else if (r.kind == R_ARG) {
-      if (events == npre) continue; /* follows no event */
-      yajl_gen_clear(g);
-      yajl_gen_reset(g, NULL);
-      jsonw_strn(g, rd->text, r.arglen);
-      if (store_writer_arg(w, events - 1, field_names[r.code], jsonw_text(g, NULL))) rc = store_fail_at(st);
-    } else {
-      store_recorded rec = {.before_seq = events, .ts = r.ts, .action = action_names[r.code], .device = device,
-                            .stream = r.stream, .addr = r.addr, .size = r.size, .allocated = -1, .reserved = -1,
-                            .device_free = r.device_free, .stack = r.stack};
-      if (store_writer_recorded(w, &rec)) rc = store_fail_at(st);
-    }
-  }
-  yajl_gen_free(g);
-  spool_reader_free(rd);
-  return rc;
-}
-
 static int write_trace(snap *st, const trace_job *j) {
   import_ctx *ic = st->ic;
   snap_cand *c = j->c;
+  store_writer *w = c->w;
+  int rc = 0;
   /* This device's final segments (sorted by device, then address). */
   size_t s0 = 0, s1;
   while (s0 < st->nsegs && st->segs[s0].s.device < j->device) s0++;
   for (s1 = s0; s1 < st->nsegs && st->segs[s1].s.device == j->device;) s1++;
-  size_t nblk = 0;
-  /* Blocks live before the first entry: freed before any allocation in the trace, and blocks
-   * of the final state that the trace never allocated (pytorch-caching-allocator.md, section 2). */
-  size_t npre = c->npre, from_final = 0, precap = npre + 1, priv = 0;
-  pre_block *pre = sim_xmalloc(precap * sizeof *pre);
-  if (npre) memcpy(pre, c->pre, npre * sizeof *pre);
+  /* Blocks live before the first entry: freed before any allocation in the trace (the rules
+   * know them already), and blocks of the final state that the trace never allocated
+   * (pytorch-caching-allocator.md, section 2). */
+  size_t nblk = 0, from_free = c->npre, priv = 0;
   uint64_t seg_start = c->seg_gone;
-  for (size_t i = s0; i < s1; i++) {
+  for (size_t i = s0; i < s1 && !rc; i++) {
     const seg_rec *g = &st->segs[i];
     if (!sim_map_get(g->s.expandable ? &c->pages : &c->segs, g->s.expandable ? g->s.address >> 21 : g->s.address))
       seg_start++;
     priv += g->private_pool;
-    for (size_t b = g->first_block; b < g->first_block + g->nblocks; b++) {
+    for (size_t b = g->first_block; b < g->first_block + g->nblocks && !rc; b++) {
       const store_block *bl = &st->blocks[b];
       nblk++;
       if (bl->state[0] != 'a' || sim_map_get(&c->addrs, bl->address)) continue;
-      sim_grow((void **)&pre, &precap, npre + 1, sizeof *pre);
+      sim_grow((void **)&c->pre, &c->precap, c->npre + 1, sizeof *c->pre);
       uint64_t size = bl->requested_size ? bl->requested_size : bl->size;
-      pre[npre++] = (pre_block){bl->address, size, g->s.stream, bl->stack};
-      from_final++;
+      c->pre[c->npre] = (pre_block){bl->address, size, g->s.stream, bl->stack, 0};
+      sim_event pe;
+      pre_event(c, c->npre++, j->device, &pe);
+      rc = cand_feed(st, c, &pe);
     }
   }
-  qsort(pre, npre, sizeof *pre, cmp_pre);
-
-  char suffix[32];
-  snprintf(suffix, sizeof suffix, "-dev%d", j->device);
-  char *name = import_trace_name(ic, j->multi ? suffix : NULL);
+  size_t npre = c->npre, from_final = npre - from_free;
+  /* The rules decide what is still live; then the rebuilt blocks go before the trace's first
+   * event, in address order, and the trace moves to its device if it was written for another. */
+  if (!rc && categorizer_finish(c->cz)) rc = pickle_fail(st->p, "cannot categorize the allocations");
+  if (rc) return -1;
+  if (npre) qsort(c->pre, npre, sizeof *c->pre, cmp_pre);
+  if (j->device != c->guess &&
+      (store_writer_set_device(w, j->device) || store_writer_set_int(w, "device_index", j->device)))
+    return store_fail_at(st);
+  for (size_t i = npre; i-- > 0;) {
+    sim_event ev;
+    pre_event(c, i, j->device, &ev);
+    ev.category = c->pre[i].cat & 15;
+    ev.cat_source = c->pre[i].cat >> 4;
+    c->count[ev.cat_source]++;
+    c->bytes[ev.cat_source] += (int64_t)ev.size;
+    if (store_writer_prepend(w, &ev)) return store_fail_at(st);
+  }
+  /* The final state. */
+  for (size_t i = s0; i < s1; i++) {
+    const seg_rec *g = &st->segs[i];
+    if (store_writer_segment(w, &g->s)) return store_fail_at(st);
+    for (size_t b = g->first_block; b < g->first_block + g->nblocks; b++)
+      if (store_writer_block(w, &st->blocks[b])) return store_fail_at(st);
+  }
+  /* Import notes. */
+  char detail[256];
+  if (npre) {
+    snprintf(detail, sizeof detail,
+             "%zu live in the final state and never allocated in the trace, %zu freed before any allocation",
+             from_final, from_free);
+    if (store_writer_stat(w, "preexisting_blocks", "info", (int64_t)npre, detail)) return store_fail_at(st);
+  }
+  if (c->without_time &&
+      store_writer_stat(w, "entries_without_time", "info", (int64_t)c->without_time,
+                        c->has_time ? "these entries take the time of the entry before them"
+                                    : "the snapshot has no time_us: every timestamp is 0"))
+    return store_fail_at(st);
+  if (c->unknown_actions) {
+    if (store_writer_stat(w, "unknown_actions", "warning", (int64_t)c->unknown_actions, c->unknown_names))
+      return store_fail_at(st);
+    import_warn(ic, "'%s': %" PRIu64 " trace entries with actions memplay does not know were skipped (%s)", ic->path,
+                c->unknown_actions, c->unknown_names);
+  }
+  if (c->dropped_fields &&
+      store_writer_stat(w, "dropped_entry_fields", "data_loss", (int64_t)c->dropped_fields, c->dropped_names))
+    return store_fail_at(st);
   uint64_t ann_dropped = 0;
   char *attrs = trace_attrs(st, j, s1 - s0, nblk, npre, from_final, seg_start, &ann_dropped);
+  if (ann_dropped) {
+    snprintf(detail, sizeof detail, "only the first %d external annotations are kept", SNAP_MAX_ANNOTATIONS);
+    if (store_writer_stat(w, "external_annotations_dropped", "data_loss", (int64_t)ann_dropped, detail)) rc = -1;
+  }
+  if (!rc && j->dropped_segments) {
+    snprintf(detail, sizeof detail, "segments of devices without trace entries: %s", j->dropped_devices);
+    if (store_writer_stat(w, "segments_of_other_devices", "data_loss", (int64_t)j->dropped_segments, detail)) rc = -1;
+  }
+  if (!rc && priv &&
+      store_writer_stat(w, "private_pool_segments", "warning", (int64_t)priv,
+                        "final segments in private (CUDA graph) memory pools"))
+    rc = -1;
+  /* What the whole file says about the trace, and its name. */
   char *settings = NULL;
   if (j->settings && j->settings->type != PK_NONE) {
     yajl_gen g = jsonw_mem();
@@ -1219,95 +1041,21 @@ static int write_trace(snap *st, const trace_job *j) {
     settings = strdup(jsonw_text(g, NULL));
     yajl_gen_free(g);
   }
-  store_trace meta = {.name = name, .source_format = (char *)"pytorch_snapshot", .source_file = (char *)ic->path,
-                      .device_index = j->device, .framework = (char *)"pytorch", .allocator = (char *)"torch",
-                      .allocator_settings = settings, .attrs = attrs};
-  store_writer *w = NULL;
-  int rc = 0;
-  /* Categories first: an allocation's is known only when it is freed (or the trace ends). */
-  snap_cats sc = {NULL, (int64_t)npre};
-  for (int a = 0; a < A__COUNT; a++)
-    if (A_IS_REQUEST(a)) sc.n += (int64_t)c->by_action[a];
-  sc.cat = sim_xcalloc((size_t)sc.n + 1, 1);
-  int64_t count[SIM_CATSRC__COUNT] = {0}, bytes[SIM_CATSRC__COUNT] = {0};
-  cat_job cj = {st, c, pre, npre, j->device, &sc, 0, ""};
-  pthread_t cat_thread;
-  int threaded = 0;
-  if (!name) rc = store_fail_at(st);
-  else if (store_writer_begin(ic->s, &meta, &w)) rc = store_fail_at(st);
-  else threaded = !pthread_create(&cat_thread, NULL, categorize_events, &cj);
-  /* Meanwhile the recorded actions, the events' extra fields and the final state. */
-  if (!rc) rc = write_recorded(st, w, c, j->device, (int64_t)npre);
-  for (size_t i = s0; i < s1 && !rc; i++) {
-    const seg_rec *g = &st->segs[i];
-    if (store_writer_segment(w, &g->s)) rc = store_fail_at(st);
-    for (size_t b = g->first_block; b < g->first_block + g->nblocks && !rc; b++)
-      if (store_writer_block(w, &st->blocks[b])) rc = store_fail_at(st);
-  }
-  if (threaded) pthread_join(cat_thread, NULL);
-  else if (!rc) categorize_events(&cj);
-  if (!rc && cj.rc) {
-    import_error(ic, "cannot import '%s': %s", ic->path, cj.err);
+  char suffix[32];
+  snprintf(suffix, sizeof suffix, "-dev%d", j->device);
+  char *name = rc ? NULL : import_trace_name(ic, j->multi ? suffix : NULL);
+  if (!rc && (!name || store_writer_set(w, "name", name) || store_writer_set(w, "attrs", attrs) ||
+              (settings && store_writer_set(w, "allocator_settings", settings))))
     rc = -1;
-  }
-  /* Then the events, each allocation with its category. */
-  for (size_t i = 0; i < npre && !rc; i++) {
-    sim_event ev;
-    pre_event(&pre[i], c->first_ts, j->device, &ev);
-    uint8_t k = sc.cat[i];
-    ev.category = k & 15;
-    ev.cat_source = k >> 4;
-    count[ev.cat_source]++;
-    bytes[ev.cat_source] += (int64_t)ev.size;
-    if (store_writer_event(w, &ev)) rc = store_fail_at(st);
-  }
-  if (!rc) rc = write_events(st, w, c, j->device, &sc, (int64_t)npre, count, bytes);
-  /* Import notes. */
-  char detail[256];
-  if (!rc && npre) {
-    snprintf(detail, sizeof detail,
-             "%zu live in the final state and never allocated in the trace, %zu freed before any allocation",
-             from_final, npre - from_final);
-    if (store_writer_stat(w, "preexisting_blocks", "info", (int64_t)npre, detail)) rc = store_fail_at(st);
-  }
-  if (!rc && c->without_time &&
-      store_writer_stat(w, "entries_without_time", "info", (int64_t)c->without_time,
-                        c->has_time ? "these entries take the time of the entry before them"
-                                    : "the snapshot has no time_us: every timestamp is 0"))
-    rc = store_fail_at(st);
-  if (!rc && c->unknown_actions) {
-    if (store_writer_stat(w, "unknown_actions", "warning", (int64_t)c->unknown_actions, c->unknown_names))
-      rc = store_fail_at(st);
-    import_warn(ic, "'%s': %" PRIu64 " trace entries with actions memplay does not know were skipped (%s)", ic->path,
-                c->unknown_actions, c->unknown_names);
-  }
-  if (!rc && c->dropped_fields &&
-      store_writer_stat(w, "dropped_entry_fields", "data_loss", (int64_t)c->dropped_fields, c->dropped_names))
-    rc = store_fail_at(st);
-  if (!rc && ann_dropped) {
-    snprintf(detail, sizeof detail, "only the first %d external annotations are kept", SNAP_MAX_ANNOTATIONS);
-    if (store_writer_stat(w, "external_annotations_dropped", "data_loss", (int64_t)ann_dropped, detail))
-      rc = store_fail_at(st);
-  }
-  if (!rc && j->dropped_segments) {
-    snprintf(detail, sizeof detail, "segments of devices without trace entries: %s", j->dropped_devices);
-    if (store_writer_stat(w, "segments_of_other_devices", "data_loss", (int64_t)j->dropped_segments, detail))
-      rc = store_fail_at(st);
-  }
-  if (!rc && priv &&
-      store_writer_stat(w, "private_pool_segments", "warning", (int64_t)priv,
-                        "final segments in private (CUDA graph) memory pools"))
-    rc = store_fail_at(st);
-  if (!rc) {
+  if (rc) {
+    store_fail_at(st);
+  } else {
     int64_t id = store_writer_trace_id(w);
+    c->w = NULL; /* import_finish_trace frees it, whatever happens */
     rc = import_finish_trace(ic, w, name);
-    w = NULL;
     /* how the categories were decided: the notes the import driver's pass would leave */
-    if (!rc && categorize_note(ic->s, id, count, bytes)) rc = store_fail_at(st);
+    if (!rc && categorize_note(ic->s, id, c->count, c->bytes)) rc = store_fail_at(st);
   }
-  if (w) store_writer_abort(w);
-  free(sc.cat);
-  free(pre);
   free(name);
   free(attrs);
   free(settings);
@@ -1321,27 +1069,6 @@ static ssize_t read_input(void *arg, void *buf, size_t n) {
   ssize_t r = input_read(st->ic->in, buf, n);
   if (r < 0) snprintf(st->read_err, sizeof st->read_err, "%s", input_error(st->ic->in));
   return r;
-}
-
-static FILE *spool_file(snap *st) {
-  const char *dir = getenv("TMPDIR");
-  if (!dir || !*dir) dir = P_tmpdir;
-  char path[4096];
-  snprintf(path, sizeof path, "%s/memplay-spool-XXXXXX", dir);
-  int fd = mkstemp(path);
-  if (fd < 0) {
-    import_error(st->ic, "cannot import '%s': cannot create a spool file in '%s': %s", st->ic->path, dir,
-                 strerror(errno));
-    return NULL;
-  }
-  unlink(path);
-  FILE *f = fdopen(fd, "w+b");
-  if (!f) {
-    close(fd);
-    import_error(st->ic, "cannot import '%s': cannot open the spool file: %s", st->ic->path, strerror(errno));
-    return NULL;
-  }
-  return f;
 }
 
 /* After the pickle is read: its structure, then one trace per device with entries. */
@@ -1362,7 +1089,7 @@ static int finish(snap *st, pk_val root) {
   pl.what = "the snapshot";
   if (!traces) {
     if (st->ncand) {
-      pl.byte = st->cands[0].offset;
+      pl.byte = st->cands[0]->offset;
       return bad(&pl, NULL, "a list of trace entries that is not in 'device_traces'");
     }
     return bad(&pl, "device_traces", "is missing: the snapshot has no trace (record one with "
@@ -1372,7 +1099,7 @@ static int finish(snap *st, pk_val root) {
   if (traces->type != PK_LIST) return bad(&pl, "device_traces", "must be a list, not %s", type_of(*traces));
   pk_obj *tl = traces->u.o;
   size_t ndev = tl->len;
-  if (ndev > 32768) return bad(&pl, "device_traces", "has %zu devices", ndev);
+  if (ndev > SNAP_MAX_DEVICES) return bad(&pl, "device_traces", "has %zu devices", ndev);
   for (size_t i = 0; i < ndev; i++) {
     pk_val dv = tl->items[i];
     place dp = PLACE(st, where(st, dv), "device_traces[%llu]");
@@ -1380,7 +1107,7 @@ static int finish(snap *st, pk_val root) {
     if (dv.type != PK_LIST) return bad(&dp, NULL, "is %s, not a list of trace entries", type_of(dv));
     pk_obj *l = dv.u.o;
     if (AUX_KIND(l->aux) == AUX_CAND) {
-      snap_cand *c = &st->cands[AUX_VALUE(l->aux)];
+      snap_cand *c = st->cands[AUX_VALUE(l->aux)];
       if (c->device >= 0) return bad(&dp, NULL, "is the same list as device_traces[%d]", c->device);
       c->device = (int)i;
     } else if (l->len) {
@@ -1390,8 +1117,8 @@ static int finish(snap *st, pk_val root) {
     }
   }
   for (size_t i = 0; i < st->ncand; i++)
-    if (st->cands[i].device < 0) {
-      pl.byte = st->cands[i].offset;
+    if (st->cands[i]->device < 0) {
+      pl.byte = st->cands[i]->offset;
       return bad(&pl, NULL, "a list of trace entries that is not in 'device_traces'");
     }
   if (check_segments(st, segs)) return -1;
@@ -1410,7 +1137,7 @@ static int finish(snap *st, pk_val root) {
   size_t with_entries = 0;
   snap_cand **by_dev = sim_xcalloc(ndev + 1, sizeof *by_dev);
   for (size_t i = 0; i < st->ncand; i++) {
-    by_dev[st->cands[i].device] = &st->cands[i];
+    by_dev[st->cands[i]->device] = st->cands[i];
     with_entries++;
   }
   if (!with_entries) {
@@ -1463,9 +1190,7 @@ static int snap_import(import_ctx *ic) {
                    ic->path);
     goto out;
   }
-  st->sp = sim_xcalloc(1, sizeof *st->sp);
-  st->sp->prev_cand = UINT32_MAX;
-  if (!(st->sp->f = spool_file(st))) goto out;
+  st->arg = jsonw_mem();
   st->p = pickle_new(read_input, st, NULL);
   if (!st->p) {
     import_error(ic, "cannot import '%s': out of memory", ic->path);
@@ -1475,7 +1200,9 @@ static int snap_import(import_ctx *ic) {
   pickle_set_consumer(st->p, on_item, st);
   pk_val root;
   int lrc = pickle_load(st->p, &root);
-  if (!lrc && (spool_flush(st) || fflush(st->sp->f))) lrc = -1;
+  /* Every event is in: the writer threads stop, and the traces are finished one by one. */
+  for (size_t i = 0; i < st->ncand && !lrc; i++)
+    if (store_writer_flush(st->cands[i]->w)) lrc = store_failed(st);
   if (lrc || finish(st, root)) {
     if (ic->err[0]) goto out;
     if (st->read_err[0]) import_error(ic, "%s", st->read_err); /* names the file and the place */
@@ -1485,15 +1212,19 @@ static int snap_import(import_ctx *ic) {
   rc = 0;
 out:
   for (size_t i = 0; i < st->ncand; i++) {
-    sim_map_release(&st->cands[i].addrs);
-    sim_map_release(&st->cands[i].segs);
-    sim_map_release(&st->cands[i].pages);
-    free(st->cands[i].pre);
+    snap_cand *c = st->cands[i];
+    store_writer_abort(c->w); /* a trace left unfinished: the import fails and is rolled back */
+    categorizer_free(c->cz);
+    sim_map_release(&c->addrs);
+    sim_map_release(&c->segs);
+    sim_map_release(&c->pages);
+    sim_map_release(&c->pending);
+    free(c->pre);
+    free(c);
   }
   free(st->cands);
   pickle_free(st->p);
-  if (st->sp && st->sp->f) fclose(st->sp->f);
-  free(st->sp);
+  if (st->arg) yajl_gen_free(st->arg);
   sim_map_release(&st->fmap);
   sim_map_release(&st->smap);
   sim_map_release(&st->stack_flags);

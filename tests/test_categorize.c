@@ -120,7 +120,9 @@ static void read_cats(store *s, int64_t id, cats *c) {
   c->by_seq = calloc((size_t)c->n + 1, 1);
   sqlite3_stmt *q;
   sqlite3_prepare_v2(store_db(s),
-                     "SELECT seq, (info >> 16) & 255 FROM events WHERE trace_id = ?1 AND kind IN (1, 10)", -1, &q, NULL);
+                     "SELECT e.seq - t.first_seq, (e.info >> 16) & 255 FROM events e JOIN traces t ON t.id = e.trace_id "
+                     "WHERE e.trace_id = ?1 AND e.kind IN (1, 10)",
+                     -1, &q, NULL);
   sqlite3_bind_int64(q, 1, id);
   while (sqlite3_step(q) == SQLITE_ROW) c->by_seq[sqlite3_column_int64(q, 0)] = (uint8_t)sqlite3_column_int(q, 1);
   sqlite3_finalize(q);
@@ -217,6 +219,25 @@ static void real_nsys_exports(void) {
   }
 }
 
+/* PyTorch snapshots: the rules see each block live before a window when the importer learns of
+ * it (at its first free, or at the end from the final state), the pass sees them all first. */
+static void snapshots(void) {
+  const char *src = getenv("MEMPLAY_SRC"), *traces = getenv("MEMPLAY_TRACES");
+  static const char *const small[] = {"tiny_p4.pickle", "cpp_layout.pickle", "expandable.pickle", "legacy.pickle",
+                                      "odd_names.pickle", "other_device.pickle", "interleaved.pickle"};
+  char p[1024];
+  for (size_t i = 0; src && *src && i < sizeof small / sizeof small[0]; i++) {
+    snprintf(p, sizeof p, "%s/tests/data/snapshots/%s", src, small[i]);
+    online_equals_pass(p, "pytorch_snapshot", 0);
+  }
+  static const char *const real[] = {"bcrafton_warm_window.pickle", "kk_ctx512_fullstep.pickle",
+                                     "maph_single_stream.pickle", "wed_medium_128_training.pickle"};
+  for (size_t i = 0; traces && *traces && i < sizeof real / sizeof real[0]; i++) {
+    snprintf(p, sizeof p, "%s/pytorch/%s", traces, real[i]);
+    if (access(p, R_OK) == 0) online_equals_pass(p, "pytorch_snapshot", 1);
+  }
+}
+
 int main(void) {
   const char *tmp = getenv("TMPDIR");
   snprintf(dir, sizeof dir, "%s/memplay-cat-XXXXXX", tmp && *tmp ? tmp : "/tmp");
@@ -224,6 +245,7 @@ int main(void) {
   RUN(generated_with_steps);
   RUN(generated_without_steps);
   RUN(real_nsys_exports);
+  RUN(snapshots);
   char cmd[300];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   if (system(cmd)) return 1;

@@ -34,7 +34,7 @@ for line in $expected; do
   check "$name: events" "$(q "$db" "SELECT count(*) FROM events WHERE trace_id = $id")" "$events"
   check "$name: live before the window" "$(q "$db" "SELECT count(*) FROM events WHERE trace_id = $id AND flags = 64")" \
     "$((from_final + freed))"
-  check "$name: live blocks come first" "$(q "$db" "SELECT coalesce(max(seq) + 1, 0) FROM events WHERE trace_id = $id AND flags = 64")" \
+  check "$name: live blocks come first" "$(q "$db" "SELECT coalesce(max(e.seq) + 1 - t.first_seq, 0) FROM events e JOIN traces t ON t.id = e.trace_id WHERE e.trace_id = $id AND e.flags = 64")" \
     "$((from_final + freed))"
   check "$name: recorded actions" "$(q "$db" "SELECT count(*) FROM recorded WHERE trace_id = $id")" "$recorded"
   check "$name: final segments" "$(q "$db" "SELECT count(*) FROM segments WHERE trace_id = $id")" "$segs"
@@ -56,7 +56,7 @@ check "kk_ctx128: a window" "$(q "$db" "SELECT json_extract(attrs, '\$.window'),
 check "kk_ctx128: settings" "$(q "$db" "SELECT json_extract(allocator_settings, '\$.max_split_size'), json_extract(allocator_settings, '\$.expandable_segments'), json_extract(allocator_settings, '\$.roundup_power2_divisions.\"1024\"') FROM traces WHERE id = $id")" "-1|0|0"
 id=$(q "$db" "SELECT id FROM traces WHERE name = 'kk_ctx512_fullstep'")
 check "kk_ctx512: opens with 790 segment_free" \
-  "$(q "$db" "SELECT count(*) FROM recorded WHERE trace_id = $id AND action = 'segment_free' AND before_seq = 326 AND seq < 790")" 790
+  "$(q "$db" "SELECT count(*) FROM recorded WHERE trace_id = $id AND action = 'segment_free' AND before_seq = (SELECT first_seq FROM traces WHERE id = $id) + 326 AND seq < 790")" 790
 check "kk_ctx512: no other segment_free" "$(q "$db" "SELECT count(*) FROM recorded WHERE trace_id = $id AND action = 'segment_free'")" 790
 check "kk_ctx512: then segment_alloc" "$(q "$db" "SELECT count(*) FROM recorded WHERE trace_id = $id AND action = 'segment_alloc'")" 589
 id=$(q "$db" "SELECT id FROM traces WHERE name = 'sil_small_from_empty'")

@@ -178,6 +178,48 @@ def expandable():
     return {"segments": segments, "device_traces": [t0, t1, []], "allocator_settings": settings}
 
 
+def other_device():
+    """Entries for device 1 only, while the final state has segments on devices 0 and 1: the
+    trace is written for device 0 at first (the lowest with segments) and moved to device 1."""
+    b0, b1 = 0x7A0000000000, 0x790000000000
+    s = stack(F_ALLOC, F_FWD, F_MAIN)
+    t1 = [
+        entry("free_requested", b1, 512, 3000, s),  # live before the window
+        entry("segment_alloc", b1 + 2 * MB, 2 * MB, 3001, s),
+        entry("alloc", b1 + 2 * MB, 4000, 3002, s),
+    ]
+    seg = lambda dev, addr, used: {
+        "device": dev, "address": addr, "total_size": 2 * MB, "allocated_size": used, "active_size": used,
+        "requested_size": used, "stream": 0, "segment_type": "small", "segment_pool_id": (0, 0),
+        "is_expandable": False, "frames": [],
+        "blocks": [{"address": addr, "size": 4096, "requested_size": used, "state": "active_allocated", "frames": s},
+                   {"address": addr + 4096, "size": 2 * MB - 4096, "requested_size": 0, "state": "inactive",
+                    "frames": []}]}
+    segments = [seg(0, b0, 100), seg(1, b1 + 2 * MB, 4000), seg(1, b1 + 4 * MB, 300)]
+    return {"segments": segments, "device_traces": [[], t1]}
+
+
+def interleaved():
+    """Two devices' lists of entries filled turn about (PyTorch fills one list after the other,
+    but a pickle may refer back to a list and append to it later). Written opcode by opcode."""
+    def s(text):
+        b = text.encode()
+        return b"X" + len(b).to_bytes(4, "little") + b  # BINUNICODE
+    def n(v):
+        b = v.to_bytes(8, "little", signed=True)
+        return b"\x8a" + bytes([len(b)]) + b  # LONG1
+    def ent(action, addr, size, t):
+        return (b"}(" + s("action") + s(action) + s("addr") + n(addr) + s("size") + n(size) +
+                s("stream") + n(0) + s("time_us") + n(t) + b"u")  # EMPTY_DICT MARK ... SETITEMS
+    a0, a1 = 0x780000000000, 0x770000000000
+    out = b"\x80\x02}q\x00(" + s("segments") + b"]" + s("device_traces") + b"](]q\x02]q\x03eu"
+    for lst, e in ((2, ent("alloc", a0, 512, 10)), (3, ent("alloc", a1, 1024, 11)), (2, ent("free_requested", a0, 512, 12)),
+                   (3, ent("free_requested", a1, 1024, 13)), (2, ent("free_completed", a0, 512, 14)),
+                   (2, ent("alloc", a0 + 512, 256, 15))):
+        out += b"h" + bytes([lst]) + e + b"a0"  # BINGET, the entry, APPEND, POP
+    return out + b"."
+
+
 def bad_snapshots():
     """Well-formed pickles that are not snapshots, or snapshots with a mistyped field."""
     good = tiny()
@@ -238,6 +280,12 @@ def main():
     write("odd_names.pickle", odd, 4)
     write("legacy.pickle", legacy(), 4)
     write("expandable.pickle", expandable(), 4)
+    write("other_device.pickle", other_device(), 4)
+    data = interleaved()
+    d = pickle.loads(data)
+    print("interleaved.pickle", {i: len(tr) for i, tr in enumerate(d["device_traces"])})
+    with open(os.path.join(OUT, "interleaved.pickle"), "wb") as f:
+        f.write(data)
     # Seeds for the fuzzers: the snapshots above and one value of every data opcode family.
     seeds = {
         "tiny_p2": pickle.dumps(t, protocol=2), "tiny_p5": pickle.dumps(t, protocol=5),
