@@ -371,6 +371,21 @@ int categorize_note(store *s, int64_t trace_id, const int64_t count[SIM_CATSRC__
   return 0;
 }
 
+void categorize_tally_alloc(categorize_tally *t, const sim_event *ev) {
+  t->count[ev->cat_source & 15]++;
+  t->bytes[ev->cat_source & 15] += (int64_t)ev->size;
+  if (ev->cat_source == SIM_CATSRC_NONE) *sim_map_put(&t->pending, (uint64_t)ev->seq, NULL) = ev->size;
+}
+
+void categorize_tally_decided(categorize_tally *t, int64_t seq, int cat_source) {
+  uint64_t size;
+  if (!sim_map_del(&t->pending, (uint64_t)seq, &size)) return;
+  t->count[SIM_CATSRC_NONE]--;
+  t->bytes[SIM_CATSRC_NONE] -= (int64_t)size;
+  t->count[cat_source & 15]++;
+  t->bytes[cat_source & 15] += (int64_t)size;
+}
+
 int categorize_trace(store *s, int64_t trace_id, char *err, size_t errlen) {
   err[0] = 0;
   /* An importer that used the rules while writing has left its counts: what they left
@@ -458,19 +473,12 @@ struct categorize_online {
   store_writer *w;
   categorizer *c;
   sim_map flags;   /* call site id -> frame flags + 1 */
-  sim_map pending; /* seq of an undecided allocation -> its size */
-  int64_t count[SIM_CATSRC__COUNT], bytes[SIM_CATSRC__COUNT];
+  categorize_tally tally;
 };
 
 static int online_decided(void *arg, int64_t seq, int category, int cat_source) {
   categorize_online *co = arg;
-  uint64_t size;
-  if (sim_map_del(&co->pending, (uint64_t)seq, &size)) {
-    co->count[SIM_CATSRC_NONE]--;
-    co->bytes[SIM_CATSRC_NONE] -= (int64_t)size;
-    co->count[cat_source & 15]++;
-    co->bytes[cat_source & 15] += (int64_t)size;
-  }
+  categorize_tally_decided(&co->tally, seq, cat_source);
   store_writer_set_category(co->w, seq, category, cat_source);
   return 0;
 }
@@ -492,9 +500,7 @@ static int online_event(void *arg, const sim_event *in) {
   if (ev.stack < 0) ev.stack = 0;
   if (ev.name < 0) ev.name = 0;
   if (ev.kind == SIM_EV_ALLOC || ev.kind == SIM_EV_HOST_ALLOC) {
-    co->count[ev.cat_source & 15]++;
-    co->bytes[ev.cat_source & 15] += (int64_t)ev.size;
-    if (ev.cat_source == SIM_CATSRC_NONE) *sim_map_put(&co->pending, (uint64_t)ev.seq, NULL) = ev.size;
+    categorize_tally_alloc(&co->tally, &ev);
   }
   unsigned fl = 0;
   if (ev.kind != SIM_EV_MARKER && ev.stack > 0) {
@@ -519,7 +525,7 @@ categorize_online *categorize_online_begin(store *s, store_writer *w) {
   co->w = w;
   co->c = categorizer_new(names, online_decided, co);
   sim_map_init(&co->flags);
-  sim_map_init(&co->pending);
+  sim_map_init(&co->tally.pending);
   store_writer_observe(w, online_event, co);
   return co;
 }
@@ -530,14 +536,14 @@ int categorize_online_finish(categorize_online *co) {
 }
 
 int categorize_online_note(categorize_online *co, int64_t trace_id) {
-  return categorize_note(co->s, trace_id, co->count, co->bytes);
+  return categorize_note(co->s, trace_id, co->tally.count, co->tally.bytes);
 }
 
 void categorize_online_free(categorize_online *co) {
   if (!co) return;
   categorizer_free(co->c);
   sim_map_release(&co->flags);
-  sim_map_release(&co->pending);
+  sim_map_release(&co->tally.pending);
   free(co);
 }
 

@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../sim/hashmap.h"
 #include "store.h"
 
 /*
@@ -64,6 +65,16 @@ void categorizer_free(categorizer *c);
  * Returns -1 / -1 with a message on error. */
 int64_t categorize_mark(store *s);
 int categorize_since(store *s, int64_t mark, char *err, size_t errlen);
+
+/* Allocations by how their category was decided (the counts categorize_note stores), kept by an
+ * importer that feeds the rules as it writes: each allocation counts under its cat_source when
+ * written, and an undecided one moves when the rules decide it. pending: sim_map_init/release. */
+typedef struct categorize_tally {
+  sim_map pending; /* seq of an undecided allocation -> its size */
+  int64_t count[SIM_CATSRC__COUNT], bytes[SIM_CATSRC__COUNT];
+} categorize_tally;
+void categorize_tally_alloc(categorize_tally *t, const sim_event *ev);
+void categorize_tally_decided(categorize_tally *t, int64_t seq, int cat_source);
 
 /* The pass on one trace. A trace whose importer stored notes (categorize_note), having used
  * the rules while it wrote, is left as it is. */

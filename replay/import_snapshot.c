@@ -77,8 +77,7 @@ typedef struct snap_cand {
   int guess;         /* the device its events are written for until device_traces says */
   int64_t last_seq;  /* seq of its latest event, -1 before the first */
   categorizer *cz;   /* the category rules, fed its events as they are written */
-  sim_map pending;   /* seq of an allocation not decided yet -> its size */
-  int64_t count[SIM_CATSRC__COUNT], bytes[SIM_CATSRC__COUNT]; /* allocations by cat_source */
+  categorize_tally tally; /* its allocations by how their category was decided */
   sim_map addrs;     /* address -> ADDR_* bits | pre index << 2 */
   pre_block *pre;    /* freed before any allocation */
   size_t npre, precap;
@@ -411,24 +410,14 @@ static int cand_decided(void *arg, int64_t seq, int category, int cat_source) {
     c->pre[-1 - seq].cat = (uint8_t)((category & 15) | (cat_source & 15) << 4);
     return 0;
   }
-  uint64_t size;
-  if (sim_map_del(&c->pending, (uint64_t)seq, &size)) {
-    c->count[SIM_CATSRC_NONE]--;
-    c->bytes[SIM_CATSRC_NONE] -= (int64_t)size;
-    c->count[cat_source & 15]++;
-    c->bytes[cat_source & 15] += (int64_t)size;
-  }
+  categorize_tally_decided(&c->tally, seq, cat_source);
   store_writer_set_category(c->w, seq, category, cat_source);
   return 0;
 }
 
-/* Feeds an event to the rules (a written allocation waits in pending for its decision). */
+/* Feeds an event to the rules (a written allocation is counted, undecided until they decide). */
 static int cand_feed(snap *st, snap_cand *c, const sim_event *ev) {
-  if (ev->kind == SIM_EV_ALLOC && ev->seq >= 0) {
-    c->count[SIM_CATSRC_NONE]++;
-    c->bytes[SIM_CATSRC_NONE] += (int64_t)ev->size;
-    *sim_map_put(&c->pending, (uint64_t)ev->seq, NULL) = ev->size;
-  }
+  if (ev->kind == SIM_EV_ALLOC && ev->seq >= 0) categorize_tally_alloc(&c->tally, ev);
   if (categorizer_event(c->cz, ev, stack_flags_of(st, ev->stack)))
     return pickle_fail(st->p, "cannot categorize the allocations");
   return 0;
@@ -580,7 +569,7 @@ static int cand_begin(snap *st, snap_cand *c) {
   sim_map_init(&c->addrs);
   sim_map_init(&c->segs);
   sim_map_init(&c->pages);
-  sim_map_init(&c->pending);
+  sim_map_init(&c->tally.pending);
   c->cz = categorizer_new(no_names, cand_decided, c);
   char *tmp = store_unique_name(ic->s, "(snapshot being imported)");
   store_trace meta = {.name = tmp, .source_format = (char *)"pytorch_snapshot", .source_file = (char *)ic->path,
@@ -986,9 +975,8 @@ static int write_trace(snap *st, const trace_job *j) {
     pre_event(c, i, j->device, &ev);
     ev.category = c->pre[i].cat & 15;
     ev.cat_source = c->pre[i].cat >> 4;
-    c->count[ev.cat_source]++;
-    c->bytes[ev.cat_source] += (int64_t)ev.size;
     if (store_writer_prepend(w, &ev)) return store_fail_at(st);
+    categorize_tally_alloc(&c->tally, &ev);
   }
   /* The final state. */
   for (size_t i = s0; i < s1; i++) {
@@ -1054,7 +1042,7 @@ static int write_trace(snap *st, const trace_job *j) {
     c->w = NULL; /* import_finish_trace frees it, whatever happens */
     rc = import_finish_trace(ic, w, name);
     /* how the categories were decided: the notes the import driver's pass would leave */
-    if (!rc && categorize_note(ic->s, id, c->count, c->bytes)) rc = store_fail_at(st);
+    if (!rc && categorize_note(ic->s, id, c->tally.count, c->tally.bytes)) rc = store_fail_at(st);
   }
   free(name);
   free(attrs);
@@ -1218,7 +1206,7 @@ out:
     sim_map_release(&c->addrs);
     sim_map_release(&c->segs);
     sim_map_release(&c->pages);
-    sim_map_release(&c->pending);
+    sim_map_release(&c->tally.pending);
     free(c->pre);
     free(c);
   }
