@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# gpu_checks.sh BUNDLE OUT: the measurements docs/accuracy.md and docs/gpu.md report from a real
+# GPU, in one run: the GPU test (tests/gpu/test_device.sh), a full calibration, replays on the
+# GPU of the sample and of real traces predicted against measured, a small CUDA program recorded,
+# and a small PyTorch job recorded three ways (memplay record, record with the caching allocator
+# off, PyTorch's own snapshot). BUNDLE is what tools/gpu_bundle.sh made (with real traces, if
+# any, under BUNDLE/traces); everything measured lands in OUT, with OUT/gpu.db the store.
+# Run from the source tree's root. Each step has its own time limit; a failed step is reported
+# and the others still run. Exit status: 0 when every step passed, 1 otherwise.
+set -uo pipefail
+B=$(cd "${1:?usage: tools/gpu_checks.sh BUNDLE OUT}" && pwd)
+O=${2:?usage: tools/gpu_checks.sh BUNDLE OUT}
+mkdir -p "$O" && O=$(cd "$O" && pwd)
+export PATH="$B/bin:$PATH" LD_LIBRARY_PATH="$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+M="$B/bin/memplay"
+db="$O/gpu.db"
+failed=0
+
+# step NAME LIMIT_S COMMAND...: runs COMMAND, its output in OUT/NAME.out and .err.
+step() {
+  local name=$1 limit=$2 t0 rc
+  shift 2
+  t0=$(date +%s%N)
+  timeout "$limit" "$@" >"$O/$name.out" 2>"$O/$name.err"
+  rc=$?
+  printf '%-34s rc=%-3s %6d ms\n' "$name" "$rc" $((($(date +%s%N) - t0) / 1000000))
+  if [ "$rc" != 0 ]; then
+    failed=1
+    tail -n 5 "$O/$name.err" | sed 's/^/    /'
+  fi
+  return "$rc"
+}
+mp=("$M" --db "$db")
+
+{
+  nvidia-smi
+  nvidia-smi --query-gpu=name,memory.total,memory.used,driver_version,pcie.link.gen.current,pcie.link.width.current --format=csv
+  uname -a
+  python3 -c 'import torch; print("torch", torch.__version__, torch.version.cuda)'
+} >"$O/machine.txt" 2>&1
+
+# 1. The GPU test, as CI would run it on a machine with a GPU.
+MEMPLAY="$M" MEMPLAY_SRC="$PWD" RECORDER="$B/bin/libmemplay_recorder.so" RECORD_TARGET="$B/bin/gpu_record_target" \
+  step test_device 150 bash tests/gpu/test_device.sh
+
+# 2. Calibration, the full run; the profile is stored under the device's name.
+step calibrate 150 "${mp[@]}" calibrate --json
+profile=$(sqlite3 "$db" "SELECT name FROM device_profiles WHERE source = 'calibrated' LIMIT 1" 2>/dev/null)
+
+# 3. The sample, and real traces, replayed on the GPU under each kind of allocator.
+"${mp[@]}" import traces/sample.jsonl --name sample >/dev/null
+for a in cuda async torch bfc; do
+  step "gpu_sample_$a" 60 "${mp[@]}" replay sample --backend cuda --allocator "$a" --json
+done
+[ -n "$profile" ] && step "sim_sample_time" 30 "${mp[@]}" replay sample --allocator cuda --device "$profile" --json
+for f in "$B"/traces/*; do
+  [ -e "$f" ] || continue
+  n=$(basename "$f")
+  n=${n%%.*}
+  "${mp[@]}" import "$f" --name "$n" >"$O/import_$n.out" 2>&1 || { failed=1; continue; }
+  for a in torch cuda; do
+    step "gpu_${n}_$a" 60 "${mp[@]}" replay "$n" --backend cuda --allocator "$a" --scale fit --json
+  done
+done
+
+# 4. A small CUDA program, recorded; the trace is kept.
+step record_target 60 "${mp[@]}" record --name record_target --output "$O/record_target.jsonl" --json -- "$B/bin/gpu_record_target" 0
+
+# 5. A small PyTorch job at two batch sizes, fp32 and bf16: recorded with PyTorch's snapshot at
+#    the same time (the recorded cudaMallocs and the snapshot's segments are the same calls),
+#    and recorded again with the caching allocator off (one cudaMalloc per tensor).
+for b in 8 16; do
+  for p in fp32 bf16; do
+    j="torch_b${b}_$p"
+    step "record_$j" 120 "${mp[@]}" record --name "$j" --json -- python3 tests/gpu/torch_train.py "$b" "$p" "$O/$j" --snapshot
+    step "record_${j}_nocache" 120 env PYTORCH_NO_CUDA_MEMORY_CACHING=1 \
+      "${mp[@]}" record --name "${j}_nocache" --json -- python3 tests/gpu/torch_train.py "$b" "$p" "$O/${j}_nocache"
+    if [ -e "$O/$j.pickle" ]; then
+      "${mp[@]}" import "$O/$j.pickle" --name "${j}_snapshot" >"$O/import_${j}_snapshot.out" 2>&1 || failed=1
+      step "validate_$j" 60 "${mp[@]}" validate "${j}_snapshot" --json
+      step "gpu_${j}_snapshot_torch" 60 "${mp[@]}" replay "${j}_snapshot" --backend cuda --allocator torch --json
+    fi
+  done
+done
+sqlite3 "$db" "PRAGMA wal_checkpoint(TRUNCATE)" >/dev/null 2>&1
+echo "failed=$failed"
+exit "$failed"
