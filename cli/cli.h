@@ -6,8 +6,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "../replay/report.h"
-#include "../replay/store.h"
+#include "engine/report.h"
+#include "store/store.h"
 
 /* Exit codes (fixed: scripts and CI depend on them). */
 enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2 };

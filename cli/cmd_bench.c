@@ -5,14 +5,14 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../replay/engine.h"
-#include "../replay/exporter.h"
-#include "../replay/gen.h"
-#include "../replay/importer.h"
-#include "../replay/jsonw.h"
-#include "../replay/store_source.h"
-#include "../replay/time_observer.h"
-#include "../sim/hashmap.h"
+#include "engine/engine.h"
+#include "export/exporter.h"
+#include "gen/gen.h"
+#include "import/importer.h"
+#include "io/jsonw.h"
+#include "store/store_source.h"
+#include "engine/time_observer.h"
+#include "sim/hashmap.h"
 #include "cli.h"
 
 typedef struct row {

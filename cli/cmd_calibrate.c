@@ -2,8 +2,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../replay/calibrate.h"
-#include "../replay/jsonw.h"
+#include "cuda/calibrate.h"
+#include "io/jsonw.h"
 #include "cli.h"
 
 int cmd_calibrate(int argc, char **argv, cli *c) {

@@ -2,8 +2,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../replay/devices_store.h"
-#include "../replay/jsonw.h"
+#include "store/devices_store.h"
+#include "io/jsonw.h"
 #include "cli.h"
 
 #define MAX_SETS 64

@@ -5,7 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../replay/exporter.h"
+#include "export/exporter.h"
 #include "cli.h"
 
 int cmd_export(int argc, char **argv, cli *c) {

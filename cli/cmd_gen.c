@@ -3,8 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../replay/gen.h"
-#include "../replay/jsonw.h"
+#include "gen/gen.h"
+#include "io/jsonw.h"
 #include "cli.h"
 
 static int parse_u64(const char *s, uint64_t *out) {

@@ -2,9 +2,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../replay/importer.h"
-#include "../replay/jsonw.h"
-#include "../sim/hashmap.h"
+#include "import/importer.h"
+#include "io/jsonw.h"
+#include "sim/hashmap.h"
 #include "cli.h"
 
 typedef struct imported {

@@ -2,9 +2,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../replay/engine.h"
-#include "../replay/jsonw.h"
-#include "../replay/store_source.h"
+#include "engine/engine.h"
+#include "io/jsonw.h"
+#include "store/store_source.h"
 #include "cli.h"
 
 typedef struct kv {

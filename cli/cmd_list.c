@@ -1,7 +1,7 @@
 /* cmd_list.c: `memplay list`: the traces in the store. */
 #include <string.h>
 
-#include "../replay/jsonw.h"
+#include "io/jsonw.h"
 #include "cli.h"
 
 typedef struct list_ctx {

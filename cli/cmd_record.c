@@ -19,10 +19,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../replay/cudart.h"
-#include "../replay/importer.h"
-#include "../replay/jsonw.h"
-#include "../sim/hashmap.h"
+#include "cuda/cudart.h"
+#include "import/importer.h"
+#include "io/jsonw.h"
+#include "sim/hashmap.h"
 
 #define RECORDER_NAME "libmemplay_recorder.so"
 

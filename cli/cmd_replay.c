@@ -2,12 +2,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../replay/devices_store.h"
-#include "../replay/engine.h"
-#include "../replay/jsonw.h"
-#include "../replay/report.h"
-#include "../replay/store_source.h"
-#include "../replay/time_observer.h"
+#include "store/devices_store.h"
+#include "store/store_runs.h"
+#include "engine/engine.h"
+#include "io/jsonw.h"
+#include "engine/report.h"
+#include "store/store_source.h"
+#include "engine/time_observer.h"
 #include "cli.h"
 
 static const char *env_lookup(const char *name) { return getenv(name); }
@@ -46,7 +47,8 @@ static void print_time(store *s, const store_trace *t, const run_meta *m) {
   if (r->nitems) printf("  largest items on the critical path\n");
   for (size_t i = 0; i < r->nitems; i++) {
     char label[400];
-    report_time_item_label(s, &r->items[i], label, sizeof label);
+    replay_names names = store_names(s);
+    report_time_item_label(&names, &r->items[i], label, sizeof label);
     printf("    %12s %5.1f%% %8lld x  %.120s\n", cli_duration(a, sizeof a, (double)r->items[i].total_ns / 1e9),
            pct(r->items[i].total_ns, r->total_ns), (long long)r->items[i].count, label);
   }
@@ -221,7 +223,8 @@ int cmd_replay(int argc, char **argv, cli *c) {
     if (tcfg.batch_size <= 0) tcfg.batch_size = t.batch_size; /* --timing batch=N wins */
     /* stream-ordered pools (cudaMallocAsync) grow without synchronizing */
     if (tcfg.malloc_syncs < 0) tcfg.malloc_syncs = strcmp(spec.ops->name, "async") != 0;
-    time_observer_init(&tobs, &tcfg, s);
+    replay_names names = store_names(s);
+    time_observer_init(&tobs, &tcfg, &names);
     hook = time_observer_hook(&tobs);
     cfg.observers = &hook;
     cfg.nobservers = 1;
@@ -257,7 +260,7 @@ int cmd_replay(int argc, char **argv, cli *c) {
     goto out;
   }
   if (save) {
-    if (store_begin(s) || report_save_run(s, &m, &res, &run_id) || store_commit(s)) {
+    if (store_begin(s) || store_run_save(s, &m, &res, &run_id) || store_commit(s)) {
       cli_error("%s", store_error(s));
       store_rollback(s);
       code = CLI_FAIL;
@@ -267,7 +270,8 @@ int cmd_replay(int argc, char **argv, cli *c) {
   if (c->json) {
     yajl_gen g = jsonw_file(stdout, 0);
     yajl_gen_map_open(g);
-    report_json(g, s, &m, &res, timeline);
+    replay_names names = store_names(s);
+    report_json(g, &names, &m, &res, timeline);
     if (run_id) jsonw_kint(g, "run_id", run_id);
     yajl_gen_map_close(g);
     yajl_gen_free(g);

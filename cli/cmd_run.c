@@ -6,8 +6,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../replay/devices_store.h"
-#include "../replay/lua_api.h"
+#include "store/devices_store.h"
+#include "lua/lua_api.h"
 #include "cli.h"
 
 /* Set by the build (CMakeLists.txt); a build of these sources without them looks only in

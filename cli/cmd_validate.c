@@ -3,9 +3,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../replay/jsonw.h"
-#include "../replay/report.h"
-#include "../replay/validate.h"
+#include "io/jsonw.h"
+#include "store/store_runs.h"
+#include "engine/report.h"
+#include "validate/validate.h"
 #include "cli.h"
 
 static const char *const block_states[] = {"inactive", "active_allocated", "active_pending_free"};
@@ -187,7 +188,7 @@ int cmd_validate(int argc, char **argv, cli *c) {
     size_t len;
     const char *json = jsonw_text(g, &len);
     sqlite3_stmt *q = NULL;
-    if (store_begin(s) || report_save_run(s, &m, &rr, &run_id) ||
+    if (store_begin(s) || store_run_save(s, &m, &rr, &run_id) ||
         !(q = store_stmt(s, "UPDATE runs SET result = ?1 WHERE id = ?2"))) {
       cli_error("%s", store_error(s));
       store_rollback(s);

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../replay/importer.h"
+#include "import/importer.h"
 #include "cli.h"
 
 const cli_command cli_commands[] = {

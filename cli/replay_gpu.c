@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../sim/allocator.h"
+#include "sim/allocator.h"
 #include "cli.h"
 
 int cli_gpu_option(cli_gpu_opts *g, int opt, const char *arg) {
@@ -59,11 +59,12 @@ int cli_replay_gpu(cli *c, const char *trace, const char *alloc, uint64_t capaci
 
 #else
 
-#include "../replay/backend_cuda.h"
-#include "../replay/cudart.h"
-#include "../replay/jsonw.h"
-#include "../replay/report.h"
-#include "../replay/store_source.h"
+#include "cuda/backend_cuda.h"
+#include "cuda/cudart.h"
+#include "io/jsonw.h"
+#include "engine/report.h"
+#include "store/store_runs.h"
+#include "store/store_source.h"
 
 static const char *env_lookup(const char *name) { return getenv(name); }
 
@@ -243,7 +244,7 @@ static void json_extra(yajl_gen g, const char *predictor, const backend_plan *p,
 /* Stores the run, then adds the measurements to its result JSON. */
 static int save_run(store *s, const run_meta *meta, const char *predictor, const backend_plan *p,
                     const backend_measured *m, int64_t *run_id) {
-  if (store_begin(s) || report_save_run(s, meta, &m->engine, run_id)) {
+  if (store_begin(s) || store_run_save(s, meta, &m->engine, run_id)) {
     store_rollback(s);
     return -1;
   }
@@ -369,7 +370,8 @@ int cli_replay_gpu(cli *c, const char *trace, const char *alloc, uint64_t capaci
   if (c->json) {
     yajl_gen g = jsonw_file(stdout, 0);
     yajl_gen_map_open(g);
-    report_json(g, s, &meta, &m.engine, timeline);
+    replay_names names = store_names(s);
+    report_json(g, &names, &meta, &m.engine, timeline);
     json_extra(g, predictor, &plan, &m);
     if (run_id) jsonw_kint(g, "run_id", run_id);
     yajl_gen_map_close(g);

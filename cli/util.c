@@ -5,7 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../sim/allocator.h"
+#include "sim/allocator.h"
 #include "cli.h"
 
 const cli_command *cli_find_command(const char *name) {

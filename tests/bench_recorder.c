@@ -4,7 +4,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "../replay/recorder/convert.h"
+#include "cuda/recorder/convert.h"
 
 /*
  * usage: bench_recorder [OPS]   (default 2000000)

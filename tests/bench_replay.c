@@ -4,10 +4,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "../replay/engine.h"
-#include "../replay/gen.h"
-#include "../sim/device_sim.h"
-#include "../sim/hashmap.h"
+#include "engine/engine.h"
+#include "gen/gen.h"
+#include "sim/device_sim.h"
+#include "sim/hashmap.h"
 
 /*
  * usage: bench_replay [EVENTS] [RUNS] [SPEC,...]   (default 10000000, 5, every model)

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "../sim/hashmap.h"
+#include "sim/hashmap.h"
 #include "fake_cuda.h"
 
 /*

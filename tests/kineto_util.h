@@ -5,11 +5,11 @@
 #include <stdarg.h>
 #include <unistd.h>
 
-#include "../replay/categorize.h"
-#include "../replay/importer.h"
-#include "../sim/allocator.h"
-#include "../sim/device_sim.h"
-#include "../sim/hashmap.h"
+#include "import/categorize.h"
+#include "import/importer.h"
+#include "sim/allocator.h"
+#include "sim/device_sim.h"
+#include "sim/hashmap.h"
 #include "test.h"
 
 static char ku_dir[256];

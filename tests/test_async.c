@@ -1,6 +1,6 @@
 /* test_async.c: the `async` model: stream-ordered reuse, cross-stream rules, release at synchronization. */
-#include "../sim/allocator.h"
-#include "../sim/device_sim.h"
+#include "sim/allocator.h"
+#include "sim/device_sim.h"
 #include "test.h"
 
 int test_failures;

@@ -1,7 +1,7 @@
 /* test_backend_fake.c: the real-GPU code (probe, device primitive, replay run, calibration) on a pretend GPU. */
-#include "../replay/backend_cuda.h"
-#include "../replay/calibrate.h"
-#include "../replay/cudart.h"
+#include "cuda/backend_cuda.h"
+#include "cuda/calibrate.h"
+#include "cuda/cudart.h"
 #include "fake_cuda.h"
 #include "test.h"
 

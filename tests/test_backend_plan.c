@@ -1,6 +1,6 @@
 /* test_backend_plan.c: planning a replay on a GPU, without one: prediction, needs, refusal, scaling, steps. */
-#include "../replay/backend_cuda.h"
-#include "../sim/device_sim.h"
+#include "cuda/backend_cuda.h"
+#include "sim/device_sim.h"
 #include "test.h"
 
 int test_failures;

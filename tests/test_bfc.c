@@ -1,7 +1,7 @@
 /* test_bfc.c: the `bfc` model against TensorFlow's own BFC allocator tests and each of its rules. */
-#include "../sim/alloc_bfc.h"
-#include "../sim/allocator.h"
-#include "../sim/device_sim.h"
+#include "sim/alloc_bfc.h"
+#include "sim/allocator.h"
+#include "sim/device_sim.h"
 #include "test.h"
 
 int test_failures;

@@ -2,8 +2,8 @@
 #include <unistd.h>
 #include <yajl/yajl_tree.h>
 
-#include "../replay/calibrate.h"
-#include "../replay/jsonw.h"
+#include "cuda/calibrate.h"
+#include "io/jsonw.h"
 #include "test.h"
 
 int test_failures;

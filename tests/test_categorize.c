@@ -1,8 +1,8 @@
 /* test_categorize.c: the category rules fed by the writer decide as the pass over the stored trace does. */
 #include <unistd.h>
 
-#include "../replay/categorize.h"
-#include "../replay/importer.h"
+#include "import/categorize.h"
+#include "import/importer.h"
 #include "test.h"
 
 int test_failures;

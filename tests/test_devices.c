@@ -3,9 +3,9 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "../replay/calibrate.h"
-#include "../replay/devices_store.h"
-#include "../replay/jsonw.h"
+#include "cuda/calibrate.h"
+#include "store/devices_store.h"
+#include "io/jsonw.h"
 #include "test.h"
 
 int test_failures;

@@ -1,9 +1,9 @@
 /* test_engine.c: the replay engine: peaks, OOMs, skipped frees, composition at the peak, timeline, devices. */
 #include <sys/resource.h>
 
-#include "../replay/engine.h"
-#include "../replay/gen.h"
-#include "../sim/hashmap.h"
+#include "engine/engine.h"
+#include "gen/gen.h"
+#include "sim/hashmap.h"
 #include "test.h"
 
 int test_failures;

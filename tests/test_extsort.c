@@ -1,5 +1,5 @@
 /* test_extsort.c: the external merge sort: order, stability, spilling, re-reading. */
-#include "../replay/extsort.h"
+#include "engine/extsort.h"
 #include "test.h"
 
 int test_failures;

@@ -1,6 +1,6 @@
 /* test_fitset.c: the AVL tree and the best-fit index behind the torch model's pools, against a plain sorted array. */
-#include "../sim/avl.h"
-#include "../sim/fitset.h"
+#include "sim/avl.h"
+#include "sim/fitset.h"
 #include "test.h"
 
 int test_failures;

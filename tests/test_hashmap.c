@@ -1,6 +1,6 @@
 /* test_hashmap.c: the open-addressing map against a plain reference, through many inserts and deletes. */
-#include "../sim/hashmap.h"
-#include "../sim/slab.h"
+#include "sim/hashmap.h"
+#include "sim/slab.h"
 #include "test.h"
 
 int test_failures;

@@ -1,8 +1,8 @@
 /* test_jsonscan.c: the fast JSON scanner against yajl: same callbacks on what it accepts, nothing yajl rejects. */
 #include <yajl/yajl_parse.h>
 
-#include "../replay/jsonscan.h"
-#include "../sim/hashmap.h"
+#include "io/jsonscan.h"
+#include "sim/hashmap.h"
 #include "test.h"
 
 int test_failures;

@@ -1,5 +1,5 @@
 /* test_kineto.c: the Kineto and memory timeline importers and the category pass on small hand-made files. */
-#include "../replay/exporter.h"
+#include "export/exporter.h"
 #include "kineto_util.h"
 
 int test_failures;

@@ -2,8 +2,8 @@
 #include <dirent.h>
 #include <sys/stat.h>
 
-#include "../replay/engine.h"
-#include "../replay/store_source.h"
+#include "engine/engine.h"
+#include "store/store_source.h"
 #include "kineto_util.h"
 
 int test_failures;

@@ -5,8 +5,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../replay/gen.h"
-#include "../replay/lua_api.h"
+#include "gen/gen.h"
+#include "lua/lua_api.h"
 #include "test.h"
 
 int test_failures;

@@ -5,7 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../replay/lua_host.h"
+#include "lua/lua_host.h"
 #include "test.h"
 
 int test_failures;

@@ -1,5 +1,5 @@
 /* test_options.c: sizes with units and allocator SPECs, including PyTorch's bracketed values. */
-#include "../sim/allocator.h"
+#include "sim/allocator.h"
 #include "test.h"
 
 int test_failures;

@@ -2,7 +2,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "../replay/pickle.h"
+#include "io/pickle.h"
 #include "test.h"
 
 int test_failures;

@@ -1,8 +1,8 @@
 /* test_recorder.c: the recorder's conversion of CUPTI records to a trace, on synthetic records, through the importer. */
 #include <unistd.h>
 
-#include "../replay/importer.h"
-#include "../replay/recorder/convert.h"
+#include "import/importer.h"
+#include "cuda/recorder/convert.h"
 #include "test.h"
 
 int test_failures;

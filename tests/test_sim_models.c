@@ -1,6 +1,6 @@
 /* test_sim_models.c: the `ideal` and `cuda` models and the simulated device's page rules. */
-#include "../sim/allocator.h"
-#include "../sim/device_sim.h"
+#include "sim/allocator.h"
+#include "sim/device_sim.h"
 #include "test.h"
 
 int test_failures;

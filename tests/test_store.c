@@ -1,7 +1,7 @@
 /* test_store.c: the trace store: creation, header checks, migrations, writing, reading, interning, rollback. */
 #include <unistd.h>
 
-#include "../replay/store.h"
+#include "store/store.h"
 #include "test.h"
 
 int test_failures;

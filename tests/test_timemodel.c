@@ -1,5 +1,5 @@
 /* test_timemodel.c: every rule of the time model, on small event streams whose times are worked out by hand. */
-#include "../sim/timemodel.h"
+#include "sim/timemodel.h"
 #include "test.h"
 
 int test_failures;

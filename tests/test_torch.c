@@ -1,7 +1,7 @@
 /* test_torch.c: the torch model, rule by rule, against what PyTorch's CUDACachingAllocator.cpp does. */
 #include <inttypes.h>
 
-#include "../sim/alloc_torch.h"
+#include "sim/alloc_torch.h"
 #include "test.h"
 
 int test_failures;

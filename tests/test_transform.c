@@ -4,9 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../replay/engine.h"
-#include "../replay/transform.h"
-#include "../sim/allocator.h"
+#include "engine/engine.h"
+#include "engine/transform.h"
+#include "sim/allocator.h"
 #include "test.h"
 
 int test_failures;

@@ -2,10 +2,10 @@
 #include <inttypes.h>
 #include <unistd.h>
 
-#include "../replay/store.h"
-#include "../replay/validate.h"
-#include "../sim/alloc_torch.h"
-#include "../sim/hashmap.h"
+#include "store/store.h"
+#include "validate/validate.h"
+#include "sim/alloc_torch.h"
+#include "sim/hashmap.h"
 #include "test.h"
 
 /*

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../replay/pickle.h"
+#include "io/pickle.h"
 
 /*
  * Each input is read three ways: from memory with no consumer; from memory with a consumer

@@ -5,7 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../../replay/importer.h"
+#include "import/importer.h"
 
 /*
  * Each input is written to a file and imported with --format pytorch_snapshot into one

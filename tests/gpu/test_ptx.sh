@@ -9,7 +9,7 @@ n=0
 for a in $archs; do
   num=${a#sm_}
   [ "$num" -ge 75 ] || continue
-  "$PTXAS" -arch="$a" "$MEMPLAY_SRC/replay/spin.ptx" -o /dev/null || { echo "FAIL: spin.ptx does not assemble for $a"; exit 1; }
+  "$PTXAS" -arch="$a" "$MEMPLAY_SRC/replay/cuda/spin.ptx" -o /dev/null || { echo "FAIL: spin.ptx does not assemble for $a"; exit 1; }
   n=$((n + 1))
 done
 [ "$n" -ge 3 ] || { echo "FAIL: only $n architectures tried"; exit 1; }

@@ -1,0 +1,728 @@
+/* engine.c: the replay engine: events in, allocator decisions and measurements out. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "sim/device_sim.h"
+#include "sim/hashmap.h"
+#include "engine.h"
+
+/*
+ * The engine knows allocators only through sim_allocator_ops and events only through
+ * sim_event. It keeps what is live (memory grows with the live set, never with the trace),
+ * one model instance per device, the peaks of the totals, the composition of live memory at
+ * the peak, and a timeline whose resolution halves whenever it fills.
+ */
+
+/* ---- the live allocations ----------------------------------------------------------------
+ * Trace address -> what the engine knows of the allocation, the record in the slot itself (one
+ * look-up, one cache line): open addressing, linear probing, backward-shift deletion (no
+ * tombstones), at most a quarter full: probes stay short, and their ends predictable (half full
+ * cost 3 to 6 ns more per event of the generated trace, a quarter 128 bytes per live record). */
+
+enum { EMPTY = 0, LIVE = 1, REQUESTED = 2, DROPPED = 3 };
+
+typedef struct live_entry {
+  uint64_t addr;
+  uint64_t size;
+  uintptr_t handle;
+  uint32_t site; /* index into the site table */
+  int8_t device; /* < REPLAY_MAX_DEVICES */
+  uint8_t category, cat_source, state; /* state EMPTY: a free slot */
+} live_entry;
+
+_Static_assert(sizeof(live_entry) == 32 && REPLAY_MAX_DEVICES <= 127, "two records per cache line");
+
+typedef struct live_table {
+  live_entry *slots;
+  size_t mask;  /* slots - 1 (a power of two) */
+  unsigned shift; /* 64 - log2(slots): a key's home is the top bits of its Fibonacci hash */
+  size_t len;
+} live_table;
+
+static inline size_t live_home(const live_table *t, uint64_t addr) {
+  return (size_t)((addr * UINT64_C(0x9E3779B97F4A7C15)) >> t->shift);
+}
+
+static void live_init(live_table *t, unsigned bits) {
+  t->slots = sim_xcalloc((size_t)1 << bits, sizeof *t->slots);
+  t->mask = ((size_t)1 << bits) - 1;
+  t->shift = 64 - bits;
+  t->len = 0;
+}
+
+static void live_release(live_table *t) {
+  free(t->slots);
+  memset(t, 0, sizeof *t);
+}
+
+static void live_grow(live_table *t) {
+  live_table old = *t;
+  live_init(t, 64 - old.shift + 1);
+  for (size_t i = 0; i <= old.mask; i++) {
+    if (old.slots[i].state == EMPTY) continue;
+    size_t j = live_home(t, old.slots[i].addr);
+    while (t->slots[j].state != EMPTY) j = (j + 1) & t->mask;
+    t->slots[j] = old.slots[i];
+  }
+  t->len = old.len;
+  free(old.slots);
+}
+
+/* The record of addr, or NULL. */
+static inline live_entry *live_get(live_table *t, uint64_t addr) {
+  for (size_t j = live_home(t, addr);; j = (j + 1) & t->mask) {
+    live_entry *le = &t->slots[j];
+    if (le->state == EMPTY) return NULL;
+    if (le->addr == addr) return le;
+  }
+}
+
+/* The record of addr, or a new one (state LIVE until the caller says otherwise): *existed says
+ * which. The pointer holds until the next live_put or live_del. */
+static inline live_entry *live_put(live_table *t, uint64_t addr, int *existed) {
+  if ((t->len + 1) * 4 > t->mask + 1) live_grow(t);
+  for (size_t j = live_home(t, addr);; j = (j + 1) & t->mask) {
+    live_entry *le = &t->slots[j];
+    if (le->state == EMPTY) {
+      le->addr = addr;
+      le->state = LIVE;
+      t->len++;
+      *existed = 0;
+      return le;
+    }
+    if (le->addr == addr) {
+      *existed = 1;
+      return le;
+    }
+  }
+}
+
+/* Empties a record's slot, pulling later members of its probe run back into the hole. */
+static inline void live_del(live_table *t, live_entry *le) {
+  size_t hole = (size_t)(le - t->slots);
+  for (size_t k = (hole + 1) & t->mask; t->slots[k].state != EMPTY; k = (k + 1) & t->mask) {
+    size_t home = live_home(t, t->slots[k].addr);
+    /* k moves into the hole unless its home lies cyclically in (hole, k] */
+    if (((k - home) & t->mask) >= ((k - hole) & t->mask)) {
+      t->slots[hole] = t->slots[k];
+      hole = k;
+    }
+  }
+  t->slots[hole].state = EMPTY;
+  t->len--;
+}
+
+typedef struct devstate {
+  int used;
+  sim_device dev;
+  sim_allocator a;
+  const sim_alloc_stats *st;
+  int64_t allocated, reserved, requested, active; /* last seen, to turn changes into deltas */
+  replay_device_result *res;
+} devstate;
+
+typedef struct site_rec {
+  int64_t stack;
+  int64_t bytes, count;       /* live now */
+  int64_t peak_bytes, peak_count; /* as captured at the peak */
+  int dirty;
+} site_rec;
+
+/* What the device primitive had done before an allocator action, to tell observers what the
+ * action did (taken only when there are observers). */
+typedef struct dev_snap {
+  uint64_t mallocs, frees, maps, unmaps;
+  uint64_t malloc_bytes, free_bytes, map_bytes, unmap_bytes;
+  int64_t reserved;
+} dev_snap;
+
+typedef struct engine {
+  const replay_config *cfg;
+  replay_result *res;
+  devstate devs[REPLAY_MAX_DEVICES];
+  live_table live; /* trace address -> what is live */
+  sim_map host;  /* host allocations: address -> size | mem << 56 */
+  int64_t host_live[SIM_MEM__COUNT];
+  /* totals over devices */
+  int64_t allocated, reserved, requested, active;
+  int64_t cat_bytes[SIM_CAT__COUNT], cat_count[SIM_CAT__COUNT], catsrc_bytes[SIM_CATSRC__COUNT];
+  /* call sites: small stack ids index an array, others go through the map */
+  uint32_t *site_small; /* stack id -> site index + 1 */
+  size_t site_small_cap;
+  sim_map site_idx;
+  site_rec *sites;
+  size_t nsites, sites_cap;
+  uint32_t *dirty;
+  size_t ndirty, dirty_cap;
+  int capture_pending;
+  /* timeline */
+  replay_point cur;
+  uint64_t cur_n, bucket;
+  size_t max_points;
+  dev_snap snap; /* the device before the model's action, when observers want to know what it did */
+  char *err;
+  size_t errlen;
+} engine;
+
+static int64_t now_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+/* ---- devices ---------------------------------------------------------------------------- */
+
+static int sim_factory(void *arg, int device, sim_device *dev, char *err, size_t errlen) {
+  const replay_config *cfg = arg;
+  (void)device, (void)err, (void)errlen;
+  sim_simdev_init(dev, cfg->capacity, cfg->total_memory);
+  if (cfg->cc_major > 0) dev->cc_major = cfg->cc_major, dev->cc_minor = cfg->cc_minor;
+  return 0;
+}
+
+static void sim_release(void *arg, int device, sim_device *dev) {
+  (void)arg, (void)device;
+  sim_simdev_release(dev);
+}
+
+static devstate *device_get(engine *e, int device) {
+  if (device < 0) device = 0;
+  if (device >= REPLAY_MAX_DEVICES) {
+    snprintf(e->err, e->errlen, "device index %d is out of range (at most %d devices)", device, REPLAY_MAX_DEVICES);
+    return NULL;
+  }
+  devstate *ds = &e->devs[device];
+  if (ds->used) return ds;
+  const replay_config *cfg = e->cfg;
+  int rc = cfg->make_device ? cfg->make_device(cfg->device_arg, device, &ds->dev, e->err, e->errlen)
+                            : sim_factory((void *)cfg, device, &ds->dev, e->err, e->errlen);
+  if (rc) return NULL;
+  if (sim_allocator_init(&ds->a, cfg->spec, &ds->dev, cfg->recorded, cfg->getenv_fn, e->err, e->errlen) != SIM_OK) {
+    if (cfg->make_device && cfg->release_device) cfg->release_device(cfg->device_arg, device, &ds->dev);
+    else if (!cfg->make_device) sim_release(NULL, device, &ds->dev);
+    return NULL;
+  }
+  ds->used = 1;
+  ds->st = ds->a.ops->stats(ds->a.ctx);
+  ds->res = &e->res->devices[e->res->ndevices++];
+  ds->res->device = device;
+  return ds;
+}
+
+/* Folds a device's stat changes into the totals. */
+static void device_sync(engine *e, devstate *ds) {
+  const sim_alloc_stats *st = ds->st;
+  e->allocated += st->allocated.current - ds->allocated;
+  e->reserved += st->reserved.current - ds->reserved;
+  e->requested += st->requested.current - ds->requested;
+  e->active += st->active.current - ds->active;
+  ds->allocated = st->allocated.current;
+  ds->reserved = st->reserved.current;
+  ds->requested = st->requested.current;
+  ds->active = st->active.current;
+  replay_device_result *r = ds->res;
+  if (ds->allocated > r->peak_allocated) r->peak_allocated = ds->allocated;
+  if (ds->reserved > r->peak_reserved) r->peak_reserved = ds->reserved;
+  if (ds->requested > r->peak_requested) r->peak_requested = ds->requested;
+  if (ds->active > r->peak_active) r->peak_active = ds->active;
+}
+
+static uint64_t largest_free_all(engine *e) {
+  uint64_t best = 0;
+  for (int d = 0; d < REPLAY_MAX_DEVICES; d++) {
+    devstate *ds = &e->devs[d];
+    if (!ds->used) continue;
+    uint64_t v = ds->a.ops->largest_free(ds->a.ctx);
+    if (v > best) best = v;
+  }
+  return best;
+}
+
+/* ---- call sites ------------------------------------------------------------------------- */
+
+#define SITE_SMALL_MAX (1u << 20)
+
+static uint32_t site_new(engine *e, int64_t stack) {
+  sim_grow((void **)&e->sites, &e->sites_cap, e->nsites + 1, sizeof *e->sites);
+  e->sites[e->nsites] = (site_rec){.stack = stack};
+  return (uint32_t)e->nsites++;
+}
+
+static uint32_t site_of(engine *e, int64_t stack) {
+  if (stack >= 0 && stack < SITE_SMALL_MAX) {
+    size_t i = (size_t)stack;
+    if (i < e->site_small_cap && e->site_small[i]) return e->site_small[i] - 1;
+    if (i >= e->site_small_cap) {
+      size_t old = e->site_small_cap;
+      sim_grow((void **)&e->site_small, &e->site_small_cap, i + 1, sizeof *e->site_small);
+      memset(e->site_small + old, 0, (e->site_small_cap - old) * sizeof *e->site_small);
+    }
+    uint32_t idx = site_new(e, stack);
+    e->site_small[i] = idx + 1;
+    return idx;
+  }
+  int existed;
+  uint64_t *slot = sim_map_put(&e->site_idx, (uint64_t)stack, &existed);
+  if (existed) return (uint32_t)*slot;
+  uint32_t idx = site_new(e, stack);
+  *slot = idx;
+  return idx;
+}
+
+static void site_change(engine *e, uint32_t i, int64_t bytes, int64_t count) {
+  site_rec *s = &e->sites[i];
+  s->bytes += bytes;
+  s->count += count;
+  if (!s->dirty) {
+    s->dirty = 1;
+    sim_grow((void **)&e->dirty, &e->dirty_cap, e->ndirty + 1, sizeof *e->dirty);
+    e->dirty[e->ndirty++] = i;
+  }
+}
+
+/* Makes the peak copy of every site equal to its live value: only sites changed since the
+ * last capture need copying, so the cost over a whole replay is linear in its events. */
+static void sites_capture(engine *e) {
+  for (size_t k = 0; k < e->ndirty; k++) {
+    site_rec *s = &e->sites[e->dirty[k]];
+    s->peak_bytes = s->bytes;
+    s->peak_count = s->count;
+    s->dirty = 0;
+  }
+  e->ndirty = 0;
+  e->capture_pending = 0;
+}
+
+static int cmp_site(const void *a, const void *b) {
+  const replay_site *x = a, *y = b;
+  if (x->bytes != y->bytes) return x->bytes < y->bytes ? 1 : -1;
+  return x->stack < y->stack ? -1 : x->stack > y->stack;
+}
+
+static void sites_finish(engine *e) {
+  size_t top = e->cfg->top_sites ? e->cfg->top_sites : 10, n = 0;
+  replay_site *all = sim_xmalloc((e->nsites ? e->nsites : 1) * sizeof *all);
+  for (size_t i = 0; i < e->nsites; i++)
+    if (e->sites[i].peak_bytes > 0)
+      all[n++] = (replay_site){e->sites[i].stack, e->sites[i].peak_bytes, e->sites[i].peak_count};
+  qsort(all, n, sizeof *all, cmp_site);
+  e->res->nsites = n < top ? n : top;
+  e->res->sites = all;
+}
+
+/* ---- timeline --------------------------------------------------------------------------- */
+
+static void timeline_push(engine *e) {
+  replay_result *r = e->res;
+  if (r->ntimeline == e->max_points) {
+    /* Full: merge neighbours, halving the resolution. */
+    size_t n = r->ntimeline / 2;
+    for (size_t i = 0; i < n; i++) {
+      replay_point *a = &r->timeline[2 * i], *b = &r->timeline[2 * i + 1];
+      replay_point m = *a;
+      if (b->allocated > m.allocated) m.allocated = b->allocated;
+      if (b->reserved > m.reserved) m.reserved = b->reserved;
+      if (b->requested > m.requested) m.requested = b->requested;
+      r->timeline[i] = m;
+    }
+    if (r->ntimeline % 2) r->timeline[n++] = r->timeline[r->ntimeline - 1];
+    r->ntimeline = n;
+    e->bucket *= 2;
+  }
+  r->timeline[r->ntimeline++] = e->cur;
+  e->cur_n = 0;
+}
+
+/* Counts an event into the current point, which starts at the first event of its bucket. */
+static inline void timeline_tick(engine *e, const sim_event *ev) {
+  if (e->cur_n == 0) e->cur = (replay_point){ev->seq, ev->ts, e->allocated, e->reserved, e->requested};
+  if (++e->cur_n >= e->bucket) timeline_push(e);
+}
+
+/* The same for an event that may have changed the totals: the point keeps their maxima. */
+static inline void timeline_add(engine *e, const sim_event *ev) {
+  if (e->cur_n) {
+    if (e->allocated > e->cur.allocated) e->cur.allocated = e->allocated;
+    if (e->reserved > e->cur.reserved) e->cur.reserved = e->reserved;
+    if (e->requested > e->cur.requested) e->cur.requested = e->requested;
+  }
+  timeline_tick(e, ev);
+}
+
+static inline void snap_take(dev_snap *s, const devstate *ds) {
+  const sim_device *d = &ds->dev;
+  *s = (dev_snap){d->mallocs, d->frees, d->maps, d->unmaps, d->malloc_bytes, d->free_bytes, d->map_bytes,
+                  d->unmap_bytes, ds->st->reserved.current};
+}
+
+static inline void snap_add(replay_outcome *out, const devstate *ds, const dev_snap *s) {
+  const sim_device *d = &ds->dev;
+  out->device_mallocs += d->mallocs - s->mallocs;
+  out->device_frees += d->frees - s->frees;
+  out->device_maps += d->maps - s->maps;
+  out->device_unmaps += d->unmaps - s->unmaps;
+  out->device_malloc_bytes += d->malloc_bytes - s->malloc_bytes;
+  out->device_free_bytes += d->free_bytes - s->free_bytes;
+  out->device_map_bytes += d->map_bytes - s->map_bytes;
+  out->device_unmap_bytes += d->unmap_bytes - s->unmap_bytes;
+  out->reserved_delta += ds->st->reserved.current - s->reserved;
+}
+
+/* ---- events ----------------------------------------------------------------------------- */
+
+/* What an event asks of the engine. */
+enum { OP_NONE, OP_ALLOC, OP_FREE, OP_HOST, OP_DEVICE };
+static const uint8_t kind_op[256] = {
+  [SIM_EV_ALLOC] = OP_ALLOC,
+  [SIM_EV_FREE] = OP_FREE,
+  [SIM_EV_FREE_REQUESTED] = OP_FREE,
+  [SIM_EV_FREE_COMPLETED] = OP_FREE,
+  [SIM_EV_HOST_ALLOC] = OP_HOST,
+  [SIM_EV_HOST_FREE] = OP_HOST,
+  [SIM_EV_SYNC] = OP_DEVICE,
+  [SIM_EV_EMPTY_CACHE] = OP_DEVICE,
+};
+
+/* Called after every event that may have changed the totals (the others cannot raise a peak). */
+static inline void peaks(engine *e, const sim_event *ev) {
+  replay_result *r = e->res;
+  if (e->allocated > r->peak_allocated) {
+    r->peak_allocated = e->allocated;
+    r->peak_allocated_seq = ev->seq;
+    r->peak_ts = ev->ts;
+    r->at_peak_reserved = e->reserved;
+    r->at_peak_largest_free = largest_free_all(e);
+    memcpy(r->category_bytes, e->cat_bytes, sizeof e->cat_bytes);
+    memcpy(r->category_count, e->cat_count, sizeof e->cat_count);
+    memcpy(r->catsrc_bytes, e->catsrc_bytes, sizeof e->catsrc_bytes);
+    e->capture_pending = 1;
+  }
+  if (e->reserved > r->peak_reserved) {
+    r->peak_reserved = e->reserved;
+    r->peak_reserved_seq = ev->seq;
+  }
+  if (e->requested > r->peak_requested) {
+    r->peak_requested = e->requested;
+    r->peak_requested_seq = ev->seq;
+  }
+  if (e->active > r->peak_active) r->peak_active = e->active;
+}
+
+static inline void account(engine *e, const live_entry *le, int sign) {
+  int64_t b = sign * (int64_t)le->size;
+  e->cat_bytes[le->category] += b;
+  e->cat_count[le->category] += sign;
+  e->catsrc_bytes[le->cat_source] += b;
+  site_change(e, le->site, b, sign);
+}
+
+static void record_oom(engine *e, devstate *ds, const sim_event *ev) {
+  replay_result *r = e->res;
+  r->ooms++;
+  ds->res->ooms++;
+  size_t max = e->cfg->max_ooms ? e->cfg->max_ooms : 100;
+  if (r->noom_list >= max) return;
+  if (r->noom_list == 0) r->oom_list = sim_xmalloc(max * sizeof *r->oom_list);
+  replay_oom *o = &r->oom_list[r->noom_list++];
+  memset(o, 0, sizeof *o);
+  o->seq = ev->seq;
+  o->device = ev->device < 0 ? 0 : ev->device;
+  o->stream = ev->stream;
+  o->size = ev->size;
+  o->allocated = ds->st->allocated.current;
+  o->reserved = ds->st->reserved.current;
+  o->largest_free = ds->a.ops->largest_free(ds->a.ctx);
+  ds->a.ops->describe_oom(ds->a.ctx, ev->size, ev->stream, o->message, sizeof o->message);
+}
+
+/* The handlers return 0, 1 for an allocation that did not fit, or -1 on error; `out` is NULL
+ * when nobody observes the replay. */
+static inline int do_alloc(engine *e, const sim_event *ev, replay_outcome *out) {
+  int existed;
+  live_entry *le = live_put(&e->live, ev->addr, &existed);
+  if (existed && le->state != DROPPED) {
+    e->res->duplicate_allocs++;
+    if (out) out->ignored = 1;
+    return 0;
+  }
+  devstate *ds = device_get(e, ev->device);
+  if (!ds) {
+    live_del(&e->live, le);
+    return -1;
+  }
+  if (out) snap_take(&e->snap, ds);
+  sim_placement pl = {0, 0, 0};
+  int rc = ds->a.ops->alloc(ds->a.ctx, ev->size, ev->stream, &pl);
+  le->handle = pl.handle;
+  le->size = ev->size;
+  le->device = (int8_t)(ev->device < 0 ? 0 : ev->device);
+  le->category = ev->category < SIM_CAT__COUNT ? ev->category : SIM_CAT_UNKNOWN;
+  le->cat_source = ev->cat_source < SIM_CATSRC__COUNT ? ev->cat_source : SIM_CATSRC_NONE;
+  le->site = 0;
+  int oom = 0;
+  if (rc == SIM_OK) {
+    le->state = LIVE;
+    le->site = site_of(e, ev->stack);
+    account(e, le, +1);
+    e->res->allocs++;
+    if (out) out->placement = pl;
+  } else if (rc == SIM_EOOM) {
+    le->state = DROPPED;
+    oom = 1;
+    if (out) out->oom = 1;
+    record_oom(e, ds, ev);
+  } else {
+    snprintf(e->err, e->errlen, "event %lld: allocator '%s' failed with status %d", (long long)ev->seq,
+             ds->a.ops->name, rc);
+    return -1;
+  }
+  device_sync(e, ds);
+  if (out) snap_add(out, ds, &e->snap);
+  return oom;
+}
+
+static inline int do_free(engine *e, const sim_event *ev, replay_outcome *out) {
+  live_entry *le = live_get(&e->live, ev->addr);
+  if (!le) {
+    e->res->unknown_frees++;
+    if (out) out->ignored = 1;
+    return 0;
+  }
+  int completes = ev->kind != SIM_EV_FREE_REQUESTED;
+  if (le->state == DROPPED) {
+    e->res->dropped_frees++;
+    if (out) out->ignored = 1;
+    if (completes) live_del(&e->live, le);
+    return 0;
+  }
+  if (le->state == REQUESTED && ev->kind == SIM_EV_FREE_REQUESTED) {
+    e->res->unknown_frees++; /* requested twice */
+    if (out) out->ignored = 1;
+    return 0;
+  }
+  devstate *ds = &e->devs[le->device];
+  const sim_allocator_ops *ops = ds->a.ops;
+  if (e->capture_pending) sites_capture(e);
+  if (out) snap_take(&e->snap, ds);
+  if (le->state == LIVE) {
+    if (ops->free_requested) ops->free_requested(ds->a.ctx, le->handle);
+    account(e, le, -1);
+    le->state = REQUESTED;
+  }
+  if (completes) {
+    ops->free_completed(ds->a.ctx, le->handle);
+    e->res->frees++;
+    live_del(&e->live, le);
+  }
+  device_sync(e, ds);
+  if (out) snap_add(out, ds, &e->snap);
+  return 0;
+}
+
+static void do_host(engine *e, const sim_event *ev) {
+  if (ev->kind == SIM_EV_HOST_ALLOC) {
+    int mem = ev->mem == SIM_MEM_PINNED ? SIM_MEM_PINNED : SIM_MEM_PAGEABLE;
+    int existed;
+    uint64_t *slot = sim_map_put(&e->host, ev->addr, &existed);
+    if (existed) {
+      e->res->duplicate_allocs++;
+      return;
+    }
+    *slot = (ev->size & ((UINT64_C(1) << 56) - 1)) | ((uint64_t)mem << 56);
+    e->host_live[mem] += (int64_t)ev->size;
+  } else {
+    uint64_t v;
+    if (!sim_map_del(&e->host, ev->addr, &v)) {
+      e->res->unknown_frees++;
+      return;
+    }
+    e->host_live[v >> 56] -= (int64_t)(v & ((UINT64_C(1) << 56) - 1));
+  }
+  if (e->host_live[SIM_MEM_PINNED] > e->res->host_pinned_peak) e->res->host_pinned_peak = e->host_live[SIM_MEM_PINNED];
+  if (e->host_live[SIM_MEM_PAGEABLE] > e->res->host_pageable_peak)
+    e->res->host_pageable_peak = e->host_live[SIM_MEM_PAGEABLE];
+}
+
+/* Runs an allocator-wide action (synchronize, empty_cache) on the event's device, or on all. */
+static void do_device_action(engine *e, const sim_event *ev, replay_outcome *out) {
+  for (int d = 0; d < REPLAY_MAX_DEVICES; d++) {
+    devstate *ds = &e->devs[d];
+    if (!ds->used || (ev->device >= 0 && ev->device != d)) continue;
+    const sim_allocator_ops *ops = ds->a.ops;
+    void (*fn)(void *, int64_t) = NULL;
+    if (ev->kind == SIM_EV_SYNC) fn = ops->synchronize;
+    if (!fn && !(ev->kind == SIM_EV_EMPTY_CACHE && ops->empty_cache)) continue;
+    if (e->capture_pending) sites_capture(e);
+    if (out) snap_take(&e->snap, ds);
+    if (fn) fn(ds->a.ctx, ev->stream);
+    else ops->empty_cache(ds->a.ctx);
+    device_sync(e, ds);
+    if (out) snap_add(out, ds, &e->snap);
+  }
+}
+
+static int check_models(engine *e, const sim_event *ev) {
+  for (int d = 0; d < REPLAY_MAX_DEVICES; d++) {
+    devstate *ds = &e->devs[d];
+    if (!ds->used || !ds->a.ops->check) continue;
+    char msg[SIM_ERRLEN];
+    if (ds->a.ops->check(ds->a.ctx, msg, sizeof msg)) {
+      snprintf(e->err, e->errlen, "allocator '%s' is inconsistent after event %lld: %s", ds->a.ops->name,
+               (long long)ev->seq, msg);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+/* Replays one event: 0 to go on, 1 to stop (at an OOM, when asked to), -1 on error. */
+static inline int replay_event(engine *e, const sim_event *ev) {
+  const replay_config *cfg = e->cfg;
+  int op = kind_op[ev->kind], rc = 0;
+  if (op == OP_NONE && !cfg->nobservers) { /* kernels, copies, markers: nothing changes */
+    timeline_tick(e, ev);
+    return 0;
+  }
+  replay_outcome out, *o = NULL;
+  if (cfg->nobservers) {
+    memset(&out, 0, sizeof out);
+    o = &out;
+  }
+  switch (op) {
+  case OP_ALLOC: rc = do_alloc(e, ev, o); break;
+  case OP_FREE: rc = do_free(e, ev, o); break;
+  case OP_HOST: do_host(e, ev); break;
+  case OP_DEVICE: do_device_action(e, ev, o); break;
+  default: break;
+  }
+  if (rc < 0) return -1;
+  if (op == OP_ALLOC || op == OP_FREE || op == OP_DEVICE) {
+    peaks(e, ev);
+    timeline_add(e, ev);
+  } else {
+    timeline_tick(e, ev);
+  }
+  for (size_t i = 0; i < cfg->nobservers; i++) cfg->observers[i].event(cfg->observers[i].ctx, ev, o);
+  if (cfg->check_level >= 2 && check_models(e, ev)) return -1;
+  return rc && cfg->stop_at_oom ? 1 : 0;
+}
+
+int replay_run(const replay_config *cfg, replay_source *src, replay_result *res, char *err, size_t errlen) {
+  memset(res, 0, sizeof *res);
+  engine *e = sim_xcalloc(1, sizeof *e);
+  e->cfg = cfg;
+  e->res = res;
+  e->err = err;
+  e->errlen = errlen;
+  err[0] = 0;
+  live_init(&e->live, 10);
+  sim_map_init(&e->host);
+  sim_map_init(&e->site_idx);
+  e->bucket = 1;
+  e->max_points = cfg->timeline_points ? cfg->timeline_points : 1000;
+  if (e->max_points < 2) e->max_points = 2;
+  res->timeline = sim_xmalloc(e->max_points * sizeof *res->timeline);
+  res->peak_allocated_seq = res->peak_reserved_seq = res->peak_requested_seq = -1;
+
+  int64_t t0 = now_ns();
+  int rc = 0;
+  for (;;) {
+    const sim_event *evs;
+    sim_event one;
+    ptrdiff_t n;
+    if (src->view) {
+      n = src->view(src->ctx, &evs);
+    } else {
+      n = replay_source_next(src, &one);
+      evs = &one;
+    }
+    if (n == 0) break;
+    if (n < 0) {
+      const char *m = src->error ? src->error(src->ctx) : NULL;
+      snprintf(err, errlen, "%s", m && *m ? m : "cannot read events");
+      rc = -1;
+      break;
+    }
+    size_t i = 0;
+    while (i < (size_t)n && !(rc = replay_event(e, &evs[i]))) i++;
+    if (rc) i++; /* the event that stopped the replay was read */
+    res->events += i;
+    if (src->view) src->advance(src->ctx, i);
+    if (rc) break;
+  }
+  if (rc > 0) { /* stopped at an OOM */
+    res->stopped_at_oom = 1;
+    rc = 0;
+  }
+  if (e->cur_n) timeline_push(e);
+  if (e->capture_pending) sites_capture(e);
+  for (size_t i = 0; i < cfg->nobservers; i++)
+    if (cfg->observers[i].finish) cfg->observers[i].finish(cfg->observers[i].ctx);
+  sites_finish(e);
+
+  res->fragmentation = res->at_peak_reserved > 0 ? 1.0 - (double)res->peak_allocated / (double)res->at_peak_reserved : 0;
+  if (res->fragmentation < 0) res->fragmentation = 0;
+  res->fragmentation_gmlake = res->peak_reserved > 0 ? 1.0 - (double)res->peak_active / (double)res->peak_reserved : 0;
+  if (res->fragmentation_gmlake < 0) res->fragmentation_gmlake = 0;
+  res->final_allocated = e->allocated;
+  res->final_reserved = e->reserved;
+  for (int d = 0; d < REPLAY_MAX_DEVICES; d++) {
+    devstate *ds = &e->devs[d];
+    if (!ds->used) continue;
+    ds->res->device_mallocs = ds->dev.mallocs;
+    ds->res->device_frees = ds->dev.frees;
+    res->device_mallocs += ds->dev.mallocs;
+    res->device_frees += ds->dev.frees;
+    res->device_maps += ds->dev.maps;
+    res->device_unmaps += ds->dev.unmaps;
+    sim_allocator_release(&ds->a);
+    if (cfg->make_device) {
+      if (cfg->release_device) cfg->release_device(cfg->device_arg, d, &ds->dev);
+    } else {
+      sim_release(NULL, d, &ds->dev);
+    }
+  }
+  res->elapsed_s = (double)(now_ns() - t0) / 1e9;
+
+  live_release(&e->live);
+  sim_map_release(&e->host);
+  sim_map_release(&e->site_idx);
+  free(e->sites);
+  free(e->site_small);
+  free(e->dirty);
+  free(e);
+  return rc;
+}
+
+void replay_result_release(replay_result *r) {
+  free(r->sites);
+  free(r->oom_list);
+  free(r->timeline);
+  memset(r, 0, sizeof *r);
+}
+
+/* ---- the in-memory source ----------------------------------------------------------------- */
+
+static int array_next(void *ctx, sim_event *ev) {
+  replay_array_source *a = ctx;
+  if (a->pos >= a->n) return 0;
+  *ev = a->events[a->pos++];
+  return 1;
+}
+
+static ptrdiff_t array_view(void *ctx, const sim_event **evs) {
+  replay_array_source *a = ctx;
+  *evs = a->events + a->pos;
+  return (ptrdiff_t)(a->n - a->pos);
+}
+
+static void array_advance(void *ctx, size_t k) { ((replay_array_source *)ctx)->pos += k; }
+
+replay_source replay_array_source_init(replay_array_source *a, const sim_event *events, size_t n) {
+  a->events = events;
+  a->n = n;
+  a->pos = 0;
+  return (replay_source){.next = array_next, .ctx = a, .view = array_view, .advance = array_advance};
+}

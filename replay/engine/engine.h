@@ -1,0 +1,121 @@
+/* engine.h: the replay engine: streams events through an allocator model and measures what happens. */
+#ifndef REPLAY_ENGINE_H
+#define REPLAY_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sim/allocator.h"
+#include "source.h"
+
+#define REPLAY_MAX_DEVICES 64
+
+/* What the allocator did for one event; observers (the time model) see it after each event. */
+typedef struct replay_outcome {
+  int oom;                 /* the allocation did not fit */
+  int ignored;             /* the event was skipped (free of a dropped or unknown allocation) */
+  uint64_t device_mallocs; /* driver calls made while handling this event */
+  uint64_t device_frees;
+  uint64_t device_maps, device_unmaps;
+  uint64_t device_malloc_bytes, device_free_bytes; /* bytes those calls took and gave back */
+  uint64_t device_map_bytes, device_unmap_bytes;
+  int64_t reserved_delta;  /* change in reserved bytes on the event's device */
+  sim_placement placement; /* for a placed allocation */
+} replay_outcome;
+
+typedef struct replay_observer {
+  void *ctx;
+  void (*event)(void *ctx, const sim_event *ev, const replay_outcome *o);
+  void (*finish)(void *ctx);
+} replay_observer;
+
+/* Makes the device primitive for device index `device` (default: a simulated device). */
+typedef int (*replay_device_factory)(void *arg, int device, sim_device *dev, char *err, size_t errlen);
+
+typedef struct replay_config {
+  const sim_spec *spec;         /* the allocator model and its options */
+  uint64_t capacity;            /* bytes per device the process may take; UINT64_MAX: unlimited */
+  uint64_t total_memory;        /* the card's memory as models see it (0: capacity, or 80 GiB) */
+  int cc_major, cc_minor;       /* the card's compute capability (0: the simulated device's default) */
+  const char *recorded;         /* allocator settings recorded in the trace (JSON), or NULL */
+  const char *(*getenv_fn)(const char *);
+  int stop_at_oom;
+  size_t timeline_points;       /* at most this many timeline points (0: 1000) */
+  size_t top_sites;             /* call sites kept at the peak (0: 10) */
+  size_t max_ooms;              /* OOMs described in detail (0: 100) */
+  int check_level;              /* 2: run the model's full invariant check after every event */
+  replay_observer *observers;
+  size_t nobservers;
+  replay_device_factory make_device;
+  void (*release_device)(void *arg, int device, sim_device *dev);
+  void *device_arg;
+} replay_config;
+
+typedef struct replay_oom {
+  int64_t seq;
+  int device;
+  int64_t stream;
+  uint64_t size;
+  int64_t allocated, reserved;
+  uint64_t largest_free;
+  char message[320];
+} replay_oom;
+
+typedef struct replay_point {
+  int64_t seq, ts;
+  int64_t allocated, reserved, requested; /* maxima over the points' span */
+} replay_point;
+
+typedef struct replay_site {
+  int64_t stack; /* call stack id, 0 for allocations without one */
+  int64_t bytes; /* requested bytes live at the peak */
+  int64_t count;
+} replay_site;
+
+typedef struct replay_device_result {
+  int device;
+  int64_t peak_allocated, peak_reserved, peak_requested, peak_active;
+  uint64_t device_mallocs, device_frees, ooms;
+} replay_device_result;
+
+typedef struct replay_result {
+  uint64_t events;          /* events read */
+  uint64_t allocs, frees;   /* device allocations placed, frees completed */
+  uint64_t ooms;            /* allocations that did not fit */
+  int stopped_at_oom;
+  /* Peaks of the totals over all devices (for one device: that device's). */
+  int64_t peak_allocated, peak_reserved, peak_requested, peak_active;
+  int64_t peak_allocated_seq, peak_reserved_seq, peak_requested_seq;
+  int64_t peak_ts;
+  /* The state when allocated memory peaked. */
+  int64_t at_peak_reserved;
+  uint64_t at_peak_largest_free;
+  double fragmentation;     /* 1 - allocated/reserved at the peak */
+  double fragmentation_gmlake; /* 1 - peak active / peak reserved */
+  int64_t category_bytes[SIM_CAT__COUNT]; /* requested bytes live at the peak, by category */
+  int64_t category_count[SIM_CAT__COUNT];
+  int64_t catsrc_bytes[SIM_CATSRC__COUNT]; /* the same bytes, by how their category was decided */
+  replay_site *sites;       /* largest call sites at the peak, largest first */
+  size_t nsites;
+  uint64_t device_mallocs, device_frees, device_maps, device_unmaps;
+  replay_oom *oom_list;
+  size_t noom_list;
+  replay_point *timeline;
+  size_t ntimeline;
+  int64_t host_pinned_peak, host_pageable_peak;
+  int64_t final_allocated, final_reserved;
+  /* Things the trace did that the engine had to skip. */
+  uint64_t unknown_frees;    /* frees of addresses never allocated (or already freed) */
+  uint64_t dropped_frees;    /* frees of allocations dropped by an OOM */
+  uint64_t duplicate_allocs; /* allocations of an address already live */
+  replay_device_result devices[REPLAY_MAX_DEVICES];
+  int ndevices;
+  double elapsed_s;
+} replay_result;
+
+/* Replays src. Returns 0, or -1 with a message (a source error, an allocator that could not
+ * be created, a failed invariant check). An OOM is a result, not an error. */
+int replay_run(const replay_config *cfg, replay_source *src, replay_result *res, char *err, size_t errlen);
+void replay_result_release(replay_result *r);
+
+#endif

@@ -1,0 +1,282 @@
+/* report.c: replay results as JSON and as rows of the runs tables. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "io/jsonw.h"
+#include "report.h"
+
+static double secs(int64_t ns) { return (double)ns / 1e9; }
+
+void report_time_item_label(const replay_names *names, const sim_tm_item *it, char *buf, size_t n) {
+  const char *name = replay_name(names, it->name);
+  switch (it->what) {
+  case SIM_TM_W_KERNEL:
+  case SIM_TM_W_MEMSET: snprintf(buf, n, "%s %s", sim_tm_what_name(it->what), name ? name : "(unnamed)"); break;
+  case SIM_TM_W_COPY:
+  case SIM_TM_W_STAGING:
+    snprintf(buf, n, "%s %s %s", sim_tm_what_name(it->what), sim_copy_dir_name(it->dir), sim_mem_kind_name(it->mem));
+    break;
+  case SIM_TM_W_SYNC:
+    if (name) snprintf(buf, n, "sync %s", name);
+    else snprintf(buf, n, "sync (%s)", sim_event_kind_name(it->kind));
+    break;
+  case SIM_TM_W_CALL:
+    if (name) snprintf(buf, n, "call %s", name);
+    else snprintf(buf, n, "%s calls", sim_event_kind_name(it->kind));
+    break;
+  case SIM_TM_W_HOST: snprintf(buf, n, "host code between calls"); break;
+  case SIM_TM_W_DEVICE_WAIT: snprintf(buf, n, "device wait before %s", sim_event_kind_name(it->kind)); break;
+  default: snprintf(buf, n, "%s", sim_tm_what_name(it->what));
+  }
+}
+
+static void breakdown_json(yajl_gen g, const char *key, const int64_t b[SIM_TM__NCLASS]) {
+  jsonw_str(g, key);
+  yajl_gen_map_open(g);
+  for (int c = 0; c < SIM_TM__NCLASS; c++) jsonw_kdouble(g, sim_tm_class_name(c), secs(b[c]));
+  yajl_gen_map_close(g);
+}
+
+static void time_json(yajl_gen g, const replay_names *names, const run_meta *m) {
+  const sim_tm_result *t = m->time;
+  const sim_tm_config *c = m->time_config;
+  jsonw_str(g, "time");
+  yajl_gen_map_open(g);
+  jsonw_kstr(g, "device_source", m->device_source);
+  jsonw_kstr(g, "device_chosen_by", m->device_reason);
+  if (c) {
+    jsonw_str(g, "assumptions");
+    yajl_gen_map_open(g);
+    jsonw_kstr(g, "copies", c->copy_timing == SIM_TM_TIMING_RECORDED ? "recorded" : "model");
+    jsonw_kstr(g, "device_waits", c->keep_device_waits ? "keep" : "drop");
+    jsonw_kstr(g, "dependencies", c->infer_dependencies ? "infer" : "off");
+    jsonw_kdouble(g, "kernel_scale", c->kernel_scale > 0 ? c->kernel_scale : 1.0);
+    jsonw_kbool(g, "malloc_syncs", c->malloc_syncs);
+    jsonw_kint(g, "batch_size", c->batch_size);
+    yajl_gen_map_close(g);
+  }
+  jsonw_kdouble(g, "total_s", secs(t->total_ns));
+  jsonw_kint(g, "start_ns", t->start_ns);
+  jsonw_kint(g, "end_ns", t->end_ns);
+  jsonw_kuint(g, "steps_complete", t->complete_steps);
+  jsonw_str(g, "recorded_step_time_s");
+  if (t->recorded_step_time_s >= 0) jsonw_double(g, t->recorded_step_time_s);
+  else jsonw_null(g);
+  breakdown_json(g, "breakdown_s", t->breakdown);
+  jsonw_str(g, "host_blocked_s");
+  yajl_gen_map_open(g);
+  jsonw_kdouble(g, "sync", secs(t->blocked_sync_ns));
+  jsonw_kdouble(g, "copies", secs(t->blocked_copy_ns));
+  jsonw_kdouble(g, "allocation", secs(t->blocked_alloc_ns));
+  jsonw_kdouble(g, "launch_queue", secs(t->blocked_launch_ns));
+  yajl_gen_map_close(g);
+  jsonw_str(g, "device_busy_s");
+  yajl_gen_map_open(g);
+  jsonw_kdouble(g, "compute", secs(t->compute_busy_ns));
+  jsonw_kdouble(g, "copies", secs(t->copy_busy_ns));
+  yajl_gen_map_close(g);
+  jsonw_str(g, "steps");
+  yajl_gen_array_open(g);
+  for (size_t i = 0; i < t->nsteps; i++) {
+    const sim_tm_step *st = &t->steps[i];
+    yajl_gen_map_open(g);
+    jsonw_kint(g, "step", st->step);
+    jsonw_kint(g, "begin_event", st->begin_seq);
+    jsonw_kint(g, "end_event", st->end_seq);
+    jsonw_kbool(g, "complete", st->complete);
+    jsonw_kdouble(g, "predicted_s", secs(st->end_ns - st->start_ns));
+    jsonw_str(g, "recorded_s");
+    if (st->recorded_ns >= 0) jsonw_double(g, secs(st->recorded_ns));
+    else jsonw_null(g);
+    breakdown_json(g, "breakdown_s", st->breakdown);
+    yajl_gen_map_close(g);
+  }
+  yajl_gen_array_close(g);
+  jsonw_str(g, "critical_path");
+  yajl_gen_array_open(g);
+  for (size_t i = 0; i < t->nitems; i++) {
+    const sim_tm_item *it = &t->items[i];
+    char label[400];
+    report_time_item_label(names, it, label, sizeof label);
+    yajl_gen_map_open(g);
+    jsonw_kstr(g, "class", sim_tm_class_name(it->cls));
+    jsonw_kstr(g, "what", sim_tm_what_name(it->what));
+    jsonw_kstr(g, "item", label);
+    jsonw_kdouble(g, "total_s", secs(it->total_ns));
+    jsonw_kint(g, "count", it->count);
+    jsonw_kdouble(g, "largest_s", secs(it->max_ns));
+    jsonw_kint(g, "largest_event", it->max_seq);
+    yajl_gen_map_close(g);
+  }
+  yajl_gen_array_close(g);
+  jsonw_str(g, "copies");
+  yajl_gen_array_open(g);
+  for (int b = 0; b < SIM_TM__NCB; b++)
+    for (int large = 0; large < 2; large++) {
+      const sim_tm_copy_stats *cs = &t->copies[b][large];
+      if (!cs->n) continue;
+      yajl_gen_map_open(g);
+      jsonw_kstr(g, "kind", sim_tm_copy_bucket_name(b));
+      jsonw_kstr(g, "size", large ? "at least 1 MiB" : "below 1 MiB");
+      jsonw_kuint(g, "count", cs->n);
+      jsonw_kuint(g, "bytes", cs->bytes);
+      jsonw_kdouble(g, "recorded_s", secs(cs->recorded_ns));
+      jsonw_kdouble(g, "predicted_s", secs(cs->predicted_ns));
+      jsonw_kdouble(g, "total_error", cs->recorded_ns ? (double)(cs->predicted_ns - cs->recorded_ns) / (double)cs->recorded_ns : 0);
+      jsonw_kdouble(g, "mean_abs_error", cs->abs_rel_err_sum / (double)cs->n);
+      yajl_gen_map_close(g);
+    }
+  yajl_gen_array_close(g);
+  jsonw_str(g, "counts");
+  yajl_gen_map_open(g);
+  jsonw_kuint(g, "kernels", t->kernels);
+  jsonw_kuint(g, "kernels_without_duration", t->ops_without_duration);
+  jsonw_kuint(g, "memsets", t->memsets);
+  jsonw_kuint(g, "copies", t->copies_n);
+  jsonw_kuint(g, "syncs", t->syncs);
+  jsonw_kuint(g, "host_pins", t->host_pins);
+  jsonw_kuint(g, "inferred_dependencies", t->inferred_dependencies);
+  jsonw_kuint(g, "device_waits", t->device_waits);
+  jsonw_kdouble(g, "device_wait_s", secs(t->device_wait_ns));
+  jsonw_kuint(g, "launch_queue_blocks", t->launch_blocks);
+  yajl_gen_map_close(g);
+  yajl_gen_map_close(g);
+}
+
+void report_json(yajl_gen g, const replay_names *names, const run_meta *m, const replay_result *r, int timeline) {
+  jsonw_kstr(g, "trace", m->trace_name);
+  if (m->trace_id > 0) jsonw_kint(g, "trace_id", m->trace_id);
+  jsonw_kstr(g, "allocator", m->allocator);
+  jsonw_kstr(g, "backend", m->backend ? m->backend : "sim");
+  jsonw_kstr(g, "device", m->device);
+  jsonw_str(g, "capacity_bytes");
+  if (m->capacity == UINT64_MAX) jsonw_null(g);
+  else jsonw_uint(g, m->capacity);
+  jsonw_kuint(g, "events", r->events);
+  jsonw_kuint(g, "allocs", r->allocs);
+  jsonw_kuint(g, "frees", r->frees);
+  jsonw_kint(g, "peak_allocated_bytes", r->peak_allocated);
+  jsonw_kint(g, "peak_reserved_bytes", r->peak_reserved);
+  jsonw_kint(g, "peak_requested_bytes", r->peak_requested);
+  jsonw_kint(g, "peak_active_bytes", r->peak_active);
+  jsonw_kint(g, "peak_allocated_event", r->peak_allocated_seq);
+  jsonw_kint(g, "peak_reserved_event", r->peak_reserved_seq);
+  jsonw_kint(g, "final_allocated_bytes", r->final_allocated);
+  jsonw_kint(g, "final_reserved_bytes", r->final_reserved);
+  jsonw_kdouble(g, "fragmentation", r->fragmentation);
+  jsonw_kdouble(g, "fragmentation_gmlake", r->fragmentation_gmlake);
+  jsonw_kuint(g, "device_mallocs", r->device_mallocs);
+  jsonw_kuint(g, "device_frees", r->device_frees);
+  jsonw_kuint(g, "device_maps", r->device_maps);
+  jsonw_kuint(g, "device_unmaps", r->device_unmaps);
+  jsonw_kuint(g, "ooms", r->ooms);
+  jsonw_kbool(g, "stopped_at_oom", r->stopped_at_oom);
+  if (m->step_time_s >= 0) jsonw_kdouble(g, "step_time_s", m->step_time_s);
+  if (m->samples_per_s >= 0) jsonw_kdouble(g, "samples_per_s", m->samples_per_s);
+
+  jsonw_str(g, "at_peak");
+  yajl_gen_map_open(g);
+  jsonw_kint(g, "event", r->peak_allocated_seq);
+  jsonw_kint(g, "ts", r->peak_ts);
+  jsonw_kint(g, "allocated_bytes", r->peak_allocated);
+  jsonw_kint(g, "reserved_bytes", r->at_peak_reserved);
+  jsonw_kuint(g, "largest_free_block_bytes", r->at_peak_largest_free);
+  jsonw_str(g, "by_category");
+  yajl_gen_map_open(g);
+  for (int c = 0; c < SIM_CAT__COUNT; c++)
+    if (r->category_bytes[c] || r->category_count[c]) jsonw_kint(g, sim_category_name(c), r->category_bytes[c]);
+  yajl_gen_map_close(g);
+  jsonw_str(g, "by_method");
+  yajl_gen_map_open(g);
+  for (int c = 0; c < SIM_CATSRC__COUNT; c++)
+    if (r->catsrc_bytes[c]) jsonw_kint(g, sim_cat_source_name(c), r->catsrc_bytes[c]);
+  yajl_gen_map_close(g);
+  jsonw_str(g, "top_sites");
+  yajl_gen_array_open(g);
+  for (size_t i = 0; i < r->nsites; i++) {
+    yajl_gen_map_open(g);
+    jsonw_kint(g, "stack_id", r->sites[i].stack);
+    char *label = replay_stack_label(names, r->sites[i].stack);
+    jsonw_kstr(g, "site", label);
+    free(label);
+    jsonw_kint(g, "bytes", r->sites[i].bytes);
+    jsonw_kint(g, "count", r->sites[i].count);
+    yajl_gen_map_close(g);
+  }
+  yajl_gen_array_close(g);
+  yajl_gen_map_close(g);
+
+  jsonw_str(g, "oom_list");
+  yajl_gen_array_open(g);
+  for (size_t i = 0; i < r->noom_list; i++) {
+    const replay_oom *o = &r->oom_list[i];
+    yajl_gen_map_open(g);
+    jsonw_kint(g, "event", o->seq);
+    jsonw_kint(g, "device", o->device);
+    jsonw_kint(g, "stream", o->stream);
+    jsonw_kuint(g, "size_bytes", o->size);
+    jsonw_kint(g, "allocated_bytes", o->allocated);
+    jsonw_kint(g, "reserved_bytes", o->reserved);
+    jsonw_kuint(g, "largest_free_block_bytes", o->largest_free);
+    jsonw_kstr(g, "message", o->message);
+    yajl_gen_map_close(g);
+  }
+  yajl_gen_array_close(g);
+
+  jsonw_kint(g, "host_pinned_peak_bytes", r->host_pinned_peak);
+  jsonw_kint(g, "host_pageable_peak_bytes", r->host_pageable_peak);
+  jsonw_str(g, "skipped");
+  yajl_gen_map_open(g);
+  jsonw_kuint(g, "unknown_frees", r->unknown_frees);
+  jsonw_kuint(g, "dropped_frees", r->dropped_frees);
+  jsonw_kuint(g, "duplicate_allocs", r->duplicate_allocs);
+  yajl_gen_map_close(g);
+  jsonw_str(g, "devices");
+  yajl_gen_array_open(g);
+  for (int i = 0; i < r->ndevices; i++) {
+    const replay_device_result *d = &r->devices[i];
+    yajl_gen_map_open(g);
+    jsonw_kint(g, "device", d->device);
+    jsonw_kint(g, "peak_allocated_bytes", d->peak_allocated);
+    jsonw_kint(g, "peak_reserved_bytes", d->peak_reserved);
+    jsonw_kint(g, "peak_requested_bytes", d->peak_requested);
+    jsonw_kuint(g, "device_mallocs", d->device_mallocs);
+    jsonw_kuint(g, "device_frees", d->device_frees);
+    jsonw_kuint(g, "ooms", d->ooms);
+    yajl_gen_map_close(g);
+  }
+  yajl_gen_array_close(g);
+  jsonw_kuint(g, "timeline_points", r->ntimeline);
+  if (timeline) {
+    jsonw_str(g, "timeline");
+    yajl_gen_array_open(g);
+    for (size_t i = 0; i < r->ntimeline; i++) {
+      const replay_point *p = &r->timeline[i];
+      yajl_gen_map_open(g);
+      jsonw_kint(g, "event", p->seq);
+      jsonw_kint(g, "ts", p->ts);
+      jsonw_kint(g, "allocated_bytes", p->allocated);
+      jsonw_kint(g, "reserved_bytes", p->reserved);
+      jsonw_kint(g, "requested_bytes", p->requested);
+      yajl_gen_map_close(g);
+    }
+    yajl_gen_array_close(g);
+  }
+  if (m->time) time_json(g, names, m);
+  jsonw_kdouble(g, "elapsed_s", r->elapsed_s);
+}
+
+const char *report_bytes(char *buf, size_t n, int64_t v) {
+  static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  double x = (double)(v < 0 ? -v : v);
+  int u = 0;
+  while (x >= 1024 && u < 5) {
+    x /= 1024;
+    u++;
+  }
+  if (u == 0) snprintf(buf, n, "%s%lld B", v < 0 ? "-" : "", (long long)(v < 0 ? -v : v));
+  else snprintf(buf, n, "%s%.2f %s", v < 0 ? "-" : "", x, units[u]);
+  return buf;
+}

@@ -1,0 +1,39 @@
+/* report.h: a replay's result as JSON (the contract scripts parse) and as a stored run. */
+#ifndef REPLAY_REPORT_H
+#define REPLAY_REPORT_H
+
+#include <yajl/yajl_gen.h>
+
+#include "sim/timemodel.h"
+#include "engine.h"
+#include "names.h"
+
+/* What a run was: stored beside its result. */
+typedef struct run_meta {
+  int64_t trace_id;
+  const char *trace_name;
+  const char *kind;      /* replay, whatif, validate, backend */
+  const char *allocator; /* the SPEC as given */
+  uint64_t capacity;     /* UINT64_MAX: none */
+  const char *device;    /* device profile name, or NULL */
+  const char *backend;   /* sim, cuda */
+  const char *scenario, *variant;
+  double step_time_s, samples_per_s; /* < 0: unknown */
+  /* The time model's prediction on `device`, or NULL (no profile, no prediction). */
+  const sim_tm_result *time;
+  const sim_tm_config *time_config;
+  const char *device_source; /* builtin, user, calibrated */
+  const char *device_reason; /* "option" (--device) or "recorded" (the trace's device name matched) */
+} run_meta;
+
+/* Writes the result's members into an open JSON object (the caller opens and closes it).
+ * With timeline, the downsampled timeline is included. names labels call sites (may be NULL). */
+void report_json(yajl_gen g, const replay_names *names, const run_meta *m, const replay_result *r, int timeline);
+
+/* A critical-path item in words: "kernel volta_sgemm_128x64_nn", "copy h2d pageable", ... */
+void report_time_item_label(const replay_names *names, const sim_tm_item *it, char *buf, size_t n);
+
+/* A byte count for people: "512 B", "1.50 GiB" (binary units, two decimals). Returns buf. */
+const char *report_bytes(char *buf, size_t n, int64_t v);
+
+#endif

@@ -1,0 +1,223 @@
+/* importer.c: the registry of importers, format detection, and the transaction around every import. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim/hashmap.h"
+#include "categorize.h"
+#include "importer.h"
+
+extern const importer import_jsonl;
+extern const importer import_kineto;
+extern const importer import_timeline;
+extern const importer import_pytorch_snapshot;
+extern const importer import_nsys;
+
+const importer *const importers[] = {
+  &import_jsonl,
+  &import_kineto,
+  &import_timeline,
+  &import_pytorch_snapshot,
+  &import_nsys,
+  NULL,
+};
+
+const importer *importer_find(const char *name) {
+  for (size_t i = 0; importers[i]; i++)
+    if (!strcmp(importers[i]->name, name)) return importers[i];
+  return NULL;
+}
+
+static void list_formats(char *buf, size_t n) {
+  size_t off = 0;
+  buf[0] = 0;
+  for (size_t i = 0; importers[i] && off < n; i++)
+    off += (size_t)snprintf(buf + off, n - off, "%s%s", i ? ", " : "", importers[i]->name);
+}
+
+const importer *importer_detect(input *in, const char *path, char *err, size_t errlen) {
+  const unsigned char *head = (const unsigned char *)"";
+  size_t n = in ? input_peek(in, &head) : 0;
+  const importer *best = NULL;
+  int best_score = 0;
+  for (size_t i = 0; importers[i]; i++) {
+    int sc = importers[i]->detect(head, n, path);
+    if (sc > best_score) {
+      best_score = sc;
+      best = importers[i];
+    }
+  }
+  if (!best) {
+    char formats[256];
+    list_formats(formats, sizeof formats);
+    if (n == 0) snprintf(err, errlen, "cannot import '%s': the file is empty", path);
+    else
+      snprintf(err, errlen, "cannot import '%s': not a trace format memplay knows (known: %s; use --format to force one)",
+               path, formats);
+  }
+  return best;
+}
+
+void import_error(import_ctx *ctx, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(ctx->err, sizeof ctx->err, fmt, ap);
+  va_end(ap);
+}
+
+void import_warn(import_ctx *ctx, const char *fmt, ...) {
+  char msg[IMPORT_ERRLEN];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  if (ctx->on_warning) ctx->on_warning(ctx->arg, msg);
+}
+
+const char *import_param(const import_ctx *ctx, const char *key) {
+  size_t k = strlen(key);
+  for (size_t i = 0; ctx->params && ctx->params[i]; i++)
+    if (!strncmp(ctx->params[i], key, k) && ctx->params[i][k] == '=') return ctx->params[i] + k + 1;
+  return NULL;
+}
+
+char *import_trace_name(import_ctx *ctx, const char *suffix) {
+  char base[512];
+  if (ctx->name) {
+    snprintf(base, sizeof base, "%s%s", ctx->name, suffix ? suffix : "");
+    char *n = sim_xmalloc(strlen(base) + 1);
+    strcpy(n, base);
+    return n; /* a name the user chose is taken as given: a clash is an error */
+  }
+  const char *b = strrchr(ctx->path, '/');
+  b = b ? b + 1 : ctx->path;
+  snprintf(base, sizeof base, "%s", b);
+  static const char *const exts[] = {".gz", ".json", ".jsonl", ".raw", ".pickle", ".pkl", ".sqlite", ".db", NULL};
+  for (int again = 1; again;) {
+    again = 0;
+    size_t bl = strlen(base);
+    for (size_t i = 0; exts[i]; i++) {
+      size_t el = strlen(exts[i]);
+      if (bl > el && !strcmp(base + bl - el, exts[i])) {
+        base[bl - el] = 0;
+        again = 1;
+        break;
+      }
+    }
+  }
+  if (suffix) strncat(base, suffix, sizeof base - strlen(base) - 1);
+  return store_unique_name(ctx->s, base);
+}
+
+struct import_online {
+  store_writer *w;
+  categorize_online *co;
+  struct import_online *next;
+};
+
+int import_begin_trace(import_ctx *ctx, const store_trace *meta, store_writer **w) {
+  if (store_writer_begin(ctx->s, meta, w)) return -1;
+  categorize_online *co = categorize_online_begin(ctx->s, *w);
+  if (!co) {
+    store_writer_abort(*w);
+    *w = NULL;
+    return -1;
+  }
+  struct import_online *o = sim_xmalloc(sizeof *o);
+  *o = (struct import_online){*w, co, ctx->online};
+  ctx->online = o;
+  return 0;
+}
+
+/* Takes the online categorization of w off the list (NULL when w has none). */
+static categorize_online *online_take(import_ctx *ctx, store_writer *w) {
+  for (struct import_online **p = &ctx->online; *p; p = &(*p)->next)
+    if ((*p)->w == w) {
+      struct import_online *o = *p;
+      categorize_online *co = o->co;
+      *p = o->next;
+      free(o);
+      return co;
+    }
+  return NULL;
+}
+
+int import_finish_trace(import_ctx *ctx, store_writer *w, const char *name) {
+  int64_t id = store_writer_trace_id(w), n = store_writer_events(w);
+  categorize_online *co = online_take(ctx, w);
+  int rc = co ? categorize_online_finish(co) : 0;
+  if (rc) store_writer_abort(w);
+  else rc = store_writer_end(w);
+  if (!rc && co) rc = categorize_online_note(co, id);
+  categorize_online_free(co);
+  if (rc) {
+    import_error(ctx, "cannot import '%s': %s", ctx->path, store_error(ctx->s));
+    return -1;
+  }
+  if (ctx->on_trace) ctx->on_trace(ctx->arg, id, name, n);
+  return 0;
+}
+
+int import_file(import_ctx *ctx, const char *forced) {
+  ctx->err[0] = 0;
+  const importer *imp = NULL;
+  if (forced) {
+    imp = importer_find(forced);
+    if (!imp) {
+      char formats[256];
+      list_formats(formats, sizeof formats);
+      import_error(ctx, "unknown format '%s' (known: %s)", forced, formats);
+      return -1;
+    }
+  }
+  input *in = NULL;
+  if (!imp || !imp->wants_path) {
+    in = input_open(ctx->path, ctx->err, sizeof ctx->err);
+    if (!in) return -1;
+  }
+  if (!imp) {
+    imp = importer_detect(in, ctx->path, ctx->err, sizeof ctx->err);
+    if (!imp) {
+      input_close(in);
+      return -1;
+    }
+    if (imp->wants_path) {
+      input_close(in);
+      in = NULL;
+    }
+  }
+  ctx->in = in;
+  ctx->format = imp->name;
+  if (store_begin(ctx->s)) {
+    import_error(ctx, "cannot import '%s': %s", ctx->path, store_error(ctx->s));
+    input_close(in);
+    return -1;
+  }
+  /* Every trace the import adds gets its allocations' categories, in the same transaction. */
+  int64_t mark = categorize_mark(ctx->s);
+  if (mark < 0) import_error(ctx, "cannot import '%s': %s", ctx->path, store_error(ctx->s));
+  int rc = mark < 0 ? -1 : imp->import(ctx);
+  char cerr[512];
+  if (rc == 0 && categorize_since(ctx->s, mark, cerr, sizeof cerr)) {
+    import_error(ctx, "cannot import '%s': cannot categorize its allocations: %s", ctx->path, cerr);
+    rc = -1;
+  }
+  if (rc == 0 && store_commit(ctx->s)) {
+    import_error(ctx, "cannot import '%s': %s", ctx->path, store_error(ctx->s));
+    rc = -1;
+  }
+  if (rc) {
+    store_rollback(ctx->s);
+    if (!ctx->err[0]) import_error(ctx, "cannot import '%s'", ctx->path);
+  }
+  while (ctx->online) { /* traces a failed import left unfinished (their writers are the importer's) */
+    struct import_online *o = ctx->online;
+    ctx->online = o->next;
+    categorize_online_free(o->co);
+    free(o);
+  }
+  input_close(in);
+  ctx->in = NULL;
+  return rc;
+}

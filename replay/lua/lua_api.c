@@ -1,0 +1,781 @@
+/* lua_api.c: the `memplay` library: the context of a run, parameters, variants, and finishing a run. */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "sim/allocator.h"
+#include "store/store_runs.h"
+#include "io/jsonw.h"
+#include "lua_api_int.h"
+
+/* The library's own Lua (replay/lua/lua_prelude.lua, embedded at build time by
+ * cmake/embed_text.cmake): helpers that read better in Lua than in C, and the kit the bundled
+ * scenarios share (docs/lua-api.md). */
+extern const char lua_prelude[];
+
+/* ---- the context -------------------------------------------------------------------------- */
+
+lua_ctx *lapi_ctx(lua_State *L) {
+  lua_ctx *cx = lua_host_context(L);
+  if (!cx) luaL_error(L, "memplay: no host context (the library runs inside memplay only)");
+  cx->p->L = L;
+  return cx;
+}
+
+void lua_ctx_init(lua_ctx *cx) {
+  memset(cx, 0, sizeof *cx);
+  cx->out = stdout;
+  cx->p = sim_xcalloc(1, sizeof *cx->p);
+}
+
+void lua_ctx_release(lua_ctx *cx) {
+  if (!cx->p) return;
+  struct lua_ctx_private *p = cx->p;
+  for (size_t i = 0; i < p->nvariants; i++) free(p->variants[i].name);
+  free(p->variants);
+  for (size_t i = 0; i < p->nfiles; i++) {
+    free(p->files[i].name);
+    free(p->files[i].data);
+  }
+  free(p->files);
+  for (size_t i = 0; i < p->nnotes; i++) free(p->notes[i]);
+  free(p->notes);
+  if (p->main) {
+    p->main->s = NULL; /* the command closes its store */
+    lstore_unref(p->main);
+  }
+  free(p);
+  cx->p = NULL;
+}
+
+int lapi_begin(lua_State *L, lua_ctx *cx) {
+  if (cx->p->tx) return 0;
+  if (!cx->st) return luaL_error(L, "no store to write to");
+  if (store_begin(cx->st)) return luaL_error(L, "%s", store_error(cx->st));
+  cx->p->tx = 1;
+  return 0;
+}
+
+/* ---- shared helpers ----------------------------------------------------------------------- */
+
+uint64_t lapi_check_size(lua_State *L, int idx, const char *what) {
+  if (lua_type(L, idx) == LUA_TNUMBER) {
+    if (lua_isinteger(L, idx)) {
+      lua_Integer v = lua_tointeger(L, idx);
+      if (v < 0) luaL_error(L, "%s must be a size >= 0, not %I", what, v);
+      return (uint64_t)v;
+    }
+    lua_Number v = lua_tonumber(L, idx);
+    if (!(v >= 0) || v > 1.8e19) luaL_error(L, "%s must be a size >= 0, not %f", what, v);
+    return (uint64_t)v;
+  }
+  if (lua_type(L, idx) == LUA_TSTRING) {
+    uint64_t v;
+    if (sim_parse_size(lua_tostring(L, idx), &v))
+      luaL_error(L, "%s must be a size such as 4096, '512MiB' or '24GB', not '%s'", what, lua_tostring(L, idx));
+    return v;
+  }
+  luaL_error(L, "%s must be a size (a number of bytes or a string such as '24GB'), not a %s", what,
+             luaL_typename(L, idx));
+  return 0;
+}
+
+/* ---- scratch ------------------------------------------------------------------------------ */
+
+#define LAPI_SCRATCH "memplay.scratch"
+
+void lapi_scratch_free(lscratch *sc) {
+  if (sc->src_open) {
+    replay_source_close(&sc->src);
+    sc->src_open = 0;
+  }
+  sim_map_release(&sc->m1);
+  sim_map_release(&sc->m2);
+  sim_map_release(&sc->m3);
+  sim_map_release(&sc->m4);
+  for (size_t i = 0; i < sizeof sc->p / sizeof sc->p[0]; i++) {
+    free(sc->p[i]);
+    sc->p[i] = NULL;
+  }
+  xf_filter_release(&sc->f);
+  xf_filter_release(&sc->f2);
+  if (sc->w) {
+    store_writer_abort(sc->w);
+    sc->w = NULL;
+  }
+  if (sc->res) {
+    replay_result_release(sc->res);
+    free(sc->res);
+    sc->res = NULL;
+  }
+}
+
+static int scratch_gc(lua_State *L) {
+  lapi_scratch_free(luaL_checkudata(L, 1, LAPI_SCRATCH));
+  return 0;
+}
+
+lscratch *lapi_scratch(lua_State *L) {
+  lscratch *sc = lua_newuserdatauv(L, sizeof *sc, 0);
+  memset(sc, 0, sizeof *sc);
+  sim_map_init(&sc->m1);
+  sim_map_init(&sc->m2);
+  sim_map_init(&sc->m3);
+  sim_map_init(&sc->m4);
+  xf_filter_init(&sc->f);
+  xf_filter_init(&sc->f2);
+  if (luaL_newmetatable(L, LAPI_SCRATCH)) {
+    lua_pushcfunction(L, scratch_gc);
+    lua_setfield(L, -2, "__gc");
+    lua_pushcfunction(L, scratch_gc);
+    lua_setfield(L, -2, "__close");
+  }
+  lua_setmetatable(L, -2);
+  return sc;
+}
+
+void lapi_scratch_open(lua_State *L, lscratch *sc, ltrace *t) {
+  char err[XF_ERRLEN];
+  if (lapi_open(L, t, &sc->src, err, sizeof err)) luaL_error(L, "cannot read trace '%s': %s", t->meta.name, err);
+  sc->src_open = 1;
+}
+
+int lapi_scratch_next(lua_State *L, lscratch *sc, sim_event *ev, const char *what) {
+  int rc = replay_source_next(&sc->src, ev);
+  if (rc >= 0) return rc;
+  char err[XF_ERRLEN];
+  const char *m = sc->src.error ? sc->src.error(sc->src.ctx) : NULL;
+  snprintf(err, sizeof err, "%s", m && *m ? m : "cannot read events");
+  lapi_scratch_free(sc);
+  return luaL_error(L, "%s: %s", what, err);
+}
+
+/* ---- parameters --------------------------------------------------------------------------- */
+
+static lua_param *find_param(lua_ctx *cx, const char *name) {
+  lua_param *found = NULL;
+  for (size_t i = 0; i < cx->nparams; i++)
+    if (!strcmp(cx->params[i].key, name)) found = &cx->params[i]; /* the last --set wins */
+  if (found)
+    for (size_t i = 0; i < cx->nparams; i++)
+      if (!strcmp(cx->params[i].key, name)) cx->params[i].used = 1;
+  return found;
+}
+
+static int parse_bool(const char *s, int *out) {
+  static const char *const yes[] = {"true", "yes", "on", "1", NULL}, *const no[] = {"false", "no", "off", "0", NULL};
+  for (size_t i = 0; yes[i]; i++)
+    if (!strcasecmp(s, yes[i])) return *out = 1, 0;
+  for (size_t i = 0; no[i]; i++)
+    if (!strcasecmp(s, no[i])) return *out = 0, 0;
+  return -1;
+}
+
+/* memplay.param(name, default): the --set value of name, of the type of default. */
+static int l_param(lua_State *L) {
+  lua_ctx *cx = lapi_ctx(L);
+  const char *name = luaL_checkstring(L, 1);
+  if (lua_isnoneornil(L, 2)) return luaL_argerror(L, 2, "a default value is needed (it gives the type)");
+  lua_param *p = find_param(cx, name);
+  if (!p) {
+    lua_settop(L, 2);
+    return 1;
+  }
+  const char *v = p->value;
+  switch (lua_type(L, 2)) {
+  case LUA_TNUMBER: {
+    int want_int = lua_isinteger(L, 2);
+    char *end;
+    errno = 0;
+    if (want_int) {
+      long long x = strtoll(v, &end, 0);
+      if (*v && !*end && !errno) {
+        lua_pushinteger(L, (lua_Integer)x);
+        return 1;
+      }
+      double d = strtod(v, &end);
+      if (*v && !*end && d == floor(d) && fabs(d) < 9e15) {
+        lua_pushinteger(L, (lua_Integer)d);
+        return 1;
+      }
+      return luaL_error(L, "--set %s=%s: an integer is expected", name, v);
+    }
+    double d = strtod(v, &end);
+    if (!*v || *end || !isfinite(d)) return luaL_error(L, "--set %s=%s: a number is expected", name, v);
+    lua_pushnumber(L, d);
+    return 1;
+  }
+  case LUA_TBOOLEAN: {
+    int b;
+    if (parse_bool(v, &b)) return luaL_error(L, "--set %s=%s: true or false is expected", name, v);
+    lua_pushboolean(L, b);
+    return 1;
+  }
+  case LUA_TSTRING: lua_pushstring(L, v); return 1;
+  default: return luaL_argerror(L, 2, "the default must be a number, a boolean or a string");
+  }
+}
+
+/* memplay.size_param(name, default): a size in bytes ("24GB", "512MiB", 4096). */
+static int l_size_param(lua_State *L) {
+  lua_ctx *cx = lapi_ctx(L);
+  const char *name = luaL_checkstring(L, 1);
+  lua_param *p = find_param(cx, name);
+  if (!p) {
+    if (lua_isnoneornil(L, 2)) {
+      lua_pushnil(L);
+      return 1;
+    }
+    lua_pushinteger(L, (lua_Integer)lapi_check_size(L, 2, "the default"));
+    return 1;
+  }
+  uint64_t v;
+  if (sim_parse_size(p->value, &v))
+    return luaL_error(L, "--set %s=%s: a size such as 4096, 512MiB or 24GB is expected", name, p->value);
+  lua_pushinteger(L, (lua_Integer)v);
+  return 1;
+}
+
+static int l_params(lua_State *L) {
+  lua_ctx *cx = lapi_ctx(L);
+  lua_newtable(L);
+  for (size_t i = 0; i < cx->nparams; i++) {
+    lua_pushstring(L, cx->params[i].value);
+    lua_setfield(L, -2, cx->params[i].key);
+  }
+  return 1;
+}
+
+/* ---- what the run is about ---------------------------------------------------------------- */
+
+static int l_scenario(lua_State *L) {
+  lua_ctx *cx = lapi_ctx(L);
+  lua_pushstring(L, cx->scenario ? cx->scenario : "");
+  return 1;
+}
+
+static int l_store(lua_State *L) {
+  lua_ctx *cx = lapi_ctx(L);
+  if (!cx->st) return luaL_error(L, "no store: name one with --db or MEMPLAY_DB");
+  lapi_push_store(L, cx->p->main);
+  return 1;
+}
+
+static int l_open(lua_State *L) {
+  const char *path = luaL_checkstring(L, 1);
+  lapi_ctx(L);
+  store *s;
+  char err[STORE_ERRLEN];
+  if (access(path, F_OK) != 0) return luaL_error(L, "cannot open store '%s': no such file", path);
+  if (store_open(&s, path, STORE_READONLY, err, sizeof err)) return luaL_error(L, "%s", err);
+  lstore *ls = lstore_new(s, 1, 0);
+  lapi_push_store(L, ls);
+  lstore_unref(ls);
+  return 1;
+}
+
+/* memplay.trace(): the trace named on the command line (whatif), as a Trace. */
+static int l_trace(lua_State *L) {
+  lua_ctx *cx = lapi_ctx(L);
+  if (!cx->trace_id) {
+    lua_pushnil(L);
+    return 1;
+  }
+  lapi_push_store(L, cx->p->main);
+  lua_getfield(L, -1, "trace");
+  lua_insert(L, -2);
+  lua_pushinteger(L, cx->trace_id);
+  lua_call(L, 2, 1);
+  return 1;
+}
+
+static int l_device(lua_State *L) {
+  lua_ctx *cx = lapi_ctx(L);
+  if (cx->device) lua_pushstring(L, cx->device);
+  else lua_pushnil(L);
+  return 1;
+}
+
+/* memplay.device_memory(name): a device profile's memory in bytes. */
+static int l_device_memory(lua_State *L) {
+  devices_entry e;
+  lapi_device(L, luaL_checkstring(L, 1), &e);
+  lua_pushinteger(L, (lua_Integer)e.p.total_memory);
+  return 1;
+}
+
+static int each_device(void *arg, const devices_entry *e) {
+  lua_State *L = arg;
+  lua_createtable(L, 0, 5);
+  lua_pushstring(L, e->p.name);
+  lua_setfield(L, -2, "name");
+  lua_pushstring(L, e->p.description);
+  lua_setfield(L, -2, "description");
+  lua_pushinteger(L, (lua_Integer)e->p.total_memory);
+  lua_setfield(L, -2, "total_memory");
+  lua_pushstring(L, e->source);
+  lua_setfield(L, -2, "source");
+  lua_pushnumber(L, e->p.bf16_flops);
+  lua_setfield(L, -2, "bf16_flops");
+  lua_pushnumber(L, e->p.fp32_flops);
+  lua_setfield(L, -2, "fp32_flops");
+  lua_pushnumber(L, e->p.mem_bw);
+  lua_setfield(L, -2, "mem_bw");
+  lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
+  return 0;
+}
+
+/* memplay.devices(): the device profiles (built-in, user, calibrated). */
+static int l_devices(lua_State *L) {
+  lua_ctx *cx = lapi_ctx(L);
+  lua_newtable(L);
+  if (cx->st) {
+    char err[512];
+    if (devices_store_each(cx->st, each_device, L, err, sizeof err)) return luaL_error(L, "%s", err);
+  } else {
+    for (size_t i = 0; i < sim_builtin_ndevices; i++) {
+      devices_entry e;
+      memset(&e, 0, sizeof e);
+      e.p = sim_builtin_devices[i];
+      snprintf(e.source, sizeof e.source, "builtin");
+      each_device(L, &e);
+    }
+  }
+  return 1;
+}
+
+/* memplay.device_profile(name): every figure of a device profile, in base units. */
+static int l_device_profile(lua_State *L) {
+  devices_entry e;
+  lapi_device(L, luaL_checkstring(L, 1), &e);
+  lua_newtable(L);
+  for (size_t i = 0; i < sim_device_nfields; i++) {
+    const sim_device_field *f = &sim_device_fields[i];
+    if (f->kind == SIM_DF_TEXT) lua_pushstring(L, sim_device_get_text(&e.p, f));
+    else lua_pushnumber(L, sim_device_get_number(&e.p, f));
+    lua_setfield(L, -2, f->key);
+  }
+  lua_pushstring(L, e.p.name);
+  lua_setfield(L, -2, "name");
+  lua_pushstring(L, e.source);
+  lua_setfield(L, -2, "source");
+  return 1;
+}
+
+/* memplay.assume(text): an assumption the scenario makes, printed and kept in the JSON. */
+static int l_assume(lua_State *L) {
+  lua_ctx *cx = lapi_ctx(L);
+  const char *s = luaL_checkstring(L, 1);
+  struct lua_ctx_private *p = cx->p;
+  for (size_t i = 0; i < p->nnotes; i++)
+    if (!strcmp(p->notes[i], s)) return 0;
+  sim_grow((void **)&p->notes, &p->ncap, p->nnotes + 1, sizeof *p->notes);
+  p->notes[p->nnotes++] = strdup(s);
+  return 0;
+}
+
+static int l_assumptions(lua_State *L) {
+  lua_ctx *cx = lapi_ctx(L);
+  lua_createtable(L, (int)cx->p->nnotes, 0);
+  for (size_t i = 0; i < cx->p->nnotes; i++) {
+    lua_pushstring(L, cx->p->notes[i]);
+    lua_rawseti(L, -2, (lua_Integer)i + 1);
+  }
+  return 1;
+}
+
+/* memplay.variant(name, result [, {batch = B, samples_per_s = X, step_time_s = T}]) */
+static int l_variant(lua_State *L) {
+  lua_ctx *cx = lapi_ctx(L);
+  const char *name = luaL_checkstring(L, 1);
+  lresult *lr = lapi_result_of(L, 2);
+  if (!lr) return luaL_argerror(L, 2, "a result of trace:replay() expected");
+  if (!lua_isnoneornil(L, 3)) luaL_checktype(L, 3, LUA_TTABLE);
+  struct lua_ctx_private *p = cx->p;
+  if (!*name) return luaL_argerror(L, 1, "a variant needs a name");
+  for (size_t i = 0; i < p->nvariants; i++)
+    if (!strcmp(p->variants[i].name, name)) return luaL_error(L, "variant '%s' is recorded twice", name);
+  int derived = lr->transforms && *lr->transforms;
+  if (cx->whatif && p->nvariants == 0 && derived)
+    return luaL_error(L, "variant '%s': the first variant must replay the unchanged trace", name);
+  double step = lr->step_time_s, sps = -1;
+  if (lua_istable(L, 3)) {
+    lua_getfield(L, 3, "step_time_s");
+    if (!lua_isnil(L, -1)) step = luaL_checknumber(L, -1);
+    lua_pop(L, 1);
+    lua_getfield(L, 3, "samples_per_s");
+    if (!lua_isnil(L, -1)) sps = luaL_checknumber(L, -1);
+    lua_pop(L, 1);
+    lua_getfield(L, 3, "batch");
+    if (!lua_isnil(L, -1)) {
+      double b = luaL_checknumber(L, -1);
+      if (!(b > 0)) return luaL_error(L, "variant '%s': batch must be > 0", name);
+      if (sps < 0 && step > 0) sps = b / step;
+    }
+    lua_pop(L, 1);
+  }
+  sim_grow((void **)&p->variants, &p->vcap, p->nvariants + 1, sizeof *p->variants);
+  lvariant *v = &p->variants[p->nvariants++];
+  memset(v, 0, sizeof *v);
+  v->name = strdup(name);
+  lapi_push_result_ud(L, 2); /* keeps the result alive until the run is stored */
+  v->ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  v->res = lr;
+  v->step_time_s = step;
+  v->samples_per_s = sps;
+  v->derived = derived;
+  return 0;
+}
+
+static int l_variants(lua_State *L) {
+  lua_ctx *cx = lapi_ctx(L);
+  lua_createtable(L, (int)cx->p->nvariants, 0);
+  for (size_t i = 0; i < cx->p->nvariants; i++) {
+    lua_pushstring(L, cx->p->variants[i].name);
+    lua_rawseti(L, -2, (lua_Integer)i + 1);
+  }
+  return 1;
+}
+
+/* ---- small utilities ---------------------------------------------------------------------- */
+
+static int l_bytes(lua_State *L) {
+  char b[48];
+  lua_Number v = luaL_checknumber(L, 1);
+  lua_pushstring(L, report_bytes(b, sizeof b, (int64_t)llround(v)));
+  return 1;
+}
+
+static int l_duration(lua_State *L) {
+  double s = luaL_checknumber(L, 1);
+  char b[48];
+  double a = fabs(s);
+  if (a >= 1) snprintf(b, sizeof b, "%.3f s", s);
+  else if (a >= 1e-3) snprintf(b, sizeof b, "%.3f ms", s * 1e3);
+  else snprintf(b, sizeof b, "%.3f us", s * 1e6);
+  lua_pushstring(L, b);
+  return 1;
+}
+
+static int l_parse_size(lua_State *L) {
+  uint64_t v;
+  const char *s = luaL_checkstring(L, 1);
+  if (sim_parse_size(s, &v)) {
+    luaL_pushfail(L);
+    return 1;
+  }
+  lua_pushinteger(L, (lua_Integer)v);
+  return 1;
+}
+
+/* memplay.fresh_addr(i): an address no recorded allocation has (for inserted events). */
+static int l_fresh_addr(lua_State *L) {
+  lua_Integer i = luaL_checkinteger(L, 1);
+  if (i < 1 || i >= (lua_Integer)1 << 40) return luaL_argerror(L, 1, "1 .. 2^40-1");
+  /* bits 59 and 60: above any real device address, apart from the transforms' own tags */
+  lua_pushinteger(L, (lua_Integer)((UINT64_C(3) << 59) | (uint64_t)i));
+  return 1;
+}
+
+static int l_kernel_class(lua_State *L) {
+  lua_pushstring(L, xf_kernel_class_name(xf_kernel_class_of(luaL_checkstring(L, 1))));
+  return 1;
+}
+
+static int l_kernel_classes(lua_State *L) {
+  lua_createtable(L, XF_KERNEL__COUNT, 0);
+  for (int i = 0; i < XF_KERNEL__COUNT; i++) {
+    lua_pushstring(L, xf_kernel_class_name(i));
+    lua_rawseti(L, -2, i + 1);
+  }
+  return 1;
+}
+
+static int l_allocators(lua_State *L) {
+  lua_newtable(L);
+  for (size_t i = 0; sim_allocators[i]; i++) {
+    const sim_allocator_ops *a = sim_allocators[i];
+    lua_newtable(L);
+    lua_pushstring(L, a->name);
+    lua_setfield(L, -2, "name");
+    lua_pushstring(L, a->summary);
+    lua_setfield(L, -2, "summary");
+    lua_newtable(L);
+    for (size_t k = 0; a->options && a->options[k].name; k++) {
+      lua_pushstring(L, a->options[k].help);
+      lua_setfield(L, -2, a->options[k].name);
+    }
+    lua_setfield(L, -2, "options");
+    lua_rawseti(L, -2, (lua_Integer)i + 1);
+  }
+  return 1;
+}
+
+/* Writes its arguments to the run's output (stdout, or stderr under --json). */
+static int l_write_out(lua_State *L) {
+  lua_ctx *cx = lapi_ctx(L);
+  int n = lua_gettop(L);
+  for (int i = 1; i <= n; i++) {
+    size_t len;
+    const char *s = luaL_tolstring(L, i, &len);
+    fwrite(s, 1, len, cx->out);
+    lua_pop(L, 1);
+  }
+  return 0;
+}
+
+/* print, to the run's output. */
+static int l_print(lua_State *L) {
+  lua_ctx *cx = lua_host_context(L);
+  FILE *f = cx ? cx->out : stdout;
+  int n = lua_gettop(L);
+  for (int i = 1; i <= n; i++) {
+    size_t len;
+    const char *s = luaL_tolstring(L, i, &len);
+    if (i > 1) fputc('\t', f);
+    fwrite(s, 1, len, f);
+    lua_pop(L, 1);
+  }
+  fputc('\n', f);
+  return 0;
+}
+
+static void push_constants(lua_State *L) {
+  lua_newtable(L);
+  for (int b = 0; b < SIM_EVF__COUNT; b++) {
+    lua_pushinteger(L, 1 << b);
+    lua_setfield(L, -2, sim_event_flag_name(b));
+  }
+  lua_setfield(L, -2, "flags");
+  lua_newtable(L);
+  for (int k = 1; k < SIM_EV__COUNT; k++) {
+    lua_pushstring(L, sim_event_kind_name(k));
+    lua_rawseti(L, -2, k);
+  }
+  lua_setfield(L, -2, "kinds");
+  lua_newtable(L);
+  for (int k = 0; k < SIM_CAT__COUNT; k++) {
+    lua_pushstring(L, sim_category_name(k));
+    lua_rawseti(L, -2, k + 1);
+  }
+  lua_setfield(L, -2, "categories");
+  lua_pushstring(L, MEMPLAY_VERSION);
+  lua_setfield(L, -2, "version");
+}
+
+int luaopen_memplay(lua_State *L) {
+  static const luaL_Reg funcs[] = {
+    {"param", l_param},
+    {"size_param", l_size_param},
+    {"params", l_params},
+    {"scenario", l_scenario},
+    {"store", l_store},
+    {"open", l_open},
+    {"trace", l_trace},
+    {"device", l_device},
+    {"device_memory", l_device_memory},
+    {"device_profile", l_device_profile},
+    {"devices", l_devices},
+    {"assume", l_assume},
+    {"assumptions", l_assumptions},
+    {"variants", l_variants},
+    {"bytes", l_bytes},
+    {"duration", l_duration},
+    {"parse_size", l_parse_size},
+    {"kernel_class", l_kernel_class},
+    {"fresh_addr", l_fresh_addr},
+    {"kernel_classes", l_kernel_classes},
+    {"allocators", l_allocators},
+    {"write_out", l_write_out},
+    {NULL, NULL},
+  };
+  luaL_newlib(L, funcs);
+  push_constants(L);
+  lapi_store_register(L);
+  lapi_trace_register(L);
+  lapi_replay_register(L);
+  lapi_out_register(L);
+  lua_pushcfunction(L, l_variant);
+  lua_setfield(L, -2, "variant");
+  return 1;
+}
+
+/* ---- the host ----------------------------------------------------------------------------- */
+
+lua_host *lua_api_host(lua_ctx *cx, const lua_host_limits *lim, char *err, size_t errlen) {
+  lua_host *h = lua_host_new(lim, err, errlen);
+  if (!h) return NULL;
+  if (cx->st && !cx->p->main) cx->p->main = lstore_new(cx->st, 0, 1);
+  lua_host_set_context(h, cx);
+  lua_host_open(h, "memplay", luaopen_memplay);
+  lua_State *L = lua_host_state(h);
+  lua_pushcfunction(L, l_print);
+  lua_setglobal(L, "print");
+  if (lua_host_run_string(h, "=memplay", lua_prelude, strlen(lua_prelude)) != LUA_HOST_OK) {
+    snprintf(err, errlen, "cannot start the memplay library: %s", lua_host_error(h));
+    lua_host_free(h);
+    return NULL;
+  }
+  return h;
+}
+
+/* ---- finishing a run ---------------------------------------------------------------------- */
+
+/* Writes every result file to a temporary name in dir; renames them into place when commit. */
+static int write_files(lua_ctx *cx, int commit, char *err, size_t errlen) {
+  struct lua_ctx_private *p = cx->p;
+  for (size_t i = 0; i < p->nfiles; i++) {
+    lfile *f = &p->files[i];
+    size_t n = strlen(cx->out_dir) + strlen(f->name) + 16;
+    char *tmp = sim_xmalloc(n), *dst = sim_xmalloc(n);
+    snprintf(tmp, n, "%s/.%s.tmp", cx->out_dir, f->name);
+    snprintf(dst, n, "%s/%s", cx->out_dir, f->name);
+    int rc = 0;
+    if (commit == 0) {
+      FILE *fp = fopen(tmp, "wb");
+      if (!fp || fwrite(f->data, 1, f->len, fp) != f->len || fclose(fp) != 0) {
+        snprintf(err, errlen, "cannot write '%s': %s", dst, strerror(errno));
+        rc = -1;
+      }
+    } else if (commit > 0) {
+      if (rename(tmp, dst) != 0) {
+        snprintf(err, errlen, "cannot write '%s': %s", dst, strerror(errno));
+        rc = -1;
+      }
+    } else {
+      unlink(tmp);
+    }
+    free(tmp);
+    free(dst);
+    if (rc) return -1;
+  }
+  return 0;
+}
+
+int lua_api_finish(lua_ctx *cx, lua_host *h, char *err, size_t errlen) {
+  struct lua_ctx_private *p = cx->p;
+  (void)h;
+  /* Every --set must have been read: a misspelt key would silently do nothing. */
+  for (size_t i = 0; i < cx->nparams; i++) {
+    if (cx->params[i].used) continue;
+    snprintf(err, errlen, "--set %s=%s: '%s' is not a parameter of %s (its header comment lists them)",
+             cx->params[i].key, cx->params[i].value, cx->params[i].key, cx->script);
+    lua_api_abort(cx);
+    return -1;
+  }
+  if (cx->whatif && p->nvariants == 0) {
+    snprintf(err, errlen, "%s recorded no variants (a scenario calls memplay.variant for each)", cx->script);
+    lua_api_abort(cx);
+    return -1;
+  }
+  if (p->nfiles) {
+    if (!cx->out_dir) {
+      snprintf(err, errlen, "%s writes result files: name a folder for them with --out DIR", cx->script);
+      lua_api_abort(cx);
+      return -1;
+    }
+    struct stat stt;
+    if (stat(cx->out_dir, &stt) != 0) {
+      if (mkdir(cx->out_dir, 0777) != 0) {
+        snprintf(err, errlen, "cannot create '%s': %s", cx->out_dir, strerror(errno));
+        lua_api_abort(cx);
+        return -1;
+      }
+    } else if (!S_ISDIR(stt.st_mode)) {
+      snprintf(err, errlen, "cannot write results into '%s': not a folder", cx->out_dir);
+      lua_api_abort(cx);
+      return -1;
+    }
+    if (write_files(cx, 0, err, errlen)) {
+      write_files(cx, -1, err, 0);
+      lua_api_abort(cx);
+      return -1;
+    }
+  }
+  if (p->nvariants && cx->st && !cx->no_runs) {
+    if (!p->tx && store_begin(cx->st)) {
+      snprintf(err, errlen, "%s", store_error(cx->st));
+      write_files(cx, -1, err, 0);
+      return -1;
+    }
+    p->tx = 1;
+    for (size_t i = 0; i < p->nvariants; i++) {
+      lvariant *v = &p->variants[i];
+      lresult *lr = v->res;
+      run_meta m = lapi_meta(lr, cx->scenario, v->name, v->step_time_s, v->samples_per_s);
+      if (store_run_save(cx->st, &m, &lr->r, &v->run_id)) {
+        snprintf(err, errlen, "%s", store_error(cx->st));
+        write_files(cx, -1, err, 0);
+        lua_api_abort(cx);
+        return -1;
+      }
+    }
+  }
+  if (p->tx) {
+    if (store_commit(cx->st)) {
+      snprintf(err, errlen, "%s", store_error(cx->st));
+      write_files(cx, -1, err, 0);
+      lua_api_abort(cx);
+      return -1;
+    }
+    p->tx = 0;
+  }
+  if (p->nfiles && write_files(cx, 1, err, errlen)) return -1;
+  p->finished = 1;
+  return 0;
+}
+
+void lua_api_abort(lua_ctx *cx) {
+  if (cx->p && cx->p->tx && cx->st) store_rollback(cx->st);
+  if (cx->p) cx->p->tx = 0;
+}
+
+size_t lua_api_nvariants(const lua_ctx *cx) { return cx->p ? cx->p->nvariants : 0; }
+
+void lua_api_print_json(lua_ctx *cx, FILE *f) {
+  struct lua_ctx_private *p = cx->p;
+  yajl_gen g = jsonw_file(f, 0);
+  yajl_gen_map_open(g);
+  jsonw_kstr(g, "scenario", cx->scenario);
+  jsonw_kstr(g, "script", cx->script);
+  jsonw_str(g, "parameters");
+  yajl_gen_map_open(g);
+  for (size_t i = 0; i < cx->nparams; i++) jsonw_kstr(g, cx->params[i].key, cx->params[i].value);
+  yajl_gen_map_close(g);
+  jsonw_str(g, "variants");
+  yajl_gen_array_open(g);
+  for (size_t i = 0; i < p->nvariants; i++) {
+    lvariant *v = &p->variants[i];
+    lresult *lr = v->res;
+    run_meta m = lapi_meta(lr, cx->scenario, v->name, v->step_time_s, v->samples_per_s);
+    yajl_gen_map_open(g);
+    jsonw_kstr(g, "name", v->name);
+    replay_names names = store_names(cx->st);
+    report_json(g, &names, &m, &lr->r, 0);
+    jsonw_str(g, "transforms");
+    yajl_gen_array_open(g);
+    if (lr->transforms) {
+      const char *s = lr->transforms;
+      while (*s) {
+        const char *nl = strchr(s, '\n');
+        size_t len = nl ? (size_t)(nl - s) : strlen(s);
+        if (len) jsonw_strn(g, s, len);
+        s += len + (nl ? 1 : 0);
+      }
+    }
+    yajl_gen_array_close(g);
+    if (v->run_id > 0) jsonw_kint(g, "run_id", v->run_id);
+    yajl_gen_map_close(g);
+  }
+  yajl_gen_array_close(g);
+  jsonw_str(g, "assumptions");
+  yajl_gen_array_open(g);
+  for (size_t i = 0; i < p->nnotes; i++) jsonw_str(g, p->notes[i]);
+  yajl_gen_array_close(g);
+  yajl_gen_map_close(g);
+  yajl_gen_free(g);
+  fputc('\n', f);
+}

@@ -1,0 +1,368 @@
+/* lua_api_out.c: result files for programs: CSV, JSON and text, kept in memory until the run succeeds. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "io/jsonw.h"
+#include "lua_api_int.h"
+
+#define MAX_FILES_BYTES (UINT64_C(1) << 30)
+
+static int valid_name(const char *n) {
+  if (!*n || *n == '.' || strlen(n) > 200) return 0;
+  for (const char *c = n; *c; c++)
+    if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '.' ||
+          *c == '_' || *c == '-'))
+      return 0;
+  return 1;
+}
+
+/* Keeps data (taken over) as the file `name`, written into --out DIR when the run succeeds. */
+static void add_file(lua_State *L, const char *name, char *data, size_t len) {
+  lua_ctx *cx = lapi_ctx(L);
+  struct lua_ctx_private *p = cx->p;
+  uint64_t total = len;
+  for (size_t i = 0; i < p->nfiles; i++) {
+    total += p->files[i].len;
+    if (!strcmp(p->files[i].name, name)) {
+      free(data);
+      luaL_error(L, "result file '%s' is written twice", name);
+    }
+  }
+  if (total > MAX_FILES_BYTES) {
+    free(data);
+    luaL_error(L, "result files exceed %d MiB in all", (int)(MAX_FILES_BYTES >> 20));
+  }
+  sim_grow((void **)&p->files, &p->fcap, p->nfiles + 1, sizeof *p->files);
+  p->files[p->nfiles++] = (lfile){strdup(name), data, len};
+}
+
+static const char *check_name(lua_State *L, int idx) {
+  const char *name = luaL_checkstring(L, idx);
+  if (!valid_name(name))
+    luaL_argerror(L, idx, "a file name of letters, digits, '.', '_' and '-' (no folders), written into --out DIR");
+  return name;
+}
+
+/* ---- text ---------------------------------------------------------------------------------- */
+
+static int l_write_text(lua_State *L) {
+  const char *name = check_name(L, 1);
+  size_t len;
+  const char *s = luaL_checklstring(L, 2, &len);
+  char *data = sim_xmalloc(len + 1);
+  memcpy(data, s, len);
+  add_file(L, name, data, len);
+  return 0;
+}
+
+/* ---- CSV ----------------------------------------------------------------------------------- */
+
+static void csv_cell(luaL_Buffer *b, lua_State *L, int idx) {
+  switch (lua_type(L, idx)) {
+  case LUA_TNIL: return;
+  case LUA_TBOOLEAN: luaL_addstring(b, lua_toboolean(L, idx) ? "true" : "false"); return;
+  case LUA_TNUMBER: {
+    char num[64];
+    if (lua_isinteger(L, idx)) snprintf(num, sizeof num, "%lld", (long long)lua_tointeger(L, idx));
+    else {
+      double d = lua_tonumber(L, idx);
+      if (isfinite(d)) snprintf(num, sizeof num, "%.9g", d);
+      else num[0] = 0;
+    }
+    luaL_addstring(b, num);
+    return;
+  }
+  default: {
+    size_t len;
+    const char *s = luaL_tolstring(L, idx, &len);
+    lua_pop(L, 1); /* the string stays alive: luaL_tolstring of a string returns it */
+    int quote = strpbrk(s, ",\"\n\r") != NULL;
+    if (!quote) {
+      luaL_addlstring(b, s, len);
+      return;
+    }
+    luaL_addchar(b, '"');
+    for (size_t i = 0; i < len; i++) {
+      if (s[i] == '"') luaL_addchar(b, '"');
+      luaL_addchar(b, s[i]);
+    }
+    luaL_addchar(b, '"');
+  }
+  }
+}
+
+/* memplay.write_csv(name, rows [, columns]): columns as for print_table (keys or {key=, title=}). */
+static int l_write_csv(lua_State *L) {
+  const char *name = check_name(L, 1);
+  luaL_checktype(L, 2, LUA_TTABLE);
+  lua_settop(L, 3);
+  /* the column list: keys and titles */
+  lua_newtable(L); /* 4: keys */
+  lua_newtable(L); /* 5: titles */
+  int ncol = 0;
+  if (!lua_isnil(L, 3)) {
+    luaL_checktype(L, 3, LUA_TTABLE);
+    int n = (int)luaL_len(L, 3);
+    for (int i = 1; i <= n; i++) {
+      lua_rawgeti(L, 3, i);
+      if (lua_type(L, -1) == LUA_TSTRING) {
+        lua_pushvalue(L, -1);
+        lua_rawseti(L, 4, ++ncol);
+        lua_rawseti(L, 5, ncol);
+      } else if (lua_type(L, -1) == LUA_TTABLE) {
+        lua_getfield(L, -1, "key");
+        if (lua_isnil(L, -1)) return luaL_error(L, "write_csv: column %d has no key", i);
+        lua_rawseti(L, 4, ++ncol);
+        lua_getfield(L, -1, "title");
+        if (lua_isnil(L, -1)) {
+          lua_pop(L, 1);
+          lua_rawgeti(L, 4, ncol);
+        }
+        lua_rawseti(L, 5, ncol);
+        lua_pop(L, 1);
+      } else {
+        return luaL_error(L, "write_csv: column %d must be a key or {key = ..., title = ...}", i);
+      }
+    }
+  } else {
+    /* every string key of every row, sorted */
+    lua_newtable(L); /* 6: seen */
+    int nrows = (int)luaL_len(L, 2);
+    for (int r = 1; r <= nrows; r++) {
+      lua_rawgeti(L, 2, r);
+      if (!lua_istable(L, -1)) return luaL_error(L, "write_csv: row %d is not a table", r);
+      lua_pushnil(L);
+      while (lua_next(L, -2)) {
+        lua_pop(L, 1);
+        if (lua_type(L, -1) != LUA_TSTRING) continue;
+        lua_pushvalue(L, -1);
+        lua_rawget(L, 6);
+        int seen = !lua_isnil(L, -1);
+        lua_pop(L, 1);
+        if (seen) continue;
+        lua_pushvalue(L, -1);
+        lua_pushboolean(L, 1);
+        lua_rawset(L, 6);
+        lua_pushvalue(L, -1);
+        lua_rawseti(L, 4, ++ncol);
+      }
+      lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+    lua_getglobal(L, "table");
+    lua_getfield(L, -1, "sort");
+    lua_pushvalue(L, 4);
+    lua_call(L, 1, 0);
+    lua_pop(L, 1);
+    for (int i = 1; i <= ncol; i++) {
+      lua_rawgeti(L, 4, i);
+      lua_rawseti(L, 5, i);
+    }
+  }
+  luaL_Buffer b;
+  luaL_buffinit(L, &b);
+  for (int j = 1; j <= ncol; j++) {
+    if (j > 1) luaL_addchar(&b, ',');
+    lua_rawgeti(L, 5, j);
+    csv_cell(&b, L, lua_gettop(L));
+    lua_pop(L, 1);
+  }
+  luaL_addchar(&b, '\n');
+  int nrows = (int)luaL_len(L, 2);
+  for (int r = 1; r <= nrows; r++) {
+    lua_rawgeti(L, 2, r);
+    if (!lua_istable(L, -1)) return luaL_error(L, "write_csv: row %d is not a table", r);
+    int row = lua_gettop(L);
+    for (int j = 1; j <= ncol; j++) {
+      if (j > 1) luaL_addchar(&b, ',');
+      lua_rawgeti(L, 4, j);
+      lua_gettable(L, row);
+      csv_cell(&b, L, lua_gettop(L));
+      lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+    luaL_addchar(&b, '\n');
+  }
+  luaL_pushresult(&b);
+  size_t len;
+  const char *s = lua_tolstring(L, -1, &len);
+  char *data = sim_xmalloc(len + 1);
+  memcpy(data, s, len);
+  add_file(L, name, data, len);
+  return 0;
+}
+
+/* ---- JSON ---------------------------------------------------------------------------------- */
+
+/* True when the table at idx is a sequence 1..n with nothing else (an empty table is an object). */
+static int is_array(lua_State *L, int idx, size_t *n) {
+  size_t len = lua_rawlen(L, idx), count = 0;
+  lua_pushnil(L);
+  while (lua_next(L, idx)) {
+    lua_pop(L, 1);
+    if (!lua_isinteger(L, -1)) {
+      lua_pop(L, 1);
+      return 0;
+    }
+    lua_Integer k = lua_tointeger(L, -1);
+    if (k < 1 || (size_t)k > len) {
+      lua_pop(L, 1);
+      return 0;
+    }
+    count++;
+  }
+  *n = len;
+  return len > 0 && count == len;
+}
+
+static void json_value(lua_State *L, yajl_gen g, int idx, int depth) {
+  idx = lua_absindex(L, idx);
+  if (depth > 64) luaL_error(L, "write_json: the value is nested too deeply (or refers to itself)");
+  luaL_checkstack(L, 6, "write_json");
+  switch (lua_type(L, idx)) {
+  case LUA_TNIL: jsonw_null(g); return;
+  case LUA_TBOOLEAN: jsonw_bool(g, lua_toboolean(L, idx)); return;
+  case LUA_TNUMBER:
+    if (lua_isinteger(L, idx)) jsonw_int(g, lua_tointeger(L, idx));
+    else jsonw_double(g, lua_tonumber(L, idx));
+    return;
+  case LUA_TSTRING: {
+    size_t len;
+    const char *s = lua_tolstring(L, idx, &len);
+    jsonw_strn(g, s, len);
+    return;
+  }
+  case LUA_TTABLE: {
+    size_t n;
+    if (is_array(L, idx, &n)) {
+      yajl_gen_array_open(g);
+      for (size_t i = 1; i <= n; i++) {
+        lua_rawgeti(L, idx, (lua_Integer)i);
+        json_value(L, g, -1, depth + 1);
+        lua_pop(L, 1);
+      }
+      yajl_gen_array_close(g);
+      return;
+    }
+    /* objects: keys sorted, so the output is the same from run to run */
+    lua_newtable(L);
+    int keys = lua_gettop(L);
+    int nk = 0;
+    lua_pushnil(L);
+    while (lua_next(L, idx)) {
+      lua_pop(L, 1);
+      if (lua_type(L, -1) != LUA_TSTRING && !lua_isinteger(L, -1))
+        luaL_error(L, "write_json: object keys must be strings or integers, not a %s", luaL_typename(L, -1));
+      lua_pushvalue(L, -1);
+      if (lua_isinteger(L, -1)) {
+        lua_Integer k = lua_tointeger(L, -1);
+        lua_pop(L, 1);
+        lua_pushfstring(L, "%I", k);
+      }
+      lua_rawseti(L, keys, ++nk);
+    }
+    lua_getglobal(L, "table");
+    lua_getfield(L, -1, "sort");
+    lua_pushvalue(L, keys);
+    lua_call(L, 1, 0);
+    lua_pop(L, 1);
+    yajl_gen_map_open(g);
+    for (int i = 1; i <= nk; i++) {
+      lua_rawgeti(L, keys, i);
+      size_t len;
+      const char *k = lua_tolstring(L, -1, &len);
+      jsonw_strn(g, k, len);
+      lua_pushvalue(L, -1);
+      lua_rawget(L, idx);
+      if (lua_isnil(L, -1)) { /* an integer key written as text */
+        lua_pop(L, 1);
+        lua_Integer ik = (lua_Integer)strtoll(k, NULL, 10);
+        lua_rawgeti(L, idx, ik);
+      }
+      json_value(L, g, -1, depth + 1);
+      lua_pop(L, 2);
+    }
+    yajl_gen_map_close(g);
+    lua_pop(L, 1);
+    return;
+  }
+  default: luaL_error(L, "write_json: cannot write a %s value", luaL_typename(L, idx));
+  }
+}
+
+static int json_protected(lua_State *L) {
+  yajl_gen g = lua_touserdata(L, 1);
+  json_value(L, g, 2, 0);
+  return 0;
+}
+
+/* Encodes the value at idx as JSON text into a malloc'd buffer (the generator is freed even
+ * when encoding raises). */
+static char *encode_json(lua_State *L, int idx, int pretty, size_t *len) {
+  idx = lua_absindex(L, idx);
+  yajl_gen g = jsonw_mem();
+  if (pretty) {
+    yajl_gen_config(g, yajl_gen_beautify, 1);
+    yajl_gen_config(g, yajl_gen_indent_string, "  ");
+  }
+  lua_pushcfunction(L, json_protected);
+  lua_pushlightuserdata(L, g);
+  lua_pushvalue(L, idx);
+  int st = lua_pcall(L, 2, 0, 0);
+  if (st != LUA_OK) {
+    yajl_gen_free(g);
+    lua_error(L);
+  }
+  const char *text = jsonw_text(g, len);
+  char *data = sim_xmalloc(*len + 2);
+  memcpy(data, text, *len);
+  data[(*len)++] = '\n';
+  data[*len] = 0;
+  yajl_gen_free(g);
+  return data;
+}
+
+static int l_write_json(lua_State *L) {
+  const char *name = check_name(L, 1);
+  luaL_checkany(L, 2);
+  size_t len;
+  char *data = encode_json(L, 2, 1, &len);
+  add_file(L, name, data, len);
+  return 0;
+}
+
+static int push_owned_protected(lua_State *L) {
+  lua_pushlstring(L, lua_touserdata(L, 1), (size_t)lua_tointeger(L, 2));
+  return 1;
+}
+
+/* Pushes len bytes of data as a string and frees data, even when the push raises. */
+static void push_owned(lua_State *L, char *data, size_t len) {
+  lua_pushcfunction(L, push_owned_protected);
+  lua_pushlightuserdata(L, data);
+  lua_pushinteger(L, (lua_Integer)len);
+  int st = lua_pcall(L, 2, 1, 0);
+  free(data);
+  if (st != LUA_OK) lua_error(L);
+}
+
+/* memplay.json(value): the value as JSON text (one line). */
+static int l_json(lua_State *L) {
+  luaL_checkany(L, 1);
+  size_t len;
+  char *data = encode_json(L, 1, 0, &len);
+  push_owned(L, data, len - 1);
+  return 1;
+}
+
+void lapi_out_register(lua_State *L) {
+  static const luaL_Reg funcs[] = {
+    {"write_text", l_write_text},
+    {"write_csv", l_write_csv},
+    {"write_json", l_write_json},
+    {"json", l_json},
+    {NULL, NULL},
+  };
+  luaL_setfuncs(L, funcs, 0);
+}

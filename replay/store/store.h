@@ -1,0 +1,194 @@
+/* store.h: the SQLite trace store: traces, events, call stacks, recorded allocator actions, devices, runs. */
+#ifndef REPLAY_STORE_H
+#define REPLAY_STORE_H
+
+#include <sqlite3.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sim/event.h"
+
+/* 'MPLY': the application_id that marks a memplay store (PRAGMA application_id). */
+#define STORE_APPLICATION_ID 0x4D504C59
+/* Schema version this build writes (PRAGMA user_version); see store_schema.c. */
+extern const int store_schema_version;
+
+#define STORE_ERRLEN 1024
+/* Events per trace (the events table keys rows by trace_id << 32 | seq). */
+#define STORE_MAX_EVENTS (INT64_C(1) << 32)
+
+typedef struct store store;
+
+enum { STORE_CREATE = 1, STORE_READONLY = 2 };
+
+/* Opens (and with STORE_CREATE creates or migrates) the store at path. */
+int store_open(store **s, const char *path, int flags, char *err, size_t errlen);
+void store_close(store *s);
+sqlite3 *store_db(store *s);
+const char *store_path(const store *s);
+/* The last error, with the SQL that failed when there is one. */
+const char *store_error(const store *s);
+
+/*
+ * Statements are prepared once per connection and kept, keyed by the address of their SQL
+ * text (so pass a string literal or other text that lives as long as the store). The statement
+ * comes back reset, with its bindings cleared. NULL on error (store_error says why).
+ */
+sqlite3_stmt *store_stmt(store *s, const char *sql);
+/* Sets store_error's message (for modules that check their own input before writing). */
+void store_seterr_text(store *s, const char *msg);
+/* Records a failure of the statement stmt in store_error, with its SQL. Returns -1. */
+int store_fail(store *s, sqlite3_stmt *stmt, const char *what);
+/* Runs one statement with no results; returns 0 or -1 (store_error says why). */
+int store_exec(store *s, const char *sql);
+
+/* Transactions: one per import, so a failed import leaves the store as it was. */
+int store_begin(store *s);
+int store_commit(store *s);
+void store_rollback(store *s);
+
+/* Strings and call stacks are stored once. Ids are > 0; 0 means none. */
+int64_t store_intern_string(store *s, const char *str, size_t len);
+typedef struct store_frame {
+  const char *name, *file;
+  int64_t line;
+} store_frame;
+/* Interns a call stack given innermost frame first; returns its callsite id. */
+int64_t store_intern_stack(store *s, const store_frame *frames, size_t n);
+/* Calls fn for each frame of call stack id, innermost first; stops when fn returns non-zero. */
+int store_stack_frames(store *s, int64_t id, int (*fn)(void *arg, const store_frame *f), void *arg);
+/* A short label for a call stack: the innermost frame of the program's own Python code when
+ * there is one ("forward (model.py:22)"), else the innermost frame. Caller frees. */
+char *store_stack_label(store *s, int64_t id);
+/* Looks a string up by id; returns a pointer valid until the next call, or NULL. */
+const char *store_string(store *s, int64_t id);
+
+/* ---------------------------------------------------------------------------------------- */
+
+typedef struct store_trace {
+  int64_t id;
+  char *name;
+  char *source_format; /* jsonl, pytorch_snapshot, kineto, memory_timeline, nsys, generated, recorded, derived */
+  char *source_file;
+  char *device_name;
+  int64_t device_memory; /* bytes, 0 unknown */
+  int device_index;      /* -1 unknown */
+  char *framework;
+  char *allocator;          /* the allocator that recorded it: torch, bfc, cuda, async; NULL unknown */
+  char *allocator_settings; /* JSON object text, NULL unknown */
+  int64_t batch_size;       /* 0 unknown */
+  char *imported_at;
+  int64_t event_count;
+  int64_t first_ts, last_ts;
+  char *attrs;       /* JSON object text with anything else from the source */
+  int64_t first_seq; /* the seq its events start at (0 unless its importer left room, see below) */
+} store_trace;
+
+void store_trace_clear(store_trace *t);
+/* Finds a trace by name, or by id when ref is a number. Returns 0, 1 when absent, -1 on error. */
+int store_trace_find(store *s, const char *ref, store_trace *t);
+/* Calls fn for every trace in id order; stops early when fn returns non-zero. */
+int store_trace_each(store *s, int (*fn)(void *arg, const store_trace *t), void *arg);
+/* Deletes a trace with everything that belongs to it (inside the caller's transaction). */
+int store_trace_delete(store *s, int64_t id);
+/* A name not yet taken: base, or base-2, base-3, ... */
+char *store_unique_name(store *s, const char *base);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Writing a trace: importers call these inside one transaction. */
+
+/* A recorded allocator action, kept apart from the requests. */
+typedef struct store_recorded {
+  int64_t before_seq; /* index of the first request event after it */
+  int64_t ts;
+  const char *action; /* segment_alloc, segment_free, segment_map, segment_unmap, oom, snapshot, totals */
+  int device;
+  int64_t stream;
+  uint64_t addr, size;
+  int64_t allocated, reserved; /* totals the allocator reported (Kineto), -1 unknown */
+  int64_t device_free;         /* oom: free device memory it saw, -1 unknown */
+  int64_t stack;
+} store_recorded;
+
+/* The allocator's final state, from a snapshot. */
+typedef struct store_segment {
+  int device;
+  uint64_t address, total_size;
+  int64_t stream;
+  const char *pool; /* small, large */
+  int expandable;
+  int64_t allocated_size, requested_size, active_size;
+  int64_t stack;
+} store_segment;
+
+typedef struct store_block {
+  uint64_t segment_address, address, size, requested_size;
+  const char *state; /* active_allocated, active_pending_free, inactive */
+  int64_t stack;
+} store_block;
+
+typedef struct store_writer store_writer;
+
+/* Inserts the trace row (name must be free) and returns a writer for its contents. */
+int store_writer_begin(store *s, const store_trace *meta, store_writer **w);
+/* Appends an event; ev->seq is assigned. */
+int store_writer_event(store_writer *w, sim_event *ev);
+/*
+ * For importers that learn only at the end what comes first (the blocks live before a PyTorch
+ * snapshot's window): before the first event, store_writer_leave_room numbers the events that
+ * follow from the middle of the trace's range (STORE_ROOM), so that store_writer_prepend can
+ * put up to that many events before all the others later, each before the one prepended last.
+ * The seqs the writer hands out and takes (args, recorded actions, categories) are the stored
+ * ones; the trace's first_seq says where its events start, and readers (store_reader) count
+ * from there, so that a reader sees seq 0, 1, 2, ... as for every other trace.
+ */
+#define STORE_ROOM (INT64_C(1) << 31)
+int store_writer_leave_room(store_writer *w);
+int store_writer_prepend(store_writer *w, sim_event *ev);
+int store_writer_recorded(store_writer *w, const store_recorded *r);
+int store_writer_segment(store_writer *w, const store_segment *seg);
+int store_writer_block(store_writer *w, const store_block *b);
+/* Extra fields of an event that the event model has no column for (value: JSON text). */
+int store_writer_arg(store_writer *w, int64_t seq, const char *key, const char *json_value);
+/* An import note: a count of something dropped or guessed, kept as data (severity: info,
+ * warning, data_loss). Repeated names add to the value. */
+int store_writer_stat(store_writer *w, const char *name, const char *severity, int64_t value, const char *detail);
+int64_t store_writer_trace_id(const store_writer *w);
+/* Events written so far (the seq of the next appended one, for a writer that left no room). */
+int64_t store_writer_events(const store_writer *w);
+/* Sets a trace field after the fact (name, allocator_settings, attrs, ...): column must be a trace column. */
+int store_writer_set(store_writer *w, const char *column, const char *text);
+int store_writer_set_int(store_writer *w, const char *column, int64_t v);
+/*
+ * An observer sees each event store_writer_event takes, numbered (ev->seq), before it is
+ * inserted; it returns 0, or -1 to fail the event (with store_error set). It may then change
+ * the category of any event of the trace with store_writer_set_category: in place while the
+ * event still waits to be handed to the writer thread, else by an UPDATE when the trace ends.
+ */
+typedef int (*store_event_fn)(void *arg, const sim_event *ev);
+void store_writer_observe(store_writer *w, store_event_fn fn, void *arg);
+void store_writer_set_category(store_writer *w, int64_t seq, int category, int cat_source);
+/* Waits until the writer thread has inserted every event handed to it and stops it (it starts
+ * again with the next event): the connection is then the caller's alone. */
+int store_writer_flush(store_writer *w);
+/* Moves the trace's device events and recorded actions written so far to device (an importer
+ * that learns only at the end which device the trace is of). */
+int store_writer_set_device(store_writer *w, int device);
+/* Finishes the trace (counts, time span, the late category changes) and frees the writer. */
+int store_writer_end(store_writer *w);
+/* Frees the writer without finishing (the caller rolls back). */
+void store_writer_abort(store_writer *w);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Reading events in recorded order, without holding the trace in memory. */
+
+typedef struct store_reader store_reader;
+int store_reader_open(store *s, int64_t trace_id, store_reader **r);
+/* Positions the reader at the first event with seq >= from (and stops before `to`, -1: end).
+ * Readers count seq from the trace's first event (stored seq - first_seq). */
+int store_reader_range(store *s, int64_t trace_id, int64_t from, int64_t to, store_reader **r);
+/* 1 with an event, 0 at the end, -1 on error (store_error). */
+int store_reader_next(store_reader *r, sim_event *ev);
+void store_reader_close(store_reader *r);
+
+#endif

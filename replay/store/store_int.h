@@ -1,0 +1,45 @@
+/* store_int.h: what the store's own files share (not for other modules). */
+#ifndef REPLAY_STORE_INT_H
+#define REPLAY_STORE_INT_H
+
+#include <pthread.h>
+
+#include "sim/hashmap.h"
+#include "store.h"
+
+const char *store_migration(int version);
+
+/* Interning of byte strings to ids, in memory, in front of the SQL tables. */
+typedef struct intern_entry {
+  uint64_t hash;
+  int64_t id;
+  size_t off;
+  size_t len;
+} intern_entry;
+
+typedef struct intern_table {
+  sim_map map; /* hash (+ probe) -> entry index */
+  intern_entry *ents;
+  size_t n, cap;
+  char *arena;
+  size_t alen, acap;
+} intern_table;
+
+struct store {
+  sqlite3 *db;
+  char *path;
+  int readonly;
+  char err[STORE_ERRLEN];
+  sim_map stmts;      /* SQL text address -> sqlite3_stmt* */
+  intern_table strings, frames, callsites;
+  char *strbuf;       /* store_string's result */
+  size_t strbuf_cap;
+  int in_tx;
+  int async;                /* writer threads running: the connection is shared, use conn_lock */
+  pthread_mutex_t conn_lock;
+  store_writer *writer;      /* the writer whose thread is running, if any (at most one runs) */
+};
+
+void store_seterr(store *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#endif

@@ -1,0 +1,140 @@
+/* store_runs.c: a finished replay stored as a run: its result JSON, timeline, OOMs and composition. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "io/jsonw.h"
+#include "store_int.h"
+#include "store_runs.h"
+
+static const char *names_string(void *ctx, int64_t id) { return store_string(ctx, id); }
+static char *names_stack_label(void *ctx, int64_t stack) { return store_stack_label(ctx, stack); }
+
+replay_names store_names(store *s) {
+  return (replay_names){.ctx = s, .string = s ? names_string : NULL, .stack_label = s ? names_stack_label : NULL};
+}
+
+int store_run_save(store *s, const run_meta *m, const replay_result *r, int64_t *run_id) {
+  yajl_gen g = jsonw_mem();
+  yajl_gen_map_open(g);
+  replay_names names = store_names(s);
+  report_json(g, &names, m, r, 0);
+  yajl_gen_map_close(g);
+  char now[32];
+  time_t t = time(NULL);
+  struct tm tm;
+  gmtime_r(&t, &tm);
+  strftime(now, sizeof now, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  int rc = -1;
+  sqlite3_stmt *q = store_stmt(s,
+                               "INSERT INTO runs(trace_id, trace_name, created_at, kind, allocator, capacity, device, "
+                               "backend, scenario, variant, events, peak_allocated, peak_reserved, peak_requested, "
+                               "device_mallocs, device_frees, ooms, fragmentation, step_time_s, samples_per_s, result) "
+                               "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, "
+                               "?18, ?19, ?20, ?21)");
+  if (!q) goto out;
+  if (m->trace_id > 0) sqlite3_bind_int64(q, 1, m->trace_id);
+  sqlite3_bind_text(q, 2, m->trace_name, -1, SQLITE_STATIC);
+  sqlite3_bind_text(q, 3, now, -1, SQLITE_TRANSIENT);
+  sqlite3_bind_text(q, 4, m->kind ? m->kind : "replay", -1, SQLITE_STATIC);
+  sqlite3_bind_text(q, 5, m->allocator, -1, SQLITE_STATIC);
+  if (m->capacity != UINT64_MAX) sqlite3_bind_int64(q, 6, (int64_t)m->capacity);
+  sqlite3_bind_text(q, 7, m->device, -1, SQLITE_STATIC);
+  sqlite3_bind_text(q, 8, m->backend ? m->backend : "sim", -1, SQLITE_STATIC);
+  sqlite3_bind_text(q, 9, m->scenario, -1, SQLITE_STATIC);
+  sqlite3_bind_text(q, 10, m->variant, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(q, 11, (int64_t)r->events);
+  sqlite3_bind_int64(q, 12, r->peak_allocated);
+  sqlite3_bind_int64(q, 13, r->peak_reserved);
+  sqlite3_bind_int64(q, 14, r->peak_requested);
+  sqlite3_bind_int64(q, 15, (int64_t)r->device_mallocs);
+  sqlite3_bind_int64(q, 16, (int64_t)r->device_frees);
+  sqlite3_bind_int64(q, 17, (int64_t)r->ooms);
+  sqlite3_bind_double(q, 18, r->fragmentation);
+  if (m->step_time_s >= 0) sqlite3_bind_double(q, 19, m->step_time_s);
+  if (m->samples_per_s >= 0) sqlite3_bind_double(q, 20, m->samples_per_s);
+  size_t len;
+  const char *json = jsonw_text(g, &len);
+  sqlite3_bind_text(q, 21, json, (int)len, SQLITE_STATIC);
+  if (sqlite3_step(q) != SQLITE_DONE) {
+    store_fail(s, q, "cannot store run");
+    goto out;
+  }
+  int64_t id = sqlite3_last_insert_rowid(store_db(s));
+  q = store_stmt(s, "INSERT INTO run_timeline(run_id, idx, seq, ts, allocated, reserved, requested) "
+                    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)");
+  if (!q) goto out;
+  for (size_t i = 0; i < r->ntimeline; i++) {
+    const replay_point *p = &r->timeline[i];
+    sqlite3_reset(q);
+    sqlite3_bind_int64(q, 1, id);
+    sqlite3_bind_int64(q, 2, (int64_t)i);
+    sqlite3_bind_int64(q, 3, p->seq);
+    sqlite3_bind_int64(q, 4, p->ts);
+    sqlite3_bind_int64(q, 5, p->allocated);
+    sqlite3_bind_int64(q, 6, p->reserved);
+    sqlite3_bind_int64(q, 7, p->requested);
+    if (sqlite3_step(q) != SQLITE_DONE) {
+      store_fail(s, q, "cannot store run timeline");
+      goto out;
+    }
+  }
+  q = store_stmt(s, "INSERT INTO run_ooms(run_id, idx, seq, device, stream, size, allocated, reserved, largest_free, "
+                    "message) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)");
+  if (!q) goto out;
+  for (size_t i = 0; i < r->noom_list; i++) {
+    const replay_oom *o = &r->oom_list[i];
+    sqlite3_reset(q);
+    sqlite3_bind_int64(q, 1, id);
+    sqlite3_bind_int64(q, 2, (int64_t)i);
+    sqlite3_bind_int64(q, 3, o->seq);
+    sqlite3_bind_int(q, 4, o->device);
+    sqlite3_bind_int64(q, 5, o->stream);
+    sqlite3_bind_int64(q, 6, (int64_t)o->size);
+    sqlite3_bind_int64(q, 7, o->allocated);
+    sqlite3_bind_int64(q, 8, o->reserved);
+    sqlite3_bind_int64(q, 9, (int64_t)o->largest_free);
+    sqlite3_bind_text(q, 10, o->message, -1, SQLITE_STATIC);
+    if (sqlite3_step(q) != SQLITE_DONE) {
+      store_fail(s, q, "cannot store run OOMs");
+      goto out;
+    }
+  }
+  q = store_stmt(s, "INSERT INTO run_composition(run_id, by, key, stack_id, bytes, count) VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
+  if (!q) goto out;
+  for (int c = 0; c < SIM_CAT__COUNT; c++) {
+    if (!r->category_bytes[c] && !r->category_count[c]) continue;
+    sqlite3_reset(q);
+    sqlite3_bind_int64(q, 1, id);
+    sqlite3_bind_text(q, 2, "category", -1, SQLITE_STATIC);
+    sqlite3_bind_text(q, 3, sim_category_name(c), -1, SQLITE_STATIC);
+    sqlite3_bind_null(q, 4);
+    sqlite3_bind_int64(q, 5, r->category_bytes[c]);
+    sqlite3_bind_int64(q, 6, r->category_count[c]);
+    if (sqlite3_step(q) != SQLITE_DONE) {
+      store_fail(s, q, "cannot store run composition");
+      goto out;
+    }
+  }
+  for (size_t i = 0; i < r->nsites; i++) {
+    char key[32];
+    snprintf(key, sizeof key, "%lld", (long long)r->sites[i].stack);
+    sqlite3_reset(q);
+    sqlite3_bind_int64(q, 1, id);
+    sqlite3_bind_text(q, 2, "callsite", -1, SQLITE_STATIC);
+    sqlite3_bind_text(q, 3, key, -1, SQLITE_TRANSIENT);
+    if (r->sites[i].stack > 0) sqlite3_bind_int64(q, 4, r->sites[i].stack);
+    else sqlite3_bind_null(q, 4);
+    sqlite3_bind_int64(q, 5, r->sites[i].bytes);
+    sqlite3_bind_int64(q, 6, r->sites[i].count);
+    if (sqlite3_step(q) != SQLITE_DONE) {
+      store_fail(s, q, "cannot store run composition");
+      goto out;
+    }
+  }
+  if (run_id) *run_id = id;
+  rc = 0;
+out:
+  yajl_gen_free(g);
+  return rc;
+}

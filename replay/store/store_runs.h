@@ -1,0 +1,16 @@
+/* store_runs.h: finished replays kept in the store as runs, and the store as a source of names. */
+#ifndef REPLAY_STORE_RUNS_H
+#define REPLAY_STORE_RUNS_H
+
+#include "engine/names.h"
+#include "engine/report.h"
+#include "store.h"
+
+/* The store's strings and call-stack labels as a names table (s may be NULL: no names). */
+replay_names store_names(store *s);
+
+/* Stores a run with its result JSON, timeline, OOMs and composition, inside the caller's
+ * transaction; *run_id (may be NULL) receives its id. 0, or -1 with the store's error set. */
+int store_run_save(store *s, const run_meta *m, const replay_result *r, int64_t *run_id);
+
+#endif
