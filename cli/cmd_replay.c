@@ -2,20 +2,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "store/devices_store.h"
-#include "store/store_runs.h"
-#include "engine/engine.h"
 #include "io/jsonw.h"
-#include "engine/report.h"
-#include "store/store_source.h"
-#include "engine/time_observer.h"
+#include "session/session.h"
 #include "cli.h"
 
-static const char *env_lookup(const char *name) { return getenv(name); }
 
 static double pct(int64_t part, int64_t whole) { return whole > 0 ? 100.0 * (double)part / (double)whole : 0; }
 
-static void print_time(store *s, const store_trace *t, const run_meta *m) {
+static void print_time(const replay_names *names, const store_trace *t, const run_meta *m) {
   const sim_tm_result *r = m->time;
   const sim_tm_config *c = m->time_config;
   char a[48], b[48], d[48];
@@ -47,8 +41,7 @@ static void print_time(store *s, const store_trace *t, const run_meta *m) {
   if (r->nitems) printf("  largest items on the critical path\n");
   for (size_t i = 0; i < r->nitems; i++) {
     char label[400];
-    replay_names names = store_names(s);
-    report_time_item_label(&names, &r->items[i], label, sizeof label);
+    report_time_item_label(names, &r->items[i], label, sizeof label);
     printf("    %12s %5.1f%% %8lld x  %.120s\n", cli_duration(a, sizeof a, (double)r->items[i].total_ns / 1e9),
            pct(r->items[i].total_ns, r->total_ns), (long long)r->items[i].count, label);
   }
@@ -63,7 +56,8 @@ static void print_time(store *s, const store_trace *t, const run_meta *m) {
            (unsigned long long)r->ops_without_duration);
 }
 
-static void print_human(store *s, const store_trace *t, const run_meta *m, const replay_result *r, int64_t run_id) {
+static void print_human(const session *ses, const store_trace *t, const run_meta *m, const replay_result *r,
+                        int64_t run_id) {
   char a[48], b[48], e[48];
   printf("replay of '%s' under %s: %s events in %s", t->name, m->allocator, cli_count(e, sizeof e, r->events),
          cli_duration(a, sizeof a, r->elapsed_s));
@@ -103,19 +97,26 @@ static void print_human(store *s, const store_trace *t, const run_meta *m, const
              r->peak_requested ? 100.0 * (double)r->category_bytes[k] / (double)r->peak_allocated : 0);
   if (r->nsites) printf("largest call sites at the peak\n");
   for (size_t i = 0; i < r->nsites; i++) {
-    char *label = store_stack_label(s, r->sites[i].stack);
+    char *label = replay_stack_label(session_names(ses), r->sites[i].stack);
     printf("  %12s  %6lld x  %s\n", report_bytes(a, sizeof a, r->sites[i].bytes), (long long)r->sites[i].count, label);
     free(label);
   }
-  if (m->time) print_time(s, t, m);
+  if (m->time) print_time(session_names(ses), t, m);
   else if (t->device_name && *t->device_name)
     printf("time: no prediction (the trace's device '%s' matches no profile; name one with --device)\n", t->device_name);
   else printf("time: no prediction (name a device profile with --device)\n");
-  if (run_id > 0) printf("stored as run %lld in %s\n", (long long)run_id, store_path(s));
+  if (run_id > 0) printf("stored as run %lld in %s\n", (long long)run_id, store_path(session_store(ses)));
 }
 
-int cmd_replay(int argc, char **argv, cli *c) {
-  const char *device = NULL, *timing = NULL; /* --device, --timing: the time model */
+/* The options `replay` takes (those of --backend cuda are parsed by replay_gpu.c). */
+typedef struct replay_opts {
+  session_request req;
+  int timeline, save;
+  cli_gpu_opts gpu;
+} replay_opts;
+
+/* Parses the command line into *o; returns -1 to go on, else the exit code (usage, -h). */
+static int parse_options(int argc, char **argv, cli *c, replay_opts *o) {
   static const struct option opts[] = {
     {"allocator", required_argument, NULL, 'a'},
     {"device", required_argument, NULL, 'd'},
@@ -131,158 +132,106 @@ int cmd_replay(int argc, char **argv, cli *c) {
     CLI_COMMON_OPTIONS,
     {NULL, 0, NULL, 0},
   };
-  const char *alloc = NULL;
-  uint64_t capacity = UINT64_MAX;
-  int stop = 0, timeline = 0, save = 1, check = 0, opt, code = CLI_OK;
-  cli_gpu_opts gpu = {0};
+  session_request_init(&o->req);
+  o->req.use_environment = 1;
+  o->save = 1;
+  int opt, code = CLI_OK;
   while ((opt = cli_getopt(argc, argv, "ha:c:", opts)) != -1) {
     int r = cli_common_option(c, "replay", opt, &code);
     if (r < 0) return code;
     if (r) continue;
     switch (opt) {
-    case 'a': alloc = optarg; break;
-    case 'd': device = optarg; break;
-    case 't': timing = optarg; break;
+    case 'a': o->req.allocator = optarg; break;
+    case 'd': o->req.device = optarg; break;
+    case 't': o->req.timing = optarg; break;
     case 'c':
-      if (cli_parse_size("replay", "--capacity", optarg, &capacity)) return CLI_USAGE;
+      if (cli_parse_size("replay", "--capacity", optarg, &o->req.capacity)) return CLI_USAGE;
       break;
-    case 'S': stop = 1; break;
-    case 'T': timeline = 1; break;
-    case 'N': save = 0; break;
-    case 'K': check = 1; break;
+    case 'S': o->req.stop_at_oom = 1; break;
+    case 'T': o->timeline = 1; break;
+    case 'N': o->save = 0; break;
+    case 'K': o->req.check = 1; break;
     case 'B':
     case 'X':
     case 'P':
-      if (cli_gpu_option(&gpu, opt, optarg)) return CLI_USAGE;
+      if (cli_gpu_option(&o->gpu, opt, optarg)) return CLI_USAGE;
       break;
     }
   }
   if (optind + 1 != argc) return cli_usage_error("replay", optind >= argc ? "no TRACE given" : "replay takes one TRACE");
-  if (gpu.on_gpu) return cli_replay_gpu(c, argv[optind], alloc, capacity, stop, save, timeline, &gpu);
-  if (gpu.set) return cli_usage_error("replay", "--scale and --pace apply to '--backend cuda' only");
-  char err[1024];
-  sim_spec spec;
-  if (alloc && sim_spec_parse(&spec, alloc, err, sizeof err) != SIM_OK) return cli_usage_error("replay", "%s", err);
-  sim_tm_config tcfg = {.copy_timing = SIM_TM_TIMING_MODEL, .keep_device_waits = 1, .infer_dependencies = 1,
-                        .malloc_syncs = -1, .kernel_scale = 1.0};
-  if (time_options_parse(&tcfg, timing, err, sizeof err)) {
-    if (alloc) sim_spec_release(&spec);
-    return cli_usage_error("replay", "--timing: %s", err);
-  }
-  store_trace t;
-  store *s = cli_open_trace(c, argv[optind], &t);
-  if (!s) {
-    if (alloc) sim_spec_release(&spec);
-    return CLI_FAIL;
-  }
-  if (!alloc) {
-    alloc = t.allocator && sim_allocator_find(t.allocator) ? t.allocator : "ideal";
-    sim_spec_parse(&spec, alloc, err, sizeof err);
-  }
-  /* The device: named, or the one the trace was recorded on when a profile matches it. */
-  devices_entry dev;
-  const char *reason = NULL;
-  int found = device ? devices_store_get(s, device, &dev, err, sizeof err)
-                     : devices_store_match(s, t.device_name, t.device_memory > 0 ? (uint64_t)t.device_memory : 0, &dev,
-                                           err, sizeof err);
-  if (found < 0 || (device && found == 1)) {
-    if (found == 1) cli_error("no device profile '%s' (see 'memplay devices')", device);
-    else cli_error("%s", err);
-    sim_spec_release(&spec);
-    store_trace_clear(&t);
-    store_close(s);
-    return CLI_FAIL;
-  }
-  if (found == 0) reason = device ? "option" : "recorded";
-  else if (timing) {
-    sim_spec_release(&spec);
-    store_trace_clear(&t);
-    store_close(s);
-    return cli_usage_error("replay", "--timing needs a device profile (--device NAME)");
-  }
-  if (device && capacity == UINT64_MAX) capacity = dev.p.total_memory;
-  /* The recorded settings belong to the allocator that recorded the trace. */
-  const char *recorded = t.allocator && !strcmp(t.allocator, spec.ops->name) ? t.allocator_settings : NULL;
-  replay_config cfg = {
-    .spec = &spec,
-    .capacity = capacity,
-    .total_memory = device ? dev.p.total_memory : t.device_memory > 0 ? (uint64_t)t.device_memory : 0,
-    .cc_major = reason ? dev.p.cc_major : 0,
-    .cc_minor = reason ? dev.p.cc_minor : 0,
-    .recorded = recorded,
-    .getenv_fn = env_lookup,
-    .stop_at_oom = stop,
-    .check_level = check ? 2 : 0,
-  };
-  time_observer tobs;
-  replay_observer hook;
-  sim_tm_result tres;
-  memset(&tres, 0, sizeof tres);
-  if (reason) {
-    tcfg.device = &dev.p;
-    if (tcfg.batch_size <= 0) tcfg.batch_size = t.batch_size; /* --timing batch=N wins */
-    /* stream-ordered pools (cudaMallocAsync) grow without synchronizing */
-    if (tcfg.malloc_syncs < 0) tcfg.malloc_syncs = strcmp(spec.ops->name, "async") != 0;
-    replay_names names = store_names(s);
-    time_observer_init(&tobs, &tcfg, &names);
-    hook = time_observer_hook(&tobs);
-    cfg.observers = &hook;
-    cfg.nobservers = 1;
-  }
-  replay_source src;
-  replay_result res;
-  memset(&res, 0, sizeof res);
-  int64_t run_id = 0;
-  run_meta m = {.trace_id = t.id, .trace_name = t.name, .kind = "replay", .allocator = alloc, .capacity = capacity,
-                .backend = "sim", .step_time_s = -1, .samples_per_s = -1};
-  if (store_source_open(&src, s, t.id)) {
-    cli_error("%s", store_error(s));
-    if (reason) time_observer_release(&tobs);
-    code = CLI_FAIL;
-    goto out;
-  }
-  int rc = replay_run(&cfg, &src, &res, err, sizeof err);
-  replay_source_close(&src);
-  if (reason) {
-    time_observer_finish(&tobs, &tres);
-    time_observer_release(&tobs);
-    m.device = dev.p.name;
-    m.device_source = dev.source;
-    m.device_reason = reason;
-    m.time = &tres;
-    m.time_config = &tcfg;
-    m.step_time_s = tres.step_time_s;
-    m.samples_per_s = tres.samples_per_s;
-  }
-  if (rc) {
-    cli_error("cannot replay '%s' under %s: %s", t.name, alloc, err);
-    code = CLI_FAIL;
-    goto out;
-  }
-  if (save) {
-    if (store_begin(s) || store_run_save(s, &m, &res, &run_id) || store_commit(s)) {
-      cli_error("%s", store_error(s));
-      store_rollback(s);
-      code = CLI_FAIL;
-      goto out;
-    }
-  }
+  return -1;
+}
+
+/* Prints the result (or its JSON) of a run stored as run_id (0: not stored). */
+static void print_result(cli *c, session *ses, const store_trace *t, const session_run *run, const run_meta *m,
+                         int timeline, int64_t run_id) {
   if (c->json) {
     yajl_gen g = jsonw_file(stdout, 0);
     yajl_gen_map_open(g);
-    replay_names names = store_names(s);
-    report_json(g, &names, &m, &res, timeline);
+    session_json(ses, g, m, &run->result, timeline);
     if (run_id) jsonw_kint(g, "run_id", run_id);
     yajl_gen_map_close(g);
     yajl_gen_free(g);
     putchar('\n');
   } else {
-    print_human(s, &t, &m, &res, run_id);
+    print_human(ses, t, m, &run->result, run_id);
   }
+}
+
+/* The replay in simulation of trace t in the open store s. */
+static int replay_sim(cli *c, store *s, store_trace *t, replay_opts *o) {
+  session *ses = session_new(s);
+  session_run run;
+  char err[1024];
+  int code = CLI_FAIL;
+  o->req.trace = t;
+  int rc = session_prepare(ses, &o->req, &run, err, sizeof err);
+  if (rc) {
+    cli_error("%s", err);
+    goto out;
+  }
+  if (o->req.timing && !run.has_device) {
+    code = cli_usage_error("replay", "--timing needs a device profile (--device NAME)");
+    goto out;
+  }
+  rc = session_execute(ses, &run, NULL, err, sizeof err);
+  if (rc) {
+    if (run.executed) cli_error("cannot replay '%s' under %s: %s", t->name, run.allocator, err);
+    else cli_error("%s", err);
+    goto out;
+  }
+  run_meta m = session_meta(&run);
+  int64_t run_id = 0;
+  if (o->save && session_save(ses, &m, &run.result, NULL, SESSION_RESULT_REPORT, &run_id, err, sizeof err)) {
+    cli_error("%s", err);
+    goto out;
+  }
+  print_result(c, ses, t, &run, &m, o->timeline, run_id);
+  code = CLI_OK;
 out:
-  sim_tm_result_release(&tres);
-  replay_result_release(&res);
-  sim_spec_release(&spec);
+  session_run_release(&run);
+  session_free(ses);
+  return code;
+}
+
+int cmd_replay(int argc, char **argv, cli *c) {
+  replay_opts o;
+  memset(&o, 0, sizeof o);
+  int code = parse_options(argc, argv, c, &o);
+  if (code >= 0) return code;
+  const char *trace = argv[optind];
+  if (o.gpu.on_gpu)
+    return cli_replay_gpu(c, trace, o.req.allocator, o.req.capacity, o.req.stop_at_oom, o.save, o.timeline, &o.gpu);
+  if (o.gpu.set) return cli_usage_error("replay", "--scale and --pace apply to '--backend cuda' only");
+  char err[1024];
+  if (o.req.allocator && session_check_allocator(o.req.allocator, err, sizeof err))
+    return cli_usage_error("replay", "%s", err);
+  if (o.req.timing && session_check_timing(o.req.timing, err, sizeof err))
+    return cli_usage_error("replay", "--timing: %s", err);
+  store_trace t;
+  store *s = cli_open_trace(c, trace, &t);
+  if (!s) return CLI_FAIL;
+  code = replay_sim(c, s, &t, &o);
   store_trace_clear(&t);
   store_close(s);
   return code;

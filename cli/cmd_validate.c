@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "io/jsonw.h"
-#include "store/store_runs.h"
+#include "session/session.h"
 #include "engine/report.h"
 #include "validate/validate.h"
 #include "cli.h"
@@ -186,25 +186,15 @@ int cmd_validate(int argc, char **argv, cli *c) {
     run_meta m = {.trace_id = t.id, .trace_name = t.name, .kind = "validate", .allocator = t.allocator,
                   .capacity = UINT64_MAX, .backend = "sim", .step_time_s = -1, .samples_per_s = -1};
     size_t len;
-    const char *json = jsonw_text(g, &len);
-    sqlite3_stmt *q = NULL;
-    if (store_begin(s) || store_run_save(s, &m, &rr, &run_id) ||
-        !(q = store_stmt(s, "UPDATE runs SET result = ?1 WHERE id = ?2"))) {
-      cli_error("%s", store_error(s));
-      store_rollback(s);
+    const char *text = jsonw_text(g, &len);
+    char *json = strndup(text, len);
+    session *ses = session_new(s);
+    if (session_save(ses, &m, &rr, json, SESSION_RESULT_REPLACE, &run_id, err, sizeof err)) {
+      cli_error("%s", err);
       code = CLI_FAIL;
-    } else {
-      sqlite3_bind_text(q, 1, json, (int)len, SQLITE_STATIC);
-      sqlite3_bind_int64(q, 2, run_id);
-      if (sqlite3_step(q) != SQLITE_DONE || store_commit(s)) {
-        store_fail(s, q, "cannot store the validation");
-        cli_error("%s", store_error(s));
-        store_rollback(s);
-        code = CLI_FAIL;
-        run_id = 0;
-      }
-      sqlite3_reset(q);
     }
+    session_free(ses);
+    free(json);
   }
   if (c->json) {
     yajl_gen out = jsonw_file(stdout, 0);

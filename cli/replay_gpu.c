@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sim/allocator.h"
+#include "session/session.h"
 #include "cli.h"
 
 int cli_gpu_option(cli_gpu_opts *g, int opt, const char *arg) {
@@ -38,11 +38,8 @@ int cli_gpu_option(cli_gpu_opts *g, int opt, const char *arg) {
 
 /* A bad --allocator is a usage error whatever the machine has. */
 static int check_spec(const char *alloc) {
-  if (!alloc) return 0;
-  sim_spec spec;
   char err[1024];
-  if (sim_spec_parse(&spec, alloc, err, sizeof err)) return cli_usage_error("replay", "%s", err);
-  sim_spec_release(&spec);
+  if (alloc && session_check_allocator(alloc, err, sizeof err)) return cli_usage_error("replay", "%s", err);
   return 0;
 }
 
@@ -62,11 +59,7 @@ int cli_replay_gpu(cli *c, const char *trace, const char *alloc, uint64_t capaci
 #include "cuda/backend_cuda.h"
 #include "cuda/cudart.h"
 #include "io/jsonw.h"
-#include "engine/report.h"
-#include "store/store_runs.h"
 #include "store/store_source.h"
-
-static const char *env_lookup(const char *name) { return getenv(name); }
 
 typedef struct gpu_ctx {
   store *s;
@@ -241,33 +234,94 @@ static void json_extra(yajl_gen g, const char *predictor, const backend_plan *p,
   yajl_gen_map_close(g);
 }
 
-/* Stores the run, then adds the measurements to its result JSON. */
-static int save_run(store *s, const run_meta *meta, const char *predictor, const backend_plan *p,
-                    const backend_measured *m, int64_t *run_id) {
-  if (store_begin(s) || store_run_save(s, meta, &m->engine, run_id)) {
-    store_rollback(s);
-    return -1;
-  }
+/* Stores the run with the measurements added to its result JSON. */
+static int save_run(session *ses, const run_meta *meta, const char *predictor, const backend_plan *p,
+                    const backend_measured *m, int64_t *run_id, char *err, size_t errlen) {
   yajl_gen g = jsonw_mem();
   yajl_gen_map_open(g);
   json_extra(g, predictor, p, m);
   yajl_gen_map_close(g);
   size_t len;
-  const char *extra = jsonw_text(g, &len);
-  sqlite3_stmt *q = store_stmt(s, "UPDATE runs SET result = json_patch(result, :extra) WHERE id = :id");
-  int rc = -1;
-  if (q) {
-    sqlite3_bind_text(q, 1, extra, (int)len, SQLITE_STATIC);
-    sqlite3_bind_int64(q, 2, *run_id);
-    if (sqlite3_step(q) == SQLITE_DONE) rc = 0;
-    else store_fail(s, q, "cannot store the measurements");
-  }
+  const char *text = jsonw_text(g, &len);
+  char *extra = strndup(text, len);
   yajl_gen_free(g);
-  if (rc || store_commit(s)) {
-    store_rollback(s);
-    return -1;
+  int rc = session_save(ses, meta, &m->engine, extra, SESSION_RESULT_PATCH, run_id, err, errlen);
+  free(extra);
+  return rc;
+}
+
+/* What the run on the GPU is, for its JSON and its stored row. */
+static run_meta gpu_meta(const session_run *run, const backend_plan *plan, const backend_measured *m) {
+  run_meta meta = session_meta(run);
+  size_t k = first_counted(plan->nsteps);
+  meta.kind = "backend";
+  meta.backend = "cuda";
+  meta.device = m->gpu_names;
+  meta.step_time_s = plan->nsteps > 1 ? median_of(m->step_s + k, plan->nsteps - k) : m->wall_s;
+  meta.samples_per_s = -1;
+  if (run->trace->batch_size > 0 && meta.step_time_s > 0)
+    meta.samples_per_s = (double)run->trace->batch_size / meta.step_time_s;
+  return meta;
+}
+
+/* The trace's replay planned, refused or performed on the GPU, stored and printed. */
+static int replay_on_gpu(cli *c, session *ses, session_run *run, const cudart_info *info, int save, int timeline,
+                         const cli_gpu_opts *opts) {
+  char err[1536], predictor[160];
+  const store_trace *t = run->trace;
+  backend_plan plan;
+  backend_measured m;
+  memset(&plan, 0, sizeof plan);
+  memset(&m, 0, sizeof m);
+  int code = CLI_FAIL;
+  /* The prediction is the model of the same name with the same options: for the real
+   * stream-ordered pool, the `async` model, whose options the pool takes too. */
+  snprintf(predictor, sizeof predictor, "the '%s' model", run->allocator);
+  gpu_ctx gc = {session_store(ses), t->id, info};
+  backend_plan_config pc = {.ses = ses, .run = run, .scale = opts->scale_given ? opts->scale : 1.0,
+                            .open = open_events, .open_arg = &gc, .gpu_memory = gpu_memory, .gpu_arg = &gc};
+  if (backend_plan_make(&pc, &plan, err, sizeof err)) {
+    cli_error("cannot plan the replay of '%s' on the GPU: %s", t->name, err);
+    goto out;
   }
-  return 0;
+  if (!backend_uses_driver_pool(run) && !plan.takes_device_memory && plan.predicted.allocs) {
+    cli_error("the '%s' model takes no memory from the device, so it has nothing to replay on a GPU: use cuda, "
+              "async, or a caching model (see 'memplay help allocators')",
+              run->spec->ops->name);
+    goto out;
+  }
+  if (!plan.fits) {
+    cli_error("not replaying '%s' on the GPU: %s", t->name, plan.why);
+    goto out;
+  }
+  backend_run_config rc = {.ses = ses, .run = run, .pace = opts->pace, .open = open_events, .open_arg = &gc};
+  if (backend_cuda_run(&rc, &plan, &m, err, sizeof err)) {
+    cli_error("cannot replay '%s' on the GPU under %s: %s", t->name, run->allocator, err);
+    goto out;
+  }
+  run_meta meta = gpu_meta(run, &plan, &m);
+  int64_t run_id = 0;
+  if (save && save_run(ses, &meta, predictor, &plan, &m, &run_id, err, sizeof err)) {
+    cli_error("%s", err);
+    goto out;
+  }
+  if (c->json) {
+    yajl_gen g = jsonw_file(stdout, 0);
+    yajl_gen_map_open(g);
+    session_json(ses, g, &meta, &m.engine, timeline);
+    json_extra(g, predictor, &plan, &m);
+    if (run_id) jsonw_kint(g, "run_id", run_id);
+    yajl_gen_map_close(g);
+    yajl_gen_free(g);
+    putchar('\n');
+  } else {
+    print_human(t, run->allocator, predictor, &plan, &m, run_id, session_store(ses));
+  }
+  code = CLI_OK;
+out:
+  backend_measured_release(&m);
+  backend_plan_release(&plan);
+  return code;
 }
 
 int cli_replay_gpu(cli *c, const char *trace, const char *alloc, uint64_t capacity, int stop_at_oom, int save,
@@ -288,104 +342,33 @@ int cli_replay_gpu(cli *c, const char *trace, const char *alloc, uint64_t capaci
   int code = CLI_FAIL;
   store_trace t;
   memset(&t, 0, sizeof t);
-  sim_spec spec;
-  memset(&spec, 0, sizeof spec);
-  backend_plan plan;
-  backend_measured m;
-  memset(&plan, 0, sizeof plan);
-  memset(&m, 0, sizeof m);
-  char *alloc_text = NULL, predictor[160];
+  session *ses = session_new(s);
+  session_run run;
+  memset(&run, 0, sizeof run);
   if (store_trace_find(s, trace, &t)) {
     cli_error("%s", store_error(s));
     goto out;
   }
-  /* Default: the allocator that recorded the trace, when it is one memplay has; else cudaMalloc. */
-  if (!alloc) alloc = t.allocator && sim_allocator_find(t.allocator) ? t.allocator : "cuda";
-  alloc_text = strdup(alloc);
-  size_t nl = strcspn(alloc_text, ":");
-  int real_pool = nl == 5 && !strncmp(alloc_text, "async", 5);
-  /* The prediction is the model of the same name with the same options: for the real
-   * stream-ordered pool, the `async` model, whose options the pool takes too. */
-  if (sim_spec_parse(&spec, alloc_text, err, sizeof err)) {
-    code = cli_usage_error("replay", "%s", err);
+  /* Default: the allocator that recorded the trace, when it is one memplay has; else cudaMalloc.
+   * The GPU measures time itself: no device profile. */
+  session_request req;
+  session_request_init(&req);
+  req.trace = &t;
+  req.allocator = alloc;
+  req.fallback_allocator = "cuda";
+  req.no_device = 1;
+  req.capacity = capacity;
+  req.stop_at_oom = stop_at_oom;
+  req.use_environment = 1;
+  int rc = session_prepare(ses, &req, &run, err, sizeof err);
+  if (rc) {
+    code = rc == SESSION_EUSAGE ? cli_usage_error("replay", "%s", err) : (cli_error("%s", err), CLI_FAIL);
     goto out;
   }
-  const sim_spec *run_spec = real_pool ? NULL : &spec;
-  snprintf(predictor, sizeof predictor, "the '%s' model", alloc_text);
-  const char *recorded = t.allocator && !strcmp(t.allocator, spec.ops->name) ? t.allocator_settings : NULL;
-  gpu_ctx gc = {s, t.id, info};
-  backend_plan_config pc = {
-    .spec = &spec,
-    .recorded = recorded,
-    .getenv_fn = env_lookup,
-    .capacity = capacity,
-    .scale = opts->scale_given ? opts->scale : 1.0,
-    .open = open_events,
-    .open_arg = &gc,
-    .gpu_memory = gpu_memory,
-    .gpu_arg = &gc,
-  };
-  if (backend_plan_make(&pc, &plan, err, sizeof err)) {
-    cli_error("cannot plan the replay of '%s' on the GPU: %s", t.name, err);
-    goto out;
-  }
-  if (run_spec && !plan.takes_device_memory && plan.predicted.allocs) {
-    cli_error("the '%s' model takes no memory from the device, so it has nothing to replay on a GPU: use cuda, "
-              "async, or a caching model (see 'memplay help allocators')",
-              spec.ops->name);
-    goto out;
-  }
-  if (!plan.fits) {
-    cli_error("not replaying '%s' on the GPU: %s", t.name, plan.why);
-    goto out;
-  }
-  backend_run_config rc = {
-    .allocator = alloc_text,
-    .spec = run_spec,
-    .recorded = run_spec ? recorded : NULL,
-    .getenv_fn = env_lookup,
-    .capacity = capacity,
-    .stop_at_oom = stop_at_oom,
-    .pace = opts->pace,
-    .open = open_events,
-    .open_arg = &gc,
-  };
-  if (backend_cuda_run(&rc, &plan, &m, err, sizeof err)) {
-    cli_error("cannot replay '%s' on the GPU under %s: %s", t.name, alloc_text, err);
-    goto out;
-  }
-  double *rec = recorded_steps(&plan);
-  size_t k = first_counted(plan.nsteps);
-  run_meta meta = {.trace_id = t.id, .trace_name = t.name, .kind = "backend", .allocator = alloc_text,
-                   .capacity = capacity, .backend = "cuda", .device = m.gpu_names,
-                   .step_time_s = plan.nsteps > 1 ? median_of(m.step_s + k, plan.nsteps - k) : m.wall_s,
-                   .samples_per_s = -1};
-  if (t.batch_size > 0 && meta.step_time_s > 0) meta.samples_per_s = (double)t.batch_size / meta.step_time_s;
-  free(rec);
-  int64_t run_id = 0;
-  if (save && save_run(s, &meta, predictor, &plan, &m, &run_id)) {
-    cli_error("%s", store_error(s));
-    goto out;
-  }
-  if (c->json) {
-    yajl_gen g = jsonw_file(stdout, 0);
-    yajl_gen_map_open(g);
-    replay_names names = store_names(s);
-    report_json(g, &names, &meta, &m.engine, timeline);
-    json_extra(g, predictor, &plan, &m);
-    if (run_id) jsonw_kint(g, "run_id", run_id);
-    yajl_gen_map_close(g);
-    yajl_gen_free(g);
-    putchar('\n');
-  } else {
-    print_human(&t, alloc_text, predictor, &plan, &m, run_id, s);
-  }
-  code = CLI_OK;
+  code = replay_on_gpu(c, ses, &run, info, save, timeline, opts);
 out:
-  backend_measured_release(&m);
-  backend_plan_release(&plan);
-  if (spec.ops) sim_spec_release(&spec);
-  free(alloc_text);
+  session_run_release(&run);
+  session_free(ses);
   store_trace_clear(&t);
   store_close(s);
   free(info);

@@ -546,6 +546,7 @@ static int async_check(void *ctx, char *err, size_t errlen) {
 const sim_allocator_ops sim_async_ops = {
   .version = SIM_ALLOCATOR_VERSION,
   .name = "async",
+  .traits = SIM_ALLOC_STREAM_ORDERED | SIM_ALLOC_DRIVER_POOL,
   .summary = "cudaMallocAsync's default pool: stream-ordered reuse, 32 MiB growth, release at synchronization",
   .options = (const sim_option_spec[]){
     {"release_threshold", "size or max: bytes the pool keeps at a synchronization (default 0)"},

@@ -129,7 +129,18 @@ static inline void sim_gauge_add(sim_gauge *g, int64_t delta) {
 /* ------------------------------------------------------------------------------------------
  * The allocator model interface.
  * ------------------------------------------------------------------------------------------ */
-#define SIM_ALLOCATOR_VERSION 1
+#define SIM_ALLOCATOR_VERSION 2
+
+/* Facts about a real allocator that the code around a model acts on (sim_allocator_ops.traits),
+ * so that no caller compares an allocator's name. */
+enum {
+  /* Allocation is stream-ordered (cudaMallocAsync): growing the pool synchronizes nothing, so the
+   * time model charges no device synchronization for the driver calls it makes. */
+  SIM_ALLOC_STREAM_ORDERED = 1u << 0,
+  /* The CUDA driver implements this allocator itself (cudaMallocAsync's pool): on a real GPU the
+   * backend runs the driver's, configured with the model's options, instead of the model. */
+  SIM_ALLOC_DRIVER_POOL = 1u << 1,
+};
 
 /* Where a placed request landed. `handle` is the model's own reference, passed back on free. */
 typedef struct sim_placement {
@@ -158,6 +169,7 @@ typedef struct sim_allocator_ops {
   const char *name;                 /* as typed in a SPEC: "torch" */
   const char *summary;              /* one line for `memplay help replay` */
   const sim_option_spec *options;   /* accepted options, ended by {NULL, NULL} */
+  unsigned traits;                  /* SIM_ALLOC_* facts about the real allocator */
 
   /* Makes an instance that takes memory from `dev`. Unknown or bad options: SIM_EINVAL with a
    * message in err (the caller has already rejected keys not in `options`). */

@@ -99,21 +99,32 @@ static size_t build(sim_event *v) {
   return n;
 }
 
-static int plan_and_run(trace *t, const char *alloc, int real_pool, uint64_t capacity, backend_plan *p,
-                        backend_measured *m, char *err, size_t errlen) {
-  sim_spec spec;
-  if (sim_spec_parse(&spec, alloc, err, errlen)) return -2;
-  backend_plan_config pc = {.spec = &spec, .capacity = capacity, .scale = 1.0, .open = open_events, .open_arg = t,
+/* Plans and runs trace t under alloc (a model, or async: the driver's own pool) as `memplay replay
+ * --backend cuda` does, through a store-less session. */
+static int plan_and_run(trace *t, const char *alloc, uint64_t capacity, backend_plan *p, backend_measured *m,
+                        char *err, size_t errlen) {
+  static char name[] = "synthetic";
+  store_trace meta = {.name = name};
+  session *ses = session_new(NULL);
+  session_request req;
+  session_request_init(&req);
+  req.trace = &meta;
+  req.allocator = alloc;
+  req.no_device = 1;
+  req.capacity = capacity;
+  session_run run;
+  int rc = session_prepare(ses, &req, &run, err, errlen) ? -2 : 0;
+  backend_plan_config pc = {.ses = ses, .run = &run, .scale = 1.0, .open = open_events, .open_arg = t,
                             .gpu_memory = gpu_memory};
-  int rc = backend_plan_make(&pc, p, err, errlen);
+  if (!rc) rc = backend_plan_make(&pc, p, err, errlen);
   if (rc == 0 && p->fits) {
-    backend_run_config rc2 = {.allocator = alloc, .spec = real_pool ? NULL : &spec, .capacity = capacity,
-                              .open = open_events, .open_arg = t};
+    backend_run_config rc2 = {.ses = ses, .run = &run, .open = open_events, .open_arg = t};
     rc = backend_cuda_run(&rc2, p, m, err, errlen);
   } else if (rc == 0) {
     rc = -3;
   }
-  sim_spec_release(&spec);
+  session_run_release(&run);
+  session_free(ses);
   return rc;
 }
 
@@ -143,7 +154,7 @@ static void test_run_cuda(void) {
   backend_plan p;
   backend_measured m;
   char err[1024];
-  int rc = plan_and_run(&t, "cuda", 0, UINT64_MAX, &p, &m, err, sizeof err);
+  int rc = plan_and_run(&t, "cuda", UINT64_MAX, &p, &m, err, sizeof err);
   if (rc) fprintf(stderr, "run: %s\n", err);
   CHECK_EQ(rc, 0);
   /* The plan: 384 MiB at the peak, a 512 MiB copy buffer (two 256 MiB halves), host buffers. */
@@ -191,7 +202,7 @@ static void test_run_pool_and_bfc(void) {
   backend_measured m;
   char err[1024];
   fake_cuda_setup(1, 16 * GiB);
-  int rc = plan_and_run(&t, "async:release_threshold=0", 1, UINT64_MAX, &p, &m, err, sizeof err);
+  int rc = plan_and_run(&t, "async:release_threshold=0", UINT64_MAX, &p, &m, err, sizeof err);
   if (rc) fprintf(stderr, "async: %s\n", err);
   CHECK_EQ(rc, 0);
   CHECK_EQ(m.peak_used, 384 * MiB); /* the pretend pool grows by whole requests */
@@ -205,7 +216,7 @@ static void test_run_pool_and_bfc(void) {
   /* bfc takes one region as large as its memory limit: the free memory less TensorFlow's
    * reserve, as the plan showed it, not less memplay's copy buffers. */
   fake_cuda_setup(1, 16 * GiB);
-  rc = plan_and_run(&t, "bfc", 0, UINT64_MAX, &p, &m, err, sizeof err);
+  rc = plan_and_run(&t, "bfc", UINT64_MAX, &p, &m, err, sizeof err);
   if (rc) fprintf(stderr, "bfc: %s\n", err);
   CHECK_EQ(rc, 0);
   CHECK_EQ(m.engine.device_mallocs, 1);
@@ -224,7 +235,7 @@ static void test_capacity_and_refusal(void) {
   char err[1024];
   /* A 256 MiB card emulated: the 192 MiB allocation fits, the others do not, as predicted. */
   fake_cuda_setup(1, 16 * GiB);
-  int rc = plan_and_run(&t, "cuda", 0, 256 * MiB, &p, &m, err, sizeof err);
+  int rc = plan_and_run(&t, "cuda", 256 * MiB, &p, &m, err, sizeof err);
   CHECK_EQ(rc, 0);
   CHECK_EQ(p.predicted.ooms, m.engine.ooms);
   CHECK(m.engine.ooms > 0);
@@ -234,7 +245,7 @@ static void test_capacity_and_refusal(void) {
   backend_plan_release(&p);
   /* A GPU with 700 MiB: 384 MiB + 512 MiB of copy buffer does not fit; nothing is allocated. */
   fake_cuda_setup(1, 700 * MiB);
-  rc = plan_and_run(&t, "cuda", 0, UINT64_MAX, &p, &m, err, sizeof err);
+  rc = plan_and_run(&t, "cuda", UINT64_MAX, &p, &m, err, sizeof err);
   CHECK_EQ(rc, -3);
   CHECK(!p.fits);
   CHECK(strstr(p.why, "--scale") != NULL);
@@ -251,7 +262,7 @@ static void test_failures_name_the_call_and_event(void) {
   /* The second asynchronous copy of the run (event 6, the d2d one: the h2d copy is the first) */
   fake_cuda_setup(1, 16 * GiB);
   fake_cuda_fail("cudaMemcpyAsync", 2);
-  CHECK_EQ(plan_and_run(&t, "cuda", 0, UINT64_MAX, &p, &m, err, sizeof err), -1);
+  CHECK_EQ(plan_and_run(&t, "cuda", UINT64_MAX, &p, &m, err, sizeof err), -1);
   CHECK(strstr(err, "event 7: cudaMemcpyAsync (d2d, 256.00 MiB, stream 5, GPU 0): an illegal memory access") != NULL);
   if (!strstr(err, "event 7: cudaMemcpyAsync")) fprintf(stderr, "got: %s\n", err);
   CHECK_EQ(fake_cuda_used(0), 0); /* what was allocated is given back */
@@ -262,7 +273,7 @@ static void test_failures_name_the_call_and_event(void) {
    * cudaFree is the runtime's cudaFree(0) that makes the GPU ready; the second is event 14's. */
   fake_cuda_setup(1, 16 * GiB);
   fake_cuda_fail("cudaFree", 2);
-  CHECK_EQ(plan_and_run(&t, "cuda", 0, UINT64_MAX, &p, &m, err, sizeof err), -1);
+  CHECK_EQ(plan_and_run(&t, "cuda", UINT64_MAX, &p, &m, err, sizeof err), -1);
   CHECK(strstr(err, "cudaFree of 64.00 MiB on GPU 0: an illegal memory access") != NULL);
   CHECK(strstr(err, "event 14: ") == err);
   if (strstr(err, "event 14: ") != err) fprintf(stderr, "got: %s\n", err);
@@ -271,7 +282,7 @@ static void test_failures_name_the_call_and_event(void) {
   /* A kernel launch. */
   fake_cuda_setup(1, 16 * GiB);
   fake_cuda_fail("cuLaunchKernel", 4);
-  CHECK_EQ(plan_and_run(&t, "cuda", 0, UINT64_MAX, &p, &m, err, sizeof err), -1);
+  CHECK_EQ(plan_and_run(&t, "cuda", UINT64_MAX, &p, &m, err, sizeof err), -1);
   CHECK(strstr(err, "cuLaunchKernel of the spin kernel (2000000 ns)") != NULL);
   CHECK(strstr(err, "CUDA_ERROR_ILLEGAL_ADDRESS") != NULL);
   backend_measured_release(&m);

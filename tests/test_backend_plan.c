@@ -89,19 +89,47 @@ static size_t build(sim_event *v) {
   return n;
 }
 
-static backend_plan_config config(fake *f, sim_spec *spec) {
+/* A replay of a trace with no metadata, through allocator alloc, prepared by a store-less session. */
+typedef struct planner {
+  session *ses;
+  session_run run;
+  store_trace meta;
+} planner;
+
+static int planner_init(planner *pl, const char *alloc) {
+  char err[512];
+  memset(pl, 0, sizeof *pl);
+  static char name[] = "synthetic";
+  pl->meta.name = name;
+  pl->ses = session_new(NULL);
+  session_request req;
+  session_request_init(&req);
+  req.trace = &pl->meta;
+  req.allocator = alloc;
+  req.no_device = 1;
+  int rc = session_prepare(pl->ses, &req, &pl->run, err, sizeof err);
+  if (rc) fprintf(stderr, "%s\n", err);
+  return rc;
+}
+
+static void planner_release(planner *pl) {
+  session_run_release(&pl->run);
+  session_free(pl->ses);
+}
+
+static backend_plan_config config(fake *f, planner *pl) {
   return (backend_plan_config){
-    .spec = spec, .capacity = UINT64_MAX, .scale = 1.0, .open = open_events, .open_arg = f,
+    .ses = pl->ses, .run = &pl->run, .scale = 1.0, .open = open_events, .open_arg = f,
     .gpu_memory = gpu_memory, .gpu_arg = f};
 }
 
 static void test_fits(void) {
   sim_event v[64];
   fake f = {v, build(v), {0}, 8 * GiB, 16 * GiB, 1, 0, {0}};
-  sim_spec spec;
+  planner pl;
   char err[512];
-  CHECK_EQ(sim_spec_parse(&spec, "cuda", err, sizeof err), SIM_OK);
-  backend_plan_config cfg = config(&f, &spec);
+  CHECK_EQ(planner_init(&pl, "cuda"), 0);
+  backend_plan_config cfg = config(&f, &pl);
   backend_plan p;
   CHECK_EQ(backend_plan_make(&cfg, &p, err, sizeof err), 0);
   CHECK(p.fits);
@@ -137,16 +165,16 @@ static void test_fits(void) {
   CHECK_EQ(f.opened, 1);
   CHECK_EQ(f.asked[0], 1); /* free memory is asked once per GPU */
   backend_plan_release(&p);
-  sim_spec_release(&spec);
+  planner_release(&pl);
 }
 
 static void test_refuses_and_scales(void) {
   sim_event v[64];
   fake f = {v, build(v), {0}, GiB, 16 * GiB, 1, 0, {0}}; /* 1 GiB free: 1.5 GiB needed */
-  sim_spec spec;
+  planner pl;
   char err[512];
-  CHECK_EQ(sim_spec_parse(&spec, "cuda", err, sizeof err), SIM_OK);
-  backend_plan_config cfg = config(&f, &spec);
+  CHECK_EQ(planner_init(&pl, "cuda"), 0);
+  backend_plan_config cfg = config(&f, &pl);
   backend_plan p;
   CHECK_EQ(backend_plan_make(&cfg, &p, err, sizeof err), 0);
   CHECK(!p.fits);
@@ -177,17 +205,17 @@ static void test_refuses_and_scales(void) {
   CHECK(p.gpus[0].need <= p.gpus[0].budget);
   CHECK(f.opened >= 2);
   backend_plan_release(&p);
-  sim_spec_release(&spec);
+  planner_release(&pl);
 }
 
 static void test_capacity_caps_the_need(void) {
   sim_event v[64];
   fake f = {v, build(v), {0}, GiB, 16 * GiB, 1, 0, {0}};
-  sim_spec spec;
+  planner pl;
   char err[512];
-  CHECK_EQ(sim_spec_parse(&spec, "cuda", err, sizeof err), SIM_OK);
-  backend_plan_config cfg = config(&f, &spec);
-  cfg.capacity = 256 * MiB; /* the run emulates a 256 MiB card: every allocation OOMs */
+  CHECK_EQ(planner_init(&pl, "cuda"), 0);
+  backend_plan_config cfg = config(&f, &pl);
+  pl.run.capacity = 256 * MiB; /* the run emulates a 256 MiB card: every allocation OOMs */
   backend_plan p;
   CHECK_EQ(backend_plan_make(&cfg, &p, err, sizeof err), 0);
   CHECK_EQ(p.predicted.ooms, 3);
@@ -195,22 +223,22 @@ static void test_capacity_caps_the_need(void) {
   CHECK_EQ(p.gpus[0].need, 2 * BACKEND_CHUNK); /* only the copy buffer: the OOMs are the prediction */
   CHECK(p.fits);
   backend_plan_release(&p);
-  sim_spec_release(&spec);
+  planner_release(&pl);
 }
 
 static void test_ideal_takes_nothing(void) {
   sim_event v[64];
   fake f = {v, build(v), {0}, 8 * GiB, 16 * GiB, 1, 0, {0}};
-  sim_spec spec;
+  planner pl;
   char err[512];
-  CHECK_EQ(sim_spec_parse(&spec, "ideal", err, sizeof err), SIM_OK);
-  backend_plan_config cfg = config(&f, &spec);
+  CHECK_EQ(planner_init(&pl, "ideal"), 0);
+  backend_plan_config cfg = config(&f, &pl);
   backend_plan p;
   CHECK_EQ(backend_plan_make(&cfg, &p, err, sizeof err), 0);
   CHECK(!p.takes_device_memory);
   CHECK_EQ(p.predicted.allocs, 3);
   backend_plan_release(&p);
-  sim_spec_release(&spec);
+  planner_release(&pl);
 }
 
 static void test_missing_gpu(void) {
@@ -220,15 +248,15 @@ static void test_missing_gpu(void) {
   v[1].device = 1;
   v[1].seq = 1;
   fake f = {v, 2, {0}, 8 * GiB, 16 * GiB, 1, 0, {0}};
-  sim_spec spec;
+  planner pl;
   char err[512];
-  CHECK_EQ(sim_spec_parse(&spec, "cuda", err, sizeof err), SIM_OK);
-  backend_plan_config cfg = config(&f, &spec);
+  CHECK_EQ(planner_init(&pl, "cuda"), 0);
+  backend_plan_config cfg = config(&f, &pl);
   backend_plan p;
   CHECK_EQ(backend_plan_make(&cfg, &p, err, sizeof err), -1);
   CHECK(strstr(err, "device 1") != NULL);
   backend_plan_release(&p);
-  sim_spec_release(&spec);
+  planner_release(&pl);
 }
 
 static void test_scale_and_steps(void) {

@@ -360,6 +360,10 @@ static void pool_describe_oom(void *ctx, uint64_t size, int64_t stream, char *bu
            size, stream, p->st.reserved.current, p->used, p->dev->used, p->gpu);
 }
 
+int backend_uses_driver_pool(const session_run *run) {
+  return (run->spec->ops->traits & SIM_ALLOC_DRIVER_POOL) != 0;
+}
+
 const sim_allocator_ops backend_pool_ops = {
   .version = SIM_ALLOCATOR_VERSION,
   .name = "async",
@@ -384,7 +388,7 @@ static int run_make_device(void *arg, int device, sim_device *dev, char *err, si
     return -1;
   }
   bgpu *g = &r->gpus[device];
-  if (cudart_device_init(dev, &r->drv, device, r->cfg->capacity, g->base_free, err, errlen)) return -1;
+  if (cudart_device_init(dev, &r->drv, device, r->cfg->run->capacity, g->base_free, err, errlen)) return -1;
   /* Models that size themselves by the free memory (bfc) see what the plan showed them: the GPU
    * as the program found it, without memplay's own copy buffers. */
   dev->free_memory = r->plan->gpus[device].free_memory;
@@ -675,49 +679,25 @@ int backend_cuda_run(const backend_run_config *cfg, const backend_plan *plan, ba
   }
   if (host_buffers(r)) goto out;
 
-  sim_spec pool_spec;
-  const sim_spec *spec = cfg->spec;
-  if (!spec) { /* the real pool, with the options given after "async:" */
-    memset(&pool_spec, 0, sizeof pool_spec);
-    pool_spec.ops = &backend_pool_ops;
-    const char *opts = strchr(cfg->allocator, ':');
-    if (opts) {
-      pool_spec.storage = strdup(opts + 1);
-      size_t cap = 0;
-      if (sim_options_split(&backend_pool_ops, pool_spec.storage, &pool_spec.opts, &pool_spec.nopts, &cap, msg,
-                            sizeof msg)) {
-        snprintf(r->err, sizeof r->err, "%s", msg);
-        sim_spec_release(&pool_spec);
-        goto out;
-      }
-    }
-    spec = &pool_spec;
-  }
   replay_observer obs = {r, run_event, NULL};
-  replay_config rcfg = {
-    .spec = spec,
-    .capacity = cfg->capacity,
-    .recorded = cfg->recorded,
-    .getenv_fn = cfg->getenv_fn,
-    .stop_at_oom = cfg->stop_at_oom,
-    .observers = &obs,
-    .nobservers = 1,
-    .make_device = run_make_device,
-    .release_device = run_release_device,
-    .device_arg = r,
-  };
   replay_source inner;
   if (cfg->open(cfg->open_arg, &inner, msg, sizeof msg)) {
     snprintf(r->err, sizeof r->err, "%s", msg);
-    if (spec == &pool_spec) sim_spec_release(&pool_spec);
     goto out;
   }
   backend_scaled sc;
   r->inner = backend_scaled_source(&sc, inner, plan->scale);
   replay_source src = {.next = run_next, .error = run_error, .close = NULL, .ctx = r};
-  int er = replay_run(&rcfg, &src, &m->engine, msg, sizeof msg);
+  session_pass sp = {.source = &src,
+                     .ops = backend_uses_driver_pool(cfg->run) ? &backend_pool_ops : NULL,
+                     .observers = &obs,
+                     .nobservers = 1,
+                     .make_device = run_make_device,
+                     .release_device = run_release_device,
+                     .device_arg = r};
+  int er = session_execute(cfg->ses, cfg->run, &sp, msg, sizeof msg);
+  session_take_result(cfg->run, &m->engine);
   replay_source_close(&r->inner);
-  if (spec == &pool_spec) sim_spec_release(&pool_spec);
   if (er && !r->failed) snprintf(r->err, sizeof r->err, "%s", msg);
   if (er || r->failed) goto out;
   /* The end: wait for everything still running on every GPU, then stop the clocks. */

@@ -5,9 +5,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "sim/allocator.h"
 #include "engine/engine.h"
 #include "engine/source.h"
+#include "session/session.h"
+#include "sim/allocator.h"
 
 /*
  * `memplay replay TRACE --backend cuda` runs in two stages.
@@ -66,10 +67,10 @@ typedef struct backend_usage {
 } backend_usage;
 
 typedef struct backend_plan_config {
-  const sim_spec *spec;         /* the model that predicts (and, for models, places on the GPU) */
-  const char *recorded;         /* allocator settings recorded in the trace, or NULL */
-  const char *(*getenv_fn)(const char *);
-  uint64_t capacity;            /* --capacity, UINT64_MAX: none */
+  session *ses;
+  session_run *run;             /* prepared by the session: the model that predicts (and, for models, places
+                                   on the GPU), its options and recorded settings, the capacity (--capacity,
+                                   UINT64_MAX: none); each pass executes it */
   double scale;                 /* > 0: this factor; 0: the largest factor up to 1 that fits */
   /* Opens the trace's events (called once per simulated pass). */
   int (*open)(void *arg, replay_source *src, char *err, size_t errlen);
@@ -119,12 +120,10 @@ uint64_t backend_plan_used_at(const backend_plan *p, int64_t seq);
 /* ---- the run on the GPU (backend_cuda.c: only in builds with CUDA) ------------------------- */
 
 typedef struct backend_run_config {
-  const char *allocator;        /* as given: "cuda", "async[:release_threshold=SIZE]", or a model SPEC */
-  const sim_spec *spec;         /* the model, or NULL when `allocator` is the real stream-ordered pool */
-  const char *recorded;
-  const char *(*getenv_fn)(const char *);
-  uint64_t capacity;
-  int stop_at_oom;
+  session *ses;
+  session_run *run;             /* the plan's run: a model places blocks in segments it takes on the GPU; a
+                                   model with SIM_ALLOC_DRIVER_POOL is replaced by the driver's own pool,
+                                   given the model's options */
   int pace;                     /* wait for each event's recorded host time (relative to the first) */
   int (*open)(void *arg, replay_source *src, char *err, size_t errlen);
   void *open_arg;
@@ -155,5 +154,7 @@ void backend_measured_release(backend_measured *m);
 
 /* The real stream-ordered pool as an allocator (its options, for --allocator async:...). */
 extern const sim_allocator_ops backend_pool_ops;
+/* Whether the run on the GPU uses the driver's own pool rather than the model. */
+int backend_uses_driver_pool(const session_run *run);
 
 #endif

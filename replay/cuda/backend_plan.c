@@ -96,7 +96,7 @@ static int plan_make_device(void *arg, int device, sim_device *dev, char *err, s
   pass *ps = arg;
   if (device_memory(ps, device, err, errlen)) return -1;
   const gpu_mem *g = &ps->mem[device];
-  sim_simdev_init(dev, ps->cfg->capacity, g->total_memory);
+  sim_simdev_init(dev, ps->cfg->run->capacity, g->total_memory);
   dev->free_memory = g->free_memory;
   ps->devs[device] = dev;
   return 0;
@@ -246,23 +246,15 @@ static int run_pass(const backend_plan_config *cfg, gpu_mem *mem, backend_plan *
   ps.err = err;
   ps.errlen = errlen;
   replay_observer obs = {&ps, plan_event, NULL};
-  replay_config rc = {
-    .spec = cfg->spec,
-    .capacity = cfg->capacity,
-    .recorded = cfg->recorded,
-    .getenv_fn = cfg->getenv_fn,
-    .observers = &obs,
-    .nobservers = 1,
-    .make_device = plan_make_device,
-    .release_device = plan_release_device,
-    .device_arg = &ps,
-  };
   replay_source inner;
   if (cfg->open(cfg->open_arg, &inner, err, errlen)) return -1;
   backend_scaled sc;
   replay_source src = backend_scaled_source(&sc, inner, factor);
-  int r = replay_run(&rc, &src, &p->predicted, err, errlen);
+  session_pass sp = {.source = &src, .observers = &obs, .nobservers = 1, .make_device = plan_make_device,
+                     .release_device = plan_release_device, .device_arg = &ps};
+  int r = session_execute(cfg->ses, cfg->run, &sp, err, errlen);
   replay_source_close(&src);
+  session_take_result(cfg->run, &p->predicted);
   if (r) return -1;
   if (p->nsteps == 0) p->first_ts = p->last_ts = 0;
   p->takes_device_memory = p->predicted.device_mallocs + p->predicted.device_maps > 0;
@@ -275,7 +267,7 @@ static int run_pass(const backend_plan_config *cfg, gpu_mem *mem, backend_plan *
     g->free_memory = mem[d].free_memory;
     g->total_memory = mem[d].total_memory;
     g->budget = backend_budget(g->free_memory);
-    uint64_t peak = g->predicted_peak < cfg->capacity ? g->predicted_peak : cfg->capacity;
+    uint64_t peak = g->predicted_peak < cfg->run->capacity ? g->predicted_peak : cfg->run->capacity;
     g->need = peak + g->scratch;
   }
   return 0;
@@ -291,13 +283,14 @@ static void judge(const backend_plan_config *cfg, backend_plan *p) {
     p->fits = 0;
     char need[32], peak[32], scr[32], fr[32], bud[32];
     uint64_t avail = g->budget > g->scratch ? g->budget - g->scratch : 0;
-    uint64_t peak_bytes = g->predicted_peak < cfg->capacity ? g->predicted_peak : cfg->capacity;
+    uint64_t capacity = cfg->run->capacity;
+    uint64_t peak_bytes = g->predicted_peak < capacity ? g->predicted_peak : capacity;
     double most = peak_bytes ? (double)avail / (double)peak_bytes * p->scale : 0;
     snprintf(p->why, sizeof p->why,
              "the replay needs %s on GPU %d (a predicted peak of %s%s, and %s of copy buffers), but only %s is free "
              "and %s of it may be used: rerun with --scale fit, or with --scale %.3g or less",
              report_bytes(need, sizeof need, g->need), d, report_bytes(peak, sizeof peak, peak_bytes),
-             g->predicted_peak > cfg->capacity ? " (capped by --capacity)" : "",
+             g->predicted_peak > capacity ? " (capped by --capacity)" : "",
              report_bytes(scr, sizeof scr, g->scratch), report_bytes(fr, sizeof fr, g->free_memory),
              report_bytes(bud, sizeof bud, g->budget), most);
     return;

@@ -48,6 +48,7 @@ static void on_event(void *ctx, const sim_event *ev, const replay_outcome *o) {
 }
 
 void time_observer_init(time_observer *to, const sim_tm_config *cfg, const replay_names *names) {
+  memset(to, 0, sizeof *to); /* seen_alloc starts at 0: whatever the caller's memory held */
   to->tm = sim_tm_new(cfg);
   to->names = names ? *names : (replay_names){0};
   sim_map_init(&to->roles);

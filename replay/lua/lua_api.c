@@ -7,7 +7,6 @@
 #include <unistd.h>
 
 #include "sim/allocator.h"
-#include "store/store_runs.h"
 #include "io/jsonw.h"
 #include "lua_api_int.h"
 
@@ -23,6 +22,12 @@ lua_ctx *lapi_ctx(lua_State *L) {
   if (!cx) luaL_error(L, "memplay: no host context (the library runs inside memplay only)");
   cx->p->L = L;
   return cx;
+}
+
+session *lapi_session(lua_State *L) {
+  lua_ctx *cx = lapi_ctx(L);
+  if (!cx->p->ses) cx->p->ses = session_new(cx->st);
+  return cx->p->ses;
 }
 
 void lua_ctx_init(lua_ctx *cx) {
@@ -43,6 +48,7 @@ void lua_ctx_release(lua_ctx *cx) {
   free(p->files);
   for (size_t i = 0; i < p->nnotes; i++) free(p->notes[i]);
   free(p->notes);
+  session_free(p->ses);
   if (p->main) {
     p->main->s = NULL; /* the command closes its store */
     lstore_unref(p->main);
@@ -401,7 +407,7 @@ static int l_variant(lua_State *L) {
   int derived = lr->transforms && *lr->transforms;
   if (cx->whatif && p->nvariants == 0 && derived)
     return luaL_error(L, "variant '%s': the first variant must replay the unchanged trace", name);
-  double step = lr->step_time_s, sps = -1;
+  double step = lr->run.has_time ? lr->run.time.step_time_s : -1, sps = -1;
   if (lua_istable(L, 3)) {
     lua_getfield(L, 3, "step_time_s");
     if (!lua_isnil(L, -1)) step = luaL_checknumber(L, -1);
@@ -706,8 +712,7 @@ int lua_api_finish(lua_ctx *cx, lua_host *h, char *err, size_t errlen) {
       lvariant *v = &p->variants[i];
       lresult *lr = v->res;
       run_meta m = lapi_meta(lr, cx->scenario, v->name, v->step_time_s, v->samples_per_s);
-      if (store_run_save(cx->st, &m, &lr->r, &v->run_id)) {
-        snprintf(err, errlen, "%s", store_error(cx->st));
+      if (session_save_in(p->ses, &m, &lr->run.result, NULL, SESSION_RESULT_REPORT, &v->run_id, err, errlen)) {
         write_files(cx, -1, err, 0);
         lua_api_abort(cx);
         return -1;
@@ -753,8 +758,7 @@ void lua_api_print_json(lua_ctx *cx, FILE *f) {
     run_meta m = lapi_meta(lr, cx->scenario, v->name, v->step_time_s, v->samples_per_s);
     yajl_gen_map_open(g);
     jsonw_kstr(g, "name", v->name);
-    replay_names names = store_names(cx->st);
-    report_json(g, &names, &m, &lr->r, 0);
+    session_json(p->ses, g, &m, &lr->run.result, 0);
     jsonw_str(g, "transforms");
     yajl_gen_array_open(g);
     if (lr->transforms) {

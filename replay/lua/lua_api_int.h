@@ -5,6 +5,7 @@
 #include <lauxlib.h>
 #include <lua.h>
 
+#include "session/session.h"
 #include "store/devices_store.h"
 #include "engine/engine.h"
 #include "lua_api.h"
@@ -69,21 +70,12 @@ typedef struct ltrace {
   lsummary *bsum;   /* its base's, for filters (names and call sites), shared with what derives from it */
 } ltrace;
 
-/* The replay result behind a result table. */
+/* The replay result behind a result table: the session's run, and what the result names. */
 typedef struct lresult {
-  int has;
-  replay_result r;
-  lstore *ls; /* for call site labels */
-  /* the time model's prediction, when a device profile was used */
-  int has_time;
-  sim_tm_result time;
-  sim_tm_config tcfg;
-  devices_entry dev;
-  const char *device_reason; /* "option" or "recorded" */
-  char *trace_name, *allocator, *device, *transforms;
-  int64_t trace_id;
-  uint64_t capacity;
-  double step_time_s;
+  session_run run;  /* prepared and executed; its trace pointers are cleared afterwards */
+  lstore *ls;       /* for call site labels */
+  char *trace_name, *transforms;
+  int64_t trace_id; /* 0 for a trace of another store than the script's */
 } lresult;
 
 typedef struct lvariant {
@@ -110,10 +102,13 @@ struct lua_ctx_private {
   size_t nnotes, ncap;
   int tx;       /* a transaction is open on the main store */
   lua_State *L; /* the thread that called into the library last (for per-event functions) */
+  session *ses; /* replays, device profiles and stored runs (over the script's store), made on first use */
   int finished;
 };
 
 lua_ctx *lapi_ctx(lua_State *L);
+/* The script's session (over the store of --db, or none). */
+session *lapi_session(lua_State *L);
 /* Opens a transaction on the main store if none is open yet (a script's first write). */
 int lapi_begin(lua_State *L, lua_ctx *cx);
 

@@ -3,26 +3,19 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sim/device_sim.h"
 #include "store/store_runs.h"
 #include "io/jsonw.h"
 #include "lua_api_int.h"
-#include "engine/time_observer.h"
 
 #define RESULTS_KEY "memplay.results" /* registry: weak table, result table -> result userdata */
 
 /* ---- the result userdata ------------------------------------------------------------------- */
 
 void lresult_clear(lresult *lr) {
-  if (lr->has) replay_result_release(&lr->r);
-  lr->has = 0;
-  if (lr->has_time) sim_tm_result_release(&lr->time);
-  lr->has_time = 0;
+  session_run_release(&lr->run);
   free(lr->trace_name);
-  free(lr->allocator);
-  free(lr->device);
   free(lr->transforms);
-  lr->trace_name = lr->allocator = lr->device = lr->transforms = NULL;
+  lr->trace_name = lr->transforms = NULL;
   lstore_unref(lr->ls);
   lr->ls = NULL;
 }
@@ -108,46 +101,27 @@ static void push_json_tree(lua_State *L, yajl_val v) {
 
 run_meta lapi_meta(const lresult *lr, const char *scenario, const char *variant, double step_time_s,
                    double samples_per_s) {
-  run_meta m = {.trace_id = lr->trace_id,
-                .trace_name = lr->trace_name,
-                .kind = "whatif",
-                .allocator = lr->allocator,
-                .capacity = lr->capacity,
-                .device = lr->device,
-                .backend = "sim",
-                .scenario = scenario,
-                .variant = variant,
-                .step_time_s = step_time_s,
-                .samples_per_s = samples_per_s};
-  if (lr->has_time) {
-    m.time = &lr->time;
-    m.time_config = &lr->tcfg;
-    m.device_source = lr->dev.source;
-    m.device_reason = lr->device_reason;
-  }
+  run_meta m = session_meta(&lr->run);
+  m.trace_id = lr->trace_id;
+  m.trace_name = lr->trace_name;
+  m.kind = "whatif";
+  m.scenario = scenario;
+  m.variant = variant;
+  m.step_time_s = step_time_s;
+  m.samples_per_s = samples_per_s;
   return m;
 }
 
 static run_meta meta_of(const lresult *lr) {
-  return lapi_meta(lr, NULL, NULL, lr->step_time_s, lr->has_time ? lr->time.samples_per_s : -1);
+  const session_run *run = &lr->run;
+  return lapi_meta(lr, NULL, NULL, run->has_time ? run->time.step_time_s : -1,
+                   run->has_time ? run->time.samples_per_s : -1);
 }
 
 void lapi_device(lua_State *L, const char *name, devices_entry *e) {
-  lua_ctx *cx = lapi_ctx(L);
   char err[512];
-  int rc = 1;
-  if (cx->st) {
-    rc = devices_store_get(cx->st, name, e, err, sizeof err);
-    if (rc < 0) luaL_error(L, "%s", err);
-  } else {
-    const sim_device_profile *p = sim_device_builtin(name);
-    if (p) {
-      memset(e, 0, sizeof *e);
-      e->p = *p;
-      snprintf(e->source, sizeof e->source, "builtin");
-      rc = 0;
-    }
-  }
+  int rc = session_find_device(lapi_session(L), name, e, err, sizeof err);
+  if (rc < 0) luaL_error(L, "%s", err);
   if (rc) luaL_error(L, "no device profile '%s' (see 'memplay devices')", name);
 }
 
@@ -159,8 +133,8 @@ static int result_index(lua_State *L) {
   const char *k = lua_type(L, 2) == LUA_TSTRING ? lua_tostring(L, 2) : NULL;
   if (k && !strcmp(k, "timeline")) {
     lresult *lr = lapi_result_of(L, 1);
-    if (!lr || !lr->has) return 0;
-    const replay_result *r = &lr->r;
+    if (!lr || !lr->run.executed) return 0;
+    const replay_result *r = &lr->run.result;
     lua_createtable(L, (int)r->ntimeline, 0);
     for (size_t i = 0; i < r->ntimeline; i++) {
       const replay_point *p = &r->timeline[i];
@@ -194,7 +168,7 @@ void lapi_push_result_table(lua_State *L, lresult *lr, int ud_idx) {
   yajl_gen_map_open(g);
   run_meta m = meta_of(lr);
   replay_names names = store_names(lr->ls ? lr->ls->s : NULL);
-  report_json(g, &names, &m, &lr->r, 0);
+  report_json(g, &names, &m, &lr->run.result, 0);
   yajl_gen_map_close(g);
   size_t len;
   const char *text = jsonw_text(g, &len);
@@ -210,7 +184,7 @@ void lapi_push_result_table(lua_State *L, lresult *lr, int ud_idx) {
     return;
   }
   push_json_tree(L, v);
-  lua_pushboolean(L, lr->r.ooms == 0);
+  lua_pushboolean(L, lr->run.result.ooms == 0);
   lua_setfield(L, -2, "fits");
   lua_pushboolean(L, lr->transforms && *lr->transforms);
   lua_setfield(L, -2, "derived");
@@ -234,107 +208,87 @@ void lapi_push_result_table(lua_State *L, lresult *lr, int ud_idx) {
   lua_pop(L, 1);
 }
 
-/* ---- processes sharing one device --------------------------------------------------------- */
-
-/*
- * With shared_device, each device index of the replay is a process on one GPU: each has its
- * own simulated device (address space, driver pages), and all draw on one physical capacity.
- * A process sees, when it starts (its first event), the memory the others have not taken.
- */
-typedef struct shpool {
-  uint64_t capacity, total, used;
-} shpool;
-
-typedef struct shproc {
-  shpool *pool;
-  sim_device inner;
-  sim_device *outer;
-} shproc;
-
-static void sh_before(shproc *p) {
-  uint64_t room = p->pool->capacity > p->pool->used ? p->pool->capacity - p->pool->used : 0;
-  p->inner.capacity = p->inner.used + room;
-}
-
-static void sh_after(shproc *p, uint64_t before) {
-  p->pool->used = p->pool->used - before + p->inner.used;
-  p->outer->used = p->inner.used;
-  if (p->outer->used > p->outer->used_peak) p->outer->used_peak = p->outer->used;
-}
-
-#define SH_CALL(call)              \
-  shproc *p = ctx;                 \
-  uint64_t before = p->inner.used; \
-  sh_before(p);                    \
-  int rc = p->inner.ops->call;     \
-  sh_after(p, before);             \
-  return rc
-
-static int sh_malloc(void *ctx, uint64_t size, int64_t stream, uint64_t *addr) {
-  SH_CALL(malloc(p->inner.ctx, size, stream, addr));
-}
-static int sh_free(void *ctx, uint64_t addr, uint64_t size) { SH_CALL(free(p->inner.ctx, addr, size)); }
-static int sh_reserve(void *ctx, uint64_t size, uint64_t *addr) { SH_CALL(reserve(p->inner.ctx, size, addr)); }
-static int sh_unreserve(void *ctx, uint64_t addr, uint64_t size) { SH_CALL(unreserve(p->inner.ctx, addr, size)); }
-static int sh_map(void *ctx, uint64_t addr, uint64_t size, int64_t stream) {
-  SH_CALL(map(p->inner.ctx, addr, size, stream));
-}
-static int sh_unmap(void *ctx, uint64_t addr, uint64_t size) { SH_CALL(unmap(p->inner.ctx, addr, size)); }
-
-static const sim_device_ops shared_ops = {
-  .size = sizeof(sim_device_ops),
-  .malloc = sh_malloc,
-  .free = sh_free,
-  .reserve = sh_reserve,
-  .unreserve = sh_unreserve,
-  .map = sh_map,
-  .unmap = sh_unmap,
-};
-
-static int shared_make(void *arg, int device, sim_device *dev, char *err, size_t errlen) {
-  shpool *pool = arg;
-  (void)device, (void)err, (void)errlen;
-  shproc *p = sim_xcalloc(1, sizeof *p);
-  p->pool = pool;
-  p->outer = dev;
-  uint64_t room = pool->capacity > pool->used ? pool->capacity - pool->used : 0;
-  sim_simdev_init(&p->inner, room, pool->total);
-  memset(dev, 0, sizeof *dev);
-  dev->ops = &shared_ops;
-  dev->ctx = p;
-  dev->total_memory = pool->total;
-  dev->free_memory = room; /* what cudaMemGetInfo says when this process starts */
-  dev->capacity = room;
-  dev->cc_major = p->inner.cc_major;
-  dev->cc_minor = p->inner.cc_minor;
-  return 0;
-}
-
-static void shared_release(void *arg, int device, sim_device *dev) {
-  shpool *pool = arg;
-  (void)device;
-  shproc *p = dev->ctx;
-  if (!p) return;
-  pool->used -= p->inner.used < pool->used ? p->inner.used : pool->used;
-  sim_simdev_release(&p->inner);
-  free(p);
-  dev->ctx = NULL;
-}
-
 /* ---- trace:replay{...} --------------------------------------------------------------------- */
-
-static const char *env_lookup(const char *name) { return getenv(name); }
-
-/* The allocator settings a model reads from the environment are the recording's, never
- * this machine's: a replay must not depend on where it runs. */
-static const char *no_env(const char *name) {
-  (void)name;
-  return NULL;
-}
 
 static const char *const replay_keys[] = {"allocator", "capacity",     "stop_at_oom", "timeline_points", "top_sites",
                                           "max_ooms",  "check",        "total_memory", "environment",    "shared_device",
                                           "device",    "timing",       "batch",        NULL};
+
+/* Checks that the options table at idx names only known options. */
+static void check_keys(lua_State *L, int idx) {
+  lua_pushnil(L);
+  while (lua_next(L, idx)) {
+    lua_pop(L, 1);
+    int ok = lua_type(L, -1) == LUA_TSTRING;
+    for (size_t i = 0; ok && replay_keys[i]; i++)
+      if (!strcmp(lua_tostring(L, -1), replay_keys[i])) goto known;
+    luaL_error(L, "replay: unknown option '%s' (known: allocator, capacity, device, timing, batch, total_memory, "
+                  "shared_device, stop_at_oom, timeline_points, top_sites, max_ooms, check, environment)",
+               ok ? lua_tostring(L, -1) : "?");
+  known:;
+  }
+}
+
+/* The sizes and switches of the options table at idx into *req. */
+static void read_sizes_and_switches(lua_State *L, int idx, session_request *req) {
+  lua_getfield(L, idx, "allocator");
+  if (!lua_isnil(L, -1)) {
+    if (lua_type(L, -1) != LUA_TSTRING)
+      luaL_error(L, "replay: 'allocator' must be a SPEC such as 'torch:expandable_segments:True'");
+    req->allocator = lua_tostring(L, -1); /* the string stays alive in the options table */
+  }
+  lua_pop(L, 1);
+  lua_getfield(L, idx, "capacity");
+  if (!lua_isnil(L, -1) && !(lua_type(L, -1) == LUA_TBOOLEAN && !lua_toboolean(L, -1)))
+    req->capacity = lapi_check_size(L, -1, "replay: 'capacity'");
+  lua_pop(L, 1);
+  lua_getfield(L, idx, "total_memory");
+  if (!lua_isnil(L, -1)) req->total_memory = lapi_check_size(L, -1, "replay: 'total_memory'");
+  lua_pop(L, 1);
+  lua_getfield(L, idx, "stop_at_oom");
+  req->stop_at_oom = lua_toboolean(L, -1);
+  lua_getfield(L, idx, "check");
+  req->check = lua_toboolean(L, -1);
+  lua_getfield(L, idx, "environment");
+  req->use_environment = lua_toboolean(L, -1);
+  lua_getfield(L, idx, "shared_device");
+  req->shared_device = lua_toboolean(L, -1);
+  lua_pop(L, 4);
+  if (req->shared_device && req->capacity == UINT64_MAX)
+    luaL_error(L, "replay: shared_device needs a capacity (the GPU's memory)");
+  lua_Integer points = 0, top = 0, max_ooms = 0;
+  lua_getfield(L, idx, "timeline_points");
+  if (!lua_isnil(L, -1)) points = luaL_checkinteger(L, -1);
+  lua_getfield(L, idx, "top_sites");
+  if (!lua_isnil(L, -1)) top = luaL_checkinteger(L, -1);
+  lua_getfield(L, idx, "max_ooms");
+  if (!lua_isnil(L, -1)) max_ooms = luaL_checkinteger(L, -1);
+  lua_pop(L, 3);
+  if (points < 0 || points > 1000000 || top < 0 || top > 100000 || max_ooms < 0 || max_ooms > 1000000)
+    luaL_error(L, "replay: timeline_points, top_sites and max_ooms must be small whole numbers");
+  req->timeline_points = (size_t)points;
+  req->top_sites = (size_t)top;
+  req->max_ooms = (size_t)max_ooms;
+}
+
+/* The device, timing and batch options of the table at idx into *req: the device named here, else
+ * the script's --device, else (unless device = false) the one the trace's recorded device matches. */
+static void read_device_and_time(lua_State *L, int idx, const ltrace *t, session_request *req) {
+  lua_getfield(L, idx, "device");
+  req->no_device = lua_type(L, -1) == LUA_TBOOLEAN && !lua_toboolean(L, -1);
+  if (lua_type(L, -1) == LUA_TSTRING) req->device = lua_tostring(L, -1);
+  else if (!lua_isnil(L, -1) && !req->no_device) luaL_error(L, "replay: 'device' must be a device profile's name or false");
+  lua_pop(L, 1);
+  if (!req->device && !req->no_device) req->device = lapi_ctx(L)->device;
+  lua_getfield(L, idx, "timing");
+  if (!lua_isnil(L, -1)) req->timing = luaL_checkstring(L, -1);
+  lua_pop(L, 1);
+  lua_getfield(L, idx, "batch");
+  lua_Integer batch = lua_isnil(L, -1) ? t->meta.batch_size : luaL_checkinteger(L, -1);
+  lua_pop(L, 1);
+  if (batch < 0) luaL_error(L, "replay: batch must be >= 0");
+  req->batch = batch;
+}
 
 int lapi_replay(lua_State *L) {
   ltrace *t = lapi_check_trace(L, 1);
@@ -344,165 +298,36 @@ int lapi_replay(lua_State *L) {
     lua_replace(L, 2);
   }
   luaL_checktype(L, 2, LUA_TTABLE);
-  lua_pushnil(L);
-  while (lua_next(L, 2)) {
-    lua_pop(L, 1);
-    int ok = lua_type(L, -1) == LUA_TSTRING;
-    for (size_t i = 0; ok && replay_keys[i]; i++)
-      if (!strcmp(lua_tostring(L, -1), replay_keys[i])) goto known;
-    return luaL_error(L, "replay: unknown option '%s' (known: allocator, capacity, device, timing, batch, total_memory, "
-                         "shared_device, stop_at_oom, timeline_points, top_sites, max_ooms, check, environment)",
-                      ok ? lua_tostring(L, -1) : "?");
-  known:;
-  }
-  /* the allocator: as given, else the one that recorded the trace, else ideal */
-  const char *alloc = NULL;
-  lua_getfield(L, 2, "allocator");
-  if (!lua_isnil(L, -1)) {
-    if (lua_type(L, -1) != LUA_TSTRING) return luaL_error(L, "replay: 'allocator' must be a SPEC such as 'torch:expandable_segments:True'");
-    alloc = lua_tostring(L, -1);
-  } else {
-    alloc = t->meta.allocator && sim_allocator_find(t->meta.allocator) ? t->meta.allocator : "ideal";
-  }
-  lua_pop(L, 1); /* the string stays alive in the options table (or is static) */
-  uint64_t capacity = UINT64_MAX, total = 0;
-  lua_getfield(L, 2, "capacity");
-  if (!lua_isnil(L, -1) && !(lua_type(L, -1) == LUA_TBOOLEAN && !lua_toboolean(L, -1)))
-    capacity = lapi_check_size(L, -1, "replay: 'capacity'");
-  lua_pop(L, 1);
-  lua_getfield(L, 2, "total_memory");
-  if (!lua_isnil(L, -1)) total = lapi_check_size(L, -1, "replay: 'total_memory'");
-  lua_pop(L, 1);
-  int stop = 0, check = 0, use_env = 0, shared = 0;
-  lua_Integer points = 0, top = 0, max_ooms = 0;
-  lua_getfield(L, 2, "stop_at_oom");
-  stop = lua_toboolean(L, -1);
-  lua_getfield(L, 2, "check");
-  check = lua_toboolean(L, -1);
-  lua_getfield(L, 2, "environment");
-  use_env = lua_toboolean(L, -1);
-  lua_getfield(L, 2, "shared_device");
-  shared = lua_toboolean(L, -1);
-  lua_pop(L, 4);
-  if (shared && capacity == UINT64_MAX) return luaL_error(L, "replay: shared_device needs a capacity (the GPU's memory)");
-  lua_getfield(L, 2, "timeline_points");
-  if (!lua_isnil(L, -1)) points = luaL_checkinteger(L, -1);
-  lua_getfield(L, 2, "top_sites");
-  if (!lua_isnil(L, -1)) top = luaL_checkinteger(L, -1);
-  lua_getfield(L, 2, "max_ooms");
-  if (!lua_isnil(L, -1)) max_ooms = luaL_checkinteger(L, -1);
-  lua_pop(L, 3);
-  if (points < 0 || points > 1000000 || top < 0 || top > 100000 || max_ooms < 0 || max_ooms > 1000000)
-    return luaL_error(L, "replay: timeline_points, top_sites and max_ooms must be small whole numbers");
-
-  /* the device: named here, else --device, else the trace's recorded device when a profile
-   * matches it (for the time prediction only); device = false: no time prediction */
-  lua_ctx *cx = lapi_ctx(L);
-  devices_entry dev;
-  const char *reason = NULL, *dname = NULL;
-  lua_getfield(L, 2, "device");
-  int no_device = lua_type(L, -1) == LUA_TBOOLEAN && !lua_toboolean(L, -1);
-  if (lua_type(L, -1) == LUA_TSTRING) dname = lua_tostring(L, -1);
-  else if (!lua_isnil(L, -1) && !no_device) return luaL_error(L, "replay: 'device' must be a device profile's name or false");
-  lua_pop(L, 1);
-  if (!dname && !no_device) dname = cx->device;
-  if (dname) {
-    lapi_device(L, dname, &dev);
-    reason = "option";
-    if (capacity == UINT64_MAX) capacity = dev.p.total_memory;
-    if (!total) total = dev.p.total_memory;
-  } else if (!no_device && cx->st) {
-    char derr[512];
-    int rc = devices_store_match(cx->st, t->meta.device_name,
-                                 t->meta.device_memory > 0 ? (uint64_t)t->meta.device_memory : 0, &dev, derr, sizeof derr);
-    if (rc < 0) return luaL_error(L, "%s", derr);
-    if (rc == 0) reason = "recorded";
-  }
-  sim_tm_config tcfg = {.copy_timing = SIM_TM_TIMING_MODEL, .keep_device_waits = 1, .infer_dependencies = 1,
-                        .malloc_syncs = -1, .kernel_scale = 1.0};
-  lua_getfield(L, 2, "timing");
-  if (!lua_isnil(L, -1)) {
-    char terr[512];
-    /* checked always; used when a time prediction is made */
-    if (time_options_parse(&tcfg, luaL_checkstring(L, -1), terr, sizeof terr)) return luaL_error(L, "replay: timing: %s", terr);
-  }
-  lua_pop(L, 1);
-  lua_getfield(L, 2, "batch");
-  lua_Integer batch = lua_isnil(L, -1) ? t->meta.batch_size : luaL_checkinteger(L, -1);
-  lua_pop(L, 1);
-  if (batch < 0) return luaL_error(L, "replay: batch must be >= 0");
+  check_keys(L, 2);
+  session_request req;
+  session_request_init(&req);
+  req.trace = &t->meta;
+  read_sizes_and_switches(L, 2, &req);
+  read_device_and_time(L, 2, t, &req);
 
   /* everything that can be freed by the collector first, then the C resources */
+  lua_ctx *cx = lapi_ctx(L);
+  session *ses = lapi_session(L);
   lresult *lr = lua_newuserdatauv(L, sizeof *lr, 0); /* 3 */
   memset(lr, 0, sizeof *lr);
   luaL_setmetatable(L, LAPI_RESULT);
-  lscratch *sc = lapi_scratch(L); /* 4 */
   char err[1024];
-  sim_spec spec;
-  if (sim_spec_parse(&spec, alloc, err, sizeof err) != SIM_OK) return luaL_error(L, "replay: %s", err);
-  /* the spec's storage is freed at once if anything below raises: keep it in the scratch */
-  sc->p[0] = spec.opts;
-  sc->p[1] = spec.storage;
+  int rc = session_prepare(ses, &req, &lr->run, err, sizeof err);
+  if (rc) return rc == SESSION_EUSAGE ? luaL_error(L, "replay: %s", err) : luaL_error(L, "%s", err);
   lr->trace_name = strdup(t->meta.name ? t->meta.name : "");
-  lr->allocator = strdup(alloc);
   lr->trace_id = t->ls == cx->p->main ? t->meta.id : 0;
-  if (reason) lr->device = strdup(dev.p.name);
-  lr->capacity = capacity;
-  lr->step_time_s = -1;
   lstore_ref(t->ls);
   lr->ls = t->ls;
   if (t->derived) lr->transforms = xf_node_describe(t->node);
-  const char *recorded = t->meta.allocator && !strcmp(t->meta.allocator, spec.ops->name) ? t->meta.allocator_settings : NULL;
-  if (!total && t->meta.device_memory > 0) total = (uint64_t)t->meta.device_memory;
-  replay_config cfg = {
-    .spec = &spec,
-    .capacity = capacity,
-    .total_memory = total,
-    .cc_major = reason ? dev.p.cc_major : 0,
-    .cc_minor = reason ? dev.p.cc_minor : 0,
-    .recorded = recorded,
-    .getenv_fn = use_env ? env_lookup : no_env,
-    .stop_at_oom = stop,
-    .timeline_points = (size_t)points,
-    .top_sites = (size_t)top,
-    .max_ooms = (size_t)max_ooms,
-    .check_level = check ? 2 : 0,
-  };
-  shpool pool = {capacity, total ? total : capacity, 0};
-  if (shared) {
-    cfg.make_device = shared_make;
-    cfg.release_device = shared_release;
-    cfg.device_arg = &pool;
-    cfg.capacity = UINT64_MAX;
-    if (!total) cfg.total_memory = capacity;
-  }
+  lscratch *sc = lapi_scratch(L); /* 4 */
   lapi_scratch_open(L, sc, t);
-  time_observer tobs;
-  replay_observer hook;
-  if (reason) {
-    lr->dev = dev;
-    lr->device_reason = reason;
-    lr->tcfg = tcfg;
-    lr->tcfg.device = &lr->dev.p;
-    lr->tcfg.batch_size = batch;
-    /* stream-ordered pools (cudaMallocAsync) grow without synchronizing */
-    if (lr->tcfg.malloc_syncs < 0) lr->tcfg.malloc_syncs = strcmp(spec.ops->name, "async") != 0;
-    replay_names names = store_names(t->ls->s);
-    time_observer_init(&tobs, &lr->tcfg, &names);
-    hook = time_observer_hook(&tobs);
-    cfg.observers = &hook;
-    cfg.nobservers = 1;
-  }
-  lr->has = 1;
-  int rc = replay_run(&cfg, &sc->src, &lr->r, err, sizeof err);
-  if (reason) {
-    time_observer_finish(&tobs, &lr->time);
-    time_observer_release(&tobs);
-    lr->has_time = 1;
-    lr->step_time_s = lr->time.step_time_s;
-  }
-  lapi_scratch_free(sc); /* closes the source and the spec */
-  if (rc) return luaL_error(L, "replay of '%s' under %s: %s", t->meta.name, alloc, err);
+  replay_names names = store_names(t->ls->s);
+  session_pass pass = {.source = &sc->src, .names = &names};
+  rc = session_execute(ses, &lr->run, &pass, err, sizeof err);
+  lr->run.trace = NULL; /* the trace may be collected before its result */
+  lr->run.recorded = NULL;
+  lapi_scratch_free(sc); /* closes the source */
+  if (rc) return luaL_error(L, "replay of '%s' under %s: %s", t->meta.name, lr->run.allocator, err);
   lapi_push_result_table(L, lr, 3);
   return 1;
 }

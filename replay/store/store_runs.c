@@ -138,3 +138,14 @@ out:
   yajl_gen_free(g);
   return rc;
 }
+
+int store_run_set_result(store *s, int64_t run_id, const char *json, int merge) {
+  sqlite3_stmt *q = store_stmt(s, merge ? "UPDATE runs SET result = json_patch(result, :json) WHERE id = :id"
+                                        : "UPDATE runs SET result = :json WHERE id = :id");
+  if (!q) return -1;
+  sqlite3_bind_text(q, 1, json, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(q, 2, run_id);
+  int rc = sqlite3_step(q) == SQLITE_DONE ? 0 : store_fail(s, q, "cannot store the run's result");
+  sqlite3_reset(q);
+  return rc;
+}

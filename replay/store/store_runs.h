@@ -13,4 +13,8 @@ replay_names store_names(store *s);
  * transaction; *run_id (may be NULL) receives its id. 0, or -1 with the store's error set. */
 int store_run_save(store *s, const run_meta *m, const replay_result *r, int64_t *run_id);
 
+/* Replaces the stored result JSON of a run (merge 0), or merges the JSON object json into it
+ * (merge 1: SQLite's json_patch), inside the caller's transaction. 0, or -1 with the store's error. */
+int store_run_set_result(store *s, int64_t run_id, const char *json, int merge);
+
 #endif

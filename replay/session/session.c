@@ -1,0 +1,391 @@
+/* session.c: resolving a replay request (allocator, settings, device, capacity, time), running it, storing it. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "io/jsonw.h"
+#include "session.h"
+#include "sim/hashmap.h"
+#include "shared_device.h"
+#include "store/store_runs.h"
+#include "store/store_source.h"
+
+static char *xstrdup(const char *s) {
+  size_t n = strlen(s) + 1;
+  return memcpy(sim_xmalloc(n), s, n);
+}
+
+/* ---- what a session keeps between runs ------------------------------------------------------ */
+
+typedef struct spec_entry {
+  char *text;
+  sim_spec spec;
+} spec_entry;
+
+/* A device profile looked up by name (key: the name) or matched to a recorded device (key: the
+ * recorded name and memory); rc as devices_store_get/match return it (0 found, 1 absent). */
+typedef struct device_entry {
+  char *key;
+  int by_match;
+  int rc;
+  devices_entry e;
+} device_entry;
+
+struct session {
+  store *s;
+  replay_names names;
+  spec_entry *specs;
+  size_t nspecs, spec_cap;
+  device_entry *devices;
+  size_t ndevices, device_cap;
+};
+
+session *session_new(store *s) {
+  session *ses = sim_xcalloc(1, sizeof *ses);
+  ses->s = s;
+  ses->names = store_names(s);
+  return ses;
+}
+
+void session_free(session *ses) {
+  if (!ses) return;
+  for (size_t i = 0; i < ses->nspecs; i++) {
+    free(ses->specs[i].text);
+    sim_spec_release(&ses->specs[i].spec);
+  }
+  for (size_t i = 0; i < ses->ndevices; i++) free(ses->devices[i].key);
+  free(ses->specs);
+  free(ses->devices);
+  free(ses);
+}
+
+store *session_store(const session *ses) { return ses->s; }
+
+const replay_names *session_names(const session *ses) { return &ses->names; }
+
+/* The parsed SPEC, parsed once per session. NULL with a message when it is not a valid SPEC. */
+static const sim_spec *session_spec(session *ses, const char *text, char *err, size_t errlen) {
+  for (size_t i = 0; i < ses->nspecs; i++)
+    if (!strcmp(ses->specs[i].text, text)) return &ses->specs[i].spec;
+  sim_spec spec;
+  if (sim_spec_parse(&spec, text, err, errlen) != SIM_OK) return NULL;
+  sim_grow((void **)&ses->specs, &ses->spec_cap, ses->nspecs + 1, sizeof *ses->specs);
+  spec_entry *e = &ses->specs[ses->nspecs++];
+  e->text = xstrdup(text);
+  e->spec = spec;
+  return &e->spec;
+}
+
+/* A device profile by name (by_match 0) or for a recorded device (by_match 1), looked up once per
+ * session: 0 found, 1 absent, -1 error. Without a store, names find the built-ins and recorded
+ * devices match nothing. */
+static int session_device(session *ses, int by_match, const char *name, uint64_t memory, devices_entry *out,
+                          char *err, size_t errlen) {
+  char key[512];
+  snprintf(key, sizeof key, "%s\n%llu", name ? name : "", (unsigned long long)memory);
+  for (size_t i = 0; i < ses->ndevices; i++) {
+    const device_entry *d = &ses->devices[i];
+    if (d->by_match == by_match && !strcmp(d->key, key)) {
+      if (d->rc == 0) *out = d->e;
+      return d->rc;
+    }
+  }
+  device_entry d = {.by_match = by_match, .rc = 1};
+  if (!ses->s) {
+    const sim_device_profile *p = by_match ? NULL : sim_device_builtin(name);
+    if (p) {
+      d.e.p = *p;
+      snprintf(d.e.source, sizeof d.e.source, "builtin");
+      d.rc = 0;
+    }
+  } else {
+    d.rc = by_match ? devices_store_match(ses->s, name, memory, &d.e, err, errlen)
+                    : devices_store_get(ses->s, name, &d.e, err, errlen);
+    if (d.rc < 0) return -1;
+  }
+  d.key = xstrdup(key);
+  sim_grow((void **)&ses->devices, &ses->device_cap, ses->ndevices + 1, sizeof *ses->devices);
+  ses->devices[ses->ndevices++] = d;
+  if (d.rc == 0) *out = d.e;
+  return d.rc;
+}
+
+int session_find_device(session *ses, const char *name, devices_entry *out, char *err, size_t errlen) {
+  return session_device(ses, 0, name, 0, out, err, errlen);
+}
+
+/* ---- the request ---------------------------------------------------------------------------- */
+
+void session_request_init(session_request *req) {
+  memset(req, 0, sizeof *req);
+  req->capacity = UINT64_MAX;
+  req->batch = -1;
+}
+
+int session_check_allocator(const char *text, char *err, size_t errlen) {
+  sim_spec spec;
+  if (sim_spec_parse(&spec, text, err, errlen) != SIM_OK) return SESSION_EUSAGE;
+  sim_spec_release(&spec);
+  return SESSION_OK;
+}
+
+/* The time model's defaults: copies from the profile's bandwidths, device waits kept,
+ * dependencies inferred, cudaMalloc's synchronization decided by the allocator. */
+static sim_tm_config time_defaults(void) {
+  return (sim_tm_config){.copy_timing = SIM_TM_TIMING_MODEL, .keep_device_waits = 1, .infer_dependencies = 1,
+                         .malloc_syncs = -1, .kernel_scale = 1.0};
+}
+
+int session_check_timing(const char *timing, char *err, size_t errlen) {
+  sim_tm_config c = time_defaults();
+  return time_options_parse(&c, timing, err, errlen) ? SESSION_EUSAGE : SESSION_OK;
+}
+
+static const char *env_lookup(const char *name) { return getenv(name); }
+
+/* The device: the one named, else the profile the trace's recorded device matches (for the time
+ * prediction only). A named device gives the capacity and the card's memory when the request
+ * does not. */
+static int resolve_device(session *ses, const session_request *req, session_run *run, char *err, size_t errlen) {
+  const store_trace *t = req->trace;
+  if (req->device) {
+    int rc = session_device(ses, 0, req->device, 0, &run->device, err, errlen);
+    if (rc < 0) return SESSION_EFAIL;
+    if (rc == 1) {
+      snprintf(err, errlen, "no device profile '%s' (see 'memplay devices')", req->device);
+      return SESSION_EFAIL;
+    }
+    run->has_device = 1;
+    run->device_reason = "option";
+    if (run->capacity == UINT64_MAX) run->capacity = run->device.p.total_memory;
+    if (!run->total_memory) run->total_memory = run->device.p.total_memory;
+  } else if (!req->no_device && ses->s && t) {
+    uint64_t mem = t->device_memory > 0 ? (uint64_t)t->device_memory : 0;
+    int rc = session_device(ses, 1, t->device_name, mem, &run->device, err, errlen);
+    if (rc < 0) return SESSION_EFAIL;
+    if (rc == 0) {
+      run->has_device = 1;
+      run->device_reason = "recorded";
+    }
+  }
+  if (!run->total_memory && t && t->device_memory > 0) run->total_memory = (uint64_t)t->device_memory;
+  return SESSION_OK;
+}
+
+/* The allocator: as asked, else the one that recorded the trace when memplay models it. Its
+ * recorded settings go with it only when they are its own. */
+static int resolve_allocator(session *ses, const session_request *req, session_run *run, char *err, size_t errlen) {
+  const store_trace *t = req->trace;
+  const char *text = req->allocator;
+  if (!text)
+    text = t && t->allocator && sim_allocator_find(t->allocator) ? t->allocator
+           : req->fallback_allocator                            ? req->fallback_allocator
+                                                                 : "ideal";
+  run->spec = session_spec(ses, text, err, errlen);
+  if (!run->spec) return SESSION_EUSAGE;
+  run->allocator = xstrdup(text);
+  run->recorded = t && t->allocator && !strcmp(t->allocator, run->spec->ops->name) ? t->allocator_settings : NULL;
+  return SESSION_OK;
+}
+
+/* The time model's options: the request's, completed from the trace and the allocator. */
+static void resolve_time(const session_request *req, session_run *run) {
+  sim_tm_config *c = &run->tcfg;
+  if (req->batch >= 0) c->batch_size = req->batch;
+  else if (c->batch_size <= 0 && req->trace) c->batch_size = req->trace->batch_size;
+  /* stream-ordered pools (cudaMallocAsync) grow without synchronizing the device */
+  if (c->malloc_syncs < 0) c->malloc_syncs = !(run->spec->ops->traits & SIM_ALLOC_STREAM_ORDERED);
+}
+
+int session_prepare(session *ses, const session_request *req, session_run *run, char *err, size_t errlen) {
+  memset(run, 0, sizeof *run);
+  run->trace = req->trace;
+  run->capacity = req->capacity;
+  run->total_memory = req->total_memory;
+  run->shared_device = req->shared_device;
+  run->getenv_fn = req->use_environment ? env_lookup : NULL;
+  run->stop_at_oom = req->stop_at_oom;
+  run->check = req->check;
+  run->timeline_points = req->timeline_points;
+  run->top_sites = req->top_sites;
+  run->max_ooms = req->max_ooms;
+  run->tcfg = time_defaults();
+  if (req->shared_device && req->capacity == UINT64_MAX) {
+    snprintf(err, errlen, "shared_device needs a capacity (the GPU's memory)");
+    return SESSION_EUSAGE;
+  }
+  int rc = resolve_device(ses, req, run, err, errlen);
+  if (rc) return rc;
+  char terr[512];
+  if (time_options_parse(&run->tcfg, req->timing, terr, sizeof terr)) {
+    snprintf(err, errlen, "timing: %s", terr);
+    return SESSION_EUSAGE;
+  }
+  rc = resolve_allocator(ses, req, run, err, errlen);
+  if (rc) return rc;
+  resolve_time(req, run);
+  return SESSION_OK;
+}
+
+void session_run_release(session_run *run) {
+  if (run->executed) replay_result_release(&run->result);
+  if (run->has_time) sim_tm_result_release(&run->time);
+  free(run->allocator);
+  memset(run, 0, sizeof *run);
+}
+
+void session_take_result(session_run *run, replay_result *out) {
+  if (run->executed) *out = run->result;
+  else memset(out, 0, sizeof *out);
+  memset(&run->result, 0, sizeof run->result);
+  run->executed = 0;
+}
+
+/* ---- the pass ------------------------------------------------------------------------------- */
+
+/* The engine's configuration for a prepared run. */
+static replay_config engine_config(const session_run *run, const sim_spec *spec) {
+  return (replay_config){
+    .spec = spec,
+    .capacity = run->capacity,
+    .total_memory = run->total_memory,
+    .cc_major = run->has_device ? run->device.p.cc_major : 0,
+    .cc_minor = run->has_device ? run->device.p.cc_minor : 0,
+    .recorded = run->recorded,
+    .getenv_fn = run->getenv_fn,
+    .stop_at_oom = run->stop_at_oom,
+    .timeline_points = run->timeline_points,
+    .top_sites = run->top_sites,
+    .max_ooms = run->max_ooms,
+    .check_level = run->check ? 2 : 0,
+  };
+}
+
+/* Clears what an earlier pass left. */
+static void reset_pass(session_run *run) {
+  if (run->executed) replay_result_release(&run->result);
+  if (run->has_time) sim_tm_result_release(&run->time);
+  run->executed = run->has_time = 0;
+  memset(&run->result, 0, sizeof run->result);
+  memset(&run->time, 0, sizeof run->time);
+}
+
+int session_execute(session *ses, session_run *run, const session_pass *pass, char *err, size_t errlen) {
+  static const session_pass none;
+  if (!pass) pass = &none;
+  reset_pass(run);
+  /* another implementation of the same model, with the options parsed for it */
+  sim_spec spec = *run->spec;
+  if (pass->ops) spec.ops = pass->ops;
+  replay_config cfg = engine_config(run, &spec);
+  shared_pool pool;
+  if (run->shared_device) {
+    shared_pool_init(&pool, run->capacity, run->total_memory);
+    cfg.make_device = shared_device_make;
+    cfg.release_device = shared_device_release;
+    cfg.device_arg = &pool;
+    cfg.capacity = UINT64_MAX;
+    if (!cfg.total_memory) cfg.total_memory = run->capacity;
+  } else if (pass->make_device) {
+    cfg.make_device = pass->make_device;
+    cfg.release_device = pass->release_device;
+    cfg.device_arg = pass->device_arg;
+  }
+  /* observers: the time model's first, then the pass's */
+  replay_observer *obs = sim_xcalloc(pass->nobservers + 1, sizeof *obs);
+  time_observer tobs;
+  if (run->has_device) {
+    run->tcfg.device = &run->device.p;
+    time_observer_init(&tobs, &run->tcfg, pass->names ? pass->names : &ses->names);
+    obs[cfg.nobservers++] = time_observer_hook(&tobs);
+  }
+  for (size_t i = 0; i < pass->nobservers; i++) obs[cfg.nobservers++] = pass->observers[i];
+  cfg.observers = obs;
+  /* the events: the pass's, else the stored trace's */
+  replay_source stored, *src = pass->source;
+  int rc = SESSION_OK;
+  if (!src) {
+    if (!ses->s || !run->trace || store_source_open(&stored, ses->s, run->trace->id)) {
+      snprintf(err, errlen, "%s", ses->s ? store_error(ses->s) : "there is no store to read the trace from");
+      rc = SESSION_EFAIL;
+      goto out;
+    }
+    src = &stored;
+  }
+  run->executed = 1;
+  if (replay_run(&cfg, src, &run->result, err, errlen)) rc = SESSION_EFAIL;
+  if (src == &stored) replay_source_close(&stored);
+out:
+  if (run->has_device) {
+    if (rc == SESSION_OK || run->executed) {
+      time_observer_finish(&tobs, &run->time);
+      run->has_time = 1;
+    }
+    time_observer_release(&tobs);
+  }
+  free(obs);
+  return rc;
+}
+
+/* ---- the result ----------------------------------------------------------------------------- */
+
+run_meta session_meta(const session_run *run) {
+  run_meta m = {.trace_id = run->trace ? run->trace->id : 0,
+                .trace_name = run->trace ? run->trace->name : NULL,
+                .kind = "replay",
+                .allocator = run->allocator,
+                .capacity = run->capacity,
+                .backend = "sim",
+                .step_time_s = -1,
+                .samples_per_s = -1};
+  if (run->has_device) {
+    m.device = run->device.p.name;
+    m.device_source = run->device.source;
+    m.device_reason = run->device_reason;
+  }
+  if (run->has_time) {
+    m.time = &run->time;
+    m.time_config = &run->tcfg;
+    m.step_time_s = run->time.step_time_s;
+    m.samples_per_s = run->time.samples_per_s;
+  }
+  return m;
+}
+
+void session_json(const session *ses, yajl_gen g, const run_meta *m, const replay_result *r, int timeline) {
+  report_json(g, &ses->names, m, r, timeline);
+}
+
+int session_save_in(session *ses, const run_meta *m, const replay_result *r, const char *result_json, int how,
+                    int64_t *run_id, char *err, size_t errlen) {
+  store *s = ses->s;
+  int64_t id = 0;
+  if (!s) {
+    snprintf(err, errlen, "there is no store to keep the run in");
+    return SESSION_EFAIL;
+  }
+  if (store_run_save(s, m, r, &id) ||
+      (result_json && how != SESSION_RESULT_REPORT && store_run_set_result(s, id, result_json, how == SESSION_RESULT_PATCH))) {
+    snprintf(err, errlen, "%s", store_error(s));
+    return SESSION_EFAIL;
+  }
+  if (run_id) *run_id = id;
+  return SESSION_OK;
+}
+
+int session_save(session *ses, const run_meta *m, const replay_result *r, const char *result_json, int how,
+                 int64_t *run_id, char *err, size_t errlen) {
+  store *s = ses->s;
+  if (s && store_begin(s)) {
+    snprintf(err, errlen, "%s", store_error(s));
+    return SESSION_EFAIL;
+  }
+  int rc = session_save_in(ses, m, r, result_json, how, run_id, err, errlen);
+  if (rc == SESSION_OK && store_commit(s)) {
+    snprintf(err, errlen, "%s", store_error(s));
+    rc = SESSION_EFAIL;
+  }
+  if (rc && s) store_rollback(s);
+  if (rc && run_id) *run_id = 0;
+  return rc;
+}
