@@ -34,7 +34,7 @@ def pct(value, ref):
 
 def fmt(v):
     if isinstance(v, float):
-        return "%.10g" % v
+        return str(int(v)) if v == int(v) and abs(v) < 1e18 else "%.10g" % v
     return "" if v is None else v
 
 
@@ -51,13 +51,18 @@ def raw(name):
         return json.load(f)
 
 
+def shown(arg):
+    """A command's argument as logged: a temporary file by its name alone."""
+    return "TMP/" + os.path.basename(arg) if os.path.isabs(arg) else arg
+
+
 class Memplay:
     def __init__(self, exe, db):
         self.exe, self.db = exe, db
 
     def json(self, *args):
         cmd = [self.exe, "--db", self.db] + list(args)
-        log.append("memplay --db COPY_OF_gpu.db " + " ".join(args))
+        log.append("memplay --db COPY_OF_gpu.db " + " ".join(shown(a) for a in args))
         p = subprocess.run(cmd, capture_output=True, text=True)
         if p.returncode:
             sys.exit("failed: %s\n%s" % (" ".join(cmd), p.stderr))
@@ -65,7 +70,7 @@ class Memplay:
 
     def run(self, *args):
         cmd = [self.exe, "--db", self.db] + list(args)
-        log.append("memplay --db COPY_OF_gpu.db " + " ".join(args))
+        log.append("memplay --db COPY_OF_gpu.db " + " ".join(shown(a) for a in args))
         subprocess.run(cmd, check=True, capture_output=True)
 
 
