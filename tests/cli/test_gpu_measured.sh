@@ -1,0 +1,105 @@
+# The first real-GPU measurements (an H200, docs/accuracy.md, "Real GPU: predicted against
+# measured"; the data in docs/measurements/h200-2026-11-26) stay reproducible without a GPU:
+#  - the CUDA program recorded on that GPU (traces/recorded_cuda_program.jsonl) imports with
+#    every call it made, and replays;
+#  - the simulator still predicts what the GPU replays were compared with, and each prediction
+#    stays within the error published against what the GPU measured: the sample trace's device
+#    memory under cuda, async and torch, and its time on the calibrated H200 profile (made here
+#    from the committed calibration); with the real traces at hand (MEMPLAY_TRACES), the same for
+#    the kk, wed, niu and ntua replays.
+. "$TESTS_DIR/cli/lib.sh"
+command -v sqlite3 >/dev/null || {
+  echo "skipped: the sqlite3 shell is needed (tools/deps.sh installs it)"
+  exit 77
+}
+M="$MEMPLAY_SRC/docs/measurements/h200-2026-11-26/raw"
+
+# jx FILE PATH: a value from a JSON file, by SQLite's JSON path.
+jx() { sqlite3 :memory: "SELECT json_extract(readfile('$1'), '$2')"; }
+# within A B MAX: |A - B| / B * 100 <= MAX (B the reference).
+within() { awk -v a="$1" -v b="$2" -v m="$3" 'BEGIN { e = (a - b) / b * 100; if (e < 0) e = -e; exit !(e <= m) }'; }
+# err A B: (A - B) / B * 100, for messages.
+err() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%+.4f%%", (a - b) / b * 100 }'; }
+
+# 1. The recorded CUDA program (tests/gpu/record_target.c, run with exit status 0).
+expect 0 import "$MEMPLAY_SRC/traces/recorded_cuda_program.jsonl" --name rec
+has "$T/out" "12 events"
+tid=$(sqlite3 "$DB" "SELECT id FROM traces WHERE name = 'rec'")
+[ "$(sqlite3 "$DB" "SELECT source_format || '|' || device_name || '|' || allocator FROM traces WHERE id = $tid")" = \
+  "recorded|NVIDIA H200|cuda" ] || fail "rec: header not kept"
+n() { sqlite3 "$DB" "SELECT count(*) FROM events_named WHERE trace_id = $tid AND $1"; }
+[ "$(n "kind = 'alloc' AND size = 4194304")" = 1 ] || fail "rec: the 4 MiB cudaMalloc is missing"
+[ "$(n "kind = 'alloc' AND size = 3145728")" = 1 ] || fail "rec: the 3 MiB cudaMalloc is missing"
+[ "$(n "kind = 'free'")" = 2 ] || fail "rec: two cudaFrees expected"
+[ "$(n "kind = 'host_alloc' AND mem = 'pinned' AND size = 1048576")" = 1 ] || fail "rec: cudaMallocHost missing"
+[ "$(n "kind = 'memcpy' AND dir = 'h2d' AND mem = 'pageable' AND size = 4194304")" = 1 ] || fail "rec: pageable copy"
+[ "$(n "kind = 'memcpy' AND dir = 'h2d' AND mem = 'pinned' AND size = 1048576 AND stream = 14")" = 1 ] ||
+  fail "rec: pinned asynchronous copy on stream 14"
+[ "$(n "kind = 'memcpy' AND dir = 'd2h' AND mem = 'pageable' AND size = 1048576")" = 1 ] || fail "rec: device-to-host copy"
+[ "$(n "kind = 'memset' AND size = 3145728")" = 1 ] || fail "rec: memset"
+[ "$(n "kind = 'sync'")" = 2 ] || fail "rec: two synchronizations expected"
+# the first cudaMalloc carried the CUDA context's creation: 111.78 ms on the H200
+[ "$(sqlite3 "$DB" "SELECT api_dur FROM events_named WHERE trace_id = $tid AND seq = 0")" = 111777553 ] ||
+  fail "rec: the first call's recorded duration changed"
+expect 0 replay rec --allocator cuda --no-save --json
+[ "$(json_get peak_allocated_bytes)" = 7340032 ] || fail "rec: peak allocated $(json_get peak_allocated_bytes), wanted 7 MiB"
+[ "$(json_get peak_reserved_bytes)" = 8388608 ] ||
+  fail "rec: device memory $(json_get peak_reserved_bytes), wanted 8 MiB (4 MiB + 3 MiB in 2 MiB pages)"
+
+# 2. The calibrated H200 profile, from the committed calibration: every figure it measured.
+sets=()
+while read -r kv; do sets+=(--set "$kv"); done < <(sqlite3 :memory: \
+  "SELECT key || '=' || value FROM json_each(readfile('$M/calibrate.out'), '\$.params') WHERE type IN ('integer', 'real')")
+[ "${#sets[@]}" -ge 56 ] || fail "calibrate.out: only ${#sets[@]} arguments for the profile"
+expect 0 devices h200-calibrated --from H200 "${sets[@]}"
+expect 0 devices h200-calibrated --json
+[ "$(jx "$T/out" '$.h2d_pinned_bw')" = 55455776300.0 ] && [ "$(jx "$T/out" '$.launch_queue')" = 1088 ] ||
+  fail "the calibrated figures did not reach the profile: $(head -c 300 "$T/out")"
+
+# 3. The sample: device memory predicted against the GPU's, per allocator (max error in %).
+expect 0 import "$MEMPLAY_SRC/traces/sample.jsonl" --name sample
+for row in "cuda 0.011" "async 4.52" "torch 0"; do
+  set -- $row
+  g="$M/gpu_sample_$1.out"
+  expect 0 replay sample --allocator "$1" --no-save --json
+  pred=$(json_get peak_reserved_bytes)
+  want=$(jx "$g" '$.predicted.device_peak_bytes')
+  meas=$(jx "$g" '$.measured.device_peak_bytes')
+  [ "$pred" = "$want" ] || fail "sample, $1: predicts $pred bytes, the GPU run was compared with $want"
+  within "$meas" "$pred" "$2" || fail "sample, $1: measured $meas is $(err "$meas" "$pred") from the prediction $pred (published: within $2%)"
+done
+
+# 4. The sample's time on the calibrated profile against the GPU's wall time (cuda: -0.63%).
+expect 0 replay sample --allocator cuda --device h200-calibrated --no-save --json
+total=$(jx "$T/out" '$.time.total_s')
+wall=$(jx "$M/gpu_sample_cuda.out" '$.measured.wall_s')
+[ "$total" = 0.869391867 ] || fail "sample on h200-calibrated: predicted $total s, was 0.869391867 s"
+within "$total" "$wall" 0.63 || fail "sample on h200-calibrated: $total s is $(err "$total" "$wall") from the measured $wall s"
+expect 0 replay sample --allocator torch --device h200-calibrated --no-save --json
+within "$(jx "$T/out" '$.time.total_s')" "$(jx "$M/gpu_sample_torch.out" '$.measured.wall_s')" 0.28 ||
+  fail "sample under torch on h200-calibrated: $(jx "$T/out" '$.time.total_s') s against the measured"
+
+# 5. The real traces replayed on the GPU, when they are at hand (max error in %).
+if [ -n "${MEMPLAY_TRACES:-}" ] && [ -d "$MEMPLAY_TRACES" ]; then
+  for row in "pytorch/kk_ctx128_fullstep.pickle torch 0" "pytorch/kk_ctx128_fullstep.pickle cuda 0.004" \
+    "pytorch/wed_medium_256_training.pickle torch 0" "pytorch/wed_medium_256_training.pickle cuda 0.023" \
+    "pytorch/niu_ctx150_fwdbwd_fp32.pickle torch 0" "pytorch/niu_ctx150_fwdbwd_fp32.pickle cuda 6.10" \
+    "nsys/ntua_a100_gemm_fo_memusage.sqlite torch 0" "nsys/ntua_a100_gemm_fo_memusage.sqlite cuda 0"; do
+    set -- $row
+    f="$MEMPLAY_TRACES/$1"
+    name=$(basename "$1")
+    name=${name%%.*}
+    [ -f "$f" ] || continue
+    sqlite3 "$DB" "SELECT 1 FROM traces WHERE name = '$name'" | grep -q 1 || expect 0 import "$f" --name "$name" || continue
+    g="$M/gpu_${name}_$2.out"
+    expect 0 replay "$name" --allocator "$2" --no-save --json
+    pred=$(json_get peak_reserved_bytes)
+    want=$(jx "$g" '$.predicted.device_peak_bytes')
+    meas=$(jx "$g" '$.measured.device_peak_bytes')
+    [ "$pred" = "$want" ] || fail "$name, $2: predicts $pred bytes, the GPU run was compared with $want"
+    within "$meas" "$pred" "$3" || fail "$name, $2: measured $meas is $(err "$meas" "$pred") from the prediction (published: within $3%)"
+  done
+else
+  echo "the real traces are not at hand (MEMPLAY_TRACES): their replays not checked"
+fi
+finish
