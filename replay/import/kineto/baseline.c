@@ -1,4 +1,4 @@
-/* baseline.c: the memory a Kineto trace's devices held before profiling began, from the first recorded totals and the frees of blocks never allocated. */
+/* baseline.c: Kineto: the memory each device held before profiling began, from recorded totals and frees. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,4 +87,3 @@ int kineto_find_baseline(kparse *p, kbase *b) {
   for (size_t i = 0; i < b->n; i++) sim_map_release(&b->d[i].live);
   return 0;
 }
-

@@ -1,4 +1,4 @@
-/* categories.c: what a Kineto trace tells the category rules (each operator frame's flags), and their decisions, back in allocation order for the writing pass. */
+/* categories.c: Kineto: what operator frames tell the category rules, and their decisions in allocation order. */
 #include <stdint.h>
 
 #include "kineto_int.h"

@@ -1,4 +1,4 @@
-/* join.c: Kineto runtime calls and the device activities they launched, joined by correlation id: in a window while reading, the rest through sort 1. */
+/* join.c: Kineto: runtime calls and the device activities they launched, joined by correlation id. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -247,4 +247,3 @@ int kineto_join_by_correlation(kparse *p, joiner *j) {
   if ((j->have_rt || j->ngroup) && !flush_group(j)) return -1;
   return 0;
 }
-

@@ -1,4 +1,4 @@
-/* kineto.c: the PyTorch profiler (Kineto) importer's entry: its settings, the steps of an import in order, detection, the registry row. */
+/* kineto.c: the PyTorch profiler (Kineto) importer: its settings, the steps of an import, detection, registry row. */
 #include <ctype.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -215,4 +215,3 @@ const importer import_kineto = {
   .detect = kineto_detect,
   .import = kineto_import,
 };
-

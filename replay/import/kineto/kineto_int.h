@@ -1,4 +1,4 @@
-/* kineto_int.h: what the Kineto importer's files share: the records, the parse state, the join, the baseline, the walks. */
+/* kineto_int.h: what the Kineto importer's files share: records, parse state, join, baseline, walks. */
 #ifndef REPLAY_IMPORT_KINETO_INT_H
 #define REPLAY_IMPORT_KINETO_INT_H
 
@@ -400,4 +400,3 @@ void kineto_drop(kparse *p, const char *what, size_t n, int unknown);
 int kineto_write_notes(kwalk *kw, const kbase *b, const joiner *j);
 
 #endif
-

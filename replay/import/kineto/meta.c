@@ -1,4 +1,4 @@
-/* meta.c: a Kineto trace's row and attrs: its top-level fields, the devices it used, their properties, the baseline per device. */
+/* meta.c: Kineto: the trace row and its attrs: top-level fields, the devices used, baselines. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -99,4 +99,3 @@ char *kineto_trace_attrs(const kparse *p, const kbase *b, store_trace *m) {
   yajl_gen_free(g);
   return t;
 }
-

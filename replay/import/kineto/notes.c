@@ -1,4 +1,4 @@
-/* notes.c: what a Kineto import merged, counted or dropped, kept as the trace's notes (store stats), and the tally of dropped elements behind them. */
+/* notes.c: Kineto: what an import merged, counted or dropped, kept as the trace's notes (store stats). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>

@@ -1,4 +1,4 @@
-/* parse.c: the Kineto JSON's parse callbacks: each traceEvents element into the fields memplay reads, other top-level values kept as JSON. */
+/* parse.c: Kineto: the JSON parse callbacks: each traceEvents element into its fields, other values kept. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>

@@ -1,4 +1,4 @@
-/* pipe.c: Kineto elements from the parser thread to the handler, in batches and in file order; the parse's two threads. */
+/* pipe.c: Kineto: elements from the parser thread to the handler, in batches, in file order. */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -215,4 +215,3 @@ int kineto_parse(kparse *p, int scanner) {
   if (rc && !ic->err[0]) import_error(ic, "%s", p->pmsg[0] ? p->pmsg : "cannot import");
   return rc;
 }
-

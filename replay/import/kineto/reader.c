@@ -1,4 +1,4 @@
-/* reader.c: reading a Kineto JSON file: a prefetching thread, a buffer, and the elements of traceEvents through the scanner, the rest through yajl. */
+/* reader.c: Kineto: reading the JSON: a prefetching thread, traceEvents through the scanner, the rest through yajl. */
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -367,4 +367,3 @@ int kineto_read_file(kparse *p, int scanner) {
   }
   return rc;
 }
-

@@ -1,4 +1,4 @@
-/* records.c: each Kineto element into a fixed-size record: operators, memory events, runtime calls and device activities; what is not kept, counted. */
+/* records.c: Kineto: each element into a record: operators, memory events, runtime calls, device activities. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -175,7 +175,8 @@ static int memory_record(kparse *p, const kview *v, int oom) {
   r.total_res = (e->args & (1u << A_TOTAL_RES)) ? e->a[A_TOTAL_RES] : -1;
   int64_t dt = e->a[A_DEVTYPE], did = (e->args & (1u << A_DEVID)) ? e->a[A_DEVID] : 0;
   if (dt < 0 || dt > 255) {
-    kineto_fail(p, "traceEvents[%" PRId64 "] (%s): 'Device Type' %" PRId64 " is not a device type", v->nelem, v->name, dt);
+    kineto_fail(p, "traceEvents[%" PRId64 "] (%s): 'Device Type' %" PRId64 " is not a device type", v->nelem, v->name,
+                dt);
     return 0;
   }
   r.devtype = (uint8_t)dt;
@@ -183,7 +184,8 @@ static int memory_record(kparse *p, const kview *v, int oom) {
     r.device = -1;
   } else {
     if (did < 0 || did > 32767) {
-      kineto_fail(p, "traceEvents[%" PRId64 "] (%s): 'Device Id' %" PRId64 " is not a device index", v->nelem, v->name, did);
+      kineto_fail(p, "traceEvents[%" PRId64 "] (%s): 'Device Id' %" PRId64 " is not a device index", v->nelem, v->name,
+                  did);
       return 0;
     }
     r.device = (int32_t)did;
@@ -383,4 +385,3 @@ int kineto_handle_element(kparse *p, const kview *v) {
   }
   return 1;
 }
-

@@ -1,4 +1,4 @@
-/* walk.c: the walks over a Kineto import's sorted records: call stacks, step and phase markers, memory events, activities, to the category rules or the store. */
+/* walk.c: Kineto: the walks over the sorted records: call stacks, markers, memory events, activities. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
