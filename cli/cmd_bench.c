@@ -15,6 +15,18 @@
 #include "sim/hashmap.h"
 #include "cli.h"
 
+static const char *const bench_usage[] = {
+  "memplay bench [--events N] [--seed S] [--allocators LIST] [--json]",
+  "  --events N        events in the generated trace (default 10000000)",
+  "  --allocators LIST comma-separated allocator names (default: every model)",
+  "  --keep DIR        keep the benchmark store and files in DIR",
+  NULL,
+};
+const cli_usage cmd_bench_usage = {
+  .summary = "measure import and replay speed on a generated trace (prints a table)",
+  .lines = bench_usage,
+};
+
 typedef struct row {
   char stage[64];
   uint64_t events;

@@ -6,6 +6,19 @@
 #include "io/jsonw.h"
 #include "cli.h"
 
+static const char *const calibrate_usage[] = {
+  "memplay calibrate [--gpu N] [--name NAME] [--quick] [--no-save] [--db FILE] [--json]",
+  "  --gpu N           the GPU to measure (default 0, as CUDA numbers them)",
+  "  --name NAME       the profile's name (default: the device's name)",
+  "  --quick           fewer sizes and trials (seconds instead of a minute)",
+  "  --no-save         print the profile without storing it",
+  NULL,
+};
+const cli_usage cmd_calibrate_usage = {
+  .summary = "measure the GPU (copies, allocations, launches) and store it as a device profile",
+  .lines = calibrate_usage,
+};
+
 int cmd_calibrate(int argc, char **argv, cli *c) {
   static const struct option opts[] = {
     {"gpu", required_argument, NULL, 'g'},

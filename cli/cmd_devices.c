@@ -6,6 +6,22 @@
 #include "io/jsonw.h"
 #include "cli.h"
 
+static const char *const devices_usage[] = {
+  "memplay devices [NAME] [--set KEY=VALUE]... [--from BASE] [--delete] [--reset] [--fields] [--db FILE] [--json]",
+  "  (no NAME)         list the device profiles",
+  "  NAME              show a profile: every figure with its unit",
+  "  --set KEY=VALUE   change a figure of NAME, e.g. h2d_pinned_bw=12GB/s (an edited built-in becomes 'user')",
+  "  --from BASE       create the profile NAME as a copy of BASE (then --set changes it)",
+  "  --delete          delete the user or calibrated profile NAME",
+  "  --reset           give the built-in profile NAME its own figures back",
+  "  --fields          list the figures a profile has, their units and meaning",
+  NULL,
+};
+const cli_usage cmd_devices_usage = {
+  .summary = "list, show, edit and create device profiles (memory, bandwidths, compute, costs)",
+  .lines = devices_usage,
+};
+
 #define MAX_SETS 64
 
 static void entry_json(yajl_gen g, const devices_entry *e) {

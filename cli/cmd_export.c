@@ -8,6 +8,17 @@
 #include "export/exporter.h"
 #include "cli.h"
 
+static const char *const export_usage[] = {
+  "memplay export TRACE --format jsonl [-o FILE] [--db FILE]",
+  "  --format FORMAT   jsonl",
+  "  -o, --output FILE write to FILE instead of standard output",
+  NULL,
+};
+const cli_usage cmd_export_usage = {
+  .summary = "write a trace out as a file",
+  .lines = export_usage,
+};
+
 int cmd_export(int argc, char **argv, cli *c) {
   static const struct option opts[] = {
     {"format", required_argument, NULL, 'f'},

@@ -7,6 +7,19 @@
 #include "io/jsonw.h"
 #include "cli.h"
 
+static const char *const gen_usage[] = {
+  "memplay gen --events N [--seed S] [--batch B] [--name NAME] [--db FILE] [--json]",
+  "  --events N        number of events (any length)",
+  "  --seed S          the seed that chooses the model and its variation (default 1)",
+  "  --batch B         samples per step (default: chosen by the seed)",
+  "  --name NAME       trace name (default gen-S-N)",
+  NULL,
+};
+const cli_usage cmd_gen_usage = {
+  .summary = "generate a synthetic training trace into the store",
+  .lines = gen_usage,
+};
+
 static int parse_u64(const char *s, uint64_t *out) {
   errno = 0;
   char *end;

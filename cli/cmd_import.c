@@ -7,6 +7,18 @@
 #include "sim/hashmap.h"
 #include "cli.h"
 
+static const char *const import_usage[] = {
+  "memplay import FILE [--name NAME] [--format FORMAT] [--set KEY=VALUE]... [--db FILE] [--json]",
+  "  --name NAME       name of the new trace (default: from the file name)",
+  "  --format FORMAT   skip detection and read the file as FORMAT (see 'memplay help formats')",
+  "  --set KEY=VALUE   a setting for the importer (see docs/formats.md)",
+  NULL,
+};
+const cli_usage cmd_import_usage = {
+  .summary = "import a trace file into the store",
+  .lines = import_usage,
+};
+
 typedef struct imported {
   int64_t id, events;
   char *name;

@@ -7,6 +7,15 @@
 #include "store/store_source.h"
 #include "cli.h"
 
+static const char *const info_usage[] = {
+  "memplay info TRACE [--db FILE] [--json]",
+  NULL,
+};
+const cli_usage cmd_info_usage = {
+  .summary = "describe a trace: metadata, events by kind, devices, streams, memory by category",
+  .lines = info_usage,
+};
+
 typedef struct kv {
   char *key;
   int64_t a, b;

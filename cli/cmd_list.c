@@ -4,6 +4,15 @@
 #include "io/jsonw.h"
 #include "cli.h"
 
+static const char *const list_usage[] = {
+  "memplay list [--db FILE] [--json]",
+  NULL,
+};
+const cli_usage cmd_list_usage = {
+  .summary = "list the traces in the store",
+  .lines = list_usage,
+};
+
 typedef struct list_ctx {
   cli *c;
   yajl_gen g;

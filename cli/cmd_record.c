@@ -10,6 +10,20 @@
  * the program succeeded and its trace could not be recorded or imported: then 1.
  */
 
+static const char *const record_usage[] = {
+  "memplay record [--name NAME] [--output FILE] [--recorder LIB] [--db FILE] [--json] -- COMMAND [ARGS...]",
+  "  --name NAME       name of the new trace (default: the command's name)",
+  "  --output FILE     also keep the recorded JSON Lines at FILE",
+  "  --recorder LIB    the recorder library (default: $MEMPLAY_RECORDER, else libmemplay_recorder.so",
+  "                    beside memplay or in its library folder)",
+  "  exit status: the program's own (128+N when signal N ended it); 1 or 2 when memplay fails first",
+  NULL,
+};
+const cli_usage cmd_record_usage = {
+  .summary = "run a CUDA program under the recorder and import what it did as a new trace",
+  .lines = record_usage,
+};
+
 #ifdef MEMPLAY_HAVE_CUDA
 #include <dirent.h>
 #include <errno.h>

@@ -11,6 +11,32 @@
 #include "engine/time_observer.h"
 #include "cli.h"
 
+static const char *const replay_usage[] = {
+  "memplay replay TRACE [--allocator SPEC] [--capacity SIZE] [--device NAME] [--timing OPTIONS] [--stop-at-oom]",
+  "                     [--timeline] [--no-save] [--check] [--backend sim|cuda] [--scale F|fit] [--pace]",
+  "                     [--db FILE] [--json]",
+  "  --allocator SPEC  model and options, e.g. torch:expandable_segments:True or bfc:allow_growth=true",
+  "                    (default: the allocator that recorded the trace, else ideal)",
+  "  --capacity SIZE   device memory the process may use (default: the --device profile's, else unlimited)",
+  "  --device NAME     predict time on this device profile (see 'memplay devices'; default: the profile that",
+  "                    matches the trace's recorded device, if any)",
+  "  --timing OPTIONS  time model options, e.g. copies=recorded,device_waits=drop (see docs/timemodel.md):",
+  "                    copies=model|recorded device_waits=keep|drop dependencies=infer|off",
+  "                    kernel_scale=FACTOR malloc_syncs=true|false batch=SAMPLES_PER_STEP",
+  "  --stop-at-oom     stop at the first allocation that does not fit",
+  "  --timeline        include the downsampled timeline in --json output",
+  "  --no-save         do not store the run",
+  "  --check           check the model's invariants after every event (slow)",
+  "  --backend NAME    sim (default), or cuda: perform the trace on the GPU and measure it (docs/gpu.md)",
+  "  --scale F|fit     cuda backend: multiply every size by F (0 < F <= 1), or by the largest factor that fits",
+  "  --pace            cuda backend: issue each event no earlier than its recorded host time",
+  NULL,
+};
+const cli_usage cmd_replay_usage = {
+  .summary = "replay a trace through an allocator model: peaks, fragmentation, OOMs, and time on a device",
+  .lines = replay_usage,
+};
+
 static const char *env_lookup(const char *name) { return getenv(name); }
 
 static double pct(int64_t part, int64_t whole) { return whole > 0 ? 100.0 * (double)part / (double)whole : 0; }

@@ -1,6 +1,15 @@
 /* cmd_rm.c: `memplay rm TRACE...`: delete traces and everything that belongs to them. */
 #include "cli.h"
 
+static const char *const rm_usage[] = {
+  "memplay rm TRACE... [--db FILE]",
+  NULL,
+};
+const cli_usage cmd_rm_usage = {
+  .summary = "delete traces from the store",
+  .lines = rm_usage,
+};
+
 int cmd_rm(int argc, char **argv, cli *c) {
   static const struct option opts[] = {CLI_COMMON_OPTIONS, {NULL, 0, NULL, 0}};
   int opt, code = CLI_OK;

@@ -19,6 +19,35 @@
 #define MEMPLAY_SCRIPTS_SOURCE NULL
 #endif
 
+static const char *const whatif_usage[] = {
+  "memplay whatif TRACE SCRIPT.lua [--set KEY=VALUE]... [--device NAME] [--out DIR] [--json] [--db FILE]",
+  "  SCRIPT            a path, or the name of a bundled scenario (batch_size, max_batch, ...)",
+  "  --set KEY=VALUE   a parameter of the scenario (its header comment lists them)",
+  "  --device NAME     the device to predict for (see 'memplay devices')",
+  "  --out DIR         the folder for the result files the script writes (CSV, JSON)",
+  "  --json            print {\"scenario\": ..., \"variants\": [...]}; the script's own output goes to stderr",
+  "  --no-save         do not store the variants as runs",
+  "  --max-instructions N  Lua instruction budget (default 2000000000)",
+  "  --max-memory SIZE     Lua memory budget (default 512MiB)",
+  "  --timeout SECONDS     wall-clock budget (default: none)",
+  NULL,
+};
+const cli_usage cmd_whatif_usage = {
+  .summary = "run a what-if scenario (a Lua script) against a trace; its variants are stored as runs",
+  .lines = whatif_usage,
+};
+
+static const char *const run_usage[] = {
+  "memplay run [--set KEY=VALUE]... [--device NAME] [--out DIR] [--json] [--db FILE] SCRIPT.lua [ARGS]...",
+  "  ARGS              given to the script as ... and arg[1..n]",
+  "  --set, --device, --out, --json, --no-save, --max-instructions, --max-memory, --timeout: as for whatif",
+  NULL,
+};
+const cli_usage cmd_run_usage = {
+  .summary = "run a Lua script with the memplay library (sandboxed)",
+  .lines = run_usage,
+};
+
 /* Options both commands take, parsed into this. */
 typedef struct lua_opts {
   lua_param *params;

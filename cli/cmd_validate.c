@@ -9,6 +9,17 @@
 #include "validate/validate.h"
 #include "cli.h"
 
+static const char *const validate_usage[] = {
+  "memplay validate TRACE [--no-save] [--db FILE] [--json]",
+  "  --no-save         do not store the result as a run",
+  "  exit status 0 when every decision and the final state agree, 1 otherwise",
+  NULL,
+};
+const cli_usage cmd_validate_usage = {
+  .summary = "replay a recorded PyTorch snapshot through its allocator's model and compare every decision",
+  .lines = validate_usage,
+};
+
 static const char *const block_states[] = {"inactive", "active_allocated", "active_pending_free"};
 
 static double pct(uint64_t part, uint64_t whole) { return whole ? 100.0 * (double)part / (double)whole : 100.0; }
