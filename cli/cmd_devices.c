@@ -188,6 +188,7 @@ int cmd_devices(int argc, char **argv, cli *c) {
       goto fail;
     }
     verb = "reset";
+    if (devices_store_get(s, name, &e, err, sizeof err) < 0) goto fail; /* what is printed */
   } else {
     if (from) {
       rc = devices_store_get(s, name, &e, err, sizeof err);
