@@ -20,6 +20,15 @@ const cli_usage cmd_gen_usage = {
   .lines = gen_usage,
 };
 
+static const struct option gen_options[] = {
+  {"events", required_argument, NULL, 'e'},
+  {"seed", required_argument, NULL, 's'},
+  {"batch", required_argument, NULL, 'b'},
+  {"name", required_argument, NULL, 'n'},
+  CLI_COMMON_OPTIONS,
+  {NULL, 0, NULL, 0},
+};
+
 static int parse_u64(const char *s, uint64_t *out) {
   errno = 0;
   char *end;
@@ -30,18 +39,10 @@ static int parse_u64(const char *s, uint64_t *out) {
 }
 
 int cmd_gen(int argc, char **argv, cli *c) {
-  static const struct option opts[] = {
-    {"events", required_argument, NULL, 'e'},
-    {"seed", required_argument, NULL, 's'},
-    {"batch", required_argument, NULL, 'b'},
-    {"name", required_argument, NULL, 'n'},
-    CLI_COMMON_OPTIONS,
-    {NULL, 0, NULL, 0},
-  };
   gen_config cfg = {0, 1, 0};
   const char *name = NULL;
   int have_events = 0, opt, code = CLI_OK;
-  while ((opt = cli_getopt(argc, argv, "he:s:b:n:", opts)) != -1) {
+  while ((opt = cli_getopt(argc, argv, "he:s:b:n:", gen_options)) != -1) {
     int r = cli_common_option(c, "gen", opt, &code);
     if (r < 0) return code;
     if (r) continue;

@@ -48,7 +48,20 @@ const cli_usage cmd_run_usage = {
   .lines = run_usage,
 };
 
-/* Options both commands take, parsed into this. */
+/* The options both commands take. */
+static const struct option lua_options[] = {
+  {"set", required_argument, NULL, 's'},
+  {"device", required_argument, NULL, 'd'},
+  {"out", required_argument, NULL, 'o'},
+  {"no-save", no_argument, NULL, 'N'},
+  {"max-instructions", required_argument, NULL, 'I'},
+  {"max-memory", required_argument, NULL, 'M'},
+  {"timeout", required_argument, NULL, 'T'},
+  CLI_COMMON_OPTIONS,
+  {NULL, 0, NULL, 0},
+};
+
+/* The options both commands take, parsed. */
 typedef struct lua_opts {
   lua_param *params;
   size_t nparams, cap;
@@ -152,6 +165,24 @@ static const char *status_hint(lua_host_status st) {
   }
 }
 
+/* --device names a profile that is not in the store (or, without a store, not built in): the
+ * command line's mistake, not the script's. 1 after the message. */
+static int device_unknown(store *s, const char *device) {
+  devices_entry dev;
+  char derr[512];
+  int found = s ? devices_store_get(s, device, &dev, derr, sizeof derr) : sim_device_builtin(device) ? 0 : 1;
+  if (!found) return 0;
+  if (found < 0) cli_error("%s", derr);
+  else cli_error("no device profile '%s' (see 'memplay devices')", device);
+  return 1;
+}
+
+/* What the script left in the store: its variants, stored as runs. */
+static void print_stored(const lua_ctx *cx, store *s) {
+  size_t n = lua_api_nvariants(cx);
+  if (n) fprintf(stdout, "stored %zu variant%s of %s as runs in %s\n", n, n == 1 ? "" : "s", cx->scenario, store_path(s));
+}
+
 /*
  * Runs a script for `whatif` (trace_ref set) or `run`: the sandboxed host, the script, then the
  * runs and result files in one go. Returns an exit code.
@@ -177,17 +208,7 @@ static int lua_run(cli *c, const char *cmd, void *opts, const char *trace_ref, c
     s = cli_open_store(c, 0);
     if (!s) goto out;
   }
-  if (o->device) {
-    /* an unknown device is the command line's mistake, not the script's */
-    devices_entry dev;
-    char derr[512];
-    int found = s ? devices_store_get(s, o->device, &dev, derr, sizeof derr) : sim_device_builtin(o->device) ? 0 : 1;
-    if (found) {
-      if (found < 0) cli_error("%s", derr);
-      else cli_error("no device profile '%s' (see 'memplay devices')", o->device);
-      goto out;
-    }
-  }
+  if (o->device && device_unknown(s, o->device)) goto out;
   cx.st = s;
   cx.script = script;
   cx.scenario = scenario;
@@ -226,12 +247,8 @@ static int lua_run(cli *c, const char *cmd, void *opts, const char *trace_ref, c
     cli_error("%s", err);
     goto out;
   }
-  if (c->json) {
-    lua_api_print_json(&cx, stdout);
-  } else if (lua_api_nvariants(&cx) && o->save && s) {
-    fprintf(stdout, "stored %zu variant%s of %s as runs in %s\n", lua_api_nvariants(&cx),
-            lua_api_nvariants(&cx) == 1 ? "" : "s", scenario, store_path(s));
-  }
+  if (c->json) lua_api_print_json(&cx, stdout);
+  else if (o->save && s) print_stored(&cx, s);
   code = CLI_OK;
 out:
   lua_host_free(h); /* before the store: the script's traces refer to it */
@@ -264,20 +281,9 @@ static void lua_opts_free(void *opts) {
  * script, whose own arguments follow). Returns 0, or -1 with the exit code in *code.
  */
 static int lua_getopt(int argc, char **argv, cli *c, const char *cmd, const char *shortopts, void *o, int *code) {
-  static const struct option opts[] = {
-    {"set", required_argument, NULL, 's'},
-    {"device", required_argument, NULL, 'd'},
-    {"out", required_argument, NULL, 'o'},
-    {"no-save", no_argument, NULL, 'N'},
-    {"max-instructions", required_argument, NULL, 'I'},
-    {"max-memory", required_argument, NULL, 'M'},
-    {"timeout", required_argument, NULL, 'T'},
-    CLI_COMMON_OPTIONS,
-    {NULL, 0, NULL, 0},
-  };
   int opt;
   *code = CLI_OK;
-  while ((opt = cli_getopt(argc, argv, shortopts, opts)) != -1) {
+  while ((opt = cli_getopt(argc, argv, shortopts, lua_options)) != -1) {
     int r = cli_common_option(c, cmd, opt, code);
     if (r < 0) return -1;
     if (r) continue;
