@@ -9,15 +9,16 @@
 #include "engine/report.h"
 #include "store/store.h"
 
-/* Exit codes (fixed: scripts and CI depend on them). */
+/* Exit codes (fixed: scripts and CI depend on them). One command passes on another's: record
+ * exits with its program's status once the program has run (128+N after signal N). */
 enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2 };
 
 struct cli_command;
 
 typedef struct cli {
-  const char *db_path;                /* --db, else $MEMPLAY_DB, else ./memplay.db */
-  int json;                           /* --json: print one JSON object */
-  const struct cli_command *command;  /* the command running (main sets it) */
+  const char *db_path;               /* --db, else $MEMPLAY_DB, else ./memplay.db */
+  int json;                          /* --json: print one JSON object */
+  const struct cli_command *command; /* the command running (main sets it) */
 } cli;
 
 /*
