@@ -107,8 +107,8 @@ static void print_json(const char *file, const char *format, const import_report
 static void print_human(store *s, const char *format, const import_report *rep) {
   for (size_t i = 0; i < rep->n; i++) {
     char n[32];
-    printf("imported '%s' (%s events, %s) into %s\n", rep->t[i].name, cli_count(n, sizeof n, (uint64_t)rep->t[i].events),
-           format, store_path(s));
+    printf("imported '%s' (%s events, %s) into %s\n", rep->t[i].name,
+           cli_count(n, sizeof n, (uint64_t)rep->t[i].events), format, store_path(s));
   }
 }
 

@@ -143,7 +143,8 @@ static void print_json(const store_trace *t, const store_summary *sum, const rep
 static void print_trace(const store_trace *t) {
   char a[48], b[48];
   printf("trace        %s (id %lld)\n", t->name, (long long)t->id);
-  printf("source       %s%s%s\n", t->source_format, t->source_file ? " from " : "", t->source_file ? t->source_file : "");
+  printf("source       %s%s%s\n", t->source_format, t->source_file ? " from " : "",
+         t->source_file ? t->source_file : "");
   printf("imported     %s\n", t->imported_at);
   if (t->device_name || t->device_memory)
     printf("device       %s%s%s\n", t->device_name ? t->device_name : "unknown", t->device_memory ? ", " : "",
@@ -175,9 +176,11 @@ static void print_contents(const store_summary *sum) {
   }
   if (sum->ncategories) {
     printf("allocations by category (device and host, over the whole trace)\n");
-    for (size_t i = 0; i < sum->ncategories; i++)
-      printf("  %-16s %12s  %12s\n", sum->categories[i].name, cli_count(a, sizeof a, (uint64_t)sum->categories[i].count),
-             report_bytes(b, sizeof b, sum->categories[i].bytes));
+    for (size_t i = 0; i < sum->ncategories; i++) {
+      const store_tally *k = &sum->categories[i];
+      printf("  %-16s %12s  %12s\n", k->name, cli_count(a, sizeof a, (uint64_t)k->count),
+             report_bytes(b, sizeof b, k->bytes));
+    }
     printf("how the categories were decided (allocations)\n");
     for (size_t i = 0; i < sum->ncat_sources; i++) {
       const store_tally *m = &sum->cat_sources[i];

@@ -180,7 +180,8 @@ static int device_unknown(store *s, const char *device) {
 /* What the script left in the store: its variants, stored as runs. */
 static void print_stored(const lua_ctx *cx, store *s) {
   size_t n = lua_api_nvariants(cx);
-  if (n) fprintf(stdout, "stored %zu variant%s of %s as runs in %s\n", n, n == 1 ? "" : "s", cx->scenario, store_path(s));
+  if (n)
+    fprintf(stdout, "stored %zu variant%s of %s as runs in %s\n", n, n == 1 ? "" : "s", cx->scenario, store_path(s));
 }
 
 /*

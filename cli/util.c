@@ -83,9 +83,9 @@ int cli_common_option(cli *c, const char *cmd, int opt, int *exit_code) {
 static int store_allowed(const cli *c, int create) {
   unsigned need = CLI_STORE | (create ? CLI_STORE_CREATE : 0);
   if (c->command && (c->command->flags & need) == need) return 1;
-  cli_error("internal error: command '%s' %s the store, but its row in the command table lacks %s",
+  cli_error("internal error: command '%s' %s the store, which its row in the command table does not allow (%s)",
             c->command ? c->command->name : "?", create ? "creates" : "opens",
-            create ? "CLI_STORE_CREATE" : "CLI_STORE");
+            create ? "CLI_STORE | CLI_STORE_CREATE" : "CLI_STORE");
   return 0;
 }
 
