@@ -9,24 +9,53 @@
 #include "engine/report.h"
 #include "store/store.h"
 
-/* Exit codes (fixed: scripts and CI depend on them). */
+/* Exit codes (fixed: scripts and CI depend on them). One command passes on another's: record
+ * exits with its program's status once the program has run (128+N after signal N). */
 enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2 };
 
+struct cli_command;
+
 typedef struct cli {
-  const char *db_path; /* --db, else $MEMPLAY_DB, else ./memplay.db */
-  int json;            /* --json: print one JSON object */
+  const char *db_path;               /* --db, else $MEMPLAY_DB, else ./memplay.db */
+  int json;                          /* --json: print one JSON object */
+  const struct cli_command *command; /* the command running (main sets it) */
 } cli;
 
 /*
- * Adding a subcommand: write cli/cmd_<name>.c with `int cmd_<name>(int argc, char **argv, cli *c)`,
- * declare it below, add a row to `cli_commands` in main.c (usage first line, then option
- * lines), and document it in README.md. Every command answers -h with its usage on stdout.
+ * What a command says about itself, kept in its own file beside its function and its option
+ * table: the line `memplay help` lists, and the lines -h prints after "usage: ": the synopsis
+ * (usage errors repeat its first line), then one line per option.
+ */
+typedef struct cli_usage {
+  const char *summary;
+  const char *const *lines; /* NULL-terminated */
+} cli_usage;
+
+/* What a command does beyond its arguments, in its row of the command table. */
+enum {
+  CLI_STORE = 1 << 0,        /* opens the store: cli_open_store refuses a command without it */
+  CLI_STORE_CREATE = 1 << 1, /* creates the store when it is missing (cli_open_store(c, 1)) */
+  CLI_ALLOCATORS = 1 << 2,   /* takes an allocator SPEC: `memplay help NAME` lists the models after its usage */
+};
+
+/*
+ * Adding a subcommand: one file, one table row.
+ *  1. Write cli/cmd_<name>.c (and add it to cli/CMakeLists.txt) with, at its top, its usage
+ *     (`static const char *const <name>_usage[]`: synopsis, then one line per option, NULL),
+ *     `const cli_usage cmd_<name>_usage = {summary, <name>_usage}`, its getopt_long table
+ *     (ending with CLI_COMMON_OPTIONS), and `int cmd_<name>(int argc, char **argv, cli *c)`,
+ *     which parses with cli_getopt and cli_common_option and returns a CLI_* exit code.
+ *  2. Declare the function and the usage below.
+ *  3. Add `{"<name>", cmd_<name>, &cmd_<name>_usage, FLAGS}` to cli_commands in main.c, with
+ *     the flags of what it does (CLI_STORE and CLI_STORE_CREATE when it opens or creates the store).
+ * Then document it in README.md. Every command answers -h with its usage on stdout
+ * (tests/cli/test_help.sh checks every command `memplay help` lists).
  */
 typedef struct cli_command {
   const char *name;
   int (*fn)(int argc, char **argv, cli *c);
-  const char *summary; /* one line for `memplay help` */
-  const char *usage;   /* the synopsis, then one line per option */
+  const cli_usage *usage; /* defined in the command's file */
+  unsigned flags;         /* CLI_STORE, ... */
 } cli_command;
 
 extern const cli_command cli_commands[];
@@ -46,9 +75,15 @@ int cmd_help(int argc, char **argv, cli *c);
 /* whatif and run (cmd_run.c): a Lua script in the sandbox, against a trace or on its own. */
 int cmd_whatif(int argc, char **argv, cli *c);
 int cmd_run(int argc, char **argv, cli *c);
-
 int cmd_calibrate(int argc, char **argv, cli *c);
 int cmd_record(int argc, char **argv, cli *c);
+
+extern const cli_usage cmd_import_usage, cmd_list_usage, cmd_info_usage, cmd_replay_usage, cmd_export_usage,
+  cmd_gen_usage, cmd_rm_usage, cmd_bench_usage, cmd_whatif_usage, cmd_run_usage, cmd_devices_usage,
+  cmd_validate_usage, cmd_calibrate_usage, cmd_record_usage, cmd_help_usage;
+
+/* memplay's own help (cmd_help.c): what `memplay help` and `memplay -h` print. */
+void cli_help_overview(FILE *f);
 
 /* `memplay replay --backend cuda` (replay_gpu.c): the options, and the replay on the GPU. */
 typedef struct cli_gpu_opts {
@@ -85,7 +120,8 @@ void cli_print_usage(FILE *f, const cli_command *cmd);
 /* The allocator models and their options, from the registry. */
 void cli_print_allocators(FILE *f);
 
-/* Opens the store (creating it when create); prints the error and returns NULL on failure. */
+/* Opens the store (creating it when create); prints the error and returns NULL on failure.
+ * The running command's row must allow it: CLI_STORE, and CLI_STORE_CREATE to create. */
 store *cli_open_store(cli *c, int create);
 /* Opens the store (which must exist) and finds trace ref (a name or an id) in it; NULL after
  * printing why. */

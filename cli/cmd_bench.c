@@ -15,6 +15,27 @@
 #include "sim/hashmap.h"
 #include "cli.h"
 
+static const char *const bench_usage[] = {
+  "memplay bench [--events N] [--seed S] [--allocators LIST] [--json]",
+  "  --events N        events in the generated trace (default 10000000)",
+  "  --allocators LIST comma-separated allocator names (default: every model)",
+  "  --keep DIR        keep the benchmark store and files in DIR",
+  NULL,
+};
+const cli_usage cmd_bench_usage = {
+  .summary = "measure import and replay speed on a generated trace (prints a table)",
+  .lines = bench_usage,
+};
+
+static const struct option bench_options[] = {
+  {"events", required_argument, NULL, 'e'},
+  {"seed", required_argument, NULL, 's'},
+  {"allocators", required_argument, NULL, 'a'},
+  {"keep", required_argument, NULL, 'k'},
+  CLI_COMMON_OPTIONS,
+  {NULL, 0, NULL, 0},
+};
+
 typedef struct row {
   char stage[64];
   uint64_t events;
@@ -24,9 +45,21 @@ typedef struct row {
 } row;
 
 typedef struct bench {
+  gen_config gc;
+  const char *allocs, *keep;             /* --allocators (NULL: every model), --keep */
+  const sim_allocator_ops *timed;        /* the model also replayed with the time model */
+  char dir[4096], dbpath[4200], jpath[4200];
+  size_t events;                         /* generated */
+  char model[200];                       /* what the generator made */
+  store *s;                              /* the benchmark's own store */
+  int64_t trace_id;
+  char err[1024];                        /* why a stage failed */
   row *rows;
   size_t n, cap;
 } bench;
+
+/* A replay of one allocator model: replay_once or replay_timed. */
+typedef int (*replay_fn)(const sim_allocator_ops *ops, replay_source *src, replay_result *res, char *err, size_t n);
 
 static double now_s(void) {
   struct timespec t;
@@ -42,6 +75,12 @@ static row *add(bench *b, const char *stage, uint64_t events, double seconds) {
   r->events = events;
   r->seconds = seconds;
   return r;
+}
+
+/* A stage failed on the store: its error becomes the bench's. Returns -1. */
+static int store_failed(bench *b) {
+  snprintf(b->err, sizeof b->err, "%s", store_error(b->s));
+  return -1;
 }
 
 static int replay_once(const sim_allocator_ops *ops, replay_source *src, replay_result *res, char *err, size_t n) {
@@ -80,251 +119,286 @@ static const sim_allocator_ops *first_wanted(const char *list) {
   return NULL;
 }
 
-int cmd_bench(int argc, char **argv, cli *c) {
-  static const struct option opts[] = {
-    {"events", required_argument, NULL, 'e'},
-    {"seed", required_argument, NULL, 's'},
-    {"allocators", required_argument, NULL, 'a'},
-    {"keep", required_argument, NULL, 'k'},
-    CLI_COMMON_OPTIONS,
-    {NULL, 0, NULL, 0},
-  };
-  gen_config gc = {10000000, 1, 0};
-  const char *allocs = NULL, *keep = NULL;
-  int opt, code = CLI_OK;
-  while ((opt = cli_getopt(argc, argv, "he:s:a:k:", opts)) != -1) {
-    int r = cli_common_option(c, "bench", opt, &code);
-    if (r < 0) return code;
+/* Parses the options into b. Returns 0, or -1 with the exit code in *code. */
+static int bench_parse(int argc, char **argv, cli *c, bench *b, int *code) {
+  memset(b, 0, sizeof *b);
+  b->gc = (gen_config){10000000, 1, 0};
+  *code = CLI_OK;
+  int opt;
+  while ((opt = cli_getopt(argc, argv, "he:s:a:k:", bench_options)) != -1) {
+    int r = cli_common_option(c, "bench", opt, code);
+    if (r < 0) return -1;
     if (r) continue;
     char *end;
     switch (opt) {
     case 'e':
-      gc.events = strtoull(optarg, &end, 10);
-      if (*end || !gc.events || optarg[0] == '-') return cli_usage_error("bench", "--events wants a positive number");
+      b->gc.events = strtoull(optarg, &end, 10);
+      if (*end || !b->gc.events || optarg[0] == '-') {
+        *code = cli_usage_error("bench", "--events wants a positive number");
+        return -1;
+      }
       break;
     case 's':
-      gc.seed = strtoull(optarg, &end, 10);
-      if (*end) return cli_usage_error("bench", "--seed wants a number");
+      b->gc.seed = strtoull(optarg, &end, 10);
+      if (*end) {
+        *code = cli_usage_error("bench", "--seed wants a number");
+        return -1;
+      }
       break;
-    case 'a': allocs = optarg; break;
-    case 'k': keep = optarg; break;
+    case 'a': b->allocs = optarg; break;
+    case 'k': b->keep = optarg; break;
     }
   }
-  if (optind != argc) return cli_usage_error("bench", "bench takes no arguments");
-  for (const char *p = allocs; p && *p;) {
+  if (optind != argc) {
+    *code = cli_usage_error("bench", "bench takes no arguments");
+    return -1;
+  }
+  for (const char *p = b->allocs; p && *p;) {
     size_t n = strcspn(p, ",");
     char name[64];
     snprintf(name, sizeof name, "%.*s", (int)n, p);
-    if (!sim_allocator_find(name)) return cli_usage_error("bench", "unknown allocator '%s'", name);
+    if (!sim_allocator_find(name)) {
+      *code = cli_usage_error("bench", "unknown allocator '%s'", name);
+      return -1;
+    }
     p += n + (p[n] == ',');
   }
+  b->timed = first_wanted(b->allocs);
+  return 0;
+}
 
-  char dir[4096], dbpath[4200], jpath[4200], err[1024] = "";
-  if (keep) {
-    snprintf(dir, sizeof dir, "%s", keep);
+/* The folder for the store and the JSON Lines file: --keep DIR, else a new temporary one. 0, or
+ * -1 after the message. */
+static int bench_dir_make(bench *b) {
+  if (b->keep) {
+    snprintf(b->dir, sizeof b->dir, "%s", b->keep);
   } else {
     const char *tmp = getenv("TMPDIR");
-    snprintf(dir, sizeof dir, "%s/memplay-bench-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(dir)) {
+    snprintf(b->dir, sizeof b->dir, "%s/memplay-bench-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(b->dir)) {
       cli_error("cannot make a temporary directory in '%s'", tmp && *tmp ? tmp : "/tmp");
-      return CLI_FAIL;
+      return -1;
     }
   }
-  snprintf(dbpath, sizeof dbpath, "%s/bench.db", dir);
-  snprintf(jpath, sizeof jpath, "%s/bench.jsonl", dir);
-  unlink(dbpath);
-  bench b = {0};
-  sim_event *evs = NULL;
-  store *s = NULL;
-  replay_result res;
-  memset(&res, 0, sizeof res);
+  snprintf(b->dbpath, sizeof b->dbpath, "%s/bench.db", b->dir);
+  snprintf(b->jpath, sizeof b->jpath, "%s/bench.jsonl", b->dir);
+  unlink(b->dbpath);
+  return 0;
+}
 
-  /* 1. the trace in memory */
+static void bench_dir_remove(const bench *b) {
+  unlink(b->dbpath);
+  char side[4300];
+  snprintf(side, sizeof side, "%s-wal", b->dbpath);
+  unlink(side);
+  snprintf(side, sizeof side, "%s-shm", b->dbpath);
+  unlink(side);
+  rmdir(b->dir);
+}
+
+/* Stage 1: the trace in memory. Returns its events (b->events of them). */
+static sim_event *bench_generate(bench *b) {
   double t0 = now_s();
-  gen *g = gen_new(&gc);
-  evs = sim_xmalloc(gc.events * sizeof *evs);
+  gen *g = gen_new(&b->gc);
+  sim_event *evs = sim_xmalloc(b->gc.events * sizeof *evs);
   replay_source gs = gen_source(g);
   size_t n = 0;
-  while (n < gc.events && replay_source_next(&gs, &evs[n]) > 0) n++;
-  add(&b, "generate in memory", n, now_s() - t0);
-  char model[200];
-  snprintf(model, sizeof model, "%s", gen_describe(g));
+  while (n < b->gc.events && replay_source_next(&gs, &evs[n]) > 0) n++;
+  b->events = n;
+  add(b, "generate in memory", n, now_s() - t0);
+  snprintf(b->model, sizeof b->model, "%s", gen_describe(g));
   gen_free(g);
+  return evs;
+}
 
-  /* 2. replay of the in-memory stream, per allocator (best of three on small traces) */
+/* One model over the events in memory: best of three on small traces, else one run. */
+static int replay_best(bench *b, const sim_allocator_ops *ops, replay_fn fn, const sim_event *evs,
+                       const char *stage) {
+  replay_result res;
+  memset(&res, 0, sizeof res);
+  double best = 0;
+  for (int k = 0; k < (b->events <= 2000000 ? 3 : 1); k++) {
+    replay_array_source as;
+    replay_source src = replay_array_source_init(&as, evs, b->events);
+    int rc = fn(ops, &src, &res, b->err, sizeof b->err);
+    if (!rc && (!k || res.elapsed_s < best)) best = res.elapsed_s;
+    replay_result_release(&res);
+    if (rc) return -1;
+  }
+  add(b, stage, b->events, best);
+  return 0;
+}
+
+/* Stage 2: replay of the in-memory stream, per allocator, then the first with the time model. */
+static int bench_replay_memory(bench *b, const sim_event *evs) {
+  char stage[64];
   for (size_t i = 0; sim_allocators[i]; i++) {
-    if (!sim_allocator_listed(allocs, sim_allocators[i]->name)) continue;
-    double best = 0;
-    for (int k = 0; k < (n <= 2000000 ? 3 : 1); k++) {
-      replay_array_source as;
-      replay_source src = replay_array_source_init(&as, evs, n);
-      if (replay_once(sim_allocators[i], &src, &res, err, sizeof err)) goto fail;
-      if (!k || res.elapsed_s < best) best = res.elapsed_s;
-      replay_result_release(&res);
-    }
-    char stage[64];
+    if (!sim_allocator_listed(b->allocs, sim_allocators[i]->name)) continue;
     snprintf(stage, sizeof stage, "replay in memory: %s", sim_allocators[i]->name);
-    add(&b, stage, n, best);
+    if (replay_best(b, sim_allocators[i], replay_once, evs, stage)) return -1;
   }
-  const sim_allocator_ops *timed = first_wanted(allocs);
-  if (timed) {
-    double best = 0;
-    for (int k = 0; k < (n <= 2000000 ? 3 : 1); k++) {
-      replay_array_source as;
-      replay_source src = replay_array_source_init(&as, evs, n);
-      if (replay_timed(timed, &src, &res, err, sizeof err)) goto fail;
-      if (!k || res.elapsed_s < best) best = res.elapsed_s;
-      replay_result_release(&res);
-    }
-    char stage[64];
-    snprintf(stage, sizeof stage, "replay in memory: %s + time model", timed->name);
-    add(&b, stage, n, best);
+  if (b->timed) {
+    snprintf(stage, sizeof stage, "replay in memory: %s + time model", b->timed->name);
+    if (replay_best(b, b->timed, replay_timed, evs, stage)) return -1;
   }
-  free(evs);
-  evs = NULL;
+  return 0;
+}
 
-  /* 3. import through the store writer, then JSON Lines out and back in */
+/* Stage 3: the same trace generated into a new store through the store writer. */
+static int bench_import_generated(bench *b) {
   char serr[STORE_ERRLEN];
-  if (store_open(&s, dbpath, STORE_CREATE, serr, sizeof serr)) {
-    snprintf(err, sizeof err, "%s", serr);
-    goto fail;
+  if (store_open(&b->s, b->dbpath, STORE_CREATE, serr, sizeof serr)) {
+    snprintf(b->err, sizeof b->err, "%s", serr);
+    return -1;
   }
-  int64_t id;
-  t0 = now_s();
-  if (store_begin(s) || gen_write(s, &gc, "bench", &id, err, sizeof err) || store_commit(s)) {
-    if (!err[0]) snprintf(err, sizeof err, "%s", store_error(s));
-    goto fail;
+  double t0 = now_s();
+  if (store_begin(b->s) || gen_write(b->s, &b->gc, "bench", &b->trace_id, b->err, sizeof b->err) ||
+      store_commit(b->s)) {
+    if (!b->err[0]) snprintf(b->err, sizeof b->err, "%s", store_error(b->s));
+    return -1;
   }
-  add(&b, "import: generate into the store", n, now_s() - t0);
+  add(b, "import: generate into the store", b->events, now_s() - t0);
+  return 0;
+}
+
+/* Stage 4: the stored trace written out as JSON Lines and imported back. */
+static int bench_jsonl(bench *b) {
   store_trace t;
-  if (store_trace_find(s, "bench", &t)) goto store_fail;
-  FILE *f = fopen(jpath, "w");
+  if (store_trace_find(b->s, "bench", &t)) return store_failed(b);
+  FILE *f = fopen(b->jpath, "w");
   if (!f) {
-    snprintf(err, sizeof err, "cannot write '%.900s'", jpath);
+    snprintf(b->err, sizeof b->err, "cannot write '%.900s'", b->jpath);
     store_trace_clear(&t);
-    goto fail;
+    return -1;
   }
-  t0 = now_s();
-  int xrc = exporter_find("jsonl")->write(s, &t, f, err, sizeof err);
+  double t0 = now_s();
+  int xrc = exporter_find("jsonl")->write(b->s, &t, f, b->err, sizeof b->err);
   fclose(f);
   store_trace_clear(&t);
-  if (xrc) goto fail;
-  add(&b, "export: jsonl", n, now_s() - t0);
-  import_ctx ic = {.s = s, .path = jpath, .name = "bench-jsonl"};
+  if (xrc) return -1;
+  add(b, "export: jsonl", b->events, now_s() - t0);
+  import_ctx ic = {.s = b->s, .path = b->jpath, .name = "bench-jsonl"};
   t0 = now_s();
   if (import_file(&ic, "jsonl")) {
-    snprintf(err, sizeof err, "%s", ic.err);
-    goto fail;
+    snprintf(b->err, sizeof b->err, "%s", ic.err);
+    return -1;
   }
-  row *r = add(&b, "import: jsonl", n, now_s() - t0);
-  FILE *jf = fopen(jpath, "r");
+  row *r = add(b, "import: jsonl", b->events, now_s() - t0);
+  FILE *jf = fopen(b->jpath, "r");
   if (jf) {
     fseek(jf, 0, SEEK_END);
     r->mb = (double)ftell(jf) / 1e6;
     fclose(jf);
   }
-  unlink(jpath);
+  unlink(b->jpath);
+  return 0;
+}
 
-  /* 4. SQLite alone reading the rows, then replay from the store */
+/* One model over the events read from the store, timed against SQLite reading them alone. */
+static int replay_from_store(bench *b, const sim_allocator_ops *ops, replay_fn fn, const char *stage, uint64_t rows,
+                             double read_s) {
+  replay_result res;
+  memset(&res, 0, sizeof res);
+  replay_source src;
+  double t0 = now_s();
+  if (store_source_open(&src, b->s, b->trace_id)) return store_failed(b);
+  int rc = fn(ops, &src, &res, b->err, sizeof b->err);
+  replay_source_close(&src);
+  replay_result_release(&res);
+  if (rc) return -1;
+  row *r = add(b, stage, rows, now_s() - t0);
+  r->vs_read = r->seconds / read_s;
+  return 0;
+}
+
+/* Stage 5: SQLite alone reading the rows, then replay from the store. */
+static int bench_replay_store(bench *b) {
   sim_event ev;
   store_reader *rd;
-  t0 = now_s();
-  if (store_reader_open(s, id, &rd)) goto store_fail;
+  double t0 = now_s();
+  if (store_reader_open(b->s, b->trace_id, &rd)) return store_failed(b);
   uint64_t rows = 0;
   int got;
   while ((got = store_reader_next(rd, &ev)) > 0) rows++;
   store_reader_close(rd);
-  if (got < 0) goto store_fail;
+  if (got < 0) return store_failed(b);
   double read_s = now_s() - t0;
-  add(&b, "SQLite read of the events", rows, read_s);
+  add(b, "SQLite read of the events", rows, read_s);
+  char stage[64];
   for (size_t i = 0; sim_allocators[i]; i++) {
-    if (!sim_allocator_listed(allocs, sim_allocators[i]->name)) continue;
-    replay_source src;
-    t0 = now_s();
-    if (store_source_open(&src, s, id)) goto store_fail;
-    int rc = replay_once(sim_allocators[i], &src, &res, err, sizeof err);
-    replay_source_close(&src);
-    if (rc) goto fail;
-    replay_result_release(&res);
-    char stage[64];
+    if (!sim_allocator_listed(b->allocs, sim_allocators[i]->name)) continue;
     snprintf(stage, sizeof stage, "replay from store: %s", sim_allocators[i]->name);
-    row *rr = add(&b, stage, rows, now_s() - t0);
-    rr->vs_read = rr->seconds / read_s;
+    if (replay_from_store(b, sim_allocators[i], replay_once, stage, rows, read_s)) return -1;
   }
-  if (timed) {
-    replay_source src;
-    t0 = now_s();
-    if (store_source_open(&src, s, id)) goto store_fail;
-    int rc = replay_timed(timed, &src, &res, err, sizeof err);
-    replay_source_close(&src);
-    if (rc) goto fail;
-    replay_result_release(&res);
-    char stage[64];
-    snprintf(stage, sizeof stage, "replay from store: %s + time model", timed->name);
-    row *rr = add(&b, stage, rows, now_s() - t0);
-    rr->vs_read = rr->seconds / read_s;
+  if (b->timed) {
+    snprintf(stage, sizeof stage, "replay from store: %s + time model", b->timed->name);
+    if (replay_from_store(b, b->timed, replay_timed, stage, rows, read_s)) return -1;
   }
-  store_close(s);
-  s = NULL;
-  if (!keep) {
-    unlink(dbpath);
-    char side[4300];
-    snprintf(side, sizeof side, "%s-wal", dbpath);
-    unlink(side);
-    snprintf(side, sizeof side, "%s-shm", dbpath);
-    unlink(side);
-    rmdir(dir);
-  }
+  return 0;
+}
 
+static void print_json(const bench *b, const struct rusage *ru) {
+  yajl_gen j = jsonw_file(stdout, 0);
+  yajl_gen_map_open(j);
+  jsonw_kuint(j, "events", b->events);
+  jsonw_kuint(j, "seed", b->gc.seed);
+  jsonw_kstr(j, "trace", b->model);
+  jsonw_kint(j, "max_rss_bytes", (int64_t)ru->ru_maxrss * 1024);
+  jsonw_str(j, "stages");
+  yajl_gen_array_open(j);
+  for (size_t i = 0; i < b->n; i++) {
+    const row *x = &b->rows[i];
+    yajl_gen_map_open(j);
+    jsonw_kstr(j, "stage", x->stage);
+    jsonw_kuint(j, "events", x->events);
+    jsonw_kdouble(j, "seconds", x->seconds);
+    jsonw_kdouble(j, "events_per_s", x->seconds > 0 ? (double)x->events / x->seconds : 0);
+    if (x->mb) jsonw_kdouble(j, "mb_per_s", x->mb / x->seconds);
+    if (x->vs_read) jsonw_kdouble(j, "vs_sqlite_read", x->vs_read);
+    yajl_gen_map_close(j);
+  }
+  yajl_gen_array_close(j);
+  yajl_gen_map_close(j);
+  yajl_gen_free(j);
+  putchar('\n');
+}
+
+static void print_table(const bench *b, const struct rusage *ru) {
+  char a[32];
+  printf("memplay bench: %s events of a %s\n\n", cli_count(a, sizeof a, b->events), b->model);
+  printf("%-36s %14s %10s %10s %12s\n", "stage", "events/s", "seconds", "MB/s", "vs SQLite");
+  for (size_t i = 0; i < b->n; i++) {
+    const row *x = &b->rows[i];
+    char rate[32], mb[16] = "", vs[16] = "";
+    cli_count(rate, sizeof rate, x->seconds > 0 ? (uint64_t)((double)x->events / x->seconds) : 0);
+    if (x->mb) snprintf(mb, sizeof mb, "%.0f", x->mb / x->seconds);
+    if (x->vs_read) snprintf(vs, sizeof vs, "%.2fx", x->vs_read);
+    printf("%-36s %14s %10.3f %10s %12s\n", x->stage, rate, x->seconds, mb, vs);
+  }
+  printf("\nmax resident memory %.0f MiB (the in-memory stage holds the whole trace)\n", (double)ru->ru_maxrss / 1024);
+}
+
+int cmd_bench(int argc, char **argv, cli *c) {
+  bench b;
+  int code;
+  if (bench_parse(argc, argv, c, &b, &code)) return code;
+  if (bench_dir_make(&b)) return CLI_FAIL;
+  sim_event *evs = bench_generate(&b);
+  int rc = bench_replay_memory(&b, evs);
+  free(evs);
+  if (rc || bench_import_generated(&b) || bench_jsonl(&b) || bench_replay_store(&b)) {
+    cli_error("bench failed: %s", b.err);
+    free(b.rows);
+    if (b.s) store_close(b.s);
+    return CLI_FAIL;
+  }
+  store_close(b.s);
+  b.s = NULL;
+  if (!b.keep) bench_dir_remove(&b);
   struct rusage ru;
   getrusage(RUSAGE_SELF, &ru);
-  if (c->json) {
-    yajl_gen j = jsonw_file(stdout, 0);
-    yajl_gen_map_open(j);
-    jsonw_kuint(j, "events", n);
-    jsonw_kuint(j, "seed", gc.seed);
-    jsonw_kstr(j, "trace", model);
-    jsonw_kint(j, "max_rss_bytes", (int64_t)ru.ru_maxrss * 1024);
-    jsonw_str(j, "stages");
-    yajl_gen_array_open(j);
-    for (size_t i = 0; i < b.n; i++) {
-      yajl_gen_map_open(j);
-      jsonw_kstr(j, "stage", b.rows[i].stage);
-      jsonw_kuint(j, "events", b.rows[i].events);
-      jsonw_kdouble(j, "seconds", b.rows[i].seconds);
-      jsonw_kdouble(j, "events_per_s", b.rows[i].seconds > 0 ? (double)b.rows[i].events / b.rows[i].seconds : 0);
-      if (b.rows[i].mb) jsonw_kdouble(j, "mb_per_s", b.rows[i].mb / b.rows[i].seconds);
-      if (b.rows[i].vs_read) jsonw_kdouble(j, "vs_sqlite_read", b.rows[i].vs_read);
-      yajl_gen_map_close(j);
-    }
-    yajl_gen_array_close(j);
-    yajl_gen_map_close(j);
-    yajl_gen_free(j);
-    putchar('\n');
-  } else {
-    char a[32];
-    printf("memplay bench: %s events of a %s\n\n", cli_count(a, sizeof a, n), model);
-    printf("%-36s %14s %10s %10s %12s\n", "stage", "events/s", "seconds", "MB/s", "vs SQLite");
-    for (size_t i = 0; i < b.n; i++) {
-      const row *x = &b.rows[i];
-      char rate[32], mb[16] = "", vs[16] = "";
-      cli_count(rate, sizeof rate, x->seconds > 0 ? (uint64_t)((double)x->events / x->seconds) : 0);
-      if (x->mb) snprintf(mb, sizeof mb, "%.0f", x->mb / x->seconds);
-      if (x->vs_read) snprintf(vs, sizeof vs, "%.2fx", x->vs_read);
-      printf("%-36s %14s %10.3f %10s %12s\n", x->stage, rate, x->seconds, mb, vs);
-    }
-    printf("\nmax resident memory %.0f MiB (the in-memory stage holds the whole trace)\n", (double)ru.ru_maxrss / 1024);
-  }
+  if (c->json) print_json(&b, &ru);
+  else print_table(&b, &ru);
   free(b.rows);
   return CLI_OK;
-
-store_fail:
-  snprintf(err, sizeof err, "%s", store_error(s));
-fail:
-  cli_error("bench failed: %s", err);
-  free(evs);
-  free(b.rows);
-  replay_result_release(&res);
-  if (s) store_close(s);
-  return CLI_FAIL;
 }

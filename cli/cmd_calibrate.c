@@ -6,18 +6,32 @@
 #include "io/jsonw.h"
 #include "cli.h"
 
+static const char *const calibrate_usage[] = {
+  "memplay calibrate [--gpu N] [--name NAME] [--quick] [--no-save] [--db FILE] [--json]",
+  "  --gpu N           the GPU to measure (default 0, as CUDA numbers them)",
+  "  --name NAME       the profile's name (default: the device's name)",
+  "  --quick           fewer sizes and trials (seconds instead of a minute)",
+  "  --no-save         print the profile without storing it",
+  NULL,
+};
+const cli_usage cmd_calibrate_usage = {
+  .summary = "measure the GPU (copies, allocations, launches) and store it as a device profile",
+  .lines = calibrate_usage,
+};
+
+static const struct option calibrate_options[] = {
+  {"gpu", required_argument, NULL, 'g'},
+  {"name", required_argument, NULL, 'n'},
+  {"quick", no_argument, NULL, 'q'},
+  {"no-save", no_argument, NULL, 'N'},
+  CLI_COMMON_OPTIONS,
+  {NULL, 0, NULL, 0},
+};
+
 int cmd_calibrate(int argc, char **argv, cli *c) {
-  static const struct option opts[] = {
-    {"gpu", required_argument, NULL, 'g'},
-    {"name", required_argument, NULL, 'n'},
-    {"quick", no_argument, NULL, 'q'},
-    {"no-save", no_argument, NULL, 'N'},
-    CLI_COMMON_OPTIONS,
-    {NULL, 0, NULL, 0},
-  };
   const char *name = NULL;
   int gpu = 0, quick = 0, save = 1, opt, code = CLI_OK;
-  while ((opt = cli_getopt(argc, argv, "hn:", opts)) != -1) {
+  while ((opt = cli_getopt(argc, argv, "hn:", calibrate_options)) != -1) {
     int r = cli_common_option(c, "calibrate", opt, &code);
     if (r < 0) return code;
     if (r) continue;

@@ -6,7 +6,39 @@
 #include "io/jsonw.h"
 #include "cli.h"
 
+static const char *const devices_usage[] = {
+  "memplay devices [NAME] [--set KEY=VALUE]... [--from BASE] [--delete] [--reset] [--fields] [--db FILE] [--json]",
+  "  (no NAME)         list the device profiles",
+  "  NAME              show a profile: every figure with its unit",
+  "  --set KEY=VALUE   change a figure of NAME, e.g. h2d_pinned_bw=12GB/s (an edited built-in becomes 'user')",
+  "  --from BASE       create the profile NAME as a copy of BASE (then --set changes it)",
+  "  --delete          delete the user or calibrated profile NAME",
+  "  --reset           give the built-in profile NAME its own figures back",
+  "  --fields          list the figures a profile has, their units and meaning",
+  NULL,
+};
+const cli_usage cmd_devices_usage = {
+  .summary = "list, show, edit and create device profiles (memory, bandwidths, compute, costs)",
+  .lines = devices_usage,
+};
+
 #define MAX_SETS 64
+
+static const struct option devices_options[] = {
+  {"set", required_argument, NULL, 's'},
+  {"from", required_argument, NULL, 'f'},
+  {"delete", no_argument, NULL, 'x'},
+  {"reset", no_argument, NULL, 'r'},
+  {"fields", no_argument, NULL, 'F'},
+  CLI_COMMON_OPTIONS,
+  {NULL, 0, NULL, 0},
+};
+
+typedef struct devices_args {
+  const char *name, *from;    /* NAME (NULL: list), --from BASE */
+  const char *sets[MAX_SETS]; /* --set KEY=VALUE */
+  int nsets, del, reset, fields;
+} devices_args;
 
 static void entry_json(yajl_gen g, const devices_entry *e) {
   yajl_gen_map_open(g);
@@ -65,193 +97,225 @@ static void print_fields(void) {
          "per-GiB costs are a time (malloc_per_gib=72us). Stored in base units (bytes, B/s, FLOP/s, ns).\n");
 }
 
-int cmd_devices(int argc, char **argv, cli *c) {
-  static const struct option opts[] = {
-    {"set", required_argument, NULL, 's'},
-    {"from", required_argument, NULL, 'f'},
-    {"delete", no_argument, NULL, 'x'},
-    {"reset", no_argument, NULL, 'r'},
-    {"fields", no_argument, NULL, 'F'},
-    CLI_COMMON_OPTIONS,
-    {NULL, 0, NULL, 0},
-  };
-  const char *sets[MAX_SETS], *from = NULL;
-  int nsets = 0, del = 0, reset = 0, fields = 0, opt, code = CLI_OK;
-  while ((opt = cli_getopt(argc, argv, "h", opts)) != -1) {
-    int r = cli_common_option(c, "devices", opt, &code);
-    if (r < 0) return code;
+/* Parses the options into a. 0, or -1 with the exit code in *code. */
+static int devices_parse(int argc, char **argv, cli *c, devices_args *a, int *code) {
+  memset(a, 0, sizeof *a);
+  *code = CLI_OK;
+  int opt;
+  while ((opt = cli_getopt(argc, argv, "h", devices_options)) != -1) {
+    int r = cli_common_option(c, "devices", opt, code);
+    if (r < 0) return -1;
     if (r) continue;
     switch (opt) {
     case 's':
-      if (nsets == MAX_SETS) return cli_usage_error("devices", "at most %d --set options", MAX_SETS);
-      if (!strchr(optarg, '=')) return cli_usage_error("devices", "--set wants KEY=VALUE, not '%s'", optarg);
-      sets[nsets++] = optarg;
+      if (a->nsets == MAX_SETS) {
+        *code = cli_usage_error("devices", "at most %d --set options", MAX_SETS);
+        return -1;
+      }
+      if (!strchr(optarg, '=')) {
+        *code = cli_usage_error("devices", "--set wants KEY=VALUE, not '%s'", optarg);
+        return -1;
+      }
+      a->sets[a->nsets++] = optarg;
       break;
-    case 'f': from = optarg; break;
-    case 'x': del = 1; break;
-    case 'r': reset = 1; break;
-    case 'F': fields = 1; break;
+    case 'f': a->from = optarg; break;
+    case 'x': a->del = 1; break;
+    case 'r': a->reset = 1; break;
+    case 'F': a->fields = 1; break;
     }
   }
-  if (fields) {
-    if (optind != argc || nsets || from || del || reset)
+  return 0;
+}
+
+/* The KEY of --set KEY=VALUE. */
+static void set_key(const char *set, char *key, size_t n) {
+  snprintf(key, n, "%.*s", (int)(strchr(set, '=') - set), set);
+}
+
+/* Takes NAME and checks that the options go together and that every --set names a figure and a
+ * value it takes, before the store is touched. CLI_OK, or CLI_USAGE after the message. */
+static int devices_check(devices_args *a, int argc, char **argv) {
+  if (optind + 1 < argc) return cli_usage_error("devices", "devices takes at most one NAME");
+  a->name = optind < argc ? argv[optind] : NULL;
+  if (!a->name && (a->nsets || a->from || a->del || a->reset))
+    return cli_usage_error("devices", "name the device profile to change");
+  if (a->del + a->reset + (a->from != NULL) > 1)
+    return cli_usage_error("devices", "--delete, --reset and --from exclude each other");
+  if ((a->del || a->reset) && a->nsets) return cli_usage_error("devices", "--set cannot go with --delete or --reset");
+  if (a->name && !sim_device_name_ok(a->name))
+    return cli_usage_error("devices", "'%s' is not a valid profile name (letters, digits, '-', '_', '.')", a->name);
+  sim_device_profile scratch;
+  sim_device_defaults(&scratch);
+  char err[1024];
+  for (int i = 0; i < a->nsets; i++) {
+    char key[64];
+    set_key(a->sets[i], key, sizeof key);
+    if (!strcmp(key, "name")) return cli_usage_error("devices", "the name is not a field (create a copy with --from)");
+    if (sim_device_set(&scratch, key, strchr(a->sets[i], '=') + 1, err, sizeof err))
+      return cli_usage_error("devices", "%s", err);
+  }
+  return CLI_OK;
+}
+
+/* Every profile in the store, as a table or {"devices": [...]}. 0, or -1 with err set. */
+static int list_profiles(cli *c, store *s, char *err, size_t n) {
+  list_ctx l = {NULL};
+  if (c->json) {
+    l.g = jsonw_file(stdout, 0);
+    yajl_gen_map_open(l.g);
+    jsonw_str(l.g, "devices");
+    yajl_gen_array_open(l.g);
+  } else {
+    printf("%-12s %-10s %10s %11s %12s %10s %8s  %s\n", "NAME", "SOURCE", "MEMORY", "H2D PINNED", "H2D PAGEABLE",
+           "MEM BW", "BF16", "DESCRIPTION");
+  }
+  if (devices_store_each(s, list_one, &l, err, n)) {
+    if (l.g) yajl_gen_free(l.g);
+    return -1;
+  }
+  if (l.g) {
+    yajl_gen_array_close(l.g);
+    yajl_gen_map_close(l.g);
+    putchar('\n');
+    yajl_gen_free(l.g);
+  } else {
+    printf("(* no BF16: the FP16 tensor rate; 'memplay devices NAME' shows every figure)\n");
+  }
+  return 0;
+}
+
+/* --delete */
+static int delete_profile(store *s, const char *name, char *err, size_t n) {
+  int rc = devices_store_delete(s, name, err, n);
+  if (rc == 1) snprintf(err, n, "no device profile '%s' (see 'memplay devices')", name);
+  return rc ? -1 : 0;
+}
+
+/* --reset, then the profile as it now is in *e. */
+static int reset_profile(store *s, const char *name, devices_entry *e, char *err, size_t n) {
+  int rc = devices_store_reset(s, name, err, n);
+  if (rc == 1) snprintf(err, n, "'%s' is not a built-in device profile (only built-ins can be reset)", name);
+  if (rc) return -1;
+  return devices_store_get(s, name, e, err, n) < 0 ? -1 : 0;
+}
+
+/* --from BASE: a copy of BASE named NAME in *e (not stored yet); NAME must be new. */
+static int copy_profile(store *s, const char *name, const char *from, devices_entry *e, char *err, size_t n) {
+  int rc = devices_store_get(s, name, e, err, n);
+  if (rc < 0) return -1;
+  if (rc == 0) {
+    snprintf(err, n, "device profile '%s' already exists (edit it with --set)", e->p.name);
+    return -1;
+  }
+  rc = devices_store_get(s, from, e, err, n);
+  if (rc < 0) return -1;
+  if (rc == 1) {
+    snprintf(err, n, "no device profile '%s' to copy (see 'memplay devices')", from);
+    return -1;
+  }
+  snprintf(e->p.name, sizeof e->p.name, "%s", name);
+  e->p.match[0] = 0; /* a copy is chosen by name, never by a trace's recorded device */
+  return 0;
+}
+
+/* NAME shown, or changed by --from and --set, stored and read back into *e; *verb says what
+ * happened (NULL: nothing). */
+static int edit_profile(store *s, const devices_args *a, devices_entry *e, const char **verb, char *err, size_t n) {
+  if (a->from) {
+    if (copy_profile(s, a->name, a->from, e, err, n)) return -1;
+    *verb = "created";
+  } else {
+    int rc = devices_store_get(s, a->name, e, err, n);
+    if (rc < 0) return -1;
+    if (rc == 1) {
+      snprintf(err, n, "no device profile '%s' (see 'memplay devices'; create one with --from BASE)", a->name);
+      return -1;
+    }
+    *verb = a->nsets ? "updated" : NULL;
+  }
+  for (int i = 0; i < a->nsets; i++) {
+    char key[64];
+    set_key(a->sets[i], key, sizeof key);
+    sim_device_set(&e->p, key, strchr(a->sets[i], '=') + 1, err, n); /* checked by devices_check */
+  }
+  int writes = a->nsets || a->from;
+  if (writes) {
+    const char *source = a->from || !strcmp(e->source, "builtin") ? "user" : e->source;
+    if (devices_store_put(s, &e->p, source, err, n)) return -1;
+  }
+  if ((writes || !*verb) && devices_store_get(s, a->name, e, err, n) < 0) return -1;
+  return 0;
+}
+
+/* What a change did: the profile as it now is (with the verb first), or that it was deleted. */
+static void print_change(cli *c, const devices_args *a, const devices_entry *e, const char *verb) {
+  if (c->json) {
+    yajl_gen g = jsonw_file(stdout, 0);
+    if (a->del) {
+      yajl_gen_map_open(g);
+      jsonw_kstr(g, "deleted", a->name);
+      yajl_gen_map_close(g);
+    } else {
+      entry_json(g, e);
+    }
+    putchar('\n');
+    yajl_gen_free(g);
+  } else if (a->del) {
+    printf("deleted device profile '%s'\n", a->name);
+  } else {
+    if (verb) printf("%s device profile '%s' (%s)\n", verb, e->p.name, e->source);
+    show_human(e);
+  }
+}
+
+/* Gives up on the store: err printed, the transaction rolled back. Returns CLI_FAIL. */
+static int devices_fail(store *s, const char *err) {
+  cli_error("%s", err);
+  store_rollback(s);
+  store_close(s);
+  return CLI_FAIL;
+}
+
+int cmd_devices(int argc, char **argv, cli *c) {
+  devices_args a;
+  int code;
+  if (devices_parse(argc, argv, c, &a, &code)) return code;
+  if (a.fields) {
+    if (optind != argc || a.nsets || a.from || a.del || a.reset)
       return cli_usage_error("devices", "--fields takes no other arguments");
     print_fields();
     return CLI_OK;
   }
-  if (optind + 1 < argc) return cli_usage_error("devices", "devices takes at most one NAME");
-  const char *name = optind < argc ? argv[optind] : NULL;
-  if (!name && (nsets || from || del || reset)) return cli_usage_error("devices", "name the device profile to change");
-  if (del + reset + (from != NULL) > 1) return cli_usage_error("devices", "--delete, --reset and --from exclude each other");
-  if ((del || reset) && nsets) return cli_usage_error("devices", "--set cannot go with --delete or --reset");
-  if (name && !sim_device_name_ok(name))
-    return cli_usage_error("devices", "'%s' is not a valid profile name (letters, digits, '-', '_', '.')", name);
-
-  /* Check the edits before touching the store. */
-  sim_device_profile scratch;
-  sim_device_defaults(&scratch);
-  char err[1024];
-  for (int i = 0; i < nsets; i++) {
-    char key[64];
-    const char *eq = strchr(sets[i], '=');
-    snprintf(key, sizeof key, "%.*s", (int)(eq - sets[i]), sets[i]);
-    if (!strcmp(key, "name")) return cli_usage_error("devices", "the name is not a field (create a copy with --from)");
-    if (sim_device_set(&scratch, key, eq + 1, err, sizeof err)) return cli_usage_error("devices", "%s", err);
-  }
-
+  if ((code = devices_check(&a, argc, argv)) != CLI_OK) return code;
   store *s = cli_open_store(c, 1);
   if (!s) return CLI_FAIL;
-  int writes = name && (nsets || from || del || reset);
-  devices_entry e;
-  yajl_gen g = NULL;
   if (store_begin(s)) {
     cli_error("%s", store_error(s));
     store_close(s);
     return CLI_FAIL;
   }
-  if (devices_store_seed(s, err, sizeof err)) goto fail;
-
-  if (!name) { /* list */
-    list_ctx l = {NULL};
-    if (c->json) {
-      g = jsonw_file(stdout, 0);
-      yajl_gen_map_open(g);
-      jsonw_str(g, "devices");
-      yajl_gen_array_open(g);
-      l.g = g;
-    } else {
-      printf("%-12s %-10s %10s %11s %12s %10s %8s  %s\n", "NAME", "SOURCE", "MEMORY", "H2D PINNED", "H2D PAGEABLE",
-             "MEM BW", "BF16", "DESCRIPTION");
-    }
-    if (devices_store_each(s, list_one, &l, err, sizeof err)) goto fail;
-    if (g) {
-      yajl_gen_array_close(g);
-      yajl_gen_map_close(g);
-      putchar('\n');
-    } else {
-      printf("(* no BF16: the FP16 tensor rate; 'memplay devices NAME' shows every figure)\n");
-    }
-    goto done;
+  char err[1024];
+  if (devices_store_seed(s, err, sizeof err)) return devices_fail(s, err);
+  if (!a.name) {
+    if (list_profiles(c, s, err, sizeof err)) return devices_fail(s, err);
+    if (store_commit(s)) return devices_fail(s, store_error(s));
+    store_close(s);
+    return CLI_OK;
   }
-
-  int rc;
+  devices_entry e;
   const char *verb = NULL;
-  if (del) {
-    rc = devices_store_delete(s, name, err, sizeof err);
-    if (rc < 0) goto fail;
-    if (rc == 1) {
-      snprintf(err, sizeof err, "no device profile '%s' (see 'memplay devices')", name);
-      goto fail;
-    }
-    verb = "deleted";
-  } else if (reset) {
-    rc = devices_store_reset(s, name, err, sizeof err);
-    if (rc < 0) goto fail;
-    if (rc == 1) {
-      snprintf(err, sizeof err, "'%s' is not a built-in device profile (only built-ins can be reset)", name);
-      goto fail;
-    }
+  int rc;
+  if (a.del) {
+    rc = delete_profile(s, a.name, err, sizeof err);
+  } else if (a.reset) {
+    rc = reset_profile(s, a.name, &e, err, sizeof err);
     verb = "reset";
   } else {
-    if (from) {
-      rc = devices_store_get(s, name, &e, err, sizeof err);
-      if (rc < 0) goto fail;
-      if (rc == 0) {
-        snprintf(err, sizeof err, "device profile '%s' already exists (edit it with --set)", e.p.name);
-        goto fail;
-      }
-      rc = devices_store_get(s, from, &e, err, sizeof err);
-      if (rc < 0) goto fail;
-      if (rc == 1) {
-        snprintf(err, sizeof err, "no device profile '%s' to copy (see 'memplay devices')", from);
-        goto fail;
-      }
-      snprintf(e.p.name, sizeof e.p.name, "%s", name);
-      e.p.match[0] = 0; /* a copy is chosen by name, never by a trace's recorded device */
-      verb = "created";
-    } else {
-      rc = devices_store_get(s, name, &e, err, sizeof err);
-      if (rc < 0) goto fail;
-      if (rc == 1) {
-        snprintf(err, sizeof err, "no device profile '%s' (see 'memplay devices'; create one with --from BASE)", name);
-        goto fail;
-      }
-      verb = nsets ? "updated" : NULL;
-    }
-    for (int i = 0; i < nsets; i++) {
-      char key[64];
-      const char *eq = strchr(sets[i], '=');
-      snprintf(key, sizeof key, "%.*s", (int)(eq - sets[i]), sets[i]);
-      sim_device_set(&e.p, key, eq + 1, err, sizeof err); /* checked above */
-    }
-    if (writes) {
-      const char *source = from || !strcmp(e.source, "builtin") ? "user" : e.source;
-      if (devices_store_put(s, &e.p, source, err, sizeof err)) goto fail;
-    }
-    if (writes || !verb) {
-      rc = devices_store_get(s, name, &e, err, sizeof err);
-      if (rc < 0) goto fail;
-    }
+    rc = edit_profile(s, &a, &e, &verb, err, sizeof err);
   }
-  if (store_commit(s)) {
-    snprintf(err, sizeof err, "%s", store_error(s));
-    goto fail;
-  }
-  if (c->json) {
-    g = jsonw_file(stdout, 0);
-    if (del) {
-      yajl_gen_map_open(g);
-      jsonw_kstr(g, "deleted", name);
-      yajl_gen_map_close(g);
-    } else {
-      entry_json(g, &e);
-    }
-    putchar('\n');
-  } else if (del) {
-    printf("deleted device profile '%s'\n", name);
-  } else {
-    if (verb) printf("%s device profile '%s' (%s)\n", verb, e.p.name, e.source);
-    show_human(&e);
-  }
-  if (g) yajl_gen_free(g);
+  if (rc) return devices_fail(s, err);
+  if (store_commit(s)) return devices_fail(s, store_error(s));
+  print_change(c, &a, &e, verb);
   store_close(s);
-  return code;
-
-done:
-  if (g) yajl_gen_free(g);
-  if (store_commit(s)) {
-    cli_error("%s", store_error(s));
-    store_rollback(s);
-    store_close(s);
-    return CLI_FAIL;
-  }
-  store_close(s);
-  return code;
-
-fail:
-  if (g) yajl_gen_free(g);
-  cli_error("%s", err);
-  store_rollback(s);
-  store_close(s);
-  return CLI_FAIL;
+  return CLI_OK;
 }

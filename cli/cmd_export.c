@@ -8,16 +8,28 @@
 #include "export/exporter.h"
 #include "cli.h"
 
+static const char *const export_usage[] = {
+  "memplay export TRACE --format jsonl [-o FILE] [--db FILE]",
+  "  --format FORMAT   jsonl",
+  "  -o, --output FILE write to FILE instead of standard output",
+  NULL,
+};
+const cli_usage cmd_export_usage = {
+  .summary = "write a trace out as a file",
+  .lines = export_usage,
+};
+
+static const struct option export_options[] = {
+  {"format", required_argument, NULL, 'f'},
+  {"output", required_argument, NULL, 'o'},
+  CLI_COMMON_OPTIONS,
+  {NULL, 0, NULL, 0},
+};
+
 int cmd_export(int argc, char **argv, cli *c) {
-  static const struct option opts[] = {
-    {"format", required_argument, NULL, 'f'},
-    {"output", required_argument, NULL, 'o'},
-    CLI_COMMON_OPTIONS,
-    {NULL, 0, NULL, 0},
-  };
   const char *format = "jsonl", *output = NULL;
   int opt, code = CLI_OK;
-  while ((opt = cli_getopt(argc, argv, "hf:o:", opts)) != -1) {
+  while ((opt = cli_getopt(argc, argv, "hf:o:", export_options)) != -1) {
     int r = cli_common_option(c, "export", opt, &code);
     if (r < 0) return code;
     if (r) continue;

@@ -7,6 +7,28 @@
 #include "io/jsonw.h"
 #include "cli.h"
 
+static const char *const gen_usage[] = {
+  "memplay gen --events N [--seed S] [--batch B] [--name NAME] [--db FILE] [--json]",
+  "  --events N        number of events (any length)",
+  "  --seed S          the seed that chooses the model and its variation (default 1)",
+  "  --batch B         samples per step (default: chosen by the seed)",
+  "  --name NAME       trace name (default gen-S-N)",
+  NULL,
+};
+const cli_usage cmd_gen_usage = {
+  .summary = "generate a synthetic training trace into the store",
+  .lines = gen_usage,
+};
+
+static const struct option gen_options[] = {
+  {"events", required_argument, NULL, 'e'},
+  {"seed", required_argument, NULL, 's'},
+  {"batch", required_argument, NULL, 'b'},
+  {"name", required_argument, NULL, 'n'},
+  CLI_COMMON_OPTIONS,
+  {NULL, 0, NULL, 0},
+};
+
 static int parse_u64(const char *s, uint64_t *out) {
   errno = 0;
   char *end;
@@ -17,18 +39,10 @@ static int parse_u64(const char *s, uint64_t *out) {
 }
 
 int cmd_gen(int argc, char **argv, cli *c) {
-  static const struct option opts[] = {
-    {"events", required_argument, NULL, 'e'},
-    {"seed", required_argument, NULL, 's'},
-    {"batch", required_argument, NULL, 'b'},
-    {"name", required_argument, NULL, 'n'},
-    CLI_COMMON_OPTIONS,
-    {NULL, 0, NULL, 0},
-  };
   gen_config cfg = {0, 1, 0};
   const char *name = NULL;
   int have_events = 0, opt, code = CLI_OK;
-  while ((opt = cli_getopt(argc, argv, "he:s:b:n:", opts)) != -1) {
+  while ((opt = cli_getopt(argc, argv, "he:s:b:n:", gen_options)) != -1) {
     int r = cli_common_option(c, "gen", opt, &code);
     if (r < 0) return code;
     if (r) continue;

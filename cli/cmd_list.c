@@ -4,6 +4,17 @@
 #include "io/jsonw.h"
 #include "cli.h"
 
+static const char *const list_usage[] = {
+  "memplay list [--db FILE] [--json]",
+  NULL,
+};
+const cli_usage cmd_list_usage = {
+  .summary = "list the traces in the store",
+  .lines = list_usage,
+};
+
+static const struct option list_options[] = {CLI_COMMON_OPTIONS, {NULL, 0, NULL, 0}};
+
 typedef struct list_ctx {
   cli *c;
   yajl_gen g;
@@ -34,9 +45,8 @@ static int one(void *arg, const store_trace *t) {
 }
 
 int cmd_list(int argc, char **argv, cli *c) {
-  static const struct option opts[] = {CLI_COMMON_OPTIONS, {NULL, 0, NULL, 0}};
   int opt, code = CLI_OK;
-  while ((opt = cli_getopt(argc, argv, "h", opts)) != -1)
+  while ((opt = cli_getopt(argc, argv, "h", list_options)) != -1)
     if (cli_common_option(c, "list", opt, &code) < 0) return code;
   if (optind != argc) return cli_usage_error("list", "list takes no arguments");
   store *s = cli_open_store(c, 0);

@@ -10,6 +10,56 @@
  * the program succeeded and its trace could not be recorded or imported: then 1.
  */
 
+static const char *const record_usage[] = {
+  "memplay record [--name NAME] [--output FILE] [--recorder LIB] [--db FILE] [--json] -- COMMAND [ARGS...]",
+  "  --name NAME       name of the new trace (default: the command's name)",
+  "  --output FILE     also keep the recorded JSON Lines at FILE",
+  "  --recorder LIB    the recorder library (default: $MEMPLAY_RECORDER, else libmemplay_recorder.so",
+  "                    beside memplay or in its library folder)",
+  "  exit status: the program's own (128+N when signal N ended it); 1 or 2 when memplay fails first",
+  NULL,
+};
+const cli_usage cmd_record_usage = {
+  .summary = "run a CUDA program under the recorder and import what it did as a new trace",
+  .lines = record_usage,
+};
+
+static const struct option record_options[] = {
+  {"name", required_argument, NULL, 'n'},
+  {"output", required_argument, NULL, 'o'},
+  {"recorder", required_argument, NULL, 'r'},
+  CLI_COMMON_OPTIONS,
+  {NULL, 0, NULL, 0},
+};
+
+typedef struct record_args {
+  const char *name, *output, *recorder;
+  char **cmd; /* the program and its arguments */
+} record_args;
+
+/* Parses record's options up to the program, which must follow. Returns 0, or -1 with the exit
+ * code in *code. */
+static int record_parse(int argc, char **argv, cli *c, record_args *a, int *code) {
+  memset(a, 0, sizeof *a);
+  *code = CLI_OK;
+  int opt;
+  /* '+': options stop at the command, whose own options are its business. */
+  while ((opt = cli_getopt(argc, argv, "+hn:o:r:", record_options)) != -1) {
+    int r = cli_common_option(c, "record", opt, code);
+    if (r < 0) return -1;
+    if (r) continue;
+    if (opt == 'n') a->name = optarg;
+    else if (opt == 'o') a->output = optarg;
+    else if (opt == 'r') a->recorder = optarg;
+  }
+  if (optind >= argc) {
+    *code = cli_usage_error("record", "no COMMAND given (write it after --)");
+    return -1;
+  }
+  a->cmd = argv + optind;
+  return 0;
+}
+
 #ifdef MEMPLAY_HAVE_CUDA
 #include <dirent.h>
 #include <errno.h>
@@ -231,71 +281,148 @@ static int run_program(char **argv, const char *lib, const char *dir, char *err,
   return status;
 }
 
-int cmd_record(int argc, char **argv, cli *c) {
-  static const struct option opts[] = {
-    {"name", required_argument, NULL, 'n'},
-    {"output", required_argument, NULL, 'o'},
-    {"recorder", required_argument, NULL, 'r'},
-    CLI_COMMON_OPTIONS,
-    {NULL, 0, NULL, 0},
-  };
-  const char *name = NULL, *output = NULL, *recorder = NULL;
-  int opt, code = CLI_OK;
-  /* '+': options stop at the command, whose own options are its business. */
-  while ((opt = cli_getopt(argc, argv, "+hn:o:r:", opts)) != -1) {
-    int r = cli_common_option(c, "record", opt, &code);
-    if (r < 0) return code;
-    if (r) continue;
-    if (opt == 'n') name = optarg;
-    else if (opt == 'o') output = optarg;
-    else if (opt == 'r') recorder = optarg;
-  }
-  if (optind >= argc) return cli_usage_error("record", "no COMMAND given (write it after --)");
-  if (name && !*name) return cli_usage_error("record", "--name wants a non-empty name");
-  char **cmd = argv + optind;
+/* Checks what recording needs before the program runs: the CUDA driver, the recorder library (its
+ * path in *lib), the store, and a free name. The store, or NULL after the message. */
+static store *record_open(cli *c, const record_args *a, char **lib) {
   char err[2048];
   cudart_info *info = calloc(1, sizeof *info);
   int probe = cudart_probe(info, err, sizeof err);
   free(info);
   if (probe) {
-    cli_error("cannot record '%s': %s", cmd[0], err);
-    return CLI_FAIL;
+    cli_error("cannot record '%s': %s", a->cmd[0], err);
+    return NULL;
   }
   char lerr[8192];
-  char *lib = find_recorder(recorder, lerr, sizeof lerr);
-  if (!lib) {
+  *lib = find_recorder(a->recorder, lerr, sizeof lerr);
+  if (!*lib) {
     cli_error("%s", lerr);
-    return CLI_FAIL;
+    return NULL;
   }
   store *s = cli_open_store(c, 1);
-  if (!s) {
-    free(lib);
-    return CLI_FAIL;
-  }
   store_trace t;
-  if (name && store_trace_find(s, name, &t) == 0) {
+  if (s && a->name && store_trace_find(s, a->name, &t) == 0) {
     store_trace_clear(&t);
-    cli_error("a trace named '%s' already exists (choose another --name, or 'memplay rm' it)", name);
+    cli_error("a trace named '%s' already exists (choose another --name, or 'memplay rm' it)", a->name);
     store_close(s);
-    free(lib);
-    return CLI_FAIL;
+    s = NULL;
   }
+  if (!s) {
+    free(*lib);
+    *lib = NULL;
+  }
+  return s;
+}
+
+/* A new folder for the recorder to write into, as an absolute path (the program may change
+ * folder). 0, or -1 after the message. */
+static int record_dir_make(char *dir, size_t n) {
   const char *tmp = getenv("TMPDIR");
-  char dir[4096];
-  snprintf(dir, sizeof dir, "%s/memplay-record-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-  char *made = mkdtemp(dir) ? realpath(dir, NULL) : NULL; /* absolute: the program may change folder */
+  snprintf(dir, n, "%s/memplay-record-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+  char *made = mkdtemp(dir) ? realpath(dir, NULL) : NULL;
   if (!made) {
     cli_error("cannot make a folder for the recording in '%s': %s", tmp && *tmp ? tmp : "/tmp", strerror(errno));
+    return -1;
+  }
+  snprintf(dir, n, "%s", made);
+  free(made);
+  return 0;
+}
+
+/* Imports each recorded process's trace (and copies it to --output). 1 when any failed. */
+static int import_recordings(store *s, rec_list *l, const record_args *a) {
+  int failed = 0;
+  char err[2048];
+  const char *base = a->name ? a->name : base_name(a->cmd[0]);
+  for (size_t i = 0; i < l->n; i++) {
+    recorded *r = &l->v[i];
+    char *out = a->output ? output_path(a->output, r->pid, l->n > 1) : NULL;
+    if (out && copy_file(r->path, out, err, sizeof err)) {
+      cli_error("%s", err);
+      failed = 1;
+    }
+    char want[512];
+    if (l->n > 1) snprintf(want, sizeof want, "%s-%ld", base, r->pid);
+    else snprintf(want, sizeof want, "%s", base);
+    char *tname = a->name ? strdup(want) : store_unique_name(s, want);
+    import_ctx ic = {.s = s, .path = r->path, .name = tname, .on_trace = on_trace, .on_warning = on_warning, .arg = r};
+    if (import_file(&ic, "jsonl")) {
+      cli_error("cannot import the trace of process %ld: %s", r->pid, ic.err);
+      failed = 1;
+    } else {
+      /* The file it came from is gone; keep the copy's path when there is one. */
+      store_trace_set_source_file(s, r->id, out);
+    }
+    free(tname);
+    free(out);
+  }
+  return failed;
+}
+
+static void print_json(int status, const rec_list *l) {
+  yajl_gen g = jsonw_file(stdout, 0);
+  yajl_gen_map_open(g);
+  jsonw_kint(g, "exit_status", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+  jsonw_str(g, "signal");
+  if (WIFSIGNALED(status)) jsonw_int(g, WTERMSIG(status));
+  else jsonw_null(g);
+  jsonw_str(g, "traces");
+  yajl_gen_array_open(g);
+  for (size_t i = 0; i < l->n; i++) {
+    if (!l->v[i].id) continue;
+    yajl_gen_map_open(g);
+    jsonw_kint(g, "id", l->v[i].id);
+    jsonw_kstr(g, "name", l->v[i].name);
+    jsonw_kint(g, "events", l->v[i].events);
+    jsonw_kint(g, "pid", l->v[i].pid);
+    yajl_gen_map_close(g);
+  }
+  yajl_gen_array_close(g);
+  jsonw_str(g, "errors");
+  yajl_gen_array_open(g);
+  for (size_t i = 0; i < l->nerr; i++) jsonw_str(g, l->errors[i]);
+  yajl_gen_array_close(g);
+  yajl_gen_map_close(g);
+  yajl_gen_free(g);
+  putchar('\n');
+}
+
+static void print_human(store *s, const rec_list *l, const char *program, int prog) {
+  for (size_t i = 0; i < l->n; i++)
+    if (l->v[i].id)
+      printf("recorded '%s' (process %ld): %lld events, trace %lld in %s\n", l->v[i].name, l->v[i].pid,
+             (long long)l->v[i].events, (long long)l->v[i].id, store_path(s));
+  if (prog) printf("'%s' exited with status %d\n", program, prog);
+}
+
+static void rec_list_release(rec_list *l) {
+  for (size_t i = 0; i < l->n; i++) {
+    free(l->v[i].path);
+    free(l->v[i].name);
+  }
+  free(l->v);
+  for (size_t i = 0; i < l->nerr; i++) free(l->errors[i]);
+  free(l->errors);
+}
+
+int cmd_record(int argc, char **argv, cli *c) {
+  record_args a;
+  int code;
+  if (record_parse(argc, argv, c, &a, &code)) return code;
+  if (a.name && !*a.name) return cli_usage_error("record", "--name wants a non-empty name");
+  char *lib;
+  store *s = record_open(c, &a, &lib);
+  if (!s) return CLI_FAIL;
+  char dir[4096];
+  if (record_dir_make(dir, sizeof dir)) {
     store_close(s);
     free(lib);
     return CLI_FAIL;
   }
-  snprintf(dir, sizeof dir, "%s", made);
-  free(made);
   if (getenv("CUDA_INJECTION64_PATH"))
     cli_warning("CUDA_INJECTION64_PATH was set ('%s'); the recorder replaces it for this run",
                 getenv("CUDA_INJECTION64_PATH"));
-  int status = run_program(cmd, lib, dir, err, sizeof err);
+  char err[2048];
+  int status = run_program(a.cmd, lib, dir, err, sizeof err);
   free(lib);
   if (status < 0) {
     cli_error("%s", err);
@@ -304,112 +431,36 @@ int cmd_record(int argc, char **argv, cli *c) {
     return CLI_FAIL;
   }
   int prog = WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
-  if (WIFSIGNALED(status)) cli_warning("'%s' was ended by signal %d", cmd[0], WTERMSIG(status));
+  if (WIFSIGNALED(status)) cli_warning("'%s' was ended by signal %d", a.cmd[0], WTERMSIG(status));
 
   rec_list l = {0};
   scan(dir, &l);
   for (size_t i = 0; i < l.nerr; i++) cli_warning("%s", l.errors[i]);
   if (l.partial) cli_warning("%d process%s ended while writing its trace", l.partial, l.partial == 1 ? "" : "es");
-  int failed = 0;
-  const char *base = name ? name : base_name(cmd[0]);
-  for (size_t i = 0; i < l.n; i++) {
-    recorded *r = &l.v[i];
-    char *out = output ? output_path(output, r->pid, l.n > 1) : NULL;
-    if (out && copy_file(r->path, out, err, sizeof err)) {
-      cli_error("%s", err);
-      failed = 1;
-    }
-    char want[512];
-    if (l.n > 1) snprintf(want, sizeof want, "%s-%ld", base, r->pid);
-    else snprintf(want, sizeof want, "%s", base);
-    char *tname = name ? strdup(want) : store_unique_name(s, want);
-    import_ctx ic = {.s = s, .path = r->path, .name = tname, .on_trace = on_trace, .on_warning = on_warning, .arg = r};
-    if (import_file(&ic, "jsonl")) {
-      cli_error("cannot import the trace of process %ld: %s", r->pid, ic.err);
-      failed = 1;
-    } else {
-      /* The file it came from is gone; keep the copy's path when there is one. */
-      sqlite3_stmt *q = store_stmt(s, "UPDATE traces SET source_file = :file WHERE id = :id");
-      if (q) {
-        if (out) sqlite3_bind_text(q, 1, out, -1, SQLITE_TRANSIENT);
-        sqlite3_bind_int64(q, 2, r->id);
-        if (sqlite3_step(q) != SQLITE_DONE) store_fail(s, q, "cannot update the trace");
-      }
-    }
-    free(tname);
-    free(out);
-  }
+  int failed = import_recordings(s, &l, &a);
   if (l.n == 0) {
     cli_error("'%s' left no trace: it did not use CUDA, or it ended without exiting normally (killed, _exit, a "
               "crash), or the recorder could not start",
-              cmd[0]);
+              a.cmd[0]);
     failed = 1;
   }
-  if (c->json) {
-    yajl_gen g = jsonw_file(stdout, 0);
-    yajl_gen_map_open(g);
-    jsonw_kint(g, "exit_status", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
-    jsonw_str(g, "signal");
-    if (WIFSIGNALED(status)) jsonw_int(g, WTERMSIG(status));
-    else jsonw_null(g);
-    jsonw_str(g, "traces");
-    yajl_gen_array_open(g);
-    for (size_t i = 0; i < l.n; i++) {
-      if (!l.v[i].id) continue;
-      yajl_gen_map_open(g);
-      jsonw_kint(g, "id", l.v[i].id);
-      jsonw_kstr(g, "name", l.v[i].name);
-      jsonw_kint(g, "events", l.v[i].events);
-      jsonw_kint(g, "pid", l.v[i].pid);
-      yajl_gen_map_close(g);
-    }
-    yajl_gen_array_close(g);
-    jsonw_str(g, "errors");
-    yajl_gen_array_open(g);
-    for (size_t i = 0; i < l.nerr; i++) jsonw_str(g, l.errors[i]);
-    yajl_gen_array_close(g);
-    yajl_gen_map_close(g);
-    yajl_gen_free(g);
-    putchar('\n');
-  } else {
-    for (size_t i = 0; i < l.n; i++)
-      if (l.v[i].id)
-        printf("recorded '%s' (process %ld): %lld events, trace %lld in %s\n", l.v[i].name, l.v[i].pid,
-               (long long)l.v[i].events, (long long)l.v[i].id, store_path(s));
-    if (prog) printf("'%s' exited with status %d\n", cmd[0], prog);
-  }
-  for (size_t i = 0; i < l.n; i++) {
-    free(l.v[i].path);
-    free(l.v[i].name);
-  }
-  free(l.v);
-  for (size_t i = 0; i < l.nerr; i++) free(l.errors[i]);
-  free(l.errors);
+  if (c->json) print_json(status, &l);
+  else print_human(s, &l, a.cmd[0], prog);
+  rec_list_release(&l);
   remove_dir(dir);
   store_close(s);
-  (void)code;
   return prog ? prog : failed ? CLI_FAIL : CLI_OK;
 }
 
 #else
 
 int cmd_record(int argc, char **argv, cli *c) {
-  static const struct option opts[] = {
-    {"name", required_argument, NULL, 'n'},
-    {"output", required_argument, NULL, 'o'},
-    {"recorder", required_argument, NULL, 'r'},
-    CLI_COMMON_OPTIONS,
-    {NULL, 0, NULL, 0},
-  };
-  int opt, code = CLI_OK;
-  while ((opt = cli_getopt(argc, argv, "+hn:o:r:", opts)) != -1) {
-    int r = cli_common_option(c, "record", opt, &code);
-    if (r < 0) return code;
-  }
-  if (optind >= argc) return cli_usage_error("record", "no COMMAND given (write it after --)");
+  record_args a;
+  int code;
+  if (record_parse(argc, argv, c, &a, &code)) return code;
   cli_error("this memplay was built without CUDA support, so it cannot record '%s': build it where the CUDA "
             "toolkit is installed (see docs/gpu.md)",
-            argv[optind]);
+            a.cmd[0]);
   return CLI_FAIL;
 }
 

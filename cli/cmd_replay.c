@@ -6,6 +6,48 @@
 #include "session/session.h"
 #include "cli.h"
 
+static const char *const replay_usage[] = {
+  "memplay replay TRACE [--allocator SPEC] [--capacity SIZE] [--device NAME] [--timing OPTIONS] [--stop-at-oom]",
+  "                     [--timeline] [--no-save] [--check] [--backend sim|cuda] [--scale F|fit] [--pace]",
+  "                     [--db FILE] [--json]",
+  "  --allocator SPEC  model and options, e.g. torch:expandable_segments:True or bfc:allow_growth=true",
+  "                    (default: the allocator that recorded the trace, else ideal)",
+  "  --capacity SIZE   device memory the process may use (default: the --device profile's, else unlimited)",
+  "  --device NAME     predict time on this device profile (see 'memplay devices'; default: the profile that",
+  "                    matches the trace's recorded device, if any)",
+  "  --timing OPTIONS  time model options, e.g. copies=recorded,device_waits=drop (see docs/timemodel.md):",
+  "                    copies=model|recorded device_waits=keep|drop dependencies=infer|off",
+  "                    kernel_scale=FACTOR malloc_syncs=true|false batch=SAMPLES_PER_STEP",
+  "  --stop-at-oom     stop at the first allocation that does not fit",
+  "  --timeline        include the downsampled timeline in --json output",
+  "  --no-save         do not store the run",
+  "  --check           check the model's invariants after every event (slow)",
+  "  --backend NAME    sim (default), or cuda: perform the trace on the GPU and measure it (docs/gpu.md)",
+  "  --scale F|fit     cuda backend: multiply every size by F (0 < F <= 1), or by the largest factor that fits",
+  "  --pace            cuda backend: issue each event no earlier than its recorded host time",
+  NULL,
+};
+const cli_usage cmd_replay_usage = {
+  .summary = "replay a trace through an allocator model: peaks, fragmentation, OOMs, and time on a device",
+  .lines = replay_usage,
+};
+
+
+static const struct option replay_options[] = {
+  {"allocator", required_argument, NULL, 'a'},
+  {"device", required_argument, NULL, 'd'},
+  {"timing", required_argument, NULL, 't'},
+  {"capacity", required_argument, NULL, 'c'},
+  {"stop-at-oom", no_argument, NULL, 'S'},
+  {"timeline", no_argument, NULL, 'T'},
+  {"no-save", no_argument, NULL, 'N'},
+  {"check", no_argument, NULL, 'K'},
+  {"backend", required_argument, NULL, 'B'},
+  {"scale", required_argument, NULL, 'X'},
+  {"pace", no_argument, NULL, 'P'},
+  CLI_COMMON_OPTIONS,
+  {NULL, 0, NULL, 0},
+};
 
 static double pct(int64_t part, int64_t whole) { return whole > 0 ? 100.0 * (double)part / (double)whole : 0; }
 
@@ -117,26 +159,11 @@ typedef struct replay_opts {
 
 /* Parses the command line into *o; returns -1 to go on, else the exit code (usage, -h). */
 static int parse_options(int argc, char **argv, cli *c, replay_opts *o) {
-  static const struct option opts[] = {
-    {"allocator", required_argument, NULL, 'a'},
-    {"device", required_argument, NULL, 'd'},
-    {"timing", required_argument, NULL, 't'},
-    {"capacity", required_argument, NULL, 'c'},
-    {"stop-at-oom", no_argument, NULL, 'S'},
-    {"timeline", no_argument, NULL, 'T'},
-    {"no-save", no_argument, NULL, 'N'},
-    {"check", no_argument, NULL, 'K'},
-    {"backend", required_argument, NULL, 'B'},
-    {"scale", required_argument, NULL, 'X'},
-    {"pace", no_argument, NULL, 'P'},
-    CLI_COMMON_OPTIONS,
-    {NULL, 0, NULL, 0},
-  };
   session_request_init(&o->req);
   o->req.use_environment = 1;
   o->save = 1;
   int opt, code = CLI_OK;
-  while ((opt = cli_getopt(argc, argv, "ha:c:", opts)) != -1) {
+  while ((opt = cli_getopt(argc, argv, "ha:c:", replay_options)) != -1) {
     int r = cli_common_option(c, "replay", opt, &code);
     if (r < 0) return code;
     if (r) continue;

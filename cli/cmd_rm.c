@@ -1,10 +1,20 @@
 /* cmd_rm.c: `memplay rm TRACE...`: delete traces and everything that belongs to them. */
 #include "cli.h"
 
+static const char *const rm_usage[] = {
+  "memplay rm TRACE... [--db FILE]",
+  NULL,
+};
+const cli_usage cmd_rm_usage = {
+  .summary = "delete traces from the store",
+  .lines = rm_usage,
+};
+
+static const struct option rm_options[] = {CLI_COMMON_OPTIONS, {NULL, 0, NULL, 0}};
+
 int cmd_rm(int argc, char **argv, cli *c) {
-  static const struct option opts[] = {CLI_COMMON_OPTIONS, {NULL, 0, NULL, 0}};
   int opt, code = CLI_OK;
-  while ((opt = cli_getopt(argc, argv, "h", opts)) != -1)
+  while ((opt = cli_getopt(argc, argv, "h", rm_options)) != -1)
     if (cli_common_option(c, "rm", opt, &code) < 0) return code;
   if (optind >= argc) return cli_usage_error("rm", "no TRACE given");
   store *s = cli_open_store(c, 0);

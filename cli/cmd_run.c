@@ -19,7 +19,49 @@
 #define MEMPLAY_SCRIPTS_SOURCE NULL
 #endif
 
-/* Options both commands take, parsed into this. */
+static const char *const whatif_usage[] = {
+  "memplay whatif TRACE SCRIPT.lua [--set KEY=VALUE]... [--device NAME] [--out DIR] [--json] [--db FILE]",
+  "  SCRIPT            a path, or the name of a bundled scenario (batch_size, max_batch, ...)",
+  "  --set KEY=VALUE   a parameter of the scenario (its header comment lists them)",
+  "  --device NAME     the device to predict for (see 'memplay devices')",
+  "  --out DIR         the folder for the result files the script writes (CSV, JSON)",
+  "  --json            print {\"scenario\": ..., \"variants\": [...]}; the script's own output goes to stderr",
+  "  --no-save         do not store the variants as runs",
+  "  --max-instructions N  Lua instruction budget (default 2000000000)",
+  "  --max-memory SIZE     Lua memory budget (default 512MiB)",
+  "  --timeout SECONDS     wall-clock budget (default: none)",
+  NULL,
+};
+const cli_usage cmd_whatif_usage = {
+  .summary = "run a what-if scenario (a Lua script) against a trace; its variants are stored as runs",
+  .lines = whatif_usage,
+};
+
+static const char *const run_usage[] = {
+  "memplay run [--set KEY=VALUE]... [--device NAME] [--out DIR] [--json] [--db FILE] SCRIPT.lua [ARGS]...",
+  "  ARGS              given to the script as ... and arg[1..n]",
+  "  --set, --device, --out, --json, --no-save, --max-instructions, --max-memory, --timeout: as for whatif",
+  NULL,
+};
+const cli_usage cmd_run_usage = {
+  .summary = "run a Lua script with the memplay library (sandboxed)",
+  .lines = run_usage,
+};
+
+/* The options both commands take. */
+static const struct option lua_options[] = {
+  {"set", required_argument, NULL, 's'},
+  {"device", required_argument, NULL, 'd'},
+  {"out", required_argument, NULL, 'o'},
+  {"no-save", no_argument, NULL, 'N'},
+  {"max-instructions", required_argument, NULL, 'I'},
+  {"max-memory", required_argument, NULL, 'M'},
+  {"timeout", required_argument, NULL, 'T'},
+  CLI_COMMON_OPTIONS,
+  {NULL, 0, NULL, 0},
+};
+
+/* The options both commands take, parsed. */
 typedef struct lua_opts {
   lua_param *params;
   size_t nparams, cap;
@@ -123,6 +165,25 @@ static const char *status_hint(lua_host_status st) {
   }
 }
 
+/* --device names a profile that is not in the store (or, without a store, not built in): the
+ * command line's mistake, not the script's. 1 after the message. */
+static int device_unknown(store *s, const char *device) {
+  devices_entry dev;
+  char derr[512];
+  int found = s ? devices_store_get(s, device, &dev, derr, sizeof derr) : sim_device_builtin(device) ? 0 : 1;
+  if (!found) return 0;
+  if (found < 0) cli_error("%s", derr);
+  else cli_error("no device profile '%s' (see 'memplay devices')", device);
+  return 1;
+}
+
+/* What the script left in the store: its variants, stored as runs. */
+static void print_stored(const lua_ctx *cx, store *s) {
+  size_t n = lua_api_nvariants(cx);
+  if (n)
+    fprintf(stdout, "stored %zu variant%s of %s as runs in %s\n", n, n == 1 ? "" : "s", cx->scenario, store_path(s));
+}
+
 /*
  * Runs a script for `whatif` (trace_ref set) or `run`: the sandboxed host, the script, then the
  * runs and result files in one go. Returns an exit code.
@@ -148,17 +209,7 @@ static int lua_run(cli *c, const char *cmd, void *opts, const char *trace_ref, c
     s = cli_open_store(c, 0);
     if (!s) goto out;
   }
-  if (o->device) {
-    /* an unknown device is the command line's mistake, not the script's */
-    devices_entry dev;
-    char derr[512];
-    int found = s ? devices_store_get(s, o->device, &dev, derr, sizeof derr) : sim_device_builtin(o->device) ? 0 : 1;
-    if (found) {
-      if (found < 0) cli_error("%s", derr);
-      else cli_error("no device profile '%s' (see 'memplay devices')", o->device);
-      goto out;
-    }
-  }
+  if (o->device && device_unknown(s, o->device)) goto out;
   cx.st = s;
   cx.script = script;
   cx.scenario = scenario;
@@ -197,12 +248,8 @@ static int lua_run(cli *c, const char *cmd, void *opts, const char *trace_ref, c
     cli_error("%s", err);
     goto out;
   }
-  if (c->json) {
-    lua_api_print_json(&cx, stdout);
-  } else if (lua_api_nvariants(&cx) && o->save && s) {
-    fprintf(stdout, "stored %zu variant%s of %s as runs in %s\n", lua_api_nvariants(&cx),
-            lua_api_nvariants(&cx) == 1 ? "" : "s", scenario, store_path(s));
-  }
+  if (c->json) lua_api_print_json(&cx, stdout);
+  else if (o->save && s) print_stored(&cx, s);
   code = CLI_OK;
 out:
   lua_host_free(h); /* before the store: the script's traces refer to it */
@@ -235,20 +282,9 @@ static void lua_opts_free(void *opts) {
  * script, whose own arguments follow). Returns 0, or -1 with the exit code in *code.
  */
 static int lua_getopt(int argc, char **argv, cli *c, const char *cmd, const char *shortopts, void *o, int *code) {
-  static const struct option opts[] = {
-    {"set", required_argument, NULL, 's'},
-    {"device", required_argument, NULL, 'd'},
-    {"out", required_argument, NULL, 'o'},
-    {"no-save", no_argument, NULL, 'N'},
-    {"max-instructions", required_argument, NULL, 'I'},
-    {"max-memory", required_argument, NULL, 'M'},
-    {"timeout", required_argument, NULL, 'T'},
-    CLI_COMMON_OPTIONS,
-    {NULL, 0, NULL, 0},
-  };
   int opt;
   *code = CLI_OK;
-  while ((opt = cli_getopt(argc, argv, shortopts, opts)) != -1) {
+  while ((opt = cli_getopt(argc, argv, shortopts, lua_options)) != -1) {
     int r = cli_common_option(c, cmd, opt, code);
     if (r < 0) return -1;
     if (r) continue;

@@ -9,6 +9,23 @@
 #include "validate/validate.h"
 #include "cli.h"
 
+static const char *const validate_usage[] = {
+  "memplay validate TRACE [--no-save] [--db FILE] [--json]",
+  "  --no-save         do not store the result as a run",
+  "  exit status 0 when every decision and the final state agree, 1 otherwise",
+  NULL,
+};
+const cli_usage cmd_validate_usage = {
+  .summary = "replay a recorded PyTorch snapshot through its allocator's model and compare every decision",
+  .lines = validate_usage,
+};
+
+static const struct option validate_options[] = {
+  {"no-save", no_argument, NULL, 'N'},
+  CLI_COMMON_OPTIONS,
+  {NULL, 0, NULL, 0},
+};
+
 static const char *const block_states[] = {"inactive", "active_allocated", "active_pending_free"};
 
 static double pct(uint64_t part, uint64_t whole) { return whole ? 100.0 * (double)part / (double)whole : 100.0; }
@@ -151,13 +168,8 @@ static void print_human(const store_trace *t, const validate_result *r, int64_t 
 }
 
 int cmd_validate(int argc, char **argv, cli *c) {
-  static const struct option opts[] = {
-    {"no-save", no_argument, NULL, 'N'},
-    CLI_COMMON_OPTIONS,
-    {NULL, 0, NULL, 0},
-  };
   int opt, code = CLI_OK, save = 1;
-  while ((opt = cli_getopt(argc, argv, "h", opts)) != -1) {
+  while ((opt = cli_getopt(argc, argv, "h", validate_options)) != -1) {
     int r = cli_common_option(c, "validate", opt, &code);
     if (r < 0) return code;
     if (r) continue;

@@ -36,7 +36,9 @@ void cli_warning(const char *fmt, ...) {
 }
 
 void cli_print_usage(FILE *f, const cli_command *cmd) {
-  fprintf(f, "usage: %s\n", cmd->usage);
+  const char *const *line = cmd->usage->lines;
+  fprintf(f, "usage: %s\n", *line);
+  while (*++line) fprintf(f, "%s\n", *line);
 }
 
 int cli_usage_error(const char *cmd, const char *fmt, ...) {
@@ -45,11 +47,7 @@ int cli_usage_error(const char *cmd, const char *fmt, ...) {
   report("error: ", fmt, ap);
   va_end(ap);
   const cli_command *c = cmd ? cli_find_command(cmd) : NULL;
-  if (c) {
-    const char *nl = strchr(c->usage, '\n');
-    fprintf(stderr, "usage: %.*s\n(see 'memplay %s -h')\n", nl ? (int)(nl - c->usage) : (int)strlen(c->usage),
-            c->usage, c->name);
-  }
+  if (c) fprintf(stderr, "usage: %s\n(see 'memplay %s -h')\n", c->usage->lines[0], c->name);
   return CLI_USAGE;
 }
 
@@ -80,7 +78,19 @@ int cli_common_option(cli *c, const char *cmd, int opt, int *exit_code) {
   }
 }
 
+/* The command table says what a command may do with the store; a call it does not allow is a
+ * mistake in the table or in the command. */
+static int store_allowed(const cli *c, int create) {
+  unsigned need = CLI_STORE | (create ? CLI_STORE_CREATE : 0);
+  if (c->command && (c->command->flags & need) == need) return 1;
+  cli_error("internal error: command '%s' %s the store, which its row in the command table does not allow (%s)",
+            c->command ? c->command->name : "?", create ? "creates" : "opens",
+            create ? "CLI_STORE | CLI_STORE_CREATE" : "CLI_STORE");
+  return 0;
+}
+
 store *cli_open_store(cli *c, int create) {
+  if (!store_allowed(c, create)) return NULL;
   const char *path = c->db_path;
   if (!path) path = getenv("MEMPLAY_DB");
   if (!path || !*path) path = "memplay.db";

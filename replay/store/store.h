@@ -191,4 +191,43 @@ int store_reader_range(store *s, int64_t trace_id, int64_t from, int64_t to, sto
 int store_reader_next(store_reader *r, sim_event *ev);
 void store_reader_close(store_reader *r);
 
+/* ---------------------------------------------------------------------------------------- */
+/* One trace described (store_info.c): its contents counted, for `memplay info`. */
+
+/* A count under a name, with the bytes the counted events add up to where they have sizes. */
+typedef struct store_tally {
+  char *name;
+  int64_t count, bytes;
+} store_tally;
+
+/* An import note (store_writer_stat): a count of something dropped or guessed. */
+typedef struct store_note {
+  char *name, *severity; /* severity: info, warning, data_loss */
+  int64_t value;
+} store_note;
+
+typedef struct store_summary {
+  store_tally *kinds; /* events by kind (alloc, free, memcpy, ...), in the order of their ids */
+  size_t nkinds;
+  int64_t *devices; /* the devices its events are on, ascending */
+  size_t ndevices;
+  int64_t *streams; /* the streams of its allocations, copies, memsets and kernels, ascending (0: none) */
+  size_t nstreams;
+  store_tally *recorded; /* recorded allocator actions by action, alphabetical */
+  size_t nrecorded;
+  store_tally *categories; /* allocations (device and host) by category, in the order of their ids */
+  size_t ncategories;
+  store_tally *cat_sources; /* the same allocations by how their category was decided ("none": undecided) */
+  size_t ncat_sources;
+  store_note *notes; /* by name */
+  size_t nnotes;
+} store_summary;
+
+/* Counts what trace trace_id holds. 0, or -1 (store_error says why) with *sum cleared. */
+int store_summary_read(store *s, int64_t trace_id, store_summary *sum);
+void store_summary_clear(store_summary *sum);
+
+/* Sets the file a trace came from (NULL: none), e.g. when the file it was imported from is gone. */
+int store_trace_set_source_file(store *s, int64_t trace_id, const char *path);
+
 #endif
