@@ -2,9 +2,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/engine.h"
 #include "io/jsonw.h"
-#include "store/store_source.h"
+#include "session/session.h"
 #include "cli.h"
 
 static const char *const info_usage[] = {
@@ -20,21 +19,24 @@ static const struct option info_options[] = {CLI_COMMON_OPTIONS, {NULL, 0, NULL,
 
 /* What is live at the peak of requested bytes: the trace replayed through `ideal`. */
 static int replay_ideal(store *s, const store_trace *t, replay_result *res) {
-  sim_spec spec;
   char err[1024];
-  sim_spec_parse(&spec, "ideal", err, sizeof err);
-  replay_config cfg = {.spec = &spec, .capacity = UINT64_MAX, .top_sites = 5};
-  replay_source src;
-  if (store_source_open(&src, s, t->id)) {
-    cli_error("%s", store_error(s));
-    sim_spec_release(&spec);
-    return -1;
-  }
-  int rrc = replay_run(&cfg, &src, res, err, sizeof err);
-  replay_source_close(&src);
-  sim_spec_release(&spec);
-  if (rrc) {
-    cli_error("cannot replay '%s': %s", t->name, err);
+  session *ses = session_new(s);
+  session_request req;
+  session_request_init(&req);
+  req.trace = t;
+  req.allocator = "ideal";
+  req.no_device = 1;
+  req.top_sites = 5;
+  session_run run;
+  int rc = session_prepare(ses, &req, &run, err, sizeof err);
+  if (!rc) rc = session_execute(ses, &run, NULL, err, sizeof err);
+  int executed = run.executed;
+  session_take_result(&run, res);
+  session_run_release(&run);
+  session_free(ses);
+  if (rc) {
+    if (executed) cli_error("cannot replay '%s': %s", t->name, err);
+    else cli_error("%s", err);
     return -1;
   }
   return 0;
