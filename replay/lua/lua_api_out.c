@@ -1,10 +1,11 @@
-/* lua_api_out.c: result files for programs: CSV, JSON and text, kept in memory until the run succeeds. */
+/* lua_api_out.c: what a script writes: result files (CSV, JSON, text; kept until the run succeeds), its output. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "io/jsonw.h"
-#include "lua_api_int.h"
+#include "lua_api_help.h"
+#include "lua_lib_funcs.h"
 
 #define MAX_FILES_BYTES (UINT64_C(1) << 30)
 
@@ -44,9 +45,9 @@ static const char *check_name(lua_State *L, int idx) {
   return name;
 }
 
-/* ---- text ---------------------------------------------------------------------------------- */
+/* ---- text ----------------------------------------------------------------------------------- */
 
-static int l_write_text(lua_State *L) {
+int lapi_mp_write_text(lua_State *L) {
   const char *name = check_name(L, 1);
   size_t len;
   const char *s = luaL_checklstring(L, 2, &len);
@@ -56,7 +57,7 @@ static int l_write_text(lua_State *L) {
   return 0;
 }
 
-/* ---- CSV ----------------------------------------------------------------------------------- */
+/* ---- CSV ------------------------------------------------------------------------------------ */
 
 static void csv_cell(luaL_Buffer *b, lua_State *L, int idx) {
   switch (lua_type(L, idx)) {
@@ -93,7 +94,7 @@ static void csv_cell(luaL_Buffer *b, lua_State *L, int idx) {
 }
 
 /* memplay.write_csv(name, rows [, columns]): columns as for print_table (keys or {key=, title=}). */
-static int l_write_csv(lua_State *L) {
+int lapi_mp_write_csv(lua_State *L) {
   const char *name = check_name(L, 1);
   luaL_checktype(L, 2, LUA_TTABLE);
   lua_settop(L, 3);
@@ -193,7 +194,7 @@ static int l_write_csv(lua_State *L) {
   return 0;
 }
 
-/* ---- JSON ---------------------------------------------------------------------------------- */
+/* ---- JSON ----------------------------------------------------------------------------------- */
 
 /* True when the table at idx is a sequence 1..n with nothing else (an empty table is an object). */
 static int is_array(lua_State *L, int idx, size_t *n) {
@@ -323,7 +324,7 @@ static char *encode_json(lua_State *L, int idx, int pretty, size_t *len) {
   return data;
 }
 
-static int l_write_json(lua_State *L) {
+int lapi_mp_write_json(lua_State *L) {
   const char *name = check_name(L, 1);
   luaL_checkany(L, 2);
   size_t len;
@@ -348,7 +349,7 @@ static void push_owned(lua_State *L, char *data, size_t len) {
 }
 
 /* memplay.json(value): the value as JSON text (one line). */
-static int l_json(lua_State *L) {
+int lapi_mp_json(lua_State *L) {
   luaL_checkany(L, 1);
   size_t len;
   char *data = encode_json(L, 1, 0, &len);
@@ -356,13 +357,33 @@ static int l_json(lua_State *L) {
   return 1;
 }
 
-void lapi_out_register(lua_State *L) {
-  static const luaL_Reg funcs[] = {
-    {"write_text", l_write_text},
-    {"write_csv", l_write_csv},
-    {"write_json", l_write_json},
-    {"json", l_json},
-    {NULL, NULL},
-  };
-  luaL_setfuncs(L, funcs, 0);
+/* ---- the run's output ----------------------------------------------------------------------- */
+
+/* Writes its arguments to the run's output (stdout, or stderr under --json). */
+int lapi_mp_write_out(lua_State *L) {
+  lua_ctx *cx = lapi_ctx(L);
+  int n = lua_gettop(L);
+  for (int i = 1; i <= n; i++) {
+    size_t len;
+    const char *s = luaL_tolstring(L, i, &len);
+    fwrite(s, 1, len, cx->out);
+    lua_pop(L, 1);
+  }
+  return 0;
+}
+
+/* print, to the run's output. */
+int lapi_print(lua_State *L) {
+  lua_ctx *cx = lua_host_context(L);
+  FILE *f = cx ? cx->out : stdout;
+  int n = lua_gettop(L);
+  for (int i = 1; i <= n; i++) {
+    size_t len;
+    const char *s = luaL_tolstring(L, i, &len);
+    if (i > 1) fputc('\t', f);
+    fwrite(s, 1, len, f);
+    lua_pop(L, 1);
+  }
+  fputc('\n', f);
+  return 0;
 }
