@@ -407,50 +407,52 @@ static int write_files(lua_ctx *cx, int commit, char *err, size_t errlen) {
   return 0;
 }
 
-int lua_api_finish(lua_ctx *cx, lua_host *h, char *err, size_t errlen) {
-  struct lua_ctx_private *p = cx->p;
-  (void)h;
-  /* Every --set must have been read: a misspelt key would silently do nothing. */
+/* Every --set must have been read (a misspelt key would silently do nothing), and a whatif
+ * must have recorded its variants. */
+static int finish_check(lua_ctx *cx, char *err, size_t errlen) {
   for (size_t i = 0; i < cx->nparams; i++) {
     if (cx->params[i].used) continue;
     snprintf(err, errlen, "--set %s=%s: '%s' is not a parameter of %s (its header comment lists them)",
              cx->params[i].key, cx->params[i].value, cx->params[i].key, cx->script);
-    lua_api_abort(cx);
     return -1;
   }
-  if (cx->whatif && p->nvariants == 0) {
+  if (cx->whatif && cx->p->nvariants == 0) {
     snprintf(err, errlen, "%s recorded no variants (a scenario calls memplay.variant for each)", cx->script);
-    lua_api_abort(cx);
     return -1;
   }
-  if (p->nfiles) {
-    if (!cx->out_dir) {
-      snprintf(err, errlen, "%s writes result files: name a folder for them with --out DIR", cx->script);
-      lua_api_abort(cx);
-      return -1;
-    }
-    struct stat stt;
-    if (stat(cx->out_dir, &stt) != 0) {
-      if (mkdir(cx->out_dir, 0777) != 0) {
-        snprintf(err, errlen, "cannot create '%s': %s", cx->out_dir, strerror(errno));
-        lua_api_abort(cx);
-        return -1;
-      }
-    } else if (!S_ISDIR(stt.st_mode)) {
-      snprintf(err, errlen, "cannot write results into '%s': not a folder", cx->out_dir);
-      lua_api_abort(cx);
-      return -1;
-    }
-    if (write_files(cx, 0, err, errlen)) {
-      write_files(cx, -1, err, 0);
-      lua_api_abort(cx);
-      return -1;
-    }
+  return 0;
+}
+
+/* Makes --out DIR a folder if it is none yet, and writes the result files there under
+ * temporary names (none is left behind on failure). */
+static int finish_stage_files(lua_ctx *cx, char *err, size_t errlen) {
+  if (!cx->out_dir) {
+    snprintf(err, errlen, "%s writes result files: name a folder for them with --out DIR", cx->script);
+    return -1;
   }
+  struct stat stt;
+  if (stat(cx->out_dir, &stt) != 0) {
+    if (mkdir(cx->out_dir, 0777) != 0) {
+      snprintf(err, errlen, "cannot create '%s': %s", cx->out_dir, strerror(errno));
+      return -1;
+    }
+  } else if (!S_ISDIR(stt.st_mode)) {
+    snprintf(err, errlen, "cannot write results into '%s': not a folder", cx->out_dir);
+    return -1;
+  }
+  if (write_files(cx, 0, err, errlen)) {
+    write_files(cx, -1, err, 0);
+    return -1;
+  }
+  return 0;
+}
+
+/* Stores the variants as runs (unless --no-save) and commits the script's transaction. */
+static int finish_store(lua_ctx *cx, char *err, size_t errlen) {
+  struct lua_ctx_private *p = cx->p;
   if (p->nvariants && cx->st && !cx->no_runs) {
     if (!p->tx && store_begin(cx->st)) {
       snprintf(err, errlen, "%s", store_error(cx->st));
-      write_files(cx, -1, err, 0);
       return -1;
     }
     p->tx = 1;
@@ -458,21 +460,31 @@ int lua_api_finish(lua_ctx *cx, lua_host *h, char *err, size_t errlen) {
       lvariant *v = &p->variants[i];
       lresult *lr = v->res;
       run_meta m = lapi_meta(lr, cx->scenario, v->name, v->step_time_s, v->samples_per_s);
-      if (session_save_in(p->ses, &m, &lr->run.result, NULL, SESSION_RESULT_REPORT, &v->run_id, err, errlen)) {
-        write_files(cx, -1, err, 0);
-        lua_api_abort(cx);
+      if (session_save_in(p->ses, &m, &lr->run.result, NULL, SESSION_RESULT_REPORT, &v->run_id, err, errlen))
         return -1;
-      }
     }
   }
   if (p->tx) {
     if (store_commit(cx->st)) {
       snprintf(err, errlen, "%s", store_error(cx->st));
-      write_files(cx, -1, err, 0);
-      lua_api_abort(cx);
       return -1;
     }
     p->tx = 0;
+  }
+  return 0;
+}
+
+int lua_api_finish(lua_ctx *cx, lua_host *h, char *err, size_t errlen) {
+  struct lua_ctx_private *p = cx->p;
+  (void)h;
+  if (finish_check(cx, err, errlen) || (p->nfiles && finish_stage_files(cx, err, errlen))) {
+    lua_api_abort(cx);
+    return -1;
+  }
+  if (finish_store(cx, err, errlen)) {
+    write_files(cx, -1, err, 0);
+    lua_api_abort(cx); /* rolls back the script's writes (nothing when no transaction was opened) */
+    return -1;
   }
   if (p->nfiles && write_files(cx, 1, err, errlen)) return -1;
   p->finished = 1;

@@ -28,6 +28,78 @@ static int cmp_i64(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
+/* A summary being read: the scratch holds its arrays (p[0] the summary, p[1] names, p[2]
+ * streams, p[3] call sites) until it is complete, and its maps: m1 the live allocations by
+ * address, m2, m3, m4 the streams, names and call sites seen. */
+typedef struct summary_read {
+  lsummary *s;
+  lscratch *sc;
+  size_t scap, ncap, sitecap;
+  int64_t live_bytes;
+} summary_read;
+
+static void summary_alloc(summary_read *r, const sim_event *ev) {
+  lsummary *s = r->s;
+  lscratch *sc = r->sc;
+  s->allocs++;
+  s->alloc_bytes += ev->size;
+  if (ev->size < s->size_min) s->size_min = ev->size;
+  if (ev->size > s->size_max) s->size_max = ev->size;
+  int c = ev->category < SIM_CAT__COUNT ? ev->category : 0;
+  s->cat_allocs[c]++;
+  s->cat_bytes[c] += ev->size;
+  add_id(&s->streams, &s->nstreams, &r->scap, &sc->m2, ev->stream);
+  sc->p[2] = s->streams;
+  int existed;
+  uint64_t *slot = sim_map_put(&sc->m1, ev->addr, &existed);
+  if (existed) r->live_bytes -= (int64_t)*slot;
+  *slot = ev->size;
+  r->live_bytes += (int64_t)ev->size;
+  if (r->live_bytes > s->live_peak) {
+    s->live_peak = r->live_bytes;
+    s->live_peak_seq = ev->seq;
+  }
+}
+
+/* Counts one event into the summary. */
+static void summary_add(summary_read *r, const sim_event *ev) {
+  lsummary *s = r->s;
+  lscratch *sc = r->sc;
+  s->events++;
+  if (ev->kind < SIM_EV__COUNT) s->by_kind[ev->kind]++;
+  if (ev->ts < s->first_ts) s->first_ts = ev->ts;
+  if (ev->ts > s->last_ts) s->last_ts = ev->ts;
+  if (ev->step >= 0) {
+    if (ev->step < s->step_min) s->step_min = ev->step;
+    if (ev->step > s->step_max) s->step_max = ev->step;
+  }
+  if (ev->device >= -1 && ev->device < REPLAY_MAX_DEVICES) s->devices[ev->device + 1] = 1;
+  if (ev->name) add_id(&s->names, &s->nnames, &r->ncap, &sc->m3, ev->name), sc->p[1] = s->names;
+  if (ev->stack) add_id(&s->sites, &s->nsites, &r->sitecap, &sc->m4, ev->stack), sc->p[3] = s->sites;
+  switch (ev->kind) {
+  case SIM_EV_ALLOC: summary_alloc(r, ev); break;
+  case SIM_EV_FREE:
+  case SIM_EV_FREE_REQUESTED: {
+    uint64_t v;
+    s->frees++;
+    if (sim_map_del(&sc->m1, ev->addr, &v)) r->live_bytes -= (int64_t)v;
+    break;
+  }
+  case SIM_EV_KERNEL: s->kernel_ns += ev->dur > 0 ? (uint64_t)ev->dur : 0; break;
+  case SIM_EV_MEMCPY:
+    if (ev->dir < SIM_COPY__COUNT && ev->mem < SIM_MEM__COUNT) {
+      s->copies[ev->dir][ev->mem]++;
+      s->copy_bytes[ev->dir][ev->mem] += ev->size;
+    }
+    s->copy_ns += ev->dur > 0 ? (uint64_t)ev->dur : 0;
+    break;
+  case SIM_EV_MARKER:
+    if (ev->flags & SIM_EVF_STEP_BEGIN) s->step_markers++;
+    break;
+  default: break;
+  }
+}
+
 /* Reads the events of node n (of trace t) into a new summary (one reference). */
 static lsummary *summarize(lua_State *L, ltrace *t, const xf_node *n) {
   lscratch *sc = lapi_scratch(L);
@@ -35,7 +107,6 @@ static lsummary *summarize(lua_State *L, ltrace *t, const xf_node *n) {
   lapi_ctx(L);
   if (xf_open(n, &sc->src, err, sizeof err)) luaL_error(L, "cannot read trace '%s': %s", t->meta.name, err);
   sc->src_open = 1;
-  size_t sitecap = 0;
   lsummary *s = sc->p[0] = sim_xcalloc(1, sizeof *s);
   s->refs = 1;
   s->size_min = UINT64_MAX;
@@ -43,64 +114,9 @@ static lsummary *summarize(lua_State *L, ltrace *t, const xf_node *n) {
   s->step_max = INT32_MIN;
   s->first_ts = INT64_MAX;
   s->live_peak_seq = -1;
-  size_t scap = 0, ncap = 0;
-  int64_t live_bytes = 0;
+  summary_read r = {.s = s, .sc = sc};
   sim_event ev;
-  while (lapi_scratch_next(L, sc, &ev, "summary") > 0) {
-    s->events++;
-    if (ev.kind < SIM_EV__COUNT) s->by_kind[ev.kind]++;
-    if (ev.ts < s->first_ts) s->first_ts = ev.ts;
-    if (ev.ts > s->last_ts) s->last_ts = ev.ts;
-    if (ev.step >= 0) {
-      if (ev.step < s->step_min) s->step_min = ev.step;
-      if (ev.step > s->step_max) s->step_max = ev.step;
-    }
-    if (ev.device >= -1 && ev.device < REPLAY_MAX_DEVICES) s->devices[ev.device + 1] = 1;
-    if (ev.name) add_id(&s->names, &s->nnames, &ncap, &sc->m3, ev.name), sc->p[1] = s->names;
-    if (ev.stack) add_id(&s->sites, &s->nsites, &sitecap, &sc->m4, ev.stack), sc->p[3] = s->sites;
-    switch (ev.kind) {
-    case SIM_EV_ALLOC: {
-      s->allocs++;
-      s->alloc_bytes += ev.size;
-      if (ev.size < s->size_min) s->size_min = ev.size;
-      if (ev.size > s->size_max) s->size_max = ev.size;
-      int c = ev.category < SIM_CAT__COUNT ? ev.category : 0;
-      s->cat_allocs[c]++;
-      s->cat_bytes[c] += ev.size;
-      add_id(&s->streams, &s->nstreams, &scap, &sc->m2, ev.stream);
-      sc->p[2] = s->streams;
-      int existed;
-      uint64_t *slot = sim_map_put(&sc->m1, ev.addr, &existed);
-      if (existed) live_bytes -= (int64_t)*slot;
-      *slot = ev.size;
-      live_bytes += (int64_t)ev.size;
-      if (live_bytes > s->live_peak) {
-        s->live_peak = live_bytes;
-        s->live_peak_seq = ev.seq;
-      }
-      break;
-    }
-    case SIM_EV_FREE:
-    case SIM_EV_FREE_REQUESTED: {
-      uint64_t v;
-      s->frees++;
-      if (sim_map_del(&sc->m1, ev.addr, &v)) live_bytes -= (int64_t)v;
-      break;
-    }
-    case SIM_EV_KERNEL: s->kernel_ns += ev.dur > 0 ? (uint64_t)ev.dur : 0; break;
-    case SIM_EV_MEMCPY:
-      if (ev.dir < SIM_COPY__COUNT && ev.mem < SIM_MEM__COUNT) {
-        s->copies[ev.dir][ev.mem]++;
-        s->copy_bytes[ev.dir][ev.mem] += ev.size;
-      }
-      s->copy_ns += ev.dur > 0 ? (uint64_t)ev.dur : 0;
-      break;
-    case SIM_EV_MARKER:
-      if (ev.flags & SIM_EVF_STEP_BEGIN) s->step_markers++;
-      break;
-    default: break;
-    }
-  }
+  while (lapi_scratch_next(L, sc, &ev, "summary") > 0) summary_add(&r, &ev);
   sc->p[0] = sc->p[1] = sc->p[2] = sc->p[3] = NULL; /* now the caller's */
   lapi_scratch_free(sc);
   lua_pop(L, 1);
@@ -314,34 +330,34 @@ static int64_t *site_list(lua_State *L, int idx, const char *key, size_t *n) {
   return ids;
 }
 
-void lapi_filter(lua_State *L, int idx, ltrace *t, xf_filter *f, const char *fn, const char *const *extra) {
-  xf_filter_release(f);
-  if (lua_isnoneornil(L, idx)) return;
-  idx = lua_absindex(L, idx);
-  if (lua_type(L, idx) != LUA_TTABLE) {
-    luaL_error(L, "%s: expects a table of options, not a %s", fn, luaL_typename(L, idx));
-    return;
-  }
-  /* a misspelt key must not silently match everything */
-  lapi_check_options(L, idx, fn, filter_keys, extra);
-#define FIELD(key) (lua_getfield(L, idx, key), lua_isnil(L, -1) ? (lua_pop(L, 1), 0) : 1)
-  if (FIELD("kind")) {
+/* Pushes field key of the filter table at idx and returns 1, or pushes nothing and returns 0
+ * when it is nil. */
+static int field(lua_State *L, int idx, const char *key) {
+  lua_getfield(L, idx, key);
+  if (!lua_isnil(L, -1)) return 1;
+  lua_pop(L, 1);
+  return 0;
+}
+
+/* kind, mem, dir, category and lifetime: sets of names. */
+static void filter_classes(lua_State *L, int idx, ltrace *t, xf_filter *f) {
+  if (field(L, idx, "kind")) {
     f->kinds = name_mask(L, -1, "kind", kind_from, kind_of, SIM_EV__COUNT);
     lua_pop(L, 1);
   }
-  if (FIELD("mem")) {
+  if (field(L, idx, "mem")) {
     f->mems = name_mask(L, -1, "mem", mem_from, mem_of, SIM_MEM__COUNT);
     lua_pop(L, 1);
   }
-  if (FIELD("dir")) {
+  if (field(L, idx, "dir")) {
     f->dirs = name_mask(L, -1, "dir", dir_from, dir_of, SIM_COPY__COUNT);
     lua_pop(L, 1);
   }
-  if (FIELD("category")) {
+  if (field(L, idx, "category")) {
     f->categories = name_mask(L, -1, "category", cat_from, cat_of, SIM_CAT__COUNT);
     lua_pop(L, 1);
   }
-  if (FIELD("lifetime")) {
+  if (field(L, idx, "lifetime")) {
     const char *s = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
     if (s && !strcmp(s, "persistent")) f->lifetime = XF_LIFE_PERSISTENT;
     else if (s && !strcmp(s, "transient")) f->lifetime = XF_LIFE_TRANSIENT;
@@ -350,47 +366,55 @@ void lapi_filter(lua_State *L, int idx, ltrace *t, xf_filter *f, const char *fn,
   }
   /* lifetimes stand in for categories on allocations without one */
   if (f->lifetime || (f->categories && !(f->categories & 1u))) xf_filter_set_lifetime(f, lapi_lifetime(L, t));
-  if (FIELD("stream")) {
+}
+
+/* stream, device, step, seq, size, min_size and max_size: values and ranges. */
+static void filter_ranges(lua_State *L, int idx, xf_filter *f) {
+  if (field(L, idx, "stream")) {
     f->has_stream = 1;
     f->stream = luaL_checkinteger(L, -1);
     lua_pop(L, 1);
   }
-  if (FIELD("device")) {
+  if (field(L, idx, "device")) {
     f->device = (int)luaL_checkinteger(L, -1);
     lua_pop(L, 1);
   }
-  if (FIELD("step")) {
+  if (field(L, idx, "step")) {
     double lo = INT32_MIN, hi = INT32_MAX;
     lapi_range(L, -1, "step", &lo, &hi);
     f->step_min = (int32_t)fmin(fmax(lo, INT32_MIN), INT32_MAX);
     f->step_max = (int32_t)fmax(fmin(hi, INT32_MAX), INT32_MIN);
     lua_pop(L, 1);
   }
-  if (FIELD("seq")) {
+  if (field(L, idx, "seq")) {
     double lo = -9.2e18, hi = 9.2e18;
     lapi_range(L, -1, "seq", &lo, &hi);
     f->seq_min = lo <= -9.2e18 ? INT64_MIN : (int64_t)lo;
     f->seq_max = hi >= 9.2e18 ? INT64_MAX : (int64_t)hi;
     lua_pop(L, 1);
   }
-  if (FIELD("size")) {
+  if (field(L, idx, "size")) {
     double lo = 0, hi = 1.8e19;
     lapi_range(L, -1, "size", &lo, &hi);
     f->size_min = lo <= 0 ? 0 : (uint64_t)lo;
     f->size_max = hi >= 1.8e19 ? UINT64_MAX : (uint64_t)hi;
     lua_pop(L, 1);
   }
-  if (FIELD("min_size")) {
+  if (field(L, idx, "min_size")) {
     f->size_min = lapi_check_size(L, -1, "filter 'min_size'");
     lua_pop(L, 1);
   }
-  if (FIELD("max_size")) {
+  if (field(L, idx, "max_size")) {
     f->size_max = lapi_check_size(L, -1, "filter 'max_size'");
     lua_pop(L, 1);
   }
+}
+
+/* flags and not_flags: event flags by name. */
+static void filter_flags(lua_State *L, int idx, xf_filter *f) {
   static const char *const flag_keys[2] = {"flags", "not_flags"};
   for (int which = 0; which < 2; which++) {
-    if (!FIELD(flag_keys[which])) continue;
+    if (!field(L, idx, flag_keys[which])) continue;
     int tbl = lua_type(L, -1) == LUA_TTABLE;
     int n = tbl ? (int)luaL_len(L, -1) : 1;
     for (int i = 1; i <= n; i++) {
@@ -405,69 +429,92 @@ void lapi_filter(lua_State *L, int idx, ltrace *t, xf_filter *f, const char *fn,
     }
     lua_pop(L, 1);
   }
-  if (FIELD("site")) {
+}
+
+/* site, site_match, exclude_site and exclude_site_match: call sites by id or by their frames. */
+static void filter_sites(lua_State *L, int idx, ltrace *t, xf_filter *f) {
+  if (field(L, idx, "site")) {
     size_t n;
     int64_t *ids = site_list(L, -1, "site", &n);
     xf_filter_set_sites(f, ids, n);
     lua_pop(L, 2);
   }
-  if (FIELD("site_match")) {
+  if (field(L, idx, "site_match")) {
     sites_matching(L, t, -1, "site_match", f, 0);
     lua_pop(L, 1);
   }
-  if (FIELD("exclude_site")) {
+  if (field(L, idx, "exclude_site")) {
     size_t n;
     int64_t *ids = site_list(L, -1, "exclude_site", &n);
     xf_filter_set_excluded_sites(f, ids, n);
     lua_pop(L, 2);
   }
-  if (FIELD("exclude_site_match")) {
+  if (field(L, idx, "exclude_site_match")) {
     if (f->xsites) luaL_error(L, "filter: give exclude_site or exclude_site_match, not both");
     sites_matching(L, t, -1, "exclude_site_match", f, 1);
     lua_pop(L, 1);
   }
-  int has_name = FIELD("name");
-  int has_class = FIELD("class");
-  if (has_name || has_class) {
-    /* stack: [name] [class] */
-    uint32_t classes = 0;
-    if (has_class) classes = name_mask(L, -1, "class", class_from, class_of, XF_KERNEL__COUNT);
-    int name_idx = has_name ? lua_absindex(L, has_class ? -2 : -1) : 0;
-    int pats = 0;
+}
+
+/* name and class: the names of the trace's base that contain a pattern and are of a kernel class. */
+static void filter_names(lua_State *L, int idx, ltrace *t, xf_filter *f) {
+  int has_name = field(L, idx, "name");
+  int has_class = field(L, idx, "class");
+  if (!has_name && !has_class) return;
+  /* stack: [name] [class] */
+  uint32_t classes = 0;
+  if (has_class) classes = name_mask(L, -1, "class", class_from, class_of, XF_KERNEL__COUNT);
+  int name_idx = has_name ? lua_absindex(L, has_class ? -2 : -1) : 0;
+  int pats = 0;
+  if (has_name) {
+    if (lua_type(L, name_idx) == LUA_TSTRING) pats = 1;
+    else if (lua_type(L, name_idx) == LUA_TTABLE) pats = (int)luaL_len(L, name_idx);
+    else luaL_error(L, "filter 'name' must be text or a list of texts (matched as substrings)");
+  }
+  lsummary *s = lapi_base_summary(L, t);
+  int64_t *ids = lua_newuserdatauv(L, (s->nnames ? s->nnames : 1) * sizeof *ids, 0);
+  size_t nids = 0;
+  luaL_Buffer b;
+  for (size_t i = 0; i < s->nnames; i++) {
+    const char *nm = store_string(t->ls->s, s->names[i]);
+    if (!nm) continue;
+    if (has_class && !((classes >> xf_kernel_class_of(nm)) & 1)) continue;
+    int ok = !has_name;
     if (has_name) {
-      if (lua_type(L, name_idx) == LUA_TSTRING) pats = 1;
-      else if (lua_type(L, name_idx) == LUA_TTABLE) pats = (int)luaL_len(L, name_idx);
-      else luaL_error(L, "filter 'name' must be text or a list of texts (matched as substrings)");
-    }
-    lsummary *s = lapi_base_summary(L, t);
-    int64_t *ids = lua_newuserdatauv(L, (s->nnames ? s->nnames : 1) * sizeof *ids, 0);
-    size_t nids = 0;
-    luaL_Buffer b;
-    for (size_t i = 0; i < s->nnames; i++) {
-      const char *nm = store_string(t->ls->s, s->names[i]);
-      if (!nm) continue;
-      if (has_class && !((classes >> xf_kernel_class_of(nm)) & 1)) continue;
-      int ok = !has_name;
-      if (has_name) {
-        luaL_buffinit(L, &b); /* a copy: store_string's buffer is reused */
-        luaL_addstring(&b, nm);
-        luaL_pushresult(&b);
-        const char *copy = lua_tostring(L, -1);
-        for (int k = 1; k <= pats && !ok; k++) {
-          if (lua_type(L, name_idx) == LUA_TTABLE) lua_rawgeti(L, name_idx, k);
-          else lua_pushvalue(L, name_idx);
-          const char *pat = lua_tostring(L, -1);
-          if (pat && strstr(copy, pat)) ok = 1;
-          lua_pop(L, 1);
-        }
+      luaL_buffinit(L, &b); /* a copy: store_string's buffer is reused */
+      luaL_addstring(&b, nm);
+      luaL_pushresult(&b);
+      const char *copy = lua_tostring(L, -1);
+      for (int k = 1; k <= pats && !ok; k++) {
+        if (lua_type(L, name_idx) == LUA_TTABLE) lua_rawgeti(L, name_idx, k);
+        else lua_pushvalue(L, name_idx);
+        const char *pat = lua_tostring(L, -1);
+        if (pat && strstr(copy, pat)) ok = 1;
         lua_pop(L, 1);
       }
-      if (ok) ids[nids++] = s->names[i];
+      lua_pop(L, 1);
     }
-    xf_filter_set_names(f, ids, nids);
-    lua_pop(L, 1 + has_name + has_class);
+    if (ok) ids[nids++] = s->names[i];
   }
-#undef FIELD
+  xf_filter_set_names(f, ids, nids);
+  lua_pop(L, 1 + has_name + has_class);
+}
+
+void lapi_filter(lua_State *L, int idx, ltrace *t, xf_filter *f, const char *fn, const char *const *extra) {
+  xf_filter_release(f);
+  if (lua_isnoneornil(L, idx)) return;
+  idx = lua_absindex(L, idx);
+  if (lua_type(L, idx) != LUA_TTABLE) {
+    luaL_error(L, "%s: expects a table of options, not a %s", fn, luaL_typename(L, idx));
+    return;
+  }
+  /* a misspelt key must not silently match everything */
+  lapi_check_options(L, idx, fn, filter_keys, extra);
+  filter_classes(L, idx, t, f);
+  filter_ranges(L, idx, f);
+  filter_flags(L, idx, f);
+  filter_sites(L, idx, t, f);
+  filter_names(L, idx, t, f);
 }
 
 /* ---- events as Lua tables ------------------------------------------------------------------- */

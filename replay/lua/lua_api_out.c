@@ -93,74 +93,77 @@ static void csv_cell(luaL_Buffer *b, lua_State *L, int idx) {
   }
 }
 
-/* memplay.write_csv(name, rows [, columns]): columns as for print_table (keys or {key=, title=}). */
-int lapi_mp_write_csv(lua_State *L) {
-  const char *name = check_name(L, 1);
-  luaL_checktype(L, 2, LUA_TTABLE);
-  lua_settop(L, 3);
-  /* the column list: keys and titles */
-  lua_newtable(L); /* 4: keys */
-  lua_newtable(L); /* 5: titles */
+/* The columns given (argument 3: keys, or {key = ..., title = ...}) into the tables of keys (4)
+ * and titles (5); returns their number. */
+static int csv_given_columns(lua_State *L) {
   int ncol = 0;
-  if (!lua_isnil(L, 3)) {
-    luaL_checktype(L, 3, LUA_TTABLE);
-    int n = (int)luaL_len(L, 3);
-    for (int i = 1; i <= n; i++) {
-      lua_rawgeti(L, 3, i);
-      if (lua_type(L, -1) == LUA_TSTRING) {
-        lua_pushvalue(L, -1);
-        lua_rawseti(L, 4, ++ncol);
-        lua_rawseti(L, 5, ncol);
-      } else if (lua_type(L, -1) == LUA_TTABLE) {
-        lua_getfield(L, -1, "key");
-        if (lua_isnil(L, -1)) return luaL_error(L, "write_csv: column %d has no key", i);
-        lua_rawseti(L, 4, ++ncol);
-        lua_getfield(L, -1, "title");
-        if (lua_isnil(L, -1)) {
-          lua_pop(L, 1);
-          lua_rawgeti(L, 4, ncol);
-        }
-        lua_rawseti(L, 5, ncol);
+  luaL_checktype(L, 3, LUA_TTABLE);
+  int n = (int)luaL_len(L, 3);
+  for (int i = 1; i <= n; i++) {
+    lua_rawgeti(L, 3, i);
+    if (lua_type(L, -1) == LUA_TSTRING) {
+      lua_pushvalue(L, -1);
+      lua_rawseti(L, 4, ++ncol);
+      lua_rawseti(L, 5, ncol);
+    } else if (lua_type(L, -1) == LUA_TTABLE) {
+      lua_getfield(L, -1, "key");
+      if (lua_isnil(L, -1)) return luaL_error(L, "write_csv: column %d has no key", i);
+      lua_rawseti(L, 4, ++ncol);
+      lua_getfield(L, -1, "title");
+      if (lua_isnil(L, -1)) {
         lua_pop(L, 1);
-      } else {
-        return luaL_error(L, "write_csv: column %d must be a key or {key = ..., title = ...}", i);
+        lua_rawgeti(L, 4, ncol);
       }
-    }
-  } else {
-    /* every string key of every row, sorted */
-    lua_newtable(L); /* 6: seen */
-    int nrows = (int)luaL_len(L, 2);
-    for (int r = 1; r <= nrows; r++) {
-      lua_rawgeti(L, 2, r);
-      if (!lua_istable(L, -1)) return luaL_error(L, "write_csv: row %d is not a table", r);
-      lua_pushnil(L);
-      while (lua_next(L, -2)) {
-        lua_pop(L, 1);
-        if (lua_type(L, -1) != LUA_TSTRING) continue;
-        lua_pushvalue(L, -1);
-        lua_rawget(L, 6);
-        int seen = !lua_isnil(L, -1);
-        lua_pop(L, 1);
-        if (seen) continue;
-        lua_pushvalue(L, -1);
-        lua_pushboolean(L, 1);
-        lua_rawset(L, 6);
-        lua_pushvalue(L, -1);
-        lua_rawseti(L, 4, ++ncol);
-      }
+      lua_rawseti(L, 5, ncol);
       lua_pop(L, 1);
-    }
-    lua_pop(L, 1);
-    lua_getglobal(L, "table");
-    lua_getfield(L, -1, "sort");
-    lua_pushvalue(L, 4);
-    lua_call(L, 1, 0);
-    lua_pop(L, 1);
-    for (int i = 1; i <= ncol; i++) {
-      lua_rawgeti(L, 4, i);
-      lua_rawseti(L, 5, i);
+    } else {
+      return luaL_error(L, "write_csv: column %d must be a key or {key = ..., title = ...}", i);
     }
   }
+  return ncol;
+}
+
+/* No columns given: every string key of every row (argument 2), sorted, as keys (4) and
+ * titles (5); returns their number. */
+static int csv_row_columns(lua_State *L) {
+  int ncol = 0;
+  lua_newtable(L); /* 6: seen */
+  int nrows = (int)luaL_len(L, 2);
+  for (int r = 1; r <= nrows; r++) {
+    lua_rawgeti(L, 2, r);
+    if (!lua_istable(L, -1)) return luaL_error(L, "write_csv: row %d is not a table", r);
+    lua_pushnil(L);
+    while (lua_next(L, -2)) {
+      lua_pop(L, 1);
+      if (lua_type(L, -1) != LUA_TSTRING) continue;
+      lua_pushvalue(L, -1);
+      lua_rawget(L, 6);
+      int seen = !lua_isnil(L, -1);
+      lua_pop(L, 1);
+      if (seen) continue;
+      lua_pushvalue(L, -1);
+      lua_pushboolean(L, 1);
+      lua_rawset(L, 6);
+      lua_pushvalue(L, -1);
+      lua_rawseti(L, 4, ++ncol);
+    }
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 1);
+  lua_getglobal(L, "table");
+  lua_getfield(L, -1, "sort");
+  lua_pushvalue(L, 4);
+  lua_call(L, 1, 0);
+  lua_pop(L, 1);
+  for (int i = 1; i <= ncol; i++) {
+    lua_rawgeti(L, 4, i);
+    lua_rawseti(L, 5, i);
+  }
+  return ncol;
+}
+
+/* Pushes the CSV text: the titles (5), then the rows (2), their cells in the order of the keys (4). */
+static void csv_push_text(lua_State *L, int ncol) {
   luaL_Buffer b;
   luaL_buffinit(L, &b);
   for (int j = 1; j <= ncol; j++) {
@@ -173,7 +176,7 @@ int lapi_mp_write_csv(lua_State *L) {
   int nrows = (int)luaL_len(L, 2);
   for (int r = 1; r <= nrows; r++) {
     lua_rawgeti(L, 2, r);
-    if (!lua_istable(L, -1)) return luaL_error(L, "write_csv: row %d is not a table", r);
+    if (!lua_istable(L, -1)) luaL_error(L, "write_csv: row %d is not a table", r);
     int row = lua_gettop(L);
     for (int j = 1; j <= ncol; j++) {
       if (j > 1) luaL_addchar(&b, ',');
@@ -186,6 +189,18 @@ int lapi_mp_write_csv(lua_State *L) {
     luaL_addchar(&b, '\n');
   }
   luaL_pushresult(&b);
+}
+
+/* memplay.write_csv(name, rows [, columns]): columns as for print_table (keys or {key=, title=}). */
+int lapi_mp_write_csv(lua_State *L) {
+  const char *name = check_name(L, 1);
+  luaL_checktype(L, 2, LUA_TTABLE);
+  lua_settop(L, 3);
+  /* the column list: keys and titles */
+  lua_newtable(L); /* 4: keys */
+  lua_newtable(L); /* 5: titles */
+  int ncol = lua_isnil(L, 3) ? csv_row_columns(L) : csv_given_columns(L);
+  csv_push_text(L, ncol);
   size_t len;
   const char *s = lua_tolstring(L, -1, &len);
   char *data = sim_xmalloc(len + 1);

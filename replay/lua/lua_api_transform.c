@@ -569,6 +569,28 @@ static int64_t map_stack(store *from, store *to, sim_map *cache, int64_t id) {
   return nid;
 }
 
+/* The attrs of a trace t:save() writes into dst: where it came from, as JSON text in a generator. */
+static yajl_gen saved_attrs(const ltrace *t, store *dst, const char *script) {
+  char *desc = xf_node_describe(t->node);
+  yajl_gen g = jsonw_mem();
+  yajl_gen_map_open(g);
+  jsonw_kstr(g, "derived_from", t->meta.name);
+  if (t->ls->s == dst && t->meta.id > 0) jsonw_kint(g, "derived_from_id", t->meta.id);
+  jsonw_str(g, "transforms");
+  yajl_gen_array_open(g);
+  for (const char *s = desc; *s;) {
+    const char *nl = strchr(s, '\n');
+    size_t len = nl ? (size_t)(nl - s) : strlen(s);
+    if (len) jsonw_strn(g, s, len);
+    s += len + (nl ? 1 : 0);
+  }
+  yajl_gen_array_close(g);
+  jsonw_kstr(g, "script", script);
+  yajl_gen_map_close(g);
+  free(desc);
+  return g;
+}
+
 /* t:save(name): writes the trace into the command's store (in the run's transaction). */
 int lapi_trace_save(lua_State *L) {
   ltrace *t = lapi_check_trace(L, 1);
@@ -586,24 +608,7 @@ int lapi_trace_save(lua_State *L) {
   if (found < 0) return luaL_error(L, "%s", store_error(dst));
   lapi_begin(L, cx);
   lscratch *sc = lapi_scratch(L);
-  /* attrs: where it came from */
-  char *desc = xf_node_describe(t->node);
-  yajl_gen g = jsonw_mem();
-  yajl_gen_map_open(g);
-  jsonw_kstr(g, "derived_from", t->meta.name);
-  if (t->ls->s == dst && t->meta.id > 0) jsonw_kint(g, "derived_from_id", t->meta.id);
-  jsonw_str(g, "transforms");
-  yajl_gen_array_open(g);
-  for (const char *s = desc; *s;) {
-    const char *nl = strchr(s, '\n');
-    size_t len = nl ? (size_t)(nl - s) : strlen(s);
-    if (len) jsonw_strn(g, s, len);
-    s += len + (nl ? 1 : 0);
-  }
-  yajl_gen_array_close(g);
-  jsonw_kstr(g, "script", cx->script);
-  yajl_gen_map_close(g);
-  free(desc);
+  yajl_gen g = saved_attrs(t, dst, cx->script);
   store_trace meta = t->meta;
   meta.name = (char *)name;
   meta.source_format = (char *)"derived";
