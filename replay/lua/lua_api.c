@@ -1,4 +1,4 @@
-/* lua_api.c: the `memplay` library: the context of a run, parameters, variants, and finishing a run. */
+/* lua_api.c: the run of a script: its context, parameters, devices, assumptions, variants, and finishing it. */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -8,27 +8,10 @@
 
 #include "sim/allocator.h"
 #include "io/jsonw.h"
-#include "lua_api_int.h"
+#include "lua_api_help.h"
+#include "lua_lib_funcs.h"
 
-/* The library's own Lua (replay/lua/lua_prelude.lua, embedded at build time by
- * cmake/embed_text.cmake): helpers that read better in Lua than in C, and the kit the bundled
- * scenarios share (docs/lua-api.md). */
-extern const char lua_prelude[];
-
-/* ---- the context -------------------------------------------------------------------------- */
-
-lua_ctx *lapi_ctx(lua_State *L) {
-  lua_ctx *cx = lua_host_context(L);
-  if (!cx) luaL_error(L, "memplay: no host context (the library runs inside memplay only)");
-  cx->p->L = L;
-  return cx;
-}
-
-session *lapi_session(lua_State *L) {
-  lua_ctx *cx = lapi_ctx(L);
-  if (!cx->p->ses) cx->p->ses = session_new(cx->st);
-  return cx->p->ses;
-}
+/* ---- the context ---------------------------------------------------------------------------- */
 
 void lua_ctx_init(lua_ctx *cx) {
   memset(cx, 0, sizeof *cx);
@@ -57,109 +40,7 @@ void lua_ctx_release(lua_ctx *cx) {
   cx->p = NULL;
 }
 
-int lapi_begin(lua_State *L, lua_ctx *cx) {
-  if (cx->p->tx) return 0;
-  if (!cx->st) return luaL_error(L, "no store to write to");
-  if (store_begin(cx->st)) return luaL_error(L, "%s", store_error(cx->st));
-  cx->p->tx = 1;
-  return 0;
-}
-
-/* ---- shared helpers ----------------------------------------------------------------------- */
-
-uint64_t lapi_check_size(lua_State *L, int idx, const char *what) {
-  if (lua_type(L, idx) == LUA_TNUMBER) {
-    if (lua_isinteger(L, idx)) {
-      lua_Integer v = lua_tointeger(L, idx);
-      if (v < 0) luaL_error(L, "%s must be a size >= 0, not %I", what, v);
-      return (uint64_t)v;
-    }
-    lua_Number v = lua_tonumber(L, idx);
-    if (!(v >= 0) || v > 1.8e19) luaL_error(L, "%s must be a size >= 0, not %f", what, v);
-    return (uint64_t)v;
-  }
-  if (lua_type(L, idx) == LUA_TSTRING) {
-    uint64_t v;
-    if (sim_parse_size(lua_tostring(L, idx), &v))
-      luaL_error(L, "%s must be a size such as 4096, '512MiB' or '24GB', not '%s'", what, lua_tostring(L, idx));
-    return v;
-  }
-  luaL_error(L, "%s must be a size (a number of bytes or a string such as '24GB'), not a %s", what,
-             luaL_typename(L, idx));
-  return 0;
-}
-
-/* ---- scratch ------------------------------------------------------------------------------ */
-
-#define LAPI_SCRATCH "memplay.scratch"
-
-void lapi_scratch_free(lscratch *sc) {
-  if (sc->src_open) {
-    replay_source_close(&sc->src);
-    sc->src_open = 0;
-  }
-  sim_map_release(&sc->m1);
-  sim_map_release(&sc->m2);
-  sim_map_release(&sc->m3);
-  sim_map_release(&sc->m4);
-  for (size_t i = 0; i < sizeof sc->p / sizeof sc->p[0]; i++) {
-    free(sc->p[i]);
-    sc->p[i] = NULL;
-  }
-  xf_filter_release(&sc->f);
-  xf_filter_release(&sc->f2);
-  if (sc->w) {
-    store_writer_abort(sc->w);
-    sc->w = NULL;
-  }
-  if (sc->res) {
-    replay_result_release(sc->res);
-    free(sc->res);
-    sc->res = NULL;
-  }
-}
-
-static int scratch_gc(lua_State *L) {
-  lapi_scratch_free(luaL_checkudata(L, 1, LAPI_SCRATCH));
-  return 0;
-}
-
-lscratch *lapi_scratch(lua_State *L) {
-  lscratch *sc = lua_newuserdatauv(L, sizeof *sc, 0);
-  memset(sc, 0, sizeof *sc);
-  sim_map_init(&sc->m1);
-  sim_map_init(&sc->m2);
-  sim_map_init(&sc->m3);
-  sim_map_init(&sc->m4);
-  xf_filter_init(&sc->f);
-  xf_filter_init(&sc->f2);
-  if (luaL_newmetatable(L, LAPI_SCRATCH)) {
-    lua_pushcfunction(L, scratch_gc);
-    lua_setfield(L, -2, "__gc");
-    lua_pushcfunction(L, scratch_gc);
-    lua_setfield(L, -2, "__close");
-  }
-  lua_setmetatable(L, -2);
-  return sc;
-}
-
-void lapi_scratch_open(lua_State *L, lscratch *sc, ltrace *t) {
-  char err[XF_ERRLEN];
-  if (lapi_open(L, t, &sc->src, err, sizeof err)) luaL_error(L, "cannot read trace '%s': %s", t->meta.name, err);
-  sc->src_open = 1;
-}
-
-int lapi_scratch_next(lua_State *L, lscratch *sc, sim_event *ev, const char *what) {
-  int rc = replay_source_next(&sc->src, ev);
-  if (rc >= 0) return rc;
-  char err[XF_ERRLEN];
-  const char *m = sc->src.error ? sc->src.error(sc->src.ctx) : NULL;
-  snprintf(err, sizeof err, "%s", m && *m ? m : "cannot read events");
-  lapi_scratch_free(sc);
-  return luaL_error(L, "%s: %s", what, err);
-}
-
-/* ---- parameters --------------------------------------------------------------------------- */
+/* ---- parameters ----------------------------------------------------------------------------- */
 
 static lua_param *find_param(lua_ctx *cx, const char *name) {
   lua_param *found = NULL;
@@ -181,7 +62,7 @@ static int parse_bool(const char *s, int *out) {
 }
 
 /* memplay.param(name, default): the --set value of name, of the type of default. */
-static int l_param(lua_State *L) {
+int lapi_mp_param(lua_State *L) {
   lua_ctx *cx = lapi_ctx(L);
   const char *name = luaL_checkstring(L, 1);
   if (lua_isnoneornil(L, 2)) return luaL_argerror(L, 2, "a default value is needed (it gives the type)");
@@ -226,7 +107,7 @@ static int l_param(lua_State *L) {
 }
 
 /* memplay.size_param(name, default): a size in bytes ("24GB", "512MiB", 4096). */
-static int l_size_param(lua_State *L) {
+int lapi_mp_size_param(lua_State *L) {
   lua_ctx *cx = lapi_ctx(L);
   const char *name = luaL_checkstring(L, 1);
   lua_param *p = find_param(cx, name);
@@ -245,7 +126,7 @@ static int l_size_param(lua_State *L) {
   return 1;
 }
 
-static int l_params(lua_State *L) {
+int lapi_mp_params(lua_State *L) {
   lua_ctx *cx = lapi_ctx(L);
   lua_newtable(L);
   for (size_t i = 0; i < cx->nparams; i++) {
@@ -255,60 +136,33 @@ static int l_params(lua_State *L) {
   return 1;
 }
 
-/* ---- what the run is about ---------------------------------------------------------------- */
+/* ---- what the run is about: its scenario and devices ---------------------------------------- */
 
-static int l_scenario(lua_State *L) {
+int lapi_mp_scenario(lua_State *L) {
   lua_ctx *cx = lapi_ctx(L);
   lua_pushstring(L, cx->scenario ? cx->scenario : "");
   return 1;
 }
 
-static int l_store(lua_State *L) {
-  lua_ctx *cx = lapi_ctx(L);
-  if (!cx->st) return luaL_error(L, "no store: name one with --db or MEMPLAY_DB");
-  lapi_push_store(L, cx->p->main);
-  return 1;
-}
-
-static int l_open(lua_State *L) {
-  const char *path = luaL_checkstring(L, 1);
-  lapi_ctx(L);
-  store *s;
-  char err[STORE_ERRLEN];
-  if (access(path, F_OK) != 0) return luaL_error(L, "cannot open store '%s': no such file", path);
-  if (store_open(&s, path, STORE_READONLY, err, sizeof err)) return luaL_error(L, "%s", err);
-  lstore *ls = lstore_new(s, 1, 0);
-  lapi_push_store(L, ls);
-  lstore_unref(ls);
-  return 1;
-}
-
-/* memplay.trace(): the trace named on the command line (whatif), as a Trace. */
-static int l_trace(lua_State *L) {
-  lua_ctx *cx = lapi_ctx(L);
-  if (!cx->trace_id) {
-    lua_pushnil(L);
-    return 1;
-  }
-  lapi_push_store(L, cx->p->main);
-  lua_getfield(L, -1, "trace");
-  lua_insert(L, -2);
-  lua_pushinteger(L, cx->trace_id);
-  lua_call(L, 2, 1);
-  return 1;
-}
-
-static int l_device(lua_State *L) {
+int lapi_mp_device(lua_State *L) {
   lua_ctx *cx = lapi_ctx(L);
   if (cx->device) lua_pushstring(L, cx->device);
   else lua_pushnil(L);
   return 1;
 }
 
+/* A device profile by name, from the store (or the built-ins); raises a Lua error when absent. */
+static void find_device(lua_State *L, const char *name, devices_entry *e) {
+  char err[512];
+  int rc = session_find_device(lapi_session(L), name, e, err, sizeof err);
+  if (rc < 0) luaL_error(L, "%s", err);
+  if (rc) luaL_error(L, "no device profile '%s' (see 'memplay devices')", name);
+}
+
 /* memplay.device_memory(name): a device profile's memory in bytes. */
-static int l_device_memory(lua_State *L) {
+int lapi_mp_device_memory(lua_State *L) {
   devices_entry e;
-  lapi_device(L, luaL_checkstring(L, 1), &e);
+  find_device(L, luaL_checkstring(L, 1), &e);
   lua_pushinteger(L, (lua_Integer)e.p.total_memory);
   return 1;
 }
@@ -335,7 +189,7 @@ static int each_device(void *arg, const devices_entry *e) {
 }
 
 /* memplay.devices(): the device profiles (built-in, user, calibrated). */
-static int l_devices(lua_State *L) {
+int lapi_mp_devices(lua_State *L) {
   lua_ctx *cx = lapi_ctx(L);
   lua_newtable(L);
   if (cx->st) {
@@ -354,9 +208,9 @@ static int l_devices(lua_State *L) {
 }
 
 /* memplay.device_profile(name): every figure of a device profile, in base units. */
-static int l_device_profile(lua_State *L) {
+int lapi_mp_device_profile(lua_State *L) {
   devices_entry e;
-  lapi_device(L, luaL_checkstring(L, 1), &e);
+  find_device(L, luaL_checkstring(L, 1), &e);
   lua_newtable(L);
   for (size_t i = 0; i < sim_device_nfields; i++) {
     const sim_device_field *f = &sim_device_fields[i];
@@ -372,7 +226,7 @@ static int l_device_profile(lua_State *L) {
 }
 
 /* memplay.assume(text): an assumption the scenario makes, printed and kept in the JSON. */
-static int l_assume(lua_State *L) {
+int lapi_mp_assume(lua_State *L) {
   lua_ctx *cx = lapi_ctx(L);
   const char *s = luaL_checkstring(L, 1);
   struct lua_ctx_private *p = cx->p;
@@ -383,7 +237,7 @@ static int l_assume(lua_State *L) {
   return 0;
 }
 
-static int l_assumptions(lua_State *L) {
+int lapi_mp_assumptions(lua_State *L) {
   lua_ctx *cx = lapi_ctx(L);
   lua_createtable(L, (int)cx->p->nnotes, 0);
   for (size_t i = 0; i < cx->p->nnotes; i++) {
@@ -394,7 +248,7 @@ static int l_assumptions(lua_State *L) {
 }
 
 /* memplay.variant(name, result [, {batch = B, samples_per_s = X, step_time_s = T}]) */
-static int l_variant(lua_State *L) {
+int lapi_mp_variant(lua_State *L) {
   lua_ctx *cx = lapi_ctx(L);
   const char *name = luaL_checkstring(L, 1);
   lresult *lr = lapi_result_of(L, 2);
@@ -436,7 +290,7 @@ static int l_variant(lua_State *L) {
   return 0;
 }
 
-static int l_variants(lua_State *L) {
+int lapi_mp_variants(lua_State *L) {
   lua_ctx *cx = lapi_ctx(L);
   lua_createtable(L, (int)cx->p->nvariants, 0);
   for (size_t i = 0; i < cx->p->nvariants; i++) {
@@ -446,16 +300,16 @@ static int l_variants(lua_State *L) {
   return 1;
 }
 
-/* ---- small utilities ---------------------------------------------------------------------- */
+/* ---- small utilities ------------------------------------------------------------------------ */
 
-static int l_bytes(lua_State *L) {
+int lapi_mp_bytes(lua_State *L) {
   char b[48];
   lua_Number v = luaL_checknumber(L, 1);
   lua_pushstring(L, report_bytes(b, sizeof b, (int64_t)llround(v)));
   return 1;
 }
 
-static int l_duration(lua_State *L) {
+int lapi_mp_duration(lua_State *L) {
   double s = luaL_checknumber(L, 1);
   char b[48];
   double a = fabs(s);
@@ -466,7 +320,7 @@ static int l_duration(lua_State *L) {
   return 1;
 }
 
-static int l_parse_size(lua_State *L) {
+int lapi_mp_parse_size(lua_State *L) {
   uint64_t v;
   const char *s = luaL_checkstring(L, 1);
   if (sim_parse_size(s, &v)) {
@@ -478,7 +332,7 @@ static int l_parse_size(lua_State *L) {
 }
 
 /* memplay.fresh_addr(i): an address no recorded allocation has (for inserted events). */
-static int l_fresh_addr(lua_State *L) {
+int lapi_mp_fresh_addr(lua_State *L) {
   lua_Integer i = luaL_checkinteger(L, 1);
   if (i < 1 || i >= (lua_Integer)1 << 40) return luaL_argerror(L, 1, "1 .. 2^40-1");
   /* bits 59 and 60: above any real device address, apart from the transforms' own tags */
@@ -486,12 +340,12 @@ static int l_fresh_addr(lua_State *L) {
   return 1;
 }
 
-static int l_kernel_class(lua_State *L) {
+int lapi_mp_kernel_class(lua_State *L) {
   lua_pushstring(L, xf_kernel_class_name(xf_kernel_class_of(luaL_checkstring(L, 1))));
   return 1;
 }
 
-static int l_kernel_classes(lua_State *L) {
+int lapi_mp_kernel_classes(lua_State *L) {
   lua_createtable(L, XF_KERNEL__COUNT, 0);
   for (int i = 0; i < XF_KERNEL__COUNT; i++) {
     lua_pushstring(L, xf_kernel_class_name(i));
@@ -500,7 +354,7 @@ static int l_kernel_classes(lua_State *L) {
   return 1;
 }
 
-static int l_allocators(lua_State *L) {
+int lapi_mp_allocators(lua_State *L) {
   lua_newtable(L);
   for (size_t i = 0; sim_allocators[i]; i++) {
     const sim_allocator_ops *a = sim_allocators[i];
@@ -520,115 +374,7 @@ static int l_allocators(lua_State *L) {
   return 1;
 }
 
-/* Writes its arguments to the run's output (stdout, or stderr under --json). */
-static int l_write_out(lua_State *L) {
-  lua_ctx *cx = lapi_ctx(L);
-  int n = lua_gettop(L);
-  for (int i = 1; i <= n; i++) {
-    size_t len;
-    const char *s = luaL_tolstring(L, i, &len);
-    fwrite(s, 1, len, cx->out);
-    lua_pop(L, 1);
-  }
-  return 0;
-}
-
-/* print, to the run's output. */
-static int l_print(lua_State *L) {
-  lua_ctx *cx = lua_host_context(L);
-  FILE *f = cx ? cx->out : stdout;
-  int n = lua_gettop(L);
-  for (int i = 1; i <= n; i++) {
-    size_t len;
-    const char *s = luaL_tolstring(L, i, &len);
-    if (i > 1) fputc('\t', f);
-    fwrite(s, 1, len, f);
-    lua_pop(L, 1);
-  }
-  fputc('\n', f);
-  return 0;
-}
-
-static void push_constants(lua_State *L) {
-  lua_newtable(L);
-  for (int b = 0; b < SIM_EVF__COUNT; b++) {
-    lua_pushinteger(L, 1 << b);
-    lua_setfield(L, -2, sim_event_flag_name(b));
-  }
-  lua_setfield(L, -2, "flags");
-  lua_newtable(L);
-  for (int k = 1; k < SIM_EV__COUNT; k++) {
-    lua_pushstring(L, sim_event_kind_name(k));
-    lua_rawseti(L, -2, k);
-  }
-  lua_setfield(L, -2, "kinds");
-  lua_newtable(L);
-  for (int k = 0; k < SIM_CAT__COUNT; k++) {
-    lua_pushstring(L, sim_category_name(k));
-    lua_rawseti(L, -2, k + 1);
-  }
-  lua_setfield(L, -2, "categories");
-  lua_pushstring(L, MEMPLAY_VERSION);
-  lua_setfield(L, -2, "version");
-}
-
-int luaopen_memplay(lua_State *L) {
-  static const luaL_Reg funcs[] = {
-    {"param", l_param},
-    {"size_param", l_size_param},
-    {"params", l_params},
-    {"scenario", l_scenario},
-    {"store", l_store},
-    {"open", l_open},
-    {"trace", l_trace},
-    {"device", l_device},
-    {"device_memory", l_device_memory},
-    {"device_profile", l_device_profile},
-    {"devices", l_devices},
-    {"assume", l_assume},
-    {"assumptions", l_assumptions},
-    {"variants", l_variants},
-    {"bytes", l_bytes},
-    {"duration", l_duration},
-    {"parse_size", l_parse_size},
-    {"kernel_class", l_kernel_class},
-    {"fresh_addr", l_fresh_addr},
-    {"kernel_classes", l_kernel_classes},
-    {"allocators", l_allocators},
-    {"write_out", l_write_out},
-    {NULL, NULL},
-  };
-  luaL_newlib(L, funcs);
-  push_constants(L);
-  lapi_store_register(L);
-  lapi_trace_register(L);
-  lapi_replay_register(L);
-  lapi_out_register(L);
-  lua_pushcfunction(L, l_variant);
-  lua_setfield(L, -2, "variant");
-  return 1;
-}
-
-/* ---- the host ----------------------------------------------------------------------------- */
-
-lua_host *lua_api_host(lua_ctx *cx, const lua_host_limits *lim, char *err, size_t errlen) {
-  lua_host *h = lua_host_new(lim, err, errlen);
-  if (!h) return NULL;
-  if (cx->st && !cx->p->main) cx->p->main = lstore_new(cx->st, 0, 1);
-  lua_host_set_context(h, cx);
-  lua_host_open(h, "memplay", luaopen_memplay);
-  lua_State *L = lua_host_state(h);
-  lua_pushcfunction(L, l_print);
-  lua_setglobal(L, "print");
-  if (lua_host_run_string(h, "=memplay", lua_prelude, strlen(lua_prelude)) != LUA_HOST_OK) {
-    snprintf(err, errlen, "cannot start the memplay library: %s", lua_host_error(h));
-    lua_host_free(h);
-    return NULL;
-  }
-  return h;
-}
-
-/* ---- finishing a run ---------------------------------------------------------------------- */
+/* ---- finishing a run ------------------------------------------------------------------------ */
 
 /* Writes every result file to a temporary name in dir; renames them into place when commit. */
 static int write_files(lua_ctx *cx, int commit, char *err, size_t errlen) {
@@ -661,50 +407,52 @@ static int write_files(lua_ctx *cx, int commit, char *err, size_t errlen) {
   return 0;
 }
 
-int lua_api_finish(lua_ctx *cx, lua_host *h, char *err, size_t errlen) {
-  struct lua_ctx_private *p = cx->p;
-  (void)h;
-  /* Every --set must have been read: a misspelt key would silently do nothing. */
+/* Every --set must have been read (a misspelt key would silently do nothing), and a whatif
+ * must have recorded its variants. */
+static int finish_check(lua_ctx *cx, char *err, size_t errlen) {
   for (size_t i = 0; i < cx->nparams; i++) {
     if (cx->params[i].used) continue;
     snprintf(err, errlen, "--set %s=%s: '%s' is not a parameter of %s (its header comment lists them)",
              cx->params[i].key, cx->params[i].value, cx->params[i].key, cx->script);
-    lua_api_abort(cx);
     return -1;
   }
-  if (cx->whatif && p->nvariants == 0) {
+  if (cx->whatif && cx->p->nvariants == 0) {
     snprintf(err, errlen, "%s recorded no variants (a scenario calls memplay.variant for each)", cx->script);
-    lua_api_abort(cx);
     return -1;
   }
-  if (p->nfiles) {
-    if (!cx->out_dir) {
-      snprintf(err, errlen, "%s writes result files: name a folder for them with --out DIR", cx->script);
-      lua_api_abort(cx);
-      return -1;
-    }
-    struct stat stt;
-    if (stat(cx->out_dir, &stt) != 0) {
-      if (mkdir(cx->out_dir, 0777) != 0) {
-        snprintf(err, errlen, "cannot create '%s': %s", cx->out_dir, strerror(errno));
-        lua_api_abort(cx);
-        return -1;
-      }
-    } else if (!S_ISDIR(stt.st_mode)) {
-      snprintf(err, errlen, "cannot write results into '%s': not a folder", cx->out_dir);
-      lua_api_abort(cx);
-      return -1;
-    }
-    if (write_files(cx, 0, err, errlen)) {
-      write_files(cx, -1, err, 0);
-      lua_api_abort(cx);
-      return -1;
-    }
+  return 0;
+}
+
+/* Makes --out DIR a folder if it is none yet, and writes the result files there under
+ * temporary names (none is left behind on failure). */
+static int finish_stage_files(lua_ctx *cx, char *err, size_t errlen) {
+  if (!cx->out_dir) {
+    snprintf(err, errlen, "%s writes result files: name a folder for them with --out DIR", cx->script);
+    return -1;
   }
+  struct stat stt;
+  if (stat(cx->out_dir, &stt) != 0) {
+    if (mkdir(cx->out_dir, 0777) != 0) {
+      snprintf(err, errlen, "cannot create '%s': %s", cx->out_dir, strerror(errno));
+      return -1;
+    }
+  } else if (!S_ISDIR(stt.st_mode)) {
+    snprintf(err, errlen, "cannot write results into '%s': not a folder", cx->out_dir);
+    return -1;
+  }
+  if (write_files(cx, 0, err, errlen)) {
+    write_files(cx, -1, err, 0);
+    return -1;
+  }
+  return 0;
+}
+
+/* Stores the variants as runs (unless --no-save) and commits the script's transaction. */
+static int finish_store(lua_ctx *cx, char *err, size_t errlen) {
+  struct lua_ctx_private *p = cx->p;
   if (p->nvariants && cx->st && !cx->no_runs) {
     if (!p->tx && store_begin(cx->st)) {
       snprintf(err, errlen, "%s", store_error(cx->st));
-      write_files(cx, -1, err, 0);
       return -1;
     }
     p->tx = 1;
@@ -712,21 +460,31 @@ int lua_api_finish(lua_ctx *cx, lua_host *h, char *err, size_t errlen) {
       lvariant *v = &p->variants[i];
       lresult *lr = v->res;
       run_meta m = lapi_meta(lr, cx->scenario, v->name, v->step_time_s, v->samples_per_s);
-      if (session_save_in(p->ses, &m, &lr->run.result, NULL, SESSION_RESULT_REPORT, &v->run_id, err, errlen)) {
-        write_files(cx, -1, err, 0);
-        lua_api_abort(cx);
+      if (session_save_in(p->ses, &m, &lr->run.result, NULL, SESSION_RESULT_REPORT, &v->run_id, err, errlen))
         return -1;
-      }
     }
   }
   if (p->tx) {
     if (store_commit(cx->st)) {
       snprintf(err, errlen, "%s", store_error(cx->st));
-      write_files(cx, -1, err, 0);
-      lua_api_abort(cx);
       return -1;
     }
     p->tx = 0;
+  }
+  return 0;
+}
+
+int lua_api_finish(lua_ctx *cx, lua_host *h, char *err, size_t errlen) {
+  struct lua_ctx_private *p = cx->p;
+  (void)h;
+  if (finish_check(cx, err, errlen) || (p->nfiles && finish_stage_files(cx, err, errlen))) {
+    lua_api_abort(cx);
+    return -1;
+  }
+  if (finish_store(cx, err, errlen)) {
+    write_files(cx, -1, err, 0);
+    lua_api_abort(cx); /* rolls back the script's writes (nothing when no transaction was opened) */
+    return -1;
   }
   if (p->nfiles && write_files(cx, 1, err, errlen)) return -1;
   p->finished = 1;

@@ -42,7 +42,7 @@ typedef struct lua_ctx {
 void lua_ctx_init(lua_ctx *cx);
 void lua_ctx_release(lua_ctx *cx);
 
-/* The only symbol the library exports: opens `memplay` (lua_host_open registers it). */
+/* The only symbol the library exports: opens `memplay` (lua_lib.c; lua_host_open registers it). */
 int luaopen_memplay(lua_State *L);
 
 /* A sandboxed host with the library open and cx as its context; NULL with a message. */

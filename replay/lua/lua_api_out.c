@@ -1,10 +1,11 @@
-/* lua_api_out.c: result files for programs: CSV, JSON and text, kept in memory until the run succeeds. */
+/* lua_api_out.c: what a script writes: result files (CSV, JSON, text; kept until the run succeeds), its output. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "io/jsonw.h"
-#include "lua_api_int.h"
+#include "lua_api_help.h"
+#include "lua_lib_funcs.h"
 
 #define MAX_FILES_BYTES (UINT64_C(1) << 30)
 
@@ -44,9 +45,9 @@ static const char *check_name(lua_State *L, int idx) {
   return name;
 }
 
-/* ---- text ---------------------------------------------------------------------------------- */
+/* ---- text ----------------------------------------------------------------------------------- */
 
-static int l_write_text(lua_State *L) {
+int lapi_mp_write_text(lua_State *L) {
   const char *name = check_name(L, 1);
   size_t len;
   const char *s = luaL_checklstring(L, 2, &len);
@@ -56,7 +57,7 @@ static int l_write_text(lua_State *L) {
   return 0;
 }
 
-/* ---- CSV ----------------------------------------------------------------------------------- */
+/* ---- CSV ------------------------------------------------------------------------------------ */
 
 static void csv_cell(luaL_Buffer *b, lua_State *L, int idx) {
   switch (lua_type(L, idx)) {
@@ -92,74 +93,77 @@ static void csv_cell(luaL_Buffer *b, lua_State *L, int idx) {
   }
 }
 
-/* memplay.write_csv(name, rows [, columns]): columns as for print_table (keys or {key=, title=}). */
-static int l_write_csv(lua_State *L) {
-  const char *name = check_name(L, 1);
-  luaL_checktype(L, 2, LUA_TTABLE);
-  lua_settop(L, 3);
-  /* the column list: keys and titles */
-  lua_newtable(L); /* 4: keys */
-  lua_newtable(L); /* 5: titles */
+/* The columns given (argument 3: keys, or {key = ..., title = ...}) into the tables of keys (4)
+ * and titles (5); returns their number. */
+static int csv_given_columns(lua_State *L) {
   int ncol = 0;
-  if (!lua_isnil(L, 3)) {
-    luaL_checktype(L, 3, LUA_TTABLE);
-    int n = (int)luaL_len(L, 3);
-    for (int i = 1; i <= n; i++) {
-      lua_rawgeti(L, 3, i);
-      if (lua_type(L, -1) == LUA_TSTRING) {
-        lua_pushvalue(L, -1);
-        lua_rawseti(L, 4, ++ncol);
-        lua_rawseti(L, 5, ncol);
-      } else if (lua_type(L, -1) == LUA_TTABLE) {
-        lua_getfield(L, -1, "key");
-        if (lua_isnil(L, -1)) return luaL_error(L, "write_csv: column %d has no key", i);
-        lua_rawseti(L, 4, ++ncol);
-        lua_getfield(L, -1, "title");
-        if (lua_isnil(L, -1)) {
-          lua_pop(L, 1);
-          lua_rawgeti(L, 4, ncol);
-        }
-        lua_rawseti(L, 5, ncol);
+  luaL_checktype(L, 3, LUA_TTABLE);
+  int n = (int)luaL_len(L, 3);
+  for (int i = 1; i <= n; i++) {
+    lua_rawgeti(L, 3, i);
+    if (lua_type(L, -1) == LUA_TSTRING) {
+      lua_pushvalue(L, -1);
+      lua_rawseti(L, 4, ++ncol);
+      lua_rawseti(L, 5, ncol);
+    } else if (lua_type(L, -1) == LUA_TTABLE) {
+      lua_getfield(L, -1, "key");
+      if (lua_isnil(L, -1)) return luaL_error(L, "write_csv: column %d has no key", i);
+      lua_rawseti(L, 4, ++ncol);
+      lua_getfield(L, -1, "title");
+      if (lua_isnil(L, -1)) {
         lua_pop(L, 1);
-      } else {
-        return luaL_error(L, "write_csv: column %d must be a key or {key = ..., title = ...}", i);
+        lua_rawgeti(L, 4, ncol);
       }
-    }
-  } else {
-    /* every string key of every row, sorted */
-    lua_newtable(L); /* 6: seen */
-    int nrows = (int)luaL_len(L, 2);
-    for (int r = 1; r <= nrows; r++) {
-      lua_rawgeti(L, 2, r);
-      if (!lua_istable(L, -1)) return luaL_error(L, "write_csv: row %d is not a table", r);
-      lua_pushnil(L);
-      while (lua_next(L, -2)) {
-        lua_pop(L, 1);
-        if (lua_type(L, -1) != LUA_TSTRING) continue;
-        lua_pushvalue(L, -1);
-        lua_rawget(L, 6);
-        int seen = !lua_isnil(L, -1);
-        lua_pop(L, 1);
-        if (seen) continue;
-        lua_pushvalue(L, -1);
-        lua_pushboolean(L, 1);
-        lua_rawset(L, 6);
-        lua_pushvalue(L, -1);
-        lua_rawseti(L, 4, ++ncol);
-      }
+      lua_rawseti(L, 5, ncol);
       lua_pop(L, 1);
-    }
-    lua_pop(L, 1);
-    lua_getglobal(L, "table");
-    lua_getfield(L, -1, "sort");
-    lua_pushvalue(L, 4);
-    lua_call(L, 1, 0);
-    lua_pop(L, 1);
-    for (int i = 1; i <= ncol; i++) {
-      lua_rawgeti(L, 4, i);
-      lua_rawseti(L, 5, i);
+    } else {
+      return luaL_error(L, "write_csv: column %d must be a key or {key = ..., title = ...}", i);
     }
   }
+  return ncol;
+}
+
+/* No columns given: every string key of every row (argument 2), sorted, as keys (4) and
+ * titles (5); returns their number. */
+static int csv_row_columns(lua_State *L) {
+  int ncol = 0;
+  lua_newtable(L); /* 6: seen */
+  int nrows = (int)luaL_len(L, 2);
+  for (int r = 1; r <= nrows; r++) {
+    lua_rawgeti(L, 2, r);
+    if (!lua_istable(L, -1)) return luaL_error(L, "write_csv: row %d is not a table", r);
+    lua_pushnil(L);
+    while (lua_next(L, -2)) {
+      lua_pop(L, 1);
+      if (lua_type(L, -1) != LUA_TSTRING) continue;
+      lua_pushvalue(L, -1);
+      lua_rawget(L, 6);
+      int seen = !lua_isnil(L, -1);
+      lua_pop(L, 1);
+      if (seen) continue;
+      lua_pushvalue(L, -1);
+      lua_pushboolean(L, 1);
+      lua_rawset(L, 6);
+      lua_pushvalue(L, -1);
+      lua_rawseti(L, 4, ++ncol);
+    }
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 1);
+  lua_getglobal(L, "table");
+  lua_getfield(L, -1, "sort");
+  lua_pushvalue(L, 4);
+  lua_call(L, 1, 0);
+  lua_pop(L, 1);
+  for (int i = 1; i <= ncol; i++) {
+    lua_rawgeti(L, 4, i);
+    lua_rawseti(L, 5, i);
+  }
+  return ncol;
+}
+
+/* Pushes the CSV text: the titles (5), then the rows (2), their cells in the order of the keys (4). */
+static void csv_push_text(lua_State *L, int ncol) {
   luaL_Buffer b;
   luaL_buffinit(L, &b);
   for (int j = 1; j <= ncol; j++) {
@@ -172,7 +176,7 @@ static int l_write_csv(lua_State *L) {
   int nrows = (int)luaL_len(L, 2);
   for (int r = 1; r <= nrows; r++) {
     lua_rawgeti(L, 2, r);
-    if (!lua_istable(L, -1)) return luaL_error(L, "write_csv: row %d is not a table", r);
+    if (!lua_istable(L, -1)) luaL_error(L, "write_csv: row %d is not a table", r);
     int row = lua_gettop(L);
     for (int j = 1; j <= ncol; j++) {
       if (j > 1) luaL_addchar(&b, ',');
@@ -185,6 +189,18 @@ static int l_write_csv(lua_State *L) {
     luaL_addchar(&b, '\n');
   }
   luaL_pushresult(&b);
+}
+
+/* memplay.write_csv(name, rows [, columns]): columns as for print_table (keys or {key=, title=}). */
+int lapi_mp_write_csv(lua_State *L) {
+  const char *name = check_name(L, 1);
+  luaL_checktype(L, 2, LUA_TTABLE);
+  lua_settop(L, 3);
+  /* the column list: keys and titles */
+  lua_newtable(L); /* 4: keys */
+  lua_newtable(L); /* 5: titles */
+  int ncol = lua_isnil(L, 3) ? csv_row_columns(L) : csv_given_columns(L);
+  csv_push_text(L, ncol);
   size_t len;
   const char *s = lua_tolstring(L, -1, &len);
   char *data = sim_xmalloc(len + 1);
@@ -193,7 +209,7 @@ static int l_write_csv(lua_State *L) {
   return 0;
 }
 
-/* ---- JSON ---------------------------------------------------------------------------------- */
+/* ---- JSON ----------------------------------------------------------------------------------- */
 
 /* True when the table at idx is a sequence 1..n with nothing else (an empty table is an object). */
 static int is_array(lua_State *L, int idx, size_t *n) {
@@ -323,7 +339,7 @@ static char *encode_json(lua_State *L, int idx, int pretty, size_t *len) {
   return data;
 }
 
-static int l_write_json(lua_State *L) {
+int lapi_mp_write_json(lua_State *L) {
   const char *name = check_name(L, 1);
   luaL_checkany(L, 2);
   size_t len;
@@ -348,7 +364,7 @@ static void push_owned(lua_State *L, char *data, size_t len) {
 }
 
 /* memplay.json(value): the value as JSON text (one line). */
-static int l_json(lua_State *L) {
+int lapi_mp_json(lua_State *L) {
   luaL_checkany(L, 1);
   size_t len;
   char *data = encode_json(L, 1, 0, &len);
@@ -356,13 +372,33 @@ static int l_json(lua_State *L) {
   return 1;
 }
 
-void lapi_out_register(lua_State *L) {
-  static const luaL_Reg funcs[] = {
-    {"write_text", l_write_text},
-    {"write_csv", l_write_csv},
-    {"write_json", l_write_json},
-    {"json", l_json},
-    {NULL, NULL},
-  };
-  luaL_setfuncs(L, funcs, 0);
+/* ---- the run's output ----------------------------------------------------------------------- */
+
+/* Writes its arguments to the run's output (stdout, or stderr under --json). */
+int lapi_mp_write_out(lua_State *L) {
+  lua_ctx *cx = lapi_ctx(L);
+  int n = lua_gettop(L);
+  for (int i = 1; i <= n; i++) {
+    size_t len;
+    const char *s = luaL_tolstring(L, i, &len);
+    fwrite(s, 1, len, cx->out);
+    lua_pop(L, 1);
+  }
+  return 0;
+}
+
+/* print, to the run's output. */
+int lapi_print(lua_State *L) {
+  lua_ctx *cx = lua_host_context(L);
+  FILE *f = cx ? cx->out : stdout;
+  int n = lua_gettop(L);
+  for (int i = 1; i <= n; i++) {
+    size_t len;
+    const char *s = luaL_tolstring(L, i, &len);
+    if (i > 1) fputc('\t', f);
+    fwrite(s, 1, len, f);
+    lua_pop(L, 1);
+  }
+  fputc('\n', f);
+  return 0;
 }

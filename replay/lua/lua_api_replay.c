@@ -1,17 +1,16 @@
-/* lua_api_replay.c: trace:replay{...} and its result: the keys of `replay --json` as a Lua table. */
+/* lua_api_replay.c: trace:replay{...} through the replay session, and its result as a Lua table. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "store/store_runs.h"
 #include "io/jsonw.h"
-#include "lua_api_int.h"
+#include "lua_api_help.h"
+#include "lua_lib_funcs.h"
 
-#define RESULTS_KEY "memplay.results" /* registry: weak table, result table -> result userdata */
+/* ---- the result userdata -------------------------------------------------------------------- */
 
-/* ---- the result userdata ------------------------------------------------------------------- */
-
-void lresult_clear(lresult *lr) {
+static void lresult_clear(lresult *lr) {
   session_run_release(&lr->run);
   free(lr->trace_name);
   free(lr->transforms);
@@ -20,36 +19,12 @@ void lresult_clear(lresult *lr) {
   lr->ls = NULL;
 }
 
-static int result_gc(lua_State *L) {
+int lapi_result_gc(lua_State *L) {
   lresult_clear(luaL_checkudata(L, 1, LAPI_RESULT));
   return 0;
 }
 
-lresult *lapi_result_of(lua_State *L, int idx) {
-  idx = lua_absindex(L, idx);
-  if (lua_type(L, idx) == LUA_TUSERDATA) return luaL_testudata(L, idx, LAPI_RESULT);
-  if (lua_type(L, idx) != LUA_TTABLE) return NULL;
-  lua_getfield(L, LUA_REGISTRYINDEX, RESULTS_KEY);
-  lua_pushvalue(L, idx);
-  lua_rawget(L, -2);
-  lresult *lr = luaL_testudata(L, -1, LAPI_RESULT);
-  lua_pop(L, 2);
-  return lr;
-}
-
-void lapi_push_result_ud(lua_State *L, int idx) {
-  idx = lua_absindex(L, idx);
-  if (lua_type(L, idx) == LUA_TUSERDATA) {
-    lua_pushvalue(L, idx);
-    return;
-  }
-  lua_getfield(L, LUA_REGISTRYINDEX, RESULTS_KEY);
-  lua_pushvalue(L, idx);
-  lua_rawget(L, -2);
-  lua_remove(L, -2);
-}
-
-/* ---- JSON values as Lua values ------------------------------------------------------------- */
+/* ---- JSON values as Lua values -------------------------------------------------------------- */
 
 static void push_json(lua_State *L, yajl_val v) {
   luaL_checkstack(L, 4, "result too deep");
@@ -97,20 +72,7 @@ static void push_json_tree(lua_State *L, yajl_val v) {
   if (st != LUA_OK) lua_error(L);
 }
 
-/* ---- result tables ------------------------------------------------------------------------- */
-
-run_meta lapi_meta(const lresult *lr, const char *scenario, const char *variant, double step_time_s,
-                   double samples_per_s) {
-  run_meta m = session_meta(&lr->run);
-  m.trace_id = lr->trace_id;
-  m.trace_name = lr->trace_name;
-  m.kind = "whatif";
-  m.scenario = scenario;
-  m.variant = variant;
-  m.step_time_s = step_time_s;
-  m.samples_per_s = samples_per_s;
-  return m;
-}
+/* ---- result tables -------------------------------------------------------------------------- */
 
 static run_meta meta_of(const lresult *lr) {
   const session_run *run = &lr->run;
@@ -118,18 +80,11 @@ static run_meta meta_of(const lresult *lr) {
                    run->has_time ? run->time.samples_per_s : -1);
 }
 
-void lapi_device(lua_State *L, const char *name, devices_entry *e) {
-  char err[512];
-  int rc = session_find_device(lapi_session(L), name, e, err, sizeof err);
-  if (rc < 0) luaL_error(L, "%s", err);
-  if (rc) luaL_error(L, "no device profile '%s' (see 'memplay devices')", name);
-}
-
 /* Keys a result may lack (a missing one reads as nil; any other unknown key is an error). */
 static const char *const optional_keys[] = {"step_time_s", "samples_per_s", "time", "device", "trace_id",
                                             "capacity_bytes", "run_id", "name", NULL};
 
-static int result_index(lua_State *L) {
+int lapi_result_index(lua_State *L) {
   const char *k = lua_type(L, 2) == LUA_TSTRING ? lua_tostring(L, 2) : NULL;
   if (k && !strcmp(k, "timeline")) {
     lresult *lr = lapi_result_of(L, 1);
@@ -161,8 +116,9 @@ static int result_index(lua_State *L) {
   return luaL_error(L, "a replay result has no field '%s' (see docs/lua-api.md, \"Results\")", k ? k : "?");
 }
 
-/* Pushes the table for the result userdata at ud_idx and records table -> userdata. */
-void lapi_push_result_table(lua_State *L, lresult *lr, int ud_idx) {
+/* Pushes the result's members (the keys of `replay --json`) as a table for the result userdata
+ * at ud_idx, and records table -> userdata. */
+static void push_result_table(lua_State *L, lresult *lr, int ud_idx) {
   ud_idx = lua_absindex(L, ud_idx);
   yajl_gen g = jsonw_mem();
   yajl_gen_map_open(g);
@@ -188,27 +144,17 @@ void lapi_push_result_table(lua_State *L, lresult *lr, int ud_idx) {
   lua_setfield(L, -2, "fits");
   lua_pushboolean(L, lr->transforms && *lr->transforms);
   lua_setfield(L, -2, "derived");
-  lua_newtable(L);
-  int i = 0;
-  for (const char *s = lr->transforms ? lr->transforms : ""; *s;) {
-    const char *nl = strchr(s, '\n');
-    size_t n = nl ? (size_t)(nl - s) : strlen(s);
-    if (n) {
-      lua_pushlstring(L, s, n);
-      lua_rawseti(L, -2, ++i);
-    }
-    s += n + (nl ? 1 : 0);
-  }
+  lapi_push_lines(L, lr->transforms ? lr->transforms : "");
   lua_setfield(L, -2, "transforms");
-  luaL_setmetatable(L, "memplay.result_table");
-  lua_getfield(L, LUA_REGISTRYINDEX, RESULTS_KEY);
+  luaL_setmetatable(L, LAPI_RESULT_TABLE);
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &lapi_results_key);
   lua_pushvalue(L, -2);
   lua_pushvalue(L, ud_idx);
   lua_rawset(L, -3);
   lua_pop(L, 1);
 }
 
-/* ---- trace:replay{...} --------------------------------------------------------------------- */
+/* ---- trace:replay{...} ---------------------------------------------------------------------- */
 
 static const char *const replay_keys[] = {"allocator", "capacity",     "stop_at_oom", "timeline_points", "top_sites",
                                           "max_ooms",  "check",        "total_memory", "environment",    "shared_device",
@@ -290,7 +236,8 @@ static void read_device_and_time(lua_State *L, int idx, const ltrace *t, session
   req->batch = batch;
 }
 
-int lapi_replay(lua_State *L) {
+/* t:replay{...}: the trace replayed through the session; its result as a table. */
+int lapi_trace_replay(lua_State *L) {
   ltrace *t = lapi_check_trace(L, 1);
   lua_settop(L, 2);
   if (lua_isnil(L, 2)) {
@@ -328,23 +275,6 @@ int lapi_replay(lua_State *L) {
   lr->run.recorded = NULL;
   lapi_scratch_free(sc); /* closes the source */
   if (rc) return luaL_error(L, "replay of '%s' under %s: %s", t->meta.name, lr->run.allocator, err);
-  lapi_push_result_table(L, lr, 3);
+  push_result_table(L, lr, 3);
   return 1;
-}
-
-void lapi_replay_register(lua_State *L) {
-  luaL_newmetatable(L, LAPI_RESULT);
-  lua_pushcfunction(L, result_gc);
-  lua_setfield(L, -2, "__gc");
-  lua_pop(L, 1);
-  luaL_newmetatable(L, "memplay.result_table");
-  lua_pushcfunction(L, result_index);
-  lua_setfield(L, -2, "__index");
-  lua_pop(L, 1);
-  lua_newtable(L);
-  lua_newtable(L);
-  lua_pushliteral(L, "k");
-  lua_setfield(L, -2, "__mode");
-  lua_setmetatable(L, -2);
-  lua_setfield(L, LUA_REGISTRYINDEX, RESULTS_KEY);
 }

@@ -1,6 +1,6 @@
-/* lua_api_int.h: what the files of the Lua library share (not for other modules). */
-#ifndef REPLAY_LUA_API_INT_H
-#define REPLAY_LUA_API_INT_H
+/* lua_api_help.h: what the files of the memplay library share (lua_api_help.c; not for other modules). */
+#ifndef REPLAY_LUA_API_HELP_H
+#define REPLAY_LUA_API_HELP_H
 
 #include <lauxlib.h>
 #include <lua.h>
@@ -12,11 +12,12 @@
 #include "engine/report.h"
 #include "engine/transform.h"
 
-/* Userdata type names (luaL_checkudata). */
+/* Userdata type names (luaL_checkudata): lua_lib.c makes their metatables when it opens the library. */
 #define LAPI_STORE "memplay.store"
 #define LAPI_TRACE "memplay.trace"
 #define LAPI_RESULT "memplay.result"
-#define LAPI_EVENTS "memplay.events"
+#define LAPI_RESULT_TABLE "memplay.result_table"
+#define LAPI_SCRATCH "memplay.scratch"
 
 /* A store shared by the Store userdata and every trace read from it. */
 typedef struct lstore {
@@ -30,33 +31,8 @@ lstore *lstore_new(store *s, int owned, int writable);
 void lstore_ref(lstore *ls);
 void lstore_unref(lstore *ls);
 
-/* Events held in memory (t:cache()), shared by the nodes that read them. */
-typedef struct lmem {
-  int refs;
-  sim_event *evs;
-  size_t n;
-} lmem;
-
-/* What a trace knows about itself, computed once on first use. */
-typedef struct lsummary {
-  int refs;
-  uint64_t events, by_kind[SIM_EV__COUNT];
-  uint64_t allocs, alloc_bytes, frees, size_min, size_max;
-  uint64_t cat_allocs[SIM_CAT__COUNT], cat_bytes[SIM_CAT__COUNT];
-  int64_t live_peak, live_peak_seq; /* requested bytes live at once (no allocator) */
-  int64_t first_ts, last_ts;
-  int32_t step_min, step_max;
-  uint64_t step_markers;
-  int64_t *streams;
-  size_t nstreams;
-  int devices[REPLAY_MAX_DEVICES + 1];
-  uint64_t kernel_ns, copy_ns;
-  uint64_t copy_bytes[SIM_COPY__COUNT][SIM_MEM__COUNT], copies[SIM_COPY__COUNT][SIM_MEM__COUNT];
-  int64_t *names; /* distinct name ids, sorted */
-  size_t nnames;
-  int64_t *sites; /* distinct call stack ids, sorted */
-  size_t nsites;
-} lsummary;
+/* What a trace knows about itself (lua_api_events.h), computed once on first use. */
+typedef struct lsummary lsummary;
 
 /* The Trace userdata. */
 typedef struct ltrace {
@@ -106,54 +82,36 @@ struct lua_ctx_private {
   int finished;
 };
 
+/* ---- the run's context ---------------------------------------------------------------------- */
+
+/* The host's context (raising when there is none); notes L as the thread that called last. */
 lua_ctx *lapi_ctx(lua_State *L);
 /* The script's session (over the store of --db, or none). */
 session *lapi_session(lua_State *L);
 /* Opens a transaction on the main store if none is open yet (a script's first write). */
 int lapi_begin(lua_State *L, lua_ctx *cx);
 
-/* lua_api_trace.c */
-void lapi_trace_register(lua_State *L);
+/* ---- stores and traces ---------------------------------------------------------------------- */
+
+/* The Store userdata: a reference to a shared store (NULL once collected). */
+typedef struct ustore {
+  lstore *ls;
+} ustore;
+
+/* Pushes a Store userdata over ls (one more reference). */
+void lapi_push_store(lua_State *L, lstore *ls);
 ltrace *lapi_check_trace(lua_State *L, int idx);
 /* Pushes a new, inert Trace userdata (so nothing leaks if building its node raises), and
- * makes it a trace: takes over node (one reference), references ls and lt. */
+ * lapi_set_trace makes it a trace: takes over node (one reference), references ls and lt. */
 ltrace *lapi_new_trace(lua_State *L);
 void lapi_set_trace(ltrace *t, xf_node *node, xf_node *base, lstore *ls, const store_trace *meta, int derived,
                     xf_lifetime *lt);
 /* Opens the trace's events as a source (sets the context's current thread first). */
 int lapi_open(lua_State *L, ltrace *t, replay_source *src, char *err, size_t errlen);
-/* The trace's summary and lifetimes, computed on first use (errors are raised). */
-lsummary *lapi_summary(lua_State *L, ltrace *t);
-/* The summary of the trace's base (its own after a merge): the names and call sites that
- * filters resolve against. Transforms do not add names or call sites of their own. */
-lsummary *lapi_base_summary(lua_State *L, ltrace *t);
-xf_lifetime *lapi_lifetime(lua_State *L, ltrace *t);
-/* The store functions. */
-void lapi_store_register(lua_State *L);
-void lapi_push_store(lua_State *L, lstore *ls);
-/* Reads a filter from the table at idx (unknown keys are errors, listing the known ones). */
-void lapi_filter(lua_State *L, int idx, ltrace *t, xf_filter *f, const char *fn, const char *const *extra_keys);
-/* Pushes an event as a table (names looked up in s through the cache table at cache_idx). */
-void lapi_push_event(lua_State *L, const sim_event *ev, store *s, int cache_idx);
+/* Pushes a trace's row (memplay.store():traces(), t:info()) as a table. */
+void lapi_push_meta(lua_State *L, const store_trace *t);
 
-/* lua_api_replay.c */
-void lapi_replay_register(lua_State *L);
-int lapi_replay(lua_State *L);
-lresult *lapi_result_of(lua_State *L, int idx);
-/* Pushes the result's members (the keys of `replay --json`) as a table tied to the result
- * userdata at ud_idx; lapi_push_result_ud pushes the userdata behind a result table. */
-void lapi_push_result_table(lua_State *L, lresult *lr, int ud_idx);
-void lapi_push_result_ud(lua_State *L, int idx);
-void lresult_clear(lresult *lr);
-/* What a run of this result is, for report_json and report_save_run. */
-run_meta lapi_meta(const lresult *lr, const char *scenario, const char *variant, double step_time_s,
-                   double samples_per_s);
-/* A device profile by name, from the store (or the built-ins): 0, or -1 after pushing nothing
- * and raising a Lua error when absent. */
-void lapi_device(lua_State *L, const char *name, devices_entry *e);
-
-/* lua_api_out.c */
-void lapi_out_register(lua_State *L);
+/* ---- scratch -------------------------------------------------------------------------------- */
 
 /*
  * Scratch: the C resources one library function holds while it may raise a Lua error (a bad
@@ -177,7 +135,47 @@ void lapi_scratch_open(lua_State *L, lscratch *sc, ltrace *t);
 /* Reads the next event; raises a Lua error (after freeing sc) when the source fails. */
 int lapi_scratch_next(lua_State *L, lscratch *sc, sim_event *ev, const char *what);
 
+/* ---- arguments and option tables ------------------------------------------------------------ */
+
 /* A size argument in bytes (a number, or a string such as "16GiB"). */
 uint64_t lapi_check_size(lua_State *L, int idx, const char *what);
+/* Raises an error naming the first key of the options table at idx that is in neither keys nor
+ * extra (both NULL-terminated; extra may be NULL), listing the known ones. */
+void lapi_check_options(lua_State *L, int idx, const char *fn, const char *const *keys, const char *const *extra);
+/* A range {a, b} (inclusive), {min = a, max = b}, or one number; absent ends keep *lo, *hi. */
+void lapi_range(lua_State *L, int idx, const char *key, double *lo, double *hi);
+
+/* Sets field k of the table on top (set_str: nothing when v is NULL). */
+static inline void lapi_set_str(lua_State *L, const char *k, const char *v) {
+  if (!v) return;
+  lua_pushstring(L, v);
+  lua_setfield(L, -2, k);
+}
+
+static inline void lapi_set_int(lua_State *L, const char *k, int64_t v) {
+  lua_pushinteger(L, (lua_Integer)v);
+  lua_setfield(L, -2, k);
+}
+
+static inline void lapi_set_num(lua_State *L, const char *k, double v) {
+  lua_pushnumber(L, v);
+  lua_setfield(L, -2, k);
+}
+
+/* Pushes the non-empty lines of text as a list. */
+void lapi_push_lines(lua_State *L, const char *text);
+
+/* ---- results -------------------------------------------------------------------------------- */
+
+/* Registry key (its address) of the weak table: result table -> result userdata. */
+extern const char lapi_results_key;
+
+/* The result behind the value at idx (a result table or its userdata), or NULL. */
+lresult *lapi_result_of(lua_State *L, int idx);
+/* Pushes the userdata behind the result table (or userdata) at idx. */
+void lapi_push_result_ud(lua_State *L, int idx);
+/* What a run of this result is, for report_json and report_save_run. */
+run_meta lapi_meta(const lresult *lr, const char *scenario, const char *variant, double step_time_s,
+                   double samples_per_s);
 
 #endif
