@@ -17,8 +17,9 @@ typedef struct import_ctx import_ctx;
  * driver (import_file) wraps it in one transaction, so an importer simply returns -1 with a
  * message on any problem and the store is left exactly as it was.
  *
- * Adding a format: write replay/import_<name>.c with an `importer` filled in with designated
- * initializers, add it to the list in importer.c, and document it in docs/formats.md.
+ * Adding a format: write replay/import/<name>.c (or a sub-folder with a private header, like
+ * kineto/) with an `importer` filled in with designated initializers, add it to the list in
+ * importer.c and to CMakeLists.txt here, and document it in docs/formats.md.
  */
 typedef struct importer {
   const char *name;    /* as given to --format: jsonl, pytorch_snapshot, ... */
