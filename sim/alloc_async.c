@@ -1,5 +1,4 @@
 /* alloc_async.c: the `async` model: cudaMallocAsync's default stream-ordered memory pool. */
-#include <bsd/sys/tree.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,6 +6,7 @@
 
 #include "allocator.h"
 #include "hashmap.h"
+#include "internal/rbtree.h"
 
 /*
  * The CUDA driver's default memory pool as cudaMallocAsync/cudaFreeAsync use it (CUDA
@@ -64,7 +64,7 @@ static int async_block_cmp(const async_block *a, const async_block *b) {
 }
 
 RB_HEAD(async_tree, async_block);
-RB_GENERATE_INTERNAL(async_tree, async_block, link, async_block_cmp, __attribute__((unused)) static)
+SIM_RB_GENERATE(async_tree, async_block, link, async_block_cmp)
 
 struct async_seg {
   uint64_t addr, size;

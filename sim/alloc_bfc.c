@@ -1,5 +1,4 @@
 /* alloc_bfc.c: the `bfc` model: TensorFlow's GPU allocator (best-fit with coalescing), decision for decision. */
-#include <bsd/sys/tree.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,6 +7,7 @@
 #include "alloc_bfc.h"
 #include "allocator.h"
 #include "hashmap.h"
+#include "internal/rbtree.h"
 
 /*
  * TensorFlow's BFCAllocator as its GPU devices run it (classic TF 2.x: tsl/framework/
@@ -71,8 +71,7 @@ static int bfc_chunk_cmp(const bfc_chunk *a, const bfc_chunk *b) {
 }
 
 RB_HEAD(bfc_bin, bfc_chunk);
-/* RB_GENERATE_STATIC spells "unused" as __unused, which libbsd leaves undefined. */
-RB_GENERATE_INTERNAL(bfc_bin, bfc_chunk, link, bfc_chunk_cmp, __attribute__((unused)) static)
+SIM_RB_GENERATE(bfc_bin, bfc_chunk, link, bfc_chunk_cmp)
 
 typedef struct bfc_region {
   uint64_t ptr, size;

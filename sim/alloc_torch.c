@@ -8,7 +8,6 @@
 #include <yajl/yajl_tree.h>
 
 #include "alloc_torch.h"
-#include "avl.h"
 #include "fitset.h"
 #include "hashmap.h"
 
@@ -293,12 +292,12 @@ struct tblock {
   int64_t stream;
   uint64_t size;
   uint64_t ptr;
-  SIM_AVL_LINK(tblock) link;    /* in pool->blocks (free, mapped) or pool->unmapped */
+  RB_ENTRY(tblock) link;        /* in pool->blocks (free, mapped) or pool->unmapped */
+  uint16_t cls;                 /* its size class while in pool->blocks (fitset.h) */
   uint8_t allocated;
   uint8_t mapped;               /* backed by memory (always, outside expandable segments) */
   uint8_t waiting;              /* freed by the program, not yet reusable (event_count > 0) */
   uint8_t live;                 /* in use by the model (the arena keeps the rest) */
-  uint32_t gen;                 /* handle = gen << 32 | index */
   /* Second cache line. */
   tblock *prev, *next;          /* neighbours in the segment */
   tpool *pool;
@@ -306,22 +305,23 @@ struct tblock {
   uint64_t requested;           /* requested_size */
   int64_t gc_count_base;        /* get_free_blocks_call_count when it entered the pool */
   uint32_t index;
-  uint8_t pad_[12];
+  uint32_t gen;                 /* handle = gen << 32 | index */
+  uint8_t pad_[8];
 };
 /* A block waiting for free_completed is in no pool: its links chain the waiting list. */
-#define WNEXT(b) ((b)->link.left)
-#define WPREV(b) ((b)->link.right)
+#define WNEXT(b) RB_LEFT(b, link)
+#define WPREV(b) RB_RIGHT(b, link)
 
 _Static_assert(sizeof(tblock) == 128 && offsetof(tblock, prev) == 64, "a search reads one cache line per block");
 
-SIM_AVL_HEAD(tunmapped, tblock);
+RB_HEAD(tunmapped, tblock);
 
 static inline int cmp_u64(uint64_t a, uint64_t b) { return a < b ? -1 : a > b; }
 
 /* BlockComparatorSize, (stream, size, ptr) with streams compared as the raw cudaStream_t
  * pointers they are, orders the free blocks: fitset.h keeps that order and answers its
  * lower_bound quickly. */
-SIM_FITSET_DEFINE(tfree, tblock, link, stream, size, ptr)
+SIM_FITSET_DEFINE(tfree, tblock, link, cls, stream, size, ptr)
 
 /* BlockComparatorAddress */
 static inline int by_address(const tblock *a, const tblock *b) {
@@ -329,7 +329,7 @@ static inline int by_address(const tblock *a, const tblock *b) {
   return cmp_u64(a->ptr, b->ptr);
 }
 
-SIM_AVL_DEFINE(tunmapped, tblock, link, by_address)
+SIM_RB_GENERATE(tunmapped, tblock, link, by_address)
 
 struct tpool {
   struct tfree blocks;       /* free mapped blocks */
@@ -484,8 +484,7 @@ static tblock *block_new(torch *m, int64_t stream, uint64_t size, tpool *pool, u
   b->stream = stream;
   b->size = size;
   b->ptr = ptr;
-  b->link.left = b->link.right = b->link.parent = NULL;
-  b->link.balance = 0;
+  RB_LEFT(b, link) = RB_RIGHT(b, link) = RB_PARENT(b, link) = NULL;
   b->allocated = b->waiting = 0;
   b->mapped = 1;
   b->live = 1;
@@ -519,7 +518,7 @@ static void insert_into_blocks(torch *m, tpool *pool, tblock *b) {
 }
 
 static void insert_unmapped(torch *m, tpool *pool, tblock *b) {
-  if (tunmapped_insert(&pool->unmapped, b)) m->tree_conflicts++;
+  if (RB_INSERT(tunmapped, &pool->unmapped, b)) m->tree_conflicts++;
 }
 
 /* ---- rounding ---------------------------------------------------------------------------------- */
@@ -715,7 +714,7 @@ static uint64_t try_merge_blocks(torch *m, tblock *dst, tblock *src, tpool *pool
   uint64_t subsumed = src->size;
   dst->size += subsumed;
   if (src->mapped) tfree_remove(&pool->blocks, src);
-  else tunmapped_remove(&pool->unmapped, src);
+  else RB_REMOVE(tunmapped, &pool->unmapped, src);
   block_delete(m, src);
   return subsumed;
 }
@@ -998,7 +997,8 @@ static uint64_t reservation_size(const torch *m, uint64_t page) {
  * else a new segment. */
 static tblock *find_expandable_block(torch *m, int64_t stream, tpool *pool, uint64_t size) {
   tblock key = {.stream = stream, .ptr = 0};
-  for (tblock *it = tunmapped_lower_bound(&pool->unmapped, &key); it && it->stream == stream; it = tunmapped_next(it)) {
+  for (tblock *it = RB_NFIND(tunmapped, &pool->unmapped, &key); it && it->stream == stream;
+       it = RB_NEXT(tunmapped, &pool->unmapped, it)) {
     tblock *c = it;
     if (allocatable(c->prev)) c = c->prev; /* a free block just before it counts too */
     if (has_available_address_space(c, size)) return c;
@@ -1024,7 +1024,7 @@ static int map_block(torch *m, tblock *to_map, uint64_t size) {
   uint64_t ptr = es->base + begin * es->page, mapped = (end - begin) * es->page;
   if (sim_device_map(m->dev, ptr, mapped, to_map->stream) != SIM_OK) return 0;
   tpool *pool = to_map->pool;
-  tunmapped_remove(&pool->unmapped, to_map);
+  RB_REMOVE(tunmapped, &pool->unmapped, to_map);
   to_map->mapped = 1;
   if (mapped < to_map->size) { /* to_map -> remaining (unmapped) -> to_map->next */
     tblock *remaining = block_new(m, to_map->stream, to_map->size - mapped, pool, to_map->ptr + mapped);
@@ -1104,7 +1104,7 @@ static void unmap_block(torch *m, tblock *block) {
 
 static void release_expandable_segment(torch *m, tblock *block) {
   tseg *es = block->es;
-  tunmapped_remove(&block->pool->unmapped, block);
+  RB_REMOVE(tunmapped, &block->pool->unmapped, block);
   sim_device_unreserve(m->dev, es->base, es->size);
   for (tseg **pp = &m->segments; *pp; pp = &(*pp)->next)
     if (*pp == es) {
@@ -1322,14 +1322,14 @@ static int torch_restore(void *ctx, sim_walk_item *items, size_t n, uintptr_t *h
   if (!es) return SIM_EINVAL;
   /* The unmapped range that holds [addr, end) gives up that range. */
   tblock key = {.stream = seg->stream, .ptr = seg->addr};
-  tblock *u = tunmapped_lower_bound(&pool->unmapped, &key);
-  if (!u || u->ptr != seg->addr) u = u ? tunmapped_prev(u) : tunmapped_last(&pool->unmapped);
+  tblock *u = RB_NFIND(tunmapped, &pool->unmapped, &key);
+  if (!u || u->ptr != seg->addr) u = u ? RB_PREV(tunmapped, &pool->unmapped, u) : RB_MAX(tunmapped, &pool->unmapped);
   if (!u || u->es != es || u->ptr > seg->addr || u->ptr + u->size < end) {
     snprintf(err, errlen, "expandable segment at %#" PRIx64 " overlaps one restored before it", seg->addr);
     return SIM_EINVAL;
   }
   restore_range(m, pool, es, seg->addr, end, seg->stream, items + 1, n - 1, handles + 1, &first, &last);
-  tunmapped_remove(&pool->unmapped, u);
+  RB_REMOVE(tunmapped, &pool->unmapped, u);
   tblock *before = u->prev, *after = u->next;
   if (u->ptr + u->size > end) { /* the unmapped rest after the range */
     tblock *tail = block_new(m, seg->stream, u->ptr + u->size - end, pool, end);
@@ -1422,11 +1422,12 @@ static int torch_check(void *ctx, char *err, size_t errlen) {
   tpool *pools[2] = {&m->small_blocks, &m->large_blocks};
   for (int k = 0; k < 2; k++) {
     if (!tfree_check(&pools[k]->blocks)) CHECK_FAIL("the %s pool's free blocks are not an ordered set", k ? "large" : "small");
-    if (!tunmapped_check(&pools[k]->unmapped)) CHECK_FAIL("the %s pool's unmapped ranges are not an ordered tree", k ? "large" : "small");
+    if (!tunmapped_RB_VALID(&pools[k]->unmapped)) CHECK_FAIL("the %s pool's unmapped ranges are not an ordered tree", k ? "large" : "small");
     for (tblock *b = tfree_first(&pools[k]->blocks); b; b = tfree_next(&pools[k]->blocks, b))
       if (!b->live || b->allocated || b->waiting || !b->mapped || b->pool != pools[k])
         CHECK_FAIL("block %#" PRIx64 " is in the %s pool but not a free mapped block of it", b->ptr, k ? "large" : "small");
-    for (tblock *b = tunmapped_first(&pools[k]->unmapped); b; b = tunmapped_next(b))
+    tblock *b;
+    RB_FOREACH(b, tunmapped, &pools[k]->unmapped)
       if (!b->live || b->mapped || !b->es) CHECK_FAIL("block %#" PRIx64 " is in the unmapped set but mapped", b->ptr);
   }
   /* Every block tiles its segment; free neighbours have merged; the stats add up. */
@@ -1435,7 +1436,8 @@ static int torch_check(void *ctx, char *err, size_t errlen) {
   size_t nfree_in_trees = 0, nfree = 0, nunmapped = 0, nunmapped_trees = 0;
   for (int k = 0; k < 2; k++) {
     nfree_in_trees += pools[k]->blocks.count;
-    for (tblock *b = tunmapped_first(&pools[k]->unmapped); b; b = tunmapped_next(b)) nunmapped_trees++;
+    tblock *b;
+    RB_FOREACH(b, tunmapped, &pools[k]->unmapped) nunmapped_trees++;
   }
   for (uint32_t i = 1; i < m->next_index; i++) {
     tblock *b = block_at(m, i);
