@@ -1,11 +1,11 @@
 /* alloc_torch.c: the `torch` model: PyTorch's CUDA caching allocator, decision for decision. */
 #include <inttypes.h>
+#include <limits.h>
 #include <stddef.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <yajl/yajl_tree.h>
 
 #include "alloc_torch.h"
 #include "fitset.h"
@@ -216,57 +216,130 @@ static const sim_option_spec torch_options[] = {
   {NULL, NULL},
 };
 
-/* The snapshot's allocator_settings: {"max_split_size": -1, "garbage_collection_threshold": 0.0,
- * "expandable_segments": false, "roundup_power2_divisions": {"1": 0, ...}, ...}. Fields it does
- * not have keep PyTorch's defaults; PYTORCH_CUDA_ALLOC_CONF is read only when they are absent. */
-static int config_recorded(tconfig *c, const char *text, char *err, size_t n) {
-  char perr[256];
-  yajl_val root = yajl_tree_parse(text, perr, sizeof perr);
-  if (!root || !YAJL_IS_OBJECT(root)) {
-    yajl_tree_free(root);
-    snprintf(err, n, "the recorded allocator settings are not a JSON object");
+/* ---- the settings a snapshot recorded ------------------------------------------------------- */
+
+/* A whole number as yajl reads a JSON integer: an optional '-', digits, within long long. */
+static int recorded_integer(const char *s, long long *out) {
+  int neg = *s == '-';
+  const char *p = s + neg;
+  if (!*p) return 0;
+  unsigned long long v = 0;
+  for (; *p; p++) {
+    if (*p < '0' || *p > '9' || v > (unsigned long long)(LLONG_MAX - (*p - '0')) / 10) return 0;
+    v = v * 10 + (unsigned long long)(*p - '0');
+  }
+  *out = neg ? -(long long)v : (long long)v;
+  return 1;
+}
+
+/* Whether s is a JSON number: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)? */
+static int recorded_number(const char *s) {
+  const char *p = s + (*s == '-');
+  if (*p == '0') p++;
+  else if (*p >= '1' && *p <= '9') while (*p >= '0' && *p <= '9') p++;
+  else return 0;
+  if (*p == '.') {
+    if (*++p < '0' || *p > '9') return 0;
+    while (*p >= '0' && *p <= '9') p++;
+  }
+  if (*p == 'e' || *p == 'E') {
+    p++;
+    if (*p == '+' || *p == '-') p++;
+    if (*p < '0' || *p > '9') return 0;
+    while (*p >= '0' && *p <= '9') p++;
+  }
+  return !*p;
+}
+
+/* The end of the item that starts at p in a flattened list: the next ',' (or ':' when stop is
+ * ':') outside brackets, or the end of the text. */
+static char *list_item_end(char *p, char stop) {
+  int depth = 0;
+  for (; *p; p++) {
+    if (*p == '[') depth++;
+    else if (*p == ']' && depth > 0) depth--;
+    else if (!depth && (*p == ',' || *p == stop)) break;
+  }
+  return p;
+}
+
+/* One entry of the recorded roundup_power2_divisions object: MiB (a power of 2): divisions. */
+static int recorded_division(tconfig *c, char *item, char *err, size_t n) {
+  char *colon = list_item_end(item, ':');
+  long long x = -1;
+  uint64_t mb;
+  if (*colon == ':') *colon++ = 0;
+  if (parse_count(item, &mb) || !is_pow2(mb) || !*colon || !recorded_integer(colon, &x) || x < 0) {
+    snprintf(err, n, "the recorded roundup_power2_divisions has an entry '%s' that is not MiB: divisions", item);
+    return -1;
+  }
+  int index = log2_floor(mb);
+  if (index < kRoundUpPowerOfTwoIntervals) c->roundup_power2_divisions[index] = (uint64_t)x;
+  return 0;
+}
+
+/* roundup_power2_divisions as recorded: an object {"MiB": divisions, ...} ([1:0,2:4,...] once
+ * flattened), or an array of divisions by interval ([0,4,...]), whose entries that are not whole
+ * numbers of at least 0 are skipped. */
+static int recorded_roundup(tconfig *c, const char *value, char *err, size_t n) {
+  size_t len = strlen(value);
+  if (len < 2 || value[len - 1] != ']') return 0;
+  char *text = sim_xmalloc(len);
+  memcpy(text, value + 1, len - 2);
+  text[len - 2] = 0;
+  int rc = 0, is_object = *list_item_end(text, ':') == ':';
+  size_t j = 0;
+  for (char *item = text; *item && !rc;) {
+    char *end = list_item_end(item, 0), *next = *end ? end + 1 : end;
+    *end = 0;
+    long long x;
+    if (is_object) rc = recorded_division(c, item, err, n);
+    else if (j < kRoundUpPowerOfTwoIntervals && recorded_integer(item, &x) && x >= 0)
+      c->roundup_power2_divisions[j] = (uint64_t)x;
+    j++;
+    item = next;
+  }
+  free(text);
+  return rc;
+}
+
+/* One recorded setting, by PyTorch's own name for it; others (and values of another type) are
+ * ignored. *structured: it was one of the settings that stand for PYTORCH_CUDA_ALLOC_CONF. */
+static int recorded_setting(tconfig *c, const sim_option *o, int *structured, char *err, size_t n) {
+  const char *k = o->key, *v = o->value;
+  long long x;
+  if (!strcmp(k, "max_split_size") && recorded_integer(v, &x)) {
+    c->max_split_size = x < 0 ? UINT64_MAX : (uint64_t)x;
+    *structured = 1;
+  } else if (!strcmp(k, "max_non_split_rounding_size") && recorded_integer(v, &x) && x > 0) {
+    c->max_non_split_rounding = (uint64_t)x;
+  } else if (!strcmp(k, "garbage_collection_threshold") && recorded_number(v)) {
+    c->garbage_collection_threshold = strtod(v, NULL);
+    *structured = 1;
+  } else if (!strcmp(k, "expandable_segments") && (!strcmp(v, "True") || !strcmp(v, "False"))) {
+    c->expandable_segments = v[0] == 'T';
+    *structured = 1;
+  } else if (!strcmp(k, "roundup_power2_divisions") && v[0] == '[') {
+    *structured = 1;
+    return recorded_roundup(c, v, err, n);
+  }
+  return 0;
+}
+
+/* The snapshot's allocator_settings (io/settings.h flattens them into options): {"max_split_size":
+ * -1, "garbage_collection_threshold": 0.0, "expandable_segments": false, "roundup_power2_divisions":
+ * {"1": 0, ...}, ...}. Fields it does not have keep PyTorch's defaults; PYTORCH_CUDA_ALLOC_CONF (the
+ * first one) is read only when none of the structured fields is there. */
+static int config_recorded(tconfig *c, const sim_recorded *rec, char *err, size_t n) {
+  if (rec->error) {
+    snprintf(err, n, "%s", rec->error);
     return -1;
   }
   int rc = 0, structured = 0;
-  for (size_t i = 0; i < root->u.object.len && !rc; i++) {
-    const char *k = root->u.object.keys[i];
-    yajl_val v = root->u.object.values[i];
-    if (!strcmp(k, "max_split_size") && YAJL_IS_INTEGER(v)) {
-      long long x = YAJL_GET_INTEGER(v);
-      c->max_split_size = x < 0 ? UINT64_MAX : (uint64_t)x;
-      structured = 1;
-    } else if (!strcmp(k, "max_non_split_rounding_size") && YAJL_IS_INTEGER(v) && YAJL_GET_INTEGER(v) > 0) {
-      c->max_non_split_rounding = (uint64_t)YAJL_GET_INTEGER(v);
-    } else if (!strcmp(k, "garbage_collection_threshold") && YAJL_IS_NUMBER(v)) {
-      c->garbage_collection_threshold = YAJL_GET_DOUBLE(v);
-      structured = 1;
-    } else if (!strcmp(k, "expandable_segments") && (YAJL_IS_TRUE(v) || YAJL_IS_FALSE(v))) {
-      c->expandable_segments = YAJL_IS_TRUE(v);
-      structured = 1;
-    } else if (!strcmp(k, "roundup_power2_divisions") && YAJL_IS_OBJECT(v)) {
-      for (size_t j = 0; j < v->u.object.len; j++) {
-        uint64_t mb;
-        yajl_val d = v->u.object.values[j];
-        if (parse_count(v->u.object.keys[j], &mb) || !is_pow2(mb) || !YAJL_IS_INTEGER(d) || YAJL_GET_INTEGER(d) < 0) {
-          snprintf(err, n, "the recorded roundup_power2_divisions has an entry '%s' that is not MiB: divisions",
-                   v->u.object.keys[j]);
-          rc = -1;
-          break;
-        }
-        int index = log2_floor(mb);
-        if (index < kRoundUpPowerOfTwoIntervals) c->roundup_power2_divisions[index] = (uint64_t)YAJL_GET_INTEGER(d);
-      }
-      structured = 1;
-    } else if (!strcmp(k, "roundup_power2_divisions") && YAJL_IS_ARRAY(v)) {
-      for (size_t j = 0; j < v->u.array.len && j < kRoundUpPowerOfTwoIntervals; j++)
-        if (YAJL_IS_INTEGER(v->u.array.values[j]) && YAJL_GET_INTEGER(v->u.array.values[j]) >= 0)
-          c->roundup_power2_divisions[j] = (uint64_t)YAJL_GET_INTEGER(v->u.array.values[j]);
-      structured = 1;
-    }
-  }
-  const char *path[] = {"PYTORCH_CUDA_ALLOC_CONF", NULL};
-  yajl_val conf = yajl_tree_get(root, path, yajl_t_string);
-  const char *conf_text = conf ? YAJL_GET_STRING(conf) : NULL;
+  for (size_t i = 0; i < rec->nopts && !rc; i++) rc = recorded_setting(c, &rec->opts[i], &structured, err, n);
+  const char *conf_text = NULL;
+  for (size_t i = 0; i < rec->nopts && !conf_text; i++)
+    if (!strcmp(rec->opts[i].key, "PYTORCH_CUDA_ALLOC_CONF")) conf_text = rec->opts[i].value;
   if (!rc && !structured && conf_text && *conf_text) {
     char *copy = strdup(conf_text);
     sim_option *opts = NULL;
@@ -276,7 +349,6 @@ static int config_recorded(tconfig *c, const char *text, char *err, size_t n) {
     free(opts);
     free(copy);
   }
-  yajl_tree_free(root);
   return rc;
 }
 
@@ -1123,7 +1195,7 @@ static int torch_create(void **ctx, sim_device *dev, const sim_alloc_config *cfg
   if (cfg->nopts) { /* options given: PyTorch's defaults plus these */
     for (size_t i = 0; i < cfg->nopts; i++)
       if (config_option(&c, &cfg->opts[i], err, n)) return SIM_EINVAL;
-  } else if (cfg->recorded && *cfg->recorded) { /* else the settings the trace recorded */
+  } else if (cfg->recorded) { /* else the settings the trace recorded */
     if (config_recorded(&c, cfg->recorded, err, n)) return SIM_EINVAL;
   }
   for (int i = 0; i < kRoundUpPowerOfTwoIntervals; i++)
