@@ -7,6 +7,7 @@
 #include "alloc_bfc.h"
 #include "allocator.h"
 #include "hashmap.h"
+#include "internal/debug.h"
 #include "internal/rbtree.h"
 
 /*
@@ -150,6 +151,7 @@ static void bfc_bin_insert(bfc *m, bfc_chunk *c) {
 
 static void bfc_bin_remove(bfc *m, bfc_chunk *c) {
   int b = c->bin;
+  sim_assert_internal(b >= 0 && c->allocation_id == -1); /* a free chunk in a bin */
   bfc_bin_RB_REMOVE(&m->bins[b], c);
   c->bin = -1;
   if (RB_EMPTY(&m->bins[b])) m->nonempty &= ~(UINT32_C(1) << b);
@@ -172,11 +174,14 @@ static void bfc_sync_gauges(bfc *m) {
   if (r > m->st.reserved.peak) m->st.reserved.peak = r;
 }
 
+static int bfc_check(void *ctx, char *err, size_t errlen); /* the full check, for the debug builds */
+
 /* ---- AllocateRawInternal, step by step ------------------------------------------------------ */
 
 /* SplitChunk: the chunk keeps its first `rounded` bytes; the rest becomes a free chunk right
  * after it. The remainder is not coalesced with its next neighbour, which is never free. */
 static void bfc_split(bfc *m, bfc_chunk *c, uint64_t rounded) {
+  sim_assert_internal(c->allocation_id == -1 && c->bin == -1 && c->size > rounded); /* free, out of its bin, larger */
   bfc_chunk *n = bfc_chunk_new(m);
   n->ptr = c->ptr + rounded;
   n->size = c->size - rounded;
@@ -203,6 +208,7 @@ static bfc_chunk *bfc_find_chunk(bfc *m, int bin, uint64_t rounded, uint64_t num
       c = RB_MIN(bfc_bin, &m->bins[b]); /* every chunk of a higher bin fits */
     }
     if (!c) continue;
+    sim_assert_internal(c->size >= rounded && c->bin == b);
     bfc_bin_remove(m, c);
     /* The split rule. A chunk that fits exactly is never split (an empty remainder is no
      * chunk), which only matters for a bound of 0 bytes. */
@@ -288,6 +294,7 @@ static int bfc_deallocate_free_regions(bfc *m, uint64_t rounded) {
     }
     for (bfc_chunk *d = r->first, *nx; d; d = nx) {
       nx = d->next;
+      sim_assert_internal(d->allocation_id == -1);
       if (d->bin >= 0) bfc_bin_remove(m, d);
       bfc_chunk_delete(m, d);
     }
@@ -297,6 +304,7 @@ static int bfc_deallocate_free_regions(bfc *m, uint64_t rounded) {
   m->nregions = kept;
   bfc_sync_gauges(m);
   m->st.num_alloc_retries++;
+  sim_assert_valid(bfc_check, m);
   return 1;
 }
 
@@ -335,6 +343,7 @@ static int bfc_alloc(void *ctx, uint64_t num_bytes, int64_t stream, sim_placemen
 
 /* Merge: c absorbs its next neighbour n. */
 static void bfc_merge(bfc *m, bfc_chunk *c, bfc_chunk *n) {
+  sim_assert_internal(c->next == n && n->prev == c && n->bin == -1);
   c->next = n->next;
   if (n->next) n->next->prev = c;
   c->size += n->size;
@@ -360,6 +369,7 @@ static void bfc_free_completed(void *ctx, uintptr_t handle) {
   bfc *m = ctx;
   bfc_chunk *c = (bfc_chunk *)handle;
   if (!c) return; /* a 0-byte request */
+  sim_assert_internal(c->allocation_id != -1 && m->bytes_in_use >= (int64_t)c->size); /* it was allocated */
   c->allocation_id = -1;
   m->bytes_in_use -= (int64_t)c->size;
   m->st.allocated.current -= (int64_t)c->size;
@@ -512,6 +522,7 @@ static int bfc_create(void **ctx, sim_device *dev, const sim_alloc_config *cfg, 
 
 static void bfc_destroy(void *ctx) {
   bfc *m = ctx;
+  sim_assert_valid(bfc_check, m);
   for (size_t i = 0; i < m->nregions; i++) sim_device_free(m->dev, m->regions[i].ptr, m->regions[i].size);
   for (size_t i = 0; i < m->npages; i++) free(m->pages[i]);
   free(m->pages);

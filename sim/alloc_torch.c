@@ -138,6 +138,9 @@ static int should_split(const torch *m, const tpool *pool, uint64_t block_size, 
 static tblock *alloc_found_block(torch *m, alloc_params *p, uint64_t orig_size, int split_remainder) {
   tpool *pool = p->pool;
   tblock *block = p->block;
+  sim_assert_internal(!block->allocated && !block->waiting && block->mapped);
+  sim_assert_internal(block->pool == pool && block->stream == p->stream && block->size >= p->size);
+  sim_assert_internal(!split_remainder || block->size - p->size >= kMinBlockSize);
   const int already_split = is_split(block);
   if (split_remainder) {
     /* The allocation takes the front; the remainder keeps the old block and goes back. */
@@ -232,6 +235,7 @@ static int torch_alloc(void *ctx, uint64_t orig_size, int64_t stream, sim_placem
 /* combine previously split blocks; returns the size of the subsumed block, or 0 */
 static uint64_t try_merge_blocks(torch *m, tblock *dst, tblock *src, tpool *pool) {
   if (!src || src->allocated || src->waiting || dst->mapped != src->mapped) return 0;
+  sim_assert_internal((dst->prev == src || dst->next == src) && src->pool == pool && dst->es == src->es);
   if (dst->prev == src) { /* [src dst] */
     dst->ptr = src->ptr;
     dst->prev = src->prev;
@@ -255,6 +259,7 @@ static int mergeable(const tblock *dst, const tblock *src) {
 /* moves a block into the pool of cached free blocks (the free_completed moment), merged with its
  * free neighbours as try_merge_blocks does (prev, then next) */
 static void free_block(torch *m, tblock *block) {
+  sim_assert_internal(!block->allocated && !block->waiting && block->mapped);
   uint64_t original_block_size = block->size, requested_size = block->requested;
   tpool *pool = block->pool;
   tblock *prev = mergeable(block, block->prev) ? block->prev : NULL;
@@ -311,6 +316,7 @@ static void free_block(torch *m, tblock *block) {
 }
 
 static void waiting_add(torch *m, tblock *b) {
+  sim_assert_internal(!b->allocated && !b->waiting);
   tblock *older = m->waiting_newest;
   if (older) { /* append the previous newest to the list */
     WNEXT(older) = NULL;
@@ -324,6 +330,7 @@ static void waiting_add(torch *m, tblock *b) {
 }
 
 static void waiting_remove(torch *m, tblock *b) {
+  sim_assert_internal(b->waiting);
   b->waiting = 0;
   if (b == m->waiting_newest) {
     m->waiting_newest = NULL;
@@ -347,6 +354,7 @@ static void free_all_waiting(torch *m) {
 /* free(): the program let go of the block. It stops counting as allocated now; it becomes
  * reusable at free_completed (at once for blocks without record_stream uses). */
 static void free_request(torch *m, tblock *block) {
+  sim_assert_internal(block->allocated && !block->waiting);
   block->allocated = 0;
   POOL_DEC(m, block->pool, allocation, 1);
   POOL_DEC(m, block->pool, allocated_bytes, block->size);
@@ -399,6 +407,8 @@ static int alloc_block(torch *m, alloc_params *p, int is_retry) {
 /* cudaFree of an unsplit free block */
 static void release_block(torch *m, tblock *block) {
   tpool *pool = block->pool;
+  sim_assert_internal(!is_split(block) && !block->es && !block->allocated && !block->waiting); /* a whole segment */
+  sim_assert_internal(m->total_allocated_memory >= block->size);
   m->stats.num_device_free++;
   sim_device_free(m->dev, block->ptr, block->size);
   m->total_allocated_memory -= block->size;
@@ -465,6 +475,7 @@ static void release_cached_blocks(torch *m) {
   synchronize_and_free_events(m);
   release_blocks(m, &m->large_blocks);
   release_blocks(m, &m->small_blocks);
+  sim_assert_valid(_torch_check, m);
 }
 
 static size_t gc_count(const tblock *b) {
@@ -549,6 +560,7 @@ static tblock *find_expandable_block(torch *m, int64_t stream, tpool *pool, uint
 
 /* Maps [to_map, +size) rounded out to whole pages; one segment_map for the range. */
 static int map_block(torch *m, tblock *to_map, uint64_t size) {
+  sim_assert_internal(to_map->es && !to_map->mapped && size <= to_map->size);
   tseg *es = to_map->es;
   uint64_t begin = (to_map->ptr - es->base) / es->page;
   uint64_t end = (to_map->ptr + size - es->base + es->page - 1) / es->page;
@@ -589,12 +601,14 @@ static tblock *try_allocate_expandable_block(torch *m, int64_t stream, tpool *po
     if (!map_block(m, new_candidate, remaining < new_candidate->size ? remaining : new_candidate->size)) return NULL;
     candidate = new_candidate; /* it absorbed the free block before it */
   }
+  sim_assert_internal(candidate->mapped && candidate->size >= size);
   tfree_remove(&pool->blocks, candidate);
   return candidate;
 }
 
 /* Unmaps the whole pages inside a free block; one segment_unmap for them. */
 static void unmap_block(torch *m, tblock *block) {
+  sim_assert_internal(block->es && block->mapped && !block->allocated && !block->waiting);
   tseg *es = block->es;
   uint64_t begin = (block->ptr - es->base + es->page - 1) / es->page;
   uint64_t end = (block->ptr + block->size - es->base) / es->page;
@@ -635,6 +649,7 @@ static void unmap_block(torch *m, tblock *block) {
 }
 
 static void release_expandable_segment(torch *m, tblock *block) {
+  sim_assert_internal(!block->mapped && !block->prev && !block->next); /* all of it unmapped */
   tseg *es = block->es;
   RB_REMOVE(tunmapped, &block->pool->unmapped, block);
   sim_device_unreserve(m->dev, es->base, es->size);
@@ -667,6 +682,7 @@ static int torch_create(void **ctx, sim_device *dev, const sim_alloc_config *cfg
 
 static void torch_destroy(void *ctx) {
   torch *m = ctx;
+  sim_assert_valid(_torch_check, m);
   tfree_release(&m->small_blocks.blocks);
   tfree_release(&m->large_blocks.blocks);
   for (size_t i = 0; i < m->nchunks; i++) free(m->chunks[i]);

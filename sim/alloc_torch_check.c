@@ -9,7 +9,7 @@
  * of their pool (and of unmapped ranges), every block tiles its segment with its neighbours,
  * free neighbours have merged, and the statistics add up to what the blocks hold. `memplay
  * replay --check` runs it after every event; the debug builds run it at the rare calls
- * (internal/assert.h). O(blocks).
+ * (internal/debug.h). O(blocks).
  */
 
 #define CHECK_FAIL(...)                 \

@@ -208,9 +208,8 @@ int _torch_restore(void *ctx, sim_walk_item *items, size_t n, uintptr_t *handles
   tpool *pool = seg->pool ? &m->large_blocks : &m->small_blocks;
   for (size_t i = 0; i < n; i++) handles[i] = 0;
   if (plan_range(m, pool, seg->addr, seg->addr + seg->size, items + 1, n - 1, err, errlen)) return SIM_EINVAL;
-  if (!seg->expandable) {
-    restore_segment(m, pool, seg, items + 1, n - 1, handles + 1);
-    return SIM_OK;
-  }
-  return restore_mapped_range(m, pool, seg, items + 1, n - 1, handles + 1, err, errlen) ? SIM_EINVAL : SIM_OK;
+  if (!seg->expandable) restore_segment(m, pool, seg, items + 1, n - 1, handles + 1);
+  else if (restore_mapped_range(m, pool, seg, items + 1, n - 1, handles + 1, err, errlen)) return SIM_EINVAL;
+  sim_assert_valid(_torch_check, m);
+  return SIM_OK;
 }

@@ -11,6 +11,7 @@
 #include "sim/alloc_torch.h"
 #include "sim/fitset.h"
 #include "sim/hashmap.h"
+#include "debug.h"
 #include "rbtree.h"
 
 /*
@@ -166,7 +167,10 @@ static inline void increase_stat(tstat *s, uint64_t amount) {
   if (s->current > s->peak) s->peak = s->current;
 }
 
-static inline void decrease_stat(tstat *s, uint64_t amount) { s->current -= (int64_t)amount; }
+static inline void decrease_stat(tstat *s, uint64_t amount) {
+  sim_assert_internal(s->current >= (int64_t)amount); /* a count never goes below zero */
+  s->current -= (int64_t)amount;
+}
 
 /* Each array's AGGREGATE entry, except that the four byte counts the replay engine reads live in
  * the engine's sim_alloc_stats (so nothing is copied after each call). */
