@@ -538,6 +538,10 @@ static int async_check(void *ctx, char *err, size_t errlen) {
   }
   uint64_t intrees = 0, per_stream = 0;
   async_block *b;
+  if (!async_tree_RB_VALID(&p->ready)) ASYNC_FAIL("the ready blocks are not an ordered tree");
+  for (size_t i = 0; i < p->nstreams; i++)
+    if (!async_tree_RB_VALID(&p->streams[i].pending))
+      ASYNC_FAIL("stream %" PRId64 "'s pending blocks are not an ordered tree", p->streams[i].stream);
   RB_FOREACH(b, async_tree, &p->ready) intrees++;
   for (size_t i = 0; i < p->nstreams; i++) {
     uint64_t bytes = 0;

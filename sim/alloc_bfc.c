@@ -660,6 +660,7 @@ static int bfc_check(void *ctx, char *err, size_t errlen) {
   for (int b = 0; b < BFC_NUM_BINS; b++) {
     bfc_chunk *c;
     uint64_t k = 0;
+    if (!bfc_bin_RB_VALID(&m->bins[b])) BFC_FAIL("bin %d is not an ordered tree", b);
     RB_FOREACH(c, bfc_bin, &m->bins[b]) k++;
     if (!!k != !!(m->nonempty & (UINT32_C(1) << b))) BFC_FAIL("bin %d is marked wrongly as %s", b, k ? "empty" : "in use");
     binned += k;
