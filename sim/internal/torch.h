@@ -50,7 +50,6 @@ typedef struct tconfig {
   double fraction;
 } tconfig;
 
-
 /* ---- blocks, pools and segments ------------------------------------------------------------- */
 
 typedef struct tblock tblock;
