@@ -1,5 +1,4 @@
 /* alloc_async.c: the `async` model: cudaMallocAsync's default stream-ordered memory pool. */
-#include <bsd/sys/tree.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,6 +6,8 @@
 
 #include "allocator.h"
 #include "hashmap.h"
+#include "internal/debug.h"
+#include "internal/rbtree.h"
 
 /*
  * The CUDA driver's default memory pool as cudaMallocAsync/cudaFreeAsync use it (CUDA
@@ -64,7 +65,7 @@ static int async_block_cmp(const async_block *a, const async_block *b) {
 }
 
 RB_HEAD(async_tree, async_block);
-RB_GENERATE_INTERNAL(async_tree, async_block, link, async_block_cmp, __attribute__((unused)) static)
+SIM_RB_GENERATE(async_tree, async_block, link, async_block_cmp)
 
 struct async_seg {
   uint64_t addr, size;
@@ -159,10 +160,12 @@ static void async_insert(async_pool *p, async_block *b) {
 }
 
 static void async_remove(async_pool *p, async_block *b) {
+  sim_assert_internal(b->state != AB_USED);
   if (b->state == AB_READY) {
     async_tree_RB_REMOVE(&p->ready, b);
   } else {
     async_stream *s = async_stream_get(p, b->stream, 0);
+    sim_assert_internal(s && s->bytes >= b->size && p->pending_bytes >= b->size);
     async_tree_RB_REMOVE(&s->pending, b);
     s->bytes -= b->size;
     p->pending_bytes -= b->size;
@@ -186,6 +189,7 @@ static int async_mergeable(const async_block *a, const async_block *b) {
 
 /* Merges b's free neighbours of the same kind into it; b is in no tree. */
 static async_block *async_coalesce(async_pool *p, async_block *b) {
+  sim_assert_internal(b->state != AB_USED);
   async_block *n = b->next;
   if (n && async_mergeable(b, n)) {
     async_remove(p, n);
@@ -205,6 +209,8 @@ static async_block *async_coalesce(async_pool *p, async_block *b) {
   }
   return b;
 }
+
+static int async_check(void *ctx, char *err, size_t errlen); /* the full check, for the debug builds */
 
 /* ---- cudaMallocAsync ------------------------------------------------------------------------ */
 
@@ -253,6 +259,9 @@ static async_block *async_grow(async_pool *p, uint64_t rounded, int64_t stream) 
 
 /* Cuts `rounded` bytes off the front of free block b for `stream`; the rest stays free as it was. */
 static void async_take(async_pool *p, async_block *b, uint64_t rounded, uint64_t requested, int64_t stream) {
+  sim_assert_internal(b->state != AB_USED && b->size >= rounded);
+  /* ready memory, or this stream's own frees, or (waiting on another stream) internal dependencies */
+  sim_assert_internal(b->state == AB_READY || b->stream == stream || p->allow_internal_dependencies);
   async_remove(p, b);
   if (b->size > rounded) {
     async_block *n = async_block_new(p);
@@ -319,6 +328,7 @@ static void async_free_completed(void *ctx, uintptr_t handle) {
   async_pool *p = ctx;
   async_block *b = (async_block *)handle;
   if (!b) return; /* a 0-byte request */
+  sim_assert_internal(b->state == AB_USED && p->st.allocated.current >= (int64_t)b->size);
   p->st.allocated.current -= (int64_t)b->size;
   p->st.requested.current -= (int64_t)b->requested;
   p->st.num_frees++;
@@ -351,6 +361,7 @@ static void async_release(async_pool *p, uint64_t keep) {
     }
     if (victim == SIZE_MAX) return;
     async_seg *s = p->segs[victim];
+    sim_assert_internal(p->reserved >= s->size);
     async_remove(p, s->first);
     async_block_delete(p, s->first);
     sim_device_free(p->dev, s->addr, s->size);
@@ -380,6 +391,7 @@ static void async_empty_cache(void *ctx) {
   for (size_t i = 0; i < p->nstreams; i++) async_make_ready(p, &p->streams[i]);
   async_release(p, 0);
   async_sync_gauges(p);
+  sim_assert_valid(async_check, p);
 }
 
 /* ---- creation ------------------------------------------------------------------------------- */
@@ -423,6 +435,7 @@ static int async_create(void **ctx, sim_device *dev, const sim_alloc_config *cfg
 
 static void async_destroy(void *ctx) {
   async_pool *p = ctx;
+  sim_assert_valid(async_check, p);
   for (size_t i = 0; i < p->nsegs; i++) {
     sim_device_free(p->dev, p->segs[i]->addr, p->segs[i]->size);
     free(p->segs[i]);
@@ -525,6 +538,10 @@ static int async_check(void *ctx, char *err, size_t errlen) {
   }
   uint64_t intrees = 0, per_stream = 0;
   async_block *b;
+  if (!async_tree_RB_VALID(&p->ready)) ASYNC_FAIL("the ready blocks are not an ordered tree");
+  for (size_t i = 0; i < p->nstreams; i++)
+    if (!async_tree_RB_VALID(&p->streams[i].pending))
+      ASYNC_FAIL("stream %" PRId64 "'s pending blocks are not an ordered tree", p->streams[i].stream);
   RB_FOREACH(b, async_tree, &p->ready) intrees++;
   for (size_t i = 0; i < p->nstreams; i++) {
     uint64_t bytes = 0;

@@ -1,5 +1,4 @@
 /* alloc_bfc.c: the `bfc` model: TensorFlow's GPU allocator (best-fit with coalescing), decision for decision. */
-#include <bsd/sys/tree.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,6 +7,8 @@
 #include "alloc_bfc.h"
 #include "allocator.h"
 #include "hashmap.h"
+#include "internal/debug.h"
+#include "internal/rbtree.h"
 
 /*
  * TensorFlow's BFCAllocator as its GPU devices run it (classic TF 2.x: tsl/framework/
@@ -71,8 +72,7 @@ static int bfc_chunk_cmp(const bfc_chunk *a, const bfc_chunk *b) {
 }
 
 RB_HEAD(bfc_bin, bfc_chunk);
-/* RB_GENERATE_STATIC spells "unused" as __unused, which libbsd leaves undefined. */
-RB_GENERATE_INTERNAL(bfc_bin, bfc_chunk, link, bfc_chunk_cmp, __attribute__((unused)) static)
+SIM_RB_GENERATE(bfc_bin, bfc_chunk, link, bfc_chunk_cmp)
 
 typedef struct bfc_region {
   uint64_t ptr, size;
@@ -151,6 +151,7 @@ static void bfc_bin_insert(bfc *m, bfc_chunk *c) {
 
 static void bfc_bin_remove(bfc *m, bfc_chunk *c) {
   int b = c->bin;
+  sim_assert_internal(b >= 0 && c->allocation_id == -1); /* a free chunk in a bin */
   bfc_bin_RB_REMOVE(&m->bins[b], c);
   c->bin = -1;
   if (RB_EMPTY(&m->bins[b])) m->nonempty &= ~(UINT32_C(1) << b);
@@ -173,11 +174,14 @@ static void bfc_sync_gauges(bfc *m) {
   if (r > m->st.reserved.peak) m->st.reserved.peak = r;
 }
 
+static int bfc_check(void *ctx, char *err, size_t errlen); /* the full check, for the debug builds */
+
 /* ---- AllocateRawInternal, step by step ------------------------------------------------------ */
 
 /* SplitChunk: the chunk keeps its first `rounded` bytes; the rest becomes a free chunk right
  * after it. The remainder is not coalesced with its next neighbour, which is never free. */
 static void bfc_split(bfc *m, bfc_chunk *c, uint64_t rounded) {
+  sim_assert_internal(c->allocation_id == -1 && c->bin == -1 && c->size > rounded); /* free, out of its bin, larger */
   bfc_chunk *n = bfc_chunk_new(m);
   n->ptr = c->ptr + rounded;
   n->size = c->size - rounded;
@@ -204,6 +208,7 @@ static bfc_chunk *bfc_find_chunk(bfc *m, int bin, uint64_t rounded, uint64_t num
       c = RB_MIN(bfc_bin, &m->bins[b]); /* every chunk of a higher bin fits */
     }
     if (!c) continue;
+    sim_assert_internal(c->size >= rounded && c->bin == b);
     bfc_bin_remove(m, c);
     /* The split rule. A chunk that fits exactly is never split (an empty remainder is no
      * chunk), which only matters for a bound of 0 bytes. */
@@ -289,6 +294,7 @@ static int bfc_deallocate_free_regions(bfc *m, uint64_t rounded) {
     }
     for (bfc_chunk *d = r->first, *nx; d; d = nx) {
       nx = d->next;
+      sim_assert_internal(d->allocation_id == -1);
       if (d->bin >= 0) bfc_bin_remove(m, d);
       bfc_chunk_delete(m, d);
     }
@@ -298,6 +304,7 @@ static int bfc_deallocate_free_regions(bfc *m, uint64_t rounded) {
   m->nregions = kept;
   bfc_sync_gauges(m);
   m->st.num_alloc_retries++;
+  sim_assert_valid(bfc_check, m);
   return 1;
 }
 
@@ -336,6 +343,7 @@ static int bfc_alloc(void *ctx, uint64_t num_bytes, int64_t stream, sim_placemen
 
 /* Merge: c absorbs its next neighbour n. */
 static void bfc_merge(bfc *m, bfc_chunk *c, bfc_chunk *n) {
+  sim_assert_internal(c->next == n && n->prev == c && n->bin == -1);
   c->next = n->next;
   if (n->next) n->next->prev = c;
   c->size += n->size;
@@ -361,6 +369,7 @@ static void bfc_free_completed(void *ctx, uintptr_t handle) {
   bfc *m = ctx;
   bfc_chunk *c = (bfc_chunk *)handle;
   if (!c) return; /* a 0-byte request */
+  sim_assert_internal(c->allocation_id != -1 && m->bytes_in_use >= (int64_t)c->size); /* it was allocated */
   c->allocation_id = -1;
   m->bytes_in_use -= (int64_t)c->size;
   m->st.allocated.current -= (int64_t)c->size;
@@ -409,42 +418,47 @@ static const char *bfc_env(const sim_alloc_config *cfg, const char *name) {
   return cfg && cfg->getenv ? cfg->getenv(name) : NULL;
 }
 
-static int bfc_create(void **ctx, sim_device *dev, const sim_alloc_config *cfg, char *err, size_t errlen) {
-  int allow_growth = 0, gc = -1, have_limit = 0;
-  uint64_t limit = 0;
-  double fraction = 0, frag_fraction = 0;
-  int64_t system_mb = 0;
+/* The settings as given: the options, then the environment. */
+typedef struct bfc_settings {
+  int allow_growth, gc, have_limit; /* gc: -1 not given */
+  uint64_t limit;
+  double fraction, frag_fraction;
+  int64_t system_mb;
+} bfc_settings;
+
+/* The SPEC's options, each checked as TensorFlow checks the GPUOptions field it stands for. */
+static int bfc_read_options(const sim_alloc_config *cfg, bfc_settings *s, char *err, size_t errlen) {
   for (size_t i = 0; cfg && i < cfg->nopts; i++) {
     const sim_option *o = &cfg->opts[i];
     int rc = 0;
     if (!strcmp(o->key, "allow_growth")) {
-      rc = sim_opt_bool(o, &allow_growth, err, errlen);
+      rc = sim_opt_bool(o, &s->allow_growth, err, errlen);
     } else if (!strcmp(o->key, "garbage_collection")) {
-      rc = sim_opt_bool(o, &gc, err, errlen);
+      rc = sim_opt_bool(o, &s->gc, err, errlen);
     } else if (!strcmp(o->key, "memory_limit")) {
-      rc = sim_opt_size(o, &limit, err, errlen);
-      if (!rc && limit > (uint64_t)INT64_MAX) {
+      rc = sim_opt_size(o, &s->limit, err, errlen);
+      if (!rc && s->limit > (uint64_t)INT64_MAX) {
         snprintf(err, errlen, "option 'memory_limit' for allocator 'bfc' is too large: '%s'", o->value);
         rc = -1;
       }
-      have_limit = 1;
+      s->have_limit = 1;
     } else if (!strcmp(o->key, "per_process_gpu_memory_fraction")) {
-      rc = sim_opt_double(o, &fraction, err, errlen);
-      if (!rc && fraction < 0) {
+      rc = sim_opt_double(o, &s->fraction, err, errlen);
+      if (!rc && s->fraction < 0) {
         snprintf(err, errlen, "option '%s' for allocator 'bfc' wants a fraction of at least 0, not '%s'", o->key,
                  o->value);
         rc = -1;
       }
     } else if (!strcmp(o->key, "fragmentation_fraction")) {
-      rc = sim_opt_double(o, &frag_fraction, err, errlen);
-      if (!rc && frag_fraction < 0) {
+      rc = sim_opt_double(o, &s->frag_fraction, err, errlen);
+      if (!rc && s->frag_fraction < 0) {
         snprintf(err, errlen, "option '%s' for allocator 'bfc' wants a fraction of at least 0, not '%s'", o->key,
                  o->value);
         rc = -1;
       }
     } else if (!strcmp(o->key, "gpu_system_memory_size_in_mb")) {
-      rc = sim_opt_int(o, &system_mb, err, errlen);
-      if (!rc && system_mb < 0) {
+      rc = sim_opt_int(o, &s->system_mb, err, errlen);
+      if (!rc && s->system_mb < 0) {
         snprintf(err, errlen, "option '%s' for allocator 'bfc' wants a number of MiB of at least 0, not '%s'",
                  o->key, o->value);
         rc = -1;
@@ -453,58 +467,72 @@ static int bfc_create(void **ctx, sim_device *dev, const sim_alloc_config *cfg, 
       snprintf(err, errlen, "unknown option '%s' for allocator 'bfc'", o->key);
       rc = -1;
     }
-    if (rc) return SIM_EINVAL;
+    if (rc) return -1;
   }
+  return 0;
+}
 
-  /* TF_FORCE_GPU_ALLOW_GROWTH: exactly "true" or "false" overrides; anything else is ignored. */
+/* TF_FORCE_GPU_ALLOW_GROWTH: exactly "true" or "false" overrides; anything else is ignored.
+ * Garbage collection: the option when given, else TF_ENABLE_GPU_GARBAGE_COLLECTION, whose only
+ * "off" is exactly "false" (an unparsable value keeps the default, on). */
+static void bfc_read_environment(const sim_alloc_config *cfg, bfc_settings *s) {
   const char *force = bfc_env(cfg, "TF_FORCE_GPU_ALLOW_GROWTH");
-  if (force && !strcmp(force, "true")) allow_growth = 1;
-  else if (force && !strcmp(force, "false")) allow_growth = 0;
-  /* Garbage collection: the option when given, else TF_ENABLE_GPU_GARBAGE_COLLECTION, whose
-   * only "off" is exactly "false" (an unparsable value keeps the default, on). */
-  if (gc < 0) {
+  if (force && !strcmp(force, "true")) s->allow_growth = 1;
+  else if (force && !strcmp(force, "false")) s->allow_growth = 0;
+  if (s->gc < 0) {
     const char *v = bfc_env(cfg, "TF_ENABLE_GPU_GARBAGE_COLLECTION");
-    gc = !(v && !strcmp(v, "false"));
+    s->gc = !(v && !strcmp(v, "false"));
   }
+}
 
-  /* The memory limit: a logical device's own limit, else SingleVirtualDeviceMemoryLimit. */
-  if (!have_limit) {
-    uint64_t available = dev->free_memory, total = dev->total_memory;
-    if (fraction > 1.0 && dev->cc_major < 6) {
-      snprintf(err, errlen,
-               "unified memory on GPUs with compute capability lower than 6.0 (pre-Pascal class GPUs) does not "
-               "support oversubscription (per_process_gpu_memory_fraction %g)",
-               fraction);
-      return SIM_EINVAL;
-    }
-    if (fraction == 0) {
-      limit = available;
-      uint64_t reserve = bfc_min_system_memory(available, dev->cc_major);
-      if (reserve < limit) limit -= reserve;
-    } else {
-      double v = (double)total * fraction;
-      limit = v >= 9223372036854775807.0 ? (uint64_t)INT64_MAX : (uint64_t)v;
-    }
-    if (system_mb > 0) bfc_reserve_system(available, system_mb, &limit);
-    const char *sys = bfc_env(cfg, "TF_DEVICE_MIN_SYS_MEMORY_IN_MB");
-    int64_t mb;
-    if (sys && *sys && !bfc_parse_int64(sys, &mb)) bfc_reserve_system(available, mb, &limit);
-    if (limit > (uint64_t)INT64_MAX) limit = (uint64_t)INT64_MAX;
+/* The memory limit: a logical device's own limit, else SingleVirtualDeviceMemoryLimit. */
+static int bfc_memory_limit(const sim_device *dev, const sim_alloc_config *cfg, bfc_settings *s, char *err,
+                            size_t errlen) {
+  if (s->have_limit) return 0;
+  uint64_t available = dev->free_memory, total = dev->total_memory, limit;
+  if (s->fraction > 1.0 && dev->cc_major < 6) {
+    snprintf(err, errlen,
+             "unified memory on GPUs with compute capability lower than 6.0 (pre-Pascal class GPUs) does not "
+             "support oversubscription (per_process_gpu_memory_fraction %g)",
+             s->fraction);
+    return -1;
   }
+  if (s->fraction == 0) {
+    limit = available;
+    uint64_t reserve = bfc_min_system_memory(available, dev->cc_major);
+    if (reserve < limit) limit -= reserve;
+  } else {
+    double v = (double)total * s->fraction;
+    limit = v >= 9223372036854775807.0 ? (uint64_t)INT64_MAX : (uint64_t)v;
+  }
+  if (s->system_mb > 0) bfc_reserve_system(available, s->system_mb, &limit);
+  const char *sys = bfc_env(cfg, "TF_DEVICE_MIN_SYS_MEMORY_IN_MB");
+  int64_t mb;
+  if (sys && *sys && !bfc_parse_int64(sys, &mb)) bfc_reserve_system(available, mb, &limit);
+  if (limit > (uint64_t)INT64_MAX) limit = (uint64_t)INT64_MAX;
+  s->limit = limit;
+  return 0;
+}
 
+static int bfc_create(void **ctx, sim_device *dev, const sim_alloc_config *cfg, char *err, size_t errlen) {
+  bfc_settings s = {.gc = -1};
+  if (bfc_read_options(cfg, &s, err, errlen)) return SIM_EINVAL;
+  bfc_read_environment(cfg, &s);
+  if (bfc_memory_limit(dev, cfg, &s, err, errlen)) return SIM_EINVAL;
+  uint64_t limit = s.limit;
   bfc *m = sim_xcalloc(1, sizeof *m);
   m->dev = dev;
   m->memory_limit = limit;
-  m->allow_growth = allow_growth;
-  m->garbage_collection = gc;
-  if (frag_fraction > 0) {
-    double bound = frag_fraction * (double)limit;
+  m->allow_growth = s.allow_growth;
+  m->garbage_collection = s.gc;
+  if (s.frag_fraction > 0) {
+    double bound = s.frag_fraction * (double)limit;
     m->max_internal_fragmentation_bytes = bound >= 9223372036854775807.0 ? (uint64_t)INT64_MAX : (uint64_t)bound;
   } else {
     m->max_internal_fragmentation_bytes = BFC_DEFAULT_MAX_INTERNAL_FRAGMENTATION;
   }
   m->curr_region_allocation_bytes =
-    bfc_rounded_bytes(allow_growth ? (limit < BFC_GROWTH_FIRST_REGION ? limit : BFC_GROWTH_FIRST_REGION) : limit);
+    bfc_rounded_bytes(s.allow_growth ? (limit < BFC_GROWTH_FIRST_REGION ? limit : BFC_GROWTH_FIRST_REGION) : limit);
   m->next_allocation_id = 1;
   for (int b = 0; b < BFC_NUM_BINS; b++) RB_INIT(&m->bins[b]);
   *ctx = m;
@@ -513,6 +541,7 @@ static int bfc_create(void **ctx, sim_device *dev, const sim_alloc_config *cfg, 
 
 static void bfc_destroy(void *ctx) {
   bfc *m = ctx;
+  sim_assert_valid(bfc_check, m);
   for (size_t i = 0; i < m->nregions; i++) sim_device_free(m->dev, m->regions[i].ptr, m->regions[i].size);
   for (size_t i = 0; i < m->npages; i++) free(m->pages[i]);
   free(m->pages);
@@ -631,6 +660,7 @@ static int bfc_check(void *ctx, char *err, size_t errlen) {
   for (int b = 0; b < BFC_NUM_BINS; b++) {
     bfc_chunk *c;
     uint64_t k = 0;
+    if (!bfc_bin_RB_VALID(&m->bins[b])) BFC_FAIL("bin %d is not an ordered tree", b);
     RB_FOREACH(c, bfc_bin, &m->bins[b]) k++;
     if (!!k != !!(m->nonempty & (UINT32_C(1) << b))) BFC_FAIL("bin %d is marked wrongly as %s", b, k ? "empty" : "in use");
     binned += k;

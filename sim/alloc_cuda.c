@@ -5,6 +5,7 @@
 
 #include "allocator.h"
 #include "device_sim.h"
+#include "internal/debug.h"
 #include "slab.h"
 
 /*
@@ -72,7 +73,9 @@ static int cuda_alloc(void *ctx, uint64_t size, int64_t stream, sim_placement *o
 
 static void cuda_free_completed(void *ctx, uintptr_t handle) {
   cuda_model *m = ctx;
+  sim_assert_internal(handle && handle <= m->blocks.len); /* a block this model handed out */
   cuda_block *b = sim_slab_at(&m->blocks, (uint32_t)handle);
+  sim_assert_internal(m->st.allocated.current >= (int64_t)b->size);
   sim_device_free(m->dev, b->addr, b->size);
   int64_t s = (int64_t)b->size;
   m->st.allocated.current -= s;

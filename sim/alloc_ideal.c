@@ -5,6 +5,7 @@
 
 #include "allocator.h"
 #include "hashmap.h"
+#include "internal/debug.h"
 
 /*
  * No rounding, no caching, no fragmentation: every request takes exactly its size and gives it
@@ -53,6 +54,7 @@ static int ideal_alloc(void *ctx, uint64_t size, int64_t stream, sim_placement *
 static void ideal_free_completed(void *ctx, uintptr_t handle) {
   ideal *m = ctx;
   int64_t s = (int64_t)handle;
+  sim_assert_internal(s >= 0 && m->st.allocated.current >= s); /* the size of a live request */
   m->st.allocated.current -= s;
   m->st.requested.current -= s;
   m->st.active.current -= s;

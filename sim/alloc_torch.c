@@ -1,16 +1,10 @@
 /* alloc_torch.c: the `torch` model: PyTorch's CUDA caching allocator, decision for decision. */
 #include <inttypes.h>
-#include <stddef.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <yajl/yajl_tree.h>
 
-#include "alloc_torch.h"
-#include "avl.h"
-#include "fitset.h"
-#include "hashmap.h"
+#include "internal/torch.h"
 
 /*
  * The rules are those of c10/cuda/CUDACachingAllocator.cpp (DeviceCachingAllocator) and of the
@@ -18,7 +12,10 @@
  * with what this model assumes. The functions below carry PyTorch's names and come in the order
  * malloc meets them: rounding, get_free_block, alloc_found_block; then free and free_block;
  * then how segments come and go (alloc_block, release_available_cached_blocks,
- * release_cached_blocks, garbage collection); then expandable segments; then statistics.
+ * release_cached_blocks, garbage collection); then expandable segments; then statistics. Its
+ * settings are read in alloc_torch_config.c, the state a trace starts with is restored in
+ * alloc_torch_restore.c and its invariants are checked in alloc_torch_check.c; the data they
+ * share is declared in internal/torch.h.
  *
  * What a replay cannot see is decided as follows:
  *  - free_requested and free_completed arrive as events: a block waits between the two as a
@@ -30,423 +27,20 @@
  *  - per_process_memory_fraction stands for torch.cuda.set_per_process_memory_fraction.
  */
 
-/* ---- constants ----------------------------------------------------------------------------- */
+/* ---- constants ------------------------------------------------------------------------------ */
 
-#define KiB (UINT64_C(1) << 10)
-#define MiB (UINT64_C(1) << 20)
-#define GiB (UINT64_C(1) << 30)
-
-enum {
-  kMinBlockSize = 512,              /* every size is rounded to a multiple of 512 bytes */
-  kRoundUpPowerOfTwoIntervals = 16, /* roundup_power2_divisions: one entry per power of 2 from 1 MiB to 32 GiB */
-};
+/* Two more are declared in internal/torch.h, as PyTorch declares them in its headers, because the
+ * configuration reads them too: kRoundUpPowerOfTwoIntervals = 16 (roundup_power2_divisions: one
+ * entry per power of 2 from 1 MiB to 32 GiB) and kLargeBuffer = 20 MiB (the large segment for
+ * requests of 1-10 MiB; the large pool's expandable page). */
+enum { kMinBlockSize = 512 };                    /* every size is rounded to a multiple of 512 bytes */
 static const uint64_t kSmallSize = 1 * MiB;      /* largest request of the small pool */
 static const uint64_t kSmallBuffer = 2 * MiB;    /* small-pool segment; small expandable page */
 static const uint64_t kMinLargeAlloc = 10 * MiB; /* requests below this share a kLargeBuffer segment */
-static const uint64_t kLargeBuffer = 20 * MiB;   /* large segment for 1-10 MiB; large expandable page */
 static const uint64_t kRoundLarge = 2 * MiB;     /* larger segments are rounded up to this */
 static const uint64_t kOneExaByte = UINT64_C(1) << 60; /* allocate() refuses requests this large */
 
-_Static_assert(sizeof(uintptr_t) >= 8, "handles pack a generation and an index into 64 bits");
-
-/* ---- configuration (PYTORCH_CUDA_ALLOC_CONF) ----------------------------------------------- */
-
-typedef struct tconfig {
-  uint64_t max_split_size;         /* UINT64_MAX: no limit */
-  uint64_t max_non_split_rounding; /* how much larger an oversize block may be than the request */
-  double garbage_collection_threshold; /* 0: off */
-  int expandable_segments;
-  uint64_t roundup_power2_divisions[kRoundUpPowerOfTwoIntervals];
-  int roundup;                     /* any roundup_power2_divisions entry is above 1 */
-  int set_fraction;                /* per_process_memory_fraction was given */
-  double fraction;
-} tconfig;
-
-static void config_defaults(tconfig *c) {
-  memset(c, 0, sizeof *c);
-  c->max_split_size = UINT64_MAX;
-  c->max_non_split_rounding = kLargeBuffer;
-}
-
-static int is_pow2(uint64_t v) { return v && !(v & (v - 1)); }
-static int log2_floor(uint64_t v) { return 63 - __builtin_clzll(v); }
-
-/* A whole non-negative decimal number, as PyTorch's stoul/toSizeT read it. */
-static int parse_count(const char *s, uint64_t *out) {
-  if (!*s) return -1;
-  uint64_t v = 0;
-  for (const char *p = s; *p; p++) {
-    if (*p < '0' || *p > '9') return -1;
-    if (v > (UINT64_MAX - 9) / 10) return -1;
-    v = v * 10 + (uint64_t)(*p - '0');
-  }
-  *out = v;
-  return 0;
-}
-
-static int fail(char *err, size_t n, const char *fmt, const char *a, const char *b) {
-  snprintf(err, n, fmt, a, b);
-  return -1;
-}
-
-/* max_split_size_mb / max_non_split_rounding_mb: whole MiB, at least kLargeBuffer (20). */
-static int parse_mb_at_least_20(const sim_option *o, uint64_t *out, char *err, size_t n) {
-  uint64_t v;
-  if (parse_count(o->value, &v)) return fail(err, n, "option '%s' wants a whole number of MiB, not '%s'", o->key, o->value);
-  if (v < kLargeBuffer / MiB)
-    return fail(err, n, "option '%s' is too small: it must be at least 20 (MiB), as in PyTorch, not '%s'", o->key,
-                o->value);
-  if (v > UINT64_MAX / MiB) v = UINT64_MAX / MiB;
-  *out = v * MiB;
-  return 0;
-}
-
-/* roundup_power2_divisions: `4` (every interval), or `[256:1,512:2,1024:4,>:8]` (keys in MiB,
- * powers of 2; entries before the first key take its value; `>` fills those after the last). */
-static int parse_roundup(const sim_option *o, uint64_t div[kRoundUpPowerOfTwoIntervals], char *err, size_t n) {
-  const char *v = o->value;
-  uint64_t x;
-  if (v[0] != '[') {
-    if (parse_count(v, &x) || !is_pow2(x))
-      return fail(err, n, "option '%s' wants a power of 2 or a list such as [256:1,512:2,>:4], not '%s'", o->key, v);
-    for (int i = 0; i < kRoundUpPowerOfTwoIntervals; i++) div[i] = x;
-    return 0;
-  }
-  size_t len = strlen(v);
-  if (len < 2 || v[len - 1] != ']') return fail(err, n, "option '%s': the list '%s' does not end with ']'", o->key, v);
-  char *text = sim_xmalloc(len);
-  memcpy(text, v + 1, len - 2);
-  text[len - 2] = 0;
-  int first = 1, last_index = -1, rc = 0;
-  for (char *item = text, *next; item && *item; item = next) {
-    next = strchr(item, ',');
-    if (next) *next++ = 0;
-    char *colon = strchr(item, ':');
-    if (!colon) {
-      rc = fail(err, n, "option '%s': '%s' is not KEY:DIVISIONS", o->key, item);
-      break;
-    }
-    *colon = 0;
-    const char *key = item, *val = colon + 1;
-    if (parse_count(val, &x) || (x && !is_pow2(x))) {
-      rc = fail(err, n, "option '%s': divisions must be a power of 2 or 0, not '%s'", o->key, val);
-      break;
-    }
-    if (!strcmp(key, ">")) {
-      for (int i = last_index + 1; i < kRoundUpPowerOfTwoIntervals; i++) div[i] = x;
-      continue;
-    }
-    uint64_t mb;
-    if (parse_count(key, &mb) || !is_pow2(mb)) {
-      rc = fail(err, n, "option '%s': interval '%s' must be a power of 2 (MiB)", o->key, key);
-      break;
-    }
-    int index = log2_floor(mb);
-    if (index > kRoundUpPowerOfTwoIntervals - 1) index = kRoundUpPowerOfTwoIntervals - 1;
-    if (first) {
-      for (int i = 0; i < index; i++) div[i] = x;
-      first = 0;
-    }
-    div[index] = x;
-    last_index = index;
-  }
-  free(text);
-  return rc;
-}
-
-static int parse_fraction(const sim_option *o, double *out, int open, char *err, size_t n) {
-  double v;
-  if (sim_opt_double(o, &v, err, n)) return -1;
-  if (open ? !(v > 0 && v < 1) : !(v >= 0 && v <= 1))
-    return fail(err, n, open ? "option '%s' must lie in (0, 1), not '%s'" : "option '%s' must lie in [0, 1], not '%s'",
-                o->key, o->value);
-  *out = v;
-  return 0;
-}
-
-static int config_option(tconfig *c, const sim_option *o, char *err, size_t n) {
-  const char *k = o->key;
-  int b;
-  uint64_t x;
-  if (!strcmp(k, "max_split_size_mb")) return parse_mb_at_least_20(o, &c->max_split_size, err, n);
-  if (!strcmp(k, "max_non_split_rounding_mb")) return parse_mb_at_least_20(o, &c->max_non_split_rounding, err, n);
-  if (!strcmp(k, "garbage_collection_threshold")) return parse_fraction(o, &c->garbage_collection_threshold, 1, err, n);
-  if (!strcmp(k, "roundup_power2_divisions")) return parse_roundup(o, c->roundup_power2_divisions, err, n);
-  if (!strcmp(k, "expandable_segments")) {
-    if (sim_opt_bool(o, &b, err, n)) return -1;
-    c->expandable_segments = b;
-    return 0;
-  }
-  if (!strcmp(k, "per_process_memory_fraction")) {
-    c->set_fraction = 1;
-    return parse_fraction(o, &c->fraction, 0, err, n);
-  }
-  if (!strcmp(k, "backend")) {
-    if (!strcmp(o->value, "native")) return 0;
-    if (!strcmp(o->value, "cudaMallocAsync"))
-      return fail(err, n, "option '%s:%s' selects another allocator: use the 'async' model instead", k, o->value);
-    return fail(err, n, "option '%s' wants native or cudaMallocAsync, not '%s'", k, o->value);
-  }
-  /* Accepted as PyTorch accepts them; they do not change where device memory goes. */
-  if (!strcmp(k, "pinned_num_register_threads")) {
-    if (parse_count(o->value, &x) || !is_pow2(x) || x > 128)
-      return fail(err, n, "option '%s' wants a power of 2 up to 128, not '%s'", k, o->value);
-    return 0;
-  }
-  if (!strcmp(k, "pinned_reserve_segment_size_mb")) {
-    if (parse_count(o->value, &x) || !x) return fail(err, n, "option '%s' wants a positive number, not '%s'", k, o->value);
-    return 0;
-  }
-  return sim_opt_bool(o, &b, err, n); /* release_lock_on_cudamalloc, pinned_use_*, graph_capture_* */
-}
-
-static const sim_option_spec torch_options[] = {
-  {"max_split_size_mb", "MiB (>= 20): blocks this large are never split, nor used for smaller requests"},
-  {"max_non_split_rounding_mb", "MiB (>= 20, default 20): how much larger an oversize block may be than its request"},
-  {"roundup_power2_divisions", "N or [MiB:N,...,>:N]: round sizes up to N divisions of a power of 2"},
-  {"garbage_collection_threshold", "(0,1): free old cached blocks above this share of the allowed memory"},
-  {"expandable_segments", "True/False: one growing segment per stream and pool, mapped in pages"},
-  {"per_process_memory_fraction", "[0,1]: torch.cuda.set_per_process_memory_fraction (enables GC)"},
-  {"backend", "native (cudaMallocAsync is the 'async' model)"},
-  {"release_lock_on_cudamalloc", "True/False: accepted, no effect on placement"},
-  {"pinned_use_cuda_host_register", "True/False: host memory, accepted and ignored"},
-  {"pinned_num_register_threads", "power of 2: host memory, accepted and ignored"},
-  {"pinned_use_background_threads", "True/False: host memory, accepted and ignored"},
-  {"pinned_reserve_segment_size_mb", "MiB: host memory, accepted and ignored"},
-  {"graph_capture_record_stream_reuse", "True/False: CUDA graphs only, accepted and ignored"},
-  {NULL, NULL},
-};
-
-/* The snapshot's allocator_settings: {"max_split_size": -1, "garbage_collection_threshold": 0.0,
- * "expandable_segments": false, "roundup_power2_divisions": {"1": 0, ...}, ...}. Fields it does
- * not have keep PyTorch's defaults; PYTORCH_CUDA_ALLOC_CONF is read only when they are absent. */
-static int config_recorded(tconfig *c, const char *text, char *err, size_t n) {
-  char perr[256];
-  yajl_val root = yajl_tree_parse(text, perr, sizeof perr);
-  if (!root || !YAJL_IS_OBJECT(root)) {
-    yajl_tree_free(root);
-    snprintf(err, n, "the recorded allocator settings are not a JSON object");
-    return -1;
-  }
-  int rc = 0, structured = 0;
-  for (size_t i = 0; i < root->u.object.len && !rc; i++) {
-    const char *k = root->u.object.keys[i];
-    yajl_val v = root->u.object.values[i];
-    if (!strcmp(k, "max_split_size") && YAJL_IS_INTEGER(v)) {
-      long long x = YAJL_GET_INTEGER(v);
-      c->max_split_size = x < 0 ? UINT64_MAX : (uint64_t)x;
-      structured = 1;
-    } else if (!strcmp(k, "max_non_split_rounding_size") && YAJL_IS_INTEGER(v) && YAJL_GET_INTEGER(v) > 0) {
-      c->max_non_split_rounding = (uint64_t)YAJL_GET_INTEGER(v);
-    } else if (!strcmp(k, "garbage_collection_threshold") && YAJL_IS_NUMBER(v)) {
-      c->garbage_collection_threshold = YAJL_GET_DOUBLE(v);
-      structured = 1;
-    } else if (!strcmp(k, "expandable_segments") && (YAJL_IS_TRUE(v) || YAJL_IS_FALSE(v))) {
-      c->expandable_segments = YAJL_IS_TRUE(v);
-      structured = 1;
-    } else if (!strcmp(k, "roundup_power2_divisions") && YAJL_IS_OBJECT(v)) {
-      for (size_t j = 0; j < v->u.object.len; j++) {
-        uint64_t mb;
-        yajl_val d = v->u.object.values[j];
-        if (parse_count(v->u.object.keys[j], &mb) || !is_pow2(mb) || !YAJL_IS_INTEGER(d) || YAJL_GET_INTEGER(d) < 0) {
-          snprintf(err, n, "the recorded roundup_power2_divisions has an entry '%s' that is not MiB: divisions",
-                   v->u.object.keys[j]);
-          rc = -1;
-          break;
-        }
-        int index = log2_floor(mb);
-        if (index < kRoundUpPowerOfTwoIntervals) c->roundup_power2_divisions[index] = (uint64_t)YAJL_GET_INTEGER(d);
-      }
-      structured = 1;
-    } else if (!strcmp(k, "roundup_power2_divisions") && YAJL_IS_ARRAY(v)) {
-      for (size_t j = 0; j < v->u.array.len && j < kRoundUpPowerOfTwoIntervals; j++)
-        if (YAJL_IS_INTEGER(v->u.array.values[j]) && YAJL_GET_INTEGER(v->u.array.values[j]) >= 0)
-          c->roundup_power2_divisions[j] = (uint64_t)YAJL_GET_INTEGER(v->u.array.values[j]);
-      structured = 1;
-    }
-  }
-  const char *path[] = {"PYTORCH_CUDA_ALLOC_CONF", NULL};
-  yajl_val conf = yajl_tree_get(root, path, yajl_t_string);
-  const char *conf_text = conf ? YAJL_GET_STRING(conf) : NULL;
-  if (!rc && !structured && conf_text && *conf_text) {
-    char *copy = strdup(conf_text);
-    sim_option *opts = NULL;
-    size_t nopts = 0, cap = 0;
-    rc = sim_options_split(&sim_torch_ops, copy, &opts, &nopts, &cap, err, n) ? -1 : 0;
-    for (size_t i = 0; i < nopts && !rc; i++) rc = config_option(c, &opts[i], err, n);
-    free(opts);
-    free(copy);
-  }
-  yajl_tree_free(root);
-  return rc;
-}
-
-/* ---- blocks, pools and segments ------------------------------------------------------------- */
-
-typedef struct tblock tblock;
-typedef struct tpool tpool;
-typedef struct tseg tseg;
-
-struct tblock {
-  /* First cache line: what a search of the pool reads. The pool's order is (stream, size, ptr);
-   * that of unmapped ranges (stream, ptr). */
-  int64_t stream;
-  uint64_t size;
-  uint64_t ptr;
-  SIM_AVL_LINK(tblock) link;    /* in pool->blocks (free, mapped) or pool->unmapped */
-  uint8_t allocated;
-  uint8_t mapped;               /* backed by memory (always, outside expandable segments) */
-  uint8_t waiting;              /* freed by the program, not yet reusable (event_count > 0) */
-  uint8_t live;                 /* in use by the model (the arena keeps the rest) */
-  uint32_t gen;                 /* handle = gen << 32 | index */
-  /* Second cache line. */
-  tblock *prev, *next;          /* neighbours in the segment */
-  tpool *pool;
-  tseg *es;                     /* its expandable segment, or NULL */
-  uint64_t requested;           /* requested_size */
-  int64_t gc_count_base;        /* get_free_blocks_call_count when it entered the pool */
-  uint32_t index;
-  uint8_t pad_[12];
-};
-/* A block waiting for free_completed is in no pool: its links chain the waiting list. */
-#define WNEXT(b) ((b)->link.left)
-#define WPREV(b) ((b)->link.right)
-
-_Static_assert(sizeof(tblock) == 128 && offsetof(tblock, prev) == 64, "a search reads one cache line per block");
-
-SIM_AVL_HEAD(tunmapped, tblock);
-
-static inline int cmp_u64(uint64_t a, uint64_t b) { return a < b ? -1 : a > b; }
-
-/* BlockComparatorSize, (stream, size, ptr) with streams compared as the raw cudaStream_t
- * pointers they are, orders the free blocks: fitset.h keeps that order and answers its
- * lower_bound quickly. */
-SIM_FITSET_DEFINE(tfree, tblock, link, stream, size, ptr)
-
-/* BlockComparatorAddress */
-static inline int by_address(const tblock *a, const tblock *b) {
-  if (a->stream != b->stream) return cmp_u64((uint64_t)a->stream, (uint64_t)b->stream);
-  return cmp_u64(a->ptr, b->ptr);
-}
-
-SIM_AVL_DEFINE(tunmapped, tblock, link, by_address)
-
-struct tpool {
-  struct tfree blocks;       /* free mapped blocks */
-  struct tunmapped unmapped; /* unmapped ranges of expandable segments */
-  int is_small;
-  int64_t get_free_blocks_call_count;
-  struct tstat_set *stats;   /* the pool's own statistics (SMALL_POOL or LARGE_POOL) */
-};
-
-/* ExpandableSegment: address space for 1 1/8 of the card, mapped page by page. */
-struct tseg {
-  uint64_t base, size, page;
-  int64_t stream;
-  tpool *pool;
-  tseg *next;
-};
-
-/* ---- statistics, declared once ---------------------------------------------------------------- */
-
-enum { AGGREGATE, SMALL_POOL, LARGE_POOL, STAT_TYPES };
-
-typedef sim_gauge tstat; /* current and peak (PyTorch's cumulative allocated/freed are not kept) */
-
-/* DeviceStats: one Stat per type for each of these... */
-#define TORCH_STAT_ARRAYS(X)                                                        \
-  X(allocation)           /* blocks allocated */                                    \
-  X(segment)              /* cudaMalloc'd segments */                               \
-  X(active)               /* blocks allocated or waiting for free_completed */      \
-  X(inactive_split)       /* free blocks inside split segments */                   \
-  X(allocated_bytes)      /* sizes of allocated blocks */                           \
-  X(reserved_bytes)       /* segments and mapped pages */                           \
-  X(active_bytes)         /* sizes of active blocks */                              \
-  X(inactive_split_bytes) /* sizes of free blocks inside split segments */          \
-  X(requested_bytes)      /* requested sizes of active blocks */
-/* ...these two single Stats... */
-#define TORCH_STATS(X)       \
-  X(oversize_allocations)    \
-  X(oversize_segments)
-/* ...and these counters (num_alloc_retries and num_ooms are the engine's, in sim_alloc_stats). */
-#define TORCH_COUNTERS(X)                                                    \
-  X(num_sync_all_streams) /* synchronize_and_free_events calls */           \
-  X(num_device_alloc)     /* cudaMalloc and page maps */                     \
-  X(num_device_free)      /* cudaFree and page unmaps */
-
-/* One set per type, so that a call touches the few cache lines of its pool's set. */
-struct tstat_set {
-#define SIM_X(n) tstat n;
-  TORCH_STAT_ARRAYS(SIM_X)
-#undef SIM_X
-};
-
-typedef struct tstats {
-  struct tstat_set type[STAT_TYPES];
-#define SIM_X(n) tstat n;
-  TORCH_STATS(SIM_X)
-#undef SIM_X
-#define SIM_X(n) uint64_t n;
-  TORCH_COUNTERS(SIM_X)
-#undef SIM_X
-} tstats;
-
-static inline void increase_stat(tstat *s, uint64_t amount) {
-  s->current += (int64_t)amount;
-  if (s->current > s->peak) s->peak = s->current;
-}
-
-static inline void decrease_stat(tstat *s, uint64_t amount) { s->current -= (int64_t)amount; }
-
-/* Each array's AGGREGATE entry, except that the four byte counts the replay engine reads live in
- * the engine's sim_alloc_stats (so nothing is copied after each call). */
-#define AGG_allocation(m) (&(m)->stats.type[AGGREGATE].allocation)
-#define AGG_segment(m) (&(m)->stats.type[AGGREGATE].segment)
-#define AGG_active(m) (&(m)->stats.type[AGGREGATE].active)
-#define AGG_inactive_split(m) (&(m)->stats.type[AGGREGATE].inactive_split)
-#define AGG_allocated_bytes(m) (&(m)->st.allocated)
-#define AGG_reserved_bytes(m) (&(m)->st.reserved)
-#define AGG_active_bytes(m) (&(m)->st.active)
-#define AGG_inactive_split_bytes(m) (&(m)->stats.type[AGGREGATE].inactive_split_bytes)
-#define AGG_requested_bytes(m) (&(m)->st.requested)
-
-/* The AGGREGATE entry and the pool's own entry, as get_stat_types_for_pool selects them. */
-#define POOL_INC(m, pool, name, amount)                 \
-  do {                                                  \
-    increase_stat(AGG_##name(m), (amount));             \
-    increase_stat(&(pool)->stats->name, (amount));      \
-  } while (0)
-#define POOL_DEC(m, pool, name, amount)                 \
-  do {                                                  \
-    decrease_stat(AGG_##name(m), (amount));             \
-    decrease_stat(&(pool)->stats->name, (amount));      \
-  } while (0)
-
-/* ---- the model -------------------------------------------------------------------------------- */
-
-#define CHUNK_BITS 10
-#define CHUNK_SIZE (1u << CHUNK_BITS)
-
-typedef struct torch {
-  /* what every call reads, first */
-  sim_alloc_stats st;       /* what the replay engine reads; the four byte counts' AGGREGATE stats */
-  tconfig cfg;
-  sim_device *dev;
-  tblock **chunks;          /* the block arena: stable addresses, indices for handles */
-  tblock *free_list;
-  uint32_t next_index;
-  /* Blocks waiting for free_completed, oldest first: a list, and the newest apart (it is almost
-   * always the next one completed, so it never enters the list). */
-  tblock *waiting_newest, *waiting_head, *waiting_tail;
-  uint64_t total_allocated_memory; /* segments and mapped pages */
-  uint64_t allowed_memory_maximum;
-  tpool small_blocks, large_blocks;
-  tstats stats;
-  tseg *segments;           /* live expandable segments */
-  size_t nchunks, chunks_cap;
-  uint64_t tree_conflicts;  /* inserts that found an equal key (a broken state; check reports it) */
-} torch;
-
+/* What malloc carries from one step to the next (AllocParams). */
 typedef struct alloc_params {
   uint64_t size;       /* rounded */
   int64_t stream;
@@ -455,72 +49,6 @@ typedef struct alloc_params {
   tblock *block;
   int in_pool;         /* block is still in the pool's set (found by get_free_block) */
 } alloc_params;
-
-static tblock *block_at(const torch *m, uint32_t index) {
-  if (!index || index >= m->next_index) return NULL;
-  return &m->chunks[index >> CHUNK_BITS][index & (CHUNK_SIZE - 1)];
-}
-
-static tblock *block_new(torch *m, int64_t stream, uint64_t size, tpool *pool, uint64_t ptr) {
-  tblock *b = m->free_list;
-  if (b) {
-    m->free_list = b->next;
-  } else {
-    if (!m->next_index) m->next_index = 1; /* index 0 means none */
-    uint32_t i = m->next_index++;
-    if ((i >> CHUNK_BITS) >= m->nchunks) {
-      sim_grow((void **)&m->chunks, &m->chunks_cap, m->nchunks + 1, sizeof *m->chunks);
-      tblock *chunk = aligned_alloc(64, CHUNK_SIZE * sizeof(tblock)); /* a block per cache line pair */
-      if (!chunk) {
-        fputs("memplay: out of memory\n", stderr);
-        abort();
-      }
-      memset(chunk, 0, CHUNK_SIZE * sizeof(tblock));
-      m->chunks[m->nchunks++] = chunk;
-    }
-    b = &m->chunks[i >> CHUNK_BITS][i & (CHUNK_SIZE - 1)];
-    b->index = i;
-  }
-  b->stream = stream;
-  b->size = size;
-  b->ptr = ptr;
-  b->link.left = b->link.right = b->link.parent = NULL;
-  b->link.balance = 0;
-  b->allocated = b->waiting = 0;
-  b->mapped = 1;
-  b->live = 1;
-  b->prev = b->next = NULL;
-  b->pool = pool;
-  b->es = NULL;
-  b->requested = 0;
-  b->gc_count_base = 0;
-  return b;
-}
-
-static void block_delete(torch *m, tblock *b) {
-  b->live = 0;
-  b->gen++;
-  b->next = m->free_list;
-  m->free_list = b;
-}
-
-static uintptr_t handle_of(const tblock *b) { return (uintptr_t)b->gen << 32 | b->index; }
-
-static tblock *block_of(const torch *m, uintptr_t h) {
-  tblock *b = block_at(m, (uint32_t)(h & 0xffffffffu));
-  return b && b->live && b->gen == (uint32_t)(h >> 32) ? b : NULL;
-}
-
-static int is_split(const tblock *b) { return b->prev || b->next; }
-
-static void insert_into_blocks(torch *m, tpool *pool, tblock *b) {
-  b->gc_count_base = pool->get_free_blocks_call_count;
-  if (tfree_insert(&pool->blocks, b)) m->tree_conflicts++;
-}
-
-static void insert_unmapped(torch *m, tpool *pool, tblock *b) {
-  if (tunmapped_insert(&pool->unmapped, b)) m->tree_conflicts++;
-}
 
 /* ---- rounding ---------------------------------------------------------------------------------- */
 
@@ -610,6 +138,9 @@ static int should_split(const torch *m, const tpool *pool, uint64_t block_size, 
 static tblock *alloc_found_block(torch *m, alloc_params *p, uint64_t orig_size, int split_remainder) {
   tpool *pool = p->pool;
   tblock *block = p->block;
+  sim_assert_internal(!block->allocated && !block->waiting && block->mapped);
+  sim_assert_internal(block->pool == pool && block->stream == p->stream && block->size >= p->size);
+  sim_assert_internal(!split_remainder || block->size - p->size >= kMinBlockSize);
   const int already_split = is_split(block);
   if (split_remainder) {
     /* The allocation takes the front; the remainder keeps the old block and goes back. */
@@ -704,6 +235,7 @@ static int torch_alloc(void *ctx, uint64_t orig_size, int64_t stream, sim_placem
 /* combine previously split blocks; returns the size of the subsumed block, or 0 */
 static uint64_t try_merge_blocks(torch *m, tblock *dst, tblock *src, tpool *pool) {
   if (!src || src->allocated || src->waiting || dst->mapped != src->mapped) return 0;
+  sim_assert_internal((dst->prev == src || dst->next == src) && src->pool == pool && dst->es == src->es);
   if (dst->prev == src) { /* [src dst] */
     dst->ptr = src->ptr;
     dst->prev = src->prev;
@@ -715,7 +247,7 @@ static uint64_t try_merge_blocks(torch *m, tblock *dst, tblock *src, tpool *pool
   uint64_t subsumed = src->size;
   dst->size += subsumed;
   if (src->mapped) tfree_remove(&pool->blocks, src);
-  else tunmapped_remove(&pool->unmapped, src);
+  else RB_REMOVE(tunmapped, &pool->unmapped, src);
   block_delete(m, src);
   return subsumed;
 }
@@ -727,6 +259,7 @@ static int mergeable(const tblock *dst, const tblock *src) {
 /* moves a block into the pool of cached free blocks (the free_completed moment), merged with its
  * free neighbours as try_merge_blocks does (prev, then next) */
 static void free_block(torch *m, tblock *block) {
+  sim_assert_internal(!block->allocated && !block->waiting && block->mapped);
   uint64_t original_block_size = block->size, requested_size = block->requested;
   tpool *pool = block->pool;
   tblock *prev = mergeable(block, block->prev) ? block->prev : NULL;
@@ -783,6 +316,7 @@ static void free_block(torch *m, tblock *block) {
 }
 
 static void waiting_add(torch *m, tblock *b) {
+  sim_assert_internal(!b->allocated && !b->waiting);
   tblock *older = m->waiting_newest;
   if (older) { /* append the previous newest to the list */
     WNEXT(older) = NULL;
@@ -796,6 +330,7 @@ static void waiting_add(torch *m, tblock *b) {
 }
 
 static void waiting_remove(torch *m, tblock *b) {
+  sim_assert_internal(b->waiting);
   b->waiting = 0;
   if (b == m->waiting_newest) {
     m->waiting_newest = NULL;
@@ -819,6 +354,7 @@ static void free_all_waiting(torch *m) {
 /* free(): the program let go of the block. It stops counting as allocated now; it becomes
  * reusable at free_completed (at once for blocks without record_stream uses). */
 static void free_request(torch *m, tblock *block) {
+  sim_assert_internal(block->allocated && !block->waiting);
   block->allocated = 0;
   POOL_DEC(m, block->pool, allocation, 1);
   POOL_DEC(m, block->pool, allocated_bytes, block->size);
@@ -871,6 +407,8 @@ static int alloc_block(torch *m, alloc_params *p, int is_retry) {
 /* cudaFree of an unsplit free block */
 static void release_block(torch *m, tblock *block) {
   tpool *pool = block->pool;
+  sim_assert_internal(!is_split(block) && !block->es && !block->allocated && !block->waiting); /* a whole segment */
+  sim_assert_internal(m->total_allocated_memory >= block->size);
   m->stats.num_device_free++;
   sim_device_free(m->dev, block->ptr, block->size);
   m->total_allocated_memory -= block->size;
@@ -937,6 +475,7 @@ static void release_cached_blocks(torch *m) {
   synchronize_and_free_events(m);
   release_blocks(m, &m->large_blocks);
   release_blocks(m, &m->small_blocks);
+  sim_assert_valid(_torch_check, m);
 }
 
 static size_t gc_count(const tblock *b) {
@@ -988,6 +527,9 @@ static int has_available_address_space(const tblock *b, uint64_t size) {
   return bytes >= size;
 }
 
+/* An expandable segment's page: kSmallBuffer in the small pool, kLargeBuffer in the large one. */
+static uint64_t expandable_page(const tpool *pool) { return pool->is_small ? kSmallBuffer : kLargeBuffer; }
+
 static uint64_t reservation_size(const torch *m, uint64_t page) {
   uint64_t total = m->dev->total_memory;
   uint64_t space = total + total / 8; /* 1 1/8 of the card */
@@ -998,12 +540,13 @@ static uint64_t reservation_size(const torch *m, uint64_t page) {
  * else a new segment. */
 static tblock *find_expandable_block(torch *m, int64_t stream, tpool *pool, uint64_t size) {
   tblock key = {.stream = stream, .ptr = 0};
-  for (tblock *it = tunmapped_lower_bound(&pool->unmapped, &key); it && it->stream == stream; it = tunmapped_next(it)) {
+  for (tblock *it = RB_NFIND(tunmapped, &pool->unmapped, &key); it && it->stream == stream;
+       it = RB_NEXT(tunmapped, &pool->unmapped, it)) {
     tblock *c = it;
     if (allocatable(c->prev)) c = c->prev; /* a free block just before it counts too */
     if (has_available_address_space(c, size)) return c;
   }
-  uint64_t page = pool->is_small ? kSmallBuffer : kLargeBuffer, space = reservation_size(m, page), base;
+  uint64_t page = expandable_page(pool), space = reservation_size(m, page), base;
   if (sim_device_reserve(m->dev, space, &base) != SIM_OK) return NULL;
   tseg *es = sim_xcalloc(1, sizeof *es);
   *es = (tseg){base, space, page, stream, pool, m->segments};
@@ -1017,6 +560,7 @@ static tblock *find_expandable_block(torch *m, int64_t stream, tpool *pool, uint
 
 /* Maps [to_map, +size) rounded out to whole pages; one segment_map for the range. */
 static int map_block(torch *m, tblock *to_map, uint64_t size) {
+  sim_assert_internal(to_map->es && !to_map->mapped && size <= to_map->size);
   tseg *es = to_map->es;
   uint64_t begin = (to_map->ptr - es->base) / es->page;
   uint64_t end = (to_map->ptr + size - es->base + es->page - 1) / es->page;
@@ -1024,7 +568,7 @@ static int map_block(torch *m, tblock *to_map, uint64_t size) {
   uint64_t ptr = es->base + begin * es->page, mapped = (end - begin) * es->page;
   if (sim_device_map(m->dev, ptr, mapped, to_map->stream) != SIM_OK) return 0;
   tpool *pool = to_map->pool;
-  tunmapped_remove(&pool->unmapped, to_map);
+  RB_REMOVE(tunmapped, &pool->unmapped, to_map);
   to_map->mapped = 1;
   if (mapped < to_map->size) { /* to_map -> remaining (unmapped) -> to_map->next */
     tblock *remaining = block_new(m, to_map->stream, to_map->size - mapped, pool, to_map->ptr + mapped);
@@ -1057,12 +601,14 @@ static tblock *try_allocate_expandable_block(torch *m, int64_t stream, tpool *po
     if (!map_block(m, new_candidate, remaining < new_candidate->size ? remaining : new_candidate->size)) return NULL;
     candidate = new_candidate; /* it absorbed the free block before it */
   }
+  sim_assert_internal(candidate->mapped && candidate->size >= size);
   tfree_remove(&pool->blocks, candidate);
   return candidate;
 }
 
 /* Unmaps the whole pages inside a free block; one segment_unmap for them. */
 static void unmap_block(torch *m, tblock *block) {
+  sim_assert_internal(block->es && block->mapped && !block->allocated && !block->waiting);
   tseg *es = block->es;
   uint64_t begin = (block->ptr - es->base + es->page - 1) / es->page;
   uint64_t end = (block->ptr + block->size - es->base) / es->page;
@@ -1103,8 +649,9 @@ static void unmap_block(torch *m, tblock *block) {
 }
 
 static void release_expandable_segment(torch *m, tblock *block) {
+  sim_assert_internal(!block->mapped && !block->prev && !block->next); /* all of it unmapped */
   tseg *es = block->es;
-  tunmapped_remove(&block->pool->unmapped, block);
+  RB_REMOVE(tunmapped, &block->pool->unmapped, block);
   sim_device_unreserve(m->dev, es->base, es->size);
   for (tseg **pp = &m->segments; *pp; pp = &(*pp)->next)
     if (*pp == es) {
@@ -1119,15 +666,7 @@ static void release_expandable_segment(torch *m, tblock *block) {
 
 static int torch_create(void **ctx, sim_device *dev, const sim_alloc_config *cfg, char *err, size_t n) {
   tconfig c;
-  config_defaults(&c);
-  if (cfg->nopts) { /* options given: PyTorch's defaults plus these */
-    for (size_t i = 0; i < cfg->nopts; i++)
-      if (config_option(&c, &cfg->opts[i], err, n)) return SIM_EINVAL;
-  } else if (cfg->recorded && *cfg->recorded) { /* else the settings the trace recorded */
-    if (config_recorded(&c, cfg->recorded, err, n)) return SIM_EINVAL;
-  }
-  for (int i = 0; i < kRoundUpPowerOfTwoIntervals; i++)
-    if (c.roundup_power2_divisions[i] > 1) c.roundup = 1;
+  if (_torch_config_init(&c, cfg, err, n)) return SIM_EINVAL;
   torch *m = sim_xcalloc(1, sizeof *m);
   m->dev = dev;
   m->cfg = c;
@@ -1143,6 +682,7 @@ static int torch_create(void **ctx, sim_device *dev, const sim_alloc_config *cfg
 
 static void torch_destroy(void *ctx) {
   torch *m = ctx;
+  sim_assert_valid(_torch_check, m);
   tfree_release(&m->small_blocks.blocks);
   tfree_release(&m->large_blocks.blocks);
   for (size_t i = 0; i < m->nchunks; i++) free(m->chunks[i]);
@@ -1169,198 +709,50 @@ static void torch_synchronize(void *ctx, int64_t stream) {
   free_all_waiting(m);
 }
 
-/* ---- restoring a recorded state ---------------------------------------------------------------- */
+/* ---- what the model's other files use -------------------------------------------------------- */
 
-static void restore_block_stats(torch *m, tblock *b) {
-  tpool *pool = b->pool;
-  if (b->allocated) {
-    POOL_INC(m, pool, allocation, 1);
-    POOL_INC(m, pool, allocated_bytes, b->size);
-    if (b->size >= m->cfg.max_split_size) increase_stat(&m->stats.oversize_allocations, 1);
-  }
-  if (b->allocated || b->waiting) {
-    POOL_INC(m, pool, active, 1);
-    POOL_INC(m, pool, active_bytes, b->size);
-    POOL_INC(m, pool, requested_bytes, b->requested);
-  }
+uint64_t _torch_round_size(const torch *m, uint64_t size) { return round_size(m, size); }
+
+int _torch_should_split(const torch *m, const tpool *pool, uint64_t block_size, uint64_t size) {
+  return should_split(m, pool, block_size, size);
 }
 
-/* Checks the blocks of [addr, end) and sizes those given as 0, before anything changes: the
- * order, the overlaps, and that each fits. Returns 0, or -1 with a message. */
-static int plan_range(const torch *m, const tpool *pool, uint64_t addr, uint64_t end, sim_walk_item *items, size_t n,
-                      char *err, size_t errlen) {
-  uint64_t cursor = addr;
-  for (size_t i = 0; i < n; i++) {
-    sim_walk_item *it = &items[i];
-    if (it->addr < cursor || it->addr >= end) {
-      snprintf(err, errlen,
-               "block at %#" PRIx64 " overlaps the block before it or lies outside its segment [%#" PRIx64 ", %#" PRIx64 ")",
-               it->addr, addr, end);
-      return -1;
-    }
-    if (it->state != SIM_BLOCK_ALLOCATED && it->state != SIM_BLOCK_PENDING_FREE) {
-      snprintf(err, errlen, "block at %#" PRIx64 " is neither allocated nor waiting to be freed", it->addr);
-      return -1;
-    }
-    uint64_t next = i + 1 < n ? items[i + 1].addr : end;
-    if (next <= it->addr) next = it->addr; /* reported as an overlap at the next block */
-    if (!it->size) {
-      /* Only the request is known: rounded as malloc rounds it, plus whatever follows it up to
-       * the next block when that remainder could not have been split off. */
-      uint64_t r = round_size(m, it->requested ? it->requested : 1);
-      if (next - it->addr < r) {
-        snprintf(err, errlen,
-                 "block at %#" PRIx64 " of %" PRIu64 " requested bytes (%" PRIu64 " rounded) does not fit before %#" PRIx64,
-                 it->addr, it->requested, r, next);
-        return -1;
-      }
-      it->size = should_split(m, pool, next - it->addr, r) ? r : next - it->addr;
-    }
-    if (it->size > end - it->addr) {
-      snprintf(err, errlen, "block at %#" PRIx64 " of %" PRIu64 " bytes runs past its segment's end %#" PRIx64, it->addr,
-               it->size, end);
-      return -1;
-    }
-    cursor = it->addr + it->size;
-  }
-  return 0;
-}
+uint64_t _torch_expandable_page(const tpool *pool) { return expandable_page(pool); }
 
-/* Links the (planned) blocks of [addr, end) of a segment, with free blocks between them. */
-static void restore_range(torch *m, tpool *pool, tseg *es, uint64_t addr, uint64_t end, int64_t stream,
-                          const sim_walk_item *items, size_t n, uintptr_t *handles, tblock **first, tblock **last) {
-  tblock *prev = NULL, *head = NULL;
-  uint64_t cursor = addr;
-  for (size_t i = 0; i <= n; i++) {
-    uint64_t start = i < n ? items[i].addr : end;
-    if (start > cursor) { /* free space between live blocks is one free block */
-      tblock *f = block_new(m, stream, start - cursor, pool, cursor);
-      f->es = es;
-      f->prev = prev;
-      if (prev) prev->next = f;
-      else head = f;
-      prev = f;
-    }
-    if (i == n) break;
-    const sim_walk_item *it = &items[i];
-    tblock *b = block_new(m, stream, it->size, pool, it->addr);
-    b->es = es;
-    b->requested = it->requested;
-    b->allocated = it->state == SIM_BLOCK_ALLOCATED;
-    b->gen++;
-    if (!b->allocated) waiting_add(m, b);
-    b->prev = prev;
-    if (prev) prev->next = b;
-    else head = b;
-    prev = b;
-    cursor = it->addr + it->size;
-    handles[i] = handle_of(b);
-    restore_block_stats(m, b);
-  }
-  *first = head;
-  *last = prev;
-}
+uint64_t _torch_reservation_size(const torch *m, uint64_t page) { return reservation_size(m, page); }
 
-static tseg *restore_expandable(torch *m, tpool *pool, const sim_walk_item *seg, char *err, size_t errlen) {
-  uint64_t page = pool->is_small ? kSmallBuffer : kLargeBuffer;
-  for (tseg *es = m->segments; es; es = es->next)
-    if (es->pool == pool && es->stream == seg->stream && seg->addr >= es->base && seg->addr < es->base + es->size) {
-      if ((seg->addr - es->base) % page || seg->size % page || seg->addr + seg->size > es->base + es->size) break;
-      return es;
-    }
-  if (seg->size % page) {
-    snprintf(err, errlen, "expandable segment at %#" PRIx64 " of %" PRIu64 " bytes is not whole %" PRIu64 "-byte pages",
-             seg->addr, seg->size, page);
-    return NULL;
-  }
-  /* A new reservation, starting where the caller says, else at this range. */
-  uint64_t base = seg->requested && seg->requested <= seg->addr && (seg->addr - seg->requested) % page == 0
-                      ? seg->requested
-                      : seg->addr;
-  uint64_t space = reservation_size(m, page);
-  if (seg->addr + seg->size - base > space) space = (seg->addr + seg->size - base + page - 1) / page * page;
-  tseg *es = sim_xcalloc(1, sizeof *es);
-  *es = (tseg){base, space, page, seg->stream, pool, m->segments};
-  m->segments = es;
-  tblock *all = block_new(m, seg->stream, space, pool, base);
-  all->mapped = 0;
-  all->es = es;
-  insert_unmapped(m, pool, all);
-  return es;
-}
+void _torch_waiting_add(torch *m, tblock *b) { waiting_add(m, b); }
 
-static int torch_restore(void *ctx, sim_walk_item *items, size_t n, uintptr_t *handles, char *err, size_t errlen) {
+/* ---- what validate asks ----------------------------------------------------------------------- */
+
+uint64_t sim_torch_round_size(void *ctx, uint64_t size) { return round_size(ctx, size); }
+
+int sim_torch_would_reuse(void *ctx, uint64_t size, int64_t stream) {
   torch *m = ctx;
-  if (!n || !items[0].is_segment || !items[0].size) {
-    snprintf(err, errlen, "restore needs a segment first");
-    return SIM_EINVAL;
-  }
-  const sim_walk_item *seg = &items[0];
-  tpool *pool = seg->pool ? &m->large_blocks : &m->small_blocks;
-  uint64_t end = seg->addr + seg->size;
-  for (size_t i = 1; i < n; i++) handles[i] = 0;
-  handles[0] = 0;
-  tblock *first, *last;
-  if (plan_range(m, pool, seg->addr, end, items + 1, n - 1, err, errlen)) return SIM_EINVAL;
-  if (!seg->expandable) {
-    restore_range(m, pool, NULL, seg->addr, end, seg->stream, items + 1, n - 1, handles + 1, &first, &last);
-    for (tblock *b = first; b; b = b->next)
-      if (!b->allocated && !b->waiting) {
-        insert_into_blocks(m, pool, b);
-        if (is_split(b)) {
-          POOL_INC(m, pool, inactive_split, 1);
-          POOL_INC(m, pool, inactive_split_bytes, b->size);
-        }
-      }
-    m->total_allocated_memory += seg->size;
-    POOL_INC(m, pool, segment, 1);
-    POOL_INC(m, pool, reserved_bytes, seg->size);
-    if (seg->size >= m->cfg.max_split_size) increase_stat(&m->stats.oversize_segments, 1);
-    return SIM_OK;
-  }
-  tseg *es = restore_expandable(m, pool, seg, err, errlen);
-  if (!es) return SIM_EINVAL;
-  /* The unmapped range that holds [addr, end) gives up that range. */
-  tblock key = {.stream = seg->stream, .ptr = seg->addr};
-  tblock *u = tunmapped_lower_bound(&pool->unmapped, &key);
-  if (!u || u->ptr != seg->addr) u = u ? tunmapped_prev(u) : tunmapped_last(&pool->unmapped);
-  if (!u || u->es != es || u->ptr > seg->addr || u->ptr + u->size < end) {
-    snprintf(err, errlen, "expandable segment at %#" PRIx64 " overlaps one restored before it", seg->addr);
-    return SIM_EINVAL;
-  }
-  restore_range(m, pool, es, seg->addr, end, seg->stream, items + 1, n - 1, handles + 1, &first, &last);
-  tunmapped_remove(&pool->unmapped, u);
-  tblock *before = u->prev, *after = u->next;
-  if (u->ptr + u->size > end) { /* the unmapped rest after the range */
-    tblock *tail = block_new(m, seg->stream, u->ptr + u->size - end, pool, end);
-    tail->mapped = 0;
-    tail->es = es;
-    tail->next = u->next;
-    if (u->next) u->next->prev = tail;
-    after = tail;
-    insert_unmapped(m, pool, tail);
-  }
-  if (u->ptr < seg->addr) { /* u keeps the unmapped part before the range */
-    u->size = seg->addr - u->ptr;
-    before = u;
-    insert_unmapped(m, pool, u);
-  } else {
-    block_delete(m, u);
-  }
-  first->prev = before;
-  if (before) before->next = first;
-  last->next = after;
-  if (after) after->prev = last;
-  for (tblock *b = first;; b = b->next) {
-    if (!b->allocated && !b->waiting) insert_into_blocks(m, pool, b);
-    if (b == last) break;
-  }
-  m->total_allocated_memory += seg->size;
-  POOL_INC(m, pool, reserved_bytes, seg->size);
-  return SIM_OK;
+  if (!size) return 1;
+  alloc_params p = {.size = round_size(m, size), .stream = stream};
+  p.pool = get_pool(m, p.size);
+  return find_free_block(m, &p) != NULL;
 }
 
-/* ---- walking and checking ------------------------------------------------------------------------ */
+/* ---- statistics and snapshot ------------------------------------------------------------------ */
+
+static const sim_alloc_stats *torch_stats(void *ctx) { return &((torch *)ctx)->st; }
+
+/* cacheInfo(): the largest free block of any stream, in either pool. */
+static uint64_t torch_largest_free(void *ctx) {
+  torch *m = ctx;
+  uint64_t best = 0;
+  tpool *pools[2] = {&m->small_blocks, &m->large_blocks};
+  for (int k = 0; k < 2; k++) {
+    /* the last block of each stream is that stream's largest */
+    for (size_t i = 0; i < pools[k]->blocks.n; i++) {
+      tblock *b = tfree_last_in_stream(&pools[k]->blocks, pools[k]->blocks.s[i]->stream);
+      if (b && b->size > best) best = b->size;
+    }
+  }
+  return best;
+}
 
 /* A reported segment starts at a block with no mapped block before it (expandable segments are
  * reported as one segment per contiguous mapped range, as snapshot() does). */
@@ -1385,6 +777,8 @@ static tblock **collect_heads(const torch *m, size_t *count) {
   return heads;
 }
 
+/* snapshot(): each segment (an expandable segment's mapped ranges each count as one), then its
+ * blocks, in address order. */
 static int torch_walk(void *ctx, sim_walk_fn fn, void *arg) {
   torch *m = ctx;
   size_t n;
@@ -1406,113 +800,6 @@ static int torch_walk(void *ctx, sim_walk_fn fn, void *arg) {
   }
   free(heads);
   return rc;
-}
-
-#define CHECK_FAIL(...)                    \
-  do {                                     \
-    snprintf(err, errlen, __VA_ARGS__);    \
-    free(heads);                           \
-    return -1;                             \
-  } while (0)
-
-static int torch_check(void *ctx, char *err, size_t errlen) {
-  torch *m = ctx;
-  tblock **heads = NULL;
-  if (m->tree_conflicts) CHECK_FAIL("%" PRIu64 " blocks could not enter a pool (equal keys)", m->tree_conflicts);
-  tpool *pools[2] = {&m->small_blocks, &m->large_blocks};
-  for (int k = 0; k < 2; k++) {
-    if (!tfree_check(&pools[k]->blocks)) CHECK_FAIL("the %s pool's free blocks are not an ordered set", k ? "large" : "small");
-    if (!tunmapped_check(&pools[k]->unmapped)) CHECK_FAIL("the %s pool's unmapped ranges are not an ordered tree", k ? "large" : "small");
-    for (tblock *b = tfree_first(&pools[k]->blocks); b; b = tfree_next(&pools[k]->blocks, b))
-      if (!b->live || b->allocated || b->waiting || !b->mapped || b->pool != pools[k])
-        CHECK_FAIL("block %#" PRIx64 " is in the %s pool but not a free mapped block of it", b->ptr, k ? "large" : "small");
-    for (tblock *b = tunmapped_first(&pools[k]->unmapped); b; b = tunmapped_next(b))
-      if (!b->live || b->mapped || !b->es) CHECK_FAIL("block %#" PRIx64 " is in the unmapped set but mapped", b->ptr);
-  }
-  /* Every block tiles its segment; free neighbours have merged; the stats add up. */
-  int64_t allocated[STAT_TYPES] = {0}, active[STAT_TYPES] = {0}, requested[STAT_TYPES] = {0},
-          reserved[STAT_TYPES] = {0}, nalloc[STAT_TYPES] = {0};
-  size_t nfree_in_trees = 0, nfree = 0, nunmapped = 0, nunmapped_trees = 0;
-  for (int k = 0; k < 2; k++) {
-    nfree_in_trees += pools[k]->blocks.count;
-    for (tblock *b = tunmapped_first(&pools[k]->unmapped); b; b = tunmapped_next(b)) nunmapped_trees++;
-  }
-  for (uint32_t i = 1; i < m->next_index; i++) {
-    tblock *b = block_at(m, i);
-    if (!b->live) continue;
-    int t = b->pool->is_small ? SMALL_POOL : LARGE_POOL;
-    if (b->next && (b->next->prev != b || b->next->ptr != b->ptr + b->size))
-      CHECK_FAIL("block %#" PRIx64 " and the block after it do not tile the segment", b->ptr);
-    if (b->prev && b->prev->next != b) CHECK_FAIL("block %#" PRIx64 " is not linked back from the block before it", b->ptr);
-    if ((b->prev && b->prev->pool != b->pool) || (b->prev && b->prev->es != b->es))
-      CHECK_FAIL("block %#" PRIx64 " shares a segment with a block of another pool", b->ptr);
-    int free_b = !b->allocated && !b->waiting;
-    if (free_b && b->next && !b->next->allocated && !b->next->waiting && b->next->mapped == b->mapped)
-      CHECK_FAIL("free blocks %#" PRIx64 " and %#" PRIx64 " are adjacent and not merged", b->ptr, b->next->ptr);
-    if (b->allocated && b->waiting) CHECK_FAIL("block %#" PRIx64 " is both allocated and waiting", b->ptr);
-    if (!b->mapped && (b->allocated || b->waiting)) CHECK_FAIL("block %#" PRIx64 " is in use but unmapped", b->ptr);
-    if (free_b && b->mapped) nfree++;
-    if (!b->mapped) nunmapped++;
-    if (b->mapped) reserved[t] += (int64_t)b->size;
-    if (b->allocated) {
-      allocated[t] += (int64_t)b->size;
-      nalloc[t]++;
-    }
-    if (b->allocated || b->waiting) {
-      active[t] += (int64_t)b->size;
-      requested[t] += (int64_t)b->requested;
-    }
-  }
-  if (nfree != nfree_in_trees) CHECK_FAIL("%zu free blocks but %zu in the pools", nfree, nfree_in_trees);
-  if (nunmapped != nunmapped_trees) CHECK_FAIL("%zu unmapped ranges but %zu in the sets", nunmapped, nunmapped_trees);
-  for (int t = SMALL_POOL; t <= LARGE_POOL; t++) {
-    const char *name = t == SMALL_POOL ? "small" : "large";
-    if (allocated[t] != m->stats.type[t].allocated_bytes.current) CHECK_FAIL("%s pool: allocated_bytes is off", name);
-    if (nalloc[t] != m->stats.type[t].allocation.current) CHECK_FAIL("%s pool: allocation count is off", name);
-    if (active[t] != m->stats.type[t].active_bytes.current) CHECK_FAIL("%s pool: active_bytes is off", name);
-    if (requested[t] != m->stats.type[t].requested_bytes.current) CHECK_FAIL("%s pool: requested_bytes is off", name);
-    if (reserved[t] != m->stats.type[t].reserved_bytes.current) CHECK_FAIL("%s pool: reserved_bytes is off", name);
-  }
-#define SIM_X(n)                                                                                   \
-  if (AGG_##n(m)->current != m->stats.type[SMALL_POOL].n.current + m->stats.type[LARGE_POOL].n.current) \
-    CHECK_FAIL("%s: the aggregate is not the sum of the pools", #n);
-  TORCH_STAT_ARRAYS(SIM_X)
-#undef SIM_X
-  if ((uint64_t)m->st.reserved.current != m->total_allocated_memory)
-    CHECK_FAIL("reserved_bytes disagrees with the memory taken from the device");
-  return 0;
-}
-#undef CHECK_FAIL
-
-/* ---- what validate asks ----------------------------------------------------------------------- */
-
-uint64_t sim_torch_round_size(void *ctx, uint64_t size) { return round_size(ctx, size); }
-
-int sim_torch_would_reuse(void *ctx, uint64_t size, int64_t stream) {
-  torch *m = ctx;
-  if (!size) return 1;
-  alloc_params p = {.size = round_size(m, size), .stream = stream};
-  p.pool = get_pool(m, p.size);
-  return find_free_block(m, &p) != NULL;
-}
-
-/* ---- statistics ---------------------------------------------------------------------------------- */
-
-static const sim_alloc_stats *torch_stats(void *ctx) { return &((torch *)ctx)->st; }
-
-/* cacheInfo(): the largest free block of any stream, in either pool. */
-static uint64_t torch_largest_free(void *ctx) {
-  torch *m = ctx;
-  uint64_t best = 0;
-  tpool *pools[2] = {&m->small_blocks, &m->large_blocks};
-  for (int k = 0; k < 2; k++) {
-    /* the last block of each stream is that stream's largest */
-    for (size_t i = 0; i < pools[k]->blocks.n; i++) {
-      tblock *b = tfree_last_in_stream(&pools[k]->blocks, pools[k]->blocks.s[i]->stream);
-      if (b && b->size > best) best = b->size;
-    }
-  }
-  return best;
 }
 
 /* format_size(): PyTorch's sizes in OOM messages. */
@@ -1560,7 +847,7 @@ const sim_allocator_ops sim_torch_ops = {
   .version = SIM_ALLOCATOR_VERSION,
   .name = "torch",
   .summary = "PyTorch's CUDA caching allocator (PYTORCH_CUDA_ALLOC_CONF options; default: the recorded settings)",
-  .options = torch_options,
+  .options = _torch_options,
   .create = torch_create,
   .destroy = torch_destroy,
   .alloc = torch_alloc,
@@ -1572,6 +859,6 @@ const sim_allocator_ops sim_torch_ops = {
   .largest_free = torch_largest_free,
   .describe_oom = torch_describe_oom,
   .walk = torch_walk,
-  .check = torch_check,
-  .restore = torch_restore,
+  .check = _torch_check,
+  .restore = _torch_restore,
 };

@@ -75,12 +75,22 @@ typedef struct sim_option_spec {
   const char *help; /* one line: value syntax and meaning */
 } sim_option_spec;
 
+/* Allocator settings recorded in the trace, as options: each setting's name and its value as text
+ * (replay/io/settings.h makes them from the JSON object a PyTorch snapshot holds, and says how
+ * values are written). Valid while the model is created. */
+typedef struct sim_recorded {
+  const sim_option *opts; /* in the order recorded */
+  size_t nopts;
+  const char *error;      /* the recording could not be read: why (a model that would use it fails
+                             with this message), else NULL */
+} sim_recorded;
+
 typedef struct sim_alloc_config {
   const sim_option *opts; /* options from the SPEC, in the order given */
   size_t nopts;
-  /* Allocator settings recorded in the trace (a JSON object as text), or NULL. A model uses
-   * them when the SPEC gives no options of its own. */
-  const char *recorded;
+  /* The settings recorded in the trace, or NULL. A model uses them when the SPEC gives no
+   * options of its own. */
+  const sim_recorded *recorded;
   /* Environment lookup for the variables a real allocator reads (NULL: none). */
   const char *(*getenv)(const char *name);
 } sim_alloc_config;
@@ -242,8 +252,8 @@ int sim_options_split(const sim_allocator_ops *ops, char *text, sim_option **opt
                       char *err, size_t errlen);
 void sim_spec_release(sim_spec *spec);
 
-/* Creates an instance from a parsed spec. */
-int sim_allocator_init(sim_allocator *a, const sim_spec *spec, sim_device *dev, const char *recorded,
+/* Creates an instance from a parsed spec; recorded: the settings the trace recorded, or NULL. */
+int sim_allocator_init(sim_allocator *a, const sim_spec *spec, sim_device *dev, const sim_recorded *recorded,
                        const char *(*getenv_fn)(const char *), char *err, size_t errlen);
 void sim_allocator_release(sim_allocator *a);
 

@@ -7,21 +7,21 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "avl.h"
 #include "hashmap.h"
+#include "internal/rbtree.h"
 
 /*
  * What std::set<Block*> ordered by (stream, size, address) gives a caching allocator, answered
  * faster: lower_bound(stream, size) is the first block of that stream not smaller than size,
  * the lowest address among equal sizes. Sizes fall into classes, sixteen per power of two (as
- * in TLSF); each class keeps its blocks in a small AVL tree ordered by (size, address), and two
- * bitmaps say which classes hold any. Classes are in size order, so the answer is in the
- * request's own class or is the first block of the next class that holds any: a lookup costs a
- * search in one small tree and a bit scan, not a walk down a tree of every free block. Streams
- * are kept in their unsigned order (a program usually has one or two), so walking the whole set
- * visits blocks in exactly the (stream, size, address) order.
+ * in TLSF); each class keeps its blocks in a small red-black tree (internal/rbtree.h) ordered by
+ * (size, address), and two bitmaps say which classes hold any. Classes are in size order, so the
+ * answer is in the request's own class or is the first block of the next class that holds any:
+ * a lookup costs a search in one small tree and a bit scan, not a walk down a tree of every free
+ * block. Streams are kept in their unsigned order (a program usually has one or two), so walking
+ * the whole set visits blocks in exactly the (stream, size, address) order.
  *
- * SIM_FITSET_DEFINE(name, type, link, stream, size, addr) generates, for `struct name`:
+ * SIM_FITSET_DEFINE(name, type, link, cls, stream, size, addr) generates, for `struct name`:
  *   name_init(s), name_release(s)
  *   name_insert(s, x)            0, or -1 when an equal block is there
  *   name_remove(s, x)
@@ -31,12 +31,16 @@
  *   name_rekey(s, x, size, addr)          changes x's key, keeping its place when it can
  *   name_replace(s, x, y)                 y (its key set, same stream) takes x's place
  *   name_check(s)                         1 when consistent (tests, debug)
- * `link` is a SIM_AVL_LINK(type) member; stream is int64_t, size and addr uint64_t members.
+ * `link` is an RB_ENTRY(type) member; `cls` a uint16_t member the set keeps x's class in while x
+ * is in it (so that a block whose key changes class moves in one step); stream is an int64_t,
+ * size and addr uint64_t members.
  */
 #define SIM_FITSET_SL_BITS 4 /* at most 6: a first level's classes fit one 64-bit map */
 #define SIM_FITSET_SL (1u << SIM_FITSET_SL_BITS)
 #define SIM_FITSET_FL 64
 #define SIM_FITSET_CLASSES (SIM_FITSET_FL * SIM_FITSET_SL)
+
+_Static_assert(SIM_FITSET_CLASSES <= 65536, "a block keeps its class in 16 bits");
 
 /* The class of a size: monotone in size; SIM_FITSET_SL classes per power of two. */
 static inline unsigned sim_fitset_class(uint64_t size) {
@@ -45,7 +49,7 @@ static inline unsigned sim_fitset_class(uint64_t size) {
   return fl * SIM_FITSET_SL + ((unsigned)(size >> (fl - SIM_FITSET_SL_BITS)) & (SIM_FITSET_SL - 1));
 }
 
-#define SIM_FITSET_DEFINE(name, type, link, stream_f, size_f, addr_f)                                     \
+#define SIM_FITSET_DEFINE(name, type, link, cls_f, stream_f, size_f, addr_f)                              \
   static inline int name##_cmp_(const type *a, const type *b) {                                           \
     if (a->size_f != b->size_f) return a->size_f < b->size_f ? -1 : 1;                                    \
     return (a->addr_f > b->addr_f) - (a->addr_f < b->addr_f);                                             \
@@ -55,8 +59,8 @@ static inline unsigned sim_fitset_class(uint64_t size) {
     if (x->size_f != size) return x->size_f < size ? -1 : 1;                                              \
     return (x->addr_f > addr) - (x->addr_f < addr);                                                       \
   }                                                                                                       \
-  SIM_AVL_HEAD(name##_cls, type);                                                                         \
-  SIM_AVL_DEFINE(name##_cls, type, link, name##_cmp_)                                                     \
+  RB_HEAD(name##_cls, type);                                                                              \
+  SIM_RB_GENERATE(name##_cls, type, link, name##_cmp_)                                                    \
   struct name##_stream {                                                                                  \
     int64_t stream;                                                                                       \
     uint64_t fl_map;                      /* first levels that hold any block */                          \
@@ -101,20 +105,20 @@ static inline unsigned sim_fitset_class(uint64_t size) {
     return st;                                                                                            \
   }                                                                                                       \
   /* The first block of the first class >= c that holds any. */                                          \
-  static inline type *name##_from_class_(const struct name##_stream *st, unsigned c) {                    \
+  static inline type *name##_from_class_(struct name##_stream *st, unsigned c) {                          \
     if (c >= SIM_FITSET_CLASSES) return NULL;                                                             \
     unsigned fl = c / SIM_FITSET_SL, sl = c % SIM_FITSET_SL;                                              \
-    uint64_t m = st->sl_map[fl] & (~UINT64_C(0) << sl);                                              \
+    uint64_t m = st->sl_map[fl] & (~UINT64_C(0) << sl);                                                   \
     if (!m) {                                                                                             \
       uint64_t f = fl + 1 < SIM_FITSET_FL ? st->fl_map & (~UINT64_C(0) << (fl + 1)) : 0;                  \
       if (!f) return NULL;                                                                                \
       fl = (unsigned)__builtin_ctzll(f);                                                                  \
       m = st->sl_map[fl];                                                                                 \
     }                                                                                                     \
-    return name##_cls_first(&st->cls[fl * SIM_FITSET_SL + (unsigned)__builtin_ctzll(m)]);                   \
+    return RB_MIN(name##_cls, &st->cls[fl * SIM_FITSET_SL + (unsigned)__builtin_ctzll(m)]);               \
   }                                                                                                       \
   /* The last block of the last class < c that holds any. */                                              \
-  static inline type *name##_before_class_(const struct name##_stream *st, unsigned c) {                  \
+  static inline type *name##_before_class_(struct name##_stream *st, unsigned c) {                        \
     unsigned fl = c / SIM_FITSET_SL, sl = c % SIM_FITSET_SL;                                              \
     uint64_t m = fl < SIM_FITSET_FL ? st->sl_map[fl] & ((UINT64_C(1) << sl) - 1) : 0;                     \
     if (!m) {                                                                                             \
@@ -123,17 +127,17 @@ static inline unsigned sim_fitset_class(uint64_t size) {
       fl = 63u - (unsigned)__builtin_clzll(f);                                                            \
       m = st->sl_map[fl];                                                                                 \
     }                                                                                                     \
-    return name##_cls_last(&st->cls[fl * SIM_FITSET_SL + 63u - (unsigned)__builtin_clzll(m)]);              \
+    return RB_MAX(name##_cls, &st->cls[fl * SIM_FITSET_SL + 63u - (unsigned)__builtin_clzll(m)]);         \
   }                                                                                                       \
-  /* Links x into class c of st (x->link.aux keeps c while x is in the set): 0, or -1 when an  \
-   * equal block is there. */                                                                            \
-  static inline int name##_put_(struct name##_stream *st, type *x, unsigned c) {                        \
-    x->link.aux = c;                                                                                      \
-    if (!st->cls[c].root) { /* an empty class, the common case: no tree work */                           \
-      x->link.left = x->link.right = x->link.parent = NULL;                                               \
-      x->link.balance = 0;                                                                                \
-      st->cls[c].root = x;                                                                                \
-    } else if (name##_cls_insert(&st->cls[c], x)) {                                                       \
+  /* Links x into class c of st (x->cls_f keeps c while x is in the set): 0, or -1 when an equal          \
+   * block is there. */                                                                                   \
+  static inline int name##_put_(struct name##_stream *st, type *x, unsigned c) {                          \
+    x->cls_f = (uint16_t)c;                                                                               \
+    if (RB_EMPTY(&st->cls[c])) { /* an empty class, the common case: no tree work */                      \
+      RB_LEFT(x, link) = RB_RIGHT(x, link) = RB_PARENT(x, link) = NULL;                                   \
+      RB_COLOR(x, link) = RB_BLACK;                                                                       \
+      RB_ROOT(&st->cls[c]) = x;                                                                           \
+    } else if (RB_INSERT(name##_cls, &st->cls[c], x)) {                                                   \
       return -1;                                                                                          \
     }                                                                                                     \
     st->sl_map[c / SIM_FITSET_SL] |= UINT64_C(1) << (c % SIM_FITSET_SL);                                  \
@@ -142,10 +146,10 @@ static inline unsigned sim_fitset_class(uint64_t size) {
   }                                                                                                       \
   /* Unlinks x from its class. */                                                                         \
   static inline void name##_take_(struct name##_stream *st, type *x) {                                    \
-    unsigned c = x->link.aux;                                                                             \
-    if (st->cls[c].root == x && !x->link.left && !x->link.right) st->cls[c].root = NULL;                  \
-    else name##_cls_remove(&st->cls[c], x);                                                               \
-    if (!st->cls[c].root) {                                                                               \
+    unsigned c = x->cls_f;                                                                                \
+    if (RB_ROOT(&st->cls[c]) == x && !RB_LEFT(x, link) && !RB_RIGHT(x, link)) RB_ROOT(&st->cls[c]) = NULL; \
+    else RB_REMOVE(name##_cls, &st->cls[c], x);                                                           \
+    if (RB_EMPTY(&st->cls[c])) {                                                                          \
       st->sl_map[c / SIM_FITSET_SL] &= ~(UINT64_C(1) << (c % SIM_FITSET_SL));                             \
       if (!st->sl_map[c / SIM_FITSET_SL]) st->fl_map &= ~(UINT64_C(1) << (c / SIM_FITSET_SL));            \
     }                                                                                                     \
@@ -168,27 +172,24 @@ static inline unsigned sim_fitset_class(uint64_t size) {
     if (!st) return NULL;                                                                                 \
     unsigned c = sim_fitset_class(size);                                                                  \
     /* the bitmap first: an empty class costs no look at its tree */                                     \
-    type *x = st->sl_map[c / SIM_FITSET_SL] >> (c % SIM_FITSET_SL) & 1 ? st->cls[c].root : NULL;        \
     type *best = NULL;                                                                                    \
-    while (x) {                                                                                           \
-      if (name##_cmpk_(x, size, 0) >= 0) {                                                                \
-        best = x;                                                                                         \
-        x = x->link.left;                                                                                 \
-      } else {                                                                                            \
-        x = x->link.right;                                                                                \
-      }                                                                                                   \
+    if (st->sl_map[c / SIM_FITSET_SL] >> (c % SIM_FITSET_SL) & 1) {                                      \
+      type key;                                                                                           \
+      key.size_f = size;                                                                                  \
+      key.addr_f = 0;                                                                                     \
+      best = RB_NFIND(name##_cls, &st->cls[c], &key);                                                     \
     }                                                                                                     \
     return best ? best : name##_from_class_(st, c + 1);                                                   \
   }                                                                                                       \
   static inline type *name##_next_in_stream(struct name *s, type *x) {                                    \
-    type *y = name##_cls_next(x);                                                                         \
+    type *y = RB_NEXT(name##_cls, NULL, x);                                                               \
     if (y) return y;                                                                                      \
-    return name##_from_class_(name##_stream_(s, x->stream_f, 0), x->link.aux + 1);                        \
+    return name##_from_class_(name##_stream_(s, x->stream_f, 0), x->cls_f + 1u);                          \
   }                                                                                                       \
   static inline type *name##_prev_in_stream(struct name *s, type *x) {                                    \
-    type *y = name##_cls_prev(x);                                                                         \
+    type *y = RB_PREV(name##_cls, NULL, x);                                                               \
     if (y) return y;                                                                                      \
-    return name##_before_class_(name##_stream_(s, x->stream_f, 0), x->link.aux);                          \
+    return name##_before_class_(name##_stream_(s, x->stream_f, 0), x->cls_f);                             \
   }                                                                                                       \
   static inline type *name##_last_in_stream(struct name *s, int64_t stream) {                             \
     struct name##_stream *st = name##_stream_(s, stream, 0);                                              \
@@ -209,15 +210,17 @@ static inline unsigned sim_fitset_class(uint64_t size) {
         return y;                                                                                         \
     return NULL;                                                                                          \
   }                                                                                                       \
+  /* Whether x, with the key (size, addr), would still sort between its class neighbours. */             \
+  static inline int name##_in_place_(type *x, uint64_t size, uint64_t addr) {                             \
+    type *p = RB_PREV(name##_cls, NULL, x), *q = RB_NEXT(name##_cls, NULL, x);                            \
+    return (!p || name##_cmpk_(p, size, addr) < 0) && (!q || name##_cmpk_(q, size, addr) > 0);           \
+  }                                                                                                       \
   static inline void name##_rekey(struct name *s, type *x, uint64_t size, uint64_t addr) {                \
     unsigned c = sim_fitset_class(size);                                                                  \
-    if (c == x->link.aux) {                                                                               \
-      type *p = name##_cls_prev(x), *q = name##_cls_next(x);                                              \
-      if ((!p || name##_cmpk_(p, size, addr) < 0) && (!q || name##_cmpk_(q, size, addr) > 0)) {           \
-        x->size_f = size;                                                                                 \
-        x->addr_f = addr;                                                                                 \
-        return;                                                                                           \
-      }                                                                                                   \
+    if (c == x->cls_f && name##_in_place_(x, size, addr)) {                                               \
+      x->size_f = size;                                                                                   \
+      x->addr_f = addr;                                                                                   \
+      return;                                                                                             \
     }                                                                                                     \
     struct name##_stream *st = name##_stream_(s, x->stream_f, 0);                                         \
     name##_take_(st, x);                                                                                  \
@@ -231,12 +234,10 @@ static inline unsigned sim_fitset_class(uint64_t size) {
   static inline void name##_replace(struct name *s, type *x, type *y) {                                   \
     unsigned c = sim_fitset_class(y->size_f);                                                             \
     struct name##_stream *st = name##_stream_(s, x->stream_f, 0);                                         \
-    if (c == x->link.aux) {                                                                               \
-      type *p = name##_cls_prev(x), *q = name##_cls_next(x);                                              \
-      if ((!p || name##_cmp_(p, y) < 0) && (!q || name##_cmp_(q, y) > 0)) {                               \
-        name##_cls_substitute(&st->cls[c], x, y);                                                         \
-        return;                                                                                           \
-      }                                                                                                   \
+    if (c == x->cls_f && name##_in_place_(x, y->size_f, y->addr_f)) {                                     \
+      y->cls_f = x->cls_f;                                                                                \
+      name##_cls_RB_SUBSTITUTE(&st->cls[c], x, y);                                                        \
+      return;                                                                                             \
     }                                                                                                     \
     name##_take_(st, x);                                                                                  \
     if (name##_put_(st, y, c)) {                                                                          \
@@ -252,12 +253,13 @@ static inline unsigned sim_fitset_class(uint64_t size) {
       if (i && (uint64_t)s->s[i - 1]->stream >= (uint64_t)st->stream) return 0;                           \
       for (unsigned c = 0; c < SIM_FITSET_CLASSES; c++) {                                                 \
         unsigned fl = c / SIM_FITSET_SL, sl = c % SIM_FITSET_SL;                                          \
-        int has = st->cls[c].root != NULL;                                                                \
-        if (has != !!(st->sl_map[fl] & (UINT64_C(1) << sl))) return 0;                                             \
-        if (sl == 0 && !!st->sl_map[fl] != !!(st->fl_map & (UINT64_C(1) << fl))) return 0;                \
-        if (!name##_cls_check(&st->cls[c])) return 0;                                                     \
-        for (type *x = name##_cls_first(&st->cls[c]); x; x = name##_cls_next(x)) {                        \
-          if (sim_fitset_class(x->size_f) != c || x->link.aux != c || x->stream_f != st->stream) return 0; \
+        int has = !RB_EMPTY(&st->cls[c]);                                                                 \
+        if (has != !!(st->sl_map[fl] & (UINT64_C(1) << sl))) return 0;                                    \
+        if (sl == 0 && !!st->sl_map[fl] != !!(st->fl_map & (UINT64_C(1) << fl))) return 0;               \
+        if (!name##_cls_RB_VALID(&st->cls[c])) return 0;                                                  \
+        type *x;                                                                                          \
+        RB_FOREACH(x, name##_cls, &st->cls[c]) {                                                          \
+          if (sim_fitset_class(x->size_f) != c || x->cls_f != c || x->stream_f != st->stream) return 0;   \
           count++;                                                                                        \
         }                                                                                                 \
       }                                                                                                   \

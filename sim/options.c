@@ -202,9 +202,9 @@ void sim_spec_release(sim_spec *spec) {
   memset(spec, 0, sizeof *spec);
 }
 
-int sim_allocator_init(sim_allocator *a, const sim_spec *spec, sim_device *dev, const char *recorded,
+int sim_allocator_init(sim_allocator *a, const sim_spec *spec, sim_device *dev, const sim_recorded *recorded,
                        const char *(*getenv_fn)(const char *), char *err, size_t errlen) {
-  sim_alloc_config cfg = {spec->opts, spec->nopts, recorded, getenv_fn};
+  sim_alloc_config cfg = {.opts = spec->opts, .nopts = spec->nopts, .recorded = recorded, .getenv = getenv_fn};
   a->ops = spec->ops;
   a->dev = dev;
   a->ctx = NULL;

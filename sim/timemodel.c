@@ -659,25 +659,39 @@ static int copy_bucket(int dir, int pinned) {
   }
 }
 
-static int64_t on_copy(sim_tm *tm, const sim_event *ev, int64_t h, int64_t rec) {
+/* A copy as the bandwidth model sees it, worked out before it is placed. */
+typedef struct copy_plan {
+  int dir, host_side, staged, sync_copy;
+  uint64_t size, chunk;      /* chunk: the staging buffer (the whole copy when there is none) */
+  double dma_bw, stage_bw;   /* staged copies: the DMA's bandwidth, and the host's staging one */
+  int64_t modeled, dur;      /* the modeled duration, and the one used */
+  double f;                  /* dur / modeled: a staged copy's chunks stretch alike */
+  sim_tm_item self, staging; /* what its time is attributed to */
+} copy_plan;
+
+/* The bandwidth model: the modeled duration, compared with the recorded one (the copy
+ * statistics), and the duration used: the recorded one when the timing says so, or a
+ * scenario's. */
+static void copy_plan_init(sim_tm *tm, const sim_event *ev, copy_plan *c) {
   const sim_device_profile *pf = &tm->dev;
   int dir = ev->dir;
-  int host_side = dir == SIM_COPY_H2D || dir == SIM_COPY_D2H;
   int pinned = ev->mem == SIM_MEM_PINNED;
-  int staged = host_side && !pinned; /* pageable, managed or unknown host memory is staged */
   uint64_t size = ev->size;
-  tm->r.copies_n++;
-
-  /* The bandwidth model. */
+  c->dir = dir;
+  c->size = size;
+  c->host_side = dir == SIM_COPY_H2D || dir == SIM_COPY_D2H;
+  c->staged = c->host_side && !pinned; /* pageable, managed or unknown host memory is staged */
+  /* cudaMemcpy (not Async) from or to host memory returns when the copy is done. */
+  c->sync_copy = c->host_side && !(ev->flags & SIM_EVF_ASYNC);
   double bw, dma_bw = 0, stage_bw = 0;
   uint64_t chunk = pf->staging_buffer ? pf->staging_buffer : size;
-  uint64_t nchunks = staged && size > chunk ? (size + chunk - 1) / chunk : 1;
+  uint64_t nchunks = c->staged && size > chunk ? (size + chunk - 1) / chunk : 1;
   if (dir == SIM_COPY_H2D) bw = pinned ? pf->h2d_pinned_bw : pf->h2d_pageable_bw, dma_bw = pf->h2d_pinned_bw;
   else if (dir == SIM_COPY_D2H) bw = pinned ? pf->d2h_pinned_bw : pf->d2h_pageable_bw, dma_bw = pf->d2h_pinned_bw;
   else if (dir == SIM_COPY_P2P) bw = pf->p2p_bw;
   else if (dir == SIM_COPY_H2H) bw = pf->host_copy_bw;
   else bw = pf->d2d_bw;
-  if (staged && bw < dma_bw) stage_bw = 1.0 / (1.0 / bw - 1.0 / dma_bw); /* staging + DMA take 1/bw per byte */
+  if (c->staged && bw < dma_bw) stage_bw = 1.0 / (1.0 / bw - 1.0 / dma_bw); /* staging + DMA take 1/bw per byte */
   int64_t modeled = (int64_t)nchunks * pf->copy_latency + at_rate(size, bw);
   if (dir == SIM_COPY_H2H) modeled = at_rate(size, bw);
   int64_t recorded = ev->dur > 0 ? ev->dur : -1;
@@ -692,124 +706,154 @@ static int64_t on_copy(sim_tm *tm, const sim_event *ev, int64_t h, int64_t rec) 
   int64_t dur = tm->cfg.copy_timing == SIM_TM_TIMING_RECORDED && recorded > 0 ? recorded : modeled;
   int64_t set = scenario_duration(tm, ev);
   if (set >= 0) dur = set;
+  c->chunk = chunk;
+  c->dma_bw = dma_bw;
+  c->stage_bw = stage_bw;
+  c->modeled = modeled;
+  c->dur = dur;
+  c->f = modeled > 0 ? (double)dur / (double)modeled : 1.0;
+  c->self = key_of(SIM_TM_W_COPY, ev->kind, 0, dir, ev->mem);
+  c->staging = key_of(SIM_TM_W_STAGING, ev->kind, 0, dir, ev->mem);
+}
 
-  if (dir == SIM_COPY_H2H) { /* the host copies: fully synchronous */
-    sim_tm_item k = key_of(SIM_TM_W_COPY, ev->kind, 0, dir, ev->mem);
-    emit(tm, h, h + dur, &k, ev->seq);
-    tm->r.blocked_copy_ns += dur;
-    return h + dur;
+/* The time the host spends staging n bytes of a chunk (filling or draining the bounce buffer). */
+static int64_t copy_stage_time(const copy_plan *c, uint64_t n) {
+  return (int64_t)((c->stage_bw > 0 ? (double)n * 1e9 / c->stage_bw : 0) * c->f + 0.5);
+}
+
+/* The time the DMA takes for n bytes of a chunk. */
+static int64_t copy_dma_time(const sim_tm *tm, const copy_plan *c, uint64_t n) {
+  return (int64_t)(((double)tm->dev.copy_latency + (double)at_rate(n, c->dma_bw)) * c->f + 0.5);
+}
+
+/* A copy the DMA engine makes on its own (device memory, or pinned host memory); a synchronous
+ * one keeps the host until it is done. Returns the host's time after the call. */
+static int64_t copy_direct(sim_tm *tm, const sim_event *ev, tm_device *dv, tm_stream *st, op_place *p,
+                           const copy_plan *c, int64_t t, int64_t own) {
+  const sim_device_profile *pf = &tm->dev;
+  op_start(tm, dv, st, ev, p);
+  int64_t end = p->start + c->dur;
+  int64_t id = op_commit(tm, dv, st, ev, p, end, SIM_TM_W_COPY, c->dir, ev->mem);
+  tm->r.copy_busy_ns += c->dur;
+  emit_what(tm, t, t + own, SIM_TM_W_CALL, ev);
+  t += own;
+  if (c->sync_copy) {
+    int64_t t0 = t;
+    t = host_wait(tm, t, end, id, ev);
+    emit_what(tm, t, t + pf->sync_latency, SIM_TM_W_SYNC, ev);
+    t += pf->sync_latency;
+    tm->r.blocked_copy_ns += t - t0;
   }
+  return t;
+}
 
+/* Pageable host memory to the device: the host fills the bounce buffer (after the previous
+ * staged copy drained it), the DMA follows in stream order; the next chunk waits for the buffer.
+ * The host returns after the last fill. Returns the host's time; *end: the copy's end. */
+static int64_t copy_staged_h2d(sim_tm *tm, const sim_event *ev, tm_device *dv, tm_stream *st, op_place *p,
+                               const copy_plan *c, int64_t t, int64_t *end) {
+  uint64_t left = c->size, n = left < c->chunk ? left : c->chunk;
+  /* cudaMemcpy (not Async) first waits for the stream to finish what it holds. */
+  if (c->sync_copy && st->ready > t) t = host_wait(tm, t, st->ready, st->last_op, ev);
+  int64_t s0 = max64(t, dv->bounce_free);
+  if (s0 > t) t = host_wait(tm, t, s0, dv->bounce_op, ev);
+  int64_t fill = copy_stage_time(c, n);
+  emit(tm, t, t + fill, &c->staging, ev->seq);
+  t += fill;
+  p->avail = max64(p->avail, t);
+  p->bounce = 0;
+  op_start(tm, dv, st, ev, p);
+  int64_t dma_end = p->start + copy_dma_time(tm, c, n);
+  left -= n;
+  int first_wait = 1;
+  while (left > 0) {
+    n = left < c->chunk ? left : c->chunk;
+    /* wait for the buffer: the previous chunk's transfer */
+    if (dma_end > t) {
+      if (first_wait && p->start > t) {
+        wait_for(tm, t, p->start, p->pred, SIM_TM_W_DEVICE_WAIT, ev);
+        t = max64(t, p->start);
+      }
+      emit(tm, t, dma_end, &c->self, ev->seq);
+      t = dma_end;
+    }
+    first_wait = 0;
+    fill = copy_stage_time(c, n);
+    emit(tm, t, t + fill, &c->staging, ev->seq);
+    t += fill;
+    dma_end = max64(t, dma_end) + copy_dma_time(tm, c, n);
+    left -= n;
+  }
+  *end = dma_end;
+  int64_t id = op_commit(tm, dv, st, ev, p, dma_end, SIM_TM_W_COPY, c->dir, ev->mem);
+  dv->bounce_free = dma_end;
+  dv->bounce_op = id;
+  return t;
+}
+
+/* The device to pageable host memory: each chunk's transfer follows the stream, the host copies
+ * it out of the buffer, and the call returns when the last chunk is out. Returns the host's
+ * time; *end: the copy's end. */
+static int64_t copy_staged_d2h(sim_tm *tm, const sim_event *ev, tm_device *dv, tm_stream *st, op_place *p,
+                               const copy_plan *c, int64_t t, int64_t *end) {
+  op_start(tm, dv, st, ev, p);
+  uint64_t left = c->size;
+  int64_t dma_start = p->start, fill_end = t;
+  int64_t dma_end = dma_start;
+  if (p->start > t) {
+    wait_for(tm, t, p->start, p->pred, SIM_TM_W_DEVICE_WAIT, ev);
+    t = p->start;
+  }
+  do {
+    uint64_t n = left < c->chunk ? left : c->chunk;
+    dma_end = max64(dma_start, fill_end) + copy_dma_time(tm, c, n);
+    emit(tm, t, dma_end, &c->self, ev->seq);
+    t = max64(t, dma_end);
+    int64_t drain = copy_stage_time(c, n);
+    emit(tm, t, t + drain, &c->staging, ev->seq);
+    t += drain;
+    fill_end = t;
+    dma_start = dma_end;
+    left -= n;
+  } while (left > 0);
+  *end = dma_end;
+  int64_t id = op_commit(tm, dv, st, ev, p, dma_end, SIM_TM_W_COPY, c->dir, ev->mem);
+  dv->bounce_free = t;
+  dv->bounce_op = id;
+  emit_what(tm, t, t + tm->dev.sync_latency, SIM_TM_W_SYNC, ev);
+  return t + tm->dev.sync_latency;
+}
+
+static int64_t on_copy(sim_tm *tm, const sim_event *ev, int64_t h, int64_t rec) {
+  const sim_device_profile *pf = &tm->dev;
+  tm->r.copies_n++;
+  copy_plan c;
+  copy_plan_init(tm, ev, &c);
+  if (c.dir == SIM_COPY_H2H) { /* the host copies: fully synchronous */
+    emit(tm, h, h + c.dur, &c.self, ev->seq);
+    tm->r.blocked_copy_ns += c.dur;
+    return h + c.dur;
+  }
   int d;
   tm_device *dv = device_of(tm, ev, &d);
   tm_stream *st = stream_of(tm, d, ev->stream);
   /* A call that blocks records its wait in its duration: its own part is the launch overhead. */
-  int sync_copy = host_side && !(ev->flags & SIM_EVF_ASYNC);
   int blocked;
   int64_t t = launch_queue(tm, dv, h, ev, &blocked);
-  int64_t own = staged || sync_copy ? (rec >= 0 ? min64(rec, pf->launch_overhead) : 0) : call_overhead(tm, rec, blocked);
+  int64_t own = c.staged || c.sync_copy ? (rec >= 0 ? min64(rec, pf->launch_overhead) : 0) : call_overhead(tm, rec, blocked);
   op_place p = {.avail = t + pf->launch_latency, .link = LINK_NONE};
-  if (host_side) p.link = dir == SIM_COPY_H2D ? LINK_H2D : LINK_D2H, p.engine = 1;
-  if (dir == SIM_COPY_P2P) p.link = LINK_P2P, p.engine = 1;
-  sim_tm_item self = key_of(SIM_TM_W_COPY, ev->kind, 0, dir, ev->mem);
-  sim_tm_item staging = key_of(SIM_TM_W_STAGING, ev->kind, 0, dir, ev->mem);
-  int64_t id;
-
-  if (!staged) {
-    op_start(tm, dv, st, ev, &p);
-    int64_t end = p.start + dur;
-    id = op_commit(tm, dv, st, ev, &p, end, SIM_TM_W_COPY, dir, ev->mem);
-    tm->r.copy_busy_ns += dur;
-    emit_what(tm, t, t + own, SIM_TM_W_CALL, ev);
-    t += own;
-    /* cudaMemcpy (not Async) from or to host memory returns when the copy is done. */
-    if (sync_copy) {
-      int64_t t0 = t;
-      t = host_wait(tm, t, end, id, ev);
-      emit_what(tm, t, t + pf->sync_latency, SIM_TM_W_SYNC, ev);
-      t += pf->sync_latency;
-      tm->r.blocked_copy_ns += t - t0;
-    }
-    return t;
-  }
+  if (c.host_side) p.link = c.dir == SIM_COPY_H2D ? LINK_H2D : LINK_D2H, p.engine = 1;
+  if (c.dir == SIM_COPY_P2P) p.link = LINK_P2P, p.engine = 1;
+  if (!c.staged) return copy_direct(tm, ev, dv, st, &p, &c, t, own);
 
   /* Staged through the pinned bounce buffer, chunk by chunk; the host copies each chunk. The
    * recorded duration, when used, stretches staging and transfers alike. */
-  double f = modeled > 0 ? (double)dur / (double)modeled : 1.0;
   emit_what(tm, t, t + own, SIM_TM_W_CALL, ev);
   t += own;
-  int64_t t_in = t;
-  int64_t end;
+  int64_t t_in = t, end;
   p.bounce = 1;
-  if (dir == SIM_COPY_H2D) {
-    /* The host fills the buffer (after the previous staged copy drained it), the DMA follows in
-     * stream order; the next chunk waits for the buffer. The host returns after the last fill. */
-    uint64_t left = size, c = left < chunk ? left : chunk;
-    /* cudaMemcpy (not Async) first waits for the stream to finish what it holds. */
-    if (sync_copy && st->ready > t) t = host_wait(tm, t, st->ready, st->last_op, ev);
-    int64_t s0 = max64(t, dv->bounce_free);
-    if (s0 > t) t = host_wait(tm, t, s0, dv->bounce_op, ev);
-    int64_t fill = (int64_t)((stage_bw > 0 ? (double)c * 1e9 / stage_bw : 0) * f + 0.5);
-    emit(tm, t, t + fill, &staging, ev->seq);
-    t += fill;
-    p.avail = max64(p.avail, t);
-    p.bounce = 0;
-    op_start(tm, dv, st, ev, &p);
-    int64_t dma_end = p.start + (int64_t)(((double)pf->copy_latency + (double)at_rate(c, dma_bw)) * f + 0.5);
-    left -= c;
-    int first_wait = 1;
-    while (left > 0) {
-      c = left < chunk ? left : chunk;
-      /* wait for the buffer: the previous chunk's transfer */
-      if (dma_end > t) {
-        if (first_wait && p.start > t) {
-          wait_for(tm, t, p.start, p.pred, SIM_TM_W_DEVICE_WAIT, ev);
-          t = max64(t, p.start);
-        }
-        emit(tm, t, dma_end, &self, ev->seq);
-        t = dma_end;
-      }
-      first_wait = 0;
-      fill = (int64_t)((stage_bw > 0 ? (double)c * 1e9 / stage_bw : 0) * f + 0.5);
-      emit(tm, t, t + fill, &staging, ev->seq);
-      t += fill;
-      dma_end = max64(t, dma_end) + (int64_t)(((double)pf->copy_latency + (double)at_rate(c, dma_bw)) * f + 0.5);
-      left -= c;
-    }
-    end = dma_end;
-    id = op_commit(tm, dv, st, ev, &p, end, SIM_TM_W_COPY, dir, ev->mem);
-    dv->bounce_free = end;
-    dv->bounce_op = id;
-  } else {
-    /* Device to pageable host memory: each chunk's transfer follows the stream, the host copies
-     * it out of the buffer, and the call returns when the last chunk is out. */
-    op_start(tm, dv, st, ev, &p);
-    uint64_t left = size;
-    int64_t dma_start = p.start, fill_end = t;
-    int64_t dma_end = dma_start;
-    if (p.start > t) {
-      wait_for(tm, t, p.start, p.pred, SIM_TM_W_DEVICE_WAIT, ev);
-      t = p.start;
-    }
-    do {
-      uint64_t c = left < chunk ? left : chunk;
-      dma_end = max64(dma_start, fill_end) + (int64_t)(((double)pf->copy_latency + (double)at_rate(c, dma_bw)) * f + 0.5);
-      emit(tm, t, dma_end, &self, ev->seq);
-      t = max64(t, dma_end);
-      int64_t drain = (int64_t)((stage_bw > 0 ? (double)c * 1e9 / stage_bw : 0) * f + 0.5);
-      emit(tm, t, t + drain, &staging, ev->seq);
-      t += drain;
-      fill_end = t;
-      dma_start = dma_end;
-      left -= c;
-    } while (left > 0);
-    end = dma_end;
-    id = op_commit(tm, dv, st, ev, &p, end, SIM_TM_W_COPY, dir, ev->mem);
-    dv->bounce_free = t;
-    dv->bounce_op = id;
-    emit_what(tm, t, t + pf->sync_latency, SIM_TM_W_SYNC, ev);
-    t += pf->sync_latency;
-  }
+  if (c.dir == SIM_COPY_H2D) t = copy_staged_h2d(tm, ev, dv, st, &p, &c, t, &end);
+  else t = copy_staged_d2h(tm, ev, dv, st, &p, &c, t, &end);
   tm->r.copy_busy_ns += end - p.start;
   tm->r.blocked_copy_ns += t - t_in;
   return t;

@@ -1,5 +1,4 @@
-/* test_fitset.c: the AVL tree and the best-fit index behind the torch model's pools, against a plain sorted array. */
-#include "sim/avl.h"
+/* test_fitset.c: the red-black tree additions and the best-fit index behind the torch model's pools, against brute force. */
 #include "sim/fitset.h"
 #include "test.h"
 
@@ -8,7 +7,8 @@ int test_failures;
 typedef struct item {
   int64_t stream;
   uint64_t size, addr;
-  SIM_AVL_LINK(struct item) link;
+  RB_ENTRY(item) link;
+  uint16_t cls;
   int in;
 } item;
 
@@ -18,9 +18,9 @@ static int cmp_item(const item *a, const item *b) {
   return (a->addr > b->addr) - (a->addr < b->addr);
 }
 
-SIM_AVL_HEAD(itree, item);
-SIM_AVL_DEFINE(itree, item, link, cmp_item)
-SIM_FITSET_DEFINE(iset, item, link, stream, size, addr)
+RB_HEAD(itree, item);
+SIM_RB_GENERATE(itree, item, link, cmp_item)
+SIM_FITSET_DEFINE(iset, item, link, cls, stream, size, addr)
 
 static uint64_t rng = 88172645463325252ull;
 static uint64_t next_rand(void) {
@@ -49,36 +49,48 @@ static void randomize(item *x) {
   x->addr = next_rand() % 100000 * 512;
 }
 
-static void avl_matches_reference(void) {
+/* The tree as the models use it (RB_INSERT, RB_REMOVE, RB_NFIND as the lower bound), with what
+ * internal/rbtree.h adds: the validity walk and substitution. */
+static void rbtree_matches_reference(void) {
   item *all = calloc(N, sizeof *all);
-  struct itree t = {NULL};
+  struct itree t = RB_INITIALIZER(&t);
   for (int step = 0; step < 60000; step++) {
     item *x = &all[next_rand() % N];
     if (x->in) {
-      itree_remove(&t, x);
+      RB_REMOVE(itree, &t, x);
       x->in = 0;
     } else {
       randomize(x);
-      if (itree_insert(&t, x) == 0) x->in = 1;
+      if (RB_INSERT(itree, &t, x) == NULL) x->in = 1;
     }
-    if (step % 997 == 0) CHECK(itree_check(&t));
+    if (step % 997 == 0) CHECK(itree_RB_VALID(&t));
     item key = {.stream = 7, .size = next_rand() % 5000, .addr = 0};
     item *want = NULL;
     for (int i = 0; i < N; i++)
       if (all[i].in && cmp_item(&all[i], &key) >= 0 && (!want || cmp_item(&all[i], want) < 0)) want = &all[i];
-    if (step % 50 == 0) CHECK(itree_lower_bound(&t, &key) == want);
+    if (step % 50 == 0) CHECK(RB_NFIND(itree, &t, &key) == want);
   }
   /* in-order walk both ways, and substitute */
   size_t n = 0;
-  for (item *x = itree_first(&t), *prev = NULL; x; prev = x, x = itree_next(x), n++)
+  for (item *x = RB_MIN(itree, &t), *prev = NULL; x; prev = x, x = RB_NEXT(itree, &t, x), n++)
     if (prev) CHECK(cmp_item(prev, x) < 0);
   size_t m = 0;
-  for (item *x = itree_last(&t); x; x = itree_prev(x)) m++;
+  for (item *x = RB_MAX(itree, &t); x; x = RB_PREV(itree, &t, x)) m++;
   CHECK_EQ(n, m);
-  item *first = itree_first(&t), twin = *first;
-  itree_substitute(&t, first, &twin);
-  CHECK(itree_first(&t) == &twin);
-  CHECK(itree_check(&t));
+  item *first = RB_MIN(itree, &t), twin = *first;
+  itree_RB_SUBSTITUTE(&t, first, &twin);
+  CHECK(RB_MIN(itree, &t) == &twin);
+  CHECK(itree_RB_VALID(&t));
+  /* the validity walk notices a broken order and a broken colouring */
+  item *root = RB_ROOT(&t), *low = RB_MIN(itree, &t);
+  uint64_t size = low->size;
+  low->size = UINT64_MAX;
+  CHECK(!itree_RB_VALID(&t));
+  low->size = size;
+  RB_COLOR(root, link) = RB_RED;
+  CHECK(!itree_RB_VALID(&t));
+  RB_COLOR(root, link) = RB_BLACK;
+  CHECK(itree_RB_VALID(&t));
   free(all);
 }
 
@@ -167,7 +179,7 @@ static void classes_are_monotone(void) {
 }
 
 int main(void) {
-  RUN(avl_matches_reference);
+  RUN(rbtree_matches_reference);
   RUN(fitset_matches_reference);
   RUN(classes_are_monotone);
   TEST_MAIN_END();

@@ -1,6 +1,7 @@
 /* test_torch.c: the torch model, rule by rule, against what PyTorch's CUDACachingAllocator.cpp does. */
 #include <inttypes.h>
 
+#include "io/settings.h"
 #include "sim/alloc_torch.h"
 #include "test.h"
 
@@ -108,7 +109,11 @@ static int open_model(tm *t, const char *spec, uint64_t capacity, uint64_t total
   t->dev.d.total_memory = total;
   t->dev.next = BASE;
   if (sim_spec_parse(&t->spec, spec, err, errlen) != SIM_OK) return -1;
-  if (sim_allocator_init(&t->a, &t->spec, &t->dev.d, recorded, NULL, err, errlen) != SIM_OK) {
+  settings rec; /* as the engine hands them to the model */
+  settings_init(&rec, recorded);
+  int rc = sim_allocator_init(&t->a, &t->spec, &t->dev.d, &rec.recorded, NULL, err, errlen);
+  settings_release(&rec);
+  if (rc != SIM_OK) {
     sim_spec_release(&t->spec);
     return -1;
   }
@@ -709,6 +714,59 @@ static void recorded_settings_are_used_without_options(void) {
                    sizeof err) != 0);
 }
 
+/* What the model is handed: a snapshot's settings flattened into options (io/settings.h). */
+static void recorded_settings_are_flattened(void) {
+  settings s;
+  CHECK_EQ(settings_init(&s, "{\"PYTORCH_CUDA_ALLOC_CONF\": \"expandable_segments:True\", \"max_split_size\": -1, "
+                             "\"garbage_collection_threshold\": 0.0, \"expandable_segments\": false, \"x\": null, "
+                             "\"roundup_power2_divisions\": {\"1\": 4, \"2\": 0}, \"list\": [1, [true], {\"a\": 2}]}"),
+           0);
+  static const char *const want[][2] = {
+    {"PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True"},
+    {"max_split_size", "-1"},
+    {"garbage_collection_threshold", "0.0"},
+    {"expandable_segments", "False"},
+    {"x", ""},
+    {"roundup_power2_divisions", "[1:4,2:0]"},
+    {"list", "[1,[True],[a:2]]"},
+  };
+  CHECK_EQ(s.recorded.nopts, sizeof want / sizeof want[0]);
+  for (size_t i = 0; i < s.recorded.nopts && i < sizeof want / sizeof want[0]; i++) {
+    CHECK_STR(s.recorded.opts[i].key, want[i][0]);
+    CHECK_STR(s.recorded.opts[i].value, want[i][1]);
+  }
+  CHECK(s.recorded.error == NULL);
+  settings_release(&s);
+  CHECK_EQ(settings_init(&s, NULL), 0);
+  CHECK_EQ(s.recorded.nopts, 0);
+  settings_release(&s);
+  CHECK_EQ(settings_init(&s, "[1, 2]"), -1);
+  CHECK(s.recorded.error && strstr(s.recorded.error, "not a JSON object"));
+  settings_release(&s);
+
+  /* the torch model reads them by PyTorch's own names */
+  tm t;
+  char err[SIM_ERRLEN];
+  CHECK_EQ(open_model(&t, "torch", UINT64_MAX, 80 * GiB, "{\"roundup_power2_divisions\": [4, 0, 0]}", err, sizeof err), 0);
+  CHECK_EQ(R(&t, 1200 * KiB), 1280 * KiB); /* the array form: divisions by interval */
+  done(&t);
+  CHECK_EQ(open_model(&t, "torch", UINT64_MAX, 80 * GiB,
+                      "{\"PYTORCH_CUDA_ALLOC_CONF\": null, \"max_split_size\": 1.5, \"expandable_segments\": 1}", err,
+                      sizeof err),
+           0); /* values of another type are ignored, as is a conf that is not there */
+  CHECK_EQ(R(&t, 1200 * KiB), 1200 * KiB);
+  done(&t);
+  CHECK(open_model(&t, "torch", UINT64_MAX, 80 * GiB, "{\"roundup_power2_divisions\": {\"1\": 4, \"3\": 2}}", err,
+                   sizeof err) != 0);
+  CHECK(strstr(err, "roundup_power2_divisions has an entry '3'") != NULL);
+  CHECK(open_model(&t, "torch", UINT64_MAX, 80 * GiB, "{\"roundup_power2_divisions\": {\"4\": [2]}}", err,
+                   sizeof err) != 0);
+  CHECK(strstr(err, "entry '4'") != NULL);
+  /* a recording that is not an object stops only a model that reads it */
+  CHECK_EQ(open_model(&t, "torch:expandable_segments:False", UINT64_MAX, 80 * GiB, "not json", err, sizeof err), 0);
+  done(&t);
+}
+
 /* ---- restoring a recorded state ---------------------------------------------------------------------- */
 
 static void restore_sizes_blocks_by_the_split_rule(void) {
@@ -799,6 +857,7 @@ int main(void) {
   RUN(stats_current_and_peak);
   RUN(bad_options_are_refused);
   RUN(recorded_settings_are_used_without_options);
+  RUN(recorded_settings_are_flattened);
   RUN(restore_sizes_blocks_by_the_split_rule);
   RUN(restore_expandable_ranges);
   TEST_MAIN_END();

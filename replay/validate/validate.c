@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "io/settings.h"
 #include "sim/alloc_torch.h"
 #include "sim/hashmap.h"
 #include "validate.h"
@@ -119,6 +120,15 @@ static int vfail(validator *v, const char *fmt, ...) {
   vsnprintf(v->err, v->errlen, fmt, ap);
   va_end(ap);
   return -1;
+}
+
+/* The model with the settings the trace recorded (which models read as options: io/settings.h). */
+static int model_init(validator *v, sim_allocator *a, sim_device *dev, char *err, size_t errlen) {
+  settings recorded;
+  settings_init(&recorded, v->t->allocator_settings);
+  int rc = sim_allocator_init(a, &v->spec, dev, &recorded.recorded, NULL, err, errlen);
+  settings_release(&recorded);
+  return rc;
 }
 
 static int action_of(const char *s) {
@@ -652,7 +662,7 @@ static int size_preexisting(validator *v) {
   dev.capacity = UINT64_MAX;
   sim_allocator a;
   char err[SIM_ERRLEN];
-  if (sim_allocator_init(&a, &v->spec, &dev, v->t->allocator_settings, NULL, err, sizeof err) != SIM_OK)
+  if (model_init(v, &a, &dev, err, sizeof err) != SIM_OK)
     return vfail(v, "cannot make the '%s' model with the recorded settings: %s", v->ops->name, err);
   for (size_t i = 0; i < v->npre; i++) {
     vpre *p = &v->pre[i];
@@ -1167,7 +1177,7 @@ static int replay_pass(validator *v) {
   v->dev.capacity = UINT64_MAX;
   v->dev.cc_major = 9;
   char err[SIM_ERRLEN];
-  if (sim_allocator_init(&v->a, &v->spec, &v->dev, v->t->allocator_settings, NULL, err, sizeof err) != SIM_OK)
+  if (model_init(v, &v->a, &v->dev, err, sizeof err) != SIM_OK)
     return vfail(v, "cannot make the '%s' model with the recorded settings: %s", v->ops->name, err);
   v->have_model = 1;
   v->lo = v->hi = 0;
