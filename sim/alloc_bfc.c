@@ -680,8 +680,6 @@ static int bfc_check(void *ctx, char *err, size_t errlen) {
 
 /* ---- TensorFlow's own statistics ------------------------------------------------------------- */
 
-extern const sim_allocator_ops sim_bfc_ops;
-
 int sim_bfc_get_info(const sim_allocator *a, sim_bfc_info *out) {
   if (!a || a->ops != &sim_bfc_ops || !a->ctx) return -1;
   const bfc *m = a->ctx;

@@ -4,9 +4,7 @@
 
 #include <stdint.h>
 
-#include "allocator.h"
-
-extern const sim_allocator_ops sim_torch_ops;
+#include "allocator.h" /* declares sim_torch_ops */
 
 /* round_size(): the bytes a request of `size` occupies before any unsplit remainder. */
 uint64_t sim_torch_round_size(void *ctx, uint64_t size);

@@ -221,8 +221,10 @@ typedef struct sim_allocator_ops {
   int (*restore)(void *ctx, sim_walk_item *items, size_t n, uintptr_t *handles, char *err, size_t errlen);
 } sim_allocator_ops;
 
-/* The registry of models (allocators.c). */
+/* The registry of models (allocators.c), and the models themselves: code that must name the
+ * allocator a trace was recorded by uses its ops table's name. */
 extern const sim_allocator_ops *const sim_allocators[];
+extern const sim_allocator_ops sim_ideal_ops, sim_cuda_ops, sim_torch_ops, sim_bfc_ops, sim_async_ops;
 const sim_allocator_ops *sim_allocator_find(const char *name);
 /* Whether name is one of the comma-separated names in list (a NULL list names them all). */
 int sim_allocator_listed(const char *list, const char *name);

@@ -3,12 +3,6 @@
 
 #include "allocator.h"
 
-extern const sim_allocator_ops sim_ideal_ops;
-extern const sim_allocator_ops sim_cuda_ops;
-extern const sim_allocator_ops sim_torch_ops;
-extern const sim_allocator_ops sim_bfc_ops;
-extern const sim_allocator_ops sim_async_ops;
-
 const sim_allocator_ops *const sim_allocators[] = {
   &sim_ideal_ops,
   &sim_cuda_ops,

@@ -7,15 +7,13 @@
 #include <string.h>
 #include <time.h>
 
+#include "backend_int.h"
 #include "sim/hashmap.h"
-#include "sim/slab.h"
-#include "backend_cuda.h"
-#include "cudart_int.h"
 
 /*
  * How each event is performed (docs/gpu.md, "The cuda backend"):
  *  - allocations and frees: through the engine and the allocator, which take memory through the
- *    real device primitive (cudart_device.c), or through the real stream-ordered pool below;
+ *    real device primitive (cudart_device.c), or through the driver's own pool (driver_pool.c);
  *  - copies: of the recorded size, in the recorded direction, between a device copy buffer and a
  *    pinned (cudaHostAlloc) or pageable (malloc) host buffer as the recorded host memory kind
  *    says (unknown: pageable); asynchronous ones with cudaMemcpyAsync on the recorded stream,
@@ -30,39 +28,6 @@
  * stream gets a stream of its own, created non-blocking on first use.
  */
 
-typedef struct bgpu {
-  int open;
-  cudart_spin spin;
-  void *scratch;
-  uint64_t scratch_size;
-  uint64_t base_free, total;
-  sim_map streams; /* recorded stream -> index in list */
-  cudaStream_t *list;
-  size_t nlist, caplist;
-  sim_device *dev;         /* the engine's device on this GPU, once it has one */
-  struct pool *pool;       /* the real stream-ordered pool, when that is the allocator */
-} bgpu;
-
-typedef struct brun {
-  const backend_run_config *cfg;
-  const backend_plan *plan;
-  backend_measured *m;
-  cudart_driver drv;
-  cudart_info info;
-  bgpu gpus[REPLAY_MAX_DEVICES];
-  void *pinned, *pageable;
-  sim_map host;            /* recorded host address -> pointer */
-  sim_map host_pinned;     /* recorded host address -> 1 when pinned */
-  /* the source wrapper */
-  replay_source inner;
-  backend_stepper stepper;
-  size_t step;             /* index of the step under way + 1 (0: none yet) */
-  int64_t t0, step_t0, first_ts;
-  int64_t seq;             /* the event being performed */
-  int failed;
-  char err[1024];
-} brun;
-
 static int64_t now_ns(void) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
@@ -70,8 +35,7 @@ static int64_t now_ns(void) {
 }
 
 /* Records the first failure, prefixed with the event it served. Returns -1. */
-static int run_fail(brun *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int run_fail(brun *r, const char *fmt, ...) {
+int backend_run_fail(brun *r, const char *fmt, ...) {
   if (r->failed) return -1;
   char msg[900];
   va_list ap;
@@ -84,8 +48,7 @@ static int run_fail(brun *r, const char *fmt, ...) {
   return -1;
 }
 
-static int rt_check(brun *r, cudaError_t e, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int rt_check(brun *r, cudaError_t e, const char *fmt, ...) {
+int backend_rt_check(brun *r, cudaError_t e, const char *fmt, ...) {
   if (e == cudaSuccess) return 0;
   char what[600], msg[900];
   va_list ap;
@@ -93,10 +56,10 @@ static int rt_check(brun *r, cudaError_t e, const char *fmt, ...) {
   vsnprintf(what, sizeof what, fmt, ap);
   va_end(ap);
   cudart_fail(msg, sizeof msg, e, "%s", what);
-  return run_fail(r, "%s", msg);
+  return backend_run_fail(r, "%s", msg);
 }
 
-static int use_gpu(brun *r, int d) { return rt_check(r, cudaSetDevice(d), "cudaSetDevice(%d)", d); }
+int backend_use_gpu(brun *r, int d) { return backend_rt_check(r, cudaSetDevice(d), "cudaSetDevice(%d)", d); }
 
 /* ---- GPUs and streams ------------------------------------------------------------------------- */
 
@@ -104,25 +67,25 @@ static int gpu_open(brun *r, int d) {
   bgpu *g = &r->gpus[d];
   if (g->open) return 0;
   if (d >= r->info.ngpus)
-    return run_fail(r, "the trace uses device %d, but only %d GPU%s visible", d, r->info.ngpus,
+    return backend_run_fail(r, "the trace uses device %d, but only %d GPU%s visible", d, r->info.ngpus,
                     r->info.ngpus == 1 ? " is" : "s are");
-  if (use_gpu(r, d)) return -1;
+  if (backend_use_gpu(r, d)) return -1;
   sim_map_init(&g->streams);
   g->open = 1;
   char msg[600];
   if (cudart_spin_load(&r->drv, &g->spin, r->info.gpus[d].sms, msg, sizeof msg))
-    return run_fail(r, "GPU %d: %s", d, msg);
+    return backend_run_fail(r, "GPU %d: %s", d, msg);
   g->scratch_size = r->plan->gpus[d].scratch;
   if (g->scratch_size) {
     char b[32];
-    if (rt_check(r, cudaMalloc(&g->scratch, g->scratch_size), "cudaMalloc of the %s copy buffer on GPU %d",
+    if (backend_rt_check(r, cudaMalloc(&g->scratch, g->scratch_size), "cudaMalloc of the %s copy buffer on GPU %d",
                  report_bytes(b, sizeof b, g->scratch_size), d))
       return -1;
-    if (rt_check(r, cudaMemset(g->scratch, 0, g->scratch_size), "cudaMemset of the copy buffer on GPU %d", d)) return -1;
+    if (backend_rt_check(r, cudaMemset(g->scratch, 0, g->scratch_size), "cudaMemset of the copy buffer on GPU %d", d)) return -1;
   }
-  if (rt_check(r, cudaDeviceSynchronize(), "cudaDeviceSynchronize on GPU %d", d)) return -1;
+  if (backend_rt_check(r, cudaDeviceSynchronize(), "cudaDeviceSynchronize on GPU %d", d)) return -1;
   size_t f = 0, t = 0;
-  if (rt_check(r, cudaMemGetInfo(&f, &t), "cudaMemGetInfo on GPU %d", d)) return -1;
+  if (backend_rt_check(r, cudaMemGetInfo(&f, &t), "cudaMemGetInfo on GPU %d", d)) return -1;
   g->base_free = f;
   g->total = t;
   return 0;
@@ -133,8 +96,8 @@ static void gpu_close(brun *r, int d) {
   if (!g->open) return;
   if (cudaSetDevice(d) == cudaSuccess) {
     for (size_t i = 0; i < g->nlist; i++)
-      if (g->list[i]) rt_check(r, cudaStreamDestroy(g->list[i]), "cudaStreamDestroy on GPU %d", d);
-    if (g->scratch) rt_check(r, cudaFree(g->scratch), "cudaFree of the copy buffer on GPU %d", d);
+      if (g->list[i]) backend_rt_check(r, cudaStreamDestroy(g->list[i]), "cudaStreamDestroy on GPU %d", d);
+    if (g->scratch) backend_rt_check(r, cudaFree(g->scratch), "cudaFree of the copy buffer on GPU %d", d);
     cudart_spin_unload(&r->drv, &g->spin);
   }
   sim_map_release(&g->streams);
@@ -143,7 +106,7 @@ static void gpu_close(brun *r, int d) {
 }
 
 /* The stream standing for recorded stream s on GPU d (NULL: the legacy default stream). */
-static int stream_of(brun *r, int d, int64_t s, cudaStream_t *out) {
+int backend_stream_of(brun *r, int d, int64_t s, cudaStream_t *out) {
   *out = NULL;
   if (s <= 0) return 0;
   bgpu *g = &r->gpus[d];
@@ -157,7 +120,7 @@ static int stream_of(brun *r, int d, int64_t s, cudaStream_t *out) {
   *slot = g->nlist;
   g->list[g->nlist] = NULL;
   cudaStream_t st = NULL;
-  if (rt_check(r, cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), "cudaStreamCreateWithFlags for stream %" PRId64 " on GPU %d", s, d))
+  if (backend_rt_check(r, cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), "cudaStreamCreateWithFlags for stream %" PRId64 " on GPU %d", s, d))
     return -1;
   g->list[g->nlist++] = st;
   *out = st;
@@ -178,206 +141,10 @@ static uint64_t in_use(const brun *r) {
 static int sample_all(brun *r) {
   for (int d = 0; d < REPLAY_MAX_DEVICES; d++) {
     sim_device *dev = r->gpus[d].dev;
-    if (dev && cudart_device_sample(dev)) return run_fail(r, "%s", cudart_device_error(dev));
+    if (dev && cudart_device_sample(dev)) return backend_run_fail(r, "%s", cudart_device_error(dev));
   }
   return 0;
 }
-
-/* ---- the real stream-ordered pool as an allocator ------------------------------------------------ */
-
-typedef struct pool_block {
-  uint64_t slab_link; /* the slab keeps its free list here once the block is freed */
-  void *ptr;          /* NULL once freed */
-  uint64_t size;
-  cudaStream_t stream;
-} pool_block;
-
-typedef struct pool {
-  brun *r;
-  sim_device *dev;
-  int gpu;
-  cudaMemPool_t mp;
-  sim_alloc_stats st;
-  sim_slab blocks;
-  uint64_t used;           /* cudaMemPoolAttrUsedMemCurrent, last read */
-} pool;
-
-static int pool_refresh(pool *p) {
-  brun *r = p->r;
-  uint64_t reserved = 0, used = 0;
-  if (rt_check(r, cudaMemPoolGetAttribute(p->mp, cudaMemPoolAttrReservedMemCurrent, &reserved),
-               "cudaMemPoolGetAttribute(ReservedMemCurrent) on GPU %d", p->gpu) ||
-      rt_check(r, cudaMemPoolGetAttribute(p->mp, cudaMemPoolAttrUsedMemCurrent, &used),
-               "cudaMemPoolGetAttribute(UsedMemCurrent) on GPU %d", p->gpu))
-    return -1;
-  p->used = used;
-  if ((int64_t)reserved != p->st.reserved.current) {
-    p->st.reserved.current = (int64_t)reserved;
-    if (p->st.reserved.current > p->st.reserved.peak) p->st.reserved.peak = p->st.reserved.current;
-    if (cudart_device_sample(p->dev)) return run_fail(r, "%s", cudart_device_error(p->dev));
-  }
-  return 0;
-}
-
-/* The same options as the `async` model (sim/alloc_async.c), set on the real pool. */
-static const sim_option_spec pool_options[] = {
-  {"release_threshold", "size or max: bytes the pool keeps at a synchronization (cudaMemPoolAttrReleaseThreshold, "
-                        "default 0)"},
-  {"reuse_follow_event_dependencies", "true/false: cudaMemPoolReuseFollowEventDependencies (default true)"},
-  {"reuse_allow_opportunistic", "true/false: cudaMemPoolReuseAllowOpportunistic (default true)"},
-  {"reuse_allow_internal_dependencies", "true/false: cudaMemPoolReuseAllowInternalDependencies (default true)"},
-  {NULL, NULL},
-};
-
-static int pool_create(void **ctx, sim_device *dev, const sim_alloc_config *cfg, char *err, size_t errlen) {
-  brun *r = cudart_device_owner(dev);
-  uint64_t threshold = 0;
-  int flags[3] = {1, 1, 1};
-  static const enum cudaMemPoolAttr reuse_attr[3] = {cudaMemPoolReuseFollowEventDependencies,
-                                                     cudaMemPoolReuseAllowOpportunistic,
-                                                     cudaMemPoolReuseAllowInternalDependencies};
-  for (size_t i = 0; i < cfg->nopts; i++) {
-    const sim_option *o = &cfg->opts[i];
-    int rc = 0;
-    if (!strcmp(o->key, "release_threshold")) {
-      if (!strcmp(o->value, "max") || !strcmp(o->value, "UINT64_MAX")) threshold = UINT64_MAX;
-      else rc = sim_opt_size(o, &threshold, err, errlen);
-    } else {
-      for (int k = 0; k < 3; k++)
-        if (!strcmp(o->key, pool_options[k + 1].name)) rc = sim_opt_bool(o, &flags[k], err, errlen);
-    }
-    if (rc) return SIM_EINVAL;
-  }
-  pool *p = sim_xcalloc(1, sizeof *p);
-  p->r = r;
-  p->dev = dev;
-  p->gpu = cudart_device_ordinal(dev);
-  sim_slab_init(&p->blocks, sizeof(pool_block));
-  cudaError_t e = cudaDeviceGetDefaultMemPool(&p->mp, p->gpu);
-  if (e == cudaSuccess) e = cudaMemPoolSetAttribute(p->mp, cudaMemPoolAttrReleaseThreshold, &threshold);
-  for (int k = 0; k < 3 && e == cudaSuccess; k++) e = cudaMemPoolSetAttribute(p->mp, reuse_attr[k], &flags[k]);
-  if (e == cudaSuccess) e = cudaMemPoolTrimTo(p->mp, 0);
-  if (e != cudaSuccess) {
-    cudart_fail(err, errlen, e, "cannot set up the stream-ordered pool of GPU %d", p->gpu);
-    sim_slab_release(&p->blocks);
-    free(p);
-    return SIM_EDEVICE;
-  }
-  r->gpus[p->gpu].pool = p;
-  *ctx = p;
-  return pool_refresh(p) ? SIM_EDEVICE : SIM_OK;
-}
-
-static void pool_destroy(void *ctx) {
-  pool *p = ctx;
-  brun *r = p->r;
-  if (cudaSetDevice(p->gpu) == cudaSuccess) {
-    for (uint32_t i = 1; i <= p->blocks.len; i++) {
-      pool_block *b = sim_slab_at(&p->blocks, i);
-      if (b->ptr) rt_check(r, cudaFreeAsync(b->ptr, b->stream), "cudaFreeAsync at the end on GPU %d", p->gpu);
-    }
-    rt_check(r, cudaDeviceSynchronize(), "cudaDeviceSynchronize on GPU %d", p->gpu);
-    rt_check(r, cudaMemPoolTrimTo(p->mp, 0), "cudaMemPoolTrimTo on GPU %d", p->gpu);
-  }
-  r->gpus[p->gpu].pool = NULL;
-  sim_slab_release(&p->blocks);
-  free(p);
-}
-
-static int pool_alloc(void *ctx, uint64_t size, int64_t stream, sim_placement *out) {
-  pool *p = ctx;
-  brun *r = p->r;
-  char b[32];
-  cudaStream_t st;
-  if (use_gpu(r, p->gpu) || stream_of(r, p->gpu, stream, &st)) return SIM_EDEVICE;
-  void *ptr = NULL;
-  cudaError_t e = cudaMallocAsync(&ptr, size, st);
-  if (e == cudaErrorMemoryAllocation) {
-    (void)cudaGetLastError();
-    p->st.num_ooms++;
-    return SIM_EOOM;
-  }
-  if (rt_check(r, e, "cudaMallocAsync of %s on GPU %d, stream %" PRId64, report_bytes(b, sizeof b, size), p->gpu, stream))
-    return SIM_EDEVICE;
-  if (pool_refresh(p)) return SIM_EDEVICE;
-  if (p->dev->used > p->dev->capacity) {
-    if (rt_check(r, cudaFreeAsync(ptr, st), "cudaFreeAsync (over the capacity) on GPU %d", p->gpu) || pool_refresh(p))
-      return SIM_EDEVICE;
-    p->st.num_ooms++;
-    return SIM_EOOM;
-  }
-  uint32_t h = sim_slab_new(&p->blocks);
-  pool_block *blk = sim_slab_at(&p->blocks, h);
-  blk->ptr = ptr;
-  blk->size = size;
-  blk->stream = st;
-  out->addr = (uint64_t)(uintptr_t)ptr;
-  out->size = size;
-  out->handle = h;
-  sim_gauge_add(&p->st.allocated, (int64_t)size);
-  sim_gauge_add(&p->st.requested, (int64_t)size);
-  sim_gauge_add(&p->st.active, (int64_t)size);
-  p->st.num_allocs++;
-  return SIM_OK;
-}
-
-static void pool_free_completed(void *ctx, uintptr_t handle) {
-  pool *p = ctx;
-  brun *r = p->r;
-  pool_block *b = sim_slab_at(&p->blocks, (uint32_t)handle);
-  if (!use_gpu(r, p->gpu)) rt_check(r, cudaFreeAsync(b->ptr, b->stream), "cudaFreeAsync on GPU %d", p->gpu);
-  int64_t s = (int64_t)b->size;
-  p->st.allocated.current -= s;
-  p->st.requested.current -= s;
-  p->st.active.current -= s;
-  p->st.num_frees++;
-  b->ptr = NULL;
-  sim_slab_free(&p->blocks, (uint32_t)handle);
-  pool_refresh(p);
-}
-
-static void pool_empty_cache(void *ctx) {
-  pool *p = ctx;
-  brun *r = p->r;
-  if (use_gpu(r, p->gpu)) return;
-  if (rt_check(r, cudaDeviceSynchronize(), "cudaDeviceSynchronize (empty_cache) on GPU %d", p->gpu)) return;
-  if (rt_check(r, cudaMemPoolTrimTo(p->mp, 0), "cudaMemPoolTrimTo(0) on GPU %d", p->gpu)) return;
-  pool_refresh(p);
-}
-
-static const sim_alloc_stats *pool_stats(void *ctx) { return &((pool *)ctx)->st; }
-
-static uint64_t pool_largest_free(void *ctx) {
-  pool *p = ctx;
-  return (uint64_t)p->st.reserved.current > p->used ? (uint64_t)p->st.reserved.current - p->used : 0;
-}
-
-static void pool_describe_oom(void *ctx, uint64_t size, int64_t stream, char *buf, size_t n) {
-  pool *p = ctx;
-  snprintf(buf, n,
-           "cudaMallocAsync of %" PRIu64 " bytes on stream %" PRId64 " failed: out of memory (the pool holds %" PRId64
-           " bytes, %" PRIu64 " of them in use; the process uses %" PRIu64 " bytes of GPU %d)",
-           size, stream, p->st.reserved.current, p->used, p->dev->used, p->gpu);
-}
-
-int backend_uses_driver_pool(const session_run *run) {
-  return (run->spec->ops->traits & SIM_ALLOC_DRIVER_POOL) != 0;
-}
-
-const sim_allocator_ops backend_pool_ops = {
-  .version = SIM_ALLOCATOR_VERSION,
-  .name = "async",
-  .summary = "the real stream-ordered pool: cudaMallocAsync/cudaFreeAsync on the device's default pool",
-  .options = pool_options,
-  .create = pool_create,
-  .destroy = pool_destroy,
-  .alloc = pool_alloc,
-  .free_completed = pool_free_completed,
-  .empty_cache = pool_empty_cache,
-  .stats = pool_stats,
-  .largest_free = pool_largest_free,
-  .describe_oom = pool_describe_oom,
-};
 
 /* ---- the device factory for the engine ------------------------------------------------------------ */
 
@@ -400,7 +167,7 @@ static int run_make_device(void *arg, int device, sim_device *dev, char *err, si
 static void run_release_device(void *arg, int device, sim_device *dev) {
   brun *r = arg;
   const char *e = cudart_device_error(dev);
-  if (e) run_fail(r, "%s", e);
+  if (e) backend_run_fail(r, "%s", e);
   r->gpus[device].dev = NULL;
   r->m->samples += cudart_device_samples(dev);
   cudart_device_release(dev);
@@ -430,10 +197,10 @@ static int do_copy(brun *r, const sim_event *ev) {
     if (cap < piece) piece = cap;
     if (g->scratch_size < piece) piece = g->scratch_size;
   }
-  if (left && piece == 0) return run_fail(r, "no copy buffer was planned for this %s copy", dir_name(ev->dir));
+  if (left && piece == 0) return backend_run_fail(r, "no copy buffer was planned for this %s copy", dir_name(ev->dir));
   cudaStream_t st = NULL;
   int async = (ev->flags & SIM_EVF_ASYNC) != 0;
-  if (ev->dir != SIM_COPY_H2H && (use_gpu(r, d) || (async && stream_of(r, d, ev->stream, &st)))) return -1;
+  if (ev->dir != SIM_COPY_H2H && (backend_use_gpu(r, d) || (async && backend_stream_of(r, d, ev->stream, &st)))) return -1;
   while (left) {
     uint64_t n = left < piece ? left : piece;
     void *dst, *src;
@@ -446,7 +213,7 @@ static int do_copy(brun *r, const sim_event *ev) {
     }
     char b[32];
     cudaError_t e = async ? cudaMemcpyAsync(dst, src, n, kind, st) : cudaMemcpy(dst, src, n, kind);
-    if (rt_check(r, e, "%s (%s, %s%s%s, stream %" PRId64 ", GPU %d)", async ? "cudaMemcpyAsync" : "cudaMemcpy",
+    if (backend_rt_check(r, e, "%s (%s, %s%s%s, stream %" PRId64 ", GPU %d)", async ? "cudaMemcpyAsync" : "cudaMemcpy",
                  dir_name(ev->dir), report_bytes(b, sizeof b, n), ev->dir == SIM_COPY_H2D || ev->dir == SIM_COPY_D2H ? " of " : "",
                  ev->dir == SIM_COPY_H2D || ev->dir == SIM_COPY_D2H ? (pinned ? "pinned memory" : "pageable memory") : "",
                  ev->stream, d))
@@ -461,18 +228,18 @@ static int do_copy(brun *r, const sim_event *ev) {
 
 static int do_memset(brun *r, const sim_event *ev) {
   int d = device_of(ev);
-  if (gpu_open(r, d) || use_gpu(r, d)) return -1;
+  if (gpu_open(r, d) || backend_use_gpu(r, d)) return -1;
   bgpu *g = &r->gpus[d];
   int async = (ev->flags & SIM_EVF_ASYNC) != 0;
   cudaStream_t st = NULL;
-  if (async && stream_of(r, d, ev->stream, &st)) return -1;
+  if (async && backend_stream_of(r, d, ev->stream, &st)) return -1;
   uint64_t piece = g->scratch_size < BACKEND_CHUNK ? g->scratch_size : BACKEND_CHUNK;
-  if (ev->size && piece == 0) return run_fail(r, "no buffer was planned for this memset");
+  if (ev->size && piece == 0) return backend_run_fail(r, "no buffer was planned for this memset");
   for (uint64_t left = ev->size; left;) {
     uint64_t n = left < piece ? left : piece;
     char b[32];
     cudaError_t e = async ? cudaMemsetAsync(g->scratch, 0, n, st) : cudaMemset(g->scratch, 0, n);
-    if (rt_check(r, e, "%s of %s (stream %" PRId64 ", GPU %d)", async ? "cudaMemsetAsync" : "cudaMemset",
+    if (backend_rt_check(r, e, "%s of %s (stream %" PRId64 ", GPU %d)", async ? "cudaMemsetAsync" : "cudaMemset",
                  report_bytes(b, sizeof b, n), ev->stream, d))
       return -1;
     left -= n;
@@ -483,12 +250,12 @@ static int do_memset(brun *r, const sim_event *ev) {
 
 static int do_kernel(brun *r, const sim_event *ev) {
   int d = device_of(ev);
-  if (gpu_open(r, d) || use_gpu(r, d)) return -1;
+  if (gpu_open(r, d) || backend_use_gpu(r, d)) return -1;
   cudaStream_t st;
-  if (stream_of(r, d, ev->stream, &st)) return -1;
+  if (backend_stream_of(r, d, ev->stream, &st)) return -1;
   char msg[600];
   if (cudart_spin_launch(&r->drv, &r->gpus[d].spin, st, ev->dur > 0 ? (uint64_t)ev->dur : 0, msg, sizeof msg))
-    return run_fail(r, "%s (stream %" PRId64 ", GPU %d)", msg, ev->stream, d);
+    return backend_run_fail(r, "%s (stream %" PRId64 ", GPU %d)", msg, ev->stream, d);
   r->m->kernels++;
   return 0;
 }
@@ -498,9 +265,9 @@ static int do_kernel(brun *r, const sim_event *ev) {
 static int sync_gpu(brun *r, int d, int64_t stream) {
   bgpu *g = &r->gpus[d];
   if (!g->open) return 0;
-  if (use_gpu(r, d)) return -1;
+  if (backend_use_gpu(r, d)) return -1;
   if (stream < 0) {
-    if (rt_check(r, cudaDeviceSynchronize(), "cudaDeviceSynchronize (GPU %d)", d)) return -1;
+    if (backend_rt_check(r, cudaDeviceSynchronize(), "cudaDeviceSynchronize (GPU %d)", d)) return -1;
   } else {
     cudaStream_t st = NULL;
     if (stream > 0) {
@@ -508,10 +275,10 @@ static int sync_gpu(brun *r, int d, int64_t stream) {
       if (!i) return 0;
       st = g->list[*i];
     }
-    if (rt_check(r, cudaStreamSynchronize(st), "cudaStreamSynchronize (stream %" PRId64 ", GPU %d)", stream, d))
+    if (backend_rt_check(r, cudaStreamSynchronize(st), "cudaStreamSynchronize (stream %" PRId64 ", GPU %d)", stream, d))
       return -1;
   }
-  if (g->pool && pool_refresh(g->pool)) return -1;
+  if (g->pool && backend_pool_refresh(g->pool)) return -1;
   return 0;
 }
 
@@ -533,11 +300,11 @@ static int do_host(brun *r, const sim_event *ev) {
     int pinned = ev->mem == SIM_MEM_PINNED;
     if (pinned) {
       char b[32];
-      if (rt_check(r, cudaHostAlloc(&p, ev->size ? ev->size : 1, cudaHostAllocPortable), "cudaHostAlloc of %s",
+      if (backend_rt_check(r, cudaHostAlloc(&p, ev->size ? ev->size : 1, cudaHostAllocPortable), "cudaHostAlloc of %s",
                    report_bytes(b, sizeof b, ev->size)))
         return -1;
     } else if (!(p = malloc(ev->size ? ev->size : 1))) {
-      return run_fail(r, "cannot allocate %" PRIu64 " bytes of host memory: %s", ev->size, strerror(errno));
+      return backend_run_fail(r, "cannot allocate %" PRIu64 " bytes of host memory: %s", ev->size, strerror(errno));
     }
     *sim_map_put(&r->host, ev->addr, NULL) = (uint64_t)(uintptr_t)p;
     *sim_map_put(&r->host_pinned, ev->addr, NULL) = (uint64_t)pinned;
@@ -547,7 +314,7 @@ static int do_host(brun *r, const sim_event *ev) {
   uint64_t p, pinned = 0;
   if (!sim_map_del(&r->host, ev->addr, &p)) return 0;
   sim_map_del(&r->host_pinned, ev->addr, &pinned);
-  if (pinned) return rt_check(r, cudaFreeHost((void *)(uintptr_t)p), "cudaFreeHost");
+  if (pinned) return backend_rt_check(r, cudaFreeHost((void *)(uintptr_t)p), "cudaFreeHost");
   free((void *)(uintptr_t)p);
   return 0;
 }
@@ -569,7 +336,7 @@ static void run_event(void *ctx, const sim_event *ev, const replay_outcome *o) {
   /* A device call the model did not report back (a failed cudaFree, say) still stops the run. */
   for (int d = 0; d < r->plan->ngpus && !r->failed; d++) {
     const char *e = r->gpus[d].dev ? cudart_device_error(r->gpus[d].dev) : NULL;
-    if (e) run_fail(r, "%s", e);
+    if (e) backend_run_fail(r, "%s", e);
   }
   if (r->failed) return;
   const backend_plan *p = r->plan;
@@ -635,13 +402,13 @@ static int host_buffers(brun *r) {
   const backend_plan *p = r->plan;
   char b[32];
   if (p->pinned_staging &&
-      rt_check(r, cudaHostAlloc(&r->pinned, p->pinned_staging, cudaHostAllocPortable), "cudaHostAlloc of the %s pinned copy buffer",
+      backend_rt_check(r, cudaHostAlloc(&r->pinned, p->pinned_staging, cudaHostAllocPortable), "cudaHostAlloc of the %s pinned copy buffer",
                report_bytes(b, sizeof b, p->pinned_staging)))
     return -1;
   if (p->pageable_staging) {
     r->pageable = malloc(p->pageable_staging);
     if (!r->pageable)
-      return run_fail(r, "cannot allocate the %s pageable copy buffer: %s", report_bytes(b, sizeof b, p->pageable_staging),
+      return backend_run_fail(r, "cannot allocate the %s pageable copy buffer: %s", report_bytes(b, sizeof b, p->pageable_staging),
                       strerror(errno));
     memset(r->pageable, 0, p->pageable_staging); /* touch every page now, not during the timed run */
   }
@@ -703,7 +470,7 @@ int backend_cuda_run(const backend_run_config *cfg, const backend_plan *plan, ba
   /* The end: wait for everything still running on every GPU, then stop the clocks. */
   r->seq = -1;
   for (int d = 0; d < REPLAY_MAX_DEVICES; d++)
-    if (r->gpus[d].open && (use_gpu(r, d) || rt_check(r, cudaDeviceSynchronize(), "cudaDeviceSynchronize at the end (GPU %d)", d)))
+    if (r->gpus[d].open && (backend_use_gpu(r, d) || backend_rt_check(r, cudaDeviceSynchronize(), "cudaDeviceSynchronize at the end (GPU %d)", d)))
       goto out;
   int64_t end = now_ns();
   m->wall_s = r->t0 ? (double)(end - r->t0) / 1e9 : 0;
@@ -718,7 +485,7 @@ out:
     if (pinned && *pinned) cudaFreeHost((void *)(uintptr_t)v);
     else free((void *)(uintptr_t)v);
   }
-  if (r->pinned) rt_check(r, cudaFreeHost(r->pinned), "cudaFreeHost of the pinned copy buffer");
+  if (r->pinned) backend_rt_check(r, cudaFreeHost(r->pinned), "cudaFreeHost of the pinned copy buffer");
   free(r->pageable);
   sim_map_release(&r->host);
   sim_map_release(&r->host_pinned);

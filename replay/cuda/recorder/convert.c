@@ -430,7 +430,9 @@ int rec_write_jsonl(rec_state *st, FILE *out, const rec_meta *meta, rec_counts *
     fprintf(out, ",\"device_memory\":%" PRIu64, fd->total_memory);
   }
   if (first >= 0) fprintf(out, ",\"device_index\":%d", first);
-  /* The requests are the program's own driver calls: cudaMalloc, or the stream-ordered pool. */
+  /* The requests are the program's own driver calls: cudaMalloc, or the stream-ordered pool. The
+   * names are the trace format's (docs/formats.md): the recorder, loaded into other programs,
+   * carries none of the models whose ops tables hold them. */
   fprintf(out, ",\"allocator\":\"%s\"", dev_allocs && async_allocs == dev_allocs ? "async" : "cuda");
   fputs(",\"attrs\":{\"recorder\":\"memplay record\"", out);
   if (meta && meta->command) {

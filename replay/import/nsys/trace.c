@@ -7,6 +7,7 @@
 
 #include "io/jsonw.h"
 #include "nsys_int.h"
+#include "sim/allocator.h"
 
 /* ---- what the trace ran on ------------------------------------------------------------------------ */
 
@@ -162,13 +163,13 @@ int nsys_import_process(nsys *x, nproc *p, int several) {
   }
   if (rc) goto out;
   if (x->fast) p->key = x->fast_key;
-  if (m.counts[N_MEMORY_EVENTS] && store_writer_set(w, "allocator", "cuda")) {
+  if (m.counts[N_MEMORY_EVENTS] && store_writer_set(w, "allocator", sim_cuda_ops.name)) {
     rc = nsys_fail(x, "%s", store_error(ic->s));
     goto out;
   }
   rc = nsys_write_notes(x, p, &m, w, several, suffix);
   if (!rc && m.pool_allocs && !m.plain_allocs)
-    rc = store_writer_set(w, "allocator", "async") ? nsys_fail(x, "%s", store_error(ic->s)) : 0;
+    rc = store_writer_set(w, "allocator", sim_async_ops.name) ? nsys_fail(x, "%s", store_error(ic->s)) : 0;
   if (!rc) rc = trace_attrs(x, p, &m, w);
   if (!rc) {
     rc = import_finish_trace(ic, w, name);
