@@ -117,12 +117,9 @@ static void points(yajl_gen g, const char *key, const calib_alloc_point *pts, si
   yajl_gen_array_close(g);
 }
 
-void calib_params_json(yajl_gen g, const calib_profile *p) {
-  /* The fields of a device profile (docs/devices.md), in base units: bytes, bytes per second,
-   * nanoseconds, nanoseconds per GiB. What calibrate does not measure is listed under
-   * calibration.assumed with the value given. */
+/* What the device is: its description, the name it matches, its memory and compute capability. */
+static void identity_fields(yajl_gen g, const calib_profile *p) {
   char text[160]; /* a profile's text fields hold up to 159 characters */
-  yajl_gen_map_open(g);
   snprintf(text, sizeof text, "%.80s, measured by memplay calibrate%s on %.31s", p->device_name,
            p->quick ? " --quick" : "", p->measured_at);
   jsonw_kstr(g, "description", text);
@@ -131,6 +128,10 @@ void calib_params_json(yajl_gen g, const calib_profile *p) {
   jsonw_kuint(g, "total_memory", p->total_memory);
   jsonw_kint(g, "cc_major", p->cc_major);
   jsonw_kint(g, "cc_minor", p->cc_minor);
+}
+
+/* Copy rates, copy engines and latency. */
+static void copy_fields(yajl_gen g, const calib_profile *p) {
   const calib_series *c = p->copy;
   double h2d = c[CALIB_H2D_PINNED].bytes_per_s, d2h = c[CALIB_D2H_PINNED].bytes_per_s;
   /* Pageable copies are staged through pinned memory: a pageable rate above the pinned one is
@@ -148,6 +149,10 @@ void calib_params_json(yajl_gen g, const calib_profile *p) {
   jsonw_kint(g, "copy_engines", p->copy_engines);
   jsonw_kint(g, "copy_latency", ns(pos(c[CALIB_H2D_PINNED].latency_s - p->sync_s)));
   jsonw_kuint(g, "staging_buffer", CALIB_ASSUMED_STAGING);
+}
+
+/* Launch and synchronization times, and the costs of allocating, mapping and pinning. */
+static void call_fields(yajl_gen g, const calib_profile *p) {
   jsonw_kint(g, "launch_overhead", ns(p->launch_s));
   jsonw_kint(g, "launch_latency", ns(pos(p->single_s - p->launch_s - p->sync_s)));
   jsonw_kint(g, "launch_queue", p->launch_queue);
@@ -158,7 +163,36 @@ void calib_params_json(yajl_gen g, const calib_profile *p) {
   cost_fields(g, "unmap_base", "unmap_per_gib", p->map_pts, p->nmap, 1);
   cost_fields(g, "pin_base", "pin_per_gib", p->host_pts, p->nhost, 0);
   cost_fields(g, "unpin_base", "unpin_per_gib", p->host_pts, p->nhost, 1);
+}
 
+/* Each copy direction measured: its latency, rate and points. */
+static void copies_json(yajl_gen g, const calib_series *c) {
+  jsonw_str(g, "copies");
+  yajl_gen_map_open(g);
+  for (int k = 0; k < CALIB_COPIES; k++) {
+    const calib_series *sr = &c[k];
+    if (!sr->n) continue;
+    jsonw_str(g, calib_copy_keys[k]);
+    yajl_gen_map_open(g);
+    jsonw_kdouble(g, "latency_us", sr->latency_s * 1e6);
+    jsonw_kdouble(g, "gbps", sr->bytes_per_s / 1e9);
+    jsonw_str(g, "points");
+    yajl_gen_array_open(g);
+    for (size_t i = 0; i < sr->n; i++) {
+      yajl_gen_map_open(g);
+      jsonw_kuint(g, "size", sr->pts[i].size);
+      jsonw_kdouble(g, "us", sr->pts[i].seconds * 1e6);
+      jsonw_kint(g, "trials", sr->pts[i].trials);
+      yajl_gen_map_close(g);
+    }
+    yajl_gen_array_close(g);
+    yajl_gen_map_close(g);
+  }
+  yajl_gen_map_close(g);
+}
+
+/* calibration: how and where it was measured, what it assumed, and the measurements. */
+static void calibration_json(yajl_gen g, const calib_profile *p) {
   jsonw_str(g, "calibration");
   yajl_gen_map_open(g);
   jsonw_kstr(g, "tool", "memplay calibrate " MEMPLAY_VERSION);
@@ -183,32 +217,22 @@ void calib_params_json(yajl_gen g, const calib_profile *p) {
   jsonw_kstr(g, "flops", "not measured: absent");
   if (!p->nmap) jsonw_kstr(g, "map", "not measured (no virtual memory management on this GPU): absent");
   yajl_gen_map_close(g);
-  jsonw_str(g, "copies");
-  yajl_gen_map_open(g);
-  for (int k = 0; k < CALIB_COPIES; k++) {
-    const calib_series *sr = &c[k];
-    if (!sr->n) continue;
-    jsonw_str(g, calib_copy_keys[k]);
-    yajl_gen_map_open(g);
-    jsonw_kdouble(g, "latency_us", sr->latency_s * 1e6);
-    jsonw_kdouble(g, "gbps", sr->bytes_per_s / 1e9);
-    jsonw_str(g, "points");
-    yajl_gen_array_open(g);
-    for (size_t i = 0; i < sr->n; i++) {
-      yajl_gen_map_open(g);
-      jsonw_kuint(g, "size", sr->pts[i].size);
-      jsonw_kdouble(g, "us", sr->pts[i].seconds * 1e6);
-      jsonw_kint(g, "trials", sr->pts[i].trials);
-      yajl_gen_map_close(g);
-    }
-    yajl_gen_array_close(g);
-    yajl_gen_map_close(g);
-  }
-  yajl_gen_map_close(g);
+  copies_json(g, p->copy);
   points(g, "malloc", p->malloc_pts, p->nmalloc);
   points(g, "malloc_host", p->host_pts, p->nhost);
   points(g, "map", p->map_pts, p->nmap);
   yajl_gen_map_close(g);
+}
+
+void calib_params_json(yajl_gen g, const calib_profile *p) {
+  /* The fields of a device profile (docs/devices.md), in base units: bytes, bytes per second,
+   * nanoseconds, nanoseconds per GiB. What calibrate does not measure is listed under
+   * calibration.assumed with the value given. */
+  yajl_gen_map_open(g);
+  identity_fields(g, p);
+  copy_fields(g, p);
+  call_fields(g, p);
+  calibration_json(g, p);
   yajl_gen_map_close(g);
 }
 

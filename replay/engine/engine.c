@@ -614,7 +614,8 @@ static inline int replay_event(engine *e, const sim_event *ev) {
   return rc && cfg->stop_at_oom ? 1 : 0;
 }
 
-int replay_run(const replay_config *cfg, replay_source *src, replay_result *res, char *err, size_t errlen) {
+/* A new engine for one run: res cleared, the tables empty, room for the timeline. */
+static engine *engine_new(const replay_config *cfg, replay_result *res, char *err, size_t errlen) {
   memset(res, 0, sizeof *res);
   engine *e = sim_xcalloc(1, sizeof *e);
   e->cfg = cfg;
@@ -630,8 +631,12 @@ int replay_run(const replay_config *cfg, replay_source *src, replay_result *res,
   if (e->max_points < 2) e->max_points = 2;
   res->timeline = sim_xmalloc(e->max_points * sizeof *res->timeline);
   res->peak_allocated_seq = res->peak_reserved_seq = res->peak_requested_seq = -1;
+  return e;
+}
 
-  int64_t t0 = now_ns();
+/* Replays the source to its end: 0, 1 when stopped at an OOM, -1 on error. The events are taken
+ * a view at a time where the source offers views, else one by one. */
+static int replay_events(engine *e, replay_source *src) {
   int rc = 0;
   for (;;) {
     const sim_event *evs;
@@ -646,33 +651,45 @@ int replay_run(const replay_config *cfg, replay_source *src, replay_result *res,
     if (n == 0) break;
     if (n < 0) {
       const char *m = src->error ? src->error(src->ctx) : NULL;
-      snprintf(err, errlen, "%s", m && *m ? m : "cannot read events");
+      snprintf(e->err, e->errlen, "%s", m && *m ? m : "cannot read events");
       rc = -1;
       break;
     }
     size_t i = 0;
     while (i < (size_t)n && !(rc = replay_event(e, &evs[i]))) i++;
     if (rc) i++; /* the event that stopped the replay was read */
-    res->events += i;
+    e->res->events += i;
     if (src->view) src->advance(src->ctx, i);
     if (rc) break;
   }
-  if (rc > 0) { /* stopped at an OOM */
-    res->stopped_at_oom = 1;
-    rc = 0;
-  }
+  return rc;
+}
+
+/* After the last event: the last timeline point, the composition at the peak, the observers. */
+static void replay_finish(engine *e) {
+  const replay_config *cfg = e->cfg;
   if (e->cur_n) timeline_push(e);
   if (e->capture_pending) sites_capture(e);
   for (size_t i = 0; i < cfg->nobservers; i++)
     if (cfg->observers[i].finish) cfg->observers[i].finish(cfg->observers[i].ctx);
   sites_finish(e);
+}
 
+/* The figures computed from the peaks and the final totals. */
+static void summarize(engine *e) {
+  replay_result *res = e->res;
   res->fragmentation = res->at_peak_reserved > 0 ? 1.0 - (double)res->peak_allocated / (double)res->at_peak_reserved : 0;
   if (res->fragmentation < 0) res->fragmentation = 0;
   res->fragmentation_gmlake = res->peak_reserved > 0 ? 1.0 - (double)res->peak_active / (double)res->peak_reserved : 0;
   if (res->fragmentation_gmlake < 0) res->fragmentation_gmlake = 0;
   res->final_allocated = e->allocated;
   res->final_reserved = e->reserved;
+}
+
+/* Each device used: its call counts into the result, then its model and device released. */
+static void release_devices(engine *e) {
+  const replay_config *cfg = e->cfg;
+  replay_result *res = e->res;
   for (int d = 0; d < REPLAY_MAX_DEVICES; d++) {
     devstate *ds = &e->devs[d];
     if (!ds->used) continue;
@@ -689,8 +706,9 @@ int replay_run(const replay_config *cfg, replay_source *src, replay_result *res,
       sim_release(NULL, d, &ds->dev);
     }
   }
-  res->elapsed_s = (double)(now_ns() - t0) / 1e9;
+}
 
+static void engine_free(engine *e) {
   live_release(&e->live);
   sim_map_release(&e->host);
   sim_map_release(&e->site_idx);
@@ -698,6 +716,21 @@ int replay_run(const replay_config *cfg, replay_source *src, replay_result *res,
   free(e->site_small);
   free(e->dirty);
   free(e);
+}
+
+int replay_run(const replay_config *cfg, replay_source *src, replay_result *res, char *err, size_t errlen) {
+  engine *e = engine_new(cfg, res, err, errlen);
+  int64_t t0 = now_ns();
+  int rc = replay_events(e, src);
+  if (rc > 0) { /* stopped at an OOM */
+    res->stopped_at_oom = 1;
+    rc = 0;
+  }
+  replay_finish(e);
+  summarize(e);
+  release_devices(e);
+  res->elapsed_s = (double)(now_ns() - t0) / 1e9;
+  engine_free(e);
   return rc;
 }
 

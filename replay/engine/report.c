@@ -39,24 +39,21 @@ static void breakdown_json(yajl_gen g, const char *key, const int64_t b[SIM_TM__
   yajl_gen_map_close(g);
 }
 
-static void time_json(yajl_gen g, const replay_names *names, const run_meta *m) {
-  const sim_tm_result *t = m->time;
-  const sim_tm_config *c = m->time_config;
-  jsonw_str(g, "time");
+/* What the time model assumed, as it was configured. */
+static void time_assumptions_json(yajl_gen g, const sim_tm_config *c) {
+  jsonw_str(g, "assumptions");
   yajl_gen_map_open(g);
-  jsonw_kstr(g, "device_source", m->device_source);
-  jsonw_kstr(g, "device_chosen_by", m->device_reason);
-  if (c) {
-    jsonw_str(g, "assumptions");
-    yajl_gen_map_open(g);
-    jsonw_kstr(g, "copies", c->copy_timing == SIM_TM_TIMING_RECORDED ? "recorded" : "model");
-    jsonw_kstr(g, "device_waits", c->keep_device_waits ? "keep" : "drop");
-    jsonw_kstr(g, "dependencies", c->infer_dependencies ? "infer" : "off");
-    jsonw_kdouble(g, "kernel_scale", c->kernel_scale > 0 ? c->kernel_scale : 1.0);
-    jsonw_kbool(g, "malloc_syncs", c->malloc_syncs);
-    jsonw_kint(g, "batch_size", c->batch_size);
-    yajl_gen_map_close(g);
-  }
+  jsonw_kstr(g, "copies", c->copy_timing == SIM_TM_TIMING_RECORDED ? "recorded" : "model");
+  jsonw_kstr(g, "device_waits", c->keep_device_waits ? "keep" : "drop");
+  jsonw_kstr(g, "dependencies", c->infer_dependencies ? "infer" : "off");
+  jsonw_kdouble(g, "kernel_scale", c->kernel_scale > 0 ? c->kernel_scale : 1.0);
+  jsonw_kbool(g, "malloc_syncs", c->malloc_syncs);
+  jsonw_kint(g, "batch_size", c->batch_size);
+  yajl_gen_map_close(g);
+}
+
+/* The whole run's time: its span, its breakdown, where the host blocked, how busy the device was. */
+static void time_totals_json(yajl_gen g, const sim_tm_result *t) {
   jsonw_kdouble(g, "total_s", secs(t->total_ns));
   jsonw_kint(g, "start_ns", t->start_ns);
   jsonw_kint(g, "end_ns", t->end_ns);
@@ -77,6 +74,9 @@ static void time_json(yajl_gen g, const replay_names *names, const run_meta *m) 
   jsonw_kdouble(g, "compute", secs(t->compute_busy_ns));
   jsonw_kdouble(g, "copies", secs(t->copy_busy_ns));
   yajl_gen_map_close(g);
+}
+
+static void time_steps_json(yajl_gen g, const sim_tm_result *t) {
   jsonw_str(g, "steps");
   yajl_gen_array_open(g);
   for (size_t i = 0; i < t->nsteps; i++) {
@@ -94,6 +94,9 @@ static void time_json(yajl_gen g, const replay_names *names, const run_meta *m) 
     yajl_gen_map_close(g);
   }
   yajl_gen_array_close(g);
+}
+
+static void critical_path_json(yajl_gen g, const replay_names *names, const sim_tm_result *t) {
   jsonw_str(g, "critical_path");
   yajl_gen_array_open(g);
   for (size_t i = 0; i < t->nitems; i++) {
@@ -111,6 +114,10 @@ static void time_json(yajl_gen g, const replay_names *names, const run_meta *m) 
     yajl_gen_map_close(g);
   }
   yajl_gen_array_close(g);
+}
+
+/* The copies by kind and size: recorded and predicted times, and the error of the prediction. */
+static void time_copies_json(yajl_gen g, const sim_tm_result *t) {
   jsonw_str(g, "copies");
   yajl_gen_array_open(g);
   for (int b = 0; b < SIM_TM__NCB; b++)
@@ -129,6 +136,9 @@ static void time_json(yajl_gen g, const replay_names *names, const run_meta *m) 
       yajl_gen_map_close(g);
     }
   yajl_gen_array_close(g);
+}
+
+static void time_counts_json(yajl_gen g, const sim_tm_result *t) {
   jsonw_str(g, "counts");
   yajl_gen_map_open(g);
   jsonw_kuint(g, "kernels", t->kernels);
@@ -142,10 +152,25 @@ static void time_json(yajl_gen g, const replay_names *names, const run_meta *m) 
   jsonw_kdouble(g, "device_wait_s", secs(t->device_wait_ns));
   jsonw_kuint(g, "launch_queue_blocks", t->launch_blocks);
   yajl_gen_map_close(g);
+}
+
+static void time_json(yajl_gen g, const replay_names *names, const run_meta *m) {
+  const sim_tm_result *t = m->time;
+  jsonw_str(g, "time");
+  yajl_gen_map_open(g);
+  jsonw_kstr(g, "device_source", m->device_source);
+  jsonw_kstr(g, "device_chosen_by", m->device_reason);
+  if (m->time_config) time_assumptions_json(g, m->time_config);
+  time_totals_json(g, t);
+  time_steps_json(g, t);
+  critical_path_json(g, names, t);
+  time_copies_json(g, t);
+  time_counts_json(g, t);
   yajl_gen_map_close(g);
 }
 
-void report_json(yajl_gen g, const replay_names *names, const run_meta *m, const replay_result *r, int timeline) {
+/* The run's settings, counts, peaks and final totals. */
+static void summary_json(yajl_gen g, const run_meta *m, const replay_result *r) {
   jsonw_kstr(g, "trace", m->trace_name);
   if (m->trace_id > 0) jsonw_kint(g, "trace_id", m->trace_id);
   jsonw_kstr(g, "allocator", m->allocator);
@@ -175,7 +200,10 @@ void report_json(yajl_gen g, const replay_names *names, const run_meta *m, const
   jsonw_kbool(g, "stopped_at_oom", r->stopped_at_oom);
   if (m->step_time_s >= 0) jsonw_kdouble(g, "step_time_s", m->step_time_s);
   if (m->samples_per_s >= 0) jsonw_kdouble(g, "samples_per_s", m->samples_per_s);
+}
 
+/* Live memory at the peak of allocated bytes: by category, by how the category was found, by call site. */
+static void at_peak_json(yajl_gen g, const replay_names *names, const replay_result *r) {
   jsonw_str(g, "at_peak");
   yajl_gen_map_open(g);
   jsonw_kint(g, "event", r->peak_allocated_seq);
@@ -207,7 +235,9 @@ void report_json(yajl_gen g, const replay_names *names, const run_meta *m, const
   }
   yajl_gen_array_close(g);
   yajl_gen_map_close(g);
+}
 
+static void oom_list_json(yajl_gen g, const replay_result *r) {
   jsonw_str(g, "oom_list");
   yajl_gen_array_open(g);
   for (size_t i = 0; i < r->noom_list; i++) {
@@ -224,7 +254,10 @@ void report_json(yajl_gen g, const replay_names *names, const run_meta *m, const
     yajl_gen_map_close(g);
   }
   yajl_gen_array_close(g);
+}
 
+/* Host memory peaks, and the events the replay skipped. */
+static void host_and_skipped_json(yajl_gen g, const replay_result *r) {
   jsonw_kint(g, "host_pinned_peak_bytes", r->host_pinned_peak);
   jsonw_kint(g, "host_pageable_peak_bytes", r->host_pageable_peak);
   jsonw_str(g, "skipped");
@@ -233,6 +266,9 @@ void report_json(yajl_gen g, const replay_names *names, const run_meta *m, const
   jsonw_kuint(g, "dropped_frees", r->dropped_frees);
   jsonw_kuint(g, "duplicate_allocs", r->duplicate_allocs);
   yajl_gen_map_close(g);
+}
+
+static void devices_json(yajl_gen g, const replay_result *r) {
   jsonw_str(g, "devices");
   yajl_gen_array_open(g);
   for (int i = 0; i < r->ndevices; i++) {
@@ -248,22 +284,32 @@ void report_json(yajl_gen g, const replay_names *names, const run_meta *m, const
     yajl_gen_map_close(g);
   }
   yajl_gen_array_close(g);
-  jsonw_kuint(g, "timeline_points", r->ntimeline);
-  if (timeline) {
-    jsonw_str(g, "timeline");
-    yajl_gen_array_open(g);
-    for (size_t i = 0; i < r->ntimeline; i++) {
-      const replay_point *p = &r->timeline[i];
-      yajl_gen_map_open(g);
-      jsonw_kint(g, "event", p->seq);
-      jsonw_kint(g, "ts", p->ts);
-      jsonw_kint(g, "allocated_bytes", p->allocated);
-      jsonw_kint(g, "reserved_bytes", p->reserved);
-      jsonw_kint(g, "requested_bytes", p->requested);
-      yajl_gen_map_close(g);
-    }
-    yajl_gen_array_close(g);
+}
+
+static void timeline_json(yajl_gen g, const replay_result *r) {
+  jsonw_str(g, "timeline");
+  yajl_gen_array_open(g);
+  for (size_t i = 0; i < r->ntimeline; i++) {
+    const replay_point *p = &r->timeline[i];
+    yajl_gen_map_open(g);
+    jsonw_kint(g, "event", p->seq);
+    jsonw_kint(g, "ts", p->ts);
+    jsonw_kint(g, "allocated_bytes", p->allocated);
+    jsonw_kint(g, "reserved_bytes", p->reserved);
+    jsonw_kint(g, "requested_bytes", p->requested);
+    yajl_gen_map_close(g);
   }
+  yajl_gen_array_close(g);
+}
+
+void report_json(yajl_gen g, const replay_names *names, const run_meta *m, const replay_result *r, int timeline) {
+  summary_json(g, m, r);
+  at_peak_json(g, names, r);
+  oom_list_json(g, r);
+  host_and_skipped_json(g, r);
+  devices_json(g, r);
+  jsonw_kuint(g, "timeline_points", r->ntimeline);
+  if (timeline) timeline_json(g, r);
   if (m->time) time_json(g, names, m);
   jsonw_kdouble(g, "elapsed_s", r->elapsed_s);
 }

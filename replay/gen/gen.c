@@ -164,18 +164,16 @@ static void build_model(gen *g) {
   }
 }
 
-/* One training step (the first also creates gradients and optimizer state). */
-static void build_step(gen *g) {
-  int h = g->hidden, b = g->batch, L = g->layers;
+/* This step's sequence length: the longest sample, padded to a multiple of 64. */
+static int step_seq(gen *g) {
   int seq = (int)(g->seq_max / 2 + rnd(g) % (uint64_t)(g->seq_max / 2 + 1));
   seq = (seq + 63) / 64 * 64;
   if (seq > g->seq_max) seq = g->seq_max;
-  uint64_t tok = (uint64_t)b * seq, act = tok * h * 2; /* bf16 activations */
-  sim_event *m = push(g, SIM_EV_MARKER);
-  m->flags = SIM_EVF_STEP_BEGIN;
-  m->name = N_STEP;
-  int64_t step_start = g->clock;
+  return seq;
+}
 
+/* The batch copied in from pinned host memory: its address. */
+static uint64_t load_batch(gen *g, uint64_t tok) {
   uint64_t input = alloc(g, tok * 8, S_INPUT, SIM_CAT_INPUT);
   sim_event *cp = push(g, SIM_EV_MEMCPY);
   cp->dir = SIM_COPY_H2D;
@@ -185,69 +183,82 @@ static void build_step(gen *g) {
   cp->name = N_MEMCPY;
   cp->dur = (int64_t)(cp->size / 20) + 2000;
   g->clock += 3000;
+  return input;
+}
 
-  /* forward: each layer saves 7 activations; scores are the largest */
-  uint64_t *saved = sim_xmalloc(sizeof(uint64_t) * (size_t)L * 7);
-  for (int l = 0; l < L; l++) {
-    uint64_t *s = saved + l * 7;
-    s[0] = alloc(g, act, S_LN, SIM_CAT_ACTIVATION);
-    kernel(g, N_LAYERNORM, act);
-    uint64_t ws = alloc(g, (uint64_t)4 << 20, S_WORKSPACE, SIM_CAT_WORKSPACE);
-    s[1] = alloc(g, 3 * act, S_QKV, SIM_CAT_ACTIVATION);
-    kernel(g, N_GEMM, 3 * act * h / 64);
-    release(g, ws);
-    uint64_t tmp = alloc(g, act, S_TMP_FWD, SIM_CAT_TEMPORARY);
-    kernel(g, N_ELEMWISE, act);
-    uint64_t scores_sz = (uint64_t)b * g->heads * seq * seq * 2;
-    uint64_t scores = alloc(g, scores_sz, S_SCORES, SIM_CAT_TEMPORARY);
-    kernel(g, N_GEMM, scores_sz * 64 / 64);
-    release(g, tmp);
-    s[2] = alloc(g, scores_sz, S_SOFTMAX, SIM_CAT_ACTIVATION);
-    kernel(g, N_SOFTMAX, scores_sz);
-    release(g, scores);
-    s[3] = alloc(g, act, S_ATTN, SIM_CAT_ACTIVATION);
-    kernel(g, N_GEMM, act * seq / 64);
-    s[4] = alloc(g, act, S_PROJ, SIM_CAT_ACTIVATION);
-    kernel(g, N_GEMM, act * h / 64);
-    s[5] = alloc(g, 4 * act, S_FC1, SIM_CAT_ACTIVATION);
-    kernel(g, N_GEMM, 4 * act * h / 64);
-    s[6] = alloc(g, 4 * act, S_GELU, SIM_CAT_ACTIVATION);
-    kernel(g, N_ELEMWISE, 4 * act);
-    uint64_t out = alloc(g, act, S_FC2, SIM_CAT_TEMPORARY);
-    kernel(g, N_GEMM, 4 * act * h / 64);
-    release(g, out);
+/* One layer's forward pass: it saves 7 activations (in s); scores are the largest. */
+static void forward_layer(gen *g, uint64_t *s, uint64_t act, int seq) {
+  int h = g->hidden, b = g->batch;
+  s[0] = alloc(g, act, S_LN, SIM_CAT_ACTIVATION);
+  kernel(g, N_LAYERNORM, act);
+  uint64_t ws = alloc(g, (uint64_t)4 << 20, S_WORKSPACE, SIM_CAT_WORKSPACE);
+  s[1] = alloc(g, 3 * act, S_QKV, SIM_CAT_ACTIVATION);
+  kernel(g, N_GEMM, 3 * act * h / 64);
+  release(g, ws);
+  uint64_t tmp = alloc(g, act, S_TMP_FWD, SIM_CAT_TEMPORARY);
+  kernel(g, N_ELEMWISE, act);
+  uint64_t scores_sz = (uint64_t)b * g->heads * seq * seq * 2;
+  uint64_t scores = alloc(g, scores_sz, S_SCORES, SIM_CAT_TEMPORARY);
+  kernel(g, N_GEMM, scores_sz * 64 / 64);
+  release(g, tmp);
+  s[2] = alloc(g, scores_sz, S_SOFTMAX, SIM_CAT_ACTIVATION);
+  kernel(g, N_SOFTMAX, scores_sz);
+  release(g, scores);
+  s[3] = alloc(g, act, S_ATTN, SIM_CAT_ACTIVATION);
+  kernel(g, N_GEMM, act * seq / 64);
+  s[4] = alloc(g, act, S_PROJ, SIM_CAT_ACTIVATION);
+  kernel(g, N_GEMM, act * h / 64);
+  s[5] = alloc(g, 4 * act, S_FC1, SIM_CAT_ACTIVATION);
+  kernel(g, N_GEMM, 4 * act * h / 64);
+  s[6] = alloc(g, 4 * act, S_GELU, SIM_CAT_ACTIVATION);
+  kernel(g, N_ELEMWISE, 4 * act);
+  uint64_t out = alloc(g, act, S_FC2, SIM_CAT_TEMPORARY);
+  kernel(g, N_GEMM, 4 * act * h / 64);
+  release(g, out);
+}
+
+/* One layer's backward pass: its activations freed in reverse order, its weights' gradients
+ * made on the first step. */
+static void backward_layer(gen *g, int l, const uint64_t *s, uint64_t act) {
+  int h = g->hidden;
+  uint64_t dx = alloc(g, 4 * act, S_BWD_TMP, SIM_CAT_TEMPORARY);
+  kernel(g, N_GEMM, 8 * act * h / 64);
+  for (int k = 6; k >= 0; k--) {
+    release(g, s[k]);
+    if (k % 2 == 0) kernel(g, N_ELEMWISE, act);
   }
+  for (int k = 0; k < 8; k++) {
+    gen_param *p = &g->params[1 + l * 8 + k];
+    if (!p->grad) p->grad = alloc(g, p->size, S_GRAD, SIM_CAT_GRADIENT);
+  }
+  kernel(g, N_GEMM, 8 * act * h / 64);
+  release(g, dx);
+}
+
+/* Forward through every layer and the loss, then backward: the gradients of the logits, then
+ * the layers in reverse. */
+static void forward_backward(gen *g, uint64_t tok, uint64_t act, int seq) {
+  int h = g->hidden, L = g->layers;
+  uint64_t *saved = sim_xmalloc(sizeof(uint64_t) * (size_t)L * 7);
+  for (int l = 0; l < L; l++) forward_layer(g, saved + l * 7, act, seq);
   uint64_t logits = alloc(g, tok * (uint64_t)g->vocab * 4, S_LOSS, SIM_CAT_ACTIVATION);
   kernel(g, N_GEMM, tok * (uint64_t)g->vocab * h / 64);
   uint64_t loss = alloc(g, 512, S_LOSS, SIM_CAT_TEMPORARY);
   kernel(g, N_SOFTMAX, tok * (uint64_t)g->vocab * 4);
 
-  /* backward: gradients of the logits, then layers in reverse */
   uint64_t dlogits = alloc(g, tok * (uint64_t)g->vocab * 4, S_BWD_TMP, SIM_CAT_TEMPORARY);
   release(g, logits);
   kernel(g, N_GEMM, tok * (uint64_t)g->vocab * h / 64);
   release(g, dlogits);
-  for (int l = L - 1; l >= 0; l--) {
-    uint64_t *s = saved + l * 7;
-    uint64_t dx = alloc(g, 4 * act, S_BWD_TMP, SIM_CAT_TEMPORARY);
-    kernel(g, N_GEMM, 8 * act * h / 64);
-    for (int k = 6; k >= 0; k--) {
-      release(g, s[k]);
-      if (k % 2 == 0) kernel(g, N_ELEMWISE, act);
-    }
-    for (int k = 0; k < 8; k++) {
-      gen_param *p = &g->params[1 + l * 8 + k];
-      if (!p->grad) p->grad = alloc(g, p->size, S_GRAD, SIM_CAT_GRADIENT);
-    }
-    kernel(g, N_GEMM, 8 * act * h / 64);
-    release(g, dx);
-  }
+  for (int l = L - 1; l >= 0; l--) backward_layer(g, l, saved + l * 7, act);
   for (int i = 0; i < g->nparams; i++)
     if (!g->params[i].grad) g->params[i].grad = alloc(g, g->params[i].size, S_GRAD, SIM_CAT_GRADIENT);
   release(g, loss);
   free(saved);
+}
 
-  /* optimizer: Adam's moments on the first step, then a fused update per group */
+/* The optimizer: Adam's moments on the first step, then a fused update per group. */
+static void optimizer_step(gen *g) {
   uint64_t tmp = alloc(g, (uint64_t)g->nparams * 8, S_OPT_TMP, SIM_CAT_TEMPORARY);
   for (int i = 0; i < g->nparams; i++) {
     gen_param *p = &g->params[i];
@@ -258,6 +269,19 @@ static void build_step(gen *g) {
     if (i % 16 == 0) kernel(g, N_ADAM, 4 * p->size);
   }
   release(g, tmp);
+}
+
+/* One training step (the first also creates gradients and optimizer state). */
+static void build_step(gen *g) {
+  int seq = step_seq(g);
+  uint64_t tok = (uint64_t)g->batch * seq, act = tok * g->hidden * 2; /* bf16 activations */
+  sim_event *m = push(g, SIM_EV_MARKER);
+  m->flags = SIM_EVF_STEP_BEGIN;
+  m->name = N_STEP;
+  int64_t step_start = g->clock;
+  uint64_t input = load_batch(g, tok);
+  forward_backward(g, tok, act, seq);
+  optimizer_step(g);
   release(g, input);
   sync_host(g);
   g->clock += 20000 + (int64_t)(rnd(g) % 40000); /* data loading, Python */

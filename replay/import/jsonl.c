@@ -811,70 +811,80 @@ static int handle_line(jstate *st, int first) {
               kind);
 }
 
-static int jsonl_import(import_ctx *ic) {
-  jstate *st = sim_xcalloc(1, sizeof *st);
+/* Clears what the parser gathered from the line before. */
+static inline void line_reset(jline *l) {
+  for (int i = 0; i < l->n; i++)
+    if (l->f[i].key >= 0) l->by_key[l->f[i].key] = 0;
+  l->n = 0;
+  l->blen = 0;
+  l->objects = 0;
+  l->nonobject = 0;
+  l->pending_key = 0;
+  l->seen = 0;
+  l->err[0] = 0;
+}
+
+/* Fails the import on a line that is not one whole JSON object, saying what it is instead. */
+static int line_invalid(jctx *j, yajl_handle h, yajl_status ys, const char *line, size_t len) {
+  if (j->l.err[0]) return fail(j, "%s", j->l.err);
+  if (j->l.nonobject) return fail(j, "each line must be one JSON object");
+  if (ys != yajl_status_ok) {
+    unsigned char *m = yajl_get_error(h, 0, (const unsigned char *)line, len);
+    char *nl = strchr((char *)m, '\n');
+    if (nl) *nl = 0;
+    int rc = fail(j, "invalid JSON: %s (at column %zu)", (char *)m, yajl_get_bytes_consumed(h) + 1);
+    yajl_free_error(h, m);
+    return rc;
+  }
+  if (j->l.objects > 1) return fail(j, "more than one JSON value on one line");
+  return fail(j, "the JSON object does not end on this line");
+}
+
+/* Each line of the input, parsed and handled (blank lines skipped): 0, or -1 at the first
+ * line that fails. */
+static int read_lines(jstate *st, yajl_handle h) {
   jctx *j = &st->j;
-  j->ic = ic;
-  j->l.cap = jsonw_mem();
-  st->meta.device_index = -1;
-  sim_map_init(&st->addrs);
-  sim_map_init(&st->host);
-  sim_map_init(&st->stacks);
-  yajl_handle h = yajl_alloc(&line_cbs, NULL, &j->l);
-  yajl_config(h, yajl_allow_multiple_values, 1);
-  int rc = 0, first = 1;
+  import_ctx *ic = j->ic;
+  int first = 1;
   char *line;
   size_t len;
   for (;;) {
     int got = input_line(ic->in, &line, &len);
     if (got < 0) {
       import_error(ic, "%s", input_error(ic->in));
-      rc = -1;
-      break;
+      return -1;
     }
-    if (got == 0) break;
+    if (got == 0) return 0;
     j->lineno++;
     size_t sp = 0;
     while (sp < len && isspace((unsigned char)line[sp])) sp++;
     if (sp == len) continue;
-    for (int i = 0; i < j->l.n; i++)
-      if (j->l.f[i].key >= 0) j->l.by_key[j->l.f[i].key] = 0;
-    j->l.n = 0;
-    j->l.blen = 0;
-    j->l.objects = 0;
-    j->l.nonobject = 0;
-    j->l.pending_key = 0;
-    j->l.seen = 0;
-    j->l.err[0] = 0;
+    line_reset(&j->l);
     yajl_status ys = yajl_parse(h, (const unsigned char *)line, len);
-    if (ys == yajl_status_ok && j->l.depth == 0 && j->l.objects == 1) {
-      rc = handle_line(st, first);
-      first = 0;
-      if (rc) break;
-      continue;
-    }
-    if (j->l.err[0]) rc = fail(j, "%s", j->l.err);
-    else if (j->l.nonobject) rc = fail(j, "each line must be one JSON object");
-    else if (ys != yajl_status_ok) {
-      unsigned char *m = yajl_get_error(h, 0, (const unsigned char *)line, len);
-      char *nl = strchr((char *)m, '\n');
-      if (nl) *nl = 0;
-      rc = fail(j, "invalid JSON: %s (at column %zu)", (char *)m, yajl_get_bytes_consumed(h) + 1);
-      yajl_free_error(h, m);
-    } else if (j->l.objects > 1) rc = fail(j, "more than one JSON value on one line");
-    else rc = fail(j, "the JSON object does not end on this line");
-    break;
+    if (ys != yajl_status_ok || j->l.depth != 0 || j->l.objects != 1) return line_invalid(j, h, ys, line, len);
+    int rc = handle_line(st, first);
+    first = 0;
+    if (rc) return rc;
   }
+}
+
+/* The trace is finished (a file of a header alone makes an empty trace). */
+static int finish_trace(jstate *st, int rc) {
+  jctx *j = &st->j;
   if (!rc && !st->w) {
     if (j->lineno == 0 || !st->have_header) rc = fail(j, "no events in the file");
     else if (ensure_writer(st)) rc = -1;
   }
   if (!rc) {
-    rc = import_finish_trace(ic, st->w, st->name);
+    rc = import_finish_trace(j->ic, st->w, st->name);
     st->w = NULL;
   }
   if (st->w) store_writer_abort(st->w);
-  yajl_free(h);
+  return rc;
+}
+
+static void jstate_free(jstate *st) {
+  jctx *j = &st->j;
   yajl_gen_free(j->l.cap);
   free(j->l.buf);
   sim_map_release(&st->addrs);
@@ -891,6 +901,23 @@ static int jsonl_import(import_ctx *ic) {
   free(st->meta.allocator_settings);
   free(st->meta.attrs);
   free(st);
+}
+
+static int jsonl_import(import_ctx *ic) {
+  jstate *st = sim_xcalloc(1, sizeof *st);
+  jctx *j = &st->j;
+  j->ic = ic;
+  j->l.cap = jsonw_mem();
+  st->meta.device_index = -1;
+  sim_map_init(&st->addrs);
+  sim_map_init(&st->host);
+  sim_map_init(&st->stacks);
+  yajl_handle h = yajl_alloc(&line_cbs, NULL, &j->l);
+  yajl_config(h, yajl_allow_multiple_values, 1);
+  int rc = read_lines(st, h);
+  rc = finish_trace(st, rc);
+  yajl_free(h);
+  jstate_free(st);
   return rc;
 }
 

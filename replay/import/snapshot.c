@@ -435,12 +435,16 @@ static int entry_arg(snap *st, snap_cand *c, int field, const char *text, size_t
   return 0;
 }
 
-static int take_entry(snap *st, snap_cand *c, uint64_t index, pk_val item) {
-  place pl = PLACE(st, where(st, item), "trace entry %llu");
-  pl.a = index;
-  if (item.type != PK_DICT) return bad(&pl, NULL, "is %s, not a dict", type_of(item));
-  pk_obj *d = item.u.o;
-  const pk_val *f[F__COUNT] = {0};
+/* A trace entry's values, read and checked. */
+typedef struct snap_entry {
+  int action;
+  uint64_t addr, size;
+  int64_t stream, ts, stack, device_free;
+  const char *cc, *um; /* compile_context, user_metadata */
+} snap_entry;
+
+/* The entry's fields by id; fields memplay does not know are counted and named. */
+static inline void entry_fields(snap_cand *c, const pk_obj *d, const pk_val **f) {
   for (size_t i = 0; i < d->len; i++) {
     pk_val k = d->items[2 * i];
     int id = k.type == PK_STR ? (int)(str_class(k.u.o) & 0xFF) - 1 : -1;
@@ -452,92 +456,131 @@ static int take_entry(snap *st, snap_cand *c, uint64_t index, pk_val item) {
     if (k.type == PK_STR) add_name(c->dropped_names, sizeof c->dropped_names, k.u.o->data, k.u.o->len);
     else add_name(c->dropped_names, sizeof c->dropped_names, pk_type_name(k.type), strlen(pk_type_name(k.type)));
   }
-  c->entries++;
-  if (!f[F_ACTION]) return bad(&pl, "action", "is missing");
-  if (f[F_ACTION]->type != PK_STR) return bad(&pl, "action", "must be a str, not %s", type_of(*f[F_ACTION]));
-  pk_obj *as = f[F_ACTION]->u.o;
-  int action = (int)(str_class(as) >> 8 & 0xFF) - 1;
-  if (action < 0) {
+}
+
+/* The entry's action in *action: -1 for one memplay does not know (counted and named). */
+static inline int entry_action(const place *pl, snap_cand *c, const pk_val *v, int *action) {
+  if (!v) return bad(pl, "action", "is missing");
+  if (v->type != PK_STR) return bad(pl, "action", "must be a str, not %s", type_of(*v));
+  pk_obj *as = v->u.o;
+  *action = (int)(str_class(as) >> 8 & 0xFF) - 1;
+  if (*action < 0) {
     c->unknown_actions++;
     add_name(c->unknown_names, sizeof c->unknown_names, as->data, as->len);
-    return 0;
   }
-  uint64_t addr = 0, size = 0;
-  int64_t stream = 0, ts, stack, device_free = -1;
-  int needs_addr = action != A_OOM && action != A_SNAPSHOT;
-  if (action != A_OOM && get_u64(&pl, f[F_ADDR], "addr", needs_addr, &addr)) return -1;
-  if (get_u64(&pl, f[F_SIZE], "size", 1, &size) || get_i64(&pl, f[F_STREAM], "stream", 0, &stream)) return -1;
-  if (action == A_OOM && f[F_DEVICE_FREE]) {
-    uint64_t df = 0;
-    if (get_u64(&pl, f[F_DEVICE_FREE], "device_free", 0, &df)) return -1;
-    device_free = df > INT64_MAX ? INT64_MAX : (int64_t)df;
-  }
-  if (f[F_TIME_US] && f[F_TIME_US]->type != PK_NONE) {
+  return 0;
+}
+
+/* The entry's time: time_us, else the time of the entry before it. */
+static inline int entry_time(const place *pl, snap_cand *c, const pk_val *v, int64_t *ts) {
+  if (v && v->type != PK_NONE) {
     uint64_t us = 0;
-    if (get_u64(&pl, f[F_TIME_US], "time_us", 1, &us)) return -1;
-    if (us > (uint64_t)INT64_MAX / 1000) return bad(&pl, "time_us", "is out of range (%" PRIu64 ")", us);
-    ts = (int64_t)us * 1000;
+    if (get_u64(pl, v, "time_us", 1, &us)) return -1;
+    if (us > (uint64_t)INT64_MAX / 1000) return bad(pl, "time_us", "is out of range (%" PRIu64 ")", us);
+    *ts = (int64_t)us * 1000;
     c->has_time = 1;
   } else {
-    ts = c->last_ts;
+    *ts = c->last_ts;
     c->without_time++;
   }
   if (!c->have_first) {
-    c->first_ts = ts;
+    c->first_ts = *ts;
     c->have_first = 1;
   }
-  c->last_ts = ts;
-  if (frames_stack(st, &pl, f[F_FRAMES], &stack)) return -1;
-  /* The memo now holds the stack's id where it held the frames list, so the list can go. */
-  if (f[F_FRAMES] && f[F_FRAMES]->type == PK_LIST) pickle_memo_replace(st->p, *f[F_FRAMES], stack);
-  const char *cc = NULL, *um = NULL;
-  if (get_str(&pl, f[F_COMPILE_CONTEXT], "compile_context", 0, &cc) ||
-      get_str(&pl, f[F_USER_METADATA], "user_metadata", 0, &um))
-    return -1;
+  c->last_ts = *ts;
+  return 0;
+}
 
-  if (A_IS_REQUEST(action)) {
-    /* What the address was before this entry: freed first, it was live before the window, and
-     * the rules learn of it now (as made at the trace's start). */
-    int existed;
-    uint64_t *s = sim_map_put(&c->addrs, addr, &existed);
-    if (action == A_ALLOC) {
-      *s |= ADDR_ALLOCATED;
-    } else if (!existed) {
-      sim_grow((void **)&c->pre, &c->precap, c->npre + 1, sizeof *c->pre);
-      c->pre[c->npre] = (pre_block){addr, size, stream, 0, 0};
-      *s = ADDR_FREED_FIRST | (uint64_t)c->npre << 2;
-      sim_event pe;
-      pre_event(c, c->npre++, c->guess, &pe);
-      if (cand_feed(st, c, &pe)) return -1;
-    }
-    static const uint8_t kinds[] = {SIM_EV_ALLOC, SIM_EV_FREE_REQUESTED, SIM_EV_FREE_COMPLETED};
-    sim_event ev;
-    device_event(&ev, kinds[action], ts, addr, size, stream, stack, c->guess);
-    if (store_writer_event(c->w, &ev)) return store_failed(st);
-    c->last_seq = ev.seq;
-    if (cand_feed(st, c, &ev)) return -1;
-  } else {
-    if (action == A_SEGMENT_ALLOC) {
-      *sim_map_put(&c->segs, addr, NULL) = 1;
-    } else if (action == A_SEGMENT_FREE && !sim_map_get(&c->segs, addr)) {
-      c->seg_gone++;
-    } else if (action == A_SEGMENT_MAP) {
-      /* expandable segments map and unmap page ranges, not whole segments */
-      for (uint64_t pg = addr >> 21, n = 0; pg <= (addr + (size ? size - 1 : 0)) >> 21 && n < 65536; pg++, n++)
-        *sim_map_put(&c->pages, pg, NULL) = 1;
-    } else if (action == A_SEGMENT_UNMAP && !sim_map_get(&c->pages, addr >> 21)) {
-      c->seg_gone++;
-    }
-    store_recorded rec = {.before_seq = c->last_seq + 1, .ts = ts, .action = action_names[action],
-                          .device = c->guess, .stream = stream, .addr = addr, .size = size, .allocated = -1,
-                          .reserved = -1, .device_free = device_free, .stack = stack};
-    if (store_writer_recorded(c->w, &rec)) return store_failed(st);
+/* The entry's numbers, time, call stack and texts. */
+static inline int entry_values(snap *st, snap_cand *c, const place *pl, const pk_val **f, snap_entry *e) {
+  int action = e->action;
+  int needs_addr = action != A_OOM && action != A_SNAPSHOT;
+  if (action != A_OOM && get_u64(pl, f[F_ADDR], "addr", needs_addr, &e->addr)) return -1;
+  if (get_u64(pl, f[F_SIZE], "size", 1, &e->size) || get_i64(pl, f[F_STREAM], "stream", 0, &e->stream)) return -1;
+  if (action == A_OOM && f[F_DEVICE_FREE]) {
+    uint64_t df = 0;
+    if (get_u64(pl, f[F_DEVICE_FREE], "device_free", 0, &df)) return -1;
+    e->device_free = df > INT64_MAX ? INT64_MAX : (int64_t)df;
   }
-  c->by_action[action]++;
+  if (entry_time(pl, c, f[F_TIME_US], &e->ts)) return -1;
+  if (frames_stack(st, pl, f[F_FRAMES], &e->stack)) return -1;
+  /* The memo now holds the stack's id where it held the frames list, so the list can go. */
+  if (f[F_FRAMES] && f[F_FRAMES]->type == PK_LIST) pickle_memo_replace(st->p, *f[F_FRAMES], e->stack);
+  if (get_str(pl, f[F_COMPILE_CONTEXT], "compile_context", 0, &e->cc) ||
+      get_str(pl, f[F_USER_METADATA], "user_metadata", 0, &e->um))
+    return -1;
+  return 0;
+}
+
+/* A request: an event of the trace. */
+static inline int entry_request(snap *st, snap_cand *c, const snap_entry *e) {
+  /* What the address was before this entry: freed first, it was live before the window, and
+   * the rules learn of it now (as made at the trace's start). */
+  int existed;
+  uint64_t *s = sim_map_put(&c->addrs, e->addr, &existed);
+  if (e->action == A_ALLOC) {
+    *s |= ADDR_ALLOCATED;
+  } else if (!existed) {
+    sim_grow((void **)&c->pre, &c->precap, c->npre + 1, sizeof *c->pre);
+    c->pre[c->npre] = (pre_block){e->addr, e->size, e->stream, 0, 0};
+    *s = ADDR_FREED_FIRST | (uint64_t)c->npre << 2;
+    sim_event pe;
+    pre_event(c, c->npre++, c->guess, &pe);
+    if (cand_feed(st, c, &pe)) return -1;
+  }
+  static const uint8_t kinds[] = {SIM_EV_ALLOC, SIM_EV_FREE_REQUESTED, SIM_EV_FREE_COMPLETED};
+  sim_event ev;
+  device_event(&ev, kinds[e->action], e->ts, e->addr, e->size, e->stream, e->stack, c->guess);
+  if (store_writer_event(c->w, &ev)) return store_failed(st);
+  c->last_seq = ev.seq;
+  return cand_feed(st, c, &ev);
+}
+
+/* What the recorded allocator did: a row of its own, before the trace's next event. */
+static inline int entry_recorded(snap *st, snap_cand *c, const snap_entry *e) {
+  int action = e->action;
+  uint64_t addr = e->addr, size = e->size;
+  if (action == A_SEGMENT_ALLOC) {
+    *sim_map_put(&c->segs, addr, NULL) = 1;
+  } else if (action == A_SEGMENT_FREE && !sim_map_get(&c->segs, addr)) {
+    c->seg_gone++;
+  } else if (action == A_SEGMENT_MAP) {
+    /* expandable segments map and unmap page ranges, not whole segments */
+    for (uint64_t pg = addr >> 21, n = 0; pg <= (addr + (size ? size - 1 : 0)) >> 21 && n < 65536; pg++, n++)
+      *sim_map_put(&c->pages, pg, NULL) = 1;
+  } else if (action == A_SEGMENT_UNMAP && !sim_map_get(&c->pages, addr >> 21)) {
+    c->seg_gone++;
+  }
+  store_recorded rec = {.before_seq = c->last_seq + 1, .ts = e->ts, .action = action_names[action],
+                        .device = c->guess, .stream = e->stream, .addr = addr, .size = size, .allocated = -1,
+                        .reserved = -1, .device_free = e->device_free, .stack = e->stack};
+  if (store_writer_recorded(c->w, &rec)) return store_failed(st);
+  return 0;
+}
+
+/* compile_context and user_metadata, as args of the trace's latest event. */
+static inline int entry_extras(snap *st, snap_cand *c, const pk_val **f, const snap_entry *e) {
+  const char *cc = e->cc, *um = e->um;
   if (cc && strcmp(cc, "N/A") && *cc && entry_arg(st, c, F_COMPILE_CONTEXT, cc, f[F_COMPILE_CONTEXT]->u.o->len))
     return -1;
   if (um && *um && entry_arg(st, c, F_USER_METADATA, um, f[F_USER_METADATA]->u.o->len)) return -1;
   return 0;
+}
+
+static int take_entry(snap *st, snap_cand *c, uint64_t index, pk_val item) {
+  place pl = PLACE(st, where(st, item), "trace entry %llu");
+  pl.a = index;
+  if (item.type != PK_DICT) return bad(&pl, NULL, "is %s, not a dict", type_of(item));
+  const pk_val *f[F__COUNT] = {0};
+  entry_fields(c, item.u.o, f);
+  c->entries++;
+  snap_entry e = {.device_free = -1};
+  if (entry_action(&pl, c, f[F_ACTION], &e.action)) return -1;
+  if (e.action < 0) return 0;
+  if (entry_values(st, c, &pl, f, &e)) return -1;
+  if (A_IS_REQUEST(e.action) ? entry_request(st, c, &e) : entry_recorded(st, c, &e)) return -1;
+  c->by_action[e.action]++;
+  return entry_extras(st, c, f, &e);
 }
 
 /* The device a new list of entries most likely belongs to: the k-th of the devices the final
@@ -930,28 +973,44 @@ static char *trace_attrs(snap *st, const trace_job *j, size_t nseg, size_t nblk,
   return text;
 }
 
-static int write_trace(snap *st, const trace_job *j) {
-  import_ctx *ic = st->ic;
-  snap_cand *c = j->c;
-  store_writer *w = c->w;
-  int rc = 0;
-  /* This device's final segments (sorted by device, then address). */
+/* What a device's trace holds beyond its entries, counted as it is written. */
+typedef struct trace_shape {
+  size_t s0, s1;      /* the device's final segments: st->segs[s0, s1) */
+  size_t nblk;        /* their blocks */
+  size_t priv;        /* of them in private pools */
+  size_t npre;        /* blocks live before the first entry */
+  size_t from_free;   /* of them, freed before any allocation */
+  size_t from_final;  /* of them, live in the final state and never allocated */
+  uint64_t seg_start; /* segments the trace did not create */
+} trace_shape;
+
+/* The device's final segments (sorted by device, then address). */
+static void device_segments(const snap *st, int device, trace_shape *sh) {
   size_t s0 = 0, s1;
-  while (s0 < st->nsegs && st->segs[s0].s.device < j->device) s0++;
-  for (s1 = s0; s1 < st->nsegs && st->segs[s1].s.device == j->device;) s1++;
-  /* Blocks live before the first entry: freed before any allocation in the trace (the rules
-   * know them already), and blocks of the final state that the trace never allocated
-   * (pytorch-caching-allocator.md, section 2). */
-  size_t nblk = 0, from_free = c->npre, priv = 0;
-  uint64_t seg_start = c->seg_gone;
-  for (size_t i = s0; i < s1 && !rc; i++) {
+  while (s0 < st->nsegs && st->segs[s0].s.device < device) s0++;
+  for (s1 = s0; s1 < st->nsegs && st->segs[s1].s.device == device;) s1++;
+  sh->s0 = s0;
+  sh->s1 = s1;
+}
+
+/* Blocks live before the first entry: freed before any allocation in the trace (the rules know
+ * them already), and blocks of the final state that the trace never allocated
+ * (pytorch-caching-allocator.md, section 2). The rules then decide what is still live. */
+static int rebuild_preexisting(snap *st, const trace_job *j, trace_shape *sh) {
+  snap_cand *c = j->c;
+  int rc = 0;
+  sh->nblk = 0;
+  sh->from_free = c->npre;
+  sh->priv = 0;
+  sh->seg_start = c->seg_gone;
+  for (size_t i = sh->s0; i < sh->s1 && !rc; i++) {
     const seg_rec *g = &st->segs[i];
     if (!sim_map_get(g->s.expandable ? &c->pages : &c->segs, g->s.expandable ? g->s.address >> 21 : g->s.address))
-      seg_start++;
-    priv += g->private_pool;
+      sh->seg_start++;
+    sh->priv += g->private_pool;
     for (size_t b = g->first_block; b < g->first_block + g->nblocks && !rc; b++) {
       const store_block *bl = &st->blocks[b];
-      nblk++;
+      sh->nblk++;
       if (bl->state[0] != 'a' || sim_map_get(&c->addrs, bl->address)) continue;
       sim_grow((void **)&c->pre, &c->precap, c->npre + 1, sizeof *c->pre);
       uint64_t size = bl->requested_size ? bl->requested_size : bl->size;
@@ -961,11 +1020,17 @@ static int write_trace(snap *st, const trace_job *j) {
       rc = cand_feed(st, c, &pe);
     }
   }
-  size_t npre = c->npre, from_final = npre - from_free;
-  /* The rules decide what is still live; then the rebuilt blocks go before the trace's first
-   * event, in address order, and the trace moves to its device if it was written for another. */
+  sh->npre = c->npre;
+  sh->from_final = sh->npre - sh->from_free;
   if (!rc && categorizer_finish(c->cz)) rc = pickle_fail(st->p, "cannot categorize the allocations");
-  if (rc) return -1;
+  return rc ? -1 : 0;
+}
+
+/* The rebuilt blocks go before the trace's first event, in address order, and the trace moves
+ * to its device if it was written for another. */
+static int prepend_preexisting(snap *st, const trace_job *j, size_t npre) {
+  snap_cand *c = j->c;
+  store_writer *w = c->w;
   if (npre) qsort(c->pre, npre, sizeof *c->pre, cmp_pre);
   if (j->device != c->guess &&
       (store_writer_set_device(w, j->device) || store_writer_set_int(w, "device_index", j->device)))
@@ -978,20 +1043,30 @@ static int write_trace(snap *st, const trace_job *j) {
     if (store_writer_prepend(w, &ev)) return store_fail_at(st);
     categorize_tally_alloc(&c->tally, &ev);
   }
-  /* The final state. */
-  for (size_t i = s0; i < s1; i++) {
+  return 0;
+}
+
+static int write_final_state(snap *st, store_writer *w, const trace_shape *sh) {
+  for (size_t i = sh->s0; i < sh->s1; i++) {
     const seg_rec *g = &st->segs[i];
     if (store_writer_segment(w, &g->s)) return store_fail_at(st);
     for (size_t b = g->first_block; b < g->first_block + g->nblocks; b++)
       if (store_writer_block(w, &st->blocks[b])) return store_fail_at(st);
   }
-  /* Import notes. */
+  return 0;
+}
+
+/* Import notes on what the trace's entries left out or left open. */
+static int write_entry_notes(snap *st, const trace_job *j, const trace_shape *sh) {
+  import_ctx *ic = st->ic;
+  snap_cand *c = j->c;
+  store_writer *w = c->w;
   char detail[256];
-  if (npre) {
+  if (sh->npre) {
     snprintf(detail, sizeof detail,
              "%zu live in the final state and never allocated in the trace, %zu freed before any allocation",
-             from_final, from_free);
-    if (store_writer_stat(w, "preexisting_blocks", "info", (int64_t)npre, detail)) return store_fail_at(st);
+             sh->from_final, sh->from_free);
+    if (store_writer_stat(w, "preexisting_blocks", "info", (int64_t)sh->npre, detail)) return store_fail_at(st);
   }
   if (c->without_time &&
       store_writer_stat(w, "entries_without_time", "info", (int64_t)c->without_time,
@@ -1007,8 +1082,14 @@ static int write_trace(snap *st, const trace_job *j) {
   if (c->dropped_fields &&
       store_writer_stat(w, "dropped_entry_fields", "data_loss", (int64_t)c->dropped_fields, c->dropped_names))
     return store_fail_at(st);
-  uint64_t ann_dropped = 0;
-  char *attrs = trace_attrs(st, j, s1 - s0, nblk, npre, from_final, seg_start, &ann_dropped);
+  return 0;
+}
+
+/* Import notes on what the file held that the trace does not keep: -1 when one cannot be stored. */
+static int write_loss_notes(const trace_job *j, uint64_t ann_dropped, size_t priv) {
+  store_writer *w = j->c->w;
+  char detail[256];
+  int rc = 0;
   if (ann_dropped) {
     snprintf(detail, sizeof detail, "only the first %d external annotations are kept", SNAP_MAX_ANNOTATIONS);
     if (store_writer_stat(w, "external_annotations_dropped", "data_loss", (int64_t)ann_dropped, detail)) rc = -1;
@@ -1021,7 +1102,15 @@ static int write_trace(snap *st, const trace_job *j) {
       store_writer_stat(w, "private_pool_segments", "warning", (int64_t)priv,
                         "final segments in private (CUDA graph) memory pools"))
     rc = -1;
-  /* What the whole file says about the trace, and its name. */
+  return rc;
+}
+
+/* What the whole file says about the trace, and its name; then the trace is finished (rc: what
+ * the steps before left, -1 to fail it). */
+static int name_and_finish(snap *st, const trace_job *j, const char *attrs, int rc) {
+  import_ctx *ic = st->ic;
+  snap_cand *c = j->c;
+  store_writer *w = c->w;
   char *settings = NULL;
   if (j->settings && j->settings->type != PK_NONE) {
     yajl_gen g = jsonw_mem();
@@ -1045,8 +1134,21 @@ static int write_trace(snap *st, const trace_job *j) {
     if (!rc && categorize_note(ic->s, id, c->tally.count, c->tally.bytes)) rc = store_fail_at(st);
   }
   free(name);
-  free(attrs);
   free(settings);
+  return rc;
+}
+
+static int write_trace(snap *st, const trace_job *j) {
+  trace_shape sh;
+  device_segments(st, j->device, &sh);
+  if (rebuild_preexisting(st, j, &sh) || prepend_preexisting(st, j, sh.npre) || write_final_state(st, j->c->w, &sh) ||
+      write_entry_notes(st, j, &sh))
+    return -1;
+  uint64_t ann_dropped = 0;
+  char *attrs = trace_attrs(st, j, sh.s1 - sh.s0, sh.nblk, sh.npre, sh.from_final, sh.seg_start, &ann_dropped);
+  int rc = write_loss_notes(j, ann_dropped, sh.priv);
+  rc = name_and_finish(st, j, attrs, rc);
+  free(attrs);
   return rc;
 }
 
@@ -1059,35 +1161,39 @@ static ssize_t read_input(void *arg, void *buf, size_t n) {
   return r;
 }
 
-/* After the pickle is read: its structure, then one trace per device with entries. */
-static int finish(snap *st, pk_val root) {
-  import_ctx *ic = st->ic;
-  place pl = PLACE(st, where(st, root), NULL);
+/* The root is a snapshot: a dict with 'device_traces' (and 'segments'). */
+static int check_root(snap *st, pk_val root, place *pl, const pk_val **traces, const pk_val **segs) {
   if (root.type != PK_DICT) {
     if (root.type == PK_LIST)
-      return bad(&pl, NULL,
+      return bad(pl, NULL,
                  "the pickle holds a list, not a memory snapshot (torch.cuda.memory._dump_snapshot() writes a dict "
                  "with 'segments' and 'device_traces'; a list of segments has no trace to import)");
-    return bad(&pl, NULL, "the pickle holds %s, not a memory snapshot (a dict with 'segments' and 'device_traces')",
+    return bad(pl, NULL, "the pickle holds %s, not a memory snapshot (a dict with 'segments' and 'device_traces')",
                type_of(root));
   }
-  const pk_val *traces = pk_dict_get(root.u.o, "device_traces"), *segs = pk_dict_get(root.u.o, "segments");
-  if (!traces && !segs)
-    return bad(&pl, NULL, "the pickle holds a dict without 'segments' and 'device_traces', not a memory snapshot");
-  pl.what = "the snapshot";
-  if (!traces) {
+  *traces = pk_dict_get(root.u.o, "device_traces");
+  *segs = pk_dict_get(root.u.o, "segments");
+  if (!*traces && !*segs)
+    return bad(pl, NULL, "the pickle holds a dict without 'segments' and 'device_traces', not a memory snapshot");
+  pl->what = "the snapshot";
+  if (!*traces) {
     if (st->ncand) {
-      pl.byte = st->cands[0]->offset;
-      return bad(&pl, NULL, "a list of trace entries that is not in 'device_traces'");
+      pl->byte = st->cands[0]->offset;
+      return bad(pl, NULL, "a list of trace entries that is not in 'device_traces'");
     }
-    return bad(&pl, "device_traces", "is missing: the snapshot has no trace (record one with "
-                                     "torch.cuda.memory._record_memory_history() before dumping)");
+    return bad(pl, "device_traces", "is missing: the snapshot has no trace (record one with "
+                                    "torch.cuda.memory._record_memory_history() before dumping)");
   }
-  pl.byte = where(st, *traces);
-  if (traces->type != PK_LIST) return bad(&pl, "device_traces", "must be a list, not %s", type_of(*traces));
-  pk_obj *tl = traces->u.o;
+  pl->byte = where(st, **traces);
+  if ((*traces)->type != PK_LIST) return bad(pl, "device_traces", "must be a list, not %s", type_of(**traces));
+  return 0;
+}
+
+/* Each list of entries read learns its device from its place in device_traces; every one must
+ * have a place there, and every list there must be one. */
+static int match_devices(snap *st, place *pl, const pk_obj *tl) {
   size_t ndev = tl->len;
-  if (ndev > SNAP_MAX_DEVICES) return bad(&pl, "device_traces", "has %zu devices", ndev);
+  if (ndev > SNAP_MAX_DEVICES) return bad(pl, "device_traces", "has %zu devices", ndev);
   for (size_t i = 0; i < ndev; i++) {
     pk_val dv = tl->items[i];
     place dp = PLACE(st, where(st, dv), "device_traces[%llu]");
@@ -1106,20 +1212,57 @@ static int finish(snap *st, pk_val root) {
   }
   for (size_t i = 0; i < st->ncand; i++)
     if (st->cands[i]->device < 0) {
-      pl.byte = st->cands[i]->offset;
-      return bad(&pl, NULL, "a list of trace entries that is not in 'device_traces'");
+      pl->byte = st->cands[i]->offset;
+      return bad(pl, NULL, "a list of trace entries that is not in 'device_traces'");
     }
+  return 0;
+}
+
+/* The segments, allocator_settings and external_annotations have the types a snapshot gives them. */
+static int check_extras(snap *st, pk_val root, place *pl, const pk_val *segs, const pk_val **settings,
+                        const pk_val **ann) {
   if (check_segments(st, segs)) return -1;
-  const pk_val *settings = pk_dict_get(root.u.o, "allocator_settings");
-  const pk_val *ann = pk_dict_get(root.u.o, "external_annotations");
-  if (settings && settings->type != PK_DICT && settings->type != PK_NONE) {
-    pl.byte = where(st, *settings);
-    return bad(&pl, "allocator_settings", "must be a dict, not %s", type_of(*settings));
+  *settings = pk_dict_get(root.u.o, "allocator_settings");
+  *ann = pk_dict_get(root.u.o, "external_annotations");
+  if (*settings && (*settings)->type != PK_DICT && (*settings)->type != PK_NONE) {
+    pl->byte = where(st, **settings);
+    return bad(pl, "allocator_settings", "must be a dict, not %s", type_of(**settings));
   }
-  if (ann && ann->type != PK_LIST && ann->type != PK_NONE) {
-    pl.byte = where(st, *ann);
-    return bad(&pl, "external_annotations", "must be a list, not %s", type_of(*ann));
+  if (*ann && (*ann)->type != PK_LIST && (*ann)->type != PK_NONE) {
+    pl->byte = where(st, **ann);
+    return bad(pl, "external_annotations", "must be a list, not %s", type_of(**ann));
   }
+  return 0;
+}
+
+/* Final segments of devices that have no trace cannot be stored anywhere: their devices go in
+ * dropped ("1, 2"), and the user is told. The number of such segments. */
+static uint64_t drop_traceless_segments(snap *st, size_t ndev, snap_cand *const *by_dev, char *dropped, size_t cap) {
+  import_ctx *ic = st->ic;
+  uint64_t ndropped = 0;
+  for (size_t i = 0; i < st->nsegs; i++) {
+    int d = st->segs[i].s.device;
+    if ((size_t)d < ndev && by_dev[d]) continue;
+    ndropped++;
+    char num[16];
+    snprintf(num, sizeof num, "%d", d);
+    add_name(dropped, cap, num, strlen(num));
+  }
+  if (ndropped)
+    import_warn(ic, "'%s': %" PRIu64 " final segment%s of device%s %s, which %s no trace entries, %s not imported",
+                ic->path, ndropped, ndropped == 1 ? "" : "s", strchr(dropped, ',') ? "s" : "", dropped,
+                strchr(dropped, ',') ? "have" : "has", ndropped == 1 ? "is" : "are");
+  return ndropped;
+}
+
+/* After the pickle is read: its structure, then one trace per device with entries. */
+static int finish(snap *st, pk_val root) {
+  place pl = PLACE(st, where(st, root), NULL);
+  const pk_val *traces = NULL, *segs = NULL, *settings = NULL, *ann = NULL;
+  if (check_root(st, root, &pl, &traces, &segs) || match_devices(st, &pl, traces->u.o) ||
+      check_extras(st, root, &pl, segs, &settings, &ann))
+    return -1;
+  size_t ndev = traces->u.o->len;
 
   /* Devices with entries, in device order. */
   size_t with_entries = 0;
@@ -1134,21 +1277,8 @@ static int finish(snap *st, pk_val root) {
     return bad(&pl, "device_traces", "has no trace entries: record them with "
                                      "torch.cuda.memory._record_memory_history() before dumping");
   }
-  /* Final segments of devices that have no trace cannot be stored anywhere. */
   char dropped[128] = "";
-  uint64_t ndropped = 0;
-  for (size_t i = 0; i < st->nsegs; i++) {
-    int d = st->segs[i].s.device;
-    if ((size_t)d < ndev && by_dev[d]) continue;
-    ndropped++;
-    char num[16];
-    snprintf(num, sizeof num, "%d", d);
-    add_name(dropped, sizeof dropped, num, strlen(num));
-  }
-  if (ndropped)
-    import_warn(ic, "'%s': %" PRIu64 " final segment%s of device%s %s, which %s no trace entries, %s not imported",
-                ic->path, ndropped, ndropped == 1 ? "" : "s", strchr(dropped, ',') ? "s" : "", dropped,
-                strchr(dropped, ',') ? "have" : "has", ndropped == 1 ? "is" : "are");
+  uint64_t ndropped = drop_traceless_segments(st, ndev, by_dev, dropped, sizeof dropped);
   int rc = 0;
   for (size_t d = 0; d < ndev && !rc; d++) {
     if (!by_dev[d]) continue;

@@ -222,8 +222,8 @@ static int flush_preexisting(tl_state *t, int64_t ts) {
   return 0;
 }
 
-static int handle_row(tl_state *t) {
-  tl_row *r = &t->row;
+/* The row's shape and codes: 1 when it is a raw timeline row, else 0 (the import fails). */
+static int row_valid(tl_state *t, const tl_row *r) {
   if (r->n != 4) {
     if (t->nrow == 0 && r->n > 4)
       tl_fail(t, "row 0 has %d values, not [ts, action, bytes, category]: this looks like the plotted memory timeline "
@@ -232,7 +232,7 @@ static int handle_row(tl_state *t) {
     else tl_fail(t, "row %" PRId64 " has %d values, not 4 ([ts, action, bytes, category])", t->nrow, r->n);
     return 0;
   }
-  int64_t ts = r->v[0], action = r->v[1], bytes = r->v[2], cat = r->v[3];
+  int64_t action = r->v[1], cat = r->v[3];
   if (action < TL_PREEXISTING || action > TL_DESTROY) {
     tl_fail(t, "row %" PRId64 ": unknown action %" PRId64 " (1 PREEXISTING, 2 CREATE, 3 INCREMENT_VERSION, 4 DESTROY)",
             t->nrow, action);
@@ -246,18 +246,25 @@ static int handle_row(tl_state *t) {
     tl_fail(t, "row %" PRId64 ": an INCREMENT_VERSION row without its pair", t->nrow - 1);
     return 0;
   }
-  if (ensure_writer(t)) return 0;
-  if (action == TL_PREEXISTING) {
-    if (bytes < 0) {
-      tl_fail(t, "row %" PRId64 ": PREEXISTING with negative bytes %" PRId64, t->nrow, bytes);
-      return 0;
-    }
-    t->n_pre++;
-    if (t->timed) return create(t, r, t->last_ts, 1) == 0;
-    sim_grow((void **)&t->pre, &t->pre_cap, t->npre + 1, sizeof *t->pre);
-    t->pre[t->npre++] = *r;
-    return 1;
+  return 1;
+}
+
+/* A PREEXISTING row: written at the time of the first timed row, held until that row comes. */
+static int row_preexisting(tl_state *t, const tl_row *r) {
+  int64_t bytes = r->v[2];
+  if (bytes < 0) {
+    tl_fail(t, "row %" PRId64 ": PREEXISTING with negative bytes %" PRId64, t->nrow, bytes);
+    return 0;
   }
+  t->n_pre++;
+  if (t->timed) return create(t, r, t->last_ts, 1) == 0;
+  sim_grow((void **)&t->pre, &t->pre_cap, t->npre + 1, sizeof *t->pre);
+  t->pre[t->npre++] = *r;
+  return 1;
+}
+
+/* A timed row's time: the first one writes the PREEXISTING rows held until then. */
+static int row_time(tl_state *t, int64_t ts) {
   if (ts < 0) {
     tl_fail(t, "row %" PRId64 ": negative time %" PRId64 " on a row that is not PREEXISTING", t->nrow, ts);
     return 0;
@@ -269,6 +276,86 @@ static int handle_row(tl_state *t) {
     t->n_out_of_order++;
   }
   t->last_ts = ts;
+  return 1;
+}
+
+/* An INCREMENT_VERSION row: the first of a pair is held; the second moves an allocation from the
+ * old version's category to the new one's. */
+static int row_increment_version(tl_state *t, const tl_row *r) {
+  int64_t ts = r->v[0], bytes = r->v[2], cat = r->v[3];
+  if (!t->have_pending_inc) {
+    if (bytes > 0) {
+      tl_fail(t, "row %" PRId64 ": an INCREMENT_VERSION pair must start with the old version (negative bytes)", t->nrow);
+      return 0;
+    }
+    t->pending_inc = *r;
+    t->have_pending_inc = 1;
+    return 1;
+  }
+  t->have_pending_inc = 0;
+  const tl_row *o = &t->pending_inc;
+  if (bytes != -o->v[2] || ts != o->v[0]) {
+    tl_fail(t, "row %" PRId64 ": the second row of an INCREMENT_VERSION pair must have the same time and the "
+               "opposite bytes (%" PRId64 ", not %" PRId64 ")", t->nrow, -o->v[2], bytes);
+    return 0;
+  }
+  t->n_versions++;
+  int from = (int)o->v[3], to = (int)cat;
+  if (from == to) return 1;
+  t->n_category_changes++;
+  uint32_t idx = pop(t, (uint64_t)bytes, from);
+  if (!idx) {
+    t->n_unmatched_version++;
+    return 1;
+  }
+  tl_alloc *a = sim_slab_at(&t->allocs, idx);
+  a->cat = (uint8_t)to;
+  if (a->nhist < TL_HISTORY) a->hist[a->nhist++] = (uint8_t)to;
+  if (a->first_cat == TL_UNKNOWN && to != TL_UNKNOWN) {
+    /* Made without a category, known from a later version: the allocation takes it. */
+    a->first_cat = (uint8_t)to;
+    sim_grow((void **)&t->late, &t->late_cap, t->nlate + 1, sizeof *t->late);
+    t->late[t->nlate].seq = a->seq;
+    t->late[t->nlate++].cat = (uint8_t)tl_categories[to].cat;
+    t->n_late++;
+  }
+  push(t, idx);
+  return 1;
+}
+
+/* A DESTROY row frees the newest live allocation of its size and category. */
+static int row_destroy(tl_state *t, const tl_row *r) {
+  int64_t ts = r->v[0], bytes = r->v[2], cat = r->v[3];
+  if (bytes > 0) {
+    tl_fail(t, "row %" PRId64 ": DESTROY with positive bytes %" PRId64, t->nrow, bytes);
+    return 0;
+  }
+  uint32_t idx = pop(t, (uint64_t)-bytes, (int)cat);
+  if (!idx) {
+    t->n_unmatched_destroy++;
+    return 1;
+  }
+  tl_alloc *a = sim_slab_at(&t->allocs, idx);
+  sim_event ev;
+  sim_event_init(&ev);
+  ev.kind = (uint8_t)(t->device < 0 ? SIM_EV_HOST_FREE : SIM_EV_FREE);
+  ev.mem = t->device < 0 ? SIM_MEM_PAGEABLE : SIM_MEM_DEVICE;
+  ev.device = (int16_t)t->device;
+  ev.ts = ts;
+  ev.addr = a->id;
+  ev.size = a->size;
+  int rc = put(t, &ev) || write_history(t, a);
+  sim_slab_free(&t->allocs, idx);
+  return rc == 0;
+}
+
+/* One row: 1 to go on, 0 when the import fails (t->err says why). */
+static int handle_row(tl_state *t) {
+  tl_row *r = &t->row;
+  if (!row_valid(t, r) || ensure_writer(t)) return 0;
+  int64_t ts = r->v[0], action = r->v[1], bytes = r->v[2];
+  if (action == TL_PREEXISTING) return row_preexisting(t, r);
+  if (!row_time(t, ts)) return 0;
   switch (action) {
   case TL_CREATE:
     if (bytes < 0) {
@@ -276,69 +363,8 @@ static int handle_row(tl_state *t) {
       return 0;
     }
     return create(t, r, ts, 0) == 0;
-  case TL_INCREMENT_VERSION: {
-    if (!t->have_pending_inc) {
-      if (bytes > 0) {
-        tl_fail(t, "row %" PRId64 ": an INCREMENT_VERSION pair must start with the old version (negative bytes)", t->nrow);
-        return 0;
-      }
-      t->pending_inc = *r;
-      t->have_pending_inc = 1;
-      return 1;
-    }
-    t->have_pending_inc = 0;
-    const tl_row *o = &t->pending_inc;
-    if (bytes != -o->v[2] || ts != o->v[0]) {
-      tl_fail(t, "row %" PRId64 ": the second row of an INCREMENT_VERSION pair must have the same time and the "
-                 "opposite bytes (%" PRId64 ", not %" PRId64 ")", t->nrow, -o->v[2], bytes);
-      return 0;
-    }
-    t->n_versions++;
-    int from = (int)o->v[3], to = (int)cat;
-    if (from == to) return 1;
-    t->n_category_changes++;
-    uint32_t idx = pop(t, (uint64_t)bytes, from);
-    if (!idx) {
-      t->n_unmatched_version++;
-      return 1;
-    }
-    tl_alloc *a = sim_slab_at(&t->allocs, idx);
-    a->cat = (uint8_t)to;
-    if (a->nhist < TL_HISTORY) a->hist[a->nhist++] = (uint8_t)to;
-    if (a->first_cat == TL_UNKNOWN && to != TL_UNKNOWN) {
-      /* Made without a category, known from a later version: the allocation takes it. */
-      a->first_cat = (uint8_t)to;
-      sim_grow((void **)&t->late, &t->late_cap, t->nlate + 1, sizeof *t->late);
-      t->late[t->nlate].seq = a->seq;
-      t->late[t->nlate++].cat = (uint8_t)tl_categories[to].cat;
-      t->n_late++;
-    }
-    push(t, idx);
-    return 1;
-  }
-  case TL_DESTROY: {
-    if (bytes > 0) {
-      tl_fail(t, "row %" PRId64 ": DESTROY with positive bytes %" PRId64, t->nrow, bytes);
-      return 0;
-    }
-    uint32_t idx = pop(t, (uint64_t)-bytes, (int)cat);
-    if (!idx) {
-      t->n_unmatched_destroy++;
-      return 1;
-    }
-    tl_alloc *a = sim_slab_at(&t->allocs, idx);
-    sim_event ev;
-    sim_event_init(&ev);
-    ev.kind = (uint8_t)(t->device < 0 ? SIM_EV_HOST_FREE : SIM_EV_FREE);
-    ev.mem = t->device < 0 ? SIM_MEM_PAGEABLE : SIM_MEM_DEVICE;
-    ev.device = (int16_t)t->device;
-    ev.ts = ts;
-    ev.addr = a->id;
-    ev.size = a->size;
-    int rc = put(t, &ev) || write_history(t, a);
-    sim_slab_free(&t->allocs, idx);
-    return rc == 0;
-  }
+  case TL_INCREMENT_VERSION: return row_increment_version(t, r);
+  case TL_DESTROY: return row_destroy(t, r);
   }
   return 1;
 }

@@ -1003,6 +1003,87 @@ static int refuse(pickle *p, int op) {
               op_name(op), op);
 }
 
+/* The container opcodes whose work takes more than a line or two. */
+
+static inline int op_mark(pickle *p) {
+  if (p->nm == p->mcap) {
+    size_t cap = p->mcap ? p->mcap * 2 : 64;
+    if (charge(p, (uint64_t)(cap - p->mcap) * sizeof(pk_mark))) return -1;
+    pk_mark *m = realloc(p->marks, cap * sizeof *m);
+    if (!m) return fail_memory(p);
+    p->marks = m;
+    p->mcap = cap;
+  }
+  p->marks[p->nm++] = (pk_mark){p->sp, 0, 1};
+  return 0;
+}
+
+static inline int op_appends(pickle *p) {
+  if (!p->nm) return fail(p, "APPENDS without a MARK before it");
+  pk_mark m = p->marks[p->nm - 1];
+  if (m.pos == 0 || m.pos - 1 < outer_start(p)) return fail(p, "APPENDS without a list below its MARK");
+  pk_val l = p->stack[m.pos - 1];
+  if (l.type != PK_LIST) return fail(p, "APPENDS to %s, not a list", pk_type_a(l.type));
+  pk_obj *L = l.u.o;
+  L->taken += m.taken;
+  p->nm--;
+  size_t n = p->sp - m.pos;
+  if (L->flags & PK_F_KEEP_ALL || !p->consumer) {
+    if (n && items_reserve(p, L, L->len + n)) return -1;
+    if (n) memcpy(L->items + L->len, p->stack + m.pos, n * sizeof(pk_val));
+    L->len += n;
+    p->sp = m.pos;
+    return 0;
+  }
+  for (size_t i = 0; i < n; i++) {
+    p->sp = m.pos + n; /* the items not yet moved stay owned by the stack */
+    if (list_add(p, L, p->stack[m.pos + i])) {
+      for (size_t j = i + 1; j < n; j++) pk_unref(p, p->stack[m.pos + j]);
+      p->sp = m.pos;
+      return -1;
+    }
+  }
+  p->sp = m.pos;
+  return 0;
+}
+
+static inline int op_setitem(pickle *p) {
+  if (need_values(p, 3)) return -1;
+  pk_val d = p->stack[p->sp - 3];
+  if (d.type != PK_DICT) return fail(p, "SETITEM on %s, not a dict", pk_type_a(d.type));
+  if (check_key(p, p->stack[p->sp - 2]) || items_reserve(p, d.u.o, 2 * d.u.o->len + 2)) return -1;
+  d.u.o->items[2 * d.u.o->len] = p->stack[p->sp - 2];
+  d.u.o->items[2 * d.u.o->len + 1] = p->stack[p->sp - 1];
+  d.u.o->len++;
+  p->sp -= 2;
+  return 0;
+}
+
+/* SETITEMS into a dict, ADDITEMS into a set. */
+static inline int op_setitems(pickle *p, int op) {
+  /* After a failure nothing runs again and pickle_free frees every object: no unwinding. */
+  size_t start;
+  if (pop_mark(p, &start)) return -1;
+  size_t n = p->sp - start;
+  int want = op == OP_SETITEMS ? PK_DICT : PK_SET;
+  if (start == 0 || start - 1 < region_start(p))
+    return fail(p, "%s without a %s below its MARK", op_name(op), want == PK_DICT ? "dict" : "set");
+  pk_val d = p->stack[start - 1];
+  if (d.type != want)
+    return fail(p, "%s on %s, not a %s", op_name(op), pk_type_a(d.type), want == PK_DICT ? "dict" : "set");
+  if (op == OP_SETITEMS && n % 2) return fail(p, "SETITEMS with an odd number of values (%zu)", n);
+  for (size_t i = 0; i < n; i += op == OP_SETITEMS ? 2 : 1)
+    if (check_key(p, p->stack[start + i])) return -1;
+  size_t have = op == OP_SETITEMS ? 2 * d.u.o->len : d.u.o->len;
+  if (n && items_reserve(p, d.u.o, have + n)) return -1;
+  if (n) memcpy(d.u.o->items + have, p->stack + start, n * sizeof(pk_val));
+  d.u.o->len += op == OP_SETITEMS ? n / 2 : n;
+  p->sp = start;
+  return 0;
+}
+
+/* One opcode: 0 to go on, 1 at STOP, -1 on error. A state machine, so one switch: each case
+ * reads its argument and does its work, or names the op_* function that does. */
 static int step(pickle *p, int op) {
   const unsigned char *b;
   uint64_t idx;
@@ -1010,17 +1091,7 @@ static int step(pickle *p, int op) {
   pk_val v;
   switch (op) {
   /* structure */
-  case OP_MARK:
-    if (p->nm == p->mcap) {
-      size_t cap = p->mcap ? p->mcap * 2 : 64;
-      if (charge(p, (uint64_t)(cap - p->mcap) * sizeof(pk_mark))) return -1;
-      pk_mark *m = realloc(p->marks, cap * sizeof *m);
-      if (!m) return fail_memory(p);
-      p->marks = m;
-      p->mcap = cap;
-    }
-    p->marks[p->nm++] = (pk_mark){p->sp, 0, 1};
-    return 0;
+  case OP_MARK: return op_mark(p);
   case OP_POP:
     if (p->sp == region_start(p)) {
       if (!p->nm) return underflow(p, 1);
@@ -1133,66 +1204,10 @@ static int step(pickle *p, int op) {
     v = p->stack[--p->sp];
     return list_add(p, l.u.o, v);
   }
-  case OP_APPENDS: {
-    if (!p->nm) return fail(p, "APPENDS without a MARK before it");
-    pk_mark m = p->marks[p->nm - 1];
-    if (m.pos == 0 || m.pos - 1 < outer_start(p)) return fail(p, "APPENDS without a list below its MARK");
-    pk_val l = p->stack[m.pos - 1];
-    if (l.type != PK_LIST) return fail(p, "APPENDS to %s, not a list", pk_type_a(l.type));
-    pk_obj *L = l.u.o;
-    L->taken += m.taken;
-    p->nm--;
-    size_t n = p->sp - m.pos;
-    if (L->flags & PK_F_KEEP_ALL || !p->consumer) {
-      if (n && items_reserve(p, L, L->len + n)) return -1;
-      if (n) memcpy(L->items + L->len, p->stack + m.pos, n * sizeof(pk_val));
-      L->len += n;
-      p->sp = m.pos;
-      return 0;
-    }
-    for (size_t i = 0; i < n; i++) {
-      p->sp = m.pos + n; /* the items not yet moved stay owned by the stack */
-      if (list_add(p, L, p->stack[m.pos + i])) {
-        for (size_t j = i + 1; j < n; j++) pk_unref(p, p->stack[m.pos + j]);
-        p->sp = m.pos;
-        return -1;
-      }
-    }
-    p->sp = m.pos;
-    return 0;
-  }
-  case OP_SETITEM: {
-    if (need_values(p, 3)) return -1;
-    pk_val d = p->stack[p->sp - 3];
-    if (d.type != PK_DICT) return fail(p, "SETITEM on %s, not a dict", pk_type_a(d.type));
-    if (check_key(p, p->stack[p->sp - 2]) || items_reserve(p, d.u.o, 2 * d.u.o->len + 2)) return -1;
-    d.u.o->items[2 * d.u.o->len] = p->stack[p->sp - 2];
-    d.u.o->items[2 * d.u.o->len + 1] = p->stack[p->sp - 1];
-    d.u.o->len++;
-    p->sp -= 2;
-    return 0;
-  }
+  case OP_APPENDS: return op_appends(p);
+  case OP_SETITEM: return op_setitem(p);
   case OP_SETITEMS:
-  case OP_ADDITEMS: {
-    /* After a failure nothing runs again and pickle_free frees every object: no unwinding. */
-    if (pop_mark(p, &start)) return -1;
-    size_t n = p->sp - start;
-    int want = op == OP_SETITEMS ? PK_DICT : PK_SET;
-    if (start == 0 || start - 1 < region_start(p))
-      return fail(p, "%s without a %s below its MARK", op_name(op), want == PK_DICT ? "dict" : "set");
-    pk_val d = p->stack[start - 1];
-    if (d.type != want)
-      return fail(p, "%s on %s, not a %s", op_name(op), pk_type_a(d.type), want == PK_DICT ? "dict" : "set");
-    if (op == OP_SETITEMS && n % 2) return fail(p, "SETITEMS with an odd number of values (%zu)", n);
-    for (size_t i = 0; i < n; i += op == OP_SETITEMS ? 2 : 1)
-      if (check_key(p, p->stack[start + i])) return -1;
-    size_t have = op == OP_SETITEMS ? 2 * d.u.o->len : d.u.o->len;
-    if (n && items_reserve(p, d.u.o, have + n)) return -1;
-    if (n) memcpy(d.u.o->items + have, p->stack + start, n * sizeof(pk_val));
-    d.u.o->len += op == OP_SETITEMS ? n / 2 : n;
-    p->sp = start;
-    return 0;
-  }
+  case OP_ADDITEMS: return op_setitems(p, op);
 
   /* memo */
   case OP_PUT:

@@ -14,25 +14,15 @@ replay_names store_names(store *s) {
   return (replay_names){.ctx = s, .string = s ? names_string : NULL, .stack_label = s ? names_stack_label : NULL};
 }
 
-int store_run_save(store *s, const run_meta *m, const replay_result *r, int64_t *run_id) {
-  yajl_gen g = jsonw_mem();
-  yajl_gen_map_open(g);
-  replay_names names = store_names(s);
-  report_json(g, &names, m, r, 0);
-  yajl_gen_map_close(g);
-  char now[32];
-  time_t t = time(NULL);
-  struct tm tm;
-  gmtime_r(&t, &tm);
-  strftime(now, sizeof now, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  int rc = -1;
+/* The run's row in runs, with its result JSON; *id is its id. */
+static int save_run_row(store *s, const run_meta *m, const replay_result *r, const char *now, yajl_gen g, int64_t *id) {
   sqlite3_stmt *q = store_stmt(s,
                                "INSERT INTO runs(trace_id, trace_name, created_at, kind, allocator, capacity, device, "
                                "backend, scenario, variant, events, peak_allocated, peak_reserved, peak_requested, "
                                "device_mallocs, device_frees, ooms, fragmentation, step_time_s, samples_per_s, result) "
                                "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, "
                                "?18, ?19, ?20, ?21)");
-  if (!q) goto out;
+  if (!q) return -1;
   if (m->trace_id > 0) sqlite3_bind_int64(q, 1, m->trace_id);
   sqlite3_bind_text(q, 2, m->trace_name, -1, SQLITE_STATIC);
   sqlite3_bind_text(q, 3, now, -1, SQLITE_TRANSIENT);
@@ -58,12 +48,16 @@ int store_run_save(store *s, const run_meta *m, const replay_result *r, int64_t 
   sqlite3_bind_text(q, 21, json, (int)len, SQLITE_STATIC);
   if (sqlite3_step(q) != SQLITE_DONE) {
     store_fail(s, q, "cannot store run");
-    goto out;
+    return -1;
   }
-  int64_t id = sqlite3_last_insert_rowid(store_db(s));
-  q = store_stmt(s, "INSERT INTO run_timeline(run_id, idx, seq, ts, allocated, reserved, requested) "
-                    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)");
-  if (!q) goto out;
+  *id = sqlite3_last_insert_rowid(store_db(s));
+  return 0;
+}
+
+static int save_timeline(store *s, int64_t id, const replay_result *r) {
+  sqlite3_stmt *q = store_stmt(s, "INSERT INTO run_timeline(run_id, idx, seq, ts, allocated, reserved, requested) "
+                                  "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)");
+  if (!q) return -1;
   for (size_t i = 0; i < r->ntimeline; i++) {
     const replay_point *p = &r->timeline[i];
     sqlite3_reset(q);
@@ -76,12 +70,17 @@ int store_run_save(store *s, const run_meta *m, const replay_result *r, int64_t 
     sqlite3_bind_int64(q, 7, p->requested);
     if (sqlite3_step(q) != SQLITE_DONE) {
       store_fail(s, q, "cannot store run timeline");
-      goto out;
+      return -1;
     }
   }
-  q = store_stmt(s, "INSERT INTO run_ooms(run_id, idx, seq, device, stream, size, allocated, reserved, largest_free, "
+  return 0;
+}
+
+static int save_ooms(store *s, int64_t id, const replay_result *r) {
+  sqlite3_stmt *q =
+      store_stmt(s, "INSERT INTO run_ooms(run_id, idx, seq, device, stream, size, allocated, reserved, largest_free, "
                     "message) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)");
-  if (!q) goto out;
+  if (!q) return -1;
   for (size_t i = 0; i < r->noom_list; i++) {
     const replay_oom *o = &r->oom_list[i];
     sqlite3_reset(q);
@@ -97,11 +96,17 @@ int store_run_save(store *s, const run_meta *m, const replay_result *r, int64_t 
     sqlite3_bind_text(q, 10, o->message, -1, SQLITE_STATIC);
     if (sqlite3_step(q) != SQLITE_DONE) {
       store_fail(s, q, "cannot store run OOMs");
-      goto out;
+      return -1;
     }
   }
-  q = store_stmt(s, "INSERT INTO run_composition(run_id, by, key, stack_id, bytes, count) VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
-  if (!q) goto out;
+  return 0;
+}
+
+/* Live memory at the peak by category, then by call site. */
+static int save_composition(store *s, int64_t id, const replay_result *r) {
+  sqlite3_stmt *q =
+      store_stmt(s, "INSERT INTO run_composition(run_id, by, key, stack_id, bytes, count) VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
+  if (!q) return -1;
   for (int c = 0; c < SIM_CAT__COUNT; c++) {
     if (!r->category_bytes[c] && !r->category_count[c]) continue;
     sqlite3_reset(q);
@@ -113,7 +118,7 @@ int store_run_save(store *s, const run_meta *m, const replay_result *r, int64_t 
     sqlite3_bind_int64(q, 6, r->category_count[c]);
     if (sqlite3_step(q) != SQLITE_DONE) {
       store_fail(s, q, "cannot store run composition");
-      goto out;
+      return -1;
     }
   }
   for (size_t i = 0; i < r->nsites; i++) {
@@ -129,12 +134,30 @@ int store_run_save(store *s, const run_meta *m, const replay_result *r, int64_t 
     sqlite3_bind_int64(q, 6, r->sites[i].count);
     if (sqlite3_step(q) != SQLITE_DONE) {
       store_fail(s, q, "cannot store run composition");
-      goto out;
+      return -1;
     }
   }
-  if (run_id) *run_id = id;
-  rc = 0;
-out:
+  return 0;
+}
+
+int store_run_save(store *s, const run_meta *m, const replay_result *r, int64_t *run_id) {
+  yajl_gen g = jsonw_mem();
+  yajl_gen_map_open(g);
+  replay_names names = store_names(s);
+  report_json(g, &names, m, r, 0);
+  yajl_gen_map_close(g);
+  char now[32];
+  time_t t = time(NULL);
+  struct tm tm;
+  gmtime_r(&t, &tm);
+  strftime(now, sizeof now, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  int rc = -1;
+  int64_t id = 0;
+  if (!save_run_row(s, m, r, now, g, &id) && !save_timeline(s, id, r) && !save_ooms(s, id, r) &&
+      !save_composition(s, id, r)) {
+    if (run_id) *run_id = id;
+    rc = 0;
+  }
   yajl_gen_free(g);
   return rc;
 }

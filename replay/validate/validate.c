@@ -626,10 +626,9 @@ static int scan_requests(validator *v) {
   return 0;
 }
 
-/* Sizes the live-at-start blocks: exact where the snapshot still holds them, else as the model
- * would have cut them, then by where the window's first allocation after each one landed. */
-static int size_preexisting(validator *v) {
-  /* order by address (pre_idx follows) */
+/* Orders the live-at-start blocks by address (pre_idx follows), finds each one's initial
+ * segment, and takes the exact size of those the final state still holds. */
+static void order_preexisting(validator *v) {
   if (v->npre) qsort(v->pre, v->npre, sizeof *v->pre, cmp_pre);
   sim_map_clear(&v->pre_idx);
   sim_map final_at; /* final allocated block address -> index + 1 */
@@ -647,6 +646,10 @@ static int size_preexisting(validator *v) {
     }
   }
   sim_map_release(&final_at);
+}
+
+/* How far each block could reach: the next block of its segment, or the segment's end. */
+static void preexisting_limits(validator *v) {
   for (size_t i = 0; i < v->npre; i++) {
     vpre *p = &v->pre[i];
     if (p->seg < 0) continue;
@@ -654,7 +657,10 @@ static int size_preexisting(validator *v) {
     p->limit = g->addr + g->size;
     if (i + 1 < v->npre && v->pre[i + 1].seg == p->seg) p->limit = v->pre[i + 1].addr;
   }
-  /* What the model makes of the unknown ones: restore into a scratch instance and read back. */
+}
+
+/* What the model makes of the unknown ones: restore into a scratch instance and read back. */
+static int model_sizes(validator *v) {
   sim_device dev;
   memset(&dev, 0, sizeof dev);
   dev.ops = &recorded_device;
@@ -687,8 +693,12 @@ static int size_preexisting(validator *v) {
     }
   }
   sim_allocator_release(&a);
-  /* Where the window's allocations land inside the free space after an uncertain block, before
-   * that block is freed, is where that free block began: t is found. */
+  return 0;
+}
+
+/* Where the window's allocations land inside the free space after an uncertain block, before
+ * that block is freed, is where that free block began: t is found. */
+static int find_remainders(validator *v) {
   uint64_t open = 0;
   for (size_t i = 0; i < v->npre; i++) open += v->pre[i].uncertain;
   if (!open) return 0;
@@ -728,6 +738,15 @@ static int size_preexisting(validator *v) {
   for (size_t i = 0; i < v->npre; i++) v->pre[i].freed_now = 0;
   if (got < 0 && open) return vfail(v, "%s", store_error(v->s));
   return 0;
+}
+
+/* Sizes the live-at-start blocks: exact where the snapshot still holds them, else as the model
+ * would have cut them, then by where the window's first allocation after each one landed. */
+static int size_preexisting(validator *v) {
+  order_preexisting(v);
+  preexisting_limits(v);
+  if (model_sizes(v)) return -1;
+  return find_remainders(v);
 }
 
 /* ---- one replay ------------------------------------------------------------------------------------ */
@@ -1145,8 +1164,9 @@ static void complete_deferred(validator *v) {
   sim_map_clear(&v->deferred);
 }
 
-/* One replay from the rebuilt start. Returns 0 (done, or v->restart set), or -1. */
-static int replay_pass(validator *v) {
+/* A pass starts over: the result (but for what earlier passes found), the marks on the
+ * recorded actions, and the maps of the preexisting blocks with the current guesses. */
+static void pass_reset(validator *v) {
   validate_result *r = v->r;
   validate_result keep = *r;
   memset(r, 0, sizeof *r);
@@ -1166,6 +1186,10 @@ static int replay_pass(validator *v) {
   sim_map_clear(&v->pre_idx);
   for (size_t i = 0; i < v->npre; i++) *sim_map_put(&v->pre_idx, v->pre[i].addr, NULL) = i + 1;
   v->restart = 0;
+}
+
+/* A model on the recorded device, restored to the state at the window's start. */
+static int pass_model(validator *v) {
   sim_map_init(&v->live);
   sim_map_init(&v->dropped);
   sim_map_init(&v->waiting);
@@ -1184,7 +1208,12 @@ static int replay_pass(validator *v) {
   if (restore_all(v)) return -1;
   check_orphans(v);
   for (size_t i = 0; i < v->nisegs; i++) v->dev.used += v->isegs[i].size;
-  /* the recorded peak of reserved bytes: the start, then the recorded segment actions */
+  return 0;
+}
+
+/* The recorded peak of reserved bytes: the start, then the recorded segment actions. */
+static void recorded_peak_reserved(validator *v) {
+  validate_result *r = v->r;
   int64_t reserved = 0;
   for (size_t i = 0; i < v->nisegs; i++) reserved += (int64_t)v->isegs[i].size;
   r->recorded_peak_reserved = reserved;
@@ -1195,29 +1224,33 @@ static int replay_pass(validator *v) {
     if (a->action <= R_SEG_UNMAP) r->segment_events++;
     if (reserved > r->recorded_peak_reserved) r->recorded_peak_reserved = reserved;
   }
+}
 
+/* The window's requests, each after the recorded actions that came before it. *next: the first
+ * recorded action not yet in a gap; *stopped: stopped at v->context_at. 0, or -1. */
+static int replay_requests(validator *v, size_t *next, int *stopped) {
+  validate_result *r = v->r;
   store_reader *rd;
   if (store_reader_open(v->s, v->t->id, &rd)) return vfail(v, "%s", store_error(v->s));
   sim_event ev;
-  int got, stopped = 0;
-  size_t next = 0; /* first recorded action not yet in a gap */
+  int got;
   uint64_t just_requested = UINT64_MAX; /* the address freed by the event before, if it was free_requested */
   while ((got = next_event(v, rd, &ev)) > 0) {
     r->events++;
     if (ev.kind == SIM_EV_ALLOC && (ev.flags & SIM_EVF_PREEXISTING)) continue;
     if (v->context_at >= 0 && ev.seq >= v->context_at) {
-      stopped = 1;
+      *stopped = 1;
       break;
     }
     int adjacent = ev.kind == SIM_EV_FREE_COMPLETED && ev.addr == just_requested;
     just_requested = ev.kind == SIM_EV_FREE_REQUESTED ? ev.addr : UINT64_MAX;
     if (ev.kind == SIM_EV_FREE_COMPLETED && sim_map_get(&v->waiting, ev.addr) && !v->deferred.len &&
-        (got = plan_deferral(v, rd, &ev, next, adjacent)) < 0)
+        (got = plan_deferral(v, rd, &ev, *next, adjacent)) < 0)
       break;
     v->cur_seq = ev.seq;
-    v->lo = next;
-    while (next < v->nrec && v->rec[next].before_seq <= ev.seq) next++;
-    v->hi = next;
+    v->lo = *next;
+    while (*next < v->nrec && v->rec[*next].before_seq <= ev.seq) (*next)++;
+    v->hi = *next;
     replay_gap(v, &ev);
     switch (ev.kind) {
     case SIM_EV_ALLOC: replay_alloc(v, &ev); break;
@@ -1236,7 +1269,13 @@ static int replay_pass(validator *v) {
   }
   store_reader_close(rd);
   if (got < 0) return vfail(v, "%s", store_error(v->s));
-  if (v->restart || stopped) return 0;
+  return 0;
+}
+
+/* After the last request: the recorded actions left, the final state compared, the model's
+ * figures, and whether the replay diverged. */
+static void pass_finish(validator *v, size_t next) {
+  validate_result *r = v->r;
   v->cur_seq = r->events;
   v->lo = next;
   v->hi = v->nrec;
@@ -1260,6 +1299,18 @@ static int replay_pass(validator *v) {
       r->oom_matches != r->ooms || r->extra_ooms || !r->final_state_match)
     r->diverged = 1;
   if (r->diverged && r->first.event < 0) describe_context(v);
+}
+
+/* One replay from the rebuilt start. Returns 0 (done, or v->restart set), or -1. */
+static int replay_pass(validator *v) {
+  pass_reset(v);
+  if (pass_model(v)) return -1;
+  recorded_peak_reserved(v);
+  size_t next = 0; /* first recorded action not yet in a gap */
+  int stopped = 0;
+  if (replay_requests(v, &next, &stopped)) return -1;
+  if (v->restart || stopped) return 0;
+  pass_finish(v, next);
   return 0;
 }
 

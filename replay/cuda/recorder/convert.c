@@ -382,14 +382,17 @@ static int emits(const rec_record *r) {
   }
 }
 
-int rec_write_jsonl(rec_state *st, FILE *out, const rec_meta *meta, rec_counts *counts, char *err, size_t errlen) {
-  rec_counts local;
-  rec_counts *c = counts ? counts : &local;
-  memset(c, 0, sizeof *c);
-  order *ord = sim_xmalloc((st->n ? st->n : 1) * sizeof *ord);
-  uint64_t origin = UINT64_MAX;
-  int used[REC_MAX_DEVICES] = {0};
-  uint64_t dev_allocs = 0, async_allocs = 0;
+/* What the records say before any is written: the time origin, the devices used, the allocator. */
+typedef struct rec_scan {
+  uint64_t origin;
+  int used[REC_MAX_DEVICES];
+  uint64_t dev_allocs, async_allocs;
+} rec_scan;
+
+/* Each record's place in host issue order (its API call's start, else its own), and what the
+ * emitting ones say about the trace. */
+static void order_records(rec_state *st, order *ord, rec_counts *c, rec_scan *sc) {
+  sc->origin = UINT64_MAX;
   for (size_t i = 0; i < st->n; i++) {
     const rec_record *r = &st->recs[i];
     order *o = &ord[i];
@@ -401,22 +404,24 @@ int rec_write_jsonl(rec_state *st, FILE *out, const rec_meta *meta, rec_counts *
     o->idx = (uint32_t)i;
     if (!emits(r)) continue;
     if (!o->api && r->kind != REC_MAP && r->kind != REC_UNMAP && r->kind != REC_SYNC) c->uncorrelated++;
-    if (o->key < origin) origin = o->key;
+    if (o->key < sc->origin) sc->origin = o->key;
     int d = device_of(st, r);
     if (d >= 0 && d < REC_MAX_DEVICES && r->kind != REC_SYNC && !(r->kind == REC_MEMORY && r->mem == REC_MEM_PINNED))
-      used[d] = 1;
+      sc->used[d] = 1;
     if (r->kind == REC_MEMORY && r->op == REC_OP_ALLOCATION && r->mem == REC_MEM_DEVICE) {
-      dev_allocs++;
-      if (r->stream != REC_INVALID_ID) async_allocs++;
+      sc->dev_allocs++;
+      if (r->stream != REC_INVALID_ID) sc->async_allocs++;
     }
   }
   qsort(ord, st->n, sizeof *ord, cmp_order);
-  if (origin == UINT64_MAX) origin = 0;
+  if (sc->origin == UINT64_MAX) sc->origin = 0;
+}
 
-  /* The header: the device of the trace is the first one used. */
+/* The header: the device of the trace is the first one used. */
+static void write_header(const rec_state *st, FILE *out, const rec_meta *meta, const rec_scan *sc) {
   int first = -1;
   for (int d = 0; d < REC_MAX_DEVICES && first < 0; d++)
-    if (used[d]) first = d;
+    if (sc->used[d]) first = d;
   fputs("{\"memplay\":1", out);
   if (meta && meta->name) {
     fputs(",\"name\":", out);
@@ -433,17 +438,17 @@ int rec_write_jsonl(rec_state *st, FILE *out, const rec_meta *meta, rec_counts *
   /* The requests are the program's own driver calls: cudaMalloc, or the stream-ordered pool. The
    * names are the trace format's (docs/formats.md): the recorder, loaded into other programs,
    * carries none of the models whose ops tables hold them. */
-  fprintf(out, ",\"allocator\":\"%s\"", dev_allocs && async_allocs == dev_allocs ? "async" : "cuda");
+  fprintf(out, ",\"allocator\":\"%s\"", sc->dev_allocs && sc->async_allocs == sc->dev_allocs ? "async" : "cuda");
   fputs(",\"attrs\":{\"recorder\":\"memplay record\"", out);
   if (meta && meta->command) {
     fputs(",\"command\":", out);
     put_str(out, meta->command);
   }
   if (meta) fprintf(out, ",\"pid\":%" PRId64 ",\"cupti_api_version\":%d", meta->pid, meta->cupti_version);
-  fprintf(out, ",\"origin_ns\":%" PRIu64 ",\"devices\":[", origin);
+  fprintf(out, ",\"origin_ns\":%" PRIu64 ",\"devices\":[", sc->origin);
   int k = 0;
   for (int d = 0; d < REC_MAX_DEVICES; d++) {
-    if (!used[d]) continue;
+    if (!sc->used[d]) continue;
     fprintf(out, "%s{\"index\":%d", k++ ? "," : "", d);
     if (st->devices[d].known) {
       fputs(",\"name\":", out);
@@ -454,30 +459,35 @@ int rec_write_jsonl(rec_state *st, FILE *out, const rec_meta *meta, rec_counts *
     fputc('}', out);
   }
   fputs("]}}\n", out);
+}
 
-  wctx w = {st, out, origin, c, {0}, {0}};
-  sim_map_init(&w.dev_live);
-  sim_map_init(&w.host_live);
+/* The records in order, each as the event it becomes (if any). */
+static void write_events(wctx *w, const order *ord) {
+  rec_state *st = w->st;
   for (size_t i = 0; i < st->n; i++) {
     const order *o = &ord[i];
     const rec_record *r = &st->recs[o->idx];
     switch (r->kind) {
-    case REC_MEMORY: memory(&w, o, r); break;
+    case REC_MEMORY: memory(w, o, r); break;
     case REC_MAP:
-      if (sim_map_get(&w.dev_live, r->addr)) { /* already recorded as an allocation */
-        c->unreleased_allocs++;
+      if (sim_map_get(&w->dev_live, r->addr)) { /* already recorded as an allocation */
+        w->c->unreleased_allocs++;
         break;
       }
-      alloc_event(&w, o, device_of(st, r), r->addr, r->bytes, 0, "device", MAPPED);
+      alloc_event(w, o, device_of(st, r), r->addr, r->bytes, 0, "device", MAPPED);
       break;
-    case REC_UNMAP: unmap(&w, o, r); break;
-    case REC_MEMCPY: memcpy_event(&w, o, r); break;
-    case REC_MEMSET: memset_event(&w, o, r); break;
-    case REC_KERNEL: kernel_event(&w, o, r); break;
-    case REC_SYNC: sync_event(&w, o, r); break;
+    case REC_UNMAP: unmap(w, o, r); break;
+    case REC_MEMCPY: memcpy_event(w, o, r); break;
+    case REC_MEMSET: memset_event(w, o, r); break;
+    case REC_KERNEL: kernel_event(w, o, r); break;
+    case REC_SYNC: sync_event(w, o, r); break;
     default: break;
     }
   }
+}
+
+/* The import notes: what was lost, left out or only counted. */
+static void write_stats(const rec_state *st, FILE *out, const rec_counts *c) {
   stat_line(out, "cupti_dropped_records", "data_loss", st->dropped,
             "activity records CUPTI dropped because its buffers were full");
   stat_line(out, "releases_without_allocation", "warning", c->unmatched_releases,
@@ -492,6 +502,21 @@ int rec_write_jsonl(rec_state *st, FILE *out, const rec_meta *meta, rec_counts *
   stat_line(out, "uncorrelated_activities", "info", c->uncorrelated,
             "activities whose API call was not recorded: placed at their own time");
   stat_line(out, "api_calls", "info", st->api_seen, "runtime and driver API calls the recorder saw");
+}
+
+int rec_write_jsonl(rec_state *st, FILE *out, const rec_meta *meta, rec_counts *counts, char *err, size_t errlen) {
+  rec_counts local;
+  rec_counts *c = counts ? counts : &local;
+  memset(c, 0, sizeof *c);
+  order *ord = sim_xmalloc((st->n ? st->n : 1) * sizeof *ord);
+  rec_scan sc = {0};
+  order_records(st, ord, c, &sc);
+  write_header(st, out, meta, &sc);
+  wctx w = {st, out, sc.origin, c, {0}, {0}};
+  sim_map_init(&w.dev_live);
+  sim_map_init(&w.host_live);
+  write_events(&w, ord);
+  write_stats(st, out, c);
   sim_map_release(&w.dev_live);
   sim_map_release(&w.host_live);
   free(ord);

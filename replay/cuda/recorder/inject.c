@@ -96,92 +96,96 @@ static uint32_t api_name(CUpti_CallbackDomain dom, CUpti_CallbackId cbid) {
   return id;
 }
 
+static void take_memory(rec_record *r, const CUpti_ActivityMemory4 *m) {
+  r->kind = REC_MEMORY;
+  r->op = (uint8_t)m->memoryOperationType;
+  r->mem = (uint8_t)m->memoryKind;
+  r->correlation = m->correlationId;
+  r->addr = m->address;
+  r->bytes = m->bytes;
+  r->start = r->end = m->timestamp;
+  r->device = m->deviceId;
+  r->context = m->contextId;
+  r->stream = m->isAsync ? m->streamId : REC_INVALID_ID;
+}
+
+static void take_memcpy(rec_record *r, const CUpti_ActivityMemcpy6 *m) {
+  r->kind = REC_MEMCPY;
+  r->copy_kind = m->copyKind;
+  r->src_kind = m->srcKind;
+  r->dst_kind = m->dstKind;
+  r->flags = (m->flags & CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC) ? REC_F_ASYNC : 0;
+  r->bytes = m->bytes;
+  r->start = m->start;
+  r->end = m->end;
+  r->device = m->deviceId;
+  r->context = m->contextId;
+  r->stream = m->streamId;
+  r->correlation = m->correlationId;
+}
+
+static void take_memset(rec_record *r, const CUpti_ActivityMemset4 *m) {
+  r->kind = REC_MEMSET;
+  r->mem = (uint8_t)m->memoryKind;
+  r->flags = (m->flags & CUPTI_ACTIVITY_FLAG_MEMSET_ASYNC) ? REC_F_ASYNC : 0;
+  r->bytes = m->bytes;
+  r->start = m->start;
+  r->end = m->end;
+  r->device = m->deviceId;
+  r->context = m->contextId;
+  r->stream = m->streamId;
+  r->correlation = m->correlationId;
+}
+
+static void take_kernel(rec_record *r, const CUpti_ActivityKernel10 *k) {
+  r->kind = REC_KERNEL;
+  r->start = k->start;
+  r->end = k->end;
+  r->device = k->deviceId;
+  r->context = k->contextId;
+  r->stream = k->streamId;
+  r->correlation = k->correlationId;
+  r->name = rec_intern(&g.st, k->name ? k->name : "");
+}
+
+static void take_sync(rec_record *r, const CUpti_ActivitySynchronization2 *s) {
+  r->kind = REC_SYNC;
+  r->op = (uint8_t)s->type;
+  r->start = s->start;
+  r->end = s->end;
+  r->context = s->contextId;
+  r->stream = s->streamId;
+  r->correlation = s->correlationId;
+}
+
+/* A runtime or driver API call: kept apart, for the host times of the records it issued. */
+static void take_api(const CUpti_Activity *a) {
+  const CUpti_ActivityAPI *api = (const CUpti_ActivityAPI *)a;
+  CUpti_CallbackDomain dom = a->kind == CUPTI_ACTIVITY_KIND_RUNTIME ? CUPTI_CB_DOMAIN_RUNTIME_API : CUPTI_CB_DOMAIN_DRIVER_API;
+  rec_add_api(&g.st, api->correlationId, api->start, api->end, api_name(dom, api->cbid));
+}
+
+static void take_device(const CUpti_ActivityDevice5 *d) {
+  rec_device_info(&g.st, d->id, d->name ? d->name : "", d->globalMemorySize, (int)d->computeCapabilityMajor,
+                  (int)d->computeCapabilityMinor);
+}
+
+/* One activity record: kept in the compact form of convert.h, or as an API call or a device's
+ * description; other kinds are ignored. */
 static void take(const CUpti_Activity *a) {
   rec_record r;
   memset(&r, 0, sizeof r);
   r.device = r.context = r.stream = REC_INVALID_ID;
   switch (a->kind) {
-  case CUPTI_ACTIVITY_KIND_MEMORY2: {
-    const CUpti_ActivityMemory4 *m = (const CUpti_ActivityMemory4 *)a;
-    r.kind = REC_MEMORY;
-    r.op = (uint8_t)m->memoryOperationType;
-    r.mem = (uint8_t)m->memoryKind;
-    r.correlation = m->correlationId;
-    r.addr = m->address;
-    r.bytes = m->bytes;
-    r.start = r.end = m->timestamp;
-    r.device = m->deviceId;
-    r.context = m->contextId;
-    r.stream = m->isAsync ? m->streamId : REC_INVALID_ID;
-    break;
-  }
-  case CUPTI_ACTIVITY_KIND_MEMCPY: {
-    const CUpti_ActivityMemcpy6 *m = (const CUpti_ActivityMemcpy6 *)a;
-    r.kind = REC_MEMCPY;
-    r.copy_kind = m->copyKind;
-    r.src_kind = m->srcKind;
-    r.dst_kind = m->dstKind;
-    r.flags = (m->flags & CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC) ? REC_F_ASYNC : 0;
-    r.bytes = m->bytes;
-    r.start = m->start;
-    r.end = m->end;
-    r.device = m->deviceId;
-    r.context = m->contextId;
-    r.stream = m->streamId;
-    r.correlation = m->correlationId;
-    break;
-  }
-  case CUPTI_ACTIVITY_KIND_MEMSET: {
-    const CUpti_ActivityMemset4 *m = (const CUpti_ActivityMemset4 *)a;
-    r.kind = REC_MEMSET;
-    r.mem = (uint8_t)m->memoryKind;
-    r.flags = (m->flags & CUPTI_ACTIVITY_FLAG_MEMSET_ASYNC) ? REC_F_ASYNC : 0;
-    r.bytes = m->bytes;
-    r.start = m->start;
-    r.end = m->end;
-    r.device = m->deviceId;
-    r.context = m->contextId;
-    r.stream = m->streamId;
-    r.correlation = m->correlationId;
-    break;
-  }
+  case CUPTI_ACTIVITY_KIND_MEMORY2: take_memory(&r, (const CUpti_ActivityMemory4 *)a); break;
+  case CUPTI_ACTIVITY_KIND_MEMCPY: take_memcpy(&r, (const CUpti_ActivityMemcpy6 *)a); break;
+  case CUPTI_ACTIVITY_KIND_MEMSET: take_memset(&r, (const CUpti_ActivityMemset4 *)a); break;
   case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
-  case CUPTI_ACTIVITY_KIND_KERNEL: {
-    const CUpti_ActivityKernel10 *k = (const CUpti_ActivityKernel10 *)a;
-    r.kind = REC_KERNEL;
-    r.start = k->start;
-    r.end = k->end;
-    r.device = k->deviceId;
-    r.context = k->contextId;
-    r.stream = k->streamId;
-    r.correlation = k->correlationId;
-    r.name = rec_intern(&g.st, k->name ? k->name : "");
-    break;
-  }
-  case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: {
-    const CUpti_ActivitySynchronization2 *s = (const CUpti_ActivitySynchronization2 *)a;
-    r.kind = REC_SYNC;
-    r.op = (uint8_t)s->type;
-    r.start = s->start;
-    r.end = s->end;
-    r.context = s->contextId;
-    r.stream = s->streamId;
-    r.correlation = s->correlationId;
-    break;
-  }
+  case CUPTI_ACTIVITY_KIND_KERNEL: take_kernel(&r, (const CUpti_ActivityKernel10 *)a); break;
+  case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: take_sync(&r, (const CUpti_ActivitySynchronization2 *)a); break;
   case CUPTI_ACTIVITY_KIND_RUNTIME:
-  case CUPTI_ACTIVITY_KIND_DRIVER: {
-    const CUpti_ActivityAPI *api = (const CUpti_ActivityAPI *)a;
-    CUpti_CallbackDomain dom = a->kind == CUPTI_ACTIVITY_KIND_RUNTIME ? CUPTI_CB_DOMAIN_RUNTIME_API : CUPTI_CB_DOMAIN_DRIVER_API;
-    rec_add_api(&g.st, api->correlationId, api->start, api->end, api_name(dom, api->cbid));
-    return;
-  }
-  case CUPTI_ACTIVITY_KIND_DEVICE: {
-    const CUpti_ActivityDevice5 *d = (const CUpti_ActivityDevice5 *)a;
-    rec_device_info(&g.st, d->id, d->name ? d->name : "", d->globalMemorySize, (int)d->computeCapabilityMajor,
-                    (int)d->computeCapabilityMinor);
-    return;
-  }
+  case CUPTI_ACTIVITY_KIND_DRIVER: take_api(a); return;
+  case CUPTI_ACTIVITY_KIND_DEVICE: take_device((const CUpti_ActivityDevice5 *)a); return;
   default: return;
   }
   rec_add(&g.st, &r);
