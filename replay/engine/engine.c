@@ -4,7 +4,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "io/settings.h"
 #include "sim/device_sim.h"
 #include "sim/hashmap.h"
 #include "engine.h"
@@ -200,10 +199,7 @@ static devstate *device_get(engine *e, int device) {
   int rc = cfg->make_device ? cfg->make_device(cfg->device_arg, device, &ds->dev, e->err, e->errlen)
                             : sim_factory((void *)cfg, device, &ds->dev, e->err, e->errlen);
   if (rc) return NULL;
-  settings recorded; /* the models read the recorded settings as options, not JSON */
-  settings_init(&recorded, cfg->recorded);
-  rc = sim_allocator_init(&ds->a, cfg->spec, &ds->dev, &recorded.recorded, cfg->getenv_fn, e->err, e->errlen);
-  settings_release(&recorded);
+  rc = sim_allocator_init(&ds->a, cfg->spec, &ds->dev, cfg->recorded, cfg->getenv_fn, e->err, e->errlen);
   if (rc != SIM_OK) {
     if (cfg->make_device && cfg->release_device) cfg->release_device(cfg->device_arg, device, &ds->dev);
     else if (!cfg->make_device) sim_release(NULL, device, &ds->dev);

@@ -273,6 +273,7 @@ int lapi_trace_replay(lua_State *L) {
   rc = session_execute(ses, &lr->run, &pass, err, sizeof err);
   lr->run.trace = NULL; /* the trace may be collected before its result */
   lr->run.recorded = NULL;
+  lr->run.recorded_options = NULL;
   lapi_scratch_free(sc); /* closes the source */
   if (rc) return luaL_error(L, "replay of '%s' under %s: %s", t->meta.name, lr->run.allocator, err);
   push_result_table(L, lr, 3);

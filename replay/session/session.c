@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "io/jsonw.h"
+#include "io/settings.h"
 #include "session.h"
 #include "sim/hashmap.h"
 #include "shared_device.h"
@@ -22,6 +23,12 @@ typedef struct spec_entry {
   sim_spec spec;
 } spec_entry;
 
+/* A trace's recorded allocator settings (JSON text) as the options models read. */
+typedef struct settings_entry {
+  char *json;
+  settings s;
+} settings_entry;
+
 /* A device profile looked up by name (key: the name) or matched to a recorded device (key: the
  * recorded name and memory); rc as devices_store_get/match return it (0 found, 1 absent). */
 typedef struct device_entry {
@@ -36,6 +43,8 @@ struct session {
   replay_names names;
   spec_entry *specs;
   size_t nspecs, spec_cap;
+  settings_entry *settings;
+  size_t nsettings, settings_cap;
   device_entry *devices;
   size_t ndevices, device_cap;
 };
@@ -53,7 +62,12 @@ void session_free(session *ses) {
     free(ses->specs[i].text);
     sim_spec_release(&ses->specs[i].spec);
   }
+  for (size_t i = 0; i < ses->nsettings; i++) {
+    free(ses->settings[i].json);
+    settings_release(&ses->settings[i].s);
+  }
   for (size_t i = 0; i < ses->ndevices; i++) free(ses->devices[i].key);
+  free(ses->settings);
   free(ses->specs);
   free(ses->devices);
   free(ses);
@@ -74,6 +88,19 @@ static const sim_spec *session_spec(session *ses, const char *text, char *err, s
   e->text = xstrdup(text);
   e->spec = spec;
   return &e->spec;
+}
+
+/* Recorded settings as options, flattened once per session (NULL json: none). A recording that
+ * is not a JSON object gives options that carry the reason (sim_recorded.error). */
+static const sim_recorded *session_settings(session *ses, const char *json) {
+  if (!json) return NULL;
+  for (size_t i = 0; i < ses->nsettings; i++)
+    if (!strcmp(ses->settings[i].json, json)) return &ses->settings[i].s.recorded;
+  sim_grow((void **)&ses->settings, &ses->settings_cap, ses->nsettings + 1, sizeof *ses->settings);
+  settings_entry *e = &ses->settings[ses->nsettings++];
+  e->json = xstrdup(json);
+  settings_init(&e->s, json);
+  return &e->s.recorded;
 }
 
 /* A device profile by name (by_match 0) or for a recorded device (by_match 1), looked up once per
@@ -185,6 +212,7 @@ static int resolve_allocator(session *ses, const session_request *req, session_r
   if (!run->spec) return SESSION_EUSAGE;
   run->allocator = xstrdup(text);
   run->recorded = t && t->allocator && !strcmp(t->allocator, run->spec->ops->name) ? t->allocator_settings : NULL;
+  run->recorded_options = session_settings(ses, run->recorded);
   return SESSION_OK;
 }
 
@@ -251,7 +279,7 @@ static replay_config engine_config(const session_run *run, const sim_spec *spec)
     .total_memory = run->total_memory,
     .cc_major = run->has_device ? run->device.p.cc_major : 0,
     .cc_minor = run->has_device ? run->device.p.cc_minor : 0,
-    .recorded = run->recorded,
+    .recorded = run->recorded_options,
     .getenv_fn = run->getenv_fn,
     .stop_at_oom = run->stop_at_oom,
     .timeline_points = run->timeline_points,

@@ -22,7 +22,8 @@
  * and card memory the model sees, the time model's options, and what a run stores.
  *
  * Prepared once per session (session_new), reused by every run: the store and its names, the
- * allocator SPECs parsed so far, the device profiles looked up so far (by name, and by the
+ * allocator SPECs parsed so far, the recorded settings flattened into options so far, the device
+ * profiles looked up so far (by name, and by the
  * recorded device a trace names). Done per run: resolving the request (session_prepare), the
  * engine's pass with its observers (session_execute, as often as the caller needs: the GPU
  * plan runs several passes at different scales), storing it (session_save).
@@ -78,7 +79,8 @@ typedef struct session_run {
   const store_trace *trace;
   char *allocator;        /* the SPEC that runs, as text */
   const sim_spec *spec;   /* its model and options (owned by the session) */
-  const char *recorded;   /* the trace's recorded settings, when they are this model's; else NULL */
+  const char *recorded;   /* the trace's recorded settings (JSON), when they are this model's; else NULL */
+  const sim_recorded *recorded_options; /* the same as the options models read (owned by the session) */
   const char *(*getenv_fn)(const char *);
   uint64_t capacity, total_memory;
   int shared_device;
