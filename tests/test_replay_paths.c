@@ -243,7 +243,8 @@ int main(void) {
     return 1;
   }
   unsetenv("PYTORCH_CUDA_ALLOC_CONF"); /* the environment is the same for every path, and empty */
-  snprintf(dir, sizeof dir, "/tmp/memplay-paths-XXXXXX");
+  const char *tmp = getenv("TMPDIR");
+  snprintf(dir, sizeof dir, "%s/memplay-paths-XXXXXX", tmp && *tmp ? tmp : "/tmp");
   if (!mkdtemp(dir)) return 1;
   snprintf(db, sizeof db, "%s/paths.db", dir);
   /* the bundled sample, and the real traces when they are at hand: snapshots, a profiler trace,

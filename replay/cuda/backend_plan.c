@@ -78,10 +78,6 @@ typedef struct pass {
   uint64_t total_used;
   backend_stepper stepper;
   size_t usage_cap, steps_cap;
-  int64_t last_seq;
-  char *err;
-  size_t errlen;
-  int failed;
 } pass;
 
 static int device_memory(pass *ps, int device, char *err, size_t errlen) {
@@ -152,10 +148,8 @@ static void plan_event(void *ctx, const sim_event *ev, const replay_outcome *o) 
   pass *ps = ctx;
   backend_plan *p = ps->p;
   (void)o;
-  if (ps->failed) return;
   if (ev->ts < p->first_ts) p->first_ts = ev->ts;
   if (ev->ts > p->last_ts) p->last_ts = ev->ts;
-  ps->last_seq = ev->seq;
   if (backend_step_opens(&ps->stepper, ev)) {
     sim_grow((void **)&p->steps, &ps->steps_cap, p->nsteps + 1, sizeof *p->steps);
     p->steps[p->nsteps++] = (backend_step){ev->seq, ev->ts, ev->step};
@@ -243,8 +237,6 @@ static int run_pass(const backend_plan_config *cfg, gpu_mem *mem, backend_plan *
   ps.cfg = cfg;
   ps.p = p;
   ps.mem = mem;
-  ps.err = err;
-  ps.errlen = errlen;
   replay_observer obs = {&ps, plan_event, NULL};
   replay_source inner;
   if (cfg->open(cfg->open_arg, &inner, err, errlen)) return -1;

@@ -255,9 +255,18 @@ int session_prepare(session *ses, const session_request *req, session_run *run, 
   return SESSION_OK;
 }
 
-void session_run_release(session_run *run) {
+
+/* Clears what an earlier pass left. */
+static void reset_pass(session_run *run) {
   if (run->executed) replay_result_release(&run->result);
   if (run->has_time) sim_tm_result_release(&run->time);
+  run->executed = run->has_time = 0;
+  memset(&run->result, 0, sizeof run->result);
+  memset(&run->time, 0, sizeof run->time);
+}
+
+void session_run_release(session_run *run) {
+  reset_pass(run);
   free(run->allocator);
   memset(run, 0, sizeof *run);
 }
@@ -289,14 +298,6 @@ static replay_config engine_config(const session_run *run, const sim_spec *spec)
   };
 }
 
-/* Clears what an earlier pass left. */
-static void reset_pass(session_run *run) {
-  if (run->executed) replay_result_release(&run->result);
-  if (run->has_time) sim_tm_result_release(&run->time);
-  run->executed = run->has_time = 0;
-  memset(&run->result, 0, sizeof run->result);
-  memset(&run->time, 0, sizeof run->time);
-}
 
 int session_execute(session *ses, session_run *run, const session_pass *pass, char *err, size_t errlen) {
   static const session_pass none;
