@@ -218,6 +218,30 @@ static int get_i64(const place *pl, const pk_val *v, const char *field, int requ
   return 0;
 }
 
+/* The low 64 bits of a big int (little-endian two's complement), and whether it fits in 64 unsigned
+ * bits (2^63 to 2^64-1: a C++ size_t or pointer written by Python as an int). */
+static int bigint_low64(const pk_val *v, uint64_t *low) {
+  const pk_obj *o = v->u.o;
+  uint64_t x = 0;
+  for (size_t i = 0; i < o->len && i < 8; i++) x |= (uint64_t)(unsigned char)o->data[i] << (8 * i);
+  *low = x;
+  int fits = o->len <= 9 && !(o->data[o->len - 1] & 0x80);
+  for (size_t i = 8; i < o->len && fits; i++) fits = o->data[i] == 0;
+  return fits;
+}
+
+/* A metadata int (a frame's line number, a stream handle): never a reason to refuse the file. Beyond
+ * int64 it keeps its bits when it fits in 64 unsigned bits (a handle stays distinct from every
+ * other), and is otherwise `unknown`. Other types are still errors. */
+static int get_meta_i64(const place *pl, const pk_val *v, const char *field, int64_t unknown, int64_t *out) {
+  if (v && v->type == PK_BIGINT) {
+    uint64_t low;
+    *out = bigint_low64(v, &low) ? (int64_t)low : unknown;
+    return 0;
+  }
+  return get_i64(pl, v, field, 0, out);
+}
+
 static int get_u64(const place *pl, const pk_val *v, const char *field, int required, uint64_t *out) {
   int64_t x = 0;
   if (!v) return required ? bad(pl, field, "is missing") : 0;
@@ -258,7 +282,7 @@ static int frame_index(snap *st, const place *pl, pk_val fv, size_t i, uint32_t 
   fp.frame = (long long)i;
   if (get_str(&fp, pk_dict_get(d, "name"), "name", 0, &name) ||
       get_str(&fp, pk_dict_get(d, "filename"), "filename", 0, &file) ||
-      get_i64(&fp, pk_dict_get(d, "line"), "line", 0, &line))
+      get_meta_i64(&fp, pk_dict_get(d, "line"), "line", 0, &line))
     return -1;
   const pk_val *nv = pk_dict_get(d, "name"), *fl = pk_dict_get(d, "filename");
   size_t nl = nv && nv->type == PK_STR ? nv->u.o->len : 0, fll = fl && fl->type == PK_STR ? fl->u.o->len : 0;
@@ -496,7 +520,7 @@ static inline int entry_values(snap *st, snap_cand *c, const place *pl, const pk
   int action = e->action;
   int needs_addr = action != A_OOM && action != A_SNAPSHOT;
   if (action != A_OOM && get_u64(pl, f[F_ADDR], "addr", needs_addr, &e->addr)) return -1;
-  if (get_u64(pl, f[F_SIZE], "size", 1, &e->size) || get_i64(pl, f[F_STREAM], "stream", 0, &e->stream)) return -1;
+  if (get_u64(pl, f[F_SIZE], "size", 1, &e->size) || get_meta_i64(pl, f[F_STREAM], "stream", 0, &e->stream)) return -1;
   if (action == A_OOM && f[F_DEVICE_FREE]) {
     uint64_t df = 0;
     if (get_u64(pl, f[F_DEVICE_FREE], "device_free", 0, &df)) return -1;
@@ -823,7 +847,7 @@ static int read_segment(snap *st, size_t si, pk_val sv) {
   if (get_i64(&pl, pk_dict_get(d, "device"), "device", 1, &device) ||
       get_u64(&pl, pk_dict_get(d, "address"), "address", 1, &g.s.address) ||
       get_u64(&pl, pk_dict_get(d, "total_size"), "total_size", 1, &g.s.total_size) ||
-      get_i64(&pl, pk_dict_get(d, "stream"), "stream", 0, &g.s.stream) ||
+      get_meta_i64(&pl, pk_dict_get(d, "stream"), "stream", 0, &g.s.stream) ||
       get_str(&pl, pk_dict_get(d, "segment_type"), "segment_type", 0, &type) ||
       get_i64(&pl, pk_dict_get(d, "allocated_size"), "allocated_size", 0, &g.s.allocated_size) ||
       get_i64(&pl, pk_dict_get(d, "requested_size"), "requested_size", 0, &g.s.requested_size) ||

@@ -117,6 +117,13 @@ check "odd names: notes" "$(q "$db" "SELECT name, severity, value, detail FROM t
   "dropped_entry_fields|data_loss|2|'', stream_priority unknown_actions|warning|2|'', user_defined "
 check "odd names: the rest as in tiny" "$(q "$db" "SELECT event_count FROM traces WHERE id = $id")" 9
 
+# Integers wider than 64 bits in metadata: a frame's line of 2**64 - 1 (PyTorch's unknown line) is
+# stored as 0, unknown; an int of 81 bits in a field memplay does not read is dropped as usual.
+"$MEMPLAY" import --db "$db" "$data/wide_ints.pickle" >/dev/null || fail "wide ints: refused"
+id=$(q "$db" "SELECT id FROM traces WHERE name = 'wide_ints'")
+check "wide ints: events as in tiny" "$(q "$db" "SELECT event_count FROM traces WHERE id = $id")" 9
+check "wide ints: unknown line" "$(q "$db" "SELECT f.line FROM frames f JOIN strings n ON n.id = f.name_id WHERE n.value = 'malloc'")" 0
+
 # Entries only for device 1, segments on devices 0 and 1: written for device 0 at first (the
 # lowest device with segments), then moved, events and recorded actions alike.
 err=$("$MEMPLAY" import --db "$db" "$data/other_device.pickle" 2>&1 >/dev/null)

@@ -237,6 +237,7 @@ def bad_snapshots():
     cases = {
         "mistyped_addr": with_entry(addr="0x7f0000000000"),
         "negative_size": with_entry(size=-4096),
+        "huge_size": with_entry(size=1 << 64),
         "mistyped_frames": with_entry(frames="forward"),
         "bad_state": with_block(state="freed"),
         "entries_not_dicts": {"segments": [], "device_traces": [[1, 2, 3]]},
@@ -281,6 +282,12 @@ def main():
     write("legacy.pickle", legacy(), 4)
     write("expandable.pickle", expandable(), 4)
     write("other_device.pickle", other_device(), 4)
+    # Integers wider than 64 bits where PyTorch writes a C++ size_t: a frame's unknown line is
+    # 2**64 - 1 (a 9-byte LONG1), a stream handle above 2**63; and one beyond any width.
+    wide = tiny()
+    wide["device_traces"][0][2]["frames"] = stack(frame("malloc", "CUDACachingAllocator.cpp", (1 << 64) - 1), F_FWD)
+    wide["device_traces"][0][2]["frame_id"] = 1 << 80
+    write("wide_ints.pickle", wide, 4)
     data = interleaved()
     d = pickle.loads(data)
     print("interleaved.pickle", {i: len(tr) for i, tr in enumerate(d["device_traces"])})
