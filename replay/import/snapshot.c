@@ -84,6 +84,9 @@ typedef struct snap_cand {
   sim_map segs;      /* segment addresses created by the trace (segment_alloc) */
   sim_map pages;     /* 2 MiB pages of expandable segments mapped by the trace (segment_map) */
   uint64_t seg_gone; /* segment_free/unmap of memory the trace did not create */
+  uint64_t burst, burst_bytes; /* segment_free/unmap entries since the last request or segment made */
+  int64_t burst_ts, burst_stream, burst_stack;
+  uint64_t empty_caches; /* empty_cache events written */
 } snap_cand;
 
 typedef struct seg_rec {
@@ -536,8 +539,29 @@ static inline int entry_values(snap *st, snap_cand *c, const place *pl, const pk
   return 0;
 }
 
+/* A burst of releases (segment_free, segment_unmap) that no oom entry follows is the program's
+ * torch.cuda.empty_cache(), or the releases of a request's retry that then got its memory
+ * (docs/formats.md): an empty_cache event (size: the bytes the burst released) is written where it
+ * ends, before the request or the segment that follows it (its stream and call stack: the last
+ * release's). A burst that an oom entry follows is
+ * the failing request's own retry and writes nothing. */
+static int burst_end(snap *st, snap_cand *c, int is_oom) {
+  if (!c->burst) return 0;
+  uint64_t bytes = c->burst_bytes;
+  c->burst = c->burst_bytes = 0;
+  if (is_oom) return 0;
+  sim_event ev;
+  device_event(&ev, SIM_EV_EMPTY_CACHE, c->burst_ts, 0, bytes, c->burst_stream, c->burst_stack, c->guess);
+  ev.mem = SIM_MEM_UNKNOWN;
+  if (store_writer_event(c->w, &ev)) return store_failed(st);
+  c->last_seq = ev.seq;
+  c->empty_caches++;
+  return 0;
+}
+
 /* A request: an event of the trace. */
 static inline int entry_request(snap *st, snap_cand *c, const snap_entry *e) {
+  if (burst_end(st, c, 0)) return -1;
   /* What the address was before this entry: freed first, it was live before the window, and
    * the rules learn of it now (as made at the trace's start). */
   int existed;
@@ -564,6 +588,8 @@ static inline int entry_request(snap *st, snap_cand *c, const snap_entry *e) {
 static inline int entry_recorded(snap *st, snap_cand *c, const snap_entry *e) {
   int action = e->action;
   uint64_t addr = e->addr, size = e->size;
+  if ((action == A_SEGMENT_ALLOC || action == A_SEGMENT_MAP || action == A_OOM) && burst_end(st, c, action == A_OOM))
+    return -1;
   if (action == A_SEGMENT_ALLOC) {
     *sim_map_put(&c->segs, addr, NULL) = 1;
   } else if (action == A_SEGMENT_FREE && !sim_map_get(&c->segs, addr)) {
@@ -579,6 +605,13 @@ static inline int entry_recorded(snap *st, snap_cand *c, const snap_entry *e) {
                         .device = c->guess, .stream = e->stream, .addr = addr, .size = size, .allocated = -1,
                         .reserved = -1, .device_free = e->device_free, .stack = e->stack};
   if (store_writer_recorded(c->w, &rec)) return store_failed(st);
+  if (action == A_SEGMENT_FREE || action == A_SEGMENT_UNMAP) {
+    c->burst++;
+    c->burst_bytes += size;
+    c->burst_ts = e->ts;
+    c->burst_stream = e->stream; /* the device's whole cache goes: the stream only says whose release came last */
+    c->burst_stack = e->stack;   /* where the program called empty_cache() */
+  }
   return 0;
 }
 
@@ -1165,6 +1198,7 @@ static int name_and_finish(snap *st, const trace_job *j, const char *attrs, int 
 static int write_trace(snap *st, const trace_job *j) {
   trace_shape sh;
   device_segments(st, j->device, &sh);
+  if (burst_end(st, j->c, 0)) return -1; /* releases at the trace's end */
   if (rebuild_preexisting(st, j, &sh) || prepend_preexisting(st, j, sh.npre) || write_final_state(st, j->c->w, &sh) ||
       write_entry_notes(st, j, &sh))
     return -1;
