@@ -528,6 +528,14 @@ static int take_restored(engine *e, const sim_event *ev, replay_outcome *out) {
   } else {
     le->state = LIVE;
     account(e, le, +1);
+    /* the start state may be the peak: its composition fills in as its blocks are taken */
+    replay_result *r = e->res;
+    if (e->allocated >= r->peak_allocated) {
+      memcpy(r->category_bytes, e->cat_bytes, sizeof e->cat_bytes);
+      memcpy(r->category_count, e->cat_count, sizeof e->cat_count);
+      memcpy(r->catsrc_bytes, e->catsrc_bytes, sizeof e->catsrc_bytes);
+      e->capture_pending = 1;
+    }
   }
   e->res->allocs++;
   if (out) out->placement = (sim_placement){rb->addr, rb->size, rb->handle};

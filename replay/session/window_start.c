@@ -21,10 +21,15 @@ void window_cache_release(window_cache *wc) {
   memset(wc, 0, sizeof *wc);
 }
 
-/* Whether the trace is a window (its importer said so in its attrs). */
-static int is_window(const store_trace *t) {
-  return t && t->attrs && (strstr(t->attrs, "\"window\":true") || strstr(t->attrs, "\"window\": true"));
+/* Whether the trace is a window (its importer said so in its attrs), or the state at one moment
+ * (an out-of-memory dump: state_only). */
+static int attr_true(const store_trace *t, const char *key) {
+  char a[64], b[64];
+  snprintf(a, sizeof a, "\"%s\":true", key);
+  snprintf(b, sizeof b, "\"%s\": true", key);
+  return t && t->attrs && (strstr(t->attrs, a) || strstr(t->attrs, b));
 }
+static int is_window(const store_trace *t) { return attr_true(t, "window") || attr_true(t, "state_only"); }
 
 /* Why the rebuilt state does not apply to this pass, or NULL when it does. */
 static const char *not_rebuilt(const session_run *run, const session_pass *pass) {
@@ -42,7 +47,13 @@ static void rebuild(store *s, window_cache *wc, const store_trace *t) {
   if (wc->trace_id == t->id) return;
   window_cache_release(wc);
   wc->trace_id = t->id;
-  wc->ok = !validate_window_start(s, t, &wc->start, &wc->agrees, wc->err, sizeof wc->err);
+  if (attr_true(t, "state_only")) {
+    wc->ok = !validate_recorded_state(s, t, &wc->start, wc->err, sizeof wc->err);
+    wc->agrees = 1;
+    wc->state_only = 1;
+  } else {
+    wc->ok = !validate_window_start(s, t, &wc->start, &wc->agrees, wc->err, sizeof wc->err);
+  }
 }
 
 void window_start_decide(store *s, window_cache *wc, session_run *run, const session_pass *pass, replay_config *cfg) {
@@ -60,11 +71,17 @@ void window_start_decide(store *s, window_cache *wc, session_run *run, const ses
       run->window_start = "rebuilt";
       run->window_segments = wc->start.nsegments;
       run->window_blocks = wc->start.nblocks;
-      snprintf(run->window_note, sizeof run->window_note,
-               "the recorded state at the window's start, as validate rebuilds it: %zu segments holding %zu live "
-               "blocks and the cached free space between them%s",
-               wc->start.nsegments, wc->start.nblocks,
-               wc->agrees ? "" : " (validate does not agree with this recording everywhere: see memplay validate)");
+      if (wc->state_only)
+        snprintf(run->window_note, sizeof run->window_note,
+                 "the recorded state: %zu segments (regions) holding %zu live blocks (chunks) and the free space "
+                 "between them, as the recording shows them",
+                 wc->start.nsegments, wc->start.nblocks);
+      else
+        snprintf(run->window_note, sizeof run->window_note,
+                 "the recorded state at the window's start, as validate rebuilds it: %zu segments holding %zu live "
+                 "blocks and the cached free space between them%s",
+                 wc->start.nsegments, wc->start.nblocks,
+                 wc->agrees ? "" : " (validate does not agree with this recording everywhere: see memplay validate)");
       return;
     }
     why = wc->ok ? "no segment at its start" : wc->err;

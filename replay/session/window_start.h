@@ -10,6 +10,7 @@ typedef struct window_cache {
   int64_t trace_id; /* 0: none */
   int ok;           /* rebuilt; else err says why not */
   int agrees;       /* validate agreed with the recording from it */
+  int state_only;   /* the trace records one moment's state, taken as it is */
   replay_start start;
   char err[256];
 } window_cache;

@@ -1354,6 +1354,45 @@ static void export_start(const validator *v, replay_start *out) {
 static int validate_core(store *s, const store_trace *t, validate_result *r, replay_start *start, char *err,
                          size_t errlen);
 
+int validate_recorded_state(store *s, const store_trace *t, replay_start *out, char *err, size_t errlen) {
+  validator v;
+  validate_result r;
+  memset(&v, 0, sizeof v);
+  memset(out, 0, sizeof *out);
+  v.s = s;
+  v.t = t;
+  v.r = &r;
+  v.err = err;
+  v.errlen = errlen;
+  int rc = load(&v);
+  items it = {0};
+  size_t cap = 0, b = 0;
+  out->device = t->device_index >= 0 ? t->device_index : 0;
+  for (size_t g = 0; !rc && g < v.nfsegs; g++) {
+    const vseg *sg = &v.fsegs[g];
+    collect(&it, &(sim_walk_item){.is_segment = 1, .addr = sg->addr, .size = sg->size, .stream = sg->stream,
+                                  .pool = sg->pool, .expandable = sg->expandable});
+    out->nsegments++;
+    while (b < v.nfblks && v.fblks[b].seg < sg->addr) b++;
+    for (; b < v.nfblks && v.fblks[b].seg == sg->addr; b++) {
+      const vblk *k = &v.fblks[b];
+      if (k->state == SIM_BLOCK_FREE) continue;
+      collect(&it, &(sim_walk_item){.addr = k->addr, .size = k->size, .requested = k->requested,
+                                    .stream = sg->stream, .state = k->state});
+      out->nblocks++;
+    }
+  }
+  sim_grow((void **)&out->trace_addr, &cap, it.n ? it.n : 1, sizeof *out->trace_addr);
+  for (size_t i = 0; i < it.n; i++) out->trace_addr[i] = it.v[i].is_segment ? 0 : it.v[i].addr;
+  out->items = it.v;
+  out->n = it.n;
+  free(v.rec);
+  free(v.fsegs);
+  free(v.fblks);
+  if (rc) replay_start_release(out);
+  return rc;
+}
+
 int validate_run(store *s, const store_trace *t, validate_result *r, char *err, size_t errlen) {
   return validate_core(s, t, r, NULL, err, errlen);
 }
