@@ -35,7 +35,9 @@ static int is_window(const store_trace *t) { return attr_true(t, "window") || at
 static const char *not_rebuilt(const session_run *run, const session_pass *pass) {
   const store_trace *t = run->trace;
   if (!t->allocator || strcmp(t->allocator, run->spec->ops->name)) return "another allocator than the recorded one";
-  if (run->spec->nopts) return "options other than the recorded settings";
+  /* a state-only trace's state is a fact of its moment: it holds under options of the same model
+   * too (a larger memory limit, say) */
+  if (run->spec->nopts && !attr_true(t, "state_only")) return "options other than the recorded settings";
   if (pass->source && !pass->stored_events) return "a transformed trace";
   if (pass->make_device || run->shared_device) return "a device other than the simulated one";
   if (!run->spec->ops->restore) return "a model that cannot restore a recorded state";
