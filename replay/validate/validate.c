@@ -70,8 +70,11 @@ typedef struct vpre {
   int freed_now;      /* freed so far in the current pass */
 } vpre;
 
+/* An expandable segment's reservation: its base, the size the model reserves (1 1/8 of the card
+ * as validate assumes it), and the end of what has been mapped in it so far (the extent the
+ * recording has shown: the card's real size, and so the reservation's, may be smaller). */
 typedef struct vres {
-  uint64_t addr, size;
+  uint64_t addr, size, hi;
 } vres;
 
 typedef struct validator {
@@ -254,14 +257,28 @@ static uint64_t synth(validator *v, uint64_t size) {
   return a;
 }
 
-static void add_reservation(validator *v, uint64_t addr, uint64_t size) {
+static void add_reservation(validator *v, uint64_t addr, uint64_t size, uint64_t hi) {
   sim_grow((void **)&v->resv, &v->resv_cap, v->nresv + 1, sizeof *v->resv);
-  v->resv[v->nresv++] = (vres){addr, size};
+  v->resv[v->nresv++] = (vres){addr, size, hi > addr ? hi : addr};
 }
 
-static int in_reservation(const validator *v, uint64_t addr) {
+/* The reservation whose assumed range holds addr (the highest base at or below it), or NULL. */
+static vres *reservation_at(const validator *v, uint64_t addr) {
+  vres *best = NULL;
   for (size_t i = 0; i < v->nresv; i++)
-    if (addr >= v->resv[i].addr && addr - v->resv[i].addr < v->resv[i].size) return 1;
+    if (addr >= v->resv[i].addr && addr - v->resv[i].addr < v->resv[i].size && (!best || v->resv[i].addr > best->addr))
+      best = &v->resv[i];
+  return best;
+}
+
+/* Whether a map at addr is more of a reservation already made: inside what it has mapped so
+ * far, or right after it (it grows upwards), or at a base not yet mapped. A map anywhere else
+ * starts a reservation of its own, wherever the model's assumed sizes would put it. */
+static int known_extent(const validator *v, uint64_t addr) {
+  for (size_t i = 0; i < v->nresv; i++) {
+    const vres *r = &v->resv[i];
+    if (addr >= r->addr && addr <= r->hi) return 1;
+  }
   return 0;
 }
 
@@ -341,6 +358,8 @@ static int vd_map(void *ctx, uint64_t addr, uint64_t size, int64_t stream) {
             FMT(s, "segment_map of %" PRIu64 " bytes at %#" PRIx64, size, addr));
   } else {
     a->consumed = 1;
+    vres *r = reservation_at(v, addr);
+    if (r && addr + size > r->hi) r->hi = addr + size;
     if (a->addr == addr && a->size == size) v->r->segment_matches++;
     else
       diverge(v, "segment_map", 0, stream, a->addr, FMT(e, "segment_map of %" PRIu64 " bytes at %#" PRIx64, a->size, a->addr),
@@ -357,14 +376,14 @@ static int vd_reserve(void *ctx, uint64_t size, uint64_t *addr) {
   validator *v = ctx;
   for (size_t i = v->lo; i < v->nrec; i++) {
     const vrec *a = &v->rec[i];
-    if (a->action == R_SEG_MAP && !a->consumed && !in_reservation(v, a->addr)) {
+    if (a->action == R_SEG_MAP && !a->consumed && !known_extent(v, a->addr)) {
       *addr = a->addr;
-      add_reservation(v, *addr, size);
+      add_reservation(v, *addr, size, *addr);
       return SIM_OK;
     }
   }
   *addr = synth(v, size);
-  add_reservation(v, *addr, size);
+  add_reservation(v, *addr, size, *addr);
   return SIM_OK;
 }
 
@@ -808,10 +827,12 @@ static int restore_all(validator *v) {
       *sim_map_put(&v->live, v->pre[first + k - 1].addr, NULL) = handles[k];
       if (v->pre[first + k - 1].state == SIM_BLOCK_PENDING_FREE) *sim_map_put(&v->waiting, v->pre[first + k - 1].addr, NULL) = 1;
     }
-    if (s->expandable && !in_reservation(v, s->addr)) {
+    vres *in = s->expandable ? reservation_at(v, s->addr) : NULL;
+    if (in && s->addr + s->size > in->hi) in->hi = s->addr + s->size;
+    if (s->expandable && !in) {
       uint64_t page = s->pool ? 20 * MiB : 2 * MiB, space = v->total_memory + v->total_memory / 8;
       uint64_t base = it.v[0].requested ? it.v[0].requested : s->addr;
-      add_reservation(v, base, (space + page - 1) / page * page);
+      add_reservation(v, base, (space + page - 1) / page * page, s->addr + s->size);
     }
   }
   free(it.v);
