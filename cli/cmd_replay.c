@@ -9,7 +9,7 @@
 static const char *const replay_usage[] = {
   "memplay replay TRACE [--allocator SPEC] [--capacity SIZE] [--device NAME] [--timing OPTIONS] [--stop-at-oom]",
   "                     [--timeline] [--no-save] [--check] [--backend sim|cuda] [--scale F|fit] [--pace]",
-  "                     [--db FILE] [--json]",
+  "                     [--live-start] [--db FILE] [--json]",
   "  --allocator SPEC  model and options, e.g. torch:expandable_segments:True or bfc:allow_growth=true",
   "                    (default: the allocator that recorded the trace, else ideal)",
   "  --capacity SIZE   device memory the process may use (default: the --device profile's, else unlimited)",
@@ -19,6 +19,8 @@ static const char *const replay_usage[] = {
   "                    copies=model|recorded device_waits=keep|drop dependencies=infer|off",
   "                    kernel_scale=FACTOR malloc_syncs=true|false batch=SAMPLES_PER_STEP",
   "  --stop-at-oom     stop at the first allocation that does not fit",
+  "  --live-start      a recorded window starts from the blocks live then, allocated in address order on an",
+  "                    empty allocator (default under the recorded allocator: the state validate rebuilds)",
   "  --timeline        include the downsampled timeline in --json output",
   "  --no-save         do not store the run",
   "  --check           check the model's invariants after every event (slow)",
@@ -39,6 +41,7 @@ static const struct option replay_options[] = {
   {"timing", required_argument, NULL, 't'},
   {"capacity", required_argument, NULL, 'c'},
   {"stop-at-oom", no_argument, NULL, 'S'},
+  {"live-start", no_argument, NULL, 'L'},
   {"timeline", no_argument, NULL, 'T'},
   {"no-save", no_argument, NULL, 'N'},
   {"check", no_argument, NULL, 'K'},
@@ -105,6 +108,7 @@ static void print_human(const session *ses, const store_trace *t, const run_meta
          cli_duration(a, sizeof a, r->elapsed_s));
   if (r->elapsed_s > 0) printf(" (%.1f M events/s)", (double)r->events / r->elapsed_s / 1e6);
   printf("\n");
+  if (m->window_start) printf("  window start        %s\n", m->window_note);
   printf("  peak allocated      %-12s at event %lld\n", report_bytes(a, sizeof a, r->peak_allocated),
          (long long)r->peak_allocated_seq);
   printf("  peak reserved       %-12s at event %lld\n", report_bytes(a, sizeof a, r->peak_reserved),
@@ -175,6 +179,7 @@ static int parse_options(int argc, char **argv, cli *c, replay_opts *o) {
       if (cli_parse_size("replay", "--capacity", optarg, &o->req.capacity)) return CLI_USAGE;
       break;
     case 'S': o->req.stop_at_oom = 1; break;
+    case 'L': o->req.live_start = 1; break;
     case 'T': o->timeline = 1; break;
     case 'N': o->save = 0; break;
     case 'K': o->req.check = 1; break;

@@ -380,6 +380,89 @@ static void bfc_free_completed(void *ctx, uintptr_t handle) {
   bfc_bin_insert(m, bfc_coalesce(m, c));
 }
 
+#define BFC_FAIL(...)                    \
+  do {                                   \
+    snprintf(err, errlen, __VA_ARGS__);  \
+    return -1;                           \
+  } while (0)
+
+/* ---- a state that was there before the trace (an out-of-memory dump's) ---------------------------- */
+
+/* A region of items[0] with the chunks in use items[1..n-1] (address order, sizes multiples of 256,
+ * 0: the request rounded); the space between them is free chunks, as BFC would have merged it.
+ * The region counts as extended: total_region_allocated_bytes_ grows and the next region size
+ * doubles, as after Extend. No device call is made. */
+static int bfc_restore_region(void *ctx, sim_walk_item *items, size_t n, uintptr_t *handles, char *err, size_t errlen) {
+  bfc *m = ctx;
+  const sim_walk_item *r = &items[0];
+  if (!n || !r->is_segment || !r->size || r->size % BFC_MIN_ALLOCATION_SIZE || r->addr > UINT64_MAX - r->size)
+    BFC_FAIL("a region must come first, its size a positive multiple of 256 bytes");
+  for (size_t i = 0; i < m->nregions; i++)
+    if (m->regions[i].ptr < r->addr + r->size && r->addr < m->regions[i].ptr + m->regions[i].size)
+      BFC_FAIL("the region at 0x%" PRIx64 " overlaps the one at 0x%" PRIx64, r->addr, m->regions[i].ptr);
+  if (r->size > m->memory_limit - m->total_region_allocated_bytes && m->total_region_allocated_bytes <= m->memory_limit)
+    BFC_FAIL("the region at 0x%" PRIx64 " of %" PRIu64 " bytes goes beyond the memory limit %" PRIu64, r->addr,
+             r->size, m->memory_limit);
+  uint64_t at = r->addr, end = r->addr + r->size;
+  for (size_t i = 1; i < n; i++) {
+    sim_walk_item *b = &items[i];
+    if (!b->size) b->size = bfc_rounded_bytes(b->requested ? b->requested : 1);
+    if (b->is_segment || b->addr < at || b->size % BFC_MIN_ALLOCATION_SIZE || b->size > end - b->addr ||
+        b->addr % BFC_MIN_ALLOCATION_SIZE != r->addr % BFC_MIN_ALLOCATION_SIZE)
+      BFC_FAIL("chunk %zu at 0x%" PRIx64 " of %" PRIu64 " bytes does not fit in order in the region at 0x%" PRIx64, i,
+               b->addr, b->size, r->addr);
+    at = b->addr + b->size;
+  }
+  bfc_chunk *prev = NULL, *first = NULL;
+  at = r->addr;
+  for (size_t i = 1; i <= n; i++) {
+    uint64_t next = i < n ? items[i].addr : end;
+    bfc_chunk *cs[2] = {NULL, NULL};
+    if (next > at) { /* the free space before it */
+      cs[0] = bfc_chunk_new(m);
+      cs[0]->ptr = at;
+      cs[0]->size = next - at;
+    }
+    if (i < n) {
+      const sim_walk_item *b = &items[i];
+      bfc_chunk *c = cs[1] = bfc_chunk_new(m);
+      c->ptr = b->addr;
+      c->size = b->size;
+      c->requested = b->requested && bfc_rounded_bytes(b->requested) <= b->size ? b->requested : b->size;
+      c->allocation_id = m->next_allocation_id++;
+      handles[i] = (uintptr_t)c;
+      m->num_allocs++;
+      m->bytes_in_use += (int64_t)c->size;
+      if ((int64_t)c->size > m->largest_alloc_size) m->largest_alloc_size = (int64_t)c->size;
+      sim_gauge_add(&m->st.allocated, (int64_t)c->size);
+      sim_gauge_add(&m->st.active, (int64_t)c->size);
+      sim_gauge_add(&m->st.requested, (int64_t)c->requested);
+      at = b->addr + b->size;
+    }
+    for (int k = 0; k < 2; k++) {
+      if (!cs[k]) continue;
+      cs[k]->prev = prev;
+      if (prev) prev->next = cs[k];
+      else first = cs[k];
+      prev = cs[k];
+    }
+    if (cs[0]) bfc_bin_insert(m, cs[0]);
+  }
+  handles[0] = 0;
+  if (m->bytes_in_use > m->peak_bytes_in_use) m->peak_bytes_in_use = m->bytes_in_use;
+  bfc_region_add(m, r->addr, r->size, first);
+  m->total_region_allocated_bytes += r->size;
+  while (r->size > m->curr_region_allocation_bytes) m->curr_region_allocation_bytes = bfc_double(m->curr_region_allocation_bytes);
+  m->curr_region_allocation_bytes = bfc_double(m->curr_region_allocation_bytes);
+  bfc_sync_gauges(m);
+  sim_assert_valid(bfc_check, m);
+  return 0;
+}
+
+static int bfc_restore(void *ctx, sim_walk_item *items, size_t n, uintptr_t *handles, char *err, size_t errlen) {
+  return bfc_restore_region(ctx, items, n, handles, err, errlen) ? SIM_EINVAL : SIM_OK;
+}
+
 /* ---- settings: options, environment, the device --------------------------------------------- */
 
 static uint64_t bfc_min_system_memory(uint64_t available, int cc_major) {
@@ -427,9 +510,20 @@ typedef struct bfc_settings {
 } bfc_settings;
 
 /* The SPEC's options, each checked as TensorFlow checks the GPUOptions field it stands for. */
+/* Without options of its own, the model takes what a trace recorded of its allocator (an
+ * out-of-memory dump's memory_limit, docs/formats.md); other recorded keys are not its options. */
 static int bfc_read_options(const sim_alloc_config *cfg, bfc_settings *s, char *err, size_t errlen) {
-  for (size_t i = 0; cfg && i < cfg->nopts; i++) {
-    const sim_option *o = &cfg->opts[i];
+  const sim_option *opts = cfg ? cfg->opts : NULL;
+  size_t nopts = cfg ? cfg->nopts : 0;
+  int recorded = 0;
+  if (cfg && !nopts && cfg->recorded && !cfg->recorded->error) {
+    opts = cfg->recorded->opts;
+    nopts = cfg->recorded->nopts;
+    recorded = 1;
+  }
+  for (size_t i = 0; i < nopts; i++) {
+    const sim_option *o = &opts[i];
+    if (recorded && strcmp(o->key, "memory_limit") && strcmp(o->key, "allow_growth")) continue;
     int rc = 0;
     if (!strcmp(o->key, "allow_growth")) {
       rc = sim_opt_bool(o, &s->allow_growth, err, errlen);
@@ -615,11 +709,6 @@ static int bfc_walk(void *ctx, sim_walk_fn fn, void *arg) {
   return 0;
 }
 
-#define BFC_FAIL(...)                    \
-  do {                                   \
-    snprintf(err, errlen, __VA_ARGS__);  \
-    return -1;                           \
-  } while (0)
 
 static int bfc_check(void *ctx, char *err, size_t errlen) {
   bfc *m = ctx;
@@ -732,4 +821,5 @@ const sim_allocator_ops sim_bfc_ops = {
   .describe_oom = bfc_describe_oom,
   .walk = bfc_walk,
   .check = bfc_check,
+  .restore = bfc_restore,
 };

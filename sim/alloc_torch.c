@@ -419,6 +419,11 @@ static void release_block(torch *m, tblock *block) {
   block_delete(m, block);
 }
 
+/* Whether release_block may cudaFree it: a whole segment, not part of an expandable one. PyTorch
+ * passes over expandable blocks here; a split oversize block cannot arise in a state the real
+ * allocator reaches (oversize blocks are never split), but a restored one may hold it. */
+static int releasable(const tblock *b) { return !b->es && !is_split(b); }
+
 /* Free one or more oversize blocks to the device, but only enough to satisfy the target size
  * (only when max_split_size_mb is set). */
 static int release_available_cached_blocks(torch *m, const alloc_params *p) {
@@ -426,15 +431,18 @@ static int release_available_cached_blocks(torch *m, const alloc_params *p) {
   tpool *pool = p->pool;
   uint64_t key_size = p->size < m->cfg.max_split_size ? m->cfg.max_split_size : p->size;
   tblock *it = tfree_lower_bound(&pool->blocks, p->stream, key_size);
-  if (!it) {
-    /* No single block is large enough: free oversize blocks, starting with the largest. */
+  if (!it || !releasable(it)) {
+    /* No single block is large enough: free oversize blocks, starting with the largest (the one
+     * before the lower bound); blocks of expandable segments are passed over, not released. */
     uint64_t total_released = 0;
-    it = tfree_last_in_stream(&pool->blocks, p->stream);
+    it = it ? tfree_prev_in_stream(&pool->blocks, it) : tfree_last_in_stream(&pool->blocks, p->stream);
     while (it && total_released < key_size && it->size >= m->cfg.max_split_size) {
       tblock *cur = it;
-      total_released += it->size;
       it = tfree_prev_in_stream(&pool->blocks, it);
-      release_block(m, cur);
+      if (releasable(cur)) {
+        total_released += cur->size;
+        release_block(m, cur);
+      }
     }
     if (total_released < key_size) return 0;
   } else {
@@ -598,6 +606,9 @@ static tblock *try_allocate_expandable_block(torch *m, int64_t stream, tpool *po
   while (candidate->size < size) {
     uint64_t remaining = size - candidate->size;
     tblock *new_candidate = candidate->next;
+    /* The reservation ends before `size`: a request beyond 1 1/8 of the card, whose mapping the
+     * driver refuses on a real GPU. */
+    if (!new_candidate) return NULL;
     if (!map_block(m, new_candidate, remaining < new_candidate->size ? remaining : new_candidate->size)) return NULL;
     candidate = new_candidate; /* it absorbed the free block before it */
   }

@@ -13,7 +13,8 @@
  *    them; a page returns to the device when its last allocation is freed, except the open
  *    one, which the driver keeps for the next small request;
  *  - mapping (cuMemMap) takes exactly the bytes mapped; reserving address space takes none;
- *  - addresses are handed out upwards and never reused (nothing depends on their values).
+ *  - addresses are handed out upwards and never reused (nothing depends on their values), above
+ *    those of the memory a replay starts with (sim_simdev_hold).
  */
 typedef struct simdev {
   sim_device *dev;
@@ -133,6 +134,14 @@ void sim_simdev_init(sim_device *d, uint64_t capacity, uint64_t total_memory) {
   d->total_memory = total_memory ? total_memory : (capacity == UINT64_MAX ? UINT64_C(80) << 30 : capacity);
   d->free_memory = d->total_memory;
   d->cc_major = 9;
+}
+
+void sim_simdev_hold(sim_device *d, uint64_t addr, uint64_t span, uint64_t used) {
+  simdev *s = d->ctx;
+  d->used += used;
+  if (d->used > d->used_peak) d->used_peak = d->used;
+  uint64_t end = round_up(addr + span, SIM_PAGE_SIZE) + 2 * round_up(d->total_memory, SIM_PAGE_SIZE);
+  if (end > s->next_va) s->next_va = end;
 }
 
 void sim_simdev_release(sim_device *d) {

@@ -14,5 +14,10 @@
  */
 void sim_simdev_init(sim_device *d, uint64_t capacity, uint64_t total_memory);
 void sim_simdev_release(sim_device *d);
+/* Memory the process held before the replay began (a restored segment): `used` bytes count as
+ * taken (beyond the capacity too: they were there), and no address in [addr, addr+span), nor
+ * within twice the card's memory above it (room for a reservation made from there), is handed
+ * out again. */
+void sim_simdev_hold(sim_device *d, uint64_t addr, uint64_t span, uint64_t used);
 
 #endif

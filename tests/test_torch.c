@@ -836,6 +836,51 @@ static void restore_expandable_ranges(void) {
   done(&t);
 }
 
+/* B19: with expandable segments and max_split_size_mb, a failed map asks
+ * release_available_cached_blocks for an oversize block; PyTorch passes over blocks of expandable
+ * segments there (they are unmapped by release_cached_blocks instead). Releasing one as a whole
+ * segment corrupted the model, which then looped in release_blocks. */
+static void b19_expandable_max_split_roundup_release(void) {
+  tm t;
+  char err[SIM_ERRLEN];
+  if (open_model(&t, "torch:expandable_segments:True,max_split_size_mb:40,roundup_power2_divisions:4", 250 * MiB,
+                 80 * GiB, NULL, err, sizeof err)) {
+    fprintf(stderr, "cannot make the model: %s\n", err);
+    exit(1);
+  }
+  sim_placement a, b, c;
+  CHECK_EQ(A(&t, 160 * MiB, 0, &a), 0); /* a division of 4 between 128 and 256 MiB: 8 pages */
+  CHECK_EQ(A(&t, 20 * MiB, 0, &b), 160 * MiB);
+  F(&t, &a);
+  clear_log(&t);
+  /* 60 MiB >= max_split: the free 160 MiB block is too large to take (60 + 20 < 160), the map of
+   * 60 MiB after b is refused (250 MiB), so the retry passes over that block in
+   * release_available_cached_blocks, unmaps it in release_cached_blocks and maps 60 MiB there */
+  CHECK_EQ(A(&t, 60 * MiB, 0, &c), 0);
+  CHECK_STR(t.dev.log, "refused map 81920K@184320K, unmap 163840K@0K, map 81920K@0K");
+  CHECK_EQ(t.st->reserved.current, 100 * MiB); /* 64 MiB (rounded) in four pages, and b's page */
+  CHECK_STR(state(&t), "[81920K large exp: 65536Ka 16384Kf] [20480K large exp: 20480Ka]");
+  F(&t, &b);
+  F(&t, &c);
+  t.a.ops->empty_cache(t.a.ctx);
+  CHECK_EQ(t.st->reserved.current, 0);
+  done(&t);
+}
+
+/* A single request larger than the address space an expandable segment reserves (1 1/8 of the
+ * card) runs past the reservation's last block: out of memory, as the driver's refusal to map it
+ * makes it on a real GPU. */
+static void null_next_request_larger_than_the_device(void) {
+  tm t;
+  make(&t, "torch:expandable_segments:True");
+  CHECK_EQ(A(&t, 100 * GiB, 0, NULL), -1);
+  CHECK_EQ(t.st->num_ooms, 1);
+  sim_placement a;
+  CHECK(A(&t, 16 * MiB, 0, &a) >= 0); /* the model is still whole */
+  F(&t, &a);
+  done(&t);
+}
+
 int main(void) {
   RUN(rounding_default);
   RUN(rounding_power2_divisions_single);
@@ -860,5 +905,7 @@ int main(void) {
   RUN(recorded_settings_are_flattened);
   RUN(restore_sizes_blocks_by_the_split_rule);
   RUN(restore_expandable_ranges);
+  RUN(b19_expandable_max_split_roundup_release);
+  RUN(null_next_request_larger_than_the_device);
   TEST_MAIN_END();
 }

@@ -6,7 +6,9 @@
 # off, PyTorch's own snapshot). BUNDLE is what tools/gpu_bundle.sh made (with real traces, if
 # any, under BUNDLE/traces); everything measured lands in OUT, with OUT/gpu.db the store.
 # Run from the source tree's root. Each step has its own time limit; a failed step is reported
-# and the others still run. Exit status: 0 when every step passed, 1 otherwise.
+# and the others still run. GPU_CHECKS_TORCH=0 leaves out the PyTorch jobs (step 5).
+# Exit status: 0 when every step passed, 1 otherwise. tools/gpu-check.sh is the one command that
+# builds, bundles and runs this.
 set -uo pipefail
 B=$(cd "${1:?usage: tools/gpu_checks.sh BUNDLE OUT}" && pwd)
 O=${2:?usage: tools/gpu_checks.sh BUNDLE OUT}
@@ -65,11 +67,12 @@ done
 
 # 4. A small CUDA program, recorded; the trace is kept.
 step record_target 60 "${mp[@]}" record --name record_target --output "$O/record_target.jsonl" --json -- "$B/bin/gpu_record_target" 0
+[ -e "$O/record_target.jsonl" ] && step import_record_target 30 "${mp[@]}" import "$O/record_target.jsonl" --name record_target_file
 
 # 5. A small PyTorch job at two batch sizes, fp32 and bf16: recorded with PyTorch's snapshot at
 #    the same time (the recorded cudaMallocs and the snapshot's segments are the same calls),
 #    and recorded again with the caching allocator off (one cudaMalloc per tensor).
-for b in 8 16; do
+[ "${GPU_CHECKS_TORCH:-1}" = 0 ] || for b in 8 16; do
   for p in fp32 bf16; do
     j="torch_b${b}_$p"
     step "record_$j" 120 "${mp[@]}" record --name "$j" --json -- python3 tests/gpu/torch_train.py "$b" "$p" "$O/$j" --snapshot

@@ -138,8 +138,18 @@ typedef struct dev_snap {
   int64_t reserved;
 } dev_snap;
 
+/* A block a device started with, waiting for the trace's preexisting allocation at its address. */
+typedef struct restored_block {
+  uintptr_t handle;
+  uint64_t addr, size;
+  int device, state;
+} restored_block;
+
 typedef struct engine {
   const replay_config *cfg;
+  restored_block *restored; /* blocks of the start states */
+  size_t nrestored, cap_restored;
+  sim_map restored_at;      /* trace address -> index + 1, until its allocation takes it */
   replay_result *res;
   devstate devs[REPLAY_MAX_DEVICES];
   live_table live; /* trace address -> what is live */
@@ -187,6 +197,57 @@ static void sim_release(void *arg, int device, sim_device *dev) {
   sim_simdev_release(dev);
 }
 
+static void device_sync(engine *e, devstate *ds);
+
+/* Restores one segment and its blocks (items[0..n-1]) into the device's model. */
+static int start_segment(engine *e, devstate *ds, int device, const replay_start *st, size_t at, size_t n) {
+  sim_walk_item *it = sim_xmalloc(n * sizeof *it);
+  uintptr_t *h = sim_xmalloc(n * sizeof *h);
+  memcpy(it, st->items + at, n * sizeof *it);
+  char msg[SIM_ERRLEN];
+  int rc = ds->a.ops->restore(ds->a.ctx, it, n, h, msg, sizeof msg);
+  if (rc != SIM_OK) {
+    snprintf(e->err, e->errlen, "cannot start device %d from the recorded state: the segment at %#llx: %s", device,
+             (unsigned long long)it[0].addr, msg);
+  } else {
+    /* the memory is held already: counted by the device, its addresses never handed out again */
+    uint64_t lo = it[0].expandable && it[0].requested ? it[0].requested : it[0].addr;
+    sim_simdev_hold(&ds->dev, lo, it[0].addr + it[0].size - lo, it[0].size);
+    for (size_t k = 1; k < n; k++) {
+      sim_grow((void **)&e->restored, &e->cap_restored, e->nrestored + 1, sizeof *e->restored);
+      e->restored[e->nrestored++] = (restored_block){h[k], it[k].addr, it[k].size, device, it[k].state};
+      *sim_map_put(&e->restored_at, st->trace_addr[at + k], NULL) = e->nrestored;
+    }
+  }
+  free(it);
+  free(h);
+  return rc == SIM_OK ? 0 : -1;
+}
+
+/* The device's starting state, when the configuration gives one. */
+static int device_start(engine *e, devstate *ds, int device) {
+  const replay_config *cfg = e->cfg;
+  for (size_t s = 0; s < cfg->nstart; s++) {
+    const replay_start *st = &cfg->start[s];
+    if (st->device != device || !st->n) continue;
+    if (!ds->a.ops->restore || cfg->make_device) {
+      snprintf(e->err, e->errlen, "device %d cannot start from a recorded state: %s", device,
+               cfg->make_device ? "only a simulated device can" : "the allocator model cannot restore one");
+      return -1;
+    }
+    for (size_t i = 0; i < st->n;) {
+      size_t j = i + 1;
+      while (j < st->n && !st->items[j].is_segment) j++;
+      if (!st->items[i].is_segment || start_segment(e, ds, device, st, i, j - i)) {
+        if (!st->items[i].is_segment) snprintf(e->err, e->errlen, "device %d: a start state must begin with a segment", device);
+        return -1;
+      }
+      i = j;
+    }
+  }
+  return 0;
+}
+
 static devstate *device_get(engine *e, int device) {
   if (device < 0) device = 0;
   if (device >= REPLAY_MAX_DEVICES) {
@@ -209,6 +270,10 @@ static devstate *device_get(engine *e, int device) {
   ds->st = ds->a.ops->stats(ds->a.ctx);
   ds->res = &e->res->devices[e->res->ndevices++];
   ds->res->device = device;
+  if (cfg->nstart) {
+    if (device_start(e, ds, device)) return NULL;
+    device_sync(e, ds);
+  }
   return ds;
 }
 
@@ -440,7 +505,48 @@ static void record_oom(engine *e, devstate *ds, const sim_event *ev) {
 
 /* The handlers return 0, 1 for an allocation that did not fit, or -1 on error; `out` is NULL
  * when nobody observes the replay. */
+/* A preexisting allocation whose block the device started with: it takes that block. 1 when it
+ * did, 0 when no restored block is at its address (it is placed as any allocation). */
+static int take_restored(engine *e, const sim_event *ev, replay_outcome *out) {
+  uint64_t idx;
+  if (!sim_map_del(&e->restored_at, ev->addr, &idx)) return 0;
+  const restored_block *rb = &e->restored[idx - 1];
+  int existed;
+  live_entry *le = live_put(&e->live, ev->addr, &existed);
+  if (existed) { /* cannot happen: preexisting addresses are distinct */
+    e->res->duplicate_allocs++;
+    return 1;
+  }
+  le->handle = rb->handle;
+  le->size = ev->size;
+  le->device = (int8_t)rb->device;
+  le->category = ev->category < SIM_CAT__COUNT ? ev->category : SIM_CAT_UNKNOWN;
+  le->cat_source = ev->cat_source < SIM_CATSRC__COUNT ? ev->cat_source : SIM_CATSRC_NONE;
+  le->site = site_of(e, ev->stack);
+  if (rb->state == SIM_BLOCK_PENDING_FREE) {
+    le->state = REQUESTED; /* freed before the window, not yet reusable */
+  } else {
+    le->state = LIVE;
+    account(e, le, +1);
+    /* the start state may be the peak: its composition fills in as its blocks are taken */
+    replay_result *r = e->res;
+    if (e->allocated >= r->peak_allocated) {
+      memcpy(r->category_bytes, e->cat_bytes, sizeof e->cat_bytes);
+      memcpy(r->category_count, e->cat_count, sizeof e->cat_count);
+      memcpy(r->catsrc_bytes, e->catsrc_bytes, sizeof e->catsrc_bytes);
+      e->capture_pending = 1;
+    }
+  }
+  e->res->allocs++;
+  if (out) out->placement = (sim_placement){rb->addr, rb->size, rb->handle};
+  return 1;
+}
+
 static inline int do_alloc(engine *e, const sim_event *ev, replay_outcome *out) {
+  if ((ev->flags & SIM_EVF_PREEXISTING) && e->cfg->nstart) {
+    if (!device_get(e, ev->device)) return -1; /* a device's start is restored when it is first used */
+    if (take_restored(e, ev, out)) return 0;
+  }
   int existed;
   live_entry *le = live_put(&e->live, ev->addr, &existed);
   if (existed && le->state != DROPPED) {
@@ -620,6 +726,7 @@ static engine *engine_new(const replay_config *cfg, replay_result *res, char *er
   e->errlen = errlen;
   err[0] = 0;
   live_init(&e->live, 10);
+  sim_map_init(&e->restored_at);
   sim_map_init(&e->host);
   sim_map_init(&e->site_idx);
   e->bucket = 1;
@@ -706,6 +813,8 @@ static void release_devices(engine *e) {
 
 static void engine_free(engine *e) {
   live_release(&e->live);
+  sim_map_release(&e->restored_at);
+  free(e->restored);
   sim_map_release(&e->host);
   sim_map_release(&e->site_idx);
   free(e->sites);
@@ -728,6 +837,12 @@ int replay_run(const replay_config *cfg, replay_source *src, replay_result *res,
   res->elapsed_s = (double)(now_ns() - t0) / 1e9;
   engine_free(e);
   return rc;
+}
+
+void replay_start_release(replay_start *s) {
+  free(s->items);
+  free(s->trace_addr);
+  memset(s, 0, sizeof *s);
 }
 
 void replay_result_release(replay_result *r) {

@@ -29,6 +29,21 @@ typedef struct replay_observer {
   void (*finish)(void *ctx);
 } replay_observer;
 
+/* The state a device starts in instead of an empty allocator (a recorded window's start, as
+ * `memplay validate` rebuilds it): segments, each followed by its live blocks, as the model's
+ * restore takes them (sim_allocator_ops.restore), and for each block the address its
+ * allocation has in the trace; the trace's preexisting allocation at that address then takes
+ * the restored block instead of a new placement. Only on simulated devices. */
+typedef struct replay_start {
+  int device;
+  sim_walk_item *items;
+  uint64_t *trace_addr; /* per item: a block's address in the trace (0 for a segment) */
+  size_t n;
+  size_t nsegments, nblocks;
+} replay_start;
+
+void replay_start_release(replay_start *s);
+
 /* Makes the device primitive for device index `device` (default: a simulated device). */
 typedef int (*replay_device_factory)(void *arg, int device, sim_device *dev, char *err, size_t errlen);
 
@@ -46,6 +61,8 @@ typedef struct replay_config {
   int check_level;              /* 2: run the model's full invariant check after every event */
   replay_observer *observers;
   size_t nobservers;
+  const replay_start *start;    /* the devices' starting states, or NULL: every device starts empty */
+  size_t nstart;
   replay_device_factory make_device;
   void (*release_device)(void *arg, int device, sim_device *dev);
   void *device_arg;

@@ -198,6 +198,15 @@ static void summary_json(yajl_gen g, const run_meta *m, const replay_result *r) 
   jsonw_kuint(g, "device_unmaps", r->device_unmaps);
   jsonw_kuint(g, "ooms", r->ooms);
   jsonw_kbool(g, "stopped_at_oom", r->stopped_at_oom);
+  if (m->window_start) { /* a recorded window: how its start was taken */
+    jsonw_str(g, "window_start");
+    yajl_gen_map_open(g);
+    jsonw_kstr(g, "state", m->window_start);
+    jsonw_kuint(g, "segments", m->window_segments);
+    jsonw_kuint(g, "blocks", m->window_blocks);
+    jsonw_kstr(g, "assumption", m->window_note);
+    yajl_gen_map_close(g);
+  }
   if (m->step_time_s >= 0) jsonw_kdouble(g, "step_time_s", m->step_time_s);
   if (m->samples_per_s >= 0) jsonw_kdouble(g, "samples_per_s", m->samples_per_s);
 }

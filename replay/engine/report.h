@@ -24,6 +24,9 @@ typedef struct run_meta {
   const sim_tm_config *time_config;
   const char *device_source; /* builtin, user, calibrated */
   const char *device_reason; /* "option" (--device) or "recorded" (the trace's device name matched) */
+  /* How a recorded window's start was taken ("rebuilt", "live_set"), or NULL: no window. */
+  const char *window_start, *window_note;
+  size_t window_segments, window_blocks;
 } run_meta;
 
 /* Writes the result's members into an open JSON object (the caller opens and closes it).

@@ -13,6 +13,7 @@ extern const importer import_kineto;
 extern const importer import_timeline;
 extern const importer import_pytorch_snapshot;
 extern const importer import_nsys;
+extern const importer import_bfc_dump;
 
 const importer *const importers[] = {
   &import_jsonl,
@@ -20,6 +21,7 @@ const importer *const importers[] = {
   &import_timeline,
   &import_pytorch_snapshot,
   &import_nsys,
+  &import_bfc_dump,
   NULL,
 };
 
@@ -93,7 +95,7 @@ char *import_trace_name(import_ctx *ctx, const char *suffix) {
   const char *b = strrchr(ctx->path, '/');
   b = b ? b + 1 : ctx->path;
   snprintf(base, sizeof base, "%s", b);
-  static const char *const exts[] = {".gz", ".json", ".jsonl", ".raw", ".pickle", ".pkl", ".sqlite", ".db", NULL};
+  static const char *const exts[] = {".gz", ".json", ".jsonl", ".raw", ".pickle", ".pkl", ".sqlite", ".db", ".log", NULL};
   for (int again = 1; again;) {
     again = 0;
     size_t bl = strlen(base);

@@ -84,6 +84,9 @@ typedef struct snap_cand {
   sim_map segs;      /* segment addresses created by the trace (segment_alloc) */
   sim_map pages;     /* 2 MiB pages of expandable segments mapped by the trace (segment_map) */
   uint64_t seg_gone; /* segment_free/unmap of memory the trace did not create */
+  uint64_t burst, burst_bytes; /* segment_free/unmap entries since the last request or segment made */
+  int64_t burst_ts, burst_stream, burst_stack;
+  uint64_t empty_caches; /* empty_cache events written */
 } snap_cand;
 
 typedef struct seg_rec {
@@ -218,6 +221,30 @@ static int get_i64(const place *pl, const pk_val *v, const char *field, int requ
   return 0;
 }
 
+/* The low 64 bits of a big int (little-endian two's complement), and whether it fits in 64 unsigned
+ * bits (2^63 to 2^64-1: a C++ size_t or pointer written by Python as an int). */
+static int bigint_low64(const pk_val *v, uint64_t *low) {
+  const pk_obj *o = v->u.o;
+  uint64_t x = 0;
+  for (size_t i = 0; i < o->len && i < 8; i++) x |= (uint64_t)(unsigned char)o->data[i] << (8 * i);
+  *low = x;
+  int fits = o->len <= 9 && !(o->data[o->len - 1] & 0x80);
+  for (size_t i = 8; i < o->len && fits; i++) fits = o->data[i] == 0;
+  return fits;
+}
+
+/* A metadata int (a frame's line number, a stream handle): never a reason to refuse the file. Beyond
+ * int64 it keeps its bits when it fits in 64 unsigned bits (a handle stays distinct from every
+ * other), and is otherwise `unknown`. Other types are still errors. */
+static int get_meta_i64(const place *pl, const pk_val *v, const char *field, int64_t unknown, int64_t *out) {
+  if (v && v->type == PK_BIGINT) {
+    uint64_t low;
+    *out = bigint_low64(v, &low) ? (int64_t)low : unknown;
+    return 0;
+  }
+  return get_i64(pl, v, field, 0, out);
+}
+
 static int get_u64(const place *pl, const pk_val *v, const char *field, int required, uint64_t *out) {
   int64_t x = 0;
   if (!v) return required ? bad(pl, field, "is missing") : 0;
@@ -258,7 +285,7 @@ static int frame_index(snap *st, const place *pl, pk_val fv, size_t i, uint32_t 
   fp.frame = (long long)i;
   if (get_str(&fp, pk_dict_get(d, "name"), "name", 0, &name) ||
       get_str(&fp, pk_dict_get(d, "filename"), "filename", 0, &file) ||
-      get_i64(&fp, pk_dict_get(d, "line"), "line", 0, &line))
+      get_meta_i64(&fp, pk_dict_get(d, "line"), "line", 0, &line))
     return -1;
   const pk_val *nv = pk_dict_get(d, "name"), *fl = pk_dict_get(d, "filename");
   size_t nl = nv && nv->type == PK_STR ? nv->u.o->len : 0, fll = fl && fl->type == PK_STR ? fl->u.o->len : 0;
@@ -496,7 +523,7 @@ static inline int entry_values(snap *st, snap_cand *c, const place *pl, const pk
   int action = e->action;
   int needs_addr = action != A_OOM && action != A_SNAPSHOT;
   if (action != A_OOM && get_u64(pl, f[F_ADDR], "addr", needs_addr, &e->addr)) return -1;
-  if (get_u64(pl, f[F_SIZE], "size", 1, &e->size) || get_i64(pl, f[F_STREAM], "stream", 0, &e->stream)) return -1;
+  if (get_u64(pl, f[F_SIZE], "size", 1, &e->size) || get_meta_i64(pl, f[F_STREAM], "stream", 0, &e->stream)) return -1;
   if (action == A_OOM && f[F_DEVICE_FREE]) {
     uint64_t df = 0;
     if (get_u64(pl, f[F_DEVICE_FREE], "device_free", 0, &df)) return -1;
@@ -512,8 +539,29 @@ static inline int entry_values(snap *st, snap_cand *c, const place *pl, const pk
   return 0;
 }
 
+/* A burst of releases (segment_free, segment_unmap) that no oom entry follows is the program's
+ * torch.cuda.empty_cache(), or the releases of a request's retry that then got its memory
+ * (docs/formats.md): an empty_cache event (size: the bytes the burst released) is written where it
+ * ends, before the request or the segment that follows it (its stream and call stack: the last
+ * release's). A burst that an oom entry follows is
+ * the failing request's own retry and writes nothing. */
+static int burst_end(snap *st, snap_cand *c, int is_oom) {
+  if (!c->burst) return 0;
+  uint64_t bytes = c->burst_bytes;
+  c->burst = c->burst_bytes = 0;
+  if (is_oom) return 0;
+  sim_event ev;
+  device_event(&ev, SIM_EV_EMPTY_CACHE, c->burst_ts, 0, bytes, c->burst_stream, c->burst_stack, c->guess);
+  ev.mem = SIM_MEM_UNKNOWN;
+  if (store_writer_event(c->w, &ev)) return store_failed(st);
+  c->last_seq = ev.seq;
+  c->empty_caches++;
+  return 0;
+}
+
 /* A request: an event of the trace. */
 static inline int entry_request(snap *st, snap_cand *c, const snap_entry *e) {
+  if (burst_end(st, c, 0)) return -1;
   /* What the address was before this entry: freed first, it was live before the window, and
    * the rules learn of it now (as made at the trace's start). */
   int existed;
@@ -540,6 +588,8 @@ static inline int entry_request(snap *st, snap_cand *c, const snap_entry *e) {
 static inline int entry_recorded(snap *st, snap_cand *c, const snap_entry *e) {
   int action = e->action;
   uint64_t addr = e->addr, size = e->size;
+  if ((action == A_SEGMENT_ALLOC || action == A_SEGMENT_MAP || action == A_OOM) && burst_end(st, c, action == A_OOM))
+    return -1;
   if (action == A_SEGMENT_ALLOC) {
     *sim_map_put(&c->segs, addr, NULL) = 1;
   } else if (action == A_SEGMENT_FREE && !sim_map_get(&c->segs, addr)) {
@@ -555,6 +605,13 @@ static inline int entry_recorded(snap *st, snap_cand *c, const snap_entry *e) {
                         .device = c->guess, .stream = e->stream, .addr = addr, .size = size, .allocated = -1,
                         .reserved = -1, .device_free = e->device_free, .stack = e->stack};
   if (store_writer_recorded(c->w, &rec)) return store_failed(st);
+  if (action == A_SEGMENT_FREE || action == A_SEGMENT_UNMAP) {
+    c->burst++;
+    c->burst_bytes += size;
+    c->burst_ts = e->ts;
+    c->burst_stream = e->stream; /* the device's whole cache goes: the stream only says whose release came last */
+    c->burst_stack = e->stack;   /* where the program called empty_cache() */
+  }
   return 0;
 }
 
@@ -823,7 +880,7 @@ static int read_segment(snap *st, size_t si, pk_val sv) {
   if (get_i64(&pl, pk_dict_get(d, "device"), "device", 1, &device) ||
       get_u64(&pl, pk_dict_get(d, "address"), "address", 1, &g.s.address) ||
       get_u64(&pl, pk_dict_get(d, "total_size"), "total_size", 1, &g.s.total_size) ||
-      get_i64(&pl, pk_dict_get(d, "stream"), "stream", 0, &g.s.stream) ||
+      get_meta_i64(&pl, pk_dict_get(d, "stream"), "stream", 0, &g.s.stream) ||
       get_str(&pl, pk_dict_get(d, "segment_type"), "segment_type", 0, &type) ||
       get_i64(&pl, pk_dict_get(d, "allocated_size"), "allocated_size", 0, &g.s.allocated_size) ||
       get_i64(&pl, pk_dict_get(d, "requested_size"), "requested_size", 0, &g.s.requested_size) ||
@@ -1141,6 +1198,7 @@ static int name_and_finish(snap *st, const trace_job *j, const char *attrs, int 
 static int write_trace(snap *st, const trace_job *j) {
   trace_shape sh;
   device_segments(st, j->device, &sh);
+  if (burst_end(st, j->c, 0)) return -1; /* releases at the trace's end */
   if (rebuild_preexisting(st, j, &sh) || prepend_preexisting(st, j, sh.npre) || write_final_state(st, j->c->w, &sh) ||
       write_entry_notes(st, j, &sh))
     return -1;

@@ -158,7 +158,7 @@ static void push_result_table(lua_State *L, lresult *lr, int ud_idx) {
 
 static const char *const replay_keys[] = {"allocator", "capacity",     "stop_at_oom", "timeline_points", "top_sites",
                                           "max_ooms",  "check",        "total_memory", "environment",    "shared_device",
-                                          "device",    "timing",       "batch",        NULL};
+                                          "device",    "timing",       "batch",        "live_start",     NULL};
 
 /* Checks that the options table at idx names only known options. */
 static void check_keys(lua_State *L, int idx) {
@@ -169,7 +169,7 @@ static void check_keys(lua_State *L, int idx) {
     for (size_t i = 0; ok && replay_keys[i]; i++)
       if (!strcmp(lua_tostring(L, -1), replay_keys[i])) goto known;
     luaL_error(L, "replay: unknown option '%s' (known: allocator, capacity, device, timing, batch, total_memory, "
-                  "shared_device, stop_at_oom, timeline_points, top_sites, max_ooms, check, environment)",
+                  "shared_device, stop_at_oom, timeline_points, top_sites, max_ooms, check, environment, live_start)",
                ok ? lua_tostring(L, -1) : "?");
   known:;
   }
@@ -193,6 +193,9 @@ static void read_sizes_and_switches(lua_State *L, int idx, session_request *req)
   lua_pop(L, 1);
   lua_getfield(L, idx, "stop_at_oom");
   req->stop_at_oom = lua_toboolean(L, -1);
+  lua_getfield(L, idx, "live_start");
+  req->live_start = lua_toboolean(L, -1);
+  lua_pop(L, 1);
   lua_getfield(L, idx, "check");
   req->check = lua_toboolean(L, -1);
   lua_getfield(L, idx, "environment");
@@ -269,7 +272,8 @@ int lapi_trace_replay(lua_State *L) {
   lscratch *sc = lapi_scratch(L); /* 4 */
   lapi_scratch_open(L, sc, t);
   replay_names names = store_names(t->ls->s);
-  session_pass pass = {.source = &sc->src, .names = &names};
+  /* the stored trace's own events, unchanged: a recorded window may start from its rebuilt state */
+  session_pass pass = {.source = &sc->src, .names = &names, .stored_events = !t->derived && t->ls == cx->p->main};
   rc = session_execute(ses, &lr->run, &pass, err, sizeof err);
   lr->run.trace = NULL; /* the trace may be collected before its result */
   lr->run.recorded = NULL;

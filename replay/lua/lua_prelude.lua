@@ -197,7 +197,9 @@ end
 
 -- Replays t with the scenario's allocator, capacity and device; opts add to or override them.
 function Scenario:replay(t, opts)
-  local o = {allocator = self.allocator, capacity = self.capacity, device = self.device}
+  -- live_start: every variant of a recorded window starts alike, from the blocks live then (a
+  -- transformed trace cannot start from the recorded allocator's rebuilt state)
+  local o = {allocator = self.allocator, capacity = self.capacity, device = self.device, live_start = true}
   for k, v in pairs(opts or {}) do o[k] = v end
   if o.capacity == false then o.capacity = nil end
   if o.device ~= false and o.timing == nil then

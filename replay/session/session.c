@@ -8,6 +8,7 @@
 #include "session.h"
 #include "sim/hashmap.h"
 #include "shared_device.h"
+#include "window_start.h"
 #include "store/store_runs.h"
 #include "store/store_source.h"
 
@@ -47,6 +48,7 @@ struct session {
   size_t nsettings, settings_cap;
   device_entry *devices;
   size_t ndevices, device_cap;
+  window_cache window; /* the start state of the trace last replayed */
 };
 
 session *session_new(store *s) {
@@ -70,6 +72,7 @@ void session_free(session *ses) {
   free(ses->settings);
   free(ses->specs);
   free(ses->devices);
+  window_cache_release(&ses->window);
   free(ses);
 }
 
@@ -234,6 +237,7 @@ int session_prepare(session *ses, const session_request *req, session_run *run, 
   run->getenv_fn = req->use_environment ? env_lookup : NULL;
   run->stop_at_oom = req->stop_at_oom;
   run->check = req->check;
+  run->live_start = req->live_start;
   run->timeline_points = req->timeline_points;
   run->top_sites = req->top_sites;
   run->max_ooms = req->max_ooms;
@@ -330,6 +334,7 @@ int session_execute(session *ses, session_run *run, const session_pass *pass, ch
   }
   for (size_t i = 0; i < pass->nobservers; i++) obs[cfg.nobservers++] = pass->observers[i];
   cfg.observers = obs;
+  window_start_decide(ses->s, &ses->window, run, pass, &cfg);
   /* the events: the pass's, else the stored trace's */
   replay_source stored, *src = pass->source;
   int rc = SESSION_OK;
@@ -372,6 +377,10 @@ run_meta session_meta(const session_run *run) {
     m.device_source = run->device.source;
     m.device_reason = run->device_reason;
   }
+  m.window_start = run->window_start;
+  m.window_note = run->window_start ? run->window_note : NULL;
+  m.window_segments = run->window_segments;
+  m.window_blocks = run->window_blocks;
   if (run->has_time) {
     m.time = &run->time;
     m.time_config = &run->tcfg;

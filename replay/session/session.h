@@ -60,6 +60,7 @@ typedef struct session_request {
   int use_environment;            /* models read this process's environment (PYTORCH_CUDA_ALLOC_CONF, ...);
                                      else they see none: a replay then does not depend on where it runs */
   int stop_at_oom, check;         /* stop at the first OOM; check the model's invariants after every event */
+  int live_start;                 /* a recorded window starts from its live blocks, not the rebuilt state */
   size_t timeline_points, top_sites, max_ooms; /* 0: the engine's defaults */
 } session_request;
 
@@ -85,12 +86,20 @@ typedef struct session_run {
   uint64_t capacity, total_memory;
   int shared_device;
   int stop_at_oom, check;
+  int live_start;
   size_t timeline_points, top_sites, max_ooms;
   int has_device;           /* a device profile was chosen: the time model runs */
   devices_entry device;
   const char *device_reason; /* "option" (named) or "recorded" (the trace's device matched) */
   sim_tm_config tcfg;        /* the time model's options, when has_device */
-  /* After session_execute: */
+  /* After session_execute: how a recorded window's start was taken. NULL: the trace is no window
+   * (it starts from an empty allocator); "rebuilt": from the state `memplay validate` rebuilds
+   * (the recorded allocator and settings, the stored events, a simulated device); "live_set":
+   * from an empty allocator, the live blocks allocated first in address order. window_note says
+   * it in words, with the reason for "live_set". */
+  const char *window_start;
+  char window_note[480];
+  size_t window_segments, window_blocks;
   int executed;
   replay_result result;
   int has_time;
@@ -108,6 +117,7 @@ typedef struct session_pass {
   void (*release_device)(void *arg, int device, sim_device *dev);
   void *device_arg;
   const replay_names *names;            /* names of a trace kept elsewhere; NULL: the session's store's */
+  int stored_events;                    /* source gives the stored trace's own events, unchanged */
 } session_pass;
 
 /* A device profile by name, as session_prepare finds it: 0 found (*out), 1 absent, -1 error. */

@@ -70,8 +70,11 @@ typedef struct vpre {
   int freed_now;      /* freed so far in the current pass */
 } vpre;
 
+/* An expandable segment's reservation: its base, the size the model reserves (1 1/8 of the card
+ * as validate assumes it), and the end of what has been mapped in it so far (the extent the
+ * recording has shown: the card's real size, and so the reservation's, may be smaller). */
 typedef struct vres {
-  uint64_t addr, size;
+  uint64_t addr, size, hi;
 } vres;
 
 typedef struct validator {
@@ -254,14 +257,28 @@ static uint64_t synth(validator *v, uint64_t size) {
   return a;
 }
 
-static void add_reservation(validator *v, uint64_t addr, uint64_t size) {
+static void add_reservation(validator *v, uint64_t addr, uint64_t size, uint64_t hi) {
   sim_grow((void **)&v->resv, &v->resv_cap, v->nresv + 1, sizeof *v->resv);
-  v->resv[v->nresv++] = (vres){addr, size};
+  v->resv[v->nresv++] = (vres){addr, size, hi > addr ? hi : addr};
 }
 
-static int in_reservation(const validator *v, uint64_t addr) {
+/* The reservation whose assumed range holds addr (the highest base at or below it), or NULL. */
+static vres *reservation_at(const validator *v, uint64_t addr) {
+  vres *best = NULL;
   for (size_t i = 0; i < v->nresv; i++)
-    if (addr >= v->resv[i].addr && addr - v->resv[i].addr < v->resv[i].size) return 1;
+    if (addr >= v->resv[i].addr && addr - v->resv[i].addr < v->resv[i].size && (!best || v->resv[i].addr > best->addr))
+      best = &v->resv[i];
+  return best;
+}
+
+/* Whether a map at addr is more of a reservation already made: inside what it has mapped so
+ * far, or right after it (it grows upwards), or at a base not yet mapped. A map anywhere else
+ * starts a reservation of its own, wherever the model's assumed sizes would put it. */
+static int known_extent(const validator *v, uint64_t addr) {
+  for (size_t i = 0; i < v->nresv; i++) {
+    const vres *r = &v->resv[i];
+    if (addr >= r->addr && addr <= r->hi) return 1;
+  }
   return 0;
 }
 
@@ -341,6 +358,8 @@ static int vd_map(void *ctx, uint64_t addr, uint64_t size, int64_t stream) {
             FMT(s, "segment_map of %" PRIu64 " bytes at %#" PRIx64, size, addr));
   } else {
     a->consumed = 1;
+    vres *r = reservation_at(v, addr);
+    if (r && addr + size > r->hi) r->hi = addr + size;
     if (a->addr == addr && a->size == size) v->r->segment_matches++;
     else
       diverge(v, "segment_map", 0, stream, a->addr, FMT(e, "segment_map of %" PRIu64 " bytes at %#" PRIx64, a->size, a->addr),
@@ -357,14 +376,14 @@ static int vd_reserve(void *ctx, uint64_t size, uint64_t *addr) {
   validator *v = ctx;
   for (size_t i = v->lo; i < v->nrec; i++) {
     const vrec *a = &v->rec[i];
-    if (a->action == R_SEG_MAP && !a->consumed && !in_reservation(v, a->addr)) {
+    if (a->action == R_SEG_MAP && !a->consumed && !known_extent(v, a->addr)) {
       *addr = a->addr;
-      add_reservation(v, *addr, size);
+      add_reservation(v, *addr, size, *addr);
       return SIM_OK;
     }
   }
   *addr = synth(v, size);
-  add_reservation(v, *addr, size);
+  add_reservation(v, *addr, size, *addr);
   return SIM_OK;
 }
 
@@ -770,6 +789,25 @@ static uint64_t reservation_base(const validator *v, const vseg *g) {
   return base;
 }
 
+/* Initial segment g and its live blocks as the model's restore takes them (appended to *it); *pi:
+ * the first live-at-start block not yet placed, advanced past the segment's. Returns the index of
+ * the segment's first block in v->pre. */
+static size_t segment_items(const validator *v, size_t g, items *it, size_t *pi) {
+  const vseg *s = &v->isegs[g];
+  size_t seg_at = it->n;
+  collect(it, &(sim_walk_item){.is_segment = 1, .addr = s->addr, .size = s->size, .stream = s->stream,
+                               .pool = s->pool, .expandable = s->expandable});
+  while (*pi < v->npre && v->pre[*pi].addr < s->addr) (*pi)++;
+  size_t first = *pi;
+  while (*pi < v->npre && v->pre[*pi].seg == (int)g) {
+    const vpre *p = &v->pre[(*pi)++];
+    collect(it, &(sim_walk_item){.addr = p->addr, .size = p->uncertain ? p->base_size + p->t : p->size,
+                                 .requested = p->requested, .stream = s->stream, .state = p->state});
+  }
+  if (s->expandable) it->v[seg_at].requested = reservation_base(v, s);
+  return first;
+}
+
 static int restore_all(validator *v) {
   items it = {0};
   uintptr_t *handles = NULL;
@@ -778,17 +816,7 @@ static int restore_all(validator *v) {
   for (size_t g = 0; g < v->nisegs && !rc; g++) {
     const vseg *s = &v->isegs[g];
     it.n = 0;
-    collect(&it, &(sim_walk_item){.is_segment = 1, .addr = s->addr, .size = s->size, .stream = s->stream,
-                                  .pool = s->pool, .expandable = s->expandable});
-    size_t first = pi;
-    while (pi < v->npre && v->pre[pi].addr < s->addr) pi++;
-    first = pi;
-    while (pi < v->npre && v->pre[pi].seg == (int)g) {
-      vpre *p = &v->pre[pi++];
-      collect(&it, &(sim_walk_item){.addr = p->addr, .size = p->uncertain ? p->base_size + p->t : p->size,
-                                    .requested = p->requested, .stream = s->stream, .state = p->state});
-    }
-    if (s->expandable) it.v[0].requested = reservation_base(v, s);
+    size_t first = segment_items(v, g, &it, &pi);
     sim_grow((void **)&handles, &hcap, it.n, sizeof *handles);
     char err[SIM_ERRLEN];
     if (v->a.ops->restore(v->a.ctx, it.v, it.n, handles, err, sizeof err) != SIM_OK) {
@@ -799,10 +827,12 @@ static int restore_all(validator *v) {
       *sim_map_put(&v->live, v->pre[first + k - 1].addr, NULL) = handles[k];
       if (v->pre[first + k - 1].state == SIM_BLOCK_PENDING_FREE) *sim_map_put(&v->waiting, v->pre[first + k - 1].addr, NULL) = 1;
     }
-    if (s->expandable && !in_reservation(v, s->addr)) {
+    vres *in = s->expandable ? reservation_at(v, s->addr) : NULL;
+    if (in && s->addr + s->size > in->hi) in->hi = s->addr + s->size;
+    if (s->expandable && !in) {
       uint64_t page = s->pool ? 20 * MiB : 2 * MiB, space = v->total_memory + v->total_memory / 8;
       uint64_t base = it.v[0].requested ? it.v[0].requested : s->addr;
-      add_reservation(v, base, (space + page - 1) / page * page);
+      add_reservation(v, base, (space + page - 1) / page * page, s->addr + s->size);
     }
   }
   free(it.v);
@@ -1242,6 +1272,10 @@ static int replay_requests(validator *v, size_t *next, int *stopped) {
       *stopped = 1;
       break;
     }
+    /* An empty_cache event that ends a recorded burst of releases (the snapshot importer's) is a
+     * reading of the burst; the gap rules judge the burst with the model instead, with the
+     * request that follows it. */
+    if (ev.kind == SIM_EV_EMPTY_CACHE && *next < v->nrec && v->rec[*next].before_seq <= ev.seq) continue;
     int adjacent = ev.kind == SIM_EV_FREE_COMPLETED && ev.addr == just_requested;
     just_requested = ev.kind == SIM_EV_FREE_REQUESTED ? ev.addr : UINT64_MAX;
     if (ev.kind == SIM_EV_FREE_COMPLETED && sim_map_get(&v->waiting, ev.addr) && !v->deferred.len &&
@@ -1320,7 +1354,80 @@ static double now_s(void) {
   return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
+/* The state the last pass started from, for a replay (validate_window_start). */
+static void export_start(const validator *v, replay_start *out) {
+  items it = {0};
+  size_t pi = 0, cap = 0;
+  memset(out, 0, sizeof *out);
+  out->device = v->t->device_index >= 0 ? v->t->device_index : 0;
+  for (size_t g = 0; g < v->nisegs; g++) {
+    size_t at = it.n, first = segment_items(v, g, &it, &pi);
+    sim_grow((void **)&out->trace_addr, &cap, it.n, sizeof *out->trace_addr);
+    out->trace_addr[at] = 0;
+    for (size_t k = at + 1; k < it.n; k++) out->trace_addr[k] = v->pre[first + k - at - 1].addr;
+    out->nsegments++;
+    out->nblocks += it.n - at - 1;
+  }
+  out->items = it.v;
+  out->n = it.n;
+}
+
+static int validate_core(store *s, const store_trace *t, validate_result *r, replay_start *start, char *err,
+                         size_t errlen);
+
+int validate_recorded_state(store *s, const store_trace *t, replay_start *out, char *err, size_t errlen) {
+  validator v;
+  validate_result r;
+  memset(&v, 0, sizeof v);
+  memset(out, 0, sizeof *out);
+  v.s = s;
+  v.t = t;
+  v.r = &r;
+  v.err = err;
+  v.errlen = errlen;
+  int rc = load(&v);
+  items it = {0};
+  size_t cap = 0, b = 0;
+  out->device = t->device_index >= 0 ? t->device_index : 0;
+  for (size_t g = 0; !rc && g < v.nfsegs; g++) {
+    const vseg *sg = &v.fsegs[g];
+    collect(&it, &(sim_walk_item){.is_segment = 1, .addr = sg->addr, .size = sg->size, .stream = sg->stream,
+                                  .pool = sg->pool, .expandable = sg->expandable});
+    out->nsegments++;
+    while (b < v.nfblks && v.fblks[b].seg < sg->addr) b++;
+    for (; b < v.nfblks && v.fblks[b].seg == sg->addr; b++) {
+      const vblk *k = &v.fblks[b];
+      if (k->state == SIM_BLOCK_FREE) continue;
+      collect(&it, &(sim_walk_item){.addr = k->addr, .size = k->size, .requested = k->requested,
+                                    .stream = sg->stream, .state = k->state});
+      out->nblocks++;
+    }
+  }
+  sim_grow((void **)&out->trace_addr, &cap, it.n ? it.n : 1, sizeof *out->trace_addr);
+  for (size_t i = 0; i < it.n; i++) out->trace_addr[i] = it.v[i].is_segment ? 0 : it.v[i].addr;
+  out->items = it.v;
+  out->n = it.n;
+  free(v.rec);
+  free(v.fsegs);
+  free(v.fblks);
+  if (rc) replay_start_release(out);
+  return rc;
+}
+
 int validate_run(store *s, const store_trace *t, validate_result *r, char *err, size_t errlen) {
+  return validate_core(s, t, r, NULL, err, errlen);
+}
+
+int validate_window_start(store *s, const store_trace *t, replay_start *out, int *agrees, char *err, size_t errlen) {
+  validate_result r;
+  memset(out, 0, sizeof *out);
+  if (validate_core(s, t, &r, out, err, errlen)) return -1;
+  if (agrees) *agrees = !r.diverged;
+  return 0;
+}
+
+static int validate_core(store *s, const store_trace *t, validate_result *r, replay_start *start, char *err,
+                         size_t errlen) {
   memset(r, 0, sizeof *r);
   double t0 = now_s();
   validator v;
@@ -1360,7 +1467,8 @@ int validate_run(store *s, const store_trace *t, validate_result *r, char *err, 
     pass_release(&v);
     if (!again) break;
   }
-  if (!rc && r->diverged && r->first.event >= 0) {
+  if (!rc && start) export_start(&v, start);
+  if (!rc && !start && r->diverged && r->first.event >= 0) {
     validate_result done = *r;
     v.context_at = done.first.event;
     rc = replay_pass(&v);

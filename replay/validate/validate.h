@@ -83,6 +83,21 @@ typedef struct validate_result {
  */
 int validate_run(store *s, const store_trace *t, validate_result *r, char *err, size_t errlen);
 
+/*
+ * The allocator's state at the start of trace t as validate rebuilds it (the state its last pass
+ * started from: the segments that existed then and the blocks live in them), for a replay under
+ * the recorded allocator to start from (replay_config.start). 0 with *out filled (the caller
+ * releases it with replay_start_release; it is empty for a trace recorded from an empty
+ * allocator) and *agrees (may be NULL) whether validate then agreed with the recording; -1 with a
+ * message when the trace cannot be validated.
+ */
+int validate_window_start(store *s, const store_trace *t, replay_start *out, int *agrees, char *err, size_t errlen);
+
+/* The state a state-only trace records (an out-of-memory dump: its final segments and blocks are
+ * the whole state at one moment), as a replay's start: each live block's trace address is its
+ * own. 0 with *out filled (release it with replay_start_release), or -1 with a message. */
+int validate_recorded_state(store *s, const store_trace *t, replay_start *out, char *err, size_t errlen);
+
 /* The comparison as a replay_result, for storing it as a run (kind "validate"). */
 void validate_fill_replay_result(const validate_result *v, replay_result *out);
 

@@ -90,12 +90,14 @@ err=$("$MEMPLAY" import --db "$db" --name exp "$data/expandable.pickle" 2>&1 >/d
 check_has "expandable: warns about the unknown action" "$err" "1 trace entries with actions memplay does not know were skipped (user_defined)"
 check_has "expandable: warns about device 2" "$err" "1 final segment of device 2, which has no trace entries, is not imported"
 check "expandable: one trace per device with entries" "$(q "$db" "SELECT name, device_index, event_count FROM traces WHERE name LIKE 'exp-%' ORDER BY name" | tr '\n' ' ')" \
-  "exp-dev0|0|4 exp-dev1|1|3 "
+  "exp-dev0|0|5 exp-dev1|1|3 "
 id=$(q "$db" "SELECT id FROM traces WHERE name = 'exp-dev0'")
 b0=$((0x7D0000000000))
 s0=$(q "$db" "SELECT first_seq FROM traces WHERE id = $id")
 check "expandable: recorded actions" "$(q "$db" "SELECT before_seq - $s0, action, addr, size, coalesce(device_free, -1), stream FROM recorded WHERE trace_id = $id ORDER BY seq" | tr '\n' ' ')" \
   "0|segment_map|$b0|$((20 * MB))|-1|94000000000000 3|oom|0|$((64 * MB))|$((10 * MB))|94000000000000 4|segment_unmap|$((b0 + 16 * MB))|$((4 * MB))|-1|94000000000000 4|snapshot|0|$((16 * MB))|-1|94000000000000 "
+# the unmap that nothing follows is an empty_cache() at the end, of the 4 MiB it released
+check "expandable: empty_cache" "$(q "$db" "SELECT seq - $s0, size FROM events WHERE trace_id = $id AND kind = 13")" "4|$((4 * MB))"
 check "expandable: streams" "$(q "$db" "SELECT DISTINCT stream FROM events WHERE trace_id = $id")" 94000000000000
 check "expandable: expandable segment" "$(q "$db" "SELECT expandable, stream, pool FROM segments WHERE trace_id = $id")" "1|94000000000000|large"
 check "expandable: settings" "$(q "$db" "SELECT json_extract(allocator_settings, '\$.expandable_segments'), json_extract(allocator_settings, '\$.roundup_power2_divisions') FROM traces WHERE id = $id")" "1|[1,2,4]"
@@ -116,6 +118,13 @@ id=$(q "$db" "SELECT id FROM traces WHERE name = 'odd_names'")
 check "odd names: notes" "$(q "$db" "SELECT name, severity, value, detail FROM trace_stats WHERE trace_id = $id AND name != 'preexisting_blocks' AND name NOT LIKE 'categories%' ORDER BY name" | tr '\n' ' ')" \
   "dropped_entry_fields|data_loss|2|'', stream_priority unknown_actions|warning|2|'', user_defined "
 check "odd names: the rest as in tiny" "$(q "$db" "SELECT event_count FROM traces WHERE id = $id")" 9
+
+# Integers wider than 64 bits in metadata: a frame's line of 2**64 - 1 (PyTorch's unknown line) is
+# stored as 0, unknown; an int of 81 bits in a field memplay does not read is dropped as usual.
+"$MEMPLAY" import --db "$db" "$data/wide_ints.pickle" >/dev/null || fail "wide ints: refused"
+id=$(q "$db" "SELECT id FROM traces WHERE name = 'wide_ints'")
+check "wide ints: events as in tiny" "$(q "$db" "SELECT event_count FROM traces WHERE id = $id")" 9
+check "wide ints: unknown line" "$(q "$db" "SELECT f.line FROM frames f JOIN strings n ON n.id = f.name_id WHERE n.value = 'malloc'")" 0
 
 # Entries only for device 1, segments on devices 0 and 1: written for device 0 at first (the
 # lowest device with segments), then moved, events and recorded actions alike.

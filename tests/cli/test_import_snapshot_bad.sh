@@ -22,6 +22,7 @@ expect_fail() {
 # Well-formed pickles that are not snapshots, and snapshots with a mistyped field.
 expect_fail "$data/bad/mistyped_addr.pickle" "byte 1016: trace entry 2: field 'addr' must be an int, not a str"
 expect_fail "$data/bad/negative_size.pickle" "byte 1016: trace entry 2: field 'size' must not be negative (-4096)"
+expect_fail "$data/bad/huge_size.pickle" "byte 1016: trace entry 2: field 'size' is out of range (more than 64 bits)"
 expect_fail "$data/bad/mistyped_frames.pickle" "byte 1016: trace entry 2: field 'frames' must be a list, not a str"
 expect_fail "$data/bad/bad_state.pickle" "block 1 of segment 0: field 'state' must be active_allocated, active_pending_free or inactive, not 'freed'"
 expect_fail "$data/bad/entries_not_dicts.pickle" "byte 57: device_traces[0]: holds an int, not a trace entry"

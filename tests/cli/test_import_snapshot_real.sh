@@ -7,13 +7,13 @@ need_traces
 dir="$MEMPLAY_TRACES/pytorch"
 
 db="$WORK/store.db"
-# file | trace entries | events (requests + live before the window) | live before: from the final
+# file | trace entries | events (requests + live before the window + empty_cache) | live before: from the final
 # state, freed before any alloc | recorded actions | final segments | final blocks | distinct call
 # stacks of the requests | sum of the alloc sizes
 expected="
 bcrafton_warm_window|6486|6933|225|222|0|96|550|142|11680970248
 kk_ctx128_fullstep|19342|18883|324|0|783|1010|1525|178|94268409402
-kk_ctx512_fullstep|19936|18883|326|0|1379|820|1703|176|227894608074
+kk_ctx512_fullstep|19936|18884|326|0|1379|820|1703|177|227894608074
 maph_single_stream|4496|4879|396|0|13|82|415|96|45069018970
 sil_forward_fp32_128|2043|2180|137|0|0|29|164|105|1105961984
 sil_small_from_empty|97|88|0|0|9|9|20|42|8091861260
@@ -48,6 +48,11 @@ for line in $expected; do
 done
 
 # Figures from the traces' README.
+# kk_ctx512 opens with torch.cuda.empty_cache(): 790 segment_free, one empty_cache event of the
+# bytes they released, after the 326 blocks live before the window and before the first request.
+id=$(q "$db" "SELECT id FROM traces WHERE name = 'kk_ctx512_fullstep'")
+check "kk_ctx512: empty_cache" "$(q "$db" "SELECT e.seq - t.first_seq, e.size, (SELECT count(*) FROM recorded r WHERE r.trace_id = t.id AND r.action = 'segment_free' AND r.before_seq <= e.seq) FROM events e JOIN traces t ON t.id = e.trace_id WHERE e.trace_id = $id AND e.kind = 13")" \
+  "326|47057993728|790"
 id=$(q "$db" "SELECT id FROM traces WHERE name = 'kk_ctx128_fullstep'")
 check "kk_ctx128: segment_alloc" "$(q "$db" "SELECT count(*) FROM recorded WHERE trace_id = $id AND action = 'segment_alloc'")" 783
 check "kk_ctx128: first alloc" "$(q "$db" "SELECT addr, size, ts FROM events WHERE trace_id = $id AND flags = 0 ORDER BY seq LIMIT 1")" \

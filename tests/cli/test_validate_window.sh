@@ -57,4 +57,13 @@ has "$T/err" "it was recorded by 'bfc'"
 expect 1 validate nosuch
 expect 2 validate
 expect 2 validate a b
+
+# Expandable segments with the driver's reservation bases, on both devices of a snapshot: a
+# small-pool segment reserved 3 GiB above the large pool's (inside what 1 1/8 of an assumed
+# 80 GiB card would cover) takes the recorded base, not one of validate's own.
+expect 0 import "$MEMPLAY_SRC/tests/data/snapshots/expandable_bases.pickle" --name eb
+for d in 0 1; do
+  expect 0 validate "eb-dev$d" --json --no-save && has "$T/out" '"agree":true'
+  [ "$(json_get segment_matches)" = 2 ] || fail "eb-dev$d: segment_matches $(json_get segment_matches)"
+done
 finish

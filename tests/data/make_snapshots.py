@@ -178,6 +178,44 @@ def expandable():
     return {"segments": segments, "device_traces": [t0, t1, []], "allocator_settings": settings}
 
 
+def expandable_bases():
+    """Two devices, each a window of a warm process with expandable segments: a large-pool range
+    mapped before the window, then a small-pool request that reserves a segment of its own, whose
+    base the driver put 3 GiB above the large one (inside the 1 1/8 of an 80 GiB card validate
+    would assume for the large reservation, as on a smaller card)."""
+    s = stack(F_ALLOC, F_FWD, F_MAIN)
+    traces, segments = [], []
+    for dev, b0 in ((0, 0x7A0000000000), (1, 0x7B4000000000)):
+        b1 = b0 + 3 * 1024 * MB
+        traces.append([
+            entry("segment_map", b1, 2 * MB, 1000 + dev, s),
+            entry("alloc", b1, 4096, 1001 + dev, s),
+            entry("segment_map", b0 + 20 * MB, 20 * MB, 1002 + dev, s),
+            entry("alloc", b0 + 16 * MB, 12 * MB, 1003 + dev, s),
+        ])
+        segments += [
+            {"device": dev, "address": b0, "total_size": 40 * MB, "allocated_size": 28 * MB, "active_size": 28 * MB,
+             "requested_size": 28 * MB, "stream": 0, "segment_type": "large", "segment_pool_id": (0, 0),
+             "is_expandable": True, "frames": s,
+             "blocks": [{"address": b0, "size": 16 * MB, "requested_size": 16 * MB, "state": "active_allocated",
+                         "frames": s},
+                        {"address": b0 + 16 * MB, "size": 12 * MB, "requested_size": 12 * MB,
+                         "state": "active_allocated", "frames": s},
+                        {"address": b0 + 28 * MB, "size": 12 * MB, "requested_size": 0, "state": "inactive",
+                         "frames": []}]},
+            {"device": dev, "address": b1, "total_size": 2 * MB, "allocated_size": 4096, "active_size": 4096,
+             "requested_size": 4096, "stream": 0, "segment_type": "small", "segment_pool_id": (0, 0),
+             "is_expandable": True, "frames": s,
+             "blocks": [{"address": b1, "size": 4096, "requested_size": 4096, "state": "active_allocated",
+                         "frames": s},
+                        {"address": b1 + 4096, "size": 2 * MB - 4096, "requested_size": 0, "state": "inactive",
+                         "frames": []}]},
+        ]
+    settings = {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True", "max_split_size": -1,
+                "garbage_collection_threshold": 0.0, "expandable_segments": True}
+    return {"segments": segments, "device_traces": traces, "allocator_settings": settings}
+
+
 def other_device():
     """Entries for device 1 only, while the final state has segments on devices 0 and 1: the
     trace is written for device 0 at first (the lowest with segments) and moved to device 1."""
@@ -237,6 +275,7 @@ def bad_snapshots():
     cases = {
         "mistyped_addr": with_entry(addr="0x7f0000000000"),
         "negative_size": with_entry(size=-4096),
+        "huge_size": with_entry(size=1 << 64),
         "mistyped_frames": with_entry(frames="forward"),
         "bad_state": with_block(state="freed"),
         "entries_not_dicts": {"segments": [], "device_traces": [[1, 2, 3]]},
@@ -281,6 +320,13 @@ def main():
     write("legacy.pickle", legacy(), 4)
     write("expandable.pickle", expandable(), 4)
     write("other_device.pickle", other_device(), 4)
+    write("expandable_bases.pickle", expandable_bases(), 4)
+    # Integers wider than 64 bits where PyTorch writes a C++ size_t: a frame's unknown line is
+    # 2**64 - 1 (a 9-byte LONG1), a stream handle above 2**63; and one beyond any width.
+    wide = tiny()
+    wide["device_traces"][0][2]["frames"] = stack(frame("malloc", "CUDACachingAllocator.cpp", (1 << 64) - 1), F_FWD)
+    wide["device_traces"][0][2]["frame_id"] = 1 << 80
+    write("wide_ints.pickle", wide, 4)
     data = interleaved()
     d = pickle.loads(data)
     print("interleaved.pickle", {i: len(tr) for i, tr in enumerate(d["device_traces"])})
