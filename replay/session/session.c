@@ -376,7 +376,7 @@ int session_at_parse(const char *text, session_at *at, char *err, size_t errlen)
     return 0;
   }
   static const struct { const char *unit; double ns; } units[] = {{"ns", 1}, {"us", 1e3}, {"ms", 1e6}, {"s", 1e9},
-                                                                   {"min", 60e9}};
+                                                                   {"min", 60e9}, {"h", 3600e9}};
   for (size_t i = 0; i < sizeof units / sizeof *units; i++)
     if (!strcmp(end, units[i].unit) && v * units[i].ns < 9.2e18) {
       at->kind = SESSION_AT_TIME;
