@@ -23,7 +23,8 @@ if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/
   sudo=""
   if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
   echo "memplay: installing chromium (for the browser test of the pictures)" >&2
-  if ! DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends chromium >/dev/null 2>&1; then
+  if ! { $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
+    chromium; } >/dev/null 2>&1; then
     echo "memplay: chromium could not be installed: the browser test of the pictures will be skipped" >&2
   fi
 fi

@@ -58,6 +58,7 @@ typedef struct plot_series {
 } plot_series;
 
 #define PLOT_MAX_MARKS 200
+#define PLOT_MAX_SERIES 16 /* series a figure draws (more are left out) */
 
 /* An empty series (max_buckets 0: 1000). */
 void plot_series_init(plot_series *s, const char *label, uint64_t capacity, size_t max_buckets);

@@ -71,6 +71,9 @@ typedef struct chart {
 static double cx(const chart *c, double x) { return c->left + (x - c->x0) / (c->x1 - c->x0) * c->width; }
 static double cy(const chart *c, double y) { return c->top + c->height - y / c->ymax * c->height; }
 
+static int categories_present(const plot_figure *fig, int present[SIM_CAT__COUNT]);
+static int legend_height(const plot_figure *fig, double ymax);
+
 static void chart_layout(chart *c, const plot_figure *fig, double top) {
   memset(c, 0, sizeof *c);
   c->left = 78, c->top = top + 54, c->width = PLOT_WIDTH - 78 - 24, c->height = 300;
@@ -98,6 +101,7 @@ static void chart_layout(chart *c, const plot_figure *fig, double top) {
   const char *u;
   double unit = y_unit(ymax, &u), step = plot_nice_step(ymax / unit * 1.08, 6) * unit;
   c->ymax = ymax > 0 ? ceil(ymax * 1.08 / step) * step : 1;
+  c->top = top + 34 + legend_height(fig, c->ymax);
 }
 
 /* x in the series' own terms (time since its first event, or event index) */
@@ -238,55 +242,80 @@ static int categories_present(const plot_figure *fig, int present[SIM_CAT__COUNT
   return any;
 }
 
-/* An item of the legend at x (its swatch drawn at x by the caller's format, which takes x and y):
- * returns the x after it. */
-static double legend_item(FILE *f, double x, double y, const char *swatch, const char *label, const char *key) {
-  fprintf(f, "<g class=\"legend-item\" data-key=\"%s\">%s", key, swatch);
-  fprintf(f, "<text x=\"%.1f\" y=\"%.1f\">", x + 22, y + 4);
-  plot_xml_text(f, label);
-  fprintf(f, "</text></g>\n");
-  return x + 30 + 6.6 * (double)strlen(label);
-}
+/* The legend: an item per series line, per category drawn, the capacity and the OOMs, laid out in
+ * rows above the chart. */
+enum { SW_LINE, SW_DASH, SW_AREA, SW_OOM };
 
-static void draw_legend(FILE *f, const plot_figure *fig, const chart *c, const int present[SIM_CAT__COUNT]) {
-  double x = c->left, y = c->top - 30;
-  char sw[400], lab[300];
-  fprintf(f, "<g class=\"legend\" font-size=\"11\" fill=\"#212529\">\n");
-  for (size_t i = 0; i < fig->nseries; i++) {
-    const char *col = plot_series_colors[i % PLOT_NCOLORS];
+typedef struct legend_entry {
+  int swatch;
+  const char *colour, *key;
+  char label[160];
+} legend_entry;
+
+#define LEGEND_MAX (2 * PLOT_MAX_SERIES + SIM_CAT__COUNT + 2)
+
+static size_t legend_entries(const plot_figure *fig, const int present[SIM_CAT__COUNT], double ymax, legend_entry *e) {
+  size_t n = 0;
+  for (size_t i = 0; i < fig->nseries && i < PLOT_MAX_SERIES; i++) {
     const char *name = fig->nseries > 1 ? fig->series[i]->label : "";
     for (int r = 0; r < 2; r++) {
-      if (x > c->left + c->width - 140) x = c->left, y += 16;
-      snprintf(sw, sizeof sw, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"2\"%s/>",
-               x, x + 18, y, y, col, r ? " stroke-dasharray=\"5 3\"" : "");
-      snprintf(lab, sizeof lab, "%s%s%s", name, *name ? " " : "", r ? "reserved" : "allocated");
-      x = legend_item(f, x, y, sw, lab, r ? "reserved" : "allocated");
+      e[n] = (legend_entry){r ? SW_DASH : SW_LINE, plot_series_colors[i % PLOT_NCOLORS], r ? "reserved" : "allocated", ""};
+      snprintf(e[n++].label, sizeof e->label, "%s%s%s", name, *name ? " " : "", r ? "reserved" : "allocated");
     }
   }
-  for (int k = 0; k < SIM_CAT__COUNT; k++) {
-    if (!present[k]) continue;
-    if (x > c->left + c->width - 140) x = c->left, y += 16;
-    snprintf(sw, sizeof sw, "<rect x=\"%.1f\" y=\"%.1f\" width=\"18\" height=\"9\" fill=\"%s\" fill-opacity=\"0.55\"/>", x,
-             y - 4.5, plot_category_colors[k]);
-    x = legend_item(f, x, y, sw, sim_category_name(k), "category");
-  }
+  for (int k = 0; k < SIM_CAT__COUNT; k++)
+    if (present[k]) {
+      e[n] = (legend_entry){SW_AREA, plot_category_colors[k], "category", ""};
+      snprintf(e[n++].label, sizeof e->label, "%s", sim_category_name(k));
+    }
   uint64_t cap = fig->nseries ? fig->series[0]->capacity : UINT64_MAX;
-  if (cap != UINT64_MAX && (double)cap <= c->ymax) {
+  if (cap != UINT64_MAX && (double)cap <= ymax) {
     char b[32];
-    if (x > c->left + c->width - 140) x = c->left, y += 16;
-    snprintf(sw, sizeof sw, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#e03131\" stroke-width=\"1.5\"/>",
-             x, x + 18, y, y);
-    snprintf(lab, sizeof lab, "capacity %s", plot_bytes(b, sizeof b, (double)cap));
-    x = legend_item(f, x, y, sw, lab, "capacity");
+    e[n] = (legend_entry){SW_LINE, "#e03131", "capacity", ""};
+    snprintf(e[n++].label, sizeof e->label, "capacity %s", plot_bytes(b, sizeof b, (double)cap));
   }
   int ooms = 0;
   for (size_t i = 0; i < fig->nseries; i++) ooms |= fig->series[i]->nooms > 0;
   if (ooms) {
-    if (x > c->left + c->width - 140) x = c->left, y += 16;
-    snprintf(sw, sizeof sw, "<path d=\"M%.1f %.1fl-4 -7h8z\" fill=\"#e03131\"/>", x + 9, y + 4);
-    legend_item(f, x, y, sw, "OOM", "oom");
+    e[n] = (legend_entry){SW_OOM, "#e03131", "oom", ""};
+    snprintf(e[n++].label, sizeof e->label, "OOM");
   }
-  fprintf(f, "</g>\n");
+  return n;
+}
+
+/* Places the entries from (x0, y0) in rows of width w (f NULL: only counts the rows). */
+static int legend_rows(FILE *f, const legend_entry *e, size_t n, double x0, double y0, double w) {
+  double x = x0, y = y0;
+  int rows = n ? 1 : 0;
+  for (size_t i = 0; i < n; i++) {
+    double iw = 30 + 6.4 * (double)strlen(e[i].label);
+    if (x > x0 && x + iw > x0 + w) x = x0, y += 16, rows++;
+    if (f) {
+      fprintf(f, "<g class=\"legend-item\" data-key=\"%s\">", e[i].key);
+      if (e[i].swatch == SW_AREA)
+        fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"18\" height=\"9\" fill=\"%s\" fill-opacity=\"0.55\"/>", x,
+                y - 4.5, e[i].colour);
+      else if (e[i].swatch == SW_OOM)
+        fprintf(f, "<path d=\"M%.1f %.1fl-4 -7h8z\" fill=\"%s\"/>", x + 9, y + 4, e[i].colour);
+      else
+        fprintf(f, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"2\"%s/>", x,
+                x + 18, y, y, e[i].colour, e[i].swatch == SW_DASH ? " stroke-dasharray=\"5 3\"" : "");
+      fprintf(f, "<text x=\"%.1f\" y=\"%.1f\">", x + 22, y + 4);
+      plot_xml_text(f, e[i].label);
+      fprintf(f, "</text></g>\n");
+    }
+    x += iw;
+  }
+  return rows;
+}
+
+/* The legend's rows, in pixels, with the space under them. */
+static int legend_height(const plot_figure *fig, double ymax) {
+  int present[SIM_CAT__COUNT];
+  categories_present(fig, present);
+  legend_entry e[LEGEND_MAX];
+  size_t n = legend_entries(fig, present, ymax, e);
+  return 16 * legend_rows(NULL, e, n, 0, 0, PLOT_WIDTH - 78 - 24) + 8;
 }
 
 static double chart_draw(FILE *f, const plot_figure *fig, double top, int idx) {
@@ -300,7 +329,11 @@ static double chart_draw(FILE *f, const plot_figure *fig, double top, int idx) {
     plot_xml_text(f, fig->title);
     fprintf(f, "</text>\n");
   }
-  draw_legend(f, fig, &c, present);
+  legend_entry e[LEGEND_MAX];
+  size_t ne = legend_entries(fig, present, c.ymax, e);
+  fprintf(f, "<g class=\"legend\" font-size=\"11\" fill=\"#212529\">\n");
+  legend_rows(f, e, ne, c.left, top + 34, c.width);
+  fprintf(f, "</g>\n");
   draw_axes(f, &c, idx);
   fprintf(f, "<g class=\"chart\" id=\"chart-%d\" data-x0=\"%.17g\" data-x1=\"%.17g\" data-left=\"%.1f\" data-width=\"%.1f\" "
              "data-top=\"%.1f\" data-height=\"%.1f\" data-ts=\"%d\">\n",
@@ -476,7 +509,12 @@ static double maps_draw(FILE *f, const plot_figure *fig, double top, int draw) {
 /* ---- the document ---------------------------------------------------------------------------- */
 
 double plot_figure_height(const plot_figure *fig) {
-  double h = fig->nseries ? 54 + 300 + 50 : fig->title ? 24 : 0;
+  double h = fig->title ? 24 : 0;
+  if (fig->nseries) {
+    chart c;
+    chart_layout(&c, fig, 0);
+    h = c.top + c.height + 50;
+  }
   return maps_draw(NULL, fig, h, 0) + 10;
 }
 

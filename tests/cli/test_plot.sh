@@ -62,6 +62,25 @@ has "$T/err" "no allocation ran out of memory"
 leftovers=$(find "$T" -name '*.tmp*' | wc -l)
 [ "$leftovers" = 0 ] || fail "temporary files left: $(find "$T" -name '*.tmp*')"
 
+# whatif --plot: the variants overlaid; memplay.plot from a script, into --out
+MEMPLAY_SCRIPTS="$MEMPLAY_SRC/scripts" expect 0 whatif sample batch_size --plot "$T/w.svg" --no-save
+has "$T/w.svg" 'class="peak-label"'
+[ "$(grep -o 'class="series"' "$T/w.svg" | wc -l)" = 4 ] || fail "whatif --plot: not two variants' curves"
+MEMPLAY_SCRIPTS="$MEMPLAY_SRC/scripts" expect 2 whatif sample batch_size --plot "$T/w.pdf"
+cat >"$T/p.lua" <<'LUA'
+local t = memplay.store():trace('sample')
+local a, b = t:replay{allocator = 'torch'}, t:replay{allocator = 'bfc'}
+memplay.plot{file = 'both.html', results = {a, b}, labels = {'torch', 'bfc'}, title = 'two allocators'}
+memplay.plot{file = 'one.svg', results = {a}}
+LUA
+expect 0 run --out "$T/outdir" --no-save "$T/p.lua"
+has "$T/outdir/both.html" '>torch allocated</text>'
+has "$T/outdir/both.html" '>bfc reserved</text>'
+has "$T/outdir/one.svg" 'class="peak-label"'
+echo "memplay.plot{file = 'x.png', results = {}}" >"$T/bad.lua"
+expect 1 run --out "$T/out2" "$T/bad.lua"
+has "$T/err" "must end in .svg or .html"
+
 # export: Perfetto and CSV of a trace and of a stored run
 expect 0 export sample --format perfetto -o "$T/p.json" --allocator torch --capacity 16GiB
 has "$T/p.json" '"traceEvents":['
