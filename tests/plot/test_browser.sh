@@ -69,6 +69,7 @@ done
 has "$D" 'class="zoom" transform="translate('   # the script drew the zoom transform
 has "$D" 'class="x-tick"'
 has "$D" 'data-tip="allocated'                  # hover details attached to the blocks
+has "$D" 'model.py:41 Model.__init__'          # with their call sites' frames
 has "$D" 'class="largest-free"'
 not_blank "$H.png"
 
