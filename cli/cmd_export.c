@@ -167,8 +167,8 @@ static int export_run(const export_opts *o, store *s, FILE *f, char *err, size_t
   plot_series_from_result(&series, label, row.capacity, &r);
   plot_perfetto *pf = NULL;
   int code = CLI_OK;
+  replay_names names = store_names(s); /* the slices' names, read when the file is written */
   if (!strcmp(o->format, "perfetto")) {
-    replay_names names = store_names(s);
     pf = plot_perfetto_new(&names, label);
     if (run_events(s, row.trace_id, &r, pf, err, errlen)) code = CLI_FAIL;
   }

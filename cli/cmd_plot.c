@@ -137,7 +137,8 @@ static int run_one(session *ses, const store_trace *t, const plot_opts *o, const
   if (pr->run.executed) replay_result_release(&pr->run.result);
   pr->run.result = whole;
   pr->run.executed = 1;
-  if (rc) return rc == SESSION_EUSAGE ? CLI_FAIL : CLI_FAIL;
+  /* the moment never came (exit 2, as replay --at), or the replay failed */
+  if (rc) return rc == SESSION_EUSAGE ? CLI_USAGE : CLI_FAIL;
   pr->has_moment = 1;
   if (o->at.kind == SESSION_AT_PEAK) snprintf(pr->moment.what, sizeof pr->moment.what, "peak");
   return CLI_OK;

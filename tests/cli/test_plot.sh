@@ -56,7 +56,7 @@ mkfifo "$T/fifo.svg"
 expect 1 plot sample -o "$T/fifo.svg"
 has "$T/err" "FIFO"
 expect 1 plot sample -o "$T/missing/x.svg"
-expect 1 plot sample -o "$T/none.html" --at oom
+expect 2 plot sample -o "$T/none.html" --at oom
 has "$T/err" "no allocation ran out of memory"
 [ ! -e "$T/none.html" ] || fail "a failed plot left $T/none.html"
 leftovers=$(find "$T" -name '*.tmp*' | wc -l)
