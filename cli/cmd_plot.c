@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "io/jsonw.h"
 #include "io/outfile.h"
 #include "plot/plot.h"
 #include "session/session.h"
@@ -171,6 +172,34 @@ static int write_page(const plot_opts *o, const store_trace *t, store *s, plot_r
   return CLI_OK;
 }
 
+/* --json: what was drawn, for scripts. */
+static void print_json(const plot_opts *o, const store_trace *t, const plot_run *runs, size_t n) {
+  yajl_gen g = jsonw_file(stdout, 0);
+  yajl_gen_map_open(g);
+  jsonw_kstr(g, "output", o->output);
+  jsonw_kstr(g, "format", o->html ? "html" : "svg");
+  jsonw_kstr(g, "trace", t->name);
+  jsonw_str(g, "runs");
+  yajl_gen_array_open(g);
+  for (size_t i = 0; i < n; i++) {
+    yajl_gen_map_open(g);
+    jsonw_kstr(g, "allocator", runs[i].run.allocator);
+    jsonw_kint(g, "peak_allocated_bytes", runs[i].series.peak.allocated);
+    jsonw_kint(g, "peak_reserved_bytes", runs[i].series.peak_reserved);
+    jsonw_kuint(g, "ooms", runs[i].series.ooms_total);
+    if (runs[i].has_moment) {
+      jsonw_kstr(g, "at", runs[i].moment.what);
+      jsonw_kint(g, "at_event", runs[i].moment.seq);
+      jsonw_kuint(g, "segments", runs[i].moment.nsegments);
+    }
+    yajl_gen_map_close(g);
+  }
+  yajl_gen_array_close(g);
+  yajl_gen_map_close(g);
+  yajl_gen_free(g);
+  putchar('\n');
+}
+
 int cmd_plot(int argc, char **argv, cli *c) {
   plot_opts o;
   int code = parse_options(argc, argv, c, &o);
@@ -194,7 +223,8 @@ int cmd_plot(int argc, char **argv, cli *c) {
     if (code != CLI_OK) cli_error("cannot plot '%s': %s", t.name, err);
   }
   if (code == CLI_OK) code = write_page(&o, &t, s, runs, o.nallocators);
-  if (code == CLI_OK && !c->json)
+  if (code == CLI_OK && c->json) print_json(&o, &t, runs, o.nallocators);
+  else if (code == CLI_OK)
     printf("wrote %s: %zu run%s of '%s'%s%s\n", o.output, o.nallocators, o.nallocators == 1 ? "" : "s", t.name,
            o.at_text ? ", segment maps at " : "", o.at_text ? o.at_text : "");
   for (size_t i = 0; i < o.nallocators; i++) {

@@ -34,6 +34,9 @@ expect 2 replay sample --at peak --timeline
 
 # plot: formats and outputs
 expect 0 plot sample -o "$T/a.svg"
+expect 0 plot sample -o "$T/a.svg" --allocator bfc --at peak --json
+has "$T/out" '"format":"svg"'
+has "$T/out" '"at":"peak"'
 has "$T/a.svg" '<svg xmlns="http://www.w3.org/2000/svg"'
 expect 0 plot sample --allocator torch --allocator 'torch:expandable_segments:True' -o "$T/b.html" --at peak
 has "$T/b.html" 'torch:expandable_segments:True allocated'

@@ -73,6 +73,33 @@ has "$D" 'model.py:41 Model.__init__'          # with their call sites' frames
 has "$D" 'class="largest-free"'
 not_blank "$H.png"
 
+# the page used as a user would: two wheel turns over the chart zoom the time axis (the curves'
+# transform scales by 1.25 twice, the ticks are redrawn), the pointer over the chart shows each
+# run's memory there, and over a block its details with its call site
+P="$T/probe.html"
+grep -v -e '^</body>$' -e '^</html>$' "$H" >"$P"
+cat >>"$P" <<'PROBE'
+<script>(function(){
+var g=document.querySelector("g.chart"),svg=g.ownerSVGElement,r=svg.getBoundingClientRect();
+var k=r.width/svg.viewBox.baseVal.width,x=r.left+(+g.dataset.left+ +g.dataset.width*0.7)*k,
+    y=r.top+(+g.dataset.top+ +g.dataset.height/2)*k;
+for(var i=0;i<2;i++)svg.dispatchEvent(new WheelEvent("wheel",{clientX:x,clientY:y,deltaY:-100,bubbles:true,cancelable:true}));
+svg.dispatchEvent(new MouseEvent("mousemove",{clientX:x,clientY:y,bubbles:true}));
+var out=document.createElement("pre");out.id="probe";
+out.textContent="zoom="+g.querySelector("g.zoom").getAttribute("transform")+"\ncurves="+document.getElementById("tip").textContent;
+var b=document.querySelector("rect.block[data-s]"),br=b.getBoundingClientRect();
+b.dispatchEvent(new MouseEvent("mousemove",{clientX:br.left+1,clientY:br.top+1,bubbles:true}));
+out.textContent+="\nblock="+document.getElementById("tip").textContent;document.body.appendChild(out);})();</script>
+</body></html>
+PROBE
+render "$P"
+has "$P.dom" 'zoom=translate('
+has "$P.dom" 'scale(1.5625,1)'
+has "$P.dom" 'torch: allocated '
+has "$P.dom" 'bfc: allocated '
+has "$P.dom" 'block=allocated '
+has "$P.dom" 'model.py:41 Model.__init__'
+
 # SVG: one run; the same checks without the script
 S="$T/one.svg"
 expect 0 plot sample --allocator torch --at peak -o "$S"
