@@ -77,10 +77,12 @@ int cmd_whatif(int argc, char **argv, cli *c);
 int cmd_run(int argc, char **argv, cli *c);
 int cmd_calibrate(int argc, char **argv, cli *c);
 int cmd_record(int argc, char **argv, cli *c);
+int cmd_plot(int argc, char **argv, cli *c);
 
 extern const cli_usage cmd_import_usage, cmd_list_usage, cmd_info_usage, cmd_replay_usage, cmd_export_usage,
   cmd_gen_usage, cmd_rm_usage, cmd_bench_usage, cmd_whatif_usage, cmd_run_usage, cmd_devices_usage,
   cmd_validate_usage, cmd_calibrate_usage, cmd_record_usage, cmd_help_usage;
+extern const cli_usage cmd_plot_usage;
 
 /* memplay's own help (cmd_help.c): what `memplay help` and `memplay -h` print. */
 void cli_help_overview(FILE *f);

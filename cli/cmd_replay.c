@@ -3,13 +3,14 @@
 #include <string.h>
 
 #include "io/jsonw.h"
+#include "plot/plot.h"
 #include "session/session.h"
 #include "cli.h"
 
 static const char *const replay_usage[] = {
   "memplay replay TRACE [--allocator SPEC] [--capacity SIZE] [--device NAME] [--timing OPTIONS] [--stop-at-oom]",
   "                     [--timeline] [--no-save] [--check] [--backend sim|cuda] [--scale F|fit] [--pace]",
-  "                     [--live-start] [--db FILE] [--json]",
+  "                     [--live-start] [--at peak|oom|EVENT_INDEX|TIME] [--db FILE] [--json]",
   "  --allocator SPEC  model and options, e.g. torch:expandable_segments:True or bfc:allow_growth=true",
   "                    (default: the allocator that recorded the trace, else ideal)",
   "  --capacity SIZE   device memory the process may use (default: the --device profile's, else unlimited)",
@@ -27,6 +28,9 @@ static const char *const replay_usage[] = {
   "  --backend NAME    sim (default), or cuda: perform the trace on the GPU and measure it (docs/gpu.md)",
   "  --scale F|fit     cuda backend: multiply every size by F (0 < F <= 1), or by the largest factor that fits",
   "  --pace            cuda backend: issue each event no earlier than its recorded host time",
+  "  --at MOMENT       print the allocator's state at a moment instead (stores nothing): peak, oom (the first",
+  "                    allocation that did not fit), an event index, or a time since the first event (1.5s, 250ms):",
+  "                    every segment with its blocks, the pools, the largest free block, fragmentation",
   NULL,
 };
 const cli_usage cmd_replay_usage = {
@@ -48,6 +52,7 @@ static const struct option replay_options[] = {
   {"backend", required_argument, NULL, 'B'},
   {"scale", required_argument, NULL, 'X'},
   {"pace", no_argument, NULL, 'P'},
+  {"at", required_argument, NULL, 'A'},
   CLI_COMMON_OPTIONS,
   {NULL, 0, NULL, 0},
 };
@@ -158,6 +163,8 @@ static void print_human(const session *ses, const store_trace *t, const run_meta
 typedef struct replay_opts {
   session_request req;
   int timeline, save;
+  const char *at_text; /* --at */
+  session_at at;
   cli_gpu_opts gpu;
 } replay_opts;
 
@@ -183,6 +190,12 @@ static int parse_options(int argc, char **argv, cli *c, replay_opts *o) {
     case 'T': o->timeline = 1; break;
     case 'N': o->save = 0; break;
     case 'K': o->req.check = 1; break;
+    case 'A': {
+      char err[256];
+      if (session_at_parse(optarg, &o->at, err, sizeof err)) return cli_usage_error("replay", "--at: %s", err);
+      o->at_text = optarg;
+      break;
+    }
     case 'B':
     case 'X':
     case 'P':
@@ -210,6 +223,46 @@ static void print_result(cli *c, session *ses, const store_trace *t, const sessi
   }
 }
 
+/* The state at the moment --at names: in words, or as JSON. */
+static void print_moment(cli *c, session *ses, const store_trace *t, const session_run *run, const replay_moment *m) {
+  if (c->json) {
+    yajl_gen g = jsonw_file(stdout, 0);
+    yajl_gen_map_open(g);
+    jsonw_kstr(g, "trace", t->name);
+    jsonw_kint(g, "trace_id", t->id);
+    jsonw_kstr(g, "allocator_spec", run->allocator);
+    if (run->capacity == UINT64_MAX) jsonw_kraw(g, "capacity", "null");
+    else jsonw_kuint(g, "capacity", run->capacity);
+    plot_moment_json(g, m);
+    yajl_gen_map_close(g);
+    yajl_gen_free(g);
+    putchar('\n');
+    return;
+  }
+  char cap[48] = "unlimited";
+  if (run->capacity != UINT64_MAX) report_bytes(cap, sizeof cap, (int64_t)run->capacity);
+  printf("state of '%s' under %s (capacity %s) at ", t->name, run->allocator, cap);
+  if (!strcmp(m->what, "peak")) printf("the peak of allocated memory, event %lld\n", (long long)m->seq);
+  else if (!strcmp(m->what, "oom")) printf("the first OOM, event %lld\n", (long long)m->seq);
+  else printf("event %lld\n", (long long)m->seq);
+  plot_moment_text(stdout, m, session_names(ses));
+}
+
+/* `replay --at`: the replay up to the moment, and the state there. */
+static int replay_at(cli *c, session *ses, const store_trace *t, session_run *run, const replay_opts *o) {
+  char err[1024];
+  replay_moment m;
+  int rc = session_execute_at(ses, run, NULL, &o->at, &m, err, sizeof err);
+  if (rc) {
+    cli_error("cannot show '%s' at %s: %s", t->name, o->at_text, err);
+    replay_moment_release(&m);
+    return rc == SESSION_EUSAGE ? CLI_USAGE : CLI_FAIL;
+  }
+  print_moment(c, ses, t, run, &m);
+  replay_moment_release(&m);
+  return CLI_OK;
+}
+
 /* The replay in simulation of trace t in the open store s. */
 static int replay_sim(cli *c, store *s, store_trace *t, replay_opts *o) {
   session *ses = session_new(s);
@@ -224,6 +277,10 @@ static int replay_sim(cli *c, store *s, store_trace *t, replay_opts *o) {
   }
   if (o->req.timing && !run.has_device) {
     code = cli_usage_error("replay", "--timing needs a device profile (--device NAME)");
+    goto out;
+  }
+  if (o->at_text) {
+    code = replay_at(c, ses, t, &run, o);
     goto out;
   }
   rc = session_execute(ses, &run, NULL, err, sizeof err);
@@ -252,9 +309,12 @@ int cmd_replay(int argc, char **argv, cli *c) {
   int code = parse_options(argc, argv, c, &o);
   if (code >= 0) return code;
   const char *trace = argv[optind];
+  if (o.gpu.on_gpu && o.at_text) return cli_usage_error("replay", "--at applies to the simulated replay only");
   if (o.gpu.on_gpu)
     return cli_replay_gpu(c, trace, o.req.allocator, o.req.capacity, o.req.stop_at_oom, o.save, o.timeline, &o.gpu);
   if (o.gpu.set) return cli_usage_error("replay", "--scale and --pace apply to '--backend cuda' only");
+  if (o.at_text && (o.timeline || o.req.stop_at_oom))
+    return cli_usage_error("replay", "--at shows one moment: it takes neither --timeline nor --stop-at-oom");
   char err[1024];
   if (o.req.allocator && session_check_allocator(o.req.allocator, err, sizeof err))
     return cli_usage_error("replay", "%s", err);

@@ -7,7 +7,9 @@
 #include <unistd.h>
 
 #include "store/devices_store.h"
+#include "io/outfile.h"
 #include "lua/lua_api.h"
+#include "plot/plot.h"
 #include "cli.h"
 
 /* Set by the build (CMakeLists.txt); a build of these sources without them looks only in
@@ -27,6 +29,7 @@ static const char *const whatif_usage[] = {
   "  --out DIR         the folder for the result files the script writes (CSV, JSON)",
   "  --json            print {\"scenario\": ..., \"variants\": [...]}; the script's own output goes to stderr",
   "  --no-save         do not store the variants as runs",
+  "  --plot FILE       draw the variants' memory over time, overlaid: FILE.svg, or FILE.html (one page)",
   "  --max-instructions N  Lua instruction budget (default 2000000000)",
   "  --max-memory SIZE     Lua memory budget (default 512MiB)",
   "  --timeout SECONDS     wall-clock budget (default: none)",
@@ -40,7 +43,7 @@ const cli_usage cmd_whatif_usage = {
 static const char *const run_usage[] = {
   "memplay run [--set KEY=VALUE]... [--device NAME] [--out DIR] [--json] [--db FILE] SCRIPT.lua [ARGS]...",
   "  ARGS              given to the script as ... and arg[1..n]",
-  "  --set, --device, --out, --json, --no-save, --max-instructions, --max-memory, --timeout: as for whatif",
+  "  --set, --device, --out, --json, --no-save, --plot, --max-instructions, --max-memory, --timeout: as for whatif",
   NULL,
 };
 const cli_usage cmd_run_usage = {
@@ -57,6 +60,7 @@ static const struct option lua_options[] = {
   {"max-instructions", required_argument, NULL, 'I'},
   {"max-memory", required_argument, NULL, 'M'},
   {"timeout", required_argument, NULL, 'T'},
+  {"plot", required_argument, NULL, 'P'},
   CLI_COMMON_OPTIONS,
   {NULL, 0, NULL, 0},
 };
@@ -66,6 +70,7 @@ typedef struct lua_opts {
   lua_param *params;
   size_t nparams, cap;
   const char *device, *out_dir;
+  const char *plot; /* --plot FILE */
   lua_host_limits lim;
   int save;
 } lua_opts;
@@ -94,6 +99,15 @@ static int lua_option(const char *cmd, void *opts, int opt, const char *arg) {
   case 'd': o->device = arg; return 1;
   case 'o': o->out_dir = arg; return 1;
   case 'N': o->save = 0; return 1;
+  case 'P': {
+    const char *dot = strrchr(arg, '.');
+    if (!dot || (strcmp(dot, ".svg") && strcmp(dot, ".html"))) {
+      cli_usage_error(cmd, "--plot wants FILE.svg or FILE.html, not '%s'", arg);
+      return -1;
+    }
+    o->plot = arg;
+    return 1;
+  }
   case 'I': {
     char *end;
     errno = 0;
@@ -184,6 +198,37 @@ static void print_stored(const lua_ctx *cx, store *s) {
     fprintf(stdout, "stored %zu variant%s of %s as runs in %s\n", n, n == 1 ? "" : "s", cx->scenario, store_path(s));
 }
 
+/* --plot: the variants' memory over time, overlaid, into a temporary file beside the path (renamed
+ * into place once the runs are stored). 0, or -1 after the message. */
+static int plot_variants(const lua_ctx *cx, const char *path, const char *trace_ref, io_outfile *out) {
+  const char *dot = strrchr(path, '.');
+  int html = dot && !strcmp(dot, ".html");
+  size_t n = lua_api_nvariants(cx);
+  char err[1024];
+  if (!n) return 0;
+  if (io_outfile_open(out, path, err, sizeof err)) {
+    cli_error("%s", err);
+    return -1;
+  }
+  plot_series *series = calloc(n, sizeof *series);
+  const plot_series **ptrs = calloc(n, sizeof *ptrs);
+  for (size_t i = 0; i < n; i++) {
+    const session_run *r = lua_api_variant_run(cx, i);
+    plot_series_from_result(&series[i], lua_api_variant_name(cx, i), r->capacity, &r->result);
+    ptrs[i] = &series[i];
+  }
+  char title[512];
+  snprintf(title, sizeof title, "%s: %s", trace_ref ? trace_ref : "script", cx->scenario);
+  plot_figure fig = {.title = title, .series = ptrs, .nseries = n};
+  plot_page page = {.title = title, .figures = &fig, .nfigures = 1};
+  if (html) plot_write_html(&page, out->f);
+  else plot_write_svg(&page, out->f);
+  for (size_t i = 0; i < n; i++) plot_series_release(&series[i]);
+  free(series);
+  free(ptrs);
+  return 0;
+}
+
 /*
  * Runs a script for `whatif` (trace_ref set) or `run`: the sandboxed host, the script, then the
  * runs and result files in one go. Returns an exit code.
@@ -197,6 +242,7 @@ static int lua_run(cli *c, const char *cmd, void *opts, const char *trace_ref, c
   int code = CLI_FAIL;
   store *s = NULL;
   lua_host *h = NULL;
+  io_outfile plot_out = {0};
   lua_ctx cx;
   lua_ctx_init(&cx);
   if (!file_exists(script)) {
@@ -244,7 +290,15 @@ static int lua_run(cli *c, const char *cmd, void *opts, const char *trace_ref, c
     goto out;
   }
   cx.no_runs = !o->save;
+  if (o->plot && plot_variants(&cx, o->plot, trace_ref, &plot_out)) {
+    lua_api_abort(&cx);
+    goto out;
+  }
   if (lua_api_finish(&cx, h, err, sizeof err)) {
+    cli_error("%s", err);
+    goto out;
+  }
+  if (plot_out.f && io_outfile_commit(&plot_out, err, sizeof err)) {
     cli_error("%s", err);
     goto out;
   }
@@ -252,6 +306,7 @@ static int lua_run(cli *c, const char *cmd, void *opts, const char *trace_ref, c
   else if (o->save && s) print_stored(&cx, s);
   code = CLI_OK;
 out:
+  io_outfile_abort(&plot_out);
   lua_host_free(h); /* before the store: the script's traces refer to it */
   lua_ctx_release(&cx);
   if (s) store_close(s);

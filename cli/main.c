@@ -11,6 +11,7 @@ const cli_command cli_commands[] = {
   {"info", cmd_info, &cmd_info_usage, CLI_STORE},
   {"replay", cmd_replay, &cmd_replay_usage, CLI_STORE | CLI_ALLOCATORS},
   {"export", cmd_export, &cmd_export_usage, CLI_STORE},
+  {"plot", cmd_plot, &cmd_plot_usage, CLI_STORE | CLI_ALLOCATORS},
   {"gen", cmd_gen, &cmd_gen_usage, CLI_STORE | CLI_STORE_CREATE},
   {"rm", cmd_rm, &cmd_rm_usage, CLI_STORE},
   {"bench", cmd_bench, &cmd_bench_usage, 0}, /* a store of its own, in a temporary folder */

@@ -492,7 +492,8 @@ static int async_walk(void *ctx, sim_walk_fn fn, void *arg) {
                            .stream = b->state == AB_READY ? 0 : b->stream,
                            .state = b->state == AB_USED      ? SIM_BLOCK_ALLOCATED
                                     : b->state == AB_PENDING ? SIM_BLOCK_PENDING_FREE
-                                                             : SIM_BLOCK_FREE};
+                                                             : SIM_BLOCK_FREE,
+                           .handle = b->state == AB_READY ? 0 : (uintptr_t)b};
       if ((rc = fn(arg, &blk))) return rc;
     }
   }

@@ -702,7 +702,8 @@ static int bfc_walk(void *ctx, sim_walk_fn fn, void *arg) {
       sim_walk_item blk = {.addr = c->ptr,
                            .size = c->size,
                            .requested = used ? c->requested : 0,
-                           .state = used ? SIM_BLOCK_ALLOCATED : SIM_BLOCK_FREE};
+                           .state = used ? SIM_BLOCK_ALLOCATED : SIM_BLOCK_FREE,
+                           .handle = used ? (uintptr_t)c : 0};
       if ((rc = fn(arg, &blk))) return rc;
     }
   }

@@ -96,6 +96,25 @@ static uint64_t cuda_largest_free(void *ctx) {
   return slack < SIM_PAGE_SIZE ? slack : SIM_PAGE_SIZE;
 }
 
+/* Every live request is a segment of its own, holding one block: in the slab's order. */
+static int cuda_walk(void *ctx, sim_walk_fn fn, void *arg) {
+  cuda_model *m = ctx;
+  char *freed = sim_xcalloc(m->blocks.len + 1, 1);
+  for (uint32_t h = m->blocks.free_head; h; h = *(uint32_t *)sim_slab_at(&m->blocks, h)) freed[h] = 1;
+  int rc = 0;
+  for (uint32_t h = 1; h <= m->blocks.len && !rc; h++) {
+    if (freed[h]) continue;
+    const cuda_block *b = sim_slab_at(&m->blocks, h);
+    sim_walk_item seg = {.is_segment = 1, .addr = b->addr, .size = b->size};
+    sim_walk_item blk = {.addr = b->addr, .size = b->size, .requested = b->size, .state = SIM_BLOCK_ALLOCATED,
+                         .handle = h};
+    rc = fn(arg, &seg);
+    if (!rc) rc = fn(arg, &blk);
+  }
+  free(freed);
+  return rc;
+}
+
 static void cuda_describe_oom(void *ctx, uint64_t size, int64_t stream, char *buf, size_t n) {
   cuda_model *m = ctx;
   (void)stream;
@@ -117,4 +136,5 @@ const sim_allocator_ops sim_cuda_ops = {
   .stats = cuda_stats,
   .largest_free = cuda_largest_free,
   .describe_oom = cuda_describe_oom,
+  .walk = cuda_walk,
 };

@@ -806,6 +806,7 @@ static int torch_walk(void *ctx, sim_walk_fn fn, void *arg) {
                           .expandable = seg.expandable};
       it.state = b->allocated ? SIM_BLOCK_ALLOCATED : b->waiting ? SIM_BLOCK_PENDING_FREE : SIM_BLOCK_FREE;
       it.requested = it.state == SIM_BLOCK_FREE ? 0 : b->requested;
+      it.handle = it.state == SIM_BLOCK_FREE ? 0 : handle_of(b);
       rc = fn(arg, &it);
     }
   }

@@ -168,6 +168,7 @@ typedef struct sim_walk_item {
   int state;          /* blocks: SIM_BLOCK_* */
   int pool;           /* segments: 0 small, 1 large (model-defined, 0 when the model has one) */
   int expandable;     /* segments: 1 for an expandable segment's mapped range */
+  uintptr_t handle;   /* blocks in use: the handle `alloc` gave the request (0 when free or unknown) */
 } sim_walk_item;
 
 enum { SIM_BLOCK_FREE = 0, SIM_BLOCK_ALLOCATED = 1, SIM_BLOCK_PENDING_FREE = 2 };
@@ -204,7 +205,9 @@ typedef struct sim_allocator_ops {
   uint64_t (*largest_free)(void *ctx);
   /* Why `size` bytes on `stream` did not fit, in the real allocator's own words. */
   void (*describe_oom)(void *ctx, uint64_t size, int64_t stream, char *buf, size_t n);
-  /* Visits segments and blocks in a stable order. May be NULL. */
+  /* Visits segments and blocks in a stable order, each block with the handle of the request it
+   * holds: what `memplay replay --at` and the segment maps show. May be NULL (a model that keeps
+   * no segments). */
   int (*walk)(void *ctx, sim_walk_fn fn, void *arg);
   /* Full invariant check (debug level): 0, or -1 with a message. May be NULL. */
   int (*check)(void *ctx, char *err, size_t errlen);

@@ -16,3 +16,15 @@ if ((${#missing[@]})); then
   $sudo apt-get update -qq
   $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+
+# Headless Chromium, for the test that opens the pictures (plots) in a browser. Optional: where it
+# cannot be installed, that test says so and is skipped.
+if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then
+  sudo=""
+  if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+  echo "memplay: installing chromium (for the browser test of the pictures)" >&2
+  if ! { $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
+    chromium; } >/dev/null 2>&1; then
+    echo "memplay: chromium could not be installed: the browser test of the pictures will be skipped" >&2
+  fi
+fi

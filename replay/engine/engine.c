@@ -172,6 +172,10 @@ typedef struct engine {
   uint64_t cur_n, bucket;
   size_t max_points;
   dev_snap snap; /* the device before the model's action, when observers want to know what it did */
+  /* stopping at a moment (cfg->stop) */
+  sim_event last;  /* the last event handled */
+  int have_last, have_first;
+  int64_t first_ts;
   char *err;
   size_t errlen;
 } engine;
@@ -684,11 +688,141 @@ static int check_models(engine *e, const sim_event *ev) {
   return 0;
 }
 
+/* ---- stopping at a moment ------------------------------------------------------------------ */
+
+static void state_fill(engine *e, replay_state *st, const sim_event *ev, int oom) {
+  memset(st, 0, sizeof *st);
+  st->event = ev;
+  st->allocated = e->allocated;
+  st->reserved = e->reserved;
+  st->requested = e->requested;
+  st->active = e->active;
+  st->largest_free = largest_free_all(e);
+  st->walkable = 1;
+  st->engine_ = e;
+  for (int d = 0; d < REPLAY_MAX_DEVICES; d++) {
+    devstate *ds = &e->devs[d];
+    if (!ds->used) continue;
+    st->ndevices++;
+    st->allocator = ds->a.ops->name;
+    if (!ds->a.ops->walk) st->walkable = 0;
+  }
+  if (oom && ev) {
+    devstate *ds = &e->devs[ev->device < 0 ? 0 : ev->device];
+    st->oom = 1;
+    st->oom_size = ev->size;
+    st->oom_stream = ev->stream;
+    ds->a.ops->describe_oom(ds->a.ctx, ev->size, ev->stream, st->oom_message, sizeof st->oom_message);
+  }
+}
+
+static void capture(engine *e, const sim_event *ev, int oom) {
+  replay_state st;
+  state_fill(e, &st, ev, oom);
+  e->cfg->stop->capture(e->cfg->stop->arg, &st);
+  e->res->stopped = 1;
+}
+
+/* Before an event: 1 when the moment asked for by time has come (captured then). */
+static int stop_before(engine *e, const sim_event *ev) {
+  const replay_stop *s = e->cfg->stop;
+  if (!e->have_first) {
+    e->first_ts = ev->ts;
+    e->have_first = 1;
+  }
+  if (s->after_ns < 0 || ev->ts - e->first_ts <= s->after_ns) return 0;
+  capture(e, e->have_last ? &e->last : NULL, 0);
+  return 1;
+}
+
+/* After an event (rc: 1 when it did not fit): 1 when it is the moment (captured then). */
+static int stop_after(engine *e, const sim_event *ev, int rc) {
+  const replay_stop *s = e->cfg->stop;
+  e->last = *ev;
+  e->have_last = 1;
+  if ((s->at_oom && rc == 1) || (s->seq >= 0 && ev->seq >= s->seq)) {
+    capture(e, ev, rc == 1);
+    return 1;
+  }
+  return 0;
+}
+
+typedef struct owner_entry {
+  uintptr_t handle;
+  const live_entry *le;
+} owner_entry;
+
+static int cmp_owner(const void *a, const void *b) {
+  const owner_entry *x = a, *y = b;
+  if (x->le->device != y->le->device) return x->le->device < y->le->device ? -1 : 1;
+  return x->handle < y->handle ? -1 : x->handle > y->handle;
+}
+
+/* The live requests, sorted by device and handle, to find a block's owner. */
+static owner_entry *owners_sorted(engine *e, size_t *n) {
+  owner_entry *o = sim_xmalloc((e->live.len ? e->live.len : 1) * sizeof *o);
+  size_t k = 0;
+  for (size_t i = 0; i <= e->live.mask; i++) {
+    const live_entry *le = &e->live.slots[i];
+    if (le->state == LIVE || le->state == REQUESTED) o[k++] = (owner_entry){le->handle, le};
+  }
+  qsort(o, k, sizeof *o, cmp_owner);
+  *n = k;
+  return o;
+}
+
+typedef struct walk_ctx {
+  engine *e;
+  int device;
+  owner_entry *owners;
+  size_t nowners;
+  replay_state_fn fn;
+  void *arg;
+} walk_ctx;
+
+static int walk_item(void *arg, const sim_walk_item *item) {
+  walk_ctx *w = arg;
+  replay_block_owner ow = {0};
+  if (!item->is_segment && item->handle) {
+    size_t lo = 0, hi = w->nowners;
+    while (lo < hi) { /* the first entry not below (device, handle) */
+      size_t mid = (lo + hi) / 2;
+      const owner_entry *m = &w->owners[mid];
+      if (m->le->device < w->device || (m->le->device == w->device && m->handle < item->handle)) lo = mid + 1;
+      else hi = mid;
+    }
+    if (lo < w->nowners && w->owners[lo].le->device == w->device && w->owners[lo].handle == item->handle) {
+      const live_entry *le = w->owners[lo].le;
+      ow = (replay_block_owner){1, le->addr, le->size, w->e->sites[le->site].stack, le->category,
+                                le->state == REQUESTED};
+      if (le->state != LIVE && le->state != REQUESTED) ow.known = 0;
+    }
+  }
+  return w->fn(w->arg, w->device, item, &ow);
+}
+
+int replay_state_walk(const replay_state *st, replay_state_fn fn, void *arg) {
+  engine *e = st->engine_;
+  if (!st->walkable) return -1;
+  walk_ctx w = {.e = e, .fn = fn, .arg = arg};
+  w.owners = owners_sorted(e, &w.nowners);
+  int rc = 0;
+  for (int d = 0; d < REPLAY_MAX_DEVICES && !rc; d++) {
+    devstate *ds = &e->devs[d];
+    if (!ds->used) continue;
+    w.device = d;
+    rc = ds->a.ops->walk(ds->a.ctx, walk_item, &w);
+  }
+  free(w.owners);
+  return rc;
+}
+
 /* Replays one event: 0 to go on, 1 to stop (at an OOM, when asked to), -1 on error. */
 static inline int replay_event(engine *e, const sim_event *ev) {
   const replay_config *cfg = e->cfg;
   int op = kind_op[ev->kind], rc = 0;
-  if (op == OP_NONE && !cfg->nobservers) { /* kernels, copies, markers: nothing changes */
+  if (cfg->stop && stop_before(e, ev)) return 3;
+  if (op == OP_NONE && !cfg->nobservers && !cfg->stop) { /* kernels, copies, markers: nothing changes */
     timeline_tick(e, ev);
     return 0;
   }
@@ -711,8 +845,15 @@ static inline int replay_event(engine *e, const sim_event *ev) {
   } else {
     timeline_tick(e, ev);
   }
+  if (o) {
+    o->allocated = e->allocated;
+    o->reserved = e->reserved;
+    o->requested = e->requested;
+    o->category_bytes = e->cat_bytes;
+  }
   for (size_t i = 0; i < cfg->nobservers; i++) cfg->observers[i].event(cfg->observers[i].ctx, ev, o);
   if (cfg->check_level >= 2 && check_models(e, ev)) return -1;
+  if (cfg->stop && stop_after(e, ev, rc)) return 2;
   return rc && cfg->stop_at_oom ? 1 : 0;
 }
 
@@ -760,7 +901,8 @@ static int replay_events(engine *e, replay_source *src) {
     }
     size_t i = 0;
     while (i < (size_t)n && !(rc = replay_event(e, &evs[i]))) i++;
-    if (rc) i++; /* the event that stopped the replay was read */
+    if (rc == 3) rc = 2; /* stopped before that event: it was not read */
+    else if (rc) i++;    /* the event that stopped the replay was read */
     e->res->events += i;
     if (src->view) src->advance(src->ctx, i);
     if (rc) break;
@@ -827,10 +969,8 @@ int replay_run(const replay_config *cfg, replay_source *src, replay_result *res,
   engine *e = engine_new(cfg, res, err, errlen);
   int64_t t0 = now_ns();
   int rc = replay_events(e, src);
-  if (rc > 0) { /* stopped at an OOM */
-    res->stopped_at_oom = 1;
-    rc = 0;
-  }
+  if (rc == 1) res->stopped_at_oom = 1; /* stopped at an OOM */
+  if (rc > 0) rc = 0;                     /* or at the moment asked for (res->stopped) */
   replay_finish(e);
   summarize(e);
   release_devices(e);

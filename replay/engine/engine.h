@@ -21,6 +21,10 @@ typedef struct replay_outcome {
   uint64_t device_map_bytes, device_unmap_bytes;
   int64_t reserved_delta;  /* change in reserved bytes on the event's device */
   sim_placement placement; /* for a placed allocation */
+  /* The totals over devices after the event, and the requested bytes live by category (an array
+   * of SIM_CAT__COUNT, valid during the call): what plots and exports draw over time. */
+  int64_t allocated, reserved, requested;
+  const int64_t *category_bytes;
 } replay_outcome;
 
 typedef struct replay_observer {
@@ -43,6 +47,50 @@ typedef struct replay_start {
 } replay_start;
 
 void replay_start_release(replay_start *s);
+/*
+ * The state at a moment, for a caller that asked to stop there (replay_stop): valid only during
+ * the capture call. The fields say what the engine knows; replay_state_walk visits each model's
+ * segments and blocks, with what the trace said of the request a block holds.
+ */
+typedef struct replay_state {
+  const sim_event *event;     /* the last event handled (NULL: none yet) */
+  int oom;                    /* that event was an allocation that did not fit */
+  uint64_t oom_size;          /* its requested bytes */
+  int64_t oom_stream;
+  char oom_message[320];      /* the model's own words for it */
+  int64_t allocated, reserved, requested, active; /* totals over devices */
+  uint64_t largest_free;      /* the largest free block of any device */
+  const char *allocator;      /* the model's name */
+  int walkable;               /* every model in use can walk its state */
+  int ndevices;
+  void *engine_;              /* private */
+} replay_state;
+
+/* What the trace said of the request a block holds (known 0: the engine knows of none). */
+typedef struct replay_block_owner {
+  int known;
+  uint64_t trace_addr; /* the request's recorded address */
+  uint64_t size;       /* its requested bytes */
+  int64_t stack;       /* its call stack id (0: none) */
+  int category;        /* sim_category */
+  int freed;           /* the program freed it; the free has not completed */
+} replay_block_owner;
+
+typedef int (*replay_state_fn)(void *arg, int device, const sim_walk_item *item, const replay_block_owner *owner);
+/* Walks every device's model in device order: 0, the first non-zero the callback returned, or -1
+ * when a model in use cannot walk its state (state->walkable says so beforehand). */
+int replay_state_walk(const replay_state *st, replay_state_fn fn, void *arg);
+
+/* A moment to stop at: the engine calls capture there, then ends the replay (the result then
+ * covers the events up to that moment, and says `stopped`). Each way of naming the moment is off
+ * at -1 (at_oom at 0); the first that matches stops the replay. */
+typedef struct replay_stop {
+  int64_t seq;      /* after the event with this index */
+  int64_t after_ns; /* before the first event more than this many ns after the trace's first event */
+  int at_oom;       /* after the first allocation that does not fit */
+  void (*capture)(void *arg, const replay_state *st);
+  void *arg;
+} replay_stop;
 
 /* Makes the device primitive for device index `device` (default: a simulated device). */
 typedef int (*replay_device_factory)(void *arg, int device, sim_device *dev, char *err, size_t errlen);
@@ -63,6 +111,7 @@ typedef struct replay_config {
   size_t nobservers;
   const replay_start *start;    /* the devices' starting states, or NULL: every device starts empty */
   size_t nstart;
+  const replay_stop *stop;      /* NULL: replay to the end */
   replay_device_factory make_device;
   void (*release_device)(void *arg, int device, sim_device *dev);
   void *device_arg;
@@ -100,6 +149,7 @@ typedef struct replay_result {
   uint64_t allocs, frees;   /* device allocations placed, frees completed */
   uint64_t ooms;            /* allocations that did not fit */
   int stopped_at_oom;
+  int stopped;              /* stopped at cfg->stop's moment (after capturing it) */
   /* Peaks of the totals over all devices (for one device: that device's). */
   int64_t peak_allocated, peak_reserved, peak_requested, peak_active;
   int64_t peak_allocated_seq, peak_reserved_seq, peak_requested_seq;

@@ -498,6 +498,10 @@ void lua_api_abort(lua_ctx *cx) {
 
 size_t lua_api_nvariants(const lua_ctx *cx) { return cx->p ? cx->p->nvariants : 0; }
 
+const char *lua_api_variant_name(const lua_ctx *cx, size_t i) { return cx->p->variants[i].name; }
+
+const session_run *lua_api_variant_run(const lua_ctx *cx, size_t i) { return &cx->p->variants[i].res->run; }
+
 void lua_api_print_json(lua_ctx *cx, FILE *f) {
   struct lua_ctx_private *p = cx->p;
   yajl_gen g = jsonw_file(f, 0);

@@ -8,6 +8,7 @@
 #include <lua.h>
 
 #include "lua_host.h"
+#include "session/session.h"
 #include "store/store.h"
 
 /* One --set KEY=VALUE. */
@@ -59,6 +60,9 @@ void lua_api_abort(lua_ctx *cx);
 
 /* Variants recorded by the script (after lua_api_finish, with their run ids). */
 size_t lua_api_nvariants(const lua_ctx *cx);
+/* The i-th variant's name, and its replay (its result and capacity): what `whatif --plot` draws. */
+const char *lua_api_variant_name(const lua_ctx *cx, size_t i);
+const session_run *lua_api_variant_run(const lua_ctx *cx, size_t i);
 /* Prints {"scenario": ..., "variants": [...], "assumptions": [...]} to f. */
 void lua_api_print_json(lua_ctx *cx, FILE *f);
 

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "io/jsonw.h"
+#include "plot/plot.h"
 #include "lua_api_help.h"
 #include "lua_lib_funcs.h"
 
@@ -53,6 +54,64 @@ int lapi_mp_write_text(lua_State *L) {
   const char *s = luaL_checklstring(L, 2, &len);
   char *data = sim_xmalloc(len + 1);
   memcpy(data, s, len);
+  add_file(L, name, data, len);
+  return 0;
+}
+
+/* ---- pictures ------------------------------------------------------------------------------- */
+
+#define PLOT_RESULTS 8
+
+/*
+ * memplay.plot{file = "NAME.svg" | "NAME.html", results = {r1, r2, ...}, labels = {...}, title = "..."}:
+ * memory over time of each result (a trace:replay() result; its timeline), overlaid, written
+ * into --out DIR with the other result files.
+ */
+int lapi_mp_plot(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  lua_getfield(L, 1, "file");
+  if (!lua_isstring(L, -1)) return luaL_error(L, "plot: file = \"NAME.svg\" or \"NAME.html\" is required");
+  const char *name = lua_tostring(L, 2);
+  if (!valid_name(name)) return luaL_error(L, "plot: file '%s' must be a name of letters, digits, '.', '_' and '-'", name);
+  const char *dot = strrchr(name, '.');
+  int html = dot && !strcmp(dot, ".html");
+  if (!dot || (!html && strcmp(dot, ".svg"))) return luaL_error(L, "plot: '%s' must end in .svg or .html", name);
+  lua_getfield(L, 1, "results");
+  if (!lua_istable(L, -1)) return luaL_error(L, "plot: results = {result, ...} is required");
+  int nres = (int)luaL_len(L, -1);
+  if (nres < 1 || nres > PLOT_RESULTS) return luaL_error(L, "plot: between 1 and %d results", PLOT_RESULTS);
+  lua_getfield(L, 1, "labels"); /* 4 */
+  int labels = lua_istable(L, 4);
+  lua_getfield(L, 1, "title"); /* 5 */
+  const char *title = lua_isnil(L, 5) ? "memplay" : luaL_checkstring(L, 5);
+  plot_series series[PLOT_RESULTS];
+  const plot_series *ptrs[PLOT_RESULTS];
+  for (int i = 0; i < nres; i++) {
+    lua_rawgeti(L, 3, i + 1);
+    lresult *lr = lapi_result_of(L, -1);
+    if (!lr) {
+      for (int k = 0; k < i; k++) plot_series_release(&series[k]);
+      return luaL_error(L, "plot: results[%d] is not a result of trace:replay()", i + 1);
+    }
+    const char *label = lr->run.allocator;
+    if (labels) {
+      lua_rawgeti(L, 4, i + 1);
+      if (lua_isstring(L, -1)) label = lua_tostring(L, -1);
+    }
+    plot_series_from_result(&series[i], label, lr->run.capacity, &lr->run.result);
+    ptrs[i] = &series[i];
+    lua_settop(L, 5);
+  }
+  plot_figure fig = {.title = title, .series = ptrs, .nseries = (size_t)nres};
+  plot_page page = {.title = title, .figures = &fig, .nfigures = 1};
+  char *data = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&data, &len);
+  if (!f) return luaL_error(L, "plot: out of memory");
+  if (html) plot_write_html(&page, f);
+  else plot_write_svg(&page, f);
+  fclose(f);
+  for (int i = 0; i < nres; i++) plot_series_release(&series[i]);
   add_file(L, name, data, len);
   return 0;
 }

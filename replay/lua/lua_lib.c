@@ -39,6 +39,7 @@ static const luaL_Reg memplaylib[] = {
   /* what the script writes (lua_api_out.c) */
   {"write_out", lapi_mp_write_out},
   {"write_text", lapi_mp_write_text},
+  {"plot", lapi_mp_plot},
   {"write_csv", lapi_mp_write_csv},
   {"write_json", lapi_mp_write_json},
   {"json", lapi_mp_json},

@@ -82,6 +82,7 @@ int lapi_result_index(lua_State *L);
 
 /* lua_api_out.c: what a script writes: result files, JSON, its output. */
 int lapi_mp_write_text(lua_State *L);
+int lapi_mp_plot(lua_State *L);
 int lapi_mp_write_csv(lua_State *L);
 int lapi_mp_write_json(lua_State *L);
 int lapi_mp_json(lua_State *L);

@@ -1,5 +1,6 @@
 /* session.c: resolving a replay request (allocator, settings, device, capacity, time), running it, storing it. */
 #include <stdio.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -311,6 +312,7 @@ int session_execute(session *ses, session_run *run, const session_pass *pass, ch
   sim_spec spec = *run->spec;
   if (pass->ops) spec.ops = pass->ops;
   replay_config cfg = engine_config(run, &spec);
+  cfg.stop = pass->stop;
   shared_pool pool;
   if (run->shared_device) {
     shared_pool_init(&pool, run->capacity, run->total_memory);
@@ -359,6 +361,102 @@ out:
   }
   free(obs);
   return rc;
+}
+
+/* ---- a moment ------------------------------------------------------------------------------ */
+
+int session_at_parse(const char *text, session_at *at, char *err, size_t errlen) {
+  memset(at, 0, sizeof *at);
+  if (!strcmp(text, "peak")) return at->kind = SESSION_AT_PEAK, 0;
+  if (!strcmp(text, "oom")) return at->kind = SESSION_AT_OOM, 0;
+  char *end;
+  errno = 0;
+  double v = strtod(text, &end);
+  if (end == text || errno || v < 0 || v != v) goto bad;
+  if (!*end) {
+    long long n = strtoll(text, &end, 10);
+    if (*end || n < 0) goto bad;
+    at->kind = SESSION_AT_EVENT;
+    at->value = n;
+    return 0;
+  }
+  static const struct { const char *unit; double ns; } units[] = {{"ns", 1}, {"us", 1e3}, {"ms", 1e6}, {"s", 1e9},
+                                                                   {"min", 60e9}, {"h", 3600e9}};
+  for (size_t i = 0; i < sizeof units / sizeof *units; i++)
+    if (!strcmp(end, units[i].unit) && v * units[i].ns < 9.2e18) {
+      at->kind = SESSION_AT_TIME;
+      at->value = (int64_t)(v * units[i].ns + 0.5);
+      return 0;
+    }
+bad:
+  snprintf(err, errlen, "'%s' is not a moment: peak, oom, an event index (1234) or a time since the trace's start "
+           "with a unit (1.5s, 250ms, 40us)", text);
+  return -1;
+}
+
+typedef struct at_capture {
+  replay_moment *m;
+  const char *what;
+  int taken;
+} at_capture;
+
+static void at_take(void *arg, const replay_state *st) {
+  at_capture *c = arg;
+  replay_moment_take(c->m, st, c->what);
+  c->taken = 1;
+}
+
+int session_execute_at(session *ses, session_run *run, const session_pass *pass, const session_at *at,
+                       replay_moment *m, char *err, size_t errlen) {
+  static const session_pass none;
+  session_pass p = pass ? *pass : none;
+  replay_stop stop = {.seq = -1, .after_ns = -1};
+  static const char *const what[] = {"peak", "oom", "event", "time"};
+  at_capture cap = {.m = m, .what = what[at->kind]};
+  memset(m, 0, sizeof *m);
+  stop.capture = at_take;
+  stop.arg = &cap;
+  if (at->kind == SESSION_AT_PEAK) {
+    int rc = session_execute(ses, run, pass, err, errlen);
+    if (rc) return rc;
+    if (run->result.peak_allocated_seq < 0) {
+      snprintf(err, errlen, "the trace allocates no device memory: it has no peak");
+      return SESSION_EUSAGE;
+    }
+    stop.seq = run->result.peak_allocated_seq;
+    p.observers = NULL; /* they saw the whole replay */
+    p.nobservers = 0;
+  } else if (at->kind == SESSION_AT_OOM) {
+    stop.at_oom = 1;
+  } else if (at->kind == SESSION_AT_EVENT) {
+    stop.seq = at->value;
+  } else {
+    stop.after_ns = at->value;
+  }
+  p.stop = &stop;
+  /* the peak's pass keeps the whole run's result; the moment's pass only finds the state */
+  replay_result whole;
+  int keep = at->kind == SESSION_AT_PEAK;
+  if (keep) session_take_result(run, &whole);
+  int rc = session_execute(ses, run, &p, err, errlen);
+  if (keep) {
+    if (run->executed) replay_result_release(&run->result);
+    run->result = whole;
+    run->executed = 1;
+  }
+  if (rc) return rc;
+  if (cap.taken) return SESSION_OK;
+  char limit[48] = "unlimited";
+  if (run->capacity != UINT64_MAX) report_bytes(limit, sizeof limit, (int64_t)run->capacity);
+  if (at->kind == SESSION_AT_OOM)
+    snprintf(err, errlen, "no allocation ran out of memory in this replay (capacity %s): there is no OOM to show",
+             limit);
+  else if (at->kind == SESSION_AT_EVENT)
+    snprintf(err, errlen, "event %lld is past the trace's end (it has %llu events)", (long long)at->value,
+             (unsigned long long)run->result.events);
+  else
+    snprintf(err, errlen, "%.9g s is past the trace's end", (double)at->value / 1e9);
+  return SESSION_EUSAGE;
 }
 
 /* ---- the result ----------------------------------------------------------------------------- */

@@ -7,6 +7,7 @@
 #include <yajl/yajl_gen.h>
 
 #include "engine/engine.h"
+#include "engine/moment.h"
 #include "engine/names.h"
 #include "engine/report.h"
 #include "engine/time_observer.h"
@@ -118,6 +119,7 @@ typedef struct session_pass {
   void *device_arg;
   const replay_names *names;            /* names of a trace kept elsewhere; NULL: the session's store's */
   int stored_events;                    /* source gives the stored trace's own events, unchanged */
+  const replay_stop *stop;              /* a moment to stop at (NULL: the whole trace) */
 } session_pass;
 
 /* A device profile by name, as session_prepare finds it: 0 found (*out), 1 absent, -1 error. */
@@ -135,6 +137,25 @@ int session_prepare(session *ses, const session_request *req, session_run *run, 
  * OOM is a result, not an error. */
 int session_execute(session *ses, session_run *run, const session_pass *pass, char *err, size_t errlen);
 void session_run_release(session_run *run);
+
+/* A moment of a replay, as a user names it (`--at`): the peak of allocated memory, the first OOM,
+ * an event index, or a time since the trace's first event (a number with a unit: 1.5s, 250ms). */
+typedef struct session_at {
+  enum { SESSION_AT_PEAK, SESSION_AT_OOM, SESSION_AT_EVENT, SESSION_AT_TIME } kind;
+  int64_t value; /* the event index, or the time in ns */
+} session_at;
+/* Parses an --at value: 0, or -1 with a message. */
+int session_at_parse(const char *text, session_at *at, char *err, size_t errlen);
+/*
+ * Replays the run up to that moment and takes the allocator's state there into *m (released
+ * with replay_moment_release). The peak needs a first pass to the end (whose result the run
+ * keeps, as session_execute's) and a second that stops there; the others one pass that stops.
+ * The pass's observers see the first pass only. The run's result is the first pass's. SESSION_OK, SESSION_EFAIL with a
+ * message (as session_execute), or SESSION_EUSAGE when the moment never comes (no OOM, an index
+ * or time past the trace's end).
+ */
+int session_execute_at(session *ses, session_run *run, const session_pass *pass, const session_at *at,
+                       replay_moment *m, char *err, size_t errlen);
 /* Moves the last pass's result into *out, which the caller then releases (replay_result_release);
  * the run keeps none. A front end that keeps each pass's result (the GPU plan) takes them. */
 void session_take_result(session_run *run, replay_result *out);

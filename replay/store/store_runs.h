@@ -17,4 +17,17 @@ int store_run_save(store *s, const run_meta *m, const replay_result *r, int64_t 
  * (merge 1: SQLite's json_patch), inside the caller's transaction. 0, or -1 with the store's error. */
 int store_run_set_result(store *s, int64_t run_id, const char *json, int merge);
 
+/* A stored run's row, as store_run_load reads it. */
+typedef struct store_run_row {
+  int64_t id, trace_id;
+  char *trace_name, *kind, *allocator, *backend, *scenario, *variant; /* NULL where not stored */
+  uint64_t capacity; /* UINT64_MAX: unlimited */
+} store_run_row;
+
+/* Reads run id: its row, and its stored timeline and OOMs into r (with the peak the timeline
+ * shows; release with replay_result_release). 0, 1 when there is no such run, or -1 with the
+ * store's error. */
+int store_run_load(store *s, int64_t id, store_run_row *row, replay_result *r);
+void store_run_row_clear(store_run_row *row);
+
 #endif
