@@ -142,6 +142,10 @@ int cli_parse_size(const char *cmd, const char *opt, const char *s, uint64_t *ou
     cli_usage_error(cmd, "%s wants a size such as 4096, 4KiB, 1.5GiB or 24GB, not '%s'", opt, s);
     return -1;
   }
+  if (*out > SIM_SIZE_MAX) {
+    cli_usage_error(cmd, "%s is '%s', more than a device could have (at most 1 PiB)", opt, s);
+    return -1;
+  }
   return 0;
 }
 
