@@ -97,10 +97,12 @@ int cli_gpu_option(cli_gpu_opts *g, int opt, const char *arg);
 int cli_replay_gpu(cli *c, const char *trace, const char *alloc, uint64_t capacity, int stop_at_oom, int save,
                    int timeline, const cli_gpu_opts *g);
 
-/* Options every command takes, for getopt_long tables: --db, --json, -h. */
+/* Options every command takes, for getopt_long tables: --db, --json, --verbose (store errors with
+ * SQLite's own words and the SQL that failed), -h. */
 #define CLI_COMMON_OPTIONS                    \
   {"db", required_argument, NULL, 'D'},       \
   {"json", no_argument, NULL, 'J'},           \
+  {"verbose", no_argument, NULL, 'V'},        \
   {"help", no_argument, NULL, 'h'}
 
 /*

@@ -38,6 +38,9 @@ int main(int argc, char **argv) {
     } else if (!strcmp(argv[i], "--json")) {
       c.json = 1;
       i++;
+    } else if (!strcmp(argv[i], "--verbose")) {
+      store_set_verbose(1);
+      i++;
     } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
       cli_help_overview(stdout);
       return cli_finish_output(CLI_OK);

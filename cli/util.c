@@ -63,6 +63,7 @@ int cli_common_option(cli *c, const char *cmd, int opt, int *exit_code) {
   switch (opt) {
   case 'D': c->db_path = optarg; return 1;
   case 'J': c->json = 1; return 1;
+  case 'V': store_set_verbose(1); return 1;
   case 'h': {
     const cli_command *cc = cli_find_command(cmd);
     if (cc) cli_print_usage(stdout, cc);

@@ -72,6 +72,8 @@ static void meta_copy(store_trace *d, const store_trace *s) {
   d->allocator_settings = dupn(s->allocator_settings);
   d->imported_at = dupn(s->imported_at);
   d->attrs = dupn(s->attrs);
+  d->stored_at = dupn(s->stored_at);
+  d->source_digest = dupn(s->source_digest);
 }
 
 void lapi_push_meta(lua_State *L, const store_trace *t) {
