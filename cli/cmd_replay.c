@@ -234,7 +234,8 @@ static int replay_sim(cli *c, store *s, store_trace *t, replay_opts *o) {
   run_meta m = session_meta(&run);
   int64_t run_id = 0;
   if (o->save && session_save(ses, &m, &run.result, NULL, SESSION_RESULT_REPORT, &run_id, err, sizeof err)) {
-    cli_error("%s", err);
+    cli_error("the replay of '%s' finished but cannot be stored in '%s': %s (--no-save replays without storing)",
+              t->name, store_path(s), err);
     goto out;
   }
   print_result(c, ses, t, &run, &m, o->timeline, run_id);

@@ -41,7 +41,9 @@ const char *store_reason(int code) {
   case SQLITE_NOMEM: return "out of memory";
   case SQLITE_CONSTRAINT: return "the store refused the change (it would break a rule of its schema)";
   case SQLITE_TOOBIG: return "a value is too large for the store";
-  default: return "the store failed unexpectedly: run again with --verbose for the details, and report it";
+  default:
+    return "the store is not as this memplay wrote it (changed by hand, or damaged): run again with --verbose "
+           "for the details";
   }
 }
 
@@ -76,7 +78,7 @@ sqlite3_stmt *store_stmt(store *s, const char *sql) {
   sqlite3_stmt *st = NULL;
   if (sqlite3_prepare_v3(s->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &st, NULL) != SQLITE_OK) {
     if (store_verbose_errors) store_seterr(s, "cannot prepare statement: %s (in: %s)", sqlite3_errmsg(s->db), sql);
-    else store_seterr(s, "cannot read the store: %s", store_reason(sqlite3_extended_errcode(s->db)));
+    else store_seterr(s, "cannot use the store: %s", store_reason(sqlite3_extended_errcode(s->db)));
     sim_map_del(&s->stmts, (uint64_t)(uintptr_t)sql, NULL);
     return NULL;
   }
