@@ -7,6 +7,7 @@
 
 #include <pthread.h>
 
+#include "io/frames.h"
 #include "store_int.h"
 
 void store_seterr(store *s, const char *fmt, ...) {
@@ -256,7 +257,9 @@ static int stack_frames_u(store *s, int64_t id, int (*fn)(void *arg, const store
 }
 
 typedef struct label_pick {
-  char *innermost, *python, *user;
+  frames_pick pick;
+  char *label[5]; /* the candidates frames_pick may choose: the first, visible, Python, user, autograd frame */
+  int at[5];
 } label_pick;
 
 static char *frame_label(const store_frame *f) {
@@ -267,28 +270,30 @@ static char *frame_label(const store_frame *f) {
   return strdup(buf);
 }
 
+/* Keeps the label of each frame that is the first of its kind (io/frames.h says which wins). */
 static int pick_frame(void *arg, const store_frame *f) {
   label_pick *p = arg;
-  if (!p->innermost) p->innermost = frame_label(f);
-  size_t n = f->file ? strlen(f->file) : 0;
-  if (n > 3 && !strcmp(f->file + n - 3, ".py")) {
-    if (!p->python) p->python = frame_label(f);
-    if (!strstr(f->file, "/torch/") && !strstr(f->file, "site-packages")) {
-      p->user = frame_label(f);
-      return 1;
+  int done = frames_pick_offer(&p->pick, f->name, f->file);
+  const int idx[5] = {p->pick.first, p->pick.visible, p->pick.python, p->pick.user, p->pick.autograd};
+  for (int k = 0; k < 5; k++)
+    if (idx[k] == p->pick.n - 1 && !p->label[k]) {
+      p->label[k] = frame_label(f);
+      p->at[k] = idx[k];
     }
-  }
-  return 0;
+  return done;
 }
 
 char *store_stack_label(store *s, int64_t id) {
   if (id <= 0) return strdup("(no call stack)");
-  label_pick p = {0};
+  label_pick p = {.at = {-1, -1, -1, -1, -1}};
+  frames_pick_init(&p.pick);
   store_stack_frames(s, id, pick_frame, &p);
-  char *best = p.user ? p.user : p.python ? p.python : p.innermost;
-  if (best != p.user) free(p.user);
-  if (best != p.python) free(p.python);
-  if (best != p.innermost) free(p.innermost);
+  int want = frames_pick_result(&p.pick);
+  char *best = NULL;
+  for (int k = 0; k < 5; k++) {
+    if (!best && p.label[k] && p.at[k] == want) best = p.label[k];
+    else free(p.label[k]);
+  }
   return best ? best : strdup("(unknown call stack)");
 }
 
