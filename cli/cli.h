@@ -77,10 +77,17 @@ int cmd_whatif(int argc, char **argv, cli *c);
 int cmd_run(int argc, char **argv, cli *c);
 int cmd_calibrate(int argc, char **argv, cli *c);
 int cmd_record(int argc, char **argv, cli *c);
+int cmd_completion(int argc, char **argv, cli *c);
 
 extern const cli_usage cmd_import_usage, cmd_list_usage, cmd_info_usage, cmd_replay_usage, cmd_export_usage,
   cmd_gen_usage, cmd_rm_usage, cmd_bench_usage, cmd_whatif_usage, cmd_run_usage, cmd_devices_usage,
-  cmd_validate_usage, cmd_calibrate_usage, cmd_record_usage, cmd_help_usage;
+  cmd_validate_usage, cmd_calibrate_usage, cmd_record_usage, cmd_help_usage, cmd_completion_usage;
+
+/* The scripts (cmd_run.c): a script named without a folder (".lua" may be left out) found in
+ * $MEMPLAY_SCRIPTS, the installed scripts, then the source tree's (else the name as given;
+ * caller frees); the first of those folders that exists, or NULL. */
+char *cli_find_script(const char *name);
+const char *cli_scripts_dir(void);
 
 /* memplay's own help (cmd_help.c): what `memplay help` and `memplay -h` print. */
 void cli_help_overview(FILE *f);
