@@ -107,7 +107,7 @@ static void print_human(const session *ses, const store_trace *t, const run_meta
   printf("\n");
   char cap[256];
   printf("  capacity            %s\n", report_capacity(cap, sizeof cap, m));
-  for (size_t i = 0; i < m->nenv; i++) printf("  environment         %s (read by the model, as the framework would)\n", m->env[i]);
+  for (size_t i = 0; i < m->nenv; i++) printf("  environment         %s (read as the framework reads it)\n", m->env[i]);
   if (m->note) printf("  note                %s\n", m->note);
   printf("  peak allocated      %-12s at event %lld\n", report_bytes(a, sizeof a, r->peak_allocated),
          (long long)r->peak_allocated_seq);

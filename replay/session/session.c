@@ -236,7 +236,10 @@ static const char *spec_switch(const sim_spec *spec, const session_run *run) {
     for (size_t i = 0; i < spec->nopts; i++)
       if (!strcmp(spec->opts[i].key, spec_switches[k].key) && !strcmp(spec->opts[i].value, spec_switches[k].value))
         return spec_switches[k].to;
+    session_run *writable = (session_run *)run;
+    env_run = writable; /* the variable is a setting read from the environment: the report names it */
     const char *v = run->getenv_fn ? run->getenv_fn(spec_switches[k].env) : NULL;
+    env_run = NULL;
     char want[128];
     snprintf(want, sizeof want, "%s:%s", spec_switches[k].key, spec_switches[k].value);
     if (v && strstr(v, want)) return spec_switches[k].to;
@@ -328,8 +331,6 @@ int session_prepare(session *ses, const session_request *req, session_run *run, 
 
 /* Clears what an earlier pass left. */
 static void reset_pass(session_run *run) {
-  for (size_t i = 0; i < run->nenv; i++) free(run->env[i]);
-  run->nenv = 0;
   if (run->executed) replay_result_release(&run->result);
   if (run->has_time) sim_tm_result_release(&run->time);
   run->executed = run->has_time = 0;
@@ -339,6 +340,7 @@ static void reset_pass(session_run *run) {
 
 void session_run_release(session_run *run) {
   reset_pass(run);
+  for (size_t i = 0; i < run->nenv; i++) free(run->env[i]); /* gathered over every pass, each once */
   free(run->allocator);
   memset(run, 0, sizeof *run);
 }

@@ -92,7 +92,8 @@ typedef struct session_run {
                                   profile's memory less its context_bytes), "memory_limit" (the
                                   allocator's own limit, with no device), NULL: unlimited */
   const char *note;            /* what the session changed in the request and why, or NULL */
-  /* The environment variables the model read and found set (name=value), in the order read. */
+  /* The environment variables read for the run (by the model, or for the SPEC) and found set
+   * (name=value), in the order read, each once over all of the run's passes. */
   char *env[SESSION_MAX_ENV];
   size_t nenv;
   int has_device;           /* a device profile was chosen: the time model runs */

@@ -48,4 +48,5 @@ has "$T/out" "note                backend:cudaMallocAsync is PyTorch's switch to
 PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync "$MEMPLAY" replay sample --no-save >"$T/out" 2>"$T/err" ||
   fail "backend:cudaMallocAsync from the environment failed: $(cat "$T/err")"
 has "$T/out" "under async"
+has "$T/out" "environment         PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync"
 finish
