@@ -78,11 +78,17 @@ int cmd_run(int argc, char **argv, cli *c);
 int cmd_calibrate(int argc, char **argv, cli *c);
 int cmd_record(int argc, char **argv, cli *c);
 int cmd_plot(int argc, char **argv, cli *c);
+int cmd_completion(int argc, char **argv, cli *c);
 
 extern const cli_usage cmd_import_usage, cmd_list_usage, cmd_info_usage, cmd_replay_usage, cmd_export_usage,
   cmd_gen_usage, cmd_rm_usage, cmd_bench_usage, cmd_whatif_usage, cmd_run_usage, cmd_devices_usage,
-  cmd_validate_usage, cmd_calibrate_usage, cmd_record_usage, cmd_help_usage;
-extern const cli_usage cmd_plot_usage;
+  cmd_validate_usage, cmd_calibrate_usage, cmd_record_usage, cmd_help_usage, cmd_completion_usage, cmd_plot_usage;
+
+/* The scripts (cmd_run.c): a script named without a folder (".lua" may be left out) found in
+ * $MEMPLAY_SCRIPTS, the installed scripts, then the source tree's (else the name as given;
+ * caller frees); the first of those folders that exists, or NULL. */
+char *cli_find_script(const char *name);
+const char *cli_scripts_dir(void);
 
 /* memplay's own help (cmd_help.c): what `memplay help` and `memplay -h` print. */
 void cli_help_overview(FILE *f);
@@ -99,10 +105,12 @@ int cli_gpu_option(cli_gpu_opts *g, int opt, const char *arg);
 int cli_replay_gpu(cli *c, const char *trace, const char *alloc, uint64_t capacity, int stop_at_oom, int save,
                    int timeline, const cli_gpu_opts *g);
 
-/* Options every command takes, for getopt_long tables: --db, --json, -h. */
+/* Options every command takes, for getopt_long tables: --db, --json, --verbose (store errors with
+ * SQLite's own words and the SQL that failed), -h. */
 #define CLI_COMMON_OPTIONS                    \
   {"db", required_argument, NULL, 'D'},       \
   {"json", no_argument, NULL, 'J'},           \
+  {"verbose", no_argument, NULL, 'V'},        \
   {"help", no_argument, NULL, 'h'}
 
 /*

@@ -46,6 +46,7 @@ static void entry_json(yajl_gen g, const devices_entry *e) {
   jsonw_kstr(g, "source", e->source);
   jsonw_kstr(g, "updated_at", e->updated_at[0] ? e->updated_at : NULL);
   devices_profile_json(g, &e->p);
+  jsonw_kuint(g, "usable_memory", sim_device_usable(&e->p));
   yajl_gen_map_close(g);
 }
 
@@ -80,6 +81,10 @@ static void show_human(const devices_entry *e) {
     if (f->kind == SIM_DF_TEXT) printf("  %-16s %s\n", f->key, v);
     else printf("  %-16s %-20s %s\n", f->key, v, f->help);
   }
+  char usable[48];
+  report_bytes(usable, sizeof usable, (int64_t)sim_device_usable(&e->p));
+  printf("  %-16s %-20s %s\n", "usable memory", usable,
+         "total_memory less context_bytes: the capacity of 'replay --device' (--capacity overrides it)");
   printf("(the figures of built-in profiles and their sources: docs/devices.md)\n");
 }
 

@@ -1,4 +1,4 @@
-/* cmd_import.c: `memplay import FILE`: one file into the store, in one transaction. */
+/* cmd_import.c: `memplay import FILE...`: files into the store, one transaction each. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -8,14 +8,15 @@
 #include "cli.h"
 
 static const char *const import_usage[] = {
-  "memplay import FILE [--name NAME] [--format FORMAT] [--set KEY=VALUE]... [--db FILE] [--json]",
-  "  --name NAME       name of the new trace (default: from the file name)",
+  "memplay import FILE... [--name NAME] [--replace] [--format FORMAT] [--set KEY=VALUE]... [--db FILE] [--json]",
+  "  --name NAME       name of the new trace (one FILE only; default: the name the file gives, else its file name)",
+  "  --replace         replace a trace of the same name (default: the import fails, naming that trace)",
   "  --format FORMAT   skip detection and read the file as FORMAT (see 'memplay help formats')",
   "  --set KEY=VALUE   a setting for the importer (see docs/formats.md)",
   NULL,
 };
 const cli_usage cmd_import_usage = {
-  .summary = "import a trace file into the store",
+  .summary = "import trace files into the store (a file already there is named, not stored again)",
   .lines = import_usage,
 };
 
@@ -23,12 +24,15 @@ static const struct option import_options[] = {
   {"name", required_argument, NULL, 'n'},
   {"format", required_argument, NULL, 'f'},
   {"set", required_argument, NULL, 's'},
+  {"replace", no_argument, NULL, 'R'},
   CLI_COMMON_OPTIONS,
   {NULL, 0, NULL, 0},
 };
 
 typedef struct import_args {
-  const char *file, *name, *format; /* FILE, --name, --format */
+  char **files;                     /* FILE..., nfiles of them */
+  int nfiles, replace;              /* --replace */
+  const char *name, *format;        /* --name, --format */
   const char **params;              /* --set KEY=VALUE..., NULL-terminated */
 } import_args;
 
@@ -64,6 +68,7 @@ static int import_parse(int argc, char **argv, cli *c, import_args *a, int *code
     if (r < 0) return -1;
     if (r) continue;
     if (opt == 'n') a->name = optarg;
+    else if (opt == 'R') a->replace = 1;
     else if (opt == 'f') a->format = optarg;
     else if (opt == 's') {
       if (!strchr(optarg, '=')) {
@@ -73,22 +78,29 @@ static int import_parse(int argc, char **argv, cli *c, import_args *a, int *code
       a->params[nparams++] = optarg;
     }
   }
-  if (optind + 1 != argc)
-    *code = cli_usage_error("import", optind >= argc ? "no FILE given" : "import takes one FILE");
+  if (optind >= argc)
+    *code = cli_usage_error("import", "no FILE given");
+  else if (a->name && optind + 1 != argc)
+    *code = cli_usage_error("import", "--name names one trace: give one FILE with it");
   else if (a->name && !*a->name)
     *code = cli_usage_error("import", "--name must not be empty");
   else if (a->format && !importer_find(a->format))
     *code = cli_usage_error("import", "unknown format '%s'", a->format);
-  else
-    a->file = argv[optind];
+  else {
+    a->files = argv + optind;
+    a->nfiles = argc - optind;
+  }
   return *code == CLI_OK ? 0 : -1;
 }
 
-static void print_json(const char *file, const char *format, const import_report *rep) {
-  yajl_gen g = jsonw_file(stdout, 0);
+/* One file's outcome, as --json prints it: one object per file. */
+static void print_json(yajl_gen g, const char *file, const import_ctx *ctx, const import_report *rep, int rc) {
   yajl_gen_map_open(g);
   jsonw_kstr(g, "file", file);
-  jsonw_kstr(g, "format", format);
+  if (rc) jsonw_kstr(g, "status", rc < 0 ? "failed" : "already_imported");
+  if (rc < 0) jsonw_kstr(g, "error", ctx->err);
+  if (rc > 0) jsonw_kstr(g, "existing_trace", ctx->existing);
+  if (rc == 0) jsonw_kstr(g, "format", ctx->format);
   jsonw_str(g, "traces");
   yajl_gen_array_open(g);
   for (size_t i = 0; i < rep->n; i++) {
@@ -100,16 +112,40 @@ static void print_json(const char *file, const char *format, const import_report
   }
   yajl_gen_array_close(g);
   yajl_gen_map_close(g);
-  yajl_gen_free(g);
-  putchar('\n');
 }
 
-static void print_human(store *s, const char *format, const import_report *rep) {
+/* One file's summary line(s). */
+static void print_human(store *s, const char *file, const import_ctx *ctx, const import_report *rep, int rc) {
+  if (rc > 0) {
+    printf("'%s' is in %s already, as trace '%s' (the same content): not imported again\n", file, store_path(s),
+           ctx->existing);
+    return;
+  }
   for (size_t i = 0; i < rep->n; i++) {
     char n[32];
     printf("imported '%s' (%s events, %s) into %s\n", rep->t[i].name,
-           cli_count(n, sizeof n, (uint64_t)rep->t[i].events), format, store_path(s));
+           cli_count(n, sizeof n, (uint64_t)rep->t[i].events), ctx->format, store_path(s));
   }
+}
+
+/* A store that cannot outlive this process keeps nothing an import adds. */
+static int store_is_temporary(const char *path) {
+  return !*path || !strcmp(path, ":memory:") || !strncmp(path, "file::memory:", 13) || strstr(path, "mode=memory");
+}
+
+/* Imports one file in its own transaction; prints its outcome. 0 imported (or there already), -1 failed. */
+static int import_one(cli *c, store *s, const import_args *a, const char *file, yajl_gen g) {
+  import_report rep = {0};
+  unsigned policy = IMPORT_SAME_FILE | IMPORT_NAMES | (a->replace ? IMPORT_REPLACE : 0);
+  import_ctx ctx = {.s = s, .path = file, .name = a->name, .params = a->params, .on_trace = on_trace,
+                    .on_warning = on_warning, .arg = &rep, .policy = policy};
+  int rc = import_file(&ctx, a->format);
+  if (rc < 0) cli_error("%s", ctx.err);
+  if (c->json) print_json(g, file, &ctx, &rep, rc);
+  else if (rc >= 0) print_human(s, file, &ctx, &rep, rc);
+  for (size_t i = 0; i < rep.n; i++) free(rep.t[i].name);
+  free(rep.t);
+  return rc < 0 ? -1 : 0;
 }
 
 int cmd_import(int argc, char **argv, cli *c) {
@@ -124,20 +160,32 @@ int cmd_import(int argc, char **argv, cli *c) {
     free(a.params);
     return CLI_FAIL;
   }
-  import_report rep = {0};
-  import_ctx ctx = {.s = s, .path = a.file, .name = a.name, .params = a.params, .on_trace = on_trace,
-                    .on_warning = on_warning, .arg = &rep};
-  if (import_file(&ctx, a.format)) {
-    cli_error("%s", ctx.err);
-    code = CLI_FAIL;
-  } else if (c->json) {
-    print_json(a.file, ctx.format, &rep);
-  } else {
-    print_human(s, ctx.format, &rep);
+  if (store_is_temporary(store_path(s)))
+    cli_warning("the store '%s' lives in memory: nothing imported will be kept when memplay exits (name a file "
+                "with --db FILE)",
+                store_path(s));
+  /* --json: one file's object; with several files, {"files": [...], "failed": N} */
+  yajl_gen g = NULL;
+  if (c->json) g = jsonw_file(stdout, 0);
+  if (g && a.nfiles > 1) {
+    yajl_gen_map_open(g);
+    jsonw_str(g, "files");
+    yajl_gen_array_open(g);
   }
-  for (size_t i = 0; i < rep.n; i++) free(rep.t[i].name);
-  free(rep.t);
+  int failed = 0;
+  for (int i = 0; i < a.nfiles; i++) failed += import_one(c, s, &a, a.files[i], g) < 0;
+  if (g && a.nfiles > 1) {
+    yajl_gen_array_close(g);
+    jsonw_kint(g, "failed", failed);
+    yajl_gen_map_close(g);
+  }
+  if (g) {
+    yajl_gen_free(g);
+    putchar('\n');
+  }
+  if (failed && a.nfiles > 1)
+    cli_error("%d of %d files failed to import (the others are kept)", failed, a.nfiles);
   free(a.params);
   store_close(s);
-  return code;
+  return failed ? CLI_FAIL : CLI_OK;
 }

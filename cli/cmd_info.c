@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "import/importer.h"
 #include "io/jsonw.h"
 #include "session/session.h"
 #include "cli.h"
@@ -42,12 +43,23 @@ static int replay_ideal(store *s, const store_trace *t, replay_result *res) {
   return 0;
 }
 
+/* What the trace's format never records (IMPORT_LACKS_*). */
+static unsigned info_lacks(const store_trace *t) {
+  const importer *imp = t->source_format ? importer_find(t->source_format) : NULL;
+  return imp ? imp->lacks : 0;
+}
+
 /* An import note as info shows it: "name (severity)". Caller frees. */
 static char *note_label(const store_note *n) {
   size_t len = strlen(n->name) + strlen(n->severity) + 4;
   char *label = malloc(len);
   snprintf(label, len, "%s (%s)", n->name, n->severity);
   return label;
+}
+
+static void jsonw_knull_(yajl_gen g, const char *key) {
+  jsonw_str(g, key);
+  jsonw_null(g);
 }
 
 static void json_trace(yajl_gen g, const store_trace *t) {
@@ -62,7 +74,8 @@ static void json_trace(yajl_gen g, const store_trace *t) {
   jsonw_kstr(g, "allocator", t->allocator);
   if (t->allocator_settings) jsonw_kraw(g, "allocator_settings", t->allocator_settings);
   if (t->batch_size) jsonw_kint(g, "batch_size", t->batch_size);
-  jsonw_kstr(g, "imported_at", t->imported_at);
+  jsonw_kstr(g, "imported_at", t->imported_at); /* the source's own time (kept across exports) */
+  jsonw_kstr(g, "stored_at", t->stored_at);     /* when it came into this store */
   if (t->attrs) jsonw_kraw(g, "attrs", t->attrs);
   jsonw_kint(g, "duration_ns", t->event_count ? t->last_ts - t->first_ts : 0);
 }
@@ -129,8 +142,11 @@ static void print_json(const store_trace *t, const store_summary *sum, const rep
   yajl_gen_map_open(g);
   json_trace(g, t);
   json_counts(g, "events_by_kind", sum->kinds, sum->nkinds);
-  json_numbers(g, "devices", sum->devices, sum->ndevices);
-  json_numbers(g, "streams", sum->streams, sum->nstreams);
+  unsigned lacks = info_lacks(t);
+  if (lacks & IMPORT_LACKS_DEVICE) jsonw_knull_(g, "devices"); /* not recorded */
+  else json_numbers(g, "devices", sum->devices, sum->ndevices);
+  if (lacks & IMPORT_LACKS_STREAM) jsonw_knull_(g, "streams");
+  else json_numbers(g, "streams", sum->streams, sum->nstreams);
   json_counts(g, "recorded_actions", sum->recorded, sum->nrecorded);
   json_counts_bytes(g, "allocations_by_category", sum->categories, sum->ncategories);
   json_counts_bytes(g, "allocations_by_method", sum->cat_sources, sum->ncat_sources);
@@ -147,7 +163,11 @@ static void print_trace(const store_trace *t) {
   printf("trace        %s (id %lld)\n", t->name, (long long)t->id);
   printf("source       %s%s%s\n", t->source_format, t->source_file ? " from " : "",
          t->source_file ? t->source_file : "");
-  printf("imported     %s\n", t->imported_at);
+  /* the writer takes the import time when the file gives none: the two are then the same */
+  if (t->stored_at && t->imported_at && !strcmp(t->imported_at, t->stored_at))
+    printf("recorded     not recorded (the file gives no time)\n");
+  else printf("recorded     %s (the time the file gives)\n", t->imported_at);
+  printf("imported     %s (into this store)\n", t->stored_at ? t->stored_at : "not recorded (an older store)");
   if (t->device_name || t->device_memory)
     printf("device       %s%s%s\n", t->device_name ? t->device_name : "unknown", t->device_memory ? ", " : "",
            t->device_memory ? report_bytes(a, sizeof a, t->device_memory) : "");
@@ -162,14 +182,19 @@ static void print_trace(const store_trace *t) {
 }
 
 /* Events by kind, devices, streams, recorded actions, allocations by category and how they were decided. */
-static void print_contents(const store_summary *sum) {
+static void print_contents(const store_trace *t, const store_summary *sum) {
   char a[48], b[48];
   for (size_t i = 0; i < sum->nkinds; i++)
     printf("  %-16s %12s\n", sum->kinds[i].name, cli_count(a, sizeof a, (uint64_t)sum->kinds[i].count));
+  unsigned lacks = info_lacks(t);
   printf("devices     ");
-  for (size_t i = 0; i < sum->ndevices; i++) printf(" %lld", (long long)sum->devices[i]);
+  if (lacks & IMPORT_LACKS_DEVICE) printf(" not recorded (a %s file names none)", t->source_format);
+  for (size_t i = 0; !(lacks & IMPORT_LACKS_DEVICE) && i < sum->ndevices; i++)
+    printf(" %lld", (long long)sum->devices[i]);
   printf("\nstreams     ");
-  for (size_t i = 0; i < sum->nstreams; i++) printf(" %lld", (long long)sum->streams[i]);
+  if (lacks & IMPORT_LACKS_STREAM) printf(" not recorded (a %s file names none)", t->source_format);
+  for (size_t i = 0; !(lacks & IMPORT_LACKS_STREAM) && i < sum->nstreams; i++)
+    printf(" %lld", (long long)sum->streams[i]);
   printf("\n");
   if (sum->nrecorded) {
     printf("recorded allocator actions\n");
@@ -242,7 +267,7 @@ int cmd_info(int argc, char **argv, cli *c) {
     print_json(&t, &sum, &res);
   } else {
     print_trace(&t);
-    print_contents(&sum);
+    print_contents(&t, &sum);
     print_at_peak(&res);
     print_notes(&sum);
   }

@@ -33,12 +33,13 @@ static int one(void *arg, const store_trace *t) {
     jsonw_kstr(g, "source_format", t->source_format);
     jsonw_kstr(g, "source_file", t->source_file);
     jsonw_kstr(g, "imported_at", t->imported_at);
+    jsonw_kstr(g, "stored_at", t->stored_at);
     yajl_gen_map_close(g);
   } else {
     char ev[32];
     if (!l->n) printf("%4s  %-32s %12s  %-18s %-16s %s\n", "id", "name", "events", "format", "device", "imported");
     printf("%4lld  %-32s %12s  %-18s %-16s %s\n", (long long)t->id, t->name, cli_count(ev, sizeof ev, (uint64_t)t->event_count),
-           t->source_format, t->device_name ? t->device_name : "-", t->imported_at);
+           t->source_format, t->device_name ? t->device_name : "-", t->stored_at ? t->stored_at : t->imported_at);
   }
   l->n++;
   return 0;

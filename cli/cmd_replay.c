@@ -114,6 +114,10 @@ static void print_human(const session *ses, const store_trace *t, const run_meta
   if (r->elapsed_s > 0) printf(" (%.1f M events/s)", (double)r->events / r->elapsed_s / 1e6);
   printf("\n");
   if (m->window_start) printf("  window start        %s\n", m->window_note);
+  char cap[256];
+  printf("  capacity            %s\n", report_capacity(cap, sizeof cap, m));
+  for (size_t i = 0; i < m->nenv; i++) printf("  environment         %s (read as the framework reads it)\n", m->env[i]);
+  if (m->note) printf("  note                %s\n", m->note);
   printf("  peak allocated      %-12s at event %lld\n", report_bytes(a, sizeof a, r->peak_allocated),
          (long long)r->peak_allocated_seq);
   printf("  peak reserved       %-12s at event %lld\n", report_bytes(a, sizeof a, r->peak_reserved),
@@ -292,7 +296,8 @@ static int replay_sim(cli *c, store *s, store_trace *t, replay_opts *o) {
   run_meta m = session_meta(&run);
   int64_t run_id = 0;
   if (o->save && session_save(ses, &m, &run.result, NULL, SESSION_RESULT_REPORT, &run_id, err, sizeof err)) {
-    cli_error("%s", err);
+    cli_error("the replay of '%s' finished but cannot be stored in '%s': %s (--no-save replays without storing)",
+              t->name, store_path(s), err);
     goto out;
   }
   print_result(c, ses, t, &run, &m, o->timeline, run_id);

@@ -4,6 +4,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "store/devices_store.h"
@@ -146,7 +147,7 @@ static int file_exists(const char *p) { return access(p, R_OK) == 0; }
  * Finds a script: the path as given; else, for a bare name (no '/'), with ".lua" added when
  * missing, in $MEMPLAY_SCRIPTS, then the installed scripts folder, then the source tree's.
  */
-static char *find_script(const char *name) {
+char *cli_find_script(const char *name) {
   if (file_exists(name) || strchr(name, '/')) return strdup(name);
   size_t n = strlen(name);
   int has_ext = n > 4 && !strcmp(name + n - 4, ".lua");
@@ -158,6 +159,15 @@ static char *find_script(const char *name) {
     if (file_exists(path)) return strdup(path);
   }
   return strdup(name);
+}
+
+const char *cli_scripts_dir(void) {
+  const char *dirs[3] = {getenv("MEMPLAY_SCRIPTS"), MEMPLAY_SCRIPTS_INSTALLED, MEMPLAY_SCRIPTS_SOURCE};
+  for (int i = 0; i < 3; i++) {
+    struct stat st;
+    if (dirs[i] && *dirs[i] && stat(dirs[i], &st) == 0 && S_ISDIR(st.st_mode)) return dirs[i];
+  }
+  return NULL;
 }
 
 /* The scenario's name: the file name without folders and without .lua. */
@@ -237,7 +247,7 @@ static int lua_run(cli *c, const char *cmd, void *opts, const char *trace_ref, c
                 char **argv) {
   lua_opts *o = opts;
   (void)cmd;
-  char *script = find_script(script_arg);
+  char *script = cli_find_script(script_arg);
   char *scenario = scenario_name(script);
   int code = CLI_FAIL;
   store *s = NULL;

@@ -2,6 +2,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "store/store.h"
+
 #include "cli.h"
 
 /* In the order `memplay help` lists them. Each command's usage and options are in its file. */
@@ -21,6 +23,7 @@ const cli_command cli_commands[] = {
   {"validate", cmd_validate, &cmd_validate_usage, CLI_STORE},
   {"calibrate", cmd_calibrate, &cmd_calibrate_usage, CLI_STORE | CLI_STORE_CREATE},
   {"record", cmd_record, &cmd_record_usage, CLI_STORE | CLI_STORE_CREATE},
+  {"completion", cmd_completion, &cmd_completion_usage, 0},
   {"help", cmd_help, &cmd_help_usage, 0},
   {NULL, NULL, NULL, 0},
 };
@@ -39,11 +42,14 @@ int main(int argc, char **argv) {
     } else if (!strcmp(argv[i], "--json")) {
       c.json = 1;
       i++;
+    } else if (!strcmp(argv[i], "--verbose")) {
+      store_set_verbose(1);
+      i++;
     } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
       cli_help_overview(stdout);
       return cli_finish_output(CLI_OK);
     } else if (!strcmp(argv[i], "--version")) {
-      puts("memplay " MEMPLAY_VERSION);
+      printf("memplay %s (store schema version %d)\n", MEMPLAY_VERSION, store_schema_version);
       return cli_finish_output(CLI_OK);
     } else {
       fprintf(stderr, "error: unknown option '%s'\n", argv[i]);

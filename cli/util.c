@@ -63,6 +63,7 @@ int cli_common_option(cli *c, const char *cmd, int opt, int *exit_code) {
   switch (opt) {
   case 'D': c->db_path = optarg; return 1;
   case 'J': c->json = 1; return 1;
+  case 'V': store_set_verbose(1); return 1;
   case 'h': {
     const cli_command *cc = cli_find_command(cmd);
     if (cc) cli_print_usage(stdout, cc);
@@ -140,6 +141,10 @@ const char *cli_count(char *buf, size_t n, uint64_t v) {
 int cli_parse_size(const char *cmd, const char *opt, const char *s, uint64_t *out) {
   if (sim_parse_size(s, out)) {
     cli_usage_error(cmd, "%s wants a size such as 4096, 4KiB, 1.5GiB or 24GB, not '%s'", opt, s);
+    return -1;
+  }
+  if (*out > SIM_SIZE_MAX) {
+    cli_usage_error(cmd, "%s is '%s', more than a device could have (at most 1 PiB)", opt, s);
     return -1;
   }
   return 0;

@@ -6,8 +6,10 @@
 -- with a per-process memory fraction), TensorFlow's BFC allocator (allow_growth, its
 -- garbage collection) and cudaMallocAsync's pool, against the device's memory. Each model makes
 -- the decisions the real allocator makes (docs/allocators.md); what differs between rows is only
--- the setting. The answer (last row) is the setting with the lowest peak reserved memory among
--- those under which nothing fails.
+-- the setting. The answer (last row) weighs, in this order: whether it fits (no failed
+-- allocation; else fewer failures), then peak reserved memory (peaks within 1% of each other
+-- count as equal), then the predicted step time (with --device: expandable segments map memory
+-- and garbage collection frees it, which costs time); the report says which of these decided.
 -- Parameters (--set):
 --   max_split_mb=N       max_split_size_mb to try (default 256)
 --   divisions=N          roundup_power2_divisions to try (default 4)
@@ -57,10 +59,56 @@ for _, r in ipairs(rows) do
   r.result = S:replay(t, {allocator = r.spec})
 end
 first.result = S:replay(t, {allocator = first.spec})
--- the answer: lowest peak reserved among those that fit
+-- the answer: fits (fewest failures) first, then peak reserved (within 1%: equal), then step time
+local TOLERANCE = 0.01
+local function close(a, b) return math.abs(a - b) <= TOLERANCE * math.max(a, b) end
+-- which of the three decides between a and b (nil: nothing does); better(a, b) is a before b
+local function decider(a, b)
+  local ra, rb = a.result, b.result
+  if ra.ooms ~= rb.ooms then return 'fits' end
+  if not close(ra.peak_reserved_bytes, rb.peak_reserved_bytes) then return 'peak' end
+  if ra.step_time_s and rb.step_time_s and ra.step_time_s ~= rb.step_time_s then return 'time' end
+  return nil
+end
+local function better(a, b)
+  local ra, rb = a.result, b.result
+  local d = decider(a, b)
+  if d == 'fits' then return ra.ooms < rb.ooms end
+  if d == 'peak' then return ra.peak_reserved_bytes < rb.peak_reserved_bytes end
+  if d == 'time' then return ra.step_time_s < rb.step_time_s end
+  return false
+end
 local best = nil
 for i, r in ipairs(rows) do
-  if r.result.ooms == 0 and (not best or r.result.peak_reserved_bytes < rows[best].result.peak_reserved_bytes) then best = i end
+  if not best or better(r, rows[best]) then best = i end
+end
+-- why it won: what separates it from the runner-up
+local why = nil
+if best then
+  local w, runner = rows[best], nil
+  for i, r in ipairs(rows) do
+    if i ~= best and (not runner or better(r, runner)) then runner = r end
+  end
+  local wr = w.result
+  if not runner then
+    why = 'the only setting tried'
+  else
+    local rr, d = runner.result, decider(w, runner)
+    if d == 'fits' then
+      why = wr.ooms == 0 and string.format('it fits, and the next best, %s, fails %d allocation%s', runner.name, rr.ooms, rr.ooms == 1 and '' or 's')
+        or string.format('it fails the fewest allocations (%d; %s fails %d)', wr.ooms, runner.name, rr.ooms)
+    elseif d == 'peak' then
+      why = string.format('%s: the lowest peak reserved (%s; %s needs %s, %s more)',
+        wr.ooms == 0 and 'of the settings that fit' or 'with as few failures as any', memplay.bytes(wr.peak_reserved_bytes),
+        runner.name, memplay.bytes(rr.peak_reserved_bytes), memplay.bytes(rr.peak_reserved_bytes - wr.peak_reserved_bytes))
+    elseif d == 'time' then
+      why = string.format('peak reserved within 1%% of %s\'s (%s against %s), and faster: %.3f ms a step against %.3f ms',
+        runner.name, memplay.bytes(wr.peak_reserved_bytes), memplay.bytes(rr.peak_reserved_bytes),
+        wr.step_time_s * 1e3, rr.step_time_s * 1e3)
+    else
+      why = string.format('as good as %s on fit, peak reserved and time: listed first', runner.name)
+    end
+  end
 end
 local order = {first}
 for i, r in ipairs(rows) do if i ~= best then order[#order + 1] = r end end
@@ -72,9 +120,13 @@ for _, r in ipairs(order) do
 end
 memplay.assume('every model replays the same requests; recorded settings are used only by the model that recorded the trace')
 if not models.torch then memplay.assume('the torch model is not in this build: its rows are left out') end
+if not S.device then
+  memplay.assume('no step time without --device NAME: settings of equal fit and peak are not told apart by their cost in time')
+end
 S:report{
-  title = best and string.format('allocator settings on %s: lowest peak reserved with %s', S.info.name, rows[best].name)
-    or string.format('allocator settings on %s: every setting fails on %s', S.info.name, S.capacity_label or 'the device'),
+  title = best and string.format('allocator settings on %s: recommended %s (%s)%s', S.info.name, rows[best].name, why,
+      rows[best].result.ooms > 0 and string.format('; every setting fails on %s', S.capacity_label or 'the device') or '')
+    or string.format('allocator settings on %s: no setting to compare', S.info.name),
   columns = {{key = 'frag', title = 'fragmentation', format = 'percent'},
              {key = 'mallocs', title = 'driver allocations', format = 'int'}},
 }

@@ -91,13 +91,27 @@ local best = lo_ok
 local probes_made = 0
 for _ in pairs(probes) do probes_made = probes_made + 1 end
 
+-- A batch that does not fit: its row shows the peak it would need (replayed again without a
+-- capacity, the probe having stopped at its first failed allocation) and by how much it misses.
+local function record_miss(b)
+  local need = S:replay(at_batch(b), {capacity = false, device = false, timeline_points = 2, top_sites = 1})
+  local short = need.peak_reserved_bytes - S.capacity
+  local fits = short > 0 and string.format('no: %s short', memplay.bytes(short))
+    or 'no: fragmentation (needs less than the capacity in all)'
+  S:record(string.format('batch %d (does not fit)', b), probes[b],
+    {batch = b, peak_allocated = need.peak_allocated_bytes, peak_reserved = need.peak_reserved_bytes, fits = fits})
+  memplay.assume(string.format('batch %d would need %s reserved (%s allocated) with unlimited memory: %s more than %s',
+    b, memplay.bytes(need.peak_reserved_bytes), memplay.bytes(need.peak_allocated_bytes),
+    memplay.bytes(math.max(0, short)), memplay.bytes(S.capacity)))
+end
+
 S:record(string.format('batch %d (recorded)', old), base, {batch = old})
 if best then
-  if hi_bad then S:record(string.format('batch %d (does not fit)', hi_bad), probes[hi_bad], {batch = hi_bad}) end
+  if hi_bad then record_miss(hi_bad) end
   local r = S:replay(at_batch(best))
   S:record(string.format('batch %d (largest that fits)', best), r, {batch = best})
 else
-  S:record(string.format('batch %d (does not fit)', multiple), probes[multiple], {batch = multiple})
+  record_miss(multiple)
 end
 
 memplay.assume(string.format('searched batches %d..%d in multiples of %d from a first guess of %d: %d replays, each stopped at its first failed allocation', multiple, max, multiple, guess, probes_made))

@@ -40,7 +40,7 @@ local rows = {
   row('TF_GPU_ALLOCATOR=cuda_malloc_async', {allocator = 'async', capacity = limit}),
   row('no fragmentation', {allocator = 'ideal', capacity = limit}),
 }
-local larger = S:replay(t, {allocator = 'bfc:memory_limit=' .. bigger, live_start = false, capacity = false})
+local larger = S:replay(t, {allocator = 'bfc:memory_limit=' .. bigger .. 'B', live_start = false, capacity = false})
 local lr = S:record('memory_limit ' .. memplay.bytes(bigger), larger, {fits = larger.ooms == 0 and 'yes' or 'OOM'})
 rows[#rows + 1] = lr
 if rows[1].result.ooms == 0 then rows[1].fits = 'yes' else rows[1].fits = 'OOM' end

@@ -509,6 +509,23 @@ typedef struct bfc_settings {
   int64_t system_mb;
 } bfc_settings;
 
+/* memory_limit with its unit. A bare number is refused: TensorFlow's LogicalDeviceConfiguration
+ * reads memory_limit=10240 as MiB while every other memplay size reads it as bytes, and either
+ * guess is wrong for half the users by a factor of 1,048,576. */
+static int bfc_limit_option(const sim_option *o, uint64_t *out, char *err, size_t errlen) {
+  const char *v = o->value;
+  while (*v == ' ') v++;
+  size_t digits = strspn(v, "0123456789.");
+  if (digits && !v[digits + strspn(v + digits, " ")]) {
+    snprintf(err, errlen,
+             "option 'memory_limit' for allocator 'bfc' wants a unit: '%s' is MiB to TensorFlow "
+             "(LogicalDeviceConfiguration) and bytes elsewhere; write %sMiB or %sB",
+             o->value, v, v);
+    return -1;
+  }
+  return sim_opt_size(o, out, err, errlen);
+}
+
 /* The SPEC's options, each checked as TensorFlow checks the GPUOptions field it stands for. */
 /* Without options of its own, the model takes what a trace recorded of its allocator (an
  * out-of-memory dump's memory_limit, docs/formats.md); other recorded keys are not its options. */
@@ -530,7 +547,8 @@ static int bfc_read_options(const sim_alloc_config *cfg, bfc_settings *s, char *
     } else if (!strcmp(o->key, "garbage_collection")) {
       rc = sim_opt_bool(o, &s->gc, err, errlen);
     } else if (!strcmp(o->key, "memory_limit")) {
-      rc = sim_opt_size(o, &s->limit, err, errlen);
+      /* a recorded limit is the dump's own byte count, never a figure a user typed */
+      rc = recorded ? sim_opt_size(o, &s->limit, err, errlen) : bfc_limit_option(o, &s->limit, err, errlen);
       if (!rc && s->limit > (uint64_t)INT64_MAX) {
         snprintf(err, errlen, "option 'memory_limit' for allocator 'bfc' is too large: '%s'", o->value);
         rc = -1;
@@ -806,7 +824,8 @@ const sim_allocator_ops sim_bfc_ops = {
   .summary = "TensorFlow's GPU BFC allocator: 256-byte chunks in 21 bins, best fit, regions up to the limit",
   .options = (const sim_option_spec[]){
     {"allow_growth", "true|false: regions of 2 MiB, doubling, instead of the whole limit at once (default false)"},
-    {"memory_limit", "size: the allocator's limit (a logical device's memory_limit); default: TensorFlow's"},
+    {"memory_limit", "size with a unit (10240MiB, 10GiB): the allocator's limit (a logical device's memory_limit, "
+                     "which TensorFlow takes in MiB); default: TensorFlow's"},
     {"per_process_gpu_memory_fraction", "number: limit = this fraction of the card's memory"},
     {"gpu_system_memory_size_in_mb", "integer: limit = free memory minus this many MiB"},
     {"garbage_collection", "true|false: free wholly free regions before giving up (default true)"},

@@ -305,9 +305,39 @@ static int config_recorded(tconfig *c, const sim_recorded *rec, char *err, size_
 
 /* ---- the model's settings --------------------------------------------------------------------- */
 
+/* The variable PyTorch reads its settings from when the process starts: PYTORCH_CUDA_ALLOC_CONF,
+ * else PYTORCH_HIP_ALLOC_CONF (ROCm builds; the same syntax). NULL when neither is set. */
+static const char *config_environment(const sim_alloc_config *cfg, const char **name) {
+  static const char *const names[] = {"PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF"};
+  for (size_t i = 0; cfg->getenv && i < sizeof names / sizeof names[0]; i++) {
+    const char *v = cfg->getenv(names[i]);
+    if (v && *v) {
+      *name = names[i];
+      return v;
+    }
+  }
+  return NULL;
+}
+
+/* The environment's settings, as PyTorch parses them. */
+static int config_from_environment(tconfig *c, const char *name, const char *text, char *err, size_t n) {
+  char *copy = strdup(text);
+  sim_option *opts = NULL;
+  size_t nopts = 0, cap = 0;
+  char oerr[400];
+  int rc = sim_options_split(&sim_torch_ops, copy, &opts, &nopts, &cap, oerr, sizeof oerr) ? -1 : 0;
+  for (size_t i = 0; i < nopts && !rc; i++) rc = config_option(c, &opts[i], oerr, sizeof oerr);
+  if (rc) snprintf(err, n, "%s='%s' (from the environment): %s", name, text, oerr);
+  free(opts);
+  free(copy);
+  return rc;
+}
+
 int _torch_config_init(tconfig *c, const sim_alloc_config *cfg, char *err, size_t n) {
   config_defaults(c);
-  if (cfg->nopts) { /* options given: PyTorch's defaults plus these */
+  const char *env_name = NULL, *env = config_environment(cfg, &env_name);
+  if (cfg->nopts || env) { /* PyTorch's defaults, the environment's settings, then the SPEC's options */
+    if (env && config_from_environment(c, env_name, env, err, n)) return -1;
     for (size_t i = 0; i < cfg->nopts; i++)
       if (config_option(c, &cfg->opts[i], err, n)) return -1;
   } else if (cfg->recorded) { /* else the settings the trace recorded */

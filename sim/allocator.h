@@ -102,6 +102,10 @@ int sim_opt_double(const sim_option *o, double *out, char *err, size_t errlen);
 int sim_opt_size(const sim_option *o, uint64_t *out, char *err, size_t errlen);
 /* Parses a size with an optional unit: 4096, 4KiB, 1.5GiB, 24GB, 512M. Returns 0 or -1. */
 int sim_parse_size(const char *s, uint64_t *out);
+/* The largest size a device, a capacity or an allocator option may have: 1 PiB, thousands of
+ * times any GPU's memory. sim_opt_size and the command line refuse larger sizes, naming the option
+ * (a size near 2^63 would otherwise turn negative in the int64 counters that reports print). */
+#define SIM_SIZE_MAX (UINT64_C(1) << 50)
 
 /* ------------------------------------------------------------------------------------------
  * Statistics every model keeps, in the allocator's own terms.

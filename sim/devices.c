@@ -40,7 +40,14 @@ const sim_device_field *sim_device_field_find(const char *key) {
 /* A device-to-device memcpy reads and writes every byte: about 0.38 of memory bandwidth. */
 #define D2D(x) ((x) * 0.38)
 
+/* The CUDA context of a PyTorch process with lazy module loading (CUDA_MODULE_LOADING=LAZY, the
+ * default since CUDA 12.2 and PyTorch 1.13): 287,047,680 bytes (273.75 MiB) measured by nvidia-smi
+ * after the first tensor (pytorch/pytorch pull request 86509; 666,632,192 bytes with eager
+ * loading). It varies with the GPU, the driver and the libraries loaded; docs/devices.md. */
+#define CONTEXT_BYTES UINT64_C(287047680)
+
 #define COMMON                                                                                    \
+  .context_bytes = CONTEXT_BYTES,                                                                 \
   .host_copy_bw = 10 * GB, .copy_latency = 2 * US, .staging_buffer = 4 * MIB,                     \
   .launch_overhead = 5 * US, .launch_latency = 7 * US, .launch_queue = 1024, .sync_latency = 6 * US, \
   .malloc_base = 72 * US, .malloc_per_gib = 72 * US, .free_base = 70 * US, .free_per_gib = 531 * US, \
@@ -112,6 +119,10 @@ const sim_device_profile sim_builtin_devices[] = {
    .bf16_flops = 165.2 * TFLOPS, .copy_engines = 2, COMMON},
 };
 const size_t sim_builtin_ndevices = sizeof sim_builtin_devices / sizeof sim_builtin_devices[0];
+
+uint64_t sim_device_usable(const sim_device_profile *p) {
+  return p->total_memory > p->context_bytes ? p->total_memory - p->context_bytes : 0;
+}
 
 void sim_device_defaults(sim_device_profile *p) {
   static const sim_device_profile base = {.copy_engines = 1, COMMON};
@@ -227,6 +238,10 @@ int sim_device_set(sim_device_profile *p, const char *key, const char *value, ch
   case SIM_DF_BYTES: {
     uint64_t b;
     rc = sim_parse_size(value, &b);
+    if (!rc && b > SIM_SIZE_MAX) {
+      snprintf(err, errlen, "'%s' is '%s', more than a device could have (at most 1 PiB)", key, value);
+      return -1;
+    }
     v = (double)b;
     break;
   }
@@ -298,6 +313,10 @@ int sim_device_check(const sim_device_profile *p, char *err, size_t errlen) {
       snprintf(err, errlen, "device '%s': '%s' must be greater than zero", p->name, f->key);
       return -1;
     }
+  }
+  if (p->context_bytes >= p->total_memory) {
+    snprintf(err, errlen, "device '%s': 'context_bytes' must be less than 'total_memory'", p->name);
+    return -1;
   }
   if (p->h2d_pageable_bw > p->h2d_pinned_bw || p->d2h_pageable_bw > p->d2h_pinned_bw) {
     snprintf(err, errlen, "device '%s': a pageable bandwidth cannot exceed the pinned one (pageable copies are staged "

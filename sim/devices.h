@@ -31,6 +31,7 @@ enum {
   X(SIM_DF_TEXT, description, "what the card is")                                                       \
   X(SIM_DF_TEXT, match, "comma-separated model names that identify it in a trace's recorded device name") \
   X(SIM_DF_BYTES, total_memory, "device memory as cudaGetDeviceProperties reports it (totalGlobalMem)")   \
+  X(SIM_DF_BYTES, context_bytes, "what the CUDA context and the framework take before the first tensor")  \
   X(SIM_DF_INT, cc_major, "compute capability, major")                                                   \
   X(SIM_DF_INT, cc_minor, "compute capability, minor")                                                   \
   X(SIM_DF_RATE, mem_bw, "device memory bandwidth")                                                      \
@@ -70,6 +71,7 @@ typedef struct sim_device_profile {
   char description[SIM_DEVICE_TEXT_MAX];
   char match[SIM_DEVICE_TEXT_MAX];
   uint64_t total_memory;
+  uint64_t context_bytes; /* the process's usable memory is total_memory minus this */
   int cc_major, cc_minor;
   double mem_bw, h2d_pinned_bw, d2h_pinned_bw, h2d_pageable_bw, d2h_pageable_bw, d2d_bw, p2p_bw, host_copy_bw;
   double fp32_flops, tf32_flops, fp16_flops, bf16_flops;
@@ -102,6 +104,8 @@ extern const size_t sim_builtin_ndevices;
 /* The figures no public source gives per card (latencies, allocation costs), the same for all;
  * everything else zero. A starting point for profiles read from older stores. */
 void sim_device_defaults(sim_device_profile *p);
+/* The memory a process can use on the card: total_memory less context_bytes. */
+uint64_t sim_device_usable(const sim_device_profile *p);
 /* A built-in by name (case-insensitive), or NULL. */
 const sim_device_profile *sim_device_builtin(const char *name);
 

@@ -84,6 +84,10 @@ int sim_opt_size(const sim_option *o, uint64_t *out, char *err, size_t errlen) {
     snprintf(err, errlen, "option '%s' wants a size such as 4096, 512MiB or 16GB, not '%s'", o->key, o->value);
     return -1;
   }
+  if (*out > SIM_SIZE_MAX) {
+    snprintf(err, errlen, "option '%s' is '%s', more than a device could have (at most 1 PiB)", o->key, o->value);
+    return -1;
+  }
   return 0;
 }
 

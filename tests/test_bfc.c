@@ -176,7 +176,7 @@ static uint32_t rng32(void) { /* splitmix64, high half */
 /* GPUBFCAllocatorTest.NoDups: sizes 1..1023 all live. */
 static void tf_no_dups(void) {
   fx f;
-  fx_init(&f, "bfc:memory_limit=1073741824", UINT64_MAX);
+  fx_init(&f, "bfc:memory_limit=1GiB", UINT64_MAX);
   check_stats(&f, 0, 0, 0, 0);
   sim_placement p[1023];
   uint64_t req[1023];
@@ -200,7 +200,7 @@ static void tf_no_dups(void) {
  * draws the sizes from Philox; any sizes in that range exercise the same rules.) */
 static void tf_allocations_and_deallocations(void) {
   fx f;
-  fx_init(&f, "bfc:memory_limit=1073741824", UINT64_MAX);
+  fx_init(&f, "bfc:memory_limit=1GiB", UINT64_MAX);
   rng_state = 123;
   sim_placement live[600];
   size_t n = 0;
@@ -235,7 +235,7 @@ static void tf_allocations_and_deallocations(void) {
 /* GPUBFCAllocatorTest.ExerciseCoalescing */
 static void tf_exercise_coalescing(void) {
   fx f;
-  fx_init(&f, "bfc:memory_limit=1073741824", UINT64_MAX);
+  fx_init(&f, "bfc:memory_limit=1GiB", UINT64_MAX);
   check_stats(&f, 0, 0, 0, 0);
   sim_placement first, again, t1, t2, t3, t4;
   CHECK_EQ(fx_alloc(&f, 1024 * 4, &first), SIM_OK);
@@ -264,7 +264,7 @@ static void tf_exercise_coalescing(void) {
 /* GPUBFCAllocatorTest.AllocateZeroBufSize: nothing, and no statistic changes. */
 static void tf_allocate_zero_buf_size(void) {
   fx f;
-  fx_init(&f, "bfc:memory_limit=1073741824", UINT64_MAX);
+  fx_init(&f, "bfc:memory_limit=1GiB", UINT64_MAX);
   sim_placement p = {1, 1, 1};
   CHECK_EQ(fx_alloc(&f, 0, &p), SIM_OK);
   CHECK_EQ(p.addr, 0);
@@ -281,7 +281,7 @@ static void tf_allocate_zero_buf_size(void) {
 /* GPUBFCAllocatorTest.AllocatedVsRequested: 4 bytes requested, 256 allocated. */
 static void tf_allocated_vs_requested(void) {
   fx f;
-  fx_init(&f, "bfc:memory_limit=1073741824", UINT64_MAX);
+  fx_init(&f, "bfc:memory_limit=1GiB", UINT64_MAX);
   sim_placement p;
   CHECK_EQ(fx_alloc(&f, 4, &p), SIM_OK);
   CHECK_EQ(p.size, 256);
@@ -350,7 +350,7 @@ static void tf_allocations_and_deallocations_with_growth(void) {
 /* GPUBFCAllocatorPrivateMethodsTest.BinDebugInfo: two chunks each of 256 << i for i < 5. */
 static void tf_bin_debug_info(void) {
   fx f;
-  fx_init(&f, "bfc:memory_limit=1073741824", UINT64_MAX);
+  fx_init(&f, "bfc:memory_limit=1GiB", UINT64_MAX);
   sim_placement p[10];
   for (int i = 0; i < 5; i++)
     for (int j = 0; j < 2; j++) CHECK_EQ(fx_alloc(&f, (uint64_t)256 << i, &p[2 * i + j]), SIM_OK);
@@ -461,12 +461,12 @@ static void tf_region_deallocation(void) {
  * everything and a 2048-byte pool: the request fails, and the replay does not hang. */
 static void tf_extend_terminates_when_device_always_fails(void) {
   fx f;
-  fx_init(&f, "bfc:memory_limit=2048", 0);
+  fx_init(&f, "bfc:memory_limit=2048B", 0);
   CHECK_EQ(fx_alloc(&f, 100, NULL), SIM_EOOM);
   CHECK(fx_info(&f).backpedal_started);
   fx_release(&f);
   /* 4096 bytes: the cuts go 3840, 3584, ... 2304, where rounding stops them */
-  fx_init(&f, "bfc:memory_limit=4096", 0);
+  fx_init(&f, "bfc:memory_limit=4096B", 0);
   CHECK_EQ(fx_alloc(&f, 100, NULL), SIM_EOOM);
   CHECK_EQ(f.dev.mallocs, 0);
   fx_release(&f);
@@ -540,7 +540,7 @@ static void rule_split_fragmentation_bound(void) {
   CHECK_EQ(fx_info(&f).largest_alloc_size, 300 * MiB);
   fx_release(&f);
   /* fragmentation_fraction: the bound is fraction x limit, truncated */
-  fx_init(&f, "bfc:memory_limit=1073741824,fragmentation_fraction=0.0001", UINT64_MAX);
+  fx_init(&f, "bfc:memory_limit=1GiB,fragmentation_fraction=0.0001", UINT64_MAX);
   CHECK_EQ(fx_info(&f).max_internal_fragmentation_bytes, 107374);
   CHECK_EQ(fx_alloc(&f, 512 * KiB, &big), SIM_OK);
   CHECK_EQ(fx_alloc(&f, 256, &sep), SIM_OK);

@@ -87,7 +87,8 @@ static void test_device_and_capacity(void) {
   CHECK_EQ(prepare(ses, &req, &run), SESSION_OK);
   CHECK(run.has_device);
   CHECK_STR(run.device_reason, "option");
-  CHECK_EQ(run.capacity, h100->total_memory);
+  CHECK_EQ(run.capacity, h100->total_memory - h100->context_bytes); /* the CUDA context takes its share */
+  CHECK_STR(run.capacity_source, "device");
   CHECK_EQ(run.total_memory, h100->total_memory);
   session_run_release(&run);
   /* ... unless the request gives them */

@@ -179,6 +179,22 @@ static void summary_json(yajl_gen g, const run_meta *m, const replay_result *r) 
   jsonw_str(g, "capacity_bytes");
   if (m->capacity == UINT64_MAX) jsonw_null(g);
   else jsonw_uint(g, m->capacity);
+  if (m->capacity_source) jsonw_kstr(g, "capacity_source", m->capacity_source);
+  if (m->capacity_source && !strcmp(m->capacity_source, "device")) {
+    jsonw_kuint(g, "card_bytes", m->card_bytes);
+    jsonw_kuint(g, "context_bytes", m->context_bytes);
+  }
+  if (m->nenv) {
+    jsonw_str(g, "environment");
+    yajl_gen_map_open(g);
+    for (size_t i = 0; i < m->nenv; i++) {
+      const char *eq = strchr(m->env[i], '=');
+      yajl_gen_string(g, (const unsigned char *)m->env[i], (size_t)(eq - m->env[i]));
+      jsonw_str(g, eq + 1);
+    }
+    yajl_gen_map_close(g);
+  }
+  if (m->note) jsonw_kstr(g, "note", m->note);
   jsonw_kuint(g, "events", r->events);
   jsonw_kuint(g, "allocs", r->allocs);
   jsonw_kuint(g, "frees", r->frees);
@@ -325,13 +341,50 @@ void report_json(yajl_gen g, const replay_names *names, const run_meta *m, const
 
 const char *report_bytes(char *buf, size_t n, int64_t v) {
   static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-  double x = (double)(v < 0 ? -v : v);
+  /* The magnitude as unsigned: -INT64_MIN does not fit an int64. */
+  uint64_t mag = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+  double x = (double)mag;
   int u = 0;
   while (x >= 1024 && u < 5) {
     x /= 1024;
     u++;
   }
-  if (u == 0) snprintf(buf, n, "%s%lld B", v < 0 ? "-" : "", (long long)(v < 0 ? -v : v));
+  if (u == 0) snprintf(buf, n, "%s%llu B", v < 0 ? "-" : "", (unsigned long long)mag);
   else snprintf(buf, n, "%s%.2f %s", v < 0 ? "-" : "", x, units[u]);
+  return buf;
+}
+
+/* A size in decimal units, as spec sheets write them: "24.00 GB". */
+static const char *report_bytes_si(char *buf, size_t n, uint64_t v) {
+  static const char *const units[] = {"B", "kB", "MB", "GB", "TB", "PB"};
+  double x = (double)v;
+  int u = 0;
+  while (x >= 1000 && u < 5) {
+    x /= 1000;
+    u++;
+  }
+  snprintf(buf, n, "%.2f %s", x, units[u]);
+  return buf;
+}
+
+const char *report_capacity(char *buf, size_t n, const run_meta *m) {
+  if (m->capacity == UINT64_MAX) {
+    snprintf(buf, n, "unlimited (no capacity or device given)");
+    return buf;
+  }
+  char bin[112], si[48], card[48], ctx[48];
+  report_bytes(bin, sizeof bin, (int64_t)m->capacity);
+  if (m->capacity >= 1000) {
+    size_t len = strlen(bin);
+    snprintf(bin + len, sizeof bin - len, " (%s)", report_bytes_si(si, sizeof si, m->capacity));
+  }
+  const char *src = m->capacity_source ? m->capacity_source : "option";
+  if (!strcmp(src, "device"))
+    snprintf(buf, n, "%s: %s's %s less %s for the CUDA context (context_bytes)", bin, m->device ? m->device : "the device",
+             report_bytes(card, sizeof card, (int64_t)m->card_bytes),
+             report_bytes(ctx, sizeof ctx, (int64_t)m->context_bytes));
+  else if (!strcmp(src, "memory_limit"))
+    snprintf(buf, n, "%s: the allocator's memory_limit (no capacity or device given)", bin);
+  else snprintf(buf, n, "%s, as given", bin);
   return buf;
 }

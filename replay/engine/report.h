@@ -15,6 +15,12 @@ typedef struct run_meta {
   const char *kind;      /* replay, whatif, validate, backend */
   const char *allocator; /* the SPEC as given */
   uint64_t capacity;     /* UINT64_MAX: none */
+  const char *capacity_source; /* "option", "device", "memory_limit", or NULL (see session.h) */
+  uint64_t card_bytes, context_bytes; /* capacity_source "device": the card's memory and what the
+                                         CUDA context takes of it */
+  const char *const *env;      /* environment settings the model read (NAME=value), nenv of them */
+  size_t nenv;
+  const char *note;            /* what the session changed in the request, or NULL */
   const char *device;    /* device profile name, or NULL */
   const char *backend;   /* sim, cuda */
   const char *scenario, *variant;
@@ -35,6 +41,10 @@ void report_json(yajl_gen g, const replay_names *names, const run_meta *m, const
 
 /* A critical-path item in words: "kernel volta_sgemm_128x64_nn", "copy h2d pageable", ... */
 void report_time_item_label(const replay_names *names, const sim_tm_item *it, char *buf, size_t n);
+
+/* The capacity a run used, for a report's header: "22.35 GiB (24.00 GB), as given with --capacity",
+ * "unlimited", ... in both units where they differ, and where the figure came from. */
+const char *report_capacity(char *buf, size_t n, const run_meta *m);
 
 /* A byte count for people: "512 B", "1.50 GiB" (binary units, two decimals). Returns buf. */
 const char *report_bytes(char *buf, size_t n, int64_t v);

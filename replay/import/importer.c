@@ -84,10 +84,45 @@ const char *import_param(const import_ctx *ctx, const char *key) {
   return NULL;
 }
 
+/* IMPORT_NAMES: name as it is; another trace of that name fails the import, or is deleted (in
+ * the import's transaction) with IMPORT_REPLACE. */
+static char *claim_name(import_ctx *ctx, const char *name) {
+  store_trace t;
+  int rc = store_trace_find(ctx->s, name, &t);
+  if (rc < 0) return NULL;
+  int taken = rc == 0 && !strcmp(t.name, name);
+  if (taken && !(ctx->policy & IMPORT_REPLACE)) {
+    char msg[1024];
+    snprintf(msg, sizeof msg,
+             "a trace named '%s' already exists in %s (imported from '%s'): import this file under another name "
+             "with --name NAME, or replace that trace with --replace",
+             name, store_path(ctx->s), t.source_file ? t.source_file : t.source_format);
+    store_seterr_text(ctx->s, msg);
+    store_trace_clear(&t);
+    return NULL;
+  }
+  if (taken) {
+    import_warn(ctx, "replacing trace '%s' (id %lld, imported from '%s')", name, (long long)t.id,
+                t.source_file ? t.source_file : t.source_format);
+    if (store_trace_delete(ctx->s, t.id)) {
+      store_trace_clear(&t);
+      return NULL;
+    }
+  }
+  if (rc == 0) store_trace_clear(&t);
+  char *n = sim_xmalloc(strlen(name) + 1);
+  return strcpy(n, name);
+}
+
+char *import_given_name(import_ctx *ctx, const char *name) {
+  return ctx->policy & IMPORT_NAMES ? claim_name(ctx, name) : store_unique_name(ctx->s, name);
+}
+
 char *import_trace_name(import_ctx *ctx, const char *suffix) {
   char base[512];
   if (ctx->name) {
     snprintf(base, sizeof base, "%s%s", ctx->name, suffix ? suffix : "");
+    if (ctx->policy & IMPORT_NAMES) return claim_name(ctx, base);
     char *n = sim_xmalloc(strlen(base) + 1);
     strcpy(n, base);
     return n; /* a name the user chose is taken as given: a clash is an error */
@@ -109,7 +144,7 @@ char *import_trace_name(import_ctx *ctx, const char *suffix) {
     }
   }
   if (suffix) strncat(base, suffix, sizeof base - strlen(base) - 1);
-  return store_unique_name(ctx->s, base);
+  return import_given_name(ctx, base);
 }
 
 struct import_online {
@@ -161,8 +196,33 @@ int import_finish_trace(import_ctx *ctx, store_writer *w, const char *name) {
   return 0;
 }
 
+/* IMPORT_SAME_FILE: 1 when a trace holds the file already (ctx->existing names it) and the import
+ * asks for nothing else (no other format, no --set, no other --name), 0 otherwise, -1 on error. */
+static int same_file(import_ctx *ctx, const char *digest, const char *forced) {
+  store_trace t;
+  int rc = store_trace_find_digest(ctx->s, digest, &t);
+  if (rc < 0) import_error(ctx, "cannot import '%s': %s", ctx->path, store_error(ctx->s));
+  if (rc != 0) return rc < 0 ? -1 : 0;
+  /* a copy asked for: read as another format, with other settings, or under another name */
+  if ((forced && strcmp(forced, t.source_format)) || (ctx->params && ctx->params[0]) ||
+      (ctx->name && strcmp(ctx->name, t.name))) {
+    store_trace_clear(&t);
+    return 0;
+  }
+  snprintf(ctx->existing, sizeof ctx->existing, "%s", t.name);
+  store_trace_clear(&t);
+  return 1;
+}
+
 int import_file(import_ctx *ctx, const char *forced) {
   ctx->err[0] = 0;
+  ctx->existing[0] = 0;
+  char digest[80] = "";
+  /* a file that cannot be read is left to the importer to report */
+  if ((ctx->policy & IMPORT_SAME_FILE) && !input_digest(ctx->path, digest, sizeof digest)) {
+    int rc = same_file(ctx, digest, forced);
+    if (rc) return rc;
+  }
   const importer *imp = NULL;
   if (forced) {
     imp = importer_find(forced);
@@ -203,6 +263,10 @@ int import_file(import_ctx *ctx, const char *forced) {
   char cerr[512];
   if (rc == 0 && categorize_since(ctx->s, mark, cerr, sizeof cerr)) {
     import_error(ctx, "cannot import '%s': cannot categorize its allocations: %s", ctx->path, cerr);
+    rc = -1;
+  }
+  if (rc == 0 && digest[0] && store_traces_set_digest(ctx->s, mark, digest)) {
+    import_error(ctx, "cannot import '%s': %s", ctx->path, store_error(ctx->s));
     rc = -1;
   }
   if (rc == 0 && store_commit(ctx->s)) {

@@ -31,7 +31,12 @@ typedef struct importer {
    * through `input`. */
   int wants_path;
   int (*import)(import_ctx *ctx);
+  /* What the format never records (IMPORT_LACKS_*): its traces' events all say device 0 or stream
+   * 0, which `memplay info` then calls "not recorded". */
+  unsigned lacks;
 } importer;
+
+enum { IMPORT_LACKS_DEVICE = 1u << 0, IMPORT_LACKS_STREAM = 1u << 1 };
 
 struct import_ctx {
   store *s;
@@ -46,6 +51,15 @@ struct import_ctx {
   void *arg;
   char err[IMPORT_ERRLEN];
   struct import_online *online; /* the driver's: traces begun with import_begin_trace */
+  /* The command line's rules (IMPORT_*; 0 elsewhere: names are made unique, files imported again). */
+  unsigned policy;
+  char existing[256]; /* IMPORT_SAME_FILE: the trace that holds the file already (import_file returned 1) */
+};
+
+enum {
+  IMPORT_SAME_FILE = 1u << 0, /* a file whose content is in the store already is not imported again */
+  IMPORT_NAMES = 1u << 1,     /* a name another trace has fails the import (not NAME-2) ... */
+  IMPORT_REPLACE = 1u << 2,   /* ... unless this says to replace that trace */
 };
 
 extern const importer *const importers[];
@@ -56,15 +70,20 @@ const importer *importer_detect(input *in, const char *path, char *err, size_t e
 
 /*
  * Imports path into s in one transaction. forced_format may be NULL (detect). Returns 0, or
- * -1 with a message naming the file and the place in err, the store untouched.
+ * -1 with a message naming the file and the place in err, the store untouched; with
+ * IMPORT_SAME_FILE, 1 when the store holds the file already (ctx->existing names the trace).
  */
 int import_file(import_ctx *ctx, const char *forced_format);
 
 /* Helpers for importers. */
 void import_error(import_ctx *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void import_warn(import_ctx *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* A trace name from --name or the file's base name, made unique when derived. Caller frees. */
+/* A trace name from --name or the file's base name, made unique when derived (IMPORT_NAMES: taken
+ * as it is, failing when another trace has it, or replacing that trace with IMPORT_REPLACE).
+ * Caller frees; NULL with store_error set. */
 char *import_trace_name(import_ctx *ctx, const char *suffix);
+/* The same for a name the file itself gives. */
+char *import_given_name(import_ctx *ctx, const char *name);
 /*
  * Begins a trace whose allocations the importer leaves for the category rules: they see its
  * events as they are written (categorize_online), so the driver's pass over the stored trace

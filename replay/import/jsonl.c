@@ -567,7 +567,7 @@ static int ensure_writer(jstate *st) {
   if (ic->name) {
     st->name = import_trace_name(ic, NULL);
   } else if (m.name) {
-    st->name = store_unique_name(ic->s, m.name);
+    st->name = import_given_name(ic, m.name);
   } else {
     st->name = import_trace_name(ic, NULL);
   }

@@ -601,4 +601,5 @@ const importer import_timeline = {
   .summary = "PyTorch memory timeline, raw form (export_memory_timeline to *.raw.json.gz): sizes, lifetimes, categories",
   .detect = timeline_detect,
   .import = timeline_import,
+  .lacks = IMPORT_LACKS_DEVICE | IMPORT_LACKS_STREAM, /* rows are [ts, action, bytes, category] */
 };

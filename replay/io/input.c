@@ -200,3 +200,22 @@ void input_close(input *in) {
   free(in->path);
   free(in);
 }
+
+int input_digest(const char *path, char *out, size_t n) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return -1;
+  unsigned char buf[1 << 16];
+  uint64_t fnv = UINT64_C(14695981039346656037), size = 0;
+  uLong crc = crc32(0L, Z_NULL, 0);
+  size_t got;
+  while ((got = fread(buf, 1, sizeof buf, f)) > 0) {
+    crc = crc32(crc, buf, (uInt)got);
+    for (size_t i = 0; i < got; i++) fnv = (fnv ^ buf[i]) * UINT64_C(1099511628211);
+    size += got;
+  }
+  int bad = ferror(f);
+  fclose(f);
+  if (bad) return -1;
+  snprintf(out, n, "%llu-%08lx-%016llx", (unsigned long long)size, (unsigned long)crc, (unsigned long long)fnv);
+  return 0;
+}

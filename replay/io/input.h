@@ -21,6 +21,10 @@ size_t input_peek(input *in, const unsigned char **head);
 const char *input_error(const input *in);
 const char *input_path(const input *in);
 int input_is_gzip(const input *in);
+/* A digest of the file at path, its bytes as they are on disk (compressed or not), that tells
+ * whether two files hold the same content: its size, CRC-32 (zlib's) and 64-bit FNV-1a, as text.
+ * 0, or -1 when the file cannot be read. */
+int input_digest(const char *path, char *out, size_t n);
 /* Bytes of the (decompressed) content consumed so far. */
 uint64_t input_offset(const input *in);
 /* Size of the file on disk. */

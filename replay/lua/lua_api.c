@@ -122,6 +122,8 @@ int lapi_mp_size_param(lua_State *L) {
   uint64_t v;
   if (sim_parse_size(p->value, &v))
     return luaL_error(L, "--set %s=%s: a size such as 4096, 512MiB or 24GB is expected", name, p->value);
+  if (v > SIM_SIZE_MAX)
+    return luaL_error(L, "--set %s=%s: more than a device could have (at most 1 PiB)", name, p->value);
   lua_pushinteger(L, (lua_Integer)v);
   return 1;
 }
@@ -159,11 +161,12 @@ static void find_device(lua_State *L, const char *name, devices_entry *e) {
   if (rc) luaL_error(L, "no device profile '%s' (see 'memplay devices')", name);
 }
 
-/* memplay.device_memory(name): a device profile's memory in bytes. */
+/* memplay.device_memory(name): the memory a process can use on a device profile's card, in bytes
+ * (its total_memory less its context_bytes, as `replay --device` takes it). */
 int lapi_mp_device_memory(lua_State *L) {
   devices_entry e;
   find_device(L, luaL_checkstring(L, 1), &e);
-  lua_pushinteger(L, (lua_Integer)e.p.total_memory);
+  lua_pushinteger(L, (lua_Integer)sim_device_usable(&e.p));
   return 1;
 }
 

@@ -72,6 +72,8 @@ static void meta_copy(store_trace *d, const store_trace *s) {
   d->allocator_settings = dupn(s->allocator_settings);
   d->imported_at = dupn(s->imported_at);
   d->attrs = dupn(s->attrs);
+  d->stored_at = dupn(s->stored_at);
+  d->source_digest = dupn(s->source_digest);
 }
 
 void lapi_push_meta(lua_State *L, const store_trace *t) {
@@ -195,12 +197,15 @@ uint64_t lapi_check_size(lua_State *L, int idx, const char *what) {
     }
     lua_Number v = lua_tonumber(L, idx);
     if (!(v >= 0) || v > 1.8e19) luaL_error(L, "%s must be a size >= 0, not %f", what, v);
+    if (v > (lua_Number)SIM_SIZE_MAX) luaL_error(L, "%s is %f bytes, more than a device could have (at most 1 PiB)", what, v);
     return (uint64_t)v;
   }
   if (lua_type(L, idx) == LUA_TSTRING) {
     uint64_t v;
     if (sim_parse_size(lua_tostring(L, idx), &v))
       luaL_error(L, "%s must be a size such as 4096, '512MiB' or '24GB', not '%s'", what, lua_tostring(L, idx));
+    if (v > SIM_SIZE_MAX)
+      luaL_error(L, "%s is '%s', more than a device could have (at most 1 PiB)", what, lua_tostring(L, idx));
     return v;
   }
   luaL_error(L, "%s must be a size (a number of bytes or a string such as '24GB'), not a %s", what,

@@ -118,10 +118,54 @@ int lapi_mp_plot(lua_State *L) {
 
 /* ---- CSV ------------------------------------------------------------------------------------ */
 
-static void csv_cell(luaL_Buffer *b, lua_State *L, int idx) {
+/*
+ * The CSV text grows in a C buffer owned by a userdata on the stack (its __gc frees it when a
+ * script's error unwinds), not in a luaL_Buffer: a luaL_Buffer must have the stack as it left it
+ * whenever it grows, and the writer pushes rows, keys and cells between additions (a table of more
+ * than a hundred rows overflowed the buffer's first block and then read the wrong slots).
+ */
+typedef struct csv_buf {
+  char *p;
+  size_t n, cap;
+} csv_buf;
+
+static int csv_buf_gc(lua_State *L) {
+  csv_buf *b = lua_touserdata(L, 1);
+  free(b->p);
+  b->p = NULL;
+  b->n = b->cap = 0;
+  return 0;
+}
+
+/* A new empty buffer on the top of the stack. */
+static csv_buf *csv_buf_push(lua_State *L) {
+  csv_buf *b = lua_newuserdatauv(L, sizeof *b, 0);
+  *b = (csv_buf){0};
+  if (luaL_newmetatable(L, "memplay.csv_buf")) {
+    lua_pushcfunction(L, csv_buf_gc);
+    lua_setfield(L, -2, "__gc");
+  }
+  lua_setmetatable(L, -2);
+  return b;
+}
+
+static void csv_add(csv_buf *b, const char *s, size_t len) {
+  if (b->n + len + 1 > b->cap) {
+    size_t cap = b->cap ? b->cap : 4096;
+    while (cap < b->n + len + 1) cap *= 2;
+    b->p = sim_xrealloc(b->p, cap);
+    b->cap = cap;
+  }
+  memcpy(b->p + b->n, s, len);
+  b->n += len;
+}
+
+static void csv_addc(csv_buf *b, char c) { csv_add(b, &c, 1); }
+
+static void csv_cell(csv_buf *b, lua_State *L, int idx) {
   switch (lua_type(L, idx)) {
   case LUA_TNIL: return;
-  case LUA_TBOOLEAN: luaL_addstring(b, lua_toboolean(L, idx) ? "true" : "false"); return;
+  case LUA_TBOOLEAN: csv_add(b, lua_toboolean(L, idx) ? "true" : "false", lua_toboolean(L, idx) ? 4 : 5); return;
   case LUA_TNUMBER: {
     char num[64];
     if (lua_isinteger(L, idx)) snprintf(num, sizeof num, "%lld", (long long)lua_tointeger(L, idx));
@@ -130,24 +174,23 @@ static void csv_cell(luaL_Buffer *b, lua_State *L, int idx) {
       if (isfinite(d)) snprintf(num, sizeof num, "%.9g", d);
       else num[0] = 0;
     }
-    luaL_addstring(b, num);
+    csv_add(b, num, strlen(num));
     return;
   }
   default: {
     size_t len;
-    const char *s = luaL_tolstring(L, idx, &len);
-    lua_pop(L, 1); /* the string stays alive: luaL_tolstring of a string returns it */
+    const char *s = luaL_tolstring(L, idx, &len); /* kept on the stack while it is copied */
     int quote = strpbrk(s, ",\"\n\r") != NULL;
-    if (!quote) {
-      luaL_addlstring(b, s, len);
-      return;
+    if (!quote) csv_add(b, s, len);
+    else {
+      csv_addc(b, '"');
+      for (size_t i = 0; i < len; i++) {
+        if (s[i] == '"') csv_addc(b, '"');
+        csv_addc(b, s[i]);
+      }
+      csv_addc(b, '"');
     }
-    luaL_addchar(b, '"');
-    for (size_t i = 0; i < len; i++) {
-      if (s[i] == '"') luaL_addchar(b, '"');
-      luaL_addchar(b, s[i]);
-    }
-    luaL_addchar(b, '"');
+    lua_pop(L, 1);
   }
   }
 }
@@ -221,33 +264,30 @@ static int csv_row_columns(lua_State *L) {
   return ncol;
 }
 
-/* Pushes the CSV text: the titles (5), then the rows (2), their cells in the order of the keys (4). */
-static void csv_push_text(lua_State *L, int ncol) {
-  luaL_Buffer b;
-  luaL_buffinit(L, &b);
+/* The CSV text into b: the titles (5), then the rows (2), their cells in the order of the keys (4). */
+static void csv_text(lua_State *L, csv_buf *b, int ncol) {
   for (int j = 1; j <= ncol; j++) {
-    if (j > 1) luaL_addchar(&b, ',');
+    if (j > 1) csv_addc(b, ',');
     lua_rawgeti(L, 5, j);
-    csv_cell(&b, L, lua_gettop(L));
+    csv_cell(b, L, lua_gettop(L));
     lua_pop(L, 1);
   }
-  luaL_addchar(&b, '\n');
+  csv_addc(b, '\n');
   int nrows = (int)luaL_len(L, 2);
   for (int r = 1; r <= nrows; r++) {
     lua_rawgeti(L, 2, r);
     if (!lua_istable(L, -1)) luaL_error(L, "write_csv: row %d is not a table", r);
     int row = lua_gettop(L);
     for (int j = 1; j <= ncol; j++) {
-      if (j > 1) luaL_addchar(&b, ',');
+      if (j > 1) csv_addc(b, ',');
       lua_rawgeti(L, 4, j);
       lua_gettable(L, row);
-      csv_cell(&b, L, lua_gettop(L));
+      csv_cell(b, L, lua_gettop(L));
       lua_pop(L, 1);
     }
     lua_pop(L, 1);
-    luaL_addchar(&b, '\n');
+    csv_addc(b, '\n');
   }
-  luaL_pushresult(&b);
 }
 
 /* memplay.write_csv(name, rows [, columns]): columns as for print_table (keys or {key=, title=}). */
@@ -259,11 +299,12 @@ int lapi_mp_write_csv(lua_State *L) {
   lua_newtable(L); /* 4: keys */
   lua_newtable(L); /* 5: titles */
   int ncol = lua_isnil(L, 3) ? csv_row_columns(L) : csv_given_columns(L);
-  csv_push_text(L, ncol);
-  size_t len;
-  const char *s = lua_tolstring(L, -1, &len);
-  char *data = sim_xmalloc(len + 1);
-  memcpy(data, s, len);
+  lua_settop(L, 5);
+  csv_buf *b = csv_buf_push(L); /* 6 */
+  csv_text(L, b, ncol);
+  char *data = b->p ? b->p : sim_xmalloc(1);
+  size_t len = b->n;
+  *b = (csv_buf){0}; /* the file takes the text */
   add_file(L, name, data, len);
   return 0;
 }

@@ -189,8 +189,9 @@ function memplay.scenario_context(o)
   S.batch = memplay.param('batch', info.batch_size or 0)
   if S.batch <= 0 then S.batch = nil end
   if S.capacity then
-    memplay.assume(string.format('fits = no allocation fails on %s (%s of device memory for this process)',
-      S.capacity_label, memplay.bytes(S.capacity)))
+    memplay.assume(string.format('fits = no allocation fails on %s (%s = %.2f GB of device memory for this process%s)',
+      S.capacity_label, memplay.bytes(S.capacity), S.capacity / 1e9,
+      memplay.params().capacity and ', as given' or dev_memory and ': the profile\'s memory less its CUDA context' or ''))
   end
   return S
 end

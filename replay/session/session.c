@@ -172,7 +172,24 @@ int session_check_timing(const char *timing, char *err, size_t errlen) {
   return time_options_parse(&c, timing, err, errlen) ? SESSION_EUSAGE : SESSION_OK;
 }
 
-static const char *env_lookup(const char *name) { return getenv(name); }
+/* The run whose models are being created on this thread: env_lookup notes in it every variable a
+ * model reads and finds set, for its report and its stored row. */
+static _Thread_local session_run *env_run;
+
+static const char *env_lookup(const char *name) {
+  const char *v = getenv(name);
+  session_run *run = env_run;
+  if (!v || !run) return v;
+  size_t n = strlen(name);
+  for (size_t i = 0; i < run->nenv; i++)
+    if (!strncmp(run->env[i], name, n) && run->env[i][n] == '=') return v;
+  if (run->nenv < SESSION_MAX_ENV) {
+    char *e = sim_xmalloc(n + strlen(v) + 2);
+    sprintf(e, "%s=%s", name, v);
+    run->env[run->nenv++] = e;
+  }
+  return v;
+}
 
 /* The device: the one named, else the profile the trace's recorded device matches (for the time
  * prediction only). A named device gives the capacity and the card's memory when the request
@@ -188,7 +205,10 @@ static int resolve_device(session *ses, const session_request *req, session_run 
     }
     run->has_device = 1;
     run->device_reason = "option";
-    if (run->capacity == UINT64_MAX) run->capacity = run->device.p.total_memory;
+    if (run->capacity == UINT64_MAX) {
+      run->capacity = sim_device_usable(&run->device.p);
+      run->capacity_source = "device";
+    }
     if (!run->total_memory) run->total_memory = run->device.p.total_memory;
   } else if (!req->no_device && ses->s && t) {
     uint64_t mem = t->device_memory > 0 ? (uint64_t)t->device_memory : 0;
@@ -203,6 +223,34 @@ static int resolve_device(session *ses, const session_request *req, session_run 
   return SESSION_OK;
 }
 
+/* SPEC spellings of a framework's own switch to another allocator that memplay models on its
+ * own: PyTorch's backend:cudaMallocAsync (PYTORCH_CUDA_ALLOC_CONF) is cudaMallocAsync's pool. */
+static const struct {
+  const char *model, *key, *value, *to, *env;
+} spec_switches[] = {
+  {"torch", "backend", "cudaMallocAsync", "async", "PYTORCH_CUDA_ALLOC_CONF"},
+};
+
+/* The model a SPEC's own switch names, in the SPEC or in the environment variable the framework
+ * reads it from (the other options are dropped: the switched-to allocator does not read them),
+ * or NULL. */
+static const char *spec_switch(const sim_spec *spec, const session_run *run) {
+  for (size_t k = 0; k < sizeof spec_switches / sizeof spec_switches[0]; k++) {
+    if (strcmp(spec->ops->name, spec_switches[k].model)) continue;
+    for (size_t i = 0; i < spec->nopts; i++)
+      if (!strcmp(spec->opts[i].key, spec_switches[k].key) && !strcmp(spec->opts[i].value, spec_switches[k].value))
+        return spec_switches[k].to;
+    session_run *writable = (session_run *)run;
+    env_run = writable; /* the variable is a setting read from the environment: the report names it */
+    const char *v = run->getenv_fn ? run->getenv_fn(spec_switches[k].env) : NULL;
+    env_run = NULL;
+    char want[128];
+    snprintf(want, sizeof want, "%s:%s", spec_switches[k].key, spec_switches[k].value);
+    if (v && strstr(v, want)) return spec_switches[k].to;
+  }
+  return NULL;
+}
+
 /* The allocator: as asked, else the one that recorded the trace when memplay models it. Its
  * recorded settings go with it only when they are its own. */
 static int resolve_allocator(session *ses, const session_request *req, session_run *run, char *err, size_t errlen) {
@@ -214,10 +262,33 @@ static int resolve_allocator(session *ses, const session_request *req, session_r
                                                                  : "ideal";
   run->spec = session_spec(ses, text, err, errlen);
   if (!run->spec) return SESSION_EUSAGE;
+  const char *to = spec_switch(run->spec, run);
+  if (to) {
+    run->note = run->spec->nopts > 1 ? "backend:cudaMallocAsync is PyTorch's switch to cudaMallocAsync: replayed "
+                                       "with the async model (the other torch options do not apply to it)"
+                                     : "backend:cudaMallocAsync is PyTorch's switch to cudaMallocAsync: replayed "
+                                       "with the async model";
+    text = to;
+    run->spec = session_spec(ses, text, err, errlen);
+    if (!run->spec) return SESSION_EUSAGE;
+  }
   run->allocator = xstrdup(text);
   run->recorded = t && t->allocator && !strcmp(t->allocator, run->spec->ops->name) ? t->allocator_settings : NULL;
   run->recorded_options = session_settings(ses, run->recorded);
   return SESSION_OK;
+}
+
+/* With no capacity given and no device, an allocator option `memory_limit` (TensorFlow's logical
+ * device limit) is the memory the process has: the report says so instead of "unlimited". */
+static void resolve_limit(session_run *run) {
+  if (run->capacity != UINT64_MAX) return;
+  for (size_t i = 0; i < run->spec->nopts; i++) {
+    uint64_t v;
+    if (!strcmp(run->spec->opts[i].key, "memory_limit") && !sim_parse_size(run->spec->opts[i].value, &v) && v > 0) {
+      run->capacity = v;
+      run->capacity_source = "memory_limit";
+    }
+  }
 }
 
 /* The time model's options: the request's, completed from the trace and the allocator. */
@@ -256,6 +327,8 @@ int session_prepare(session *ses, const session_request *req, session_run *run, 
   }
   rc = resolve_allocator(ses, req, run, err, errlen);
   if (rc) return rc;
+  if (run->capacity != UINT64_MAX && !run->capacity_source) run->capacity_source = "option";
+  resolve_limit(run);
   resolve_time(req, run);
   return SESSION_OK;
 }
@@ -272,6 +345,7 @@ static void reset_pass(session_run *run) {
 
 void session_run_release(session_run *run) {
   reset_pass(run);
+  for (size_t i = 0; i < run->nenv; i++) free(run->env[i]); /* gathered over every pass, each once */
   free(run->allocator);
   memset(run, 0, sizeof *run);
 }
@@ -287,9 +361,11 @@ void session_take_result(session_run *run, replay_result *out) {
 
 /* The engine's configuration for a prepared run. */
 static replay_config engine_config(const session_run *run, const sim_spec *spec) {
+  /* a memory_limit is the allocator's own bound, which it enforces; the card under it is larger */
+  int own_limit = run->capacity_source && !strcmp(run->capacity_source, "memory_limit");
   return (replay_config){
     .spec = spec,
-    .capacity = run->capacity,
+    .capacity = own_limit ? UINT64_MAX : run->capacity,
     .total_memory = run->total_memory,
     .cc_major = run->has_device ? run->device.p.cc_major : 0,
     .cc_minor = run->has_device ? run->device.p.cc_minor : 0,
@@ -349,7 +425,9 @@ int session_execute(session *ses, session_run *run, const session_pass *pass, ch
     src = &stored;
   }
   run->executed = 1;
+  env_run = run;
   if (replay_run(&cfg, src, &run->result, err, errlen)) rc = SESSION_EFAIL;
+  env_run = NULL;
   if (src == &stored) replay_source_close(&stored);
 out:
   if (run->has_device) {
@@ -467,6 +545,10 @@ run_meta session_meta(const session_run *run) {
                 .kind = "replay",
                 .allocator = run->allocator,
                 .capacity = run->capacity,
+                .capacity_source = run->capacity_source,
+                .env = (const char *const *)run->env,
+                .nenv = run->nenv,
+                .note = run->note,
                 .backend = "sim",
                 .step_time_s = -1,
                 .samples_per_s = -1};
@@ -474,6 +556,8 @@ run_meta session_meta(const session_run *run) {
     m.device = run->device.p.name;
     m.device_source = run->device.source;
     m.device_reason = run->device_reason;
+    m.card_bytes = run->device.p.total_memory;
+    m.context_bytes = run->device.p.context_bytes;
   }
   m.window_start = run->window_start;
   m.window_note = run->window_start ? run->window_note : NULL;

@@ -74,6 +74,8 @@ enum {
   SESSION_EFAIL = 2,  /* it cannot be done (no such device profile, an unreadable trace, a store error) */
 };
 
+#define SESSION_MAX_ENV 8
+
 /* A request resolved: what will run. Fill it with session_prepare; do not move it afterwards.
  * trace and recorded point into the request's trace: a caller that outlives it clears them after
  * session_execute (session_meta then names no trace). */
@@ -89,6 +91,14 @@ typedef struct session_run {
   int stop_at_oom, check;
   int live_start;
   size_t timeline_points, top_sites, max_ooms;
+  const char *capacity_source; /* where capacity came from: "option" (the user's SIZE), "device" (the
+                                  profile's memory less its context_bytes), "memory_limit" (the
+                                  allocator's own limit, with no device), NULL: unlimited */
+  const char *note;            /* what the session changed in the request and why, or NULL */
+  /* The environment variables read for the run (by the model, or for the SPEC) and found set
+   * (name=value), in the order read, each once over all of the run's passes. */
+  char *env[SESSION_MAX_ENV];
+  size_t nenv;
   int has_device;           /* a device profile was chosen: the time model runs */
   devices_entry device;
   const char *device_reason; /* "option" (named) or "recorded" (the trace's device matched) */

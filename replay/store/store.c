@@ -7,6 +7,7 @@
 
 #include <pthread.h>
 
+#include "io/frames.h"
 #include "store_int.h"
 
 void store_seterr(store *s, const char *fmt, ...) {
@@ -21,16 +22,45 @@ void store_seterr_text(store *s, const char *msg) { store_seterr(s, "%s", msg); 
 sqlite3 *store_db(store *s) { return s->db; }
 const char *store_path(const store *s) { return s->path; }
 
+/* Error messages carry SQLite's own wording and the SQL that failed only when asked (--verbose):
+ * a user is told what went wrong in words, and what to do. */
+static int store_verbose_errors;
+void store_set_verbose(int on) { store_verbose_errors = on; }
+
+const char *store_reason(int code) {
+  switch (code & 0xff) {
+  case SQLITE_BUSY:
+  case SQLITE_LOCKED: return "the store is in use by another memplay or program: try again when it has finished";
+  case SQLITE_FULL: return "the disk is full: free some space and try again";
+  case SQLITE_READONLY: return "the store cannot be written (a read-only file or folder): check its permissions";
+  case SQLITE_PERM:
+  case SQLITE_AUTH: return "permission denied: check the store's permissions";
+  case SQLITE_CANTOPEN: return "the file cannot be opened: check that its folder exists and can be written";
+  case SQLITE_CORRUPT:
+  case SQLITE_NOTADB: return "the store file is damaged or not a memplay store";
+  case SQLITE_IOERR: return "reading or writing the store's file failed (disk or file system error)";
+  case SQLITE_NOMEM: return "out of memory";
+  case SQLITE_CONSTRAINT: return "the store refused the change (it would break a rule of its schema)";
+  case SQLITE_TOOBIG: return "a value is too large for the store";
+  default:
+    return "the store is not as this memplay wrote it (changed by hand, or damaged): run again with --verbose "
+           "for the details";
+  }
+}
+
 int store_fail(store *s, sqlite3_stmt *stmt, const char *what) {
   const char *sql = stmt ? sqlite3_sql(stmt) : NULL;
-  store_seterr(s, "%s: %s%s%s%s", what, sqlite3_errmsg(s->db), sql ? " (in: " : "", sql ? sql : "", sql ? ")" : "");
+  if (store_verbose_errors)
+    store_seterr(s, "%s: %s%s%s%s", what, sqlite3_errmsg(s->db), sql ? " (in: " : "", sql ? sql : "", sql ? ")" : "");
+  else store_seterr(s, "%s: %s", what, store_reason(sqlite3_extended_errcode(s->db)));
   return -1;
 }
 
 int store_exec(store *s, const char *sql) {
   char *msg = NULL;
   if (sqlite3_exec(s->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
-    store_seterr(s, "%s (in: %.200s)", msg ? msg : sqlite3_errmsg(s->db), sql);
+    if (!store_verbose_errors) store_seterr(s, "%s", store_reason(sqlite3_extended_errcode(s->db)));
+    else store_seterr(s, "%s (in: %.200s)", msg ? msg : sqlite3_errmsg(s->db), sql);
     sqlite3_free(msg);
     return -1;
   }
@@ -48,7 +78,8 @@ sqlite3_stmt *store_stmt(store *s, const char *sql) {
   }
   sqlite3_stmt *st = NULL;
   if (sqlite3_prepare_v3(s->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &st, NULL) != SQLITE_OK) {
-    store_seterr(s, "cannot prepare statement: %s (in: %s)", sqlite3_errmsg(s->db), sql);
+    if (store_verbose_errors) store_seterr(s, "cannot prepare statement: %s (in: %s)", sqlite3_errmsg(s->db), sql);
+    else store_seterr(s, "cannot use the store: %s", store_reason(sqlite3_extended_errcode(s->db)));
     sim_map_del(&s->stmts, (uint64_t)(uintptr_t)sql, NULL);
     return NULL;
   }
@@ -226,7 +257,9 @@ static int stack_frames_u(store *s, int64_t id, int (*fn)(void *arg, const store
 }
 
 typedef struct label_pick {
-  char *innermost, *python, *user;
+  frames_pick pick;
+  char *label[5]; /* the candidates frames_pick may choose: the first, visible, Python, user, autograd frame */
+  int at[5];
 } label_pick;
 
 static char *frame_label(const store_frame *f) {
@@ -237,28 +270,30 @@ static char *frame_label(const store_frame *f) {
   return strdup(buf);
 }
 
+/* Keeps the label of each frame that is the first of its kind (io/frames.h says which wins). */
 static int pick_frame(void *arg, const store_frame *f) {
   label_pick *p = arg;
-  if (!p->innermost) p->innermost = frame_label(f);
-  size_t n = f->file ? strlen(f->file) : 0;
-  if (n > 3 && !strcmp(f->file + n - 3, ".py")) {
-    if (!p->python) p->python = frame_label(f);
-    if (!strstr(f->file, "/torch/") && !strstr(f->file, "site-packages")) {
-      p->user = frame_label(f);
-      return 1;
+  int done = frames_pick_offer(&p->pick, f->name, f->file);
+  const int idx[5] = {p->pick.first, p->pick.visible, p->pick.python, p->pick.user, p->pick.autograd};
+  for (int k = 0; k < 5; k++)
+    if (idx[k] == p->pick.n - 1 && !p->label[k]) {
+      p->label[k] = frame_label(f);
+      p->at[k] = idx[k];
     }
-  }
-  return 0;
+  return done;
 }
 
 char *store_stack_label(store *s, int64_t id) {
   if (id <= 0) return strdup("(no call stack)");
-  label_pick p = {0};
+  label_pick p = {.at = {-1, -1, -1, -1, -1}};
+  frames_pick_init(&p.pick);
   store_stack_frames(s, id, pick_frame, &p);
-  char *best = p.user ? p.user : p.python ? p.python : p.innermost;
-  if (best != p.user) free(p.user);
-  if (best != p.python) free(p.python);
-  if (best != p.innermost) free(p.innermost);
+  int want = frames_pick_result(&p.pick);
+  char *best = NULL;
+  for (int k = 0; k < 5; k++) {
+    if (!best && p.label[k] && p.at[k] == want) best = p.label[k];
+    else free(p.label[k]);
+  }
   return best ? best : strdup("(unknown call stack)");
 }
 
@@ -308,7 +343,10 @@ int store_open(store **out, const char *path, int flags, char *err, size_t errle
   sim_map_init(&s->stmts);
   int oflags = s->readonly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | ((flags & STORE_CREATE) ? SQLITE_OPEN_CREATE : 0);
   if (sqlite3_open_v2(path, &s->db, oflags | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
-    snprintf(err, errlen, "cannot open store '%s': %s", path, s->db ? sqlite3_errmsg(s->db) : "out of memory");
+    snprintf(err, errlen, "cannot open store '%s': %s", path,
+             !s->db ? "out of memory"
+             : store_verbose_errors ? sqlite3_errmsg(s->db)
+                                    : store_reason(sqlite3_extended_errcode(s->db)));
     store_close(s);
     return -1;
   }
@@ -418,7 +456,8 @@ static char *col_strdup(sqlite3_stmt *st, int i) {
 
 #define TRACE_COLUMNS                                                                                           \
   "id, name, source_format, source_file, device_name, device_memory, device_index, framework, allocator, "     \
-  "allocator_settings, batch_size, imported_at, event_count, first_ts, last_ts, attrs, first_seq"
+  "allocator_settings, batch_size, imported_at, event_count, first_ts, last_ts, attrs, first_seq, stored_at, "   \
+  "source_digest"
 
 static void trace_from_row(sqlite3_stmt *st, store_trace *t) {
   memset(t, 0, sizeof *t);
@@ -439,6 +478,8 @@ static void trace_from_row(sqlite3_stmt *st, store_trace *t) {
   t->last_ts = sqlite3_column_int64(st, 14);
   t->attrs = col_strdup(st, 15);
   t->first_seq = sqlite3_column_int64(st, 16);
+  t->stored_at = col_strdup(st, 17);
+  t->source_digest = col_strdup(st, 18);
 }
 
 void store_trace_clear(store_trace *t) {
@@ -451,6 +492,8 @@ void store_trace_clear(store_trace *t) {
   free(t->allocator_settings);
   free(t->imported_at);
   free(t->attrs);
+  free(t->stored_at);
+  free(t->source_digest);
   memset(t, 0, sizeof *t);
 }
 
@@ -618,10 +661,10 @@ static int writer_begin_u(store *s, const store_trace *m, store_writer **out) {
   sqlite3_stmt *q = store_stmt(s,
                                "INSERT INTO traces(name, source_format, source_file, device_name, device_memory, "
                                "device_index, framework, allocator, allocator_settings, batch_size, imported_at, "
-                               "attrs) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)");
+                               "attrs, stored_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)");
   if (!q) return -1;
   char now[32];
-  if (!m->imported_at) {
+  {
     time_t t = time(NULL);
     struct tm tm;
     gmtime_r(&t, &tm);
@@ -639,6 +682,7 @@ static int writer_begin_u(store *s, const store_trace *m, store_writer **out) {
   bind_pos_or_null(q, 10, m->batch_size);
   sqlite3_bind_text(q, 11, m->imported_at ? m->imported_at : now, -1, SQLITE_TRANSIENT);
   bind_text_or_null(q, 12, m->attrs);
+  sqlite3_bind_text(q, 13, now, -1, SQLITE_TRANSIENT);
   if (sqlite3_step(q) != SQLITE_DONE) {
     if (sqlite3_extended_errcode(s->db) == SQLITE_CONSTRAINT_UNIQUE) {
       store_seterr(s, "a trace named '%s' already exists in store '%s' (choose another with --name)", m->name,
@@ -1246,6 +1290,42 @@ void store_reader_close(store_reader *r) {
 int store_trace_find(store *s, const char *ref, store_trace *t) {
   int tok = store_lock(s);
   int rc = trace_find_u(s, ref, t);
+  store_unlock(s, tok);
+  return rc;
+}
+
+int store_trace_find_digest(store *s, const char *digest, store_trace *t) {
+  memset(t, 0, sizeof *t);
+  int tok = store_lock(s);
+  int rc = -1;
+  sqlite3_stmt *q = store_stmt(s, "SELECT " TRACE_COLUMNS " FROM traces WHERE source_digest = ?1 ORDER BY id LIMIT 1");
+  if (q) {
+    sqlite3_bind_text(q, 1, digest, -1, SQLITE_STATIC);
+    int st = sqlite3_step(q);
+    if (st == SQLITE_ROW) {
+      trace_from_row(q, t);
+      rc = 0;
+    } else if (st == SQLITE_DONE) {
+      rc = 1;
+    } else {
+      rc = store_fail(s, q, "cannot read traces");
+    }
+    if (rc >= 0) sqlite3_reset(q);
+  }
+  store_unlock(s, tok);
+  return rc;
+}
+
+int store_traces_set_digest(store *s, int64_t after_id, const char *digest) {
+  int tok = store_lock(s);
+  int rc = -1;
+  sqlite3_stmt *q = store_stmt(s, "UPDATE traces SET source_digest = ?1 WHERE id > ?2");
+  if (q) {
+    sqlite3_bind_text(q, 1, digest, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(q, 2, after_id);
+    rc = sqlite3_step(q) == SQLITE_DONE ? 0 : store_fail(s, q, "cannot mark the imported traces");
+    if (!rc) sqlite3_reset(q);
+  }
   store_unlock(s, tok);
   return rc;
 }

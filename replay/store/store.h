@@ -35,6 +35,11 @@ const char *store_error(const store *s);
  * comes back reset, with its bindings cleared. NULL on error (store_error says why).
  */
 sqlite3_stmt *store_stmt(store *s, const char *sql);
+/* With on, error messages include SQLite's own wording and the SQL that failed (--verbose);
+ * otherwise they say in words what went wrong and what to do. For the whole process. */
+void store_set_verbose(int on);
+/* An SQLite result code in words, with what to do (what store errors say without --verbose). */
+const char *store_reason(int code);
 /* Sets store_error's message (for modules that check their own input before writing). */
 void store_seterr_text(store *s, const char *msg);
 /* Records a failure of the statement stmt in store_error, with its SQL. Returns -1. */
@@ -82,6 +87,9 @@ typedef struct store_trace {
   int64_t first_ts, last_ts;
   char *attrs;       /* JSON object text with anything else from the source */
   int64_t first_seq; /* the seq its events start at (0 unless its importer left room, see below) */
+  char *stored_at;     /* when it came into this store (imported_at is the source's own time); NULL in
+                          stores older than schema 3 */
+  char *source_digest; /* a digest of the file it was imported from, or NULL */
 } store_trace;
 
 void store_trace_clear(store_trace *t);
@@ -91,6 +99,11 @@ int store_trace_find(store *s, const char *ref, store_trace *t);
 int store_trace_each(store *s, int (*fn)(void *arg, const store_trace *t), void *arg);
 /* Deletes a trace with everything that belongs to it (inside the caller's transaction). */
 int store_trace_delete(store *s, int64_t id);
+/* The first trace imported from a file with this digest: 0 found, 1 none, -1 error. */
+int store_trace_find_digest(store *s, const char *digest, store_trace *t);
+/* Marks the traces with ids above after_id (those an import added) as imported from a file with
+ * this digest (inside the caller's transaction). 0, or -1 (store_error says why). */
+int store_traces_set_digest(store *s, int64_t after_id, const char *digest);
 /* A name not yet taken: base, or base-2, base-3, ... */
 char *store_unique_name(store *s, const char *base);
 

@@ -232,6 +232,12 @@ static const char *const migrations[] = {
   "  FROM events e JOIN traces t ON t.id = e.trace_id JOIN event_kinds k ON k.id = e.kind\n"
   "       JOIN mem_kinds m ON m.id = e.mem JOIN copy_dirs d ON d.id = e.dir JOIN categories c ON c.id = e.category\n"
   "       JOIN cat_sources cs ON cs.id = e.cat_source LEFT JOIN strings s ON s.id = e.name_id;\n",
+  /* 3: when the trace came into this store (imported_at is the source's own time, kept across
+   * exports), and a digest of the file it was imported from (an import of the same file again
+   * names the trace it already has). */
+  "ALTER TABLE traces ADD COLUMN stored_at TEXT;\n"
+  "ALTER TABLE traces ADD COLUMN source_digest TEXT;\n"
+  "CREATE INDEX traces_by_digest ON traces(source_digest);\n",
 };
 
 const int store_schema_version = (int)(sizeof migrations / sizeof migrations[0]) - 1;

@@ -58,7 +58,7 @@ expect 1 import "$T/does-not-exist.jsonl" && has "$T/err" "cannot open '$T/does-
 expect 1 import "$T" && has "$T/err" "is a directory"
 # a truncated gzip file
 gzip -c "$MEMPLAY_SRC/traces/sample.jsonl" | head -c 20000 >"$T/cut.jsonl.gz"
-expect 1 import "$T/cut.jsonl.gz" && has "$T/err" "truncated"
+expect 1 import "$T/cut.jsonl.gz" --name cut && has "$T/err" "truncated"
 # a file of another kind
 printf 'GIF89a\001\002' >"$T/pic.gif"
 expect 1 import "$T/pic.gif" && has "$T/err" "not a trace format memplay knows"
@@ -76,7 +76,7 @@ expect 1 --db "$T/missing.db" list && has "$T/err" "no store at"
 
 # usage errors
 expect 2 import && has "$T/err" "no FILE"
-expect 2 import a b
+expect 2 import a b --name x && has "$T/err" "--name names one trace"
 expect 2 import "$T/x" --format nosuch && has "$T/err" "unknown format 'nosuch'"
 expect 2 import "$T/x" --name ""
 finish

@@ -148,7 +148,7 @@ check "interleaved: dev0 in order" "$(q "$db" "SELECT kind, size, ts FROM events
 
 # Found by content, whatever the file is called; --format forces it.
 cp "$data/tiny_p4.pickle" "$WORK/dump.bin"
-check "detected by content" "$("$MEMPLAY" import --db "$db" --json "$WORK/dump.bin" | sed 's/.*"format":"\([^"]*\)".*/\1/')" "pytorch_snapshot"
+check "detected by content" "$("$MEMPLAY" import --db "$db" --json "$WORK/dump.bin" --name by_content | sed 's/.*"format":"\([^"]*\)".*/\1/')" "pytorch_snapshot"
 check "forced" "$("$MEMPLAY" import --db "$db" --format pytorch_snapshot --name forced "$data/tiny_p2.pickle")" \
   "imported 'forced' (9 events, pytorch_snapshot) into $db"
 finish

@@ -78,6 +78,6 @@ check "gzip: imports" "$("$MEMPLAY" import --db "$WORK/gz.db" "$WORK/tiny.pickle
 head -c 300 "$WORK/tiny.pickle.gz" >"$WORK/cut.pickle.gz"
 expect_fail "$WORK/cut.pickle.gz" "is truncated: the gzip stream ends early"
 
-# A trace name that is taken.
-expect_fail "$data/tiny_p4.pickle" "a trace named 'tiny_p4' already exists" --name tiny_p4
+# A trace name that is taken (by another file: the same file again names the trace that holds it).
+expect_fail "$data/tiny_p2.pickle" "a trace named 'tiny_p4' already exists" --name tiny_p4
 finish

@@ -368,7 +368,7 @@ fi
 # ==== found by content, whatever the file is called
 cp "$tmp/v2022.sqlite" "$tmp/report.db"
 echo "== detection"
-if "$MEMPLAY" --db "$db" import --json "$tmp/report.db" >"$tmp/out.json" 2>"$tmp/err"; then
+if "$MEMPLAY" --db "$db" import --json "$tmp/report.db" --name report_db >"$tmp/out.json" 2>"$tmp/err"; then
   check "detect: an export named .db is an nsys export" nsys "$(jget "$tmp/out.json" '$.format')"
 else fail "detect: $(cat "$tmp/err")"; fi
 

@@ -15,7 +15,8 @@ mp gen --events 20000 --seed 3 --batch 8 --name g >/dev/null || fail "gen failed
 # --device: capacity and the models' total memory from the profile; time predicted
 mp replay g --device A100-80GB --no-save --json >"$tmp/out" || fail "replay --device failed"
 grep -q '"device":"A100-80GB"' "$tmp/out" || fail "no device in the result"
-grep -q '"capacity_bytes":85100068864' "$tmp/out" || fail "capacity not from the profile: $(head -c 400 "$tmp/out")"
+grep -q '"capacity_bytes":84813021184' "$tmp/out" || fail "capacity not the profile's less its context: $(head -c 400 "$tmp/out")"
+grep -q '"card_bytes":85100068864,"context_bytes":287047680' "$tmp/out" || fail "no card and context bytes: $(head -c 400 "$tmp/out")"
 grep -q '"step_time_s":[0-9]' "$tmp/out" || fail "no step_time_s"
 grep -q '"samples_per_s":[0-9]' "$tmp/out" || fail "no samples_per_s"
 grep -q '"time":{' "$tmp/out" || fail "no time section"

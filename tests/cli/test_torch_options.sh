@@ -26,7 +26,6 @@ bad 'torch:roundup_power2_divisions:3' "power of 2"
 bad 'torch:roundup_power2_divisions:[256:1,x:2]' "interval 'x'"
 bad 'torch:expandable_segments:maybe' "wants true or false"
 bad 'torch:per_process_memory_fraction:2' "must lie in [0, 1]"
-bad 'torch:backend:cudaMallocAsync' "use the 'async' model"
 expect 0 help allocators
 has "$T/out" "max_split_size_mb"
 has "$T/out" "roundup_power2_divisions"
