@@ -27,6 +27,8 @@ static const char *const whatif_usage[] = {
   "  --out DIR         the folder for the result files the script writes (CSV, JSON)",
   "  --json            print {\"scenario\": ..., \"variants\": [...]}; the script's own output goes to stderr",
   "  --no-save         do not store the variants as runs",
+  "  --no-fail         exit 0 even when no variant fits (every one predicts an OOM; default: exit 3 then)",
+  "  --quiet           no progress line on a terminal",
   "  --max-instructions N  Lua instruction budget (default 2000000000)",
   "  --max-memory SIZE     Lua memory budget (default 512MiB)",
   "  --timeout SECONDS     wall-clock budget (default: none)",
@@ -40,7 +42,7 @@ const cli_usage cmd_whatif_usage = {
 static const char *const run_usage[] = {
   "memplay run [--set KEY=VALUE]... [--device NAME] [--out DIR] [--json] [--db FILE] SCRIPT.lua [ARGS]...",
   "  ARGS              given to the script as ... and arg[1..n]",
-  "  --set, --device, --out, --json, --no-save, --max-instructions, --max-memory, --timeout: as for whatif",
+  "  --set, --device, --out, --json, --no-save, --quiet, --max-instructions, --max-memory, --timeout: as for whatif",
   NULL,
 };
 const cli_usage cmd_run_usage = {
@@ -54,6 +56,8 @@ static const struct option lua_options[] = {
   {"device", required_argument, NULL, 'd'},
   {"out", required_argument, NULL, 'o'},
   {"no-save", no_argument, NULL, 'N'},
+  {"no-fail", no_argument, NULL, 'F'},
+  {"quiet", no_argument, NULL, 'q'},
   {"max-instructions", required_argument, NULL, 'I'},
   {"max-memory", required_argument, NULL, 'M'},
   {"timeout", required_argument, NULL, 'T'},
@@ -67,7 +71,7 @@ typedef struct lua_opts {
   size_t nparams, cap;
   const char *device, *out_dir;
   lua_host_limits lim;
-  int save;
+  int save, no_fail, quiet;
 } lua_opts;
 
 static int add_param(const char *cmd, lua_opts *o, char *arg) {
@@ -94,6 +98,8 @@ static int lua_option(const char *cmd, void *opts, int opt, const char *arg) {
   case 'd': o->device = arg; return 1;
   case 'o': o->out_dir = arg; return 1;
   case 'N': o->save = 0; return 1;
+  case 'F': o->no_fail = 1; return 1;
+  case 'q': o->quiet = 1; return 1;
   case 'I': {
     char *end;
     errno = 0;
@@ -250,7 +256,8 @@ static int lua_run(cli *c, const char *cmd, void *opts, const char *trace_ref, c
   }
   if (c->json) lua_api_print_json(&cx, stdout);
   else if (o->save && s) print_stored(&cx, s);
-  code = CLI_OK;
+  /* whatif: the answer is "no" when no variant fits (every one predicts an OOM). */
+  code = trace_ref && !o->no_fail && lua_api_fits(&cx) == 0 ? CLI_NO : CLI_OK;
 out:
   lua_host_free(h); /* before the store: the script's traces refer to it */
   lua_ctx_release(&cx);

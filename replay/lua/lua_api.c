@@ -498,6 +498,18 @@ void lua_api_abort(lua_ctx *cx) {
 
 size_t lua_api_nvariants(const lua_ctx *cx) { return cx->p ? cx->p->nvariants : 0; }
 
+int lua_api_fits(const lua_ctx *cx) {
+  const struct lua_ctx_private *p = cx->p;
+  int any = 0, fit = 0;
+  for (size_t i = p && p->nvariants > 1 ? 1 : 0; p && i < p->nvariants; i++) {
+    const lresult *lr = p->variants[i].res;
+    if (!lr) continue;
+    any = 1;
+    fit |= lr->run.result.ooms == 0;
+  }
+  return any ? fit : -1;
+}
+
 void lua_api_print_json(lua_ctx *cx, FILE *f) {
   struct lua_ctx_private *p = cx->p;
   yajl_gen g = jsonw_file(f, 0);

@@ -59,6 +59,10 @@ void lua_api_abort(lua_ctx *cx);
 
 /* Variants recorded by the script (after lua_api_finish, with their run ids). */
 size_t lua_api_nvariants(const lua_ctx *cx);
+/* Whether the scenario's answer fits: 1 a variant (other than the first, the unchanged trace,
+ * when there are several) replayed without an OOM; 0 every such variant ran out of memory (of
+ * its capacity, or of an allocator's own limit); -1 no variant. */
+int lua_api_fits(const lua_ctx *cx);
 /* Prints {"scenario": ..., "variants": [...], "assumptions": [...]} to f. */
 void lua_api_print_json(lua_ctx *cx, FILE *f);
 
