@@ -21,7 +21,12 @@ void cli_help_overview(FILE *f) {
   fputs("\nThe store is ./memplay.db unless --db FILE or MEMPLAY_DB names another.\n"
         "'memplay help COMMAND' or 'memplay COMMAND -h' shows a command's options;\n"
         "'memplay help allocators' lists the allocator models and their options.\n"
-        "Exit status: 0 success, 1 failure, 2 usage error.\n",
+        "\nExit status, the same for every command (scripts and CI act on it):\n"
+        "  0  success: all good\n"
+        "  1  a failure to run: a bad trace or file, a cell that failed, an internal error\n"
+        "  2  a usage error: an unknown option, policy, metric or threshold, a malformed argument\n"
+        "  3  the answer is \"no\": a compare --fail-if threshold was crossed, or replay, whatif or compare\n"
+        "     predicts an OOM (the job does not fit); --no-fail prints the report and exits 0 instead\n",
         f);
 }
 

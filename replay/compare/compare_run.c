@@ -137,6 +137,36 @@ static void plan_cells(const cmp_request *req, cmp_result *r) {
 
 /* ---- one cell ---------------------------------------------------------------------------------- */
 
+/* A worker keeps the events of the trace it replayed last, so that the next cell of the same
+ * trace (cells are traces-major) replays from memory instead of reading the store again. Traces
+ * longer than this are read from the store for every cell (96 bytes an event: about 100 MiB). */
+#define CMP_CACHE_EVENTS (INT64_C(1) << 20)
+
+typedef struct trace_cache {
+  int64_t trace_id; /* 0: empty */
+  sim_event *events;
+  size_t n, cap;
+} trace_cache;
+
+/* The events of trace t in the cache (read now unless they are there): 0, or -1 with a message. */
+static int cache_load(trace_cache *tc, store *s, const store_trace *t, char *err, size_t errlen) {
+  if (tc->trace_id == t->id) return 0;
+  tc->trace_id = 0;
+  tc->n = 0;
+  store_reader *r;
+  if (store_reader_open(s, t->id, &r)) return snprintf(err, errlen, "%s", store_error(s)), -1;
+  int rc;
+  sim_event ev;
+  while ((rc = store_reader_next(r, &ev)) > 0) {
+    if (tc->n == tc->cap) tc->events = sim_xrealloc(tc->events, (tc->cap = tc->cap ? 2 * tc->cap : 4096) * sizeof ev);
+    tc->events[tc->n++] = ev;
+  }
+  store_reader_close(r);
+  if (rc < 0) return snprintf(err, errlen, "%s", store_error(s)), -1;
+  tc->trace_id = t->id;
+  return 0;
+}
+
 typedef struct workers {
   const char *path;
   int flags;
@@ -214,7 +244,7 @@ static int save_cell(workers *w, session *ses, session_run *run, cmp_cell *c, ch
   return rc;
 }
 
-static void run_cell(workers *w, session *ses, store *s, cmp_cell *c) {
+static void run_cell(workers *w, session *ses, store *s, trace_cache *tc, cmp_cell *c) {
   const cmp_policy *p = &w->r->policies[c->index % w->r->npolicies];
   char err[1024];
   store_trace t;
@@ -234,7 +264,18 @@ static void run_cell(workers *w, session *ses, store *s, cmp_cell *c) {
   q.device = p->device ? p->device : w->req->device;
   q.capacity = p->capacity != UINT64_MAX ? p->capacity : w->req->capacity;
   q.timing = w->req->timing;
-  if (session_prepare(ses, &q, &run, err, sizeof err) || session_execute(ses, &run, NULL, err, sizeof err) ||
+  replay_array_source events;
+  replay_source src;
+  session_pass pass = {.source = &src};
+  int cached = t.event_count <= CMP_CACHE_EVENTS;
+  if (cached && cache_load(tc, s, &t, err, sizeof err)) {
+    c->error = strdup(err);
+    store_trace_clear(&t);
+    return;
+  }
+  if (cached) src = replay_array_source_init(&events, tc->events, tc->n);
+  if (session_prepare(ses, &q, &run, err, sizeof err) ||
+      session_execute(ses, &run, cached ? &pass : NULL, err, sizeof err) ||
       (fill_cell(c, &run), w->req->save && save_cell(w, ses, &run, c, err, sizeof err))) {
     free(c->error);
     c->error = strdup(err);
@@ -251,6 +292,7 @@ static void *worker_main(void *arg) {
   char err[1024];
   int open_rc = store_open(&s, w->path, w->flags, err, sizeof err);
   session *ses = open_rc ? NULL : session_new(s);
+  trace_cache tc = {0};
   for (;;) {
     pthread_mutex_lock(&w->lock);
     size_t i = w->next++;
@@ -262,7 +304,7 @@ static void *worker_main(void *arg) {
       c->capacity = UINT64_MAX;
       c->error = strdup(err);
     } else {
-      run_cell(w, ses, s, c);
+      run_cell(w, ses, s, &tc, c);
     }
     pthread_mutex_lock(&w->lock);
     w->done++;
@@ -270,6 +312,7 @@ static void *worker_main(void *arg) {
     if (w->req->progress) w->req->progress(w->req->progress_arg, w->done, w->r->ncells, w->events);
     pthread_mutex_unlock(&w->lock);
   }
+  free(tc.events);
   session_free(ses);
   store_close(s);
   return NULL;

@@ -147,6 +147,9 @@ python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); assert [c["fits"] f
 expect 3 replay job1 --capacity 1GiB --no-save && has "$T/out" "OOMs"
 expect 0 replay job1 --capacity 1GiB --no-save --no-fail
 expect 0 replay job1 --no-save
+# whatif: 3 when no variant of the scenario fits.
+expect 3 whatif job1 batch_size --set capacity=1GiB --no-save
+expect 0 whatif job1 batch_size --set capacity=1GiB --no-save --no-fail
 
 # A cell that fails does not stop the others: reported, exit 1.
 cp "$DB" "$T/bad.db"
