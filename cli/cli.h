@@ -79,6 +79,10 @@ int cmd_calibrate(int argc, char **argv, cli *c);
 int cmd_record(int argc, char **argv, cli *c);
 /* compare (cmd_compare.c) and merge (cmd_merge.c): policies across traces, and the shards of one comparison. */
 int cmd_compare(int argc, char **argv, cli *c);
+/* A scenario as whatif finds it (cmd_run.c): the path as given, else NAME[.lua] in $MEMPLAY_SCRIPTS and the
+ * bundled scripts; and its name (the file name without .lua). The caller frees both. */
+char *cli_find_script(const char *name);
+char *cli_scenario_name(const char *path);
 int cmd_merge(int argc, char **argv, cli *c);
 
 extern const cli_usage cmd_import_usage, cmd_list_usage, cmd_info_usage, cmd_replay_usage, cmd_export_usage,

@@ -13,7 +13,7 @@ static const char *const compare_usage[] = {
   "memplay compare TRACE... --policy SPEC [--policy SPEC]... [--reference N] [--device NAME] [--capacity SIZE]",
   "                [--timing OPTIONS] [--baseline FILE] [--fail-if 'METRIC OP VALUE']... [--no-fail]",
   "                [--format table|markdown|csv] [--json] [--jobs N] [--shard K/N] [--results FILE.json]",
-  "                [--no-save] [--quiet] [--db FILE]",
+  "                [--scenario SCRIPT [--set KEY=VALUE]...] [--no-save] [--quiet] [--db FILE]",
   "  TRACE             a trace name or a glob pattern over the store's names ('job*')",
   "  --policy SPEC     an allocator SPEC as 'replay --allocator' takes it, optionally with its own device",
   "                    profile and capacity: torch:expandable_segments:True@H100-80GB, bfc@24GiB",
@@ -22,6 +22,9 @@ static const char *const compare_usage[] = {
   "                    device, if a profile matches, for time only)",
   "  --capacity SIZE   device memory each cell may use (default: the device profile's, else unlimited)",
   "  --timing OPTIONS  time model options, as for replay",
+  "  --scenario SCRIPT a what-if scenario (as whatif takes it) run in every cell with the policy as its",
+  "                    allocator (and capacity and device); the cell is the scenario's last variant",
+  "  --set KEY=VALUE   a parameter of the scenario",
   "  --baseline FILE   a previous compare's --json: relative thresholds compare each cell with its cell there",
   "  --fail-if EXPR    a threshold; exit 3 when a cell crosses it: 'peak_reserved > +2%' (relative: to the",
   "                    baseline, else to the reference policy), 'ooms > 0', 'fragmentation > 0.25' (absolute).",
@@ -53,6 +56,7 @@ static const struct option compare_options[] = {
   {"no-save", no_argument, NULL, 'N'},
   {"quiet", no_argument, NULL, 'q'},
   {"scenario", required_argument, NULL, 'X'},
+  {"set", required_argument, NULL, 's'},
   CLI_CMP_OUT_OPTIONS,
   CLI_COMMON_OPTIONS,
   {NULL, 0, NULL, 0},
@@ -62,6 +66,8 @@ typedef struct compare_opts {
   cmp_request req;
   const char **policies;
   size_t npolicies;
+  const char **params;
+  char *script, *scenario;
   cli_cmp_out out;
   int quiet;
 } compare_opts;
@@ -121,7 +127,16 @@ static int compare_option(compare_opts *o, int opt, const char *arg) {
   case 'N': o->req.save = 0; return 0;
   case 'q': o->quiet = 1; return 0;
   case 'X':
-    return cli_usage_error("compare", "--scenario is not supported by compare yet: run 'memplay whatif' per trace");
+    free(o->script);
+    free(o->scenario);
+    o->script = cli_find_script(arg);
+    o->scenario = cli_scenario_name(o->script);
+    return 0;
+  case 's':
+    o->params = realloc(o->params, (o->req.nparams + 1) * sizeof *o->params);
+    if (!o->params) return cli_error("out of memory"), CLI_FAIL;
+    o->params[o->req.nparams++] = arg;
+    return 0;
   default: return 0;
   }
 }
@@ -147,8 +162,13 @@ static int parse_options(int argc, char **argv, cli *c, compare_opts *o) {
   o->req.npatterns = (size_t)(argc - optind);
   o->req.policies = o->policies;
   o->req.npolicies = o->npolicies;
+  o->req.params = o->params;
+  o->req.scenario_path = o->script;
+  o->req.scenario = o->scenario;
   char err[1024];
   if (cmp_request_check(&o->req, err, sizeof err)) return cli_usage_error("compare", "%s", err);
+  if (o->script && access(o->script, R_OK) != 0)
+    return cli_error("cannot open script '%s': %s", o->script, strerror(errno)), CLI_FAIL;
   return -1;
 }
 
@@ -191,5 +211,8 @@ out:
   cmp_result_release(&baseline);
   cli_cmp_out_release(&o.out);
   free(o.policies);
+  free(o.params);
+  free(o.script);
+  free(o.scenario);
   return code;
 }

@@ -162,6 +162,9 @@ static char *scenario_name(const char *path) {
   return s;
 }
 
+char *cli_find_script(const char *name) { return find_script(name); }
+char *cli_scenario_name(const char *path) { return scenario_name(path); }
+
 static const char *status_hint(lua_host_status st) {
   switch (st) {
   case LUA_HOST_EINSTRUCTIONS: return "raise the budget with --max-instructions N";

@@ -122,6 +122,9 @@ typedef struct cmp_result {
   char *device;      /* the comparison's device profile, or NULL */
   uint64_t capacity; /* the comparison's capacity, UINT64_MAX none */
   char *timing;      /* time model options, or NULL */
+  char *scenario;    /* the what-if scenario every cell ran (its last variant is the cell), or NULL */
+  char **params;     /* its parameters, "KEY=VALUE" */
+  size_t nparams;
   unsigned shard_k, shard_n; /* 0/0: not a shard (all cells) */
   cmp_cell *cells; /* in index order; a shard holds only its own */
   size_t ncells;
@@ -158,6 +161,10 @@ typedef struct cmp_request {
   const char *device;          /* NULL: none (each trace's recorded device, when a profile matches) */
   uint64_t capacity;           /* UINT64_MAX: the device's, else unlimited */
   const char *timing;
+  const char *scenario_path;   /* a what-if scenario (Lua) applied to every cell, or NULL: plain replays */
+  const char *scenario;        /* its name (the file name without .lua) */
+  const char *const *params;   /* its parameters, KEY=VALUE (--set) */
+  size_t nparams;
   unsigned shard_k, shard_n;   /* 0/0: every cell */
   int jobs;                    /* worker threads, >= 1 */
   int save;                    /* store each cell as a run (needs a writable store) */

@@ -195,6 +195,9 @@ void cmp_result_release(cmp_result *r) {
   free(r->traces);
   free(r->device);
   free(r->timing);
+  free(r->scenario);
+  for (size_t i = 0; i < r->nparams; i++) free(r->params[i]);
+  free(r->params);
   for (size_t i = 0; i < r->ncells; i++) cell_release(&r->cells[i]);
   free(r->cells);
   for (size_t i = 0; i < r->nthresholds; i++) cmp_threshold_release(&r->thresholds[i]);

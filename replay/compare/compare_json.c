@@ -66,6 +66,11 @@ static void settings_json(yajl_gen g, const cmp_result *r) {
   jsonw_kstr(g, "device", r->device);
   kcapacity(g, "capacity_bytes", r->capacity);
   jsonw_kstr(g, "timing", r->timing);
+  jsonw_kstr(g, "scenario", r->scenario);
+  jsonw_str(g, "scenario_params");
+  yajl_gen_array_open(g);
+  for (size_t i = 0; i < r->nparams; i++) jsonw_str(g, r->params[i]);
+  yajl_gen_array_close(g);
   jsonw_kstr(g, "reference", r->npolicies ? r->policies[r->reference].label : NULL);
   jsonw_str(g, "policies");
   yajl_gen_array_open(g);
@@ -286,7 +291,9 @@ static int read_settings(reader *rd, yajl_val root, cmp_result *r) {
   if (get_str(rd, NULL, root, "memplay_version", 0, &r->version) ||
       get_str(rd, NULL, root, "comparison_id", 1, &r->comparison_id) ||
       get_str(rd, NULL, root, "device", 1, &r->device) || get_uint(rd, NULL, root, "capacity_bytes", 1, &r->capacity) ||
-      get_str(rd, NULL, root, "timing", 1, &r->timing) || get_str(rd, NULL, root, "reference", 0, &reference) ||
+      get_str(rd, NULL, root, "timing", 1, &r->timing) || get_str(rd, NULL, root, "scenario", 1, &r->scenario) ||
+      read_strings(rd, root, "scenario_params", &r->params, &r->nparams) ||
+      get_str(rd, NULL, root, "reference", 0, &reference) ||
       read_strings(rd, root, "policies", &labels, &nlabels) || read_strings(rd, root, "traces", &r->traces, &r->ntraces))
     goto out;
   r->policies = sim_xcalloc(nlabels + 1, sizeof *r->policies);
@@ -371,6 +378,9 @@ static const char *differs(const cmp_result *a, const cmp_result *b) {
   if (!same_str(a->version, b->version)) return "memplay version";
   if (!same_str(a->device, b->device) || a->capacity != b->capacity || !same_str(a->timing, b->timing))
     return "device, capacity or timing";
+  if (!same_str(a->scenario, b->scenario) || a->nparams != b->nparams) return "scenario";
+  for (size_t i = 0; i < a->nparams; i++)
+    if (strcmp(a->params[i], b->params[i])) return "scenario";
   if (a->npolicies != b->npolicies || a->reference != b->reference) return "policies";
   for (size_t i = 0; i < a->npolicies; i++)
     if (strcmp(a->policies[i].label, b->policies[i].label)) return "policies";

@@ -10,7 +10,7 @@
 #include "io/jsonw.h"
 #include "session/session.h"
 #include "sim/hashmap.h"
-#include "compare.h"
+#include "compare_int.h"
 
 /* ---- checking and planning ------------------------------------------------------------------ */
 
@@ -39,6 +39,17 @@ int cmp_request_check(const cmp_request *req, char *err, size_t errlen) {
       }
     cmp_policy_release(&p);
   }
+  for (size_t i = 0; i < req->nparams; i++) {
+    const char *eq = strchr(req->params[i], '=');
+    if (!eq || eq == req->params[i]) return snprintf(err, errlen, "--set wants KEY=VALUE, not '%s'", req->params[i]), CMP_EUSAGE;
+    if (!strncmp(req->params[i], "allocator=", 10) || !strncmp(req->params[i], "capacity=", 9))
+      return snprintf(err, errlen, "--set %.*s: each policy gives the scenario its allocator and capacity (--policy, --capacity)",
+                      (int)(eq - req->params[i]), req->params[i]),
+             CMP_EUSAGE;
+  }
+  if (req->nparams && !req->scenario_path) return snprintf(err, errlen, "--set needs a --scenario"), CMP_EUSAGE;
+  if (req->timing && req->scenario_path)
+    return snprintf(err, errlen, "--timing does not apply with --scenario (the scenario times its variants)"), CMP_EUSAGE;
   if (req->timing) {
     if (session_check_timing(req->timing, err, errlen)) return CMP_EUSAGE;
     if (!has_device) return snprintf(err, errlen, "--timing needs a device profile (--device NAME)"), CMP_EUSAGE;
@@ -177,7 +188,7 @@ typedef struct workers {
   uint64_t events;
 } workers;
 
-/* A value as its JSON prints it (9 significant digits), so that a result read back from its JSON
+/* A real value as its JSON prints it (9 significant digits), so that a result read back from its JSON
  * (a shard, a baseline) gives the same relative columns and verdicts as the run that wrote it. */
 static double as_printed(double v) {
   char b[40];
@@ -186,7 +197,8 @@ static double as_printed(double v) {
 }
 
 static void set_metric(cmp_cell *c, int m, double v) {
-  c->metric[m] = as_printed(v);
+  int whole = cmp_metric_unit(m) == CMP_UNIT_BYTES || cmp_metric_unit(m) == CMP_UNIT_COUNT; /* exact below 2^53 */
+  c->metric[m] = whole ? v : as_printed(v);
   c->known |= 1u << m;
 }
 
@@ -207,7 +219,9 @@ static char *settings_json(const session_run *run) {
   return s;
 }
 
-static void fill_cell(cmp_cell *c, const session_run *run) {
+/* The cell's metrics from its run; step_time_s and samples_per_s (< 0: unknown) are the time model's,
+ * or a scenario variant's own. */
+static void fill_cell(cmp_cell *c, const session_run *run, double step_time_s, double samples_per_s) {
   const replay_result *x = &run->result;
   c->allocator = strdup(run->allocator);
   c->settings = settings_json(run);
@@ -220,13 +234,18 @@ static void fill_cell(cmp_cell *c, const session_run *run) {
   set_metric(c, CMP_DEVICE_MALLOCS, (double)x->device_mallocs);
   set_metric(c, CMP_DEVICE_MAPS, (double)x->device_maps);
   set_metric(c, CMP_OOMS, (double)x->ooms);
-  if (run->has_time && run->time.step_time_s >= 0) set_metric(c, CMP_STEP_TIME, run->time.step_time_s);
-  if (run->has_time && run->time.samples_per_s >= 0) set_metric(c, CMP_SAMPLES_PER_S, run->time.samples_per_s);
+  if (step_time_s >= 0) set_metric(c, CMP_STEP_TIME, step_time_s);
+  if (samples_per_s >= 0) set_metric(c, CMP_SAMPLES_PER_S, samples_per_s);
 }
 
 /* Stores the cell's run (serialised: one writer at a time). */
-static int save_cell(workers *w, session *ses, session_run *run, cmp_cell *c, char *err, size_t errlen) {
+static int save_cell(workers *w, session *ses, const store_trace *t, const session_run *run, cmp_cell *c, char *err,
+                     size_t errlen) {
   run_meta m = session_meta(run);
+  m.trace_id = t->id;
+  m.trace_name = t->name;
+  if (c->known & (1u << CMP_STEP_TIME)) m.step_time_s = c->metric[CMP_STEP_TIME];
+  if (c->known & (1u << CMP_SAMPLES_PER_S)) m.samples_per_s = c->metric[CMP_SAMPLES_PER_S];
   m.kind = "compare";
   m.scenario = w->r->comparison_id;
   m.variant = c->policy;
@@ -236,12 +255,29 @@ static int save_cell(workers *w, session *ses, session_run *run, cmp_cell *c, ch
   jsonw_kstr(g, "policy", c->policy);
   jsonw_kstr(g, "memplay_version", MEMPLAY_VERSION);
   jsonw_kraw(g, "settings", c->settings);
+  if (w->r->scenario) jsonw_kstr(g, "compare_scenario", w->r->scenario);
   yajl_gen_map_close(g);
   pthread_mutex_lock(&w->lock);
   int rc = session_save(ses, &m, &run->result, jsonw_text(g, NULL), SESSION_RESULT_PATCH, &c->run_id, err, errlen);
   pthread_mutex_unlock(&w->lock);
   yajl_gen_free(g);
   return rc;
+}
+
+/* A cell of a comparison with a scenario: the scenario's last variant (stored through ses). */
+static void run_scenario_cell(workers *w, session *ses, store *s, const store_trace *t, const cmp_policy *p,
+                              cmp_cell *c) {
+  cmp_scenario sc;
+  const session_run *run;
+  double step, sps;
+  char err[1024];
+  if (cmp_scenario_run(&sc, w->req, s, t, p, &run, &step, &sps, err, sizeof err) ||
+      (fill_cell(c, run, step, sps), w->req->save && save_cell(w, ses, t, run, c, err, sizeof err))) {
+    free(c->error);
+    c->error = strdup(err);
+    c->known = 0;
+  }
+  cmp_scenario_release(&sc);
 }
 
 static void run_cell(workers *w, session *ses, store *s, trace_cache *tc, cmp_cell *c) {
@@ -264,6 +300,11 @@ static void run_cell(workers *w, session *ses, store *s, trace_cache *tc, cmp_ce
   q.device = p->device ? p->device : w->req->device;
   q.capacity = p->capacity != UINT64_MAX ? p->capacity : w->req->capacity;
   q.timing = w->req->timing;
+  if (w->req->scenario_path) {
+    run_scenario_cell(w, ses, s, &t, p, c);
+    store_trace_clear(&t);
+    return;
+  }
   replay_array_source events;
   replay_source src;
   session_pass pass = {.source = &src};
@@ -276,7 +317,8 @@ static void run_cell(workers *w, session *ses, store *s, trace_cache *tc, cmp_ce
   if (cached) src = replay_array_source_init(&events, tc->events, tc->n);
   if (session_prepare(ses, &q, &run, err, sizeof err) ||
       session_execute(ses, &run, cached ? &pass : NULL, err, sizeof err) ||
-      (fill_cell(c, &run), w->req->save && save_cell(w, ses, &run, c, err, sizeof err))) {
+      (fill_cell(c, &run, run.has_time ? run.time.step_time_s : -1, run.has_time ? run.time.samples_per_s : -1),
+       w->req->save && save_cell(w, ses, &t, &run, c, err, sizeof err))) {
     free(c->error);
     c->error = strdup(err);
     c->known = 0;
@@ -352,6 +394,9 @@ int cmp_run(const char *path, const cmp_request *req, cmp_result *r, char *err, 
   r->device = req->device ? strdup(req->device) : NULL;
   r->capacity = req->capacity;
   r->timing = req->timing ? strdup(req->timing) : NULL;
+  r->scenario = req->scenario ? strdup(req->scenario) : NULL;
+  r->params = sim_xcalloc(req->nparams + 1, sizeof *r->params);
+  for (; r->nparams < req->nparams; r->nparams++) r->params[r->nparams] = strdup(req->params[r->nparams]);
   rc = match_traces(s, req, r, err, errlen);
   if (!rc) rc = check_devices(s, r, err, errlen);
   store_close(s);

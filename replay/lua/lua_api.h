@@ -8,6 +8,7 @@
 #include <lua.h>
 
 #include "lua_host.h"
+#include "session/session.h"
 #include "store/store.h"
 
 /* One --set KEY=VALUE. */
@@ -63,6 +64,11 @@ size_t lua_api_nvariants(const lua_ctx *cx);
  * when there are several) replayed without an OOM; 0 every such variant ran out of memory (of
  * its capacity, or of an allocator's own limit); -1 no variant. */
 int lua_api_fits(const lua_ctx *cx);
+/* Variant i (after lua_api_finish; valid until lua_ctx_release): its run (what ran, and its
+ * result), its name, and its step time and samples per second (< 0: unknown). NULL when there
+ * is no variant i. A comparison with a scenario takes a scenario's last variant as its answer. */
+const session_run *lua_api_variant(const lua_ctx *cx, size_t i, const char **name, double *step_time_s,
+                                   double *samples_per_s);
 /* Prints {"scenario": ..., "variants": [...], "assumptions": [...]} to f. */
 void lua_api_print_json(lua_ctx *cx, FILE *f);
 

@@ -143,6 +143,23 @@ expect 3 compare 'job1' --policy 'torch@1GiB' --policy torch --no-save --quiet -
 python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); assert [c["fits"] for c in r["cells"]] == [False, True] and r["cells"][0]["capacity_bytes"] == 1 << 30, r' "$T/out" ||
   fail "a policy's own capacity"
 
+# --scenario: each cell is the scenario's last variant under the cell's policy, as whatif computes it.
+expect 0 compare job1 job2 --policy torch --policy 'torch:expandable_segments:True' --scenario batch_size \
+  --set new_batch=16 --set batch=4 --quiet --json && cp "$T/out" "$T/scen.json"
+expect 0 whatif job2 batch_size --set new_batch=16 --set batch=4 --set 'allocator=torch:expandable_segments:True' --no-save --json
+python3 - "$T/scen.json" "$T/out" <<'PY' || fail "compare --scenario differs from whatif"
+import json, sys
+r, w = (json.load(open(p)) for p in sys.argv[1:3])
+c, v = r["cells"][3], w["variants"][-1]
+assert (r["scenario"], r["scenario_params"]) == ("batch_size", ["new_batch=16", "batch=4"]), r
+assert (c["trace"], c["policy"]) == ("job2", "torch:expandable_segments:True"), c
+for k in ("peak_allocated_bytes", "peak_reserved_bytes", "ooms", "step_time_s", "events"):
+    assert c[k] == v[k], (k, c[k], v[k])
+PY
+expect 2 compare job1 --policy torch --scenario batch_size --set allocator=bfc && has "$T/err" "each policy gives the scenario"
+expect 2 compare job1 --policy torch --set new_batch=2 && has "$T/err" "--set needs a --scenario"
+expect 1 compare job1 --policy torch --scenario no_such_scenario && has "$T/err" "no_such_scenario"
+
 # The exit status across commands: replay with a capacity that does not fit exits 3, --no-fail 0.
 expect 3 replay job1 --capacity 1GiB --no-save && has "$T/out" "OOMs"
 expect 0 replay job1 --capacity 1GiB --no-save --no-fail
