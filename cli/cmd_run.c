@@ -9,6 +9,7 @@
 #include "store/devices_store.h"
 #include "lua/lua_api.h"
 #include "cli.h"
+#include "progress.h"
 
 /* Set by the build (CMakeLists.txt); a build of these sources without them looks only in
  * $MEMPLAY_SCRIPTS. */
@@ -193,6 +194,33 @@ static void print_stored(const lua_ctx *cx, store *s) {
     fprintf(stdout, "stored %zu variant%s of %s as runs in %s\n", n, n == 1 ? "" : "s", cx->scenario, store_path(s));
 }
 
+/* The progress line of a script: replays done, events per second. */
+typedef struct script_progress {
+  cli_progress line;
+  uint64_t replays, events;
+} script_progress;
+
+static void on_replay(void *arg, uint64_t events) {
+  script_progress *p = arg;
+  p->replays++;
+  p->events += events;
+  cli_progress_update(&p->line, p->replays, 0, p->events);
+}
+
+/* What the script prints, to `to`, erasing the progress line first (it is redrawn at the next replay). */
+typedef struct script_out {
+  FILE *to;
+  script_progress *prog;
+} script_out;
+
+static ssize_t script_out_write(void *cookie, const char *buf, size_t n) {
+  script_out *o = cookie;
+  cli_progress_done(&o->prog->line);
+  size_t k = fwrite(buf, 1, n, o->to);
+  fflush(o->to);
+  return k ? (ssize_t)k : -1;
+}
+
 /*
  * Runs a script for `whatif` (trace_ref set) or `run`: the sandboxed host, the script, then the
  * runs and result files in one go. Returns an exit code.
@@ -206,6 +234,7 @@ static int lua_run(cli *c, const char *cmd, void *opts, const char *trace_ref, c
   int code = CLI_FAIL;
   store *s = NULL;
   lua_host *h = NULL;
+  FILE *out_wrap = NULL;
   lua_ctx cx;
   lua_ctx_init(&cx);
   if (!file_exists(script)) {
@@ -237,6 +266,18 @@ static int lua_run(cli *c, const char *cmd, void *opts, const char *trace_ref, c
     cx.trace_id = t.id;
     store_trace_clear(&t);
   }
+  script_progress prog = {0};
+  cli_progress_init(&prog.line, trace_ref ? "whatif" : "run", "replays", o->quiet);
+  cx.on_replay = on_replay;
+  cx.progress_arg = &prog;
+  script_out sout = {cx.out, &prog};
+  if (prog.line.on) {
+    FILE *f = fopencookie(&sout, "w", (cookie_io_functions_t){.write = script_out_write});
+    if (f) {
+      setvbuf(f, NULL, _IOLBF, 0);
+      cx.out = out_wrap = f;
+    }
+  }
   char err[LUA_HOST_ERRLEN];
   h = lua_api_host(&cx, &o->lim, err, sizeof err);
   if (!h) {
@@ -244,6 +285,7 @@ static int lua_run(cli *c, const char *cmd, void *opts, const char *trace_ref, c
     goto out;
   }
   lua_host_status st = lua_host_run_file(h, script, (const char *const *)argv, argc);
+  cli_progress_done(&prog.line);
   fflush(cx.out);
   if (st != LUA_HOST_OK) {
     lua_api_abort(&cx);
@@ -263,6 +305,7 @@ static int lua_run(cli *c, const char *cmd, void *opts, const char *trace_ref, c
   code = trace_ref && !o->no_fail && lua_api_fits(&cx) == 0 ? CLI_NO : CLI_OK;
 out:
   lua_host_free(h); /* before the store: the script's traces refer to it */
+  if (out_wrap) fclose(out_wrap);
   lua_ctx_release(&cx);
   if (s) store_close(s);
   free(script);

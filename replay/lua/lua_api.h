@@ -36,6 +36,8 @@ typedef struct lua_ctx {
   FILE *out;               /* where the script's print and tables go */
   int whatif;              /* 1: `memplay whatif` (the first variant must be the unchanged trace) */
   int no_runs;             /* 1: do not store the variants as runs (traces the script saves are kept) */
+  void (*on_replay)(void *arg, uint64_t events); /* after each replay the script makes (progress), or NULL */
+  void *progress_arg;
   /* kept by the library */
   struct lua_ctx_private *p;
 } lua_ctx;

@@ -219,5 +219,25 @@ assert p.returncode == 0, p.returncode
 assert b"\rcompare: 4/4 cells (100%)" in err and err.endswith(b"\r\x1b[K"), err
 assert b"compare:" not in p.stdout, p.stdout
 PY
+# whatif: replays done, the line erased before the scenario prints its table.
+python3 - "$MEMPLAY" "$DB" <<'PY' || fail "no whatif progress on a terminal"
+import os, pty, subprocess, sys
+master, slave = pty.openpty()
+p = subprocess.run([sys.argv[1], "--db", sys.argv[2], "whatif", "job1", "batch_size", "--no-save"], stdout=slave, stderr=slave)
+os.close(slave)
+out = b""
+while True:
+    try:
+        chunk = os.read(master, 65536)
+    except OSError:
+        break
+    if not chunk:
+        break
+    out += chunk
+assert p.returncode == 0, p.returncode
+assert b"\rwhatif: 1 replays" in out and b"\r\x1b[Kbatch size: " in out, out[:300]
+PY
+expect 0 whatif job1 batch_size --no-save
+[ ! -s "$T/err" ] || fail "whatif progress in a pipe: $(head -c 200 "$T/err")"
 
 finish
