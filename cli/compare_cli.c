@@ -57,6 +57,9 @@ int cli_cmp_read_baseline(const cli_cmp_out *o, cmp_result *baseline) {
               baseline->shard_k, baseline->shard_n);
     return CLI_FAIL;
   }
+  if (strcmp(baseline->version, MEMPLAY_VERSION))
+    cli_warning("baseline '%s' was written by memplay %s, this is %s: a model that changed between them shows as a "
+                "change", o->baseline, baseline->version, MEMPLAY_VERSION);
   return 0;
 }
 
