@@ -184,8 +184,10 @@ typedef struct workers {
   const cmp_request *req;
   cmp_result *r;
   pthread_mutex_t lock; /* next, done, events, the progress callback, saving */
-  size_t next, done;
+  size_t next, done;   /* the next unit to take; cells done */
   uint64_t events;
+  size_t *units;       /* unit u is the cells [units[u], units[u + 1]) */
+  size_t nunits;
 } workers;
 
 /* A real value as its JSON prints it (9 significant digits), so that a result read back from its JSON
@@ -337,27 +339,43 @@ static void *worker_main(void *arg) {
   trace_cache tc = {0};
   for (;;) {
     pthread_mutex_lock(&w->lock);
-    size_t i = w->next++;
+    size_t u = w->next++;
     pthread_mutex_unlock(&w->lock);
-    if (i >= w->r->ncells) break;
-    cmp_cell *c = &w->r->cells[i];
-    if (open_rc) {
-      c->version = strdup(MEMPLAY_VERSION);
-      c->capacity = UINT64_MAX;
-      c->error = strdup(err);
-    } else {
-      run_cell(w, ses, s, &tc, c);
+    if (u >= w->nunits) break;
+    for (size_t i = w->units[u]; i < w->units[u + 1]; i++) {
+      cmp_cell *c = &w->r->cells[i];
+      if (open_rc) {
+        c->version = strdup(MEMPLAY_VERSION);
+        c->capacity = UINT64_MAX;
+        c->error = strdup(err);
+      } else {
+        run_cell(w, ses, s, &tc, c);
+      }
+      pthread_mutex_lock(&w->lock);
+      w->done++;
+      w->events += c->events;
+      if (w->req->progress) w->req->progress(w->req->progress_arg, w->done, w->r->ncells, w->events);
+      pthread_mutex_unlock(&w->lock);
     }
-    pthread_mutex_lock(&w->lock);
-    w->done++;
-    w->events += c->events;
-    if (w->req->progress) w->req->progress(w->req->progress_arg, w->done, w->r->ncells, w->events);
-    pthread_mutex_unlock(&w->lock);
   }
   free(tc.events);
   session_free(ses);
   store_close(s);
   return NULL;
+}
+
+/* The units of work: a trace's cells together (so that a worker reads each trace once) when there
+ * are at least as many traces as threads, else single cells. */
+static void make_units(workers *w, size_t nthreads) {
+  const cmp_result *r = w->r;
+  size_t ntraces = 0;
+  for (size_t i = 0; i < r->ncells; i++)
+    ntraces += !i || r->cells[i].index / r->npolicies != r->cells[i - 1].index / r->npolicies;
+  w->units = sim_xcalloc(r->ncells + 1, sizeof *w->units);
+  for (size_t i = 0; i < r->ncells; i++)
+    if (ntraces < nthreads || !i || r->cells[i].index / r->npolicies != r->cells[i - 1].index / r->npolicies)
+      w->units[w->nunits++] = i;
+  w->units[w->nunits] = r->ncells;
 }
 
 /* Runs the planned cells on req->jobs threads (the calling thread is one of them). */
@@ -370,6 +388,7 @@ static void run_cells(const char *path, int flags, const cmp_request *req, cmp_r
   pthread_mutexattr_destroy(&ma);
   size_t nthreads = (size_t)req->jobs;
   if (nthreads > r->ncells) nthreads = r->ncells ? r->ncells : 1;
+  make_units(&w, nthreads);
   pthread_t *th = sim_xcalloc(nthreads, sizeof *th);
   size_t started = 0;
   for (size_t i = 1; i < nthreads; i++)
@@ -377,6 +396,7 @@ static void run_cells(const char *path, int flags, const cmp_request *req, cmp_r
   worker_main(&w);
   for (size_t i = 0; i < started; i++) pthread_join(th[i], NULL);
   free(th);
+  free(w.units);
   pthread_mutex_destroy(&w.lock);
 }
 
