@@ -11,7 +11,7 @@
 
 /* Exit codes (fixed: scripts and CI depend on them). One command passes on another's: record
  * exits with its program's status once the program has run (128+N after signal N). */
-enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2 };
+enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2, CLI_NO = 3 /* the answer is "no": a threshold crossed, an OOM predicted */ };
 
 struct cli_command;
 
@@ -79,16 +79,22 @@ int cmd_calibrate(int argc, char **argv, cli *c);
 int cmd_record(int argc, char **argv, cli *c);
 int cmd_plot(int argc, char **argv, cli *c);
 int cmd_completion(int argc, char **argv, cli *c);
+/* compare (cmd_compare.c) and merge (cmd_merge.c): policies across traces, and the shards of one comparison. */
+int cmd_compare(int argc, char **argv, cli *c);
+int cmd_merge(int argc, char **argv, cli *c);
 
 extern const cli_usage cmd_import_usage, cmd_list_usage, cmd_info_usage, cmd_replay_usage, cmd_export_usage,
   cmd_gen_usage, cmd_rm_usage, cmd_bench_usage, cmd_whatif_usage, cmd_run_usage, cmd_devices_usage,
-  cmd_validate_usage, cmd_calibrate_usage, cmd_record_usage, cmd_help_usage, cmd_completion_usage, cmd_plot_usage;
+  cmd_validate_usage, cmd_calibrate_usage, cmd_record_usage, cmd_help_usage, cmd_completion_usage, cmd_plot_usage,
+  cmd_compare_usage, cmd_merge_usage;
 
 /* The scripts (cmd_run.c): a script named without a folder (".lua" may be left out) found in
  * $MEMPLAY_SCRIPTS, the installed scripts, then the source tree's (else the name as given;
- * caller frees); the first of those folders that exists, or NULL. */
+ * caller frees); the first of those folders that exists, or NULL; a scenario's name (the file
+ * name without .lua; caller frees). */
 char *cli_find_script(const char *name);
 const char *cli_scripts_dir(void);
+char *cli_scenario_name(const char *path);
 
 /* memplay's own help (cmd_help.c): what `memplay help` and `memplay -h` print. */
 void cli_help_overview(FILE *f);

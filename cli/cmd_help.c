@@ -26,9 +26,13 @@ void cli_help_overview(FILE *f) {
         "'memplay help COMMAND' or 'memplay COMMAND -h' shows a command's options;\n"
         "'memplay help allocators' lists the allocator models and their options;\n"
         "'memplay help scenarios' lists the what-if scenarios, 'memplay help SCENARIO' one's parameters.\n"
-        "Exit status: 0 success; 1 failed to run; 2 usage error; 3 the answer is \"no\" (a predicted\n"
-        "OOM or a threshold crossed, where a command checks one).\n"
-        "'memplay --version' prints the version and the store schema version.\n",
+        "'memplay --version' prints the version and the store schema version.\n"
+        "\nExit status, the same for every command (scripts and CI act on it):\n"
+        "  0  success: all good\n"
+        "  1  a failure to run: a bad trace or file, a cell that failed, an internal error\n"
+        "  2  a usage error: an unknown option, policy, metric or threshold, a malformed argument\n"
+        "  3  the answer is \"no\": a compare --fail-if threshold was crossed, or replay, whatif or compare\n"
+        "     predicts an OOM (the job does not fit); --no-fail prints the report and exits 0 instead\n",
         f);
 }
 

@@ -6,11 +6,12 @@
 #include "plot/plot.h"
 #include "session/session.h"
 #include "cli.h"
+#include "progress.h"
 
 static const char *const replay_usage[] = {
   "memplay replay TRACE [--allocator SPEC] [--capacity SIZE] [--device NAME] [--timing OPTIONS] [--stop-at-oom]",
   "                     [--timeline] [--no-save] [--check] [--backend sim|cuda] [--scale F|fit] [--pace]",
-  "                     [--live-start] [--at peak|oom|EVENT_INDEX|TIME] [--db FILE] [--json]",
+  "                     [--live-start] [--at peak|oom|EVENT_INDEX|TIME] [--no-fail] [--quiet] [--db FILE] [--json]",
   "  --allocator SPEC  model and options, e.g. torch:expandable_segments:True or bfc:allow_growth=true",
   "                    (default: the allocator that recorded the trace, else ideal)",
   "  --capacity SIZE   device memory the process may use (default: the --device profile's, else unlimited)",
@@ -25,6 +26,8 @@ static const char *const replay_usage[] = {
   "  --timeline        include the downsampled timeline in --json output",
   "  --no-save         do not store the run",
   "  --check           check the model's invariants after every event (slow)",
+  "  --no-fail         exit 0 even when an allocation does not fit (an OOM; default: exit 3 then)",
+  "  --quiet           no progress line on a terminal",
   "  --backend NAME    sim (default), or cuda: perform the trace on the GPU and measure it (docs/gpu.md)",
   "  --scale F|fit     cuda backend: multiply every size by F (0 < F <= 1), or by the largest factor that fits",
   "  --pace            cuda backend: issue each event no earlier than its recorded host time",
@@ -53,6 +56,8 @@ static const struct option replay_options[] = {
   {"scale", required_argument, NULL, 'X'},
   {"pace", no_argument, NULL, 'P'},
   {"at", required_argument, NULL, 'A'},
+  {"no-fail", no_argument, NULL, 'F'},
+  {"quiet", no_argument, NULL, 'q'},
   CLI_COMMON_OPTIONS,
   {NULL, 0, NULL, 0},
 };
@@ -166,7 +171,7 @@ static void print_human(const session *ses, const store_trace *t, const run_meta
 /* The options `replay` takes (those of --backend cuda are parsed by replay_gpu.c). */
 typedef struct replay_opts {
   session_request req;
-  int timeline, save;
+  int timeline, save, no_fail, quiet;
   const char *at_text; /* --at */
   session_at at;
   cli_gpu_opts gpu;
@@ -200,6 +205,8 @@ static int parse_options(int argc, char **argv, cli *c, replay_opts *o) {
       o->at_text = optarg;
       break;
     }
+    case 'F': o->no_fail = 1; break;
+    case 'q': o->quiet = 1; break;
     case 'B':
     case 'X':
     case 'P':
@@ -267,6 +274,18 @@ static int replay_at(cli *c, session *ses, const store_trace *t, session_run *ru
   return CLI_OK;
 }
 
+/* The progress line of a replay: events seen of the trace's. */
+typedef struct replay_progress {
+  cli_progress line;
+  uint64_t seen, total;
+} replay_progress;
+
+static void progress_event(void *ctx, const sim_event *ev, const replay_outcome *o) {
+  (void)ev, (void)o;
+  replay_progress *p = ctx;
+  if ((++p->seen & 0xffff) == 0) cli_progress_update(&p->line, p->seen, p->total, p->seen);
+}
+
 /* The replay in simulation of trace t in the open store s. */
 static int replay_sim(cli *c, store *s, store_trace *t, replay_opts *o) {
   session *ses = session_new(s);
@@ -287,7 +306,12 @@ static int replay_sim(cli *c, store *s, store_trace *t, replay_opts *o) {
     code = replay_at(c, ses, t, &run, o);
     goto out;
   }
-  rc = session_execute(ses, &run, NULL, err, sizeof err);
+  replay_progress prog = {.total = t->event_count > 0 ? (uint64_t)t->event_count : 0};
+  cli_progress_init(&prog.line, "replay", "events", o->quiet);
+  replay_observer obs = {.ctx = &prog, .event = progress_event};
+  session_pass pass = {.observers = &obs, .nobservers = 1};
+  rc = session_execute(ses, &run, prog.line.on ? &pass : NULL, err, sizeof err);
+  cli_progress_done(&prog.line);
   if (rc) {
     if (run.executed) cli_error("cannot replay '%s' under %s: %s", t->name, run.allocator, err);
     else cli_error("%s", err);
@@ -301,7 +325,9 @@ static int replay_sim(cli *c, store *s, store_trace *t, replay_opts *o) {
     goto out;
   }
   print_result(c, ses, t, &run, &m, o->timeline, run_id);
-  code = CLI_OK;
+  /* An OOM (against the capacity, or an allocator's own limit) means the job does not fit: the
+   * answer is "no". */
+  code = run.result.ooms && !o->no_fail ? CLI_NO : CLI_OK;
 out:
   session_run_release(&run);
   session_free(ses);

@@ -12,6 +12,7 @@
 #include "lua/lua_api.h"
 #include "plot/plot.h"
 #include "cli.h"
+#include "progress.h"
 
 /* Set by the build (CMakeLists.txt); a build of these sources without them looks only in
  * $MEMPLAY_SCRIPTS. */
@@ -31,6 +32,8 @@ static const char *const whatif_usage[] = {
   "  --json            print {\"scenario\": ..., \"variants\": [...]}; the script's own output goes to stderr",
   "  --no-save         do not store the variants as runs",
   "  --plot FILE       draw the variants' memory over time, overlaid: FILE.svg, or FILE.html (one page)",
+  "  --no-fail         exit 0 even when no variant fits (every one predicts an OOM; default: exit 3 then)",
+  "  --quiet           no progress line on a terminal",
   "  --max-instructions N  Lua instruction budget (default 2000000000)",
   "  --max-memory SIZE     Lua memory budget (default 512MiB)",
   "  --timeout SECONDS     wall-clock budget (default: none)",
@@ -44,7 +47,7 @@ const cli_usage cmd_whatif_usage = {
 static const char *const run_usage[] = {
   "memplay run [--set KEY=VALUE]... [--device NAME] [--out DIR] [--json] [--db FILE] SCRIPT.lua [ARGS]...",
   "  ARGS              given to the script as ... and arg[1..n]",
-  "  --set, --device, --out, --json, --no-save, --plot, --max-instructions, --max-memory, --timeout: as for whatif",
+  "  --set, --device, --out, --json, --no-save, --plot, --quiet, --max-instructions, --max-memory, --timeout: as for whatif",
   NULL,
 };
 const cli_usage cmd_run_usage = {
@@ -58,6 +61,8 @@ static const struct option lua_options[] = {
   {"device", required_argument, NULL, 'd'},
   {"out", required_argument, NULL, 'o'},
   {"no-save", no_argument, NULL, 'N'},
+  {"no-fail", no_argument, NULL, 'F'},
+  {"quiet", no_argument, NULL, 'q'},
   {"max-instructions", required_argument, NULL, 'I'},
   {"max-memory", required_argument, NULL, 'M'},
   {"timeout", required_argument, NULL, 'T'},
@@ -73,7 +78,7 @@ typedef struct lua_opts {
   const char *device, *out_dir;
   const char *plot; /* --plot FILE */
   lua_host_limits lim;
-  int save;
+  int save, no_fail, quiet;
 } lua_opts;
 
 static int add_param(const char *cmd, lua_opts *o, char *arg) {
@@ -109,6 +114,8 @@ static int lua_option(const char *cmd, void *opts, int opt, const char *arg) {
     o->plot = arg;
     return 1;
   }
+  case 'F': o->no_fail = 1; return 1;
+  case 'q': o->quiet = 1; return 1;
   case 'I': {
     char *end;
     errno = 0;
@@ -171,7 +178,7 @@ const char *cli_scripts_dir(void) {
 }
 
 /* The scenario's name: the file name without folders and without .lua. */
-static char *scenario_name(const char *path) {
+char *cli_scenario_name(const char *path) {
   const char *base = strrchr(path, '/');
   base = base ? base + 1 : path;
   char *s = strdup(base);
@@ -179,6 +186,7 @@ static char *scenario_name(const char *path) {
   if (n > 4 && !strcmp(s + n - 4, ".lua")) s[n - 4] = 0;
   return s;
 }
+
 
 static const char *status_hint(lua_host_status st) {
   switch (st) {
@@ -223,8 +231,9 @@ static int plot_variants(const lua_ctx *cx, const char *path, const char *trace_
   plot_series *series = calloc(n, sizeof *series);
   const plot_series **ptrs = calloc(n, sizeof *ptrs);
   for (size_t i = 0; i < n; i++) {
-    const session_run *r = lua_api_variant_run(cx, i);
-    plot_series_from_result(&series[i], lua_api_variant_name(cx, i), r->capacity, &r->result);
+    const char *name = NULL;
+    const session_run *r = lua_api_variant(cx, i, &name, NULL, NULL);
+    plot_series_from_result(&series[i], name, r->capacity, &r->result);
     ptrs[i] = &series[i];
   }
   char title[512];
@@ -239,6 +248,33 @@ static int plot_variants(const lua_ctx *cx, const char *path, const char *trace_
   return 0;
 }
 
+/* The progress line of a script: replays done, events per second. */
+typedef struct script_progress {
+  cli_progress line;
+  uint64_t replays, events;
+} script_progress;
+
+static void on_replay(void *arg, uint64_t events) {
+  script_progress *p = arg;
+  p->replays++;
+  p->events += events;
+  cli_progress_update(&p->line, p->replays, 0, p->events);
+}
+
+/* What the script prints, to `to`, erasing the progress line first (it is redrawn at the next replay). */
+typedef struct script_out {
+  FILE *to;
+  script_progress *prog;
+} script_out;
+
+static ssize_t script_out_write(void *cookie, const char *buf, size_t n) {
+  script_out *o = cookie;
+  cli_progress_done(&o->prog->line);
+  size_t k = fwrite(buf, 1, n, o->to);
+  fflush(o->to);
+  return k ? (ssize_t)k : -1;
+}
+
 /*
  * Runs a script for `whatif` (trace_ref set) or `run`: the sandboxed host, the script, then the
  * runs and result files in one go. Returns an exit code.
@@ -248,11 +284,12 @@ static int lua_run(cli *c, const char *cmd, void *opts, const char *trace_ref, c
   lua_opts *o = opts;
   (void)cmd;
   char *script = cli_find_script(script_arg);
-  char *scenario = scenario_name(script);
+  char *scenario = cli_scenario_name(script);
   int code = CLI_FAIL;
   store *s = NULL;
   lua_host *h = NULL;
   io_outfile plot_out = {0};
+  FILE *out_wrap = NULL;
   lua_ctx cx;
   lua_ctx_init(&cx);
   if (!file_exists(script)) {
@@ -284,6 +321,18 @@ static int lua_run(cli *c, const char *cmd, void *opts, const char *trace_ref, c
     cx.trace_id = t.id;
     store_trace_clear(&t);
   }
+  script_progress prog = {0};
+  cli_progress_init(&prog.line, trace_ref ? "whatif" : "run", "replays", o->quiet);
+  cx.on_replay = on_replay;
+  cx.progress_arg = &prog;
+  script_out sout = {cx.out, &prog};
+  if (prog.line.on) {
+    FILE *f = fopencookie(&sout, "w", (cookie_io_functions_t){.write = script_out_write});
+    if (f) {
+      setvbuf(f, NULL, _IOLBF, 0);
+      cx.out = out_wrap = f;
+    }
+  }
   char err[LUA_HOST_ERRLEN];
   h = lua_api_host(&cx, &o->lim, err, sizeof err);
   if (!h) {
@@ -291,6 +340,7 @@ static int lua_run(cli *c, const char *cmd, void *opts, const char *trace_ref, c
     goto out;
   }
   lua_host_status st = lua_host_run_file(h, script, (const char *const *)argv, argc);
+  cli_progress_done(&prog.line);
   fflush(cx.out);
   if (st != LUA_HOST_OK) {
     lua_api_abort(&cx);
@@ -314,10 +364,12 @@ static int lua_run(cli *c, const char *cmd, void *opts, const char *trace_ref, c
   }
   if (c->json) lua_api_print_json(&cx, stdout);
   else if (o->save && s) print_stored(&cx, s);
-  code = CLI_OK;
+  /* whatif: the answer is "no" when no variant fits (every one predicts an OOM). */
+  code = trace_ref && !o->no_fail && lua_api_fits(&cx) == 0 ? CLI_NO : CLI_OK;
 out:
   io_outfile_abort(&plot_out);
   lua_host_free(h); /* before the store: the script's traces refer to it */
+  if (out_wrap) fclose(out_wrap);
   lua_ctx_release(&cx);
   if (s) store_close(s);
   free(script);

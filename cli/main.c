@@ -20,6 +20,8 @@ const cli_command cli_commands[] = {
   {"whatif", cmd_whatif, &cmd_whatif_usage, CLI_STORE},
   {"run", cmd_run, &cmd_run_usage, CLI_STORE},
   {"devices", cmd_devices, &cmd_devices_usage, CLI_STORE | CLI_STORE_CREATE},
+  {"compare", cmd_compare, &cmd_compare_usage, CLI_STORE | CLI_ALLOCATORS},
+  {"merge", cmd_merge, &cmd_merge_usage, 0},
   {"validate", cmd_validate, &cmd_validate_usage, CLI_STORE},
   {"calibrate", cmd_calibrate, &cmd_calibrate_usage, CLI_STORE | CLI_STORE_CREATE},
   {"record", cmd_record, &cmd_record_usage, CLI_STORE | CLI_STORE_CREATE},

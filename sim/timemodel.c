@@ -163,7 +163,7 @@ static int64_t recorded_call(const sim_event *ev) {
 }
 
 static tm_op *op_get(sim_tm *tm, int64_t id) {
-  if (id < 0) return NULL;
+  if (id < 0 || id >= tm->nops) return NULL; /* a slot is written once its first op is committed */
   tm_op *o = &tm->ops[(uint64_t)id & (TM_OP_RING - 1)];
   return o->id == id ? o : NULL;
 }
@@ -974,8 +974,9 @@ sim_tm *sim_tm_new(const sim_tm_config *cfg) {
   tm->cfg.device = &tm->dev;
   if (tm->dev.copy_engines < 1) tm->dev.copy_engines = 1;
   tm->queue = tm->dev.launch_queue < 1 ? 1 : tm->dev.launch_queue > TM_MAX_QUEUE ? TM_MAX_QUEUE : tm->dev.launch_queue;
+  /* Left unwritten (op_get reads only slots of committed ops): a short replay touches only the
+   * pages it uses, instead of the whole ring's 4 MiB. */
   tm->ops = sim_xmalloc(TM_OP_RING * sizeof *tm->ops);
-  for (size_t i = 0; i < TM_OP_RING; i++) tm->ops[i].id = -1;
   sim_map_init(&tm->stream_idx);
   sim_map_init(&tm->item_idx);
   sim_map_init(&tm->pinned);

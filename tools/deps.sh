@@ -3,7 +3,8 @@
 # Run as root (or with sudo available). The CUDA toolkit is optional and not installed here.
 set -euo pipefail
 
-packages=(build-essential cmake pkg-config libsqlite3-dev sqlite3 liblua5.4-dev libyajl-dev zlib1g-dev libbsd-dev)
+packages=(build-essential cmake pkg-config libsqlite3-dev sqlite3 liblua5.4-dev libyajl-dev zlib1g-dev libbsd-dev
+          parallel python3) # GNU parallel and python3: the sharded-sweep and pseudo-terminal checks of tests/cli/test_compare.sh
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -501,9 +501,28 @@ void lua_api_abort(lua_ctx *cx) {
 
 size_t lua_api_nvariants(const lua_ctx *cx) { return cx->p ? cx->p->nvariants : 0; }
 
-const char *lua_api_variant_name(const lua_ctx *cx, size_t i) { return cx->p->variants[i].name; }
+const session_run *lua_api_variant(const lua_ctx *cx, size_t i, const char **name, double *step_time_s,
+                                   double *samples_per_s) {
+  const struct lua_ctx_private *p = cx->p;
+  if (!p || i >= p->nvariants || !p->variants[i].res) return NULL;
+  const lvariant *v = &p->variants[i];
+  if (name) *name = v->name;
+  if (step_time_s) *step_time_s = v->step_time_s;
+  if (samples_per_s) *samples_per_s = v->samples_per_s;
+  return &v->res->run;
+}
 
-const session_run *lua_api_variant_run(const lua_ctx *cx, size_t i) { return &cx->p->variants[i].res->run; }
+int lua_api_fits(const lua_ctx *cx) {
+  const struct lua_ctx_private *p = cx->p;
+  int any = 0, fit = 0;
+  for (size_t i = p && p->nvariants > 1 ? 1 : 0; p && i < p->nvariants; i++) {
+    const lresult *lr = p->variants[i].res;
+    if (!lr) continue;
+    any = 1;
+    fit |= lr->run.result.ooms == 0;
+  }
+  return any ? fit : -1;
+}
 
 void lua_api_print_json(lua_ctx *cx, FILE *f) {
   struct lua_ctx_private *p = cx->p;

@@ -36,6 +36,8 @@ typedef struct lua_ctx {
   FILE *out;               /* where the script's print and tables go */
   int whatif;              /* 1: `memplay whatif` (the first variant must be the unchanged trace) */
   int no_runs;             /* 1: do not store the variants as runs (traces the script saves are kept) */
+  void (*on_replay)(void *arg, uint64_t events); /* after each replay the script makes (progress), or NULL */
+  void *progress_arg;
   /* kept by the library */
   struct lua_ctx_private *p;
 } lua_ctx;
@@ -60,9 +62,15 @@ void lua_api_abort(lua_ctx *cx);
 
 /* Variants recorded by the script (after lua_api_finish, with their run ids). */
 size_t lua_api_nvariants(const lua_ctx *cx);
-/* The i-th variant's name, and its replay (its result and capacity): what `whatif --plot` draws. */
-const char *lua_api_variant_name(const lua_ctx *cx, size_t i);
-const session_run *lua_api_variant_run(const lua_ctx *cx, size_t i);
+/* Whether the scenario's answer fits: 1 a variant (other than the first, the unchanged trace,
+ * when there are several) replayed without an OOM; 0 every such variant ran out of memory (of
+ * its capacity, or of an allocator's own limit); -1 no variant. */
+int lua_api_fits(const lua_ctx *cx);
+/* Variant i (after lua_api_finish; valid until lua_ctx_release): its run (what ran, and its
+ * result), its name, and its step time and samples per second (< 0: unknown). NULL when there
+ * is no variant i. A comparison with a scenario takes a scenario's last variant as its answer. */
+const session_run *lua_api_variant(const lua_ctx *cx, size_t i, const char **name, double *step_time_s,
+                                   double *samples_per_s);
 /* Prints {"scenario": ..., "variants": [...], "assumptions": [...]} to f. */
 void lua_api_print_json(lua_ctx *cx, FILE *f);
 

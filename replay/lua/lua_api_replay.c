@@ -280,6 +280,7 @@ int lapi_trace_replay(lua_State *L) {
   lr->run.recorded_options = NULL;
   lapi_scratch_free(sc); /* closes the source */
   if (rc) return luaL_error(L, "replay of '%s' under %s: %s", t->meta.name, lr->run.allocator, err);
+  if (cx->on_replay) cx->on_replay(cx->progress_arg, lr->run.result.events);
   push_result_table(L, lr, 3);
   return 1;
 }

@@ -330,6 +330,19 @@ static int migrate(store *s, int from) {
   return 0;
 }
 
+/* "file:PATH?immutable=1", the path percent-encoded where a URI needs it. Caller frees. */
+static char *immutable_uri(const char *path) {
+  size_t n = strlen(path);
+  char *u = sim_xmalloc(3 * n + 32), *o = u;
+  o += sprintf(o, "file:");
+  for (const unsigned char *p = (const unsigned char *)path; *p; p++) {
+    if (*p == '%' || *p == '?' || *p == '#' || *p <= ' ' || *p >= 0x7f) o += sprintf(o, "%%%02X", *p);
+    else *o++ = (char)*p;
+  }
+  strcpy(o, "?immutable=1");
+  return u;
+}
+
 int store_open(store **out, const char *path, int flags, char *err, size_t errlen) {
   *out = NULL;
   store *s = sim_xcalloc(1, sizeof *s);
@@ -342,7 +355,11 @@ int store_open(store **out, const char *path, int flags, char *err, size_t errle
   s->readonly = (flags & STORE_READONLY) != 0;
   sim_map_init(&s->stmts);
   int oflags = s->readonly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | ((flags & STORE_CREATE) ? SQLITE_OPEN_CREATE : 0);
-  if (sqlite3_open_v2(path, &s->db, oflags | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
+  char *uri = s->readonly && (flags & STORE_IMMUTABLE) ? immutable_uri(path) : NULL;
+  if (uri) oflags |= SQLITE_OPEN_URI;
+  int orc = sqlite3_open_v2(uri ? uri : path, &s->db, oflags | SQLITE_OPEN_NOMUTEX, NULL);
+  free(uri);
+  if (orc != SQLITE_OK) {
     snprintf(err, errlen, "cannot open store '%s': %s", path,
              !s->db ? "out of memory"
              : store_verbose_errors ? sqlite3_errmsg(s->db)

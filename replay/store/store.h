@@ -19,7 +19,9 @@ extern const int store_schema_version;
 
 typedef struct store store;
 
-enum { STORE_CREATE = 1, STORE_READONLY = 2 };
+/* STORE_IMMUTABLE (with STORE_READONLY): open the file as immutable, taking no locks and making
+ * no -wal or -shm files: for a store on a shared filesystem that nothing writes while it is read. */
+enum { STORE_CREATE = 1, STORE_READONLY = 2, STORE_IMMUTABLE = 4 };
 
 /* Opens (and with STORE_CREATE creates or migrates) the store at path. */
 int store_open(store **s, const char *path, int flags, char *err, size_t errlen);

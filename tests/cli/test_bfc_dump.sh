@@ -14,7 +14,7 @@ has "$T/out" 'settings     {"memory_limit":40231108608}'
 has "$T/out" "device       NVIDIA A100-PCIE-40GB"
 
 # the replay: the state at the OOM, then the request fails with the log's figures
-expect 0 replay frag --json --no-save
+expect 3 replay frag --json --no-save
 has "$T/out" '"ooms":1'
 has "$T/out" '"state":"rebuilt","segments":1,"blocks":200'
 has "$T/out" "ran out of memory trying to allocate 3.07GiB (rounded to 3300000000). InUse: 31785630720"

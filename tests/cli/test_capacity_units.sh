@@ -39,15 +39,15 @@ expect 1 devices Mine --set context_bytes=100GiB
 has "$T/err" "context_bytes"
 
 # bfc: memory_limit is the capacity when there is no device, and says so
-expect 0 replay sample --allocator bfc:memory_limit=10GiB --no-save
+expect 3 replay sample --allocator bfc:memory_limit=10GiB --no-save
 has "$T/out" "capacity            10.00 GiB (10.74 GB): the allocator's memory_limit"
 grep -q "capacity unlimited" "$T/out" && fail "memory_limit run says unlimited"
-expect 0 replay sample --allocator bfc:memory_limit=10GiB --no-save --json
+expect 3 replay sample --allocator bfc:memory_limit=10GiB --no-save --json
 [ "$(json_get capacity_source)" = memory_limit ] || fail "capacity_source: $(json_get capacity_source)"
 # a bare number: TensorFlow reads MiB, memplay sizes read bytes; refused with a unit asked for
 expect 1 replay sample --allocator bfc:memory_limit=10240 --no-save
 has "$T/err" "wants a unit: '10240' is MiB to TensorFlow"
 has "$T/err" "10240MiB"
-expect 0 replay sample --allocator bfc:memory_limit=10240MiB --no-save --json
+expect 3 replay sample --allocator bfc:memory_limit=10240MiB --no-save --json
 [ "$(json_get capacity_bytes)" = 10737418240 ] || fail "10240MiB: $(json_get capacity_bytes)"
 finish

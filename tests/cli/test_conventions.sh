@@ -8,7 +8,7 @@ expect 0 --version
 grep -qE "^memplay [0-9]+\.[0-9]+\.[0-9]+ \(store schema version [0-9]+\)$" "$T/out" || fail "--version: $(cat "$T/out")"
 expect 0 help
 has "$T/out" "--json"
-has "$T/out" "Exit status: 0 success; 1 failed to run; 2 usage error; 3 the answer is \"no\""
+has "$T/out" "  3  the answer is \"no\""
 has "$T/out" "completion"
 
 # bash: every command of the table, and a command's options, completed

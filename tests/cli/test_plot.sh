@@ -92,7 +92,7 @@ has "$T/p.json" '"cat":"oom","name":"OOM '
 has "$T/p.json" '"name":"memory","args":{"allocated":'
 expect 0 export sample --format csv --allocator bfc
 has "$T/out" "event,time_s,allocated,reserved,unknown,parameter"
-expect 0 replay sample --allocator torch --capacity 16GiB --json
+expect 3 replay sample --allocator torch --capacity 16GiB --json
 run=$(json_get run_id)
 expect 0 export "run:$run" --format perfetto -o "$T/r.json"
 has "$T/r.json" '"cat":"oom"'

@@ -27,13 +27,13 @@ sqlpeak=$(sqlite3 "$DB" "WITH d AS (SELECT seq, CASE kind WHEN 1 THEN size ELSE 
 [ "$peak_cuda" -ge "$ideal" ] || fail "cuda reserved below the ideal"
 
 # A capacity below the peak: OOMs, the replay goes on; --stop-at-oom stops at the first.
-expect 0 replay sample --allocator ideal --capacity 16GiB --json
+expect 3 replay sample --allocator ideal --capacity 16GiB --json
 ooms=$(json_get ooms)
 [ "$ooms" -gt 0 ] || fail "no OOM below the peak"
 has "$T/out" '"oom_list":[{"event":'
 has "$T/out" 'bytes requested with'
 [ "$(json_get events)" = 4000 ] || fail "replay did not go on after the OOM"
-expect 0 replay sample --allocator ideal --capacity 16GiB --stop-at-oom --json
+expect 3 replay sample --allocator ideal --capacity 16GiB --stop-at-oom --json
 [ "$(json_get ooms)" = 1 ] && has "$T/out" '"stopped_at_oom":true'
 [ "$(json_get events)" -lt 4000 ] || fail "stop-at-oom read everything"
 expect 0 replay sample --allocator ideal --capacity 1TiB --no-save --json

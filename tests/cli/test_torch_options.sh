@@ -10,7 +10,7 @@ grep -q '"allocator":"torch:expandable_segments:True,max_split_size_mb:128"' "$T
 expect 0 replay sample --allocator 'torch:roundup_power2_divisions:[256:1,512:2,1024:4,>:8]' --no-save --check
 expect 0 replay sample --allocator 'torch:garbage_collection_threshold:0.6,per_process_memory_fraction:0.9' --no-save --check
 expect 0 replay sample --allocator 'torch:expandable_segments:True' --no-save --check
-expect 0 replay sample --allocator torch --capacity 4GiB --no-save --json
+expect 3 replay sample --allocator torch --capacity 4GiB --no-save --json
 [ "$(json_get ooms)" != 0 ] || fail "no OOM in 4 GiB (peak reserved $base)"
 grep -q 'CUDA out of memory. Tried to allocate' "$T/out" || fail "OOM not in PyTorch's words"
 grep -q 'is reserved by PyTorch but unallocated' "$T/out" || fail "OOM lacks the unallocated figure"

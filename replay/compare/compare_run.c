@@ -1,0 +1,433 @@
+/* compare_run.c: a comparison planned (traces matched, cells numbered, a shard's share taken) and run on worker threads. */
+#include <fnmatch.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "io/jsonw.h"
+#include "session/session.h"
+#include "sim/hashmap.h"
+#include "compare_int.h"
+
+/* ---- checking and planning ------------------------------------------------------------------ */
+
+int cmp_request_check(const cmp_request *req, char *err, size_t errlen) {
+  if (!req->npatterns) return snprintf(err, errlen, "no TRACE given"), CMP_EUSAGE;
+  if (!req->npolicies) return snprintf(err, errlen, "no --policy given"), CMP_EUSAGE;
+  if (req->reference >= req->npolicies)
+    return snprintf(err, errlen, "--reference %zu: there are %zu policies", req->reference + 1, req->npolicies),
+           CMP_EUSAGE;
+  if (req->shard_n && (req->shard_k < 1 || req->shard_k > req->shard_n))
+    return snprintf(err, errlen, "bad shard %u/%u (K/N with 1 <= K <= N)", req->shard_k, req->shard_n), CMP_EUSAGE;
+  if (req->shard_n && req->save)
+    return snprintf(err, errlen, "a shard reads the store read-only: it stores no runs (pass --no-save)"),
+           CMP_EUSAGE;
+  if (req->jobs < 1) return snprintf(err, errlen, "--jobs must be at least 1"), CMP_EUSAGE;
+  int has_device = req->device != NULL;
+  for (size_t i = 0; i < req->npolicies; i++) {
+    cmp_policy p;
+    if (cmp_policy_parse(&p, req->policies[i], err, errlen)) return CMP_EUSAGE;
+    has_device &= p.device != NULL || req->device != NULL;
+    for (size_t j = 0; j < i; j++)
+      if (!strcmp(req->policies[j], req->policies[i])) {
+        snprintf(err, errlen, "policy '%s' given twice", req->policies[i]);
+        cmp_policy_release(&p);
+        return CMP_EUSAGE;
+      }
+    cmp_policy_release(&p);
+  }
+  for (size_t i = 0; i < req->nparams; i++) {
+    const char *eq = strchr(req->params[i], '=');
+    if (!eq || eq == req->params[i]) return snprintf(err, errlen, "--set wants KEY=VALUE, not '%s'", req->params[i]), CMP_EUSAGE;
+    if (!strncmp(req->params[i], "allocator=", 10) || !strncmp(req->params[i], "capacity=", 9))
+      return snprintf(err, errlen, "--set %.*s: each policy gives the scenario its allocator and capacity (--policy, --capacity)",
+                      (int)(eq - req->params[i]), req->params[i]),
+             CMP_EUSAGE;
+  }
+  if (req->nparams && !req->scenario_path) return snprintf(err, errlen, "--set needs a --scenario"), CMP_EUSAGE;
+  if (req->timing && req->scenario_path)
+    return snprintf(err, errlen, "--timing does not apply with --scenario (the scenario times its variants)"), CMP_EUSAGE;
+  if (req->timing) {
+    if (session_check_timing(req->timing, err, errlen)) return CMP_EUSAGE;
+    if (!has_device) return snprintf(err, errlen, "--timing needs a device profile (--device NAME)"), CMP_EUSAGE;
+  }
+  return CMP_OK;
+}
+
+typedef struct trace_list {
+  char **names;
+  size_t n;
+  const cmp_request *req;
+  unsigned *matched; /* per pattern: how many traces it matched */
+} trace_list;
+
+static int add_trace(void *arg, const store_trace *t) {
+  trace_list *l = arg;
+  int any = 0;
+  for (size_t i = 0; i < l->req->npatterns; i++)
+    if (!fnmatch(l->req->patterns[i], t->name, 0)) {
+      l->matched[i]++;
+      any = 1;
+    }
+  if (any) {
+    l->names = sim_xrealloc(l->names, (l->n + 1) * sizeof *l->names);
+    l->names[l->n++] = strdup(t->name);
+  }
+  return 0;
+}
+
+static int by_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* The traces the patterns match, sorted by name. */
+static int match_traces(store *s, const cmp_request *req, cmp_result *r, char *err, size_t errlen) {
+  trace_list l = {.req = req, .matched = sim_xcalloc(req->npatterns, sizeof(unsigned))};
+  int rc = CMP_OK;
+  if (store_trace_each(s, add_trace, &l)) {
+    snprintf(err, errlen, "%s", store_error(s));
+    rc = CMP_EFAIL;
+  }
+  for (size_t i = 0; !rc && i < req->npatterns; i++)
+    if (!l.matched[i]) {
+      snprintf(err, errlen, "no trace matches '%s' in '%s' (see 'memplay list')", req->patterns[i], store_path(s));
+      rc = CMP_EUSAGE;
+    }
+  free(l.matched);
+  if (l.n) qsort(l.names, l.n, sizeof *l.names, by_name);
+  r->traces = l.names;
+  r->ntraces = l.n;
+  return rc;
+}
+
+/* Every device profile named exists. */
+static int check_devices(store *s, const cmp_result *r, char *err, size_t errlen) {
+  session *ses = session_new(s);
+  int rc = CMP_OK;
+  for (size_t i = 0; !rc && i <= r->npolicies; i++) {
+    const char *name = i < r->npolicies ? r->policies[i].device : r->device;
+    if (!name) continue;
+    devices_entry d;
+    char derr[512];
+    int found = session_find_device(ses, name, &d, derr, sizeof derr);
+    if (found < 0) snprintf(err, errlen, "%s", derr), rc = CMP_EFAIL;
+    else if (found) snprintf(err, errlen, "no device profile '%s' (see 'memplay devices')", name), rc = CMP_EUSAGE;
+  }
+  session_free(ses);
+  return rc;
+}
+
+/* A new comparison's id: when it started (UTC) and a few bits that tell two apart. */
+static char *new_comparison_id(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  struct tm tm;
+  gmtime_r(&ts.tv_sec, &tm);
+  char b[64];
+  size_t n = strftime(b, sizeof b, "cmp-%Y%m%dT%H%M%SZ", &tm);
+  snprintf(b + n, sizeof b - n, "-%04x", (unsigned)((ts.tv_nsec / 1000) ^ (long)getpid() * 2654435761u) & 0xffff);
+  return strdup(b);
+}
+
+/* The result's settings and its empty cells: this shard's share of the matrix. */
+static void plan_cells(const cmp_request *req, cmp_result *r) {
+  r->version = strdup(MEMPLAY_VERSION);
+  r->shard_k = req->shard_k;
+  r->shard_n = req->shard_n;
+  size_t total = cmp_result_total(r);
+  r->cells = sim_xcalloc(total ? total : 1, sizeof *r->cells);
+  for (size_t i = 0; i < total; i++) {
+    if (req->shard_n && i % req->shard_n != req->shard_k - 1) continue;
+    cmp_cell *c = &r->cells[r->ncells++];
+    c->index = i;
+    c->trace = strdup(r->traces[i / r->npolicies]);
+    c->policy = strdup(r->policies[i % r->npolicies].label);
+  }
+}
+
+/* ---- one cell ---------------------------------------------------------------------------------- */
+
+/* A worker keeps the events of the trace it replayed last, so that the next cell of the same
+ * trace (cells are traces-major) replays from memory instead of reading the store again. Traces
+ * longer than this are read from the store for every cell (96 bytes an event: about 100 MiB). */
+#define CMP_CACHE_EVENTS (INT64_C(1) << 20)
+
+typedef struct trace_cache {
+  int64_t trace_id; /* 0: empty */
+  sim_event *events;
+  size_t n, cap;
+} trace_cache;
+
+/* The events of trace t in the cache (read now unless they are there): 0, or -1 with a message. */
+static int cache_load(trace_cache *tc, store *s, const store_trace *t, char *err, size_t errlen) {
+  if (tc->trace_id == t->id) return 0;
+  tc->trace_id = 0;
+  tc->n = 0;
+  store_reader *r;
+  if (store_reader_open(s, t->id, &r)) return snprintf(err, errlen, "%s", store_error(s)), -1;
+  int rc;
+  sim_event ev;
+  while ((rc = store_reader_next(r, &ev)) > 0) {
+    if (tc->n == tc->cap) tc->events = sim_xrealloc(tc->events, (tc->cap = tc->cap ? 2 * tc->cap : 4096) * sizeof ev);
+    tc->events[tc->n++] = ev;
+  }
+  store_reader_close(r);
+  if (rc < 0) return snprintf(err, errlen, "%s", store_error(s)), -1;
+  tc->trace_id = t->id;
+  return 0;
+}
+
+typedef struct workers {
+  const char *path;
+  int flags;
+  const cmp_request *req;
+  cmp_result *r;
+  pthread_mutex_t lock; /* next, done, events, the progress callback, saving */
+  size_t next, done;   /* the next unit to take; cells done */
+  uint64_t events;
+  size_t *units;       /* unit u is the cells [units[u], units[u + 1]) */
+  size_t nunits;
+} workers;
+
+/* A real value as its JSON prints it (9 significant digits), so that a result read back from its JSON
+ * (a shard, a baseline) gives the same relative columns and verdicts as the run that wrote it. */
+static double as_printed(double v) {
+  char b[40];
+  snprintf(b, sizeof b, "%.9g", v);
+  return strtod(b, NULL);
+}
+
+static void set_metric(cmp_cell *c, int m, double v) {
+  int whole = cmp_metric_unit(m) == CMP_UNIT_BYTES || cmp_metric_unit(m) == CMP_UNIT_COUNT; /* exact below 2^53 */
+  c->metric[m] = whole ? v : as_printed(v);
+  c->known |= 1u << m;
+}
+
+/* The model and everything it was given, as a JSON object. */
+static char *settings_json(const session_run *run) {
+  yajl_gen g = jsonw_mem();
+  yajl_gen_map_open(g);
+  jsonw_kstr(g, "model", run->spec->ops->name);
+  jsonw_str(g, "options");
+  yajl_gen_map_open(g);
+  for (size_t i = 0; i < run->spec->nopts; i++) jsonw_kstr(g, run->spec->opts[i].key, run->spec->opts[i].value);
+  yajl_gen_map_close(g);
+  if (run->recorded) jsonw_kraw(g, "recorded", run->recorded);
+  else jsonw_kstr(g, "recorded", NULL);
+  yajl_gen_map_close(g);
+  char *s = strdup(jsonw_text(g, NULL));
+  yajl_gen_free(g);
+  return s;
+}
+
+/* The cell's metrics from its run; step_time_s and samples_per_s (< 0: unknown) are the time model's,
+ * or a scenario variant's own. */
+static void fill_cell(cmp_cell *c, const session_run *run, double step_time_s, double samples_per_s) {
+  const replay_result *x = &run->result;
+  c->allocator = strdup(run->allocator);
+  c->settings = settings_json(run);
+  c->device = run->has_device ? strdup(run->device.p.name) : NULL;
+  c->capacity = run->capacity;
+  c->events = x->events;
+  set_metric(c, CMP_PEAK_ALLOCATED, (double)x->peak_allocated);
+  set_metric(c, CMP_PEAK_RESERVED, (double)x->peak_reserved);
+  set_metric(c, CMP_FRAGMENTATION, x->fragmentation);
+  set_metric(c, CMP_DEVICE_MALLOCS, (double)x->device_mallocs);
+  set_metric(c, CMP_DEVICE_MAPS, (double)x->device_maps);
+  set_metric(c, CMP_OOMS, (double)x->ooms);
+  if (step_time_s >= 0) set_metric(c, CMP_STEP_TIME, step_time_s);
+  if (samples_per_s >= 0) set_metric(c, CMP_SAMPLES_PER_S, samples_per_s);
+}
+
+/* Stores the cell's run (serialised: one writer at a time). */
+static int save_cell(workers *w, session *ses, const store_trace *t, const session_run *run, cmp_cell *c, char *err,
+                     size_t errlen) {
+  run_meta m = session_meta(run);
+  m.trace_id = t->id;
+  m.trace_name = t->name;
+  if (c->known & (1u << CMP_STEP_TIME)) m.step_time_s = c->metric[CMP_STEP_TIME];
+  if (c->known & (1u << CMP_SAMPLES_PER_S)) m.samples_per_s = c->metric[CMP_SAMPLES_PER_S];
+  m.kind = "compare";
+  m.scenario = w->r->comparison_id;
+  m.variant = c->policy;
+  yajl_gen g = jsonw_mem();
+  yajl_gen_map_open(g);
+  jsonw_kstr(g, "comparison_id", w->r->comparison_id);
+  jsonw_kstr(g, "policy", c->policy);
+  jsonw_kstr(g, "memplay_version", MEMPLAY_VERSION);
+  jsonw_kraw(g, "settings", c->settings);
+  if (w->r->scenario) jsonw_kstr(g, "compare_scenario", w->r->scenario);
+  yajl_gen_map_close(g);
+  pthread_mutex_lock(&w->lock);
+  int rc = session_save(ses, &m, &run->result, jsonw_text(g, NULL), SESSION_RESULT_PATCH, &c->run_id, err, errlen);
+  pthread_mutex_unlock(&w->lock);
+  yajl_gen_free(g);
+  return rc;
+}
+
+/* A cell of a comparison with a scenario: the scenario's last variant (stored through ses). */
+static void run_scenario_cell(workers *w, session *ses, store *s, const store_trace *t, const cmp_policy *p,
+                              cmp_cell *c) {
+  cmp_scenario sc;
+  const session_run *run;
+  double step, sps;
+  char err[1024];
+  if (cmp_scenario_run(&sc, w->req, s, t, p, &run, &step, &sps, err, sizeof err) ||
+      (fill_cell(c, run, step, sps), w->req->save && save_cell(w, ses, t, run, c, err, sizeof err))) {
+    free(c->error);
+    c->error = strdup(err);
+    c->known = 0;
+  }
+  cmp_scenario_release(&sc);
+}
+
+static void run_cell(workers *w, session *ses, store *s, trace_cache *tc, cmp_cell *c) {
+  const cmp_policy *p = &w->r->policies[c->index % w->r->npolicies];
+  char err[1024];
+  store_trace t;
+  session_run run;
+  memset(&run, 0, sizeof run);
+  c->version = strdup(MEMPLAY_VERSION);
+  c->capacity = UINT64_MAX;
+  int rc = store_trace_find(s, c->trace, &t);
+  if (rc) {
+    c->error = strdup(rc < 0 ? store_error(s) : "the trace is no longer in the store");
+    return;
+  }
+  session_request q;
+  session_request_init(&q);
+  q.trace = &t;
+  q.allocator = p->allocator;
+  q.device = p->device ? p->device : w->req->device;
+  q.capacity = p->capacity != UINT64_MAX ? p->capacity : w->req->capacity;
+  q.timing = w->req->timing;
+  if (w->req->scenario_path) {
+    run_scenario_cell(w, ses, s, &t, p, c);
+    store_trace_clear(&t);
+    return;
+  }
+  replay_array_source events;
+  replay_source src;
+  session_pass pass = {.source = &src};
+  int cached = t.event_count <= CMP_CACHE_EVENTS;
+  if (cached && cache_load(tc, s, &t, err, sizeof err)) {
+    c->error = strdup(err);
+    store_trace_clear(&t);
+    return;
+  }
+  if (cached) src = replay_array_source_init(&events, tc->events, tc->n);
+  if (session_prepare(ses, &q, &run, err, sizeof err) ||
+      session_execute(ses, &run, cached ? &pass : NULL, err, sizeof err) ||
+      (fill_cell(c, &run, run.has_time ? run.time.step_time_s : -1, run.has_time ? run.time.samples_per_s : -1),
+       w->req->save && save_cell(w, ses, &t, &run, c, err, sizeof err))) {
+    free(c->error);
+    c->error = strdup(err);
+    c->known = 0;
+  }
+  session_run_release(&run);
+  store_trace_clear(&t);
+}
+
+/* A worker: its own store connection and session; takes cells until none are left. */
+static void *worker_main(void *arg) {
+  workers *w = arg;
+  store *s = NULL;
+  char err[1024];
+  int open_rc = store_open(&s, w->path, w->flags, err, sizeof err);
+  session *ses = open_rc ? NULL : session_new(s);
+  trace_cache tc = {0};
+  /* A worker that only reads holds one read transaction throughout: one snapshot of the store,
+   * and no lock taken and dropped around every statement. */
+  int snapshot = !open_rc && !w->req->save && !w->req->scenario_path && !store_exec(s, "BEGIN");
+  for (;;) {
+    pthread_mutex_lock(&w->lock);
+    size_t u = w->next++;
+    pthread_mutex_unlock(&w->lock);
+    if (u >= w->nunits) break;
+    for (size_t i = w->units[u]; i < w->units[u + 1]; i++) {
+      cmp_cell *c = &w->r->cells[i];
+      if (open_rc) {
+        c->version = strdup(MEMPLAY_VERSION);
+        c->capacity = UINT64_MAX;
+        c->error = strdup(err);
+      } else {
+        run_cell(w, ses, s, &tc, c);
+      }
+      pthread_mutex_lock(&w->lock);
+      w->done++;
+      w->events += c->events;
+      if (w->req->progress) w->req->progress(w->req->progress_arg, w->done, w->r->ncells, w->events);
+      pthread_mutex_unlock(&w->lock);
+    }
+  }
+  if (snapshot) store_exec(s, "COMMIT");
+  free(tc.events);
+  session_free(ses);
+  store_close(s);
+  return NULL;
+}
+
+/* The units of work: a trace's cells together (so that a worker reads each trace once) when there
+ * are at least as many traces as threads, else single cells. */
+static void make_units(workers *w, size_t nthreads) {
+  const cmp_result *r = w->r;
+  size_t ntraces = 0;
+  for (size_t i = 0; i < r->ncells; i++)
+    ntraces += !i || r->cells[i].index / r->npolicies != r->cells[i - 1].index / r->npolicies;
+  w->units = sim_xcalloc(r->ncells + 1, sizeof *w->units);
+  for (size_t i = 0; i < r->ncells; i++)
+    if (ntraces < nthreads || !i || r->cells[i].index / r->npolicies != r->cells[i - 1].index / r->npolicies)
+      w->units[w->nunits++] = i;
+  w->units[w->nunits] = r->ncells;
+}
+
+/* Runs the planned cells on req->jobs threads (the calling thread is one of them). */
+static void run_cells(const char *path, int flags, const cmp_request *req, cmp_result *r) {
+  workers w = {.path = path, .flags = flags, .req = req, .r = r};
+  pthread_mutexattr_t ma;
+  pthread_mutexattr_init(&ma);
+  pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE);
+  pthread_mutex_init(&w.lock, &ma);
+  pthread_mutexattr_destroy(&ma);
+  size_t nthreads = (size_t)req->jobs;
+  if (nthreads > r->ncells) nthreads = r->ncells ? r->ncells : 1;
+  make_units(&w, nthreads);
+  pthread_t *th = sim_xcalloc(nthreads, sizeof *th);
+  size_t started = 0;
+  for (size_t i = 1; i < nthreads; i++)
+    if (!pthread_create(&th[started], NULL, worker_main, &w)) started++;
+  worker_main(&w);
+  for (size_t i = 0; i < started; i++) pthread_join(th[i], NULL);
+  free(th);
+  free(w.units);
+  pthread_mutex_destroy(&w.lock);
+}
+
+int cmp_run(const char *path, const cmp_request *req, cmp_result *r, char *err, size_t errlen) {
+  memset(r, 0, sizeof *r);
+  int rc = cmp_request_check(req, err, errlen);
+  if (rc) return rc;
+  int flags = req->shard_n ? STORE_READONLY | STORE_IMMUTABLE : req->save ? 0 : STORE_READONLY;
+  store *s;
+  if (store_open(&s, path, flags, err, errlen)) return CMP_EFAIL;
+  r->npolicies = req->npolicies;
+  r->policies = sim_xcalloc(req->npolicies, sizeof *r->policies);
+  for (size_t i = 0; i < req->npolicies; i++) cmp_policy_parse(&r->policies[i], req->policies[i], err, errlen);
+  r->reference = req->reference;
+  r->device = req->device ? strdup(req->device) : NULL;
+  r->capacity = req->capacity;
+  r->timing = req->timing ? strdup(req->timing) : NULL;
+  r->scenario = req->scenario ? strdup(req->scenario) : NULL;
+  r->params = sim_xcalloc(req->nparams + 1, sizeof *r->params);
+  for (; r->nparams < req->nparams; r->nparams++) r->params[r->nparams] = strdup(req->params[r->nparams]);
+  rc = match_traces(s, req, r, err, errlen);
+  if (!rc) rc = check_devices(s, r, err, errlen);
+  store_close(s);
+  if (rc) return rc;
+  if (req->save) r->comparison_id = new_comparison_id();
+  plan_cells(req, r);
+  run_cells(path, flags, req, r);
+  cmp_result_relate(r);
+  return CMP_OK;
+}

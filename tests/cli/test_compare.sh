@@ -1,0 +1,243 @@
+# test_compare.sh: `memplay compare` and `merge`: the matrix and its outputs, runs stored with a comparison id,
+# --jobs, shards (by hand and through GNU parallel) merged equal to one run, regressions and exit statuses, progress.
+. "$TESTS_DIR/cli/lib.sh"
+
+for s in 1 2 3 4; do expect 0 gen --events 1500 --seed $s --name "job$s" || exit 1; done
+expect 0 gen --events 500 --seed 9 --name other
+P=(--policy torch --policy 'torch:expandable_segments:True' --policy 'bfc:allow_growth=true' --policy async)
+
+# same_json A B: the two JSON files hold the same object (cell by cell, field by field).
+same_json() {
+  python3 - "$1" "$2" <<'PY' || fail "$1 and $2 differ"
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+for i, (x, y) in enumerate(zip(a["cells"], b["cells"])):
+    if x != y:
+        sys.exit("cell %d differs: %s vs %s" % (i, x, y))
+if a != b:
+    sys.exit("the results differ outside their cells")
+PY
+}
+
+# The matrix: 'job*' matches four traces, not 'other'; 16 cells, each stored as a run of one comparison.
+expect 0 compare 'job*' "${P[@]}" --json --quiet
+cp "$T/out" "$T/saved.json"
+python3 - "$T/saved.json" <<'PY' || fail "compare --json: $(head -c 300 "$T/saved.json")"
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["format"] == "memplay-compare" and r["format_version"] == 1 and r["memplay_version"], r
+assert r["traces"] == ["job1", "job2", "job3", "job4"], r["traces"]
+assert r["cells_total"] == 16 and len(r["cells"]) == 16 and r["reference"] == "torch"
+keys = {"index", "trace", "policy", "status", "error", "allocator", "settings", "device", "capacity_bytes",
+        "memplay_version", "events", "peak_allocated_bytes", "peak_reserved_bytes", "fragmentation",
+        "device_mallocs", "device_maps", "ooms", "step_time_s", "samples_per_s", "fits", "vs_reference", "run_id"}
+for i, c in enumerate(r["cells"]):
+    assert set(c) == keys, set(c) ^ keys
+    assert c["index"] == i and c["status"] == "ok" and c["run_id"] > 0
+    assert c["trace"] == r["traces"][i // 4] and c["policy"] == r["policies"][i % 4]
+    assert c["settings"]["model"] in ("torch", "bfc", "async"), c["settings"]
+    assert c["peak_reserved_bytes"] >= c["peak_allocated_bytes"] > 0
+    # gen records an H100: the time model runs on its profile
+    assert c["device"] == "H100" and (c["step_time_s"] is None or c["step_time_s"] > 0), c
+    if c["policy"] == "torch":
+        assert c["vs_reference"]["peak_reserved"] == 0
+assert r["cells"][5]["settings"]["options"] == {"expandable_segments": "True"}, r["cells"][5]["settings"]
+assert r["summary"]["verdict"] == "pass" and r["comparison_id"]
+PY
+cid=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["comparison_id"])' "$T/saved.json")
+[ "$(sqlite3 "$DB" "SELECT count(*) FROM runs WHERE kind = 'compare' AND scenario = '$cid'")" = 16 ] ||
+  fail "the 16 cells are not stored as runs of comparison $cid"
+[ "$(sqlite3 "$DB" "SELECT count(*) FROM runs WHERE json_extract(result, '\$.comparison_id') = '$cid' AND variant = 'bfc:allow_growth=true'")" = 4 ] ||
+  fail "the runs' result JSON lacks the comparison id"
+
+# The table for people, Markdown, CSV.
+expect 0 compare 'job*' "${P[@]}" --no-save --quiet
+has "$T/out" "torch:expandable_segments:True"
+has "$T/out" "16 cells (4 traces x 4 policies), reference policy 'torch'"
+expect 0 compare 'job*' "${P[@]}" --no-save --quiet --format markdown
+python3 - "$T/out" <<'PY' || fail "markdown is not a table: $(head -c 400 "$T/out")"
+import re, sys
+lines = open(sys.argv[1]).read().split("\n")
+rows = lines[:18]
+cells = lambda l: [c.strip() for c in re.split(r"(?<!\\)\|", l)[1:-1]]
+head = cells(rows[0])
+assert head[:2] == ["trace", "policy"], head
+assert all(re.fullmatch(r":?-{3,}:?", c) for c in cells(rows[1])), rows[1]  # the delimiter row
+assert all(l.startswith("|") and l.endswith("|") and len(cells(l)) == len(head) for l in rows), rows
+assert lines[18] == "", "the table ends with a blank line"
+PY
+expect 0 compare 'job*' "${P[@]}" --no-save --quiet --format csv
+[ "$(wc -l <"$T/out")" = 17 ] || fail "csv: not a header and 16 rows"
+head -1 "$T/out" | grep -q '^index,trace,policy,status,allocator,device,capacity_bytes,events,peak_allocated_bytes,' ||
+  fail "csv header: $(head -1 "$T/out")"
+
+# --jobs 2 gives the same result as --jobs 1, in the same order.
+expect 0 compare 'job*' "${P[@]}" --no-save --quiet --json --jobs 1 && cp "$T/out" "$T/j1.json"
+expect 0 compare 'job*' "${P[@]}" --no-save --quiet --json --jobs 2 && cp "$T/out" "$T/j2.json"
+cmp -s "$T/j1.json" "$T/j2.json" || same_json "$T/j1.json" "$T/j2.json"
+
+# Shards 1/3, 2/3, 3/3 read the store read-only (immutable: no lock, no -wal or -shm file, store
+# unchanged) and merge into exactly the unsharded result.
+mkdir "$T/ro" && cp "$DB" "$T/ro/store.db" && before=$(md5sum <"$T/ro/store.db")
+for k in 1 2 3; do
+  "$MEMPLAY" --db "$T/ro/store.db" compare 'job*' "${P[@]}" --shard $k/3 --results "$T/s$k.json" --quiet >/dev/null ||
+    fail "shard $k/3"
+done
+[ "$(ls "$T/ro")" = store.db ] || fail "a shard left files beside the store: $(ls "$T/ro")"
+[ "$(md5sum <"$T/ro/store.db")" = "$before" ] || fail "a shard changed the store"
+expect 0 merge "$T/s3.json" "$T/s1.json" "$T/s2.json" --json && cp "$T/out" "$T/merged.json"
+same_json "$T/j1.json" "$T/merged.json"
+expect 0 merge "$T/s1.json" "$T/s2.json" "$T/s3.json" && has "$T/out" "16 cells (4 traces x 4 policies)"
+
+# The same sweep through GNU parallel (tools/deps.sh installs it), then merged.
+if ! command -v parallel >/dev/null; then
+  fail "GNU parallel is not installed (tools/deps.sh installs it)"
+else
+  parallel --will-cite -j 3 "$MEMPLAY" --db "$DB" compare "'job*'" --policy torch --policy "'torch:expandable_segments:True'" \
+    --policy "'bfc:allow_growth=true'" --policy async --shard {}/3 --results "$T/p{}.json" --quiet ::: 1 2 3 >/dev/null ||
+    fail "the shards through GNU parallel failed"
+  expect 0 merge "$T"/p*.json --json && same_json "$T/j1.json" "$T/out"
+fi
+
+# Missing, duplicate and foreign shards are errors that name them.
+expect 1 merge "$T/s1.json" "$T/s3.json" && has "$T/err" "missing shard 2/3"
+expect 1 merge "$T/s1.json" "$T/s2.json" "$T/s2.json" "$T/s3.json" && has "$T/err" "shard 2/3 given twice"
+"$MEMPLAY" compare 'job*' --policy torch --shard 2/3 --results "$T/f2.json" --quiet >/dev/null
+expect 1 merge "$T/s1.json" "$T/f2.json" "$T/s3.json" && has "$T/err" "shards of different comparisons"
+expect 1 merge "$T/j1.json" && has "$T/err" "is not a shard"
+
+# Regression mode: a baseline whose peak is 5% lower for one cell gives exit 3 and names the cell;
+# the same check against the unchanged baseline passes.
+python3 - "$T/j1.json" "$T/lowered.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+c = r["cells"][6]  # job2 under bfc:allow_growth=true
+c["peak_reserved_bytes"] = int(c["peak_reserved_bytes"] * 0.95)
+json.dump(r, open(sys.argv[2], "w"))
+PY
+expect 0 compare 'job*' "${P[@]}" --no-save --quiet --baseline "$T/j1.json" --fail-if 'peak_reserved > +2%' --fail-if 'ooms > 0'
+has "$T/out" "0 regressions against"
+expect 3 compare 'job*' "${P[@]}" --no-save --quiet --baseline "$T/lowered.json" --fail-if 'peak_reserved > +2%' --fail-if 'ooms > 0'
+has "$T/out" "1 regression against"
+has "$T/out" "job2 / bfc:allow_growth=true: peak_reserved"
+has "$T/out" "+5.26%) crosses 'peak_reserved > +2%'"
+expect 0 compare 'job*' "${P[@]}" --no-save --quiet --baseline "$T/lowered.json" --fail-if 'peak_reserved > +2%' --no-fail
+expect 3 merge "$T/s1.json" "$T/s2.json" "$T/s3.json" --json --baseline "$T/lowered.json" --fail-if 'peak_reserved>+2%'
+python3 - "$T/out" <<'PY' || fail "regression JSON: $(head -c 300 "$T/out")"
+import json, sys
+r = json.load(open(sys.argv[1]))
+(g,) = r["check"]["regressions"]
+assert (g["trace"], g["policy"], g["metric"], g["against"]) == ("job2", "bfc:allow_growth=true", "peak_reserved", "baseline"), g
+assert g["after"] > g["before"] and r["summary"]["verdict"] == "regression"
+PY
+# Cells on one side only are reported; without a baseline a relative threshold compares with the reference.
+expect 0 compare 'job1' 'job2' --policy torch --policy async --no-save --quiet --baseline "$T/j1.json" --fail-if 'ooms > 0'
+has "$T/out" "job3 / torch: in the baseline, not in this run"
+expect 3 compare 'job1' --policy torch --policy 'bfc:allow_growth=true' --no-save --quiet --fail-if 'peak_reserved > +1%'
+has "$T/out" "(reference policy"
+# An absolute threshold, and a capacity that does not fit: exit 3 unless --no-fail.
+expect 3 compare 'job1' --policy torch --no-save --quiet --fail-if 'fragmentation >= 0'
+expect 3 compare 'job*' --policy torch --capacity 1GiB --no-save --quiet && has "$T/out" "4 do not fit"
+expect 0 compare 'job*' --policy torch --capacity 1GiB --no-save --quiet --no-fail
+expect 3 compare 'job1' --policy 'torch@1GiB' --policy torch --no-save --quiet --json
+python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); assert [c["fits"] for c in r["cells"]] == [False, True] and r["cells"][0]["capacity_bytes"] == 1 << 30, r' "$T/out" ||
+  fail "a policy's own capacity"
+
+# --scenario: each cell is the scenario's last variant under the cell's policy, as whatif computes it.
+expect 0 compare job1 job2 --policy torch --policy 'torch:expandable_segments:True' --scenario batch_size \
+  --set new_batch=16 --set batch=4 --quiet --json && cp "$T/out" "$T/scen.json"
+expect 0 whatif job2 batch_size --set new_batch=16 --set batch=4 --set 'allocator=torch:expandable_segments:True' --no-save --json
+python3 - "$T/scen.json" "$T/out" <<'PY' || fail "compare --scenario differs from whatif"
+import json, sys
+r, w = (json.load(open(p)) for p in sys.argv[1:3])
+c, v = r["cells"][3], w["variants"][-1]
+assert (r["scenario"], r["scenario_params"]) == ("batch_size", ["new_batch=16", "batch=4"]), r
+assert (c["trace"], c["policy"]) == ("job2", "torch:expandable_segments:True"), c
+for k in ("peak_allocated_bytes", "peak_reserved_bytes", "ooms", "step_time_s", "events"):
+    assert c[k] == v[k], (k, c[k], v[k])
+PY
+expect 2 compare job1 --policy torch --scenario batch_size --set allocator=bfc && has "$T/err" "each policy gives the scenario"
+expect 2 compare job1 --policy torch --set new_batch=2 && has "$T/err" "--set needs a --scenario"
+expect 1 compare job1 --policy torch --scenario no_such_scenario && has "$T/err" "no_such_scenario"
+
+# The exit status across commands: replay with a capacity that does not fit exits 3, --no-fail 0.
+expect 3 replay job1 --capacity 1GiB --no-save && has "$T/out" "OOMs"
+expect 0 replay job1 --capacity 1GiB --no-save --no-fail
+expect 0 replay job1 --no-save
+# whatif: 3 when no variant of the scenario fits.
+expect 3 whatif job1 batch_size --set capacity=1GiB --no-save
+expect 0 whatif job1 batch_size --set capacity=1GiB --no-save --no-fail
+
+# A cell that fails does not stop the others: reported, exit 1.
+cp "$DB" "$T/bad.db"
+sqlite3 "$T/bad.db" "UPDATE events SET info = (info & 4294967295) | (100 << 32) WHERE id = (SELECT min(id) FROM events WHERE id >> 32 = (SELECT id FROM traces WHERE name = 'job3') AND (info & 255) = 1)"
+expect 1 --db "$T/bad.db" compare 'job*' --policy torch --policy async --no-save --quiet --json
+python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); assert [c["status"] for c in r["cells"]] == ["ok"]*4 + ["failed"]*2 + ["ok"]*2 and "out of range" in r["cells"][4]["error"], r["cells"]' "$T/out" ||
+  fail "the failed cells: $(head -c 300 "$T/out")"
+
+# Bad input: a clear message, exit 2 (usage) or 1 (a file), nothing written.
+digest=$(store_digest)
+expect 2 compare 'job*' --policy nosuch --results "$T/x.json" && has "$T/err" "nosuch"
+expect 2 compare 'job*' --policy torch:no_such_option:1 && has "$T/err" "no_such_option"
+expect 2 compare 'job*' --policy torch --fail-if 'peak > +x%' && has "$T/err" "unknown metric 'peak'"
+expect 2 compare 'job*' --policy torch --fail-if 'peak_reserved > +x%' && has "$T/err" "is not a number"
+expect 2 compare 'job*' --policy torch --fail-if 'peak_reserved = 3' && has "$T/err" "expected >, >=, < or <="
+expect 2 compare 'nomatch*' --policy torch --results "$T/x.json" && has "$T/err" "no trace matches 'nomatch*'"
+expect 2 compare 'job*' --policy torch --shard 3/2 && has "$T/err" "--shard wants K/N"
+expect 2 compare 'job*' --policy torch --shard 0/0 && has "$T/err" "--shard wants K/N"
+expect 2 compare 'job*' --policy torch --reference 2 && has "$T/err" "--reference 2"
+expect 2 compare 'job*' --policy torch --format html
+expect 2 compare 'job*' && has "$T/err" "no --policy"
+expect 2 compare 'job*' --policy torch --device NoSuchGPU && has "$T/err" "no device profile 'NoSuchGPU'"
+python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); r["format_version"] = 7; json.dump(r, open(sys.argv[2], "w"))' "$T/j1.json" "$T/v7.json"
+expect 1 compare 'job*' --policy torch --baseline "$T/v7.json" --results "$T/x.json" && has "$T/err" "format version 7"
+python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); [c.pop("peak_reserved_bytes") for c in r["cells"]]; json.dump(r, open(sys.argv[2], "w"))' "$T/j1.json" "$T/old.json"
+expect 1 compare 'job*' --policy torch --baseline "$T/old.json" && has "$T/err" "cells[0]: 'peak_reserved_bytes' is missing"
+expect 1 compare 'job*' --policy torch --baseline "$T/nosuch.json" && has "$T/err" "nosuch.json"
+[ ! -e "$T/x.json" ] || fail "a refused compare wrote its results file"
+[ "$(store_digest)" = "$digest" ] || fail "a refused compare changed the store"
+
+# Progress: one line redrawn on a terminal's stderr, nothing in a pipe.
+expect 0 compare 'job*' --policy torch --no-save
+[ ! -s "$T/err" ] || fail "progress in a pipe: $(head -c 200 "$T/err")"
+python3 - "$MEMPLAY" "$DB" <<'PY' || fail "no progress on a terminal"
+import os, pty, subprocess, sys
+master, slave = pty.openpty()
+p = subprocess.run([sys.argv[1], "--db", sys.argv[2], "compare", "job*", "--policy", "torch", "--no-save"],
+                   stdout=subprocess.PIPE, stderr=slave)
+os.close(slave)
+err = b""
+while True:
+    try:
+        chunk = os.read(master, 4096)
+    except OSError:
+        break
+    if not chunk:
+        break
+    err += chunk
+assert p.returncode == 0, p.returncode
+assert b"\rcompare: 4/4 cells (100%)" in err and err.endswith(b"\r\x1b[K"), err
+assert b"compare:" not in p.stdout, p.stdout
+PY
+# whatif: replays done, the line erased before the scenario prints its table.
+python3 - "$MEMPLAY" "$DB" <<'PY' || fail "no whatif progress on a terminal"
+import os, pty, subprocess, sys
+master, slave = pty.openpty()
+p = subprocess.run([sys.argv[1], "--db", sys.argv[2], "whatif", "job1", "batch_size", "--no-save"], stdout=slave, stderr=slave)
+os.close(slave)
+out = b""
+while True:
+    try:
+        chunk = os.read(master, 65536)
+    except OSError:
+        break
+    if not chunk:
+        break
+    out += chunk
+assert p.returncode == 0, p.returncode
+assert b"\rwhatif: 1 replays" in out and b"\r\x1b[Kbatch size: " in out, out[:300]
+PY
+expect 0 whatif job1 batch_size --no-save
+[ ! -s "$T/err" ] || fail "whatif progress in a pipe: $(head -c 200 "$T/err")"
+
+finish
