@@ -215,6 +215,14 @@ static char *settings_json(const session_run *run) {
   yajl_gen_map_close(g);
   if (run->recorded) jsonw_kraw(g, "recorded", run->recorded);
   else jsonw_kstr(g, "recorded", NULL);
+  /* a recorded window: the state the replay started from (rebuilt, or an assumption) */
+  if (run->window_start) {
+    jsonw_str(g, "window_start");
+    yajl_gen_map_open(g);
+    jsonw_kstr(g, "state", run->window_start);
+    jsonw_kstr(g, "assumption", run->window_note);
+    yajl_gen_map_close(g);
+  }
   yajl_gen_map_close(g);
   char *s = strdup(jsonw_text(g, NULL));
   yajl_gen_free(g);
@@ -309,7 +317,7 @@ static void run_cell(workers *w, session *ses, store *s, trace_cache *tc, cmp_ce
   }
   replay_array_source events;
   replay_source src;
-  session_pass pass = {.source = &src};
+  session_pass pass = {.source = &src, .stored_events = 1}; /* the stored events, unchanged */
   int cached = t.event_count <= CMP_CACHE_EVENTS;
   if (cached && cache_load(tc, s, &t, err, sizeof err)) {
     c->error = strdup(err);
