@@ -33,6 +33,22 @@ for f in "$P"/*.pickle; do
 done
 [ "$n" -gt 0 ] || fail "no snapshot replayed"
 
+# compare answers as replay does: its cell of the recorded allocator starts from the rebuilt state.
+if [ -f "$P/wed_medium_128_training.pickle" ]; then
+  expect 0 replay wed_medium_128_training --allocator torch --json --no-save
+  want=$(num peak_reserved_bytes)
+  expect 0 compare wed_medium_128_training --policy torch --policy bfc --json --no-save
+  python3 - "$T/out" "$want" <<'PY' || fail "compare's torch cell of a window is not replay's"
+import json, sys
+d = json.load(open(sys.argv[1]))
+c = [c for c in d["cells"] if c["policy"] == "torch"][0]
+assert c["settings"]["window_start"]["state"] == "rebuilt", c["settings"]
+assert int(c["peak_reserved_bytes"]) == int(sys.argv[2]), (c["peak_reserved_bytes"], sys.argv[2])
+b = [c for c in d["cells"] if c["policy"] == "bfc"][0]
+assert b["settings"]["window_start"]["state"] == "live_set", b["settings"]
+PY
+fi
+
 # Another allocator, or --live-start: the live blocks, in address order, and why.
 if [ -f "$P/wed_medium_128_training.pickle" ]; then
   expect 0 replay wed_medium_128_training --allocator bfc --json --no-save
