@@ -1,11 +1,8 @@
 /* cmd_export.c: `memplay export TRACE --format jsonl`: a stored trace written out as a file. */
-#include <errno.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "export/exporter.h"
+#include "io/outfile.h"
 #include "cli.h"
 
 static const char *const export_usage[] = {
@@ -42,44 +39,23 @@ int cmd_export(int argc, char **argv, cli *c) {
   store_trace t;
   store *s = cli_open_trace(c, argv[optind], &t);
   if (!s) return CLI_FAIL;
-  /* Write to a temporary file beside the output and rename it, so a failure leaves no half file. */
-  char *tmp = NULL;
-  FILE *f = stdout;
-  if (output && strcmp(output, "-")) {
-    size_t n = strlen(output) + 16;
-    tmp = malloc(n);
-    snprintf(tmp, n, "%s.tmpXXXXXX", output);
-    int fd = mkstemp(tmp);
-    if (fd >= 0) {
-      mode_t mask = umask(0);
-      umask(mask);
-      fchmod(fd, 0666 & ~mask);
-    }
-    f = fd >= 0 ? fdopen(fd, "w") : NULL;
-    if (!f) {
-      cli_error("cannot write '%s': %s", output, strerror(errno));
-      free(tmp);
-      store_trace_clear(&t);
-      store_close(s);
-      return CLI_FAIL;
-    }
-  }
+  /* The output writer renames over a regular file (so a failure leaves it whole) and writes a
+   * FIFO, device or terminal directly. */
   char err[1024];
-  if (x->write(s, &t, f, err, sizeof err)) {
+  outfile *o = outfile_open(output, err, sizeof err);
+  if (!o) {
+    cli_error("%s", err);
+    store_trace_clear(&t);
+    store_close(s);
+    return CLI_FAIL;
+  }
+  if (x->write(s, &t, outfile_stream(o), err, sizeof err)) {
     cli_error("cannot export '%s': %s", t.name, err);
     code = CLI_FAIL;
-  }
-  if (tmp) {
-    if (fclose(f) != 0 && code == CLI_OK) {
-      cli_error("cannot write '%s': %s", output, strerror(errno));
-      code = CLI_FAIL;
-    }
-    if (code == CLI_OK && rename(tmp, output) != 0) {
-      cli_error("cannot write '%s': %s", output, strerror(errno));
-      code = CLI_FAIL;
-    }
-    if (code != CLI_OK) unlink(tmp);
-    free(tmp);
+    outfile_abort(o);
+  } else if (outfile_commit(o, err, sizeof err)) {
+    cli_error("%s", err);
+    code = CLI_FAIL;
   }
   store_trace_clear(&t);
   store_close(s);
