@@ -36,6 +36,9 @@ typedef struct importer {
 struct import_ctx {
   store *s;
   const char *path;
+  /* What an importer that wants_path opens: path itself, or a private copy of it (a pipe; a
+   * WAL beside it: source_copy.h). Messages name path. Set by import_file. */
+  const char *file;
   input *in;          /* NULL when the importer wants_path */
   const char *name;   /* --name, or NULL to derive one from the file name */
   const char *format; /* the importer's name */

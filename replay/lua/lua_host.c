@@ -316,6 +316,30 @@ static const char *internal_position(const lua_host *h, const char *msg) {
   return NULL;
 }
 
+static int call_tostring(lua_State *L) {
+  luaL_tolstring(L, 1, NULL);
+  return 1;
+}
+
+/* The error object at the top of co through its __tostring, called in protected mode on the
+ * main thread under the script's budgets (it is the script's code: it may raise, loop or
+ * allocate). 1 with the text in out, 0 when it failed or gave no string. */
+static int protected_tostring(lua_host *h, lua_State *co, char *out, size_t n) {
+  lua_State *L = h->L;
+  lua_pushcfunction(L, call_tostring);
+  lua_pushvalue(co, -1);
+  lua_xmove(co, L, 1);
+  int unlimited = h->unlimited;
+  h->unlimited = 0;
+  lua_sethook(L, count_hook, LUA_MASKCOUNT, h->stopped ? 1 : HOOK_EVERY);
+  int rc = lua_pcall(L, 1, 1, 0);
+  h->unlimited = unlimited;
+  int ok = rc == LUA_OK && lua_type(L, -1) == LUA_TSTRING;
+  if (ok) snprintf(out, n, "%s", lua_tostring(L, -1));
+  lua_pop(L, 1);
+  return ok;
+}
+
 /*
  * Turns the failure of thread co (its stack is left as it was at the error, so it can still
  * be walked) into h->err: the message with its position, then the traceback.
@@ -360,9 +384,13 @@ static lua_host_status failure(lua_host *h, lua_State *co, int st) {
       snprintf(buf, sizeof buf, "%s: %s", where, msg);
       msg = buf;
     }
-  } else if (luaL_callmeta(co, -1, "__tostring") && lua_type(co, -1) == LUA_TSTRING) {
-    snprintf(buf, sizeof buf, "%s: %s", where, lua_tostring(co, -1));
+  } else if (luaL_getmetafield(co, -1, "__tostring") != LUA_TNIL) {
     lua_pop(co, 1);
+    char text[900];
+    if (protected_tostring(h, co, text, sizeof text))
+      snprintf(buf, sizeof buf, "%s: %.800s", where, text);
+    else
+      snprintf(buf, sizeof buf, "%s: error object is a %s value whose __tostring failed", where, luaL_typename(co, -1));
     msg = buf;
   } else {
     snprintf(buf, sizeof buf, "%s: error object is a %s value", where, luaL_typename(co, -1));
@@ -426,8 +454,13 @@ lua_host_status lua_host_run_file(lua_host *h, const char *path, const char *con
   size_t cap = 1 << 16, len = 0;
   char *buf = malloc(cap);
   size_t got;
+  int too_large = 0;
   while (buf && (got = fread(buf + len, 1, cap - len, f)) > 0) {
     len += got;
+    if (len > LUA_HOST_MAX_SCRIPT) {
+      too_large = 1;
+      break;
+    }
     if (len == cap) {
       char *nb = realloc(buf, cap *= 2);
       if (!nb) {
@@ -440,6 +473,12 @@ lua_host_status lua_host_run_file(lua_host *h, const char *path, const char *con
   }
   int rerr = ferror(f);
   fclose(f);
+  if (too_large) {
+    free(buf);
+    snprintf(h->err, sizeof h->err, "cannot run '%s': it is larger than %d MiB (memplay's limit for a script)", path,
+             LUA_HOST_MAX_SCRIPT >> 20);
+    return LUA_HOST_EFILE;
+  }
   if (!buf || rerr) {
     free(buf);
     snprintf(h->err, sizeof h->err, "cannot read '%s'", path);

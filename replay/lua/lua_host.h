@@ -29,6 +29,8 @@
 #define LUA_HOST_DEFAULT_MEMORY (UINT64_C(512) << 20)
 #define LUA_HOST_DEFAULT_INSTRUCTIONS UINT64_C(2000000000)
 #define LUA_HOST_ERRLEN 4096
+/* The largest script file memplay reads (a script is text; anything larger is refused). */
+#define LUA_HOST_MAX_SCRIPT (16 << 20)
 
 typedef struct lua_host_limits {
   uint64_t max_memory;       /* bytes of Lua heap; 0: LUA_HOST_DEFAULT_MEMORY */

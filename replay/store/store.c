@@ -340,6 +340,18 @@ int store_open(store **out, const char *path, int flags, char *err, size_t errle
     store_close(s);
     return -1;
   }
+  /* A store memplay did not make, or one altered since, may hold triggers or views that run
+   * when memplay reads or writes it: its schema must be exactly memplay's own. */
+  if (ntables > 0) {
+    char what[256];
+    int sc = store_schema_check(s->db, ver, what, sizeof what);
+    if (sc) {
+      snprintf(err, errlen, "cannot open store '%s': %s%s", path,
+               sc > 0 ? "its schema is not the one memplay made (it has been altered): " : "", what);
+      store_close(s);
+      return -1;
+    }
+  }
   if (!s->readonly) {
     /* Larger pages make bulk loads and scans of the events table faster; only a new file takes it. */
     if (ntables == 0 && ver == 0 && store_exec(s, "PRAGMA page_size = 16384")) {

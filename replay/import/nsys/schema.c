@@ -64,8 +64,9 @@ static const char *const op_names[OP__COUNT] = {"ALLOCATION", "DEALLOCATION"};
 
 /* ---- the export ----------------------------------------------------------------------------------- */
 
-/* Opens path as an immutable, read-only database (the URI escapes the path). */
-int nsys_open_export(const char *path, sqlite3 **db, char *err, size_t errlen) {
+/* Opens path as a read-only database (the URI escapes the path); immutable (no locks, no WAL
+ * looked for) when it is the user's own file, which then has no WAL (source_copy.h). */
+int nsys_open_export(const char *path, int immutable, sqlite3 **db, char *err, size_t errlen) {
   size_t n = strlen(path);
   char *uri = sim_xmalloc(3 * n + 32);
   char *o = uri + sprintf(uri, "file:");
@@ -74,7 +75,7 @@ int nsys_open_export(const char *path, sqlite3 **db, char *err, size_t errlen) {
       *o++ = (char)*p;
     else o += sprintf(o, "%%%02X", *p);
   }
-  strcpy(o, "?mode=ro&immutable=1");
+  strcpy(o, immutable ? "?mode=ro&immutable=1" : "?mode=ro");
   *db = NULL;
   int rc = sqlite3_open_v2(uri, db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, NULL);
   free(uri);
@@ -91,7 +92,7 @@ int nsys_open_export(const char *path, sqlite3 **db, char *err, size_t errlen) {
 
 int nsys_has_table(sqlite3 *db, const char *name) {
   sqlite3_stmt *q;
-  if (sqlite3_prepare_v2(db, "SELECT 1 FROM sqlite_master WHERE type IN ('table', 'view') AND name = ?1", -1, &q, NULL))
+  if (sqlite3_prepare_v2(db, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1", -1, &q, NULL))
     return -1;
   sqlite3_bind_text(q, 1, name, -1, SQLITE_STATIC);
   int rc = sqlite3_step(q);
