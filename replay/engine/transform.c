@@ -1263,7 +1263,8 @@ static int stages_next(void *ctx, sim_event *ev) {
 }
 
 static int open_node(const xf_node *n, replay_source *out, char *err, size_t errlen) {
-  if (n->kind == N_BASE) return n->open(n->arr ? (void *)n : n->arg, out, err, errlen);
+  /* an array base reads the node (its array may be empty, and NULL); any other base its arg */
+  if (n->kind == N_BASE) return n->open(n->open == arr_open ? (void *)n : n->arg, out, err, errlen);
   if (fusable(n)) {
     /* the run of one-to-one transforms down from n, applied innermost first */
     size_t k = 0;

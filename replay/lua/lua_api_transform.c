@@ -378,7 +378,12 @@ static int map_invoke(lua_State *L) {
     lua_rawgeti(L, 7, 1);
     int list = lua_istable(L, -1);
     lua_pop(L, 1);
-    if (!list) {
+    lua_pushnil(L);
+    int empty = !lua_next(L, 7); /* {}: an empty list of events, so the event is dropped */
+    if (!empty) lua_pop(L, 2);
+    if (empty) {
+      n = 0;
+    } else if (!list) {
       out[0] = *in;
       lapi_read_event(L, 7, &out[0]);
     } else {
