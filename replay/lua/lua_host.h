@@ -83,6 +83,10 @@ const char *lua_host_error(const lua_host *h);
 int lua_host_pcall(lua_State *L, int nargs, int nresults);
 /* 1 when the script has been stopped (budget spent) and C code should stop calling Lua. */
 int lua_host_stopped(lua_State *L);
+/* Charges n instructions of work a C function does for the script (outside the VM, where the
+ * count hook cannot see it), and checks the deadline: raises the budget's error when either is
+ * spent. For C functions whose work grows with their arguments. */
+void lua_host_charge(lua_State *L, uint64_t n);
 
 /* Heap bytes in use and the most used; instructions executed (to the hook's granularity). */
 size_t lua_host_memory(const lua_host *h);
