@@ -498,11 +498,14 @@ typedef struct lmem {
   int refs;
   sim_event *evs;
   size_t n;
+  lua_host *h;     /* the array's bytes are reserved in its memory budget */
+  size_t reserved;
 } lmem;
 
 static void mbase_release(void *arg) {
   lmem *m = arg;
   if (--m->refs > 0) return;
+  lua_host_unreserve(m->h, m->reserved);
   free(m->evs);
   free(m);
 }
@@ -513,12 +516,16 @@ int lapi_trace_cache(lua_State *L) {
   lapi_scratch_open(L, sc, t);
   lmem *m = sc->p[0] = sim_xcalloc(1, sizeof *m);
   m->refs = 1;
+  m->h = lua_host_from(L);
   size_t cap = 0;
   sim_event ev;
   while (lapi_scratch_next(L, sc, &ev, "cache") > 0) {
     if (m->n == cap) {
+      size_t before = cap;
       sim_grow((void **)&m->evs, &cap, m->n + 1, sizeof *m->evs);
       sc->p[1] = m->evs;
+      lua_host_reserve(L, (cap - before) * sizeof *m->evs); /* raises past the budget */
+      m->reserved += (cap - before) * sizeof *m->evs;
     }
     m->evs[m->n++] = ev;
   }

@@ -19,6 +19,7 @@ struct lua_host {
   uint64_t max_memory, max_instructions;
   double timeout_s;
   size_t used, peak;
+  size_t cmem;          /* C memory the library holds for the script (lua_host_reserve) */
   int unlimited;        /* > 0: the host itself is allocating (error messages), no budget */
   int refused;          /* an allocation was refused for the budget */
   uint64_t instructions;
@@ -35,6 +36,8 @@ struct lua_host {
   pthread_cond_t dog_cv;
   int dog_started, dog_stop;
 };
+
+static const char *format_bytes(char *buf, size_t n, uint64_t v);
 
 /* Registry keys: their addresses are the keys. */
 static const char host_key = 'H';
@@ -56,7 +59,7 @@ static void *host_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
     h->used -= old;
     return NULL;
   }
-  if (nsize > old && !h->unlimited && (uint64_t)(h->used - old) + nsize > h->max_memory) {
+  if (nsize > old && !h->unlimited && (uint64_t)(h->used - old) + h->cmem + nsize > h->max_memory) {
     h->refused = 1;
     return NULL;
   }
@@ -127,6 +130,23 @@ void lua_host_charge(lua_State *L, uint64_t n) {
   h->instructions += n;
   if (h->stopped || h->instructions > h->max_instructions || (h->deadline_ns && now_ns() > h->deadline_ns))
     count_hook(L, NULL); /* stops the script, with the budget's message */
+}
+
+void lua_host_reserve(lua_State *L, size_t n) {
+  lua_host *h = host_of(L);
+  if (!h) return;
+  if ((uint64_t)h->used + h->cmem + n > h->max_memory) {
+    char b[64];
+    h->refused = 1;
+    luaL_error(L, "script stopped: memory budget of %s exceeded (memory memplay holds for the script counts too)",
+               format_bytes(b, sizeof b, h->max_memory));
+  }
+  h->cmem += n;
+  if (h->used + h->cmem > h->peak) h->peak = h->used + h->cmem;
+}
+
+void lua_host_unreserve(lua_host *h, size_t n) {
+  if (h) h->cmem -= n < h->cmem ? n : h->cmem;
 }
 
 /* ---- the watchdog ----------------------------------------------------------------------- */

@@ -87,6 +87,11 @@ int lua_host_stopped(lua_State *L);
  * count hook cannot see it), and checks the deadline: raises the budget's error when either is
  * spent. For C functions whose work grows with their arguments. */
 void lua_host_charge(lua_State *L, uint64_t n);
+/* C memory the library holds on the script's behalf (the events of t:cache()) counts toward
+ * the memory budget with the Lua heap: reserve raises the memory error when it would exceed it;
+ * unreserve gives it back when freed (h from lua_host_from, kept by the holder). */
+void lua_host_reserve(lua_State *L, size_t n);
+void lua_host_unreserve(lua_host *h, size_t n);
 
 /* Heap bytes in use and the most used; instructions executed (to the hook's granularity). */
 size_t lua_host_memory(const lua_host *h);
