@@ -27,6 +27,8 @@ while [ $# -gt 0 ]; do
 done
 case $runs$secs in *[!0-9]*) echo "fuzz-campaign: --runs and --time want whole numbers" >&2; exit 2 ;; esac
 corpus=${corpus:-$build/corpus}
+# A new importer's harness (tests/fuzz/CMakeLists.txt, MEMPLAY_FUZZ_IMPORTS) joins this list and
+# seeds_of; the TensorFlow BFC log importer's is to come: bfc_log, seeds in tests/fuzz/seeds/.
 all="pickle snapshot jsonl kineto timeline nsys spec lua"
 harnesses=${*:-$all}
 seeds_of() {

@@ -295,6 +295,18 @@ static int migrate(store *s, int from) {
   return 0;
 }
 
+/* A store memplay did not make, or one altered since, may hold triggers or views that would run
+ * when memplay reads or writes it: its schema must be exactly memplay's own. 0, or -1 with a
+ * message naming the first object that is not. */
+static int schema_trusted(store *s, int ver, char *err, size_t errlen) {
+  char what[256];
+  int sc = store_schema_check(s->db, ver, what, sizeof what);
+  if (!sc) return 0;
+  snprintf(err, errlen, "cannot open store '%s': %s%s", s->path,
+           sc > 0 ? "its schema is not the one memplay made (it has been altered): " : "", what);
+  return -1;
+}
+
 int store_open(store **out, const char *path, int flags, char *err, size_t errlen) {
   *out = NULL;
   store *s = sim_xcalloc(1, sizeof *s);
@@ -340,17 +352,9 @@ int store_open(store **out, const char *path, int flags, char *err, size_t errle
     store_close(s);
     return -1;
   }
-  /* A store memplay did not make, or one altered since, may hold triggers or views that run
-   * when memplay reads or writes it: its schema must be exactly memplay's own. */
-  if (ntables > 0) {
-    char what[256];
-    int sc = store_schema_check(s->db, ver, what, sizeof what);
-    if (sc) {
-      snprintf(err, errlen, "cannot open store '%s': %s%s", path,
-               sc > 0 ? "its schema is not the one memplay made (it has been altered): " : "", what);
-      store_close(s);
-      return -1;
-    }
+  if (ntables > 0 && schema_trusted(s, ver, err, errlen)) {
+    store_close(s);
+    return -1;
   }
   if (!s->readonly) {
     /* Larger pages make bulk loads and scans of the events table faster; only a new file takes it. */
