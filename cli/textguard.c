@@ -2,7 +2,6 @@
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -64,20 +63,16 @@ static ssize_t guard_write(void *cookie, const char *buf, size_t n) {
 
 static int guard_close(void *cookie) {
   guard *g = cookie;
-  int rc = g->pending_c2 ? write_all(g->fd, "\xC2", 1) : 0;
-  free(g);
-  return rc;
+  return g->pending_c2 ? write_all(g->fd, "\xC2", 1) : 0;
 }
 
+static guard guards[2]; /* stdout's and stderr's: they live as long as the process */
+
 static FILE *guarded(int fd, int mode) {
-  guard *g = calloc(1, sizeof *g);
-  if (!g) return NULL;
+  guard *g = &guards[fd == STDERR_FILENO];
   g->fd = fd;
   FILE *f = fopencookie(g, "w", (cookie_io_functions_t){.write = guard_write, .close = guard_close});
-  if (!f) {
-    free(g);
-    return NULL;
-  }
+  if (!f) return NULL;
   setvbuf(f, NULL, mode, mode == _IONBF ? 0 : BUFSIZ);
   return f;
 }

@@ -476,9 +476,10 @@ static int parse_frames(jctx *j, const char *json, int64_t *stack_id) {
       else if ((!strcmp(key, "file") || !strcmp(key, "filename")) && YAJL_IS_STRING(x)) fr[i].file = x->u.string;
       else if (!strcmp(key, "line") && YAJL_IS_INTEGER(x)) fr[i].line = YAJL_GET_INTEGER(x);
       else {
+        int rc = fail(j, "frame %zu of a stack has an unknown or mistyped field '%s'", i, key); /* key is v's */
         free(fr);
         yajl_tree_free(v);
-        return fail(j, "frame %zu of a stack has an unknown or mistyped field '%s'", i, key);
+        return rc;
       }
     }
   }
