@@ -1,5 +1,6 @@
 /* fuzz_spec.c: libFuzzer harness for allocator SPECs and recorded settings: parsing, then a model built from them doing a little work. */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -45,6 +46,7 @@ static void drive(sim_allocator *a, const uint8_t *p, const uint8_t *end) {
     sim_placement pl;
     if (a->ops->alloc(a->ctx, size, p[0] >> 6, &pl) == SIM_OK) {
       if (nlive == 16) {
+        if (a->ops->free_requested) a->ops->free_requested(a->ctx, live[0]);
         a->ops->free_completed(a->ctx, live[0]);
         live[0] = live[--nlive];
       }
@@ -53,7 +55,10 @@ static void drive(sim_allocator *a, const uint8_t *p, const uint8_t *end) {
     if (p[0] == 0xEE && a->ops->empty_cache) a->ops->empty_cache(a->ctx);
   }
   char err[512];
-  if (a->ops->check && a->ops->check(a->ctx, err, sizeof err)) abort();
+  if (a->ops->check && a->ops->check(a->ctx, err, sizeof err)) {
+    fprintf(stderr, "fuzz_spec: %s: the model's check failed: %s\n", a->ops->name, err);
+    abort();
+  }
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
