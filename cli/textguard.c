@@ -10,9 +10,10 @@
  * Trace, kernel, frame and file names come from other people's files and can hold anything,
  * including ESC and BEL, which a terminal would act on (escape sequences can move the cursor,
  * rewrite the title, fake output). Everything memplay writes to stdout and stderr passes through
- * a filter that shows the C0 controls other than newline and tab, DEL and the C1 controls
- * (U+0080..U+009F) as escapes: ESC as \x1b, U+009B as \u009b. JSON output is unchanged (its
- * writer escapes controls already), and so is every other text memplay writes itself.
+ * a filter that shows the C0 controls other than newline and tab as \x1b-style escapes, and DEL
+ * and the C1 controls (U+0080..U+009F) as \u007f, \u009b. JSON output stays valid JSON with the
+ * same meaning (its writer escapes C0 controls already; the others become JSON's own escapes),
+ * and every other text memplay writes itself is unchanged.
  */
 typedef struct guard {
   int fd;
@@ -47,7 +48,9 @@ static ssize_t guard_write(void *cookie, const char *buf, size_t n) {
       }
     } else if (c == 0xC2 && (i + 1 == n || (u[i + 1] >= 0x80 && u[i + 1] <= 0x9F))) {
       g->pending_c2 = 1;
-    } else if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7F) {
+    } else if (c == 0x7F) { /* as JSON writes it: JSON on stdout (which holds no raw C0) stays JSON */
+      o += (size_t)snprintf(out + o, 8, "\\u%04x", c);
+    } else if (c < 0x20 && c != '\n' && c != '\t') {
       o += (size_t)snprintf(out + o, 6, "\\x%02x", c);
     } else {
       out[o++] = (char)c;
