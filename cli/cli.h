@@ -152,5 +152,8 @@ int cli_parse_size(const char *cmd, const char *opt, const char *s, uint64_t *ou
 
 /* Checks stdout for write errors before exit: returns code, or CLI_FAIL after a message. */
 int cli_finish_output(int code);
+/* Routes stdout and stderr through a filter that shows control characters escaped, so that
+ * names from untrusted files cannot drive the terminal (textguard.c). Called first in main. */
+void cli_guard_output(void);
 
 #endif

@@ -1,4 +1,5 @@
 /* cmd_bench.c: `memplay bench`: import and replay speed on a generated trace, printed as a table. */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -15,9 +16,12 @@
 #include "sim/hashmap.h"
 #include "cli.h"
 
+/* The most events --events takes: they are held in memory (about 90 GB at this count). */
+#define BENCH_MAX_EVENTS UINT64_C(1000000000)
+
 static const char *const bench_usage[] = {
   "memplay bench [--events N] [--seed S] [--allocators LIST] [--json]",
-  "  --events N        events in the generated trace (default 10000000)",
+  "  --events N        events in the generated trace (default 10000000, at most 1000000000)",
   "  --allocators LIST comma-separated allocator names (default: every model)",
   "  --keep DIR        keep the benchmark store and files in DIR",
   NULL,
@@ -132,9 +136,11 @@ static int bench_parse(int argc, char **argv, cli *c, bench *b, int *code) {
     char *end;
     switch (opt) {
     case 'e':
+      errno = 0;
       b->gc.events = strtoull(optarg, &end, 10);
-      if (*end || !b->gc.events || optarg[0] == '-') {
-        *code = cli_usage_error("bench", "--events wants a positive number");
+      if (*end || !b->gc.events || optarg[0] == '-' || errno == ERANGE || b->gc.events > BENCH_MAX_EVENTS) {
+        *code = cli_usage_error("bench", "--events wants a positive number up to %llu, not '%s'",
+                                (unsigned long long)BENCH_MAX_EVENTS, optarg);
         return -1;
       }
       break;
@@ -188,6 +194,7 @@ static int bench_dir_make(bench *b) {
 
 static void bench_dir_remove(const bench *b) {
   unlink(b->dbpath);
+  unlink(b->jpath);
   char side[4300];
   snprintf(side, sizeof side, "%s-wal", b->dbpath);
   unlink(side);
@@ -200,7 +207,12 @@ static void bench_dir_remove(const bench *b) {
 static sim_event *bench_generate(bench *b) {
   double t0 = now_s();
   gen *g = gen_new(&b->gc);
-  sim_event *evs = sim_xmalloc(b->gc.events * sizeof *evs);
+  sim_event *evs = malloc(b->gc.events * sizeof *evs); /* BENCH_MAX_EVENTS keeps the product in range */
+  if (!evs) {
+    snprintf(b->err, sizeof b->err, "cannot hold %llu events in memory", (unsigned long long)b->gc.events);
+    gen_free(g);
+    return NULL;
+  }
   replay_source gs = gen_source(g);
   size_t n = 0;
   while (n < b->gc.events && replay_source_next(&gs, &evs[n]) > 0) n++;
@@ -384,12 +396,13 @@ int cmd_bench(int argc, char **argv, cli *c) {
   if (bench_parse(argc, argv, c, &b, &code)) return code;
   if (bench_dir_make(&b)) return CLI_FAIL;
   sim_event *evs = bench_generate(&b);
-  int rc = bench_replay_memory(&b, evs);
+  int rc = evs ? bench_replay_memory(&b, evs) : -1;
   free(evs);
   if (rc || bench_import_generated(&b) || bench_jsonl(&b) || bench_replay_store(&b)) {
     cli_error("bench failed: %s", b.err);
     free(b.rows);
     if (b.s) store_close(b.s);
+    if (!b.keep) bench_dir_remove(&b); /* a failed bench leaves no temporary folder behind */
     return CLI_FAIL;
   }
   store_close(b.s);

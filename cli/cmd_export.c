@@ -211,26 +211,24 @@ int cmd_export(int argc, char **argv, cli *c) {
   int code = parse_options(argc, argv, c, &o);
   if (code >= 0) return code;
   char err[1024] = "";
-  io_outfile out = {0};
-  FILE *f = stdout;
-  if (o.output && strcmp(o.output, "-")) {
-    if (io_outfile_open(&out, o.output, err, sizeof err)) {
-      cli_error("%s", err);
-      return CLI_FAIL;
-    }
-    f = out.f;
+  /* The output writer renames over a regular file (so a failure leaves it whole) and writes
+   * standard output, a FIFO, device or terminal directly (io/outfile.h). */
+  outfile *out = outfile_open(o.output, err, sizeof err);
+  if (!out) {
+    cli_error("%s", err);
+    return CLI_FAIL;
   }
-  code = export_to(c, &o, f, err, sizeof err);
+  code = export_to(c, &o, outfile_stream(out), err, sizeof err);
   if (code < 0) { /* the store or trace could not be opened: already said */
-    io_outfile_abort(&out);
+    outfile_abort(out);
     return -code;
   }
   if (code != CLI_OK) {
     cli_error("cannot export '%s': %s", o.ref, err);
-    io_outfile_abort(&out);
+    outfile_abort(out);
     return code;
   }
-  if (out.f && io_outfile_commit(&out, err, sizeof err)) {
+  if (outfile_commit(out, err, sizeof err)) {
     cli_error("%s", err);
     return CLI_FAIL;
   }

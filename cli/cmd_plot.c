@@ -145,7 +145,7 @@ static int run_one(session *ses, const store_trace *t, const plot_opts *o, const
   return CLI_OK;
 }
 
-static int write_page(const plot_opts *o, const store_trace *t, store *s, plot_run *runs, size_t n) {
+static int write_page(const plot_opts *o, const store_trace *t, store *s, plot_run *runs, size_t n, outfile *out) {
   const plot_series *series[PLOT_MAX_RUNS];
   plot_map maps[PLOT_MAX_RUNS];
   size_t nmaps = 0;
@@ -157,15 +157,10 @@ static int write_page(const plot_opts *o, const store_trace *t, store *s, plot_r
   snprintf(title, sizeof title, "%s", o->title ? o->title : t->name);
   plot_figure fig = {.title = title, .series = series, .nseries = n, .maps = maps, .nmaps = nmaps};
   plot_page page = {.title = title, .figures = &fig, .nfigures = 1, .frames = plot_store_frames, .frames_arg = s};
-  io_outfile out;
   char err[1024];
-  if (io_outfile_open(&out, o->output, err, sizeof err)) {
-    cli_error("%s", err);
-    return CLI_FAIL;
-  }
-  if (o->html) plot_write_html(&page, out.f);
-  else plot_write_svg(&page, out.f);
-  if (io_outfile_commit(&out, err, sizeof err)) {
+  if (o->html) plot_write_html(&page, outfile_stream(out));
+  else plot_write_svg(&page, outfile_stream(out));
+  if (outfile_commit(out, err, sizeof err)) {
     cli_error("%s", err);
     return CLI_FAIL;
   }
@@ -205,16 +200,18 @@ int cmd_plot(int argc, char **argv, cli *c) {
   int code = parse_options(argc, argv, c, &o);
   if (code >= 0) return code;
   char err[1024];
-  /* refuse an output that is not a regular file before replaying anything */
-  io_outfile probe;
-  if (io_outfile_open(&probe, o.output, err, sizeof err)) {
-    cli_error("%s", err);
-    return CLI_FAIL;
-  }
-  io_outfile_abort(&probe);
   store_trace t;
   store *s = cli_open_trace(c, argv[optind], &t);
   if (!s) return CLI_FAIL;
+  /* the output is opened (or refused: a directory, a socket) before anything is replayed; it is
+   * written, and renamed into place, only when every run has been drawn */
+  outfile *out = outfile_open(o.output, err, sizeof err);
+  if (!out) {
+    cli_error("%s", err);
+    store_trace_clear(&t);
+    store_close(s);
+    return CLI_FAIL;
+  }
   session *ses = session_new(s);
   plot_run *runs = calloc(o.nallocators, sizeof *runs);
   code = CLI_OK;
@@ -222,7 +219,8 @@ int cmd_plot(int argc, char **argv, cli *c) {
     code = run_one(ses, &t, &o, o.allocators[i], &runs[i], err, sizeof err);
     if (code != CLI_OK) cli_error("cannot plot '%s': %s", t.name, err);
   }
-  if (code == CLI_OK) code = write_page(&o, &t, s, runs, o.nallocators);
+  if (code == CLI_OK) code = write_page(&o, &t, s, runs, o.nallocators, out);
+  else outfile_abort(out);
   if (code == CLI_OK && c->json) print_json(&o, &t, runs, o.nallocators);
   else if (code == CLI_OK)
     printf("wrote %s: %zu run%s of '%s'%s%s\n", o.output, o.nallocators, o.nallocators == 1 ? "" : "s", t.name,

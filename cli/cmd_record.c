@@ -72,6 +72,7 @@ static int record_parse(int argc, char **argv, cli *c, record_args *a, int *code
 #include "cuda/cudart.h"
 #include "import/importer.h"
 #include "io/jsonw.h"
+#include "io/outfile.h"
 #include "sim/hashmap.h"
 
 #define RECORDER_NAME "libmemplay_recorder.so"
@@ -187,22 +188,29 @@ static void remove_dir(const char *dir) {
 }
 
 static int copy_file(const char *from, const char *to, char *err, size_t errlen) {
-  FILE *in = fopen(from, "rb"), *out = in ? fopen(to, "wb") : NULL;
-  if (!in || !out) {
-    snprintf(err, errlen, "cannot write '%s': %s", to, strerror(errno));
-    if (in) fclose(in);
+  FILE *in = fopen(from, "rb");
+  if (!in) {
+    snprintf(err, errlen, "cannot read '%s': %s", from, strerror(errno));
+    return -1;
+  }
+  outfile *out = outfile_open(to, err, errlen);
+  if (!out) {
+    fclose(in);
     return -1;
   }
   char buf[1 << 16];
   size_t n;
   int rc = 0;
   while ((n = fread(buf, 1, sizeof buf, in)) > 0)
-    if (fwrite(buf, 1, n, out) != n) rc = -1;
+    if (fwrite(buf, 1, n, outfile_stream(out)) != n) rc = -1;
   if (ferror(in)) rc = -1;
   fclose(in);
-  if (fclose(out)) rc = -1;
-  if (rc) snprintf(err, errlen, "cannot write '%s': %s", to, strerror(errno));
-  return rc;
+  if (rc) {
+    snprintf(err, errlen, "cannot write '%s': %s", to, strerror(errno));
+    outfile_abort(out);
+    return -1;
+  }
+  return outfile_commit(out, err, errlen);
 }
 
 /* FILE, or FILE with -PID before its extension when several processes were recorded. */

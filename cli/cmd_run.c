@@ -218,13 +218,13 @@ static void print_stored(const lua_ctx *cx, store *s) {
 
 /* --plot: the variants' memory over time, overlaid, into a temporary file beside the path (renamed
  * into place once the runs are stored). 0, or -1 after the message. */
-static int plot_variants(const lua_ctx *cx, const char *path, const char *trace_ref, io_outfile *out) {
+static int plot_variants(const lua_ctx *cx, const char *path, const char *trace_ref, outfile **out) {
   const char *dot = strrchr(path, '.');
   int html = dot && !strcmp(dot, ".html");
   size_t n = lua_api_nvariants(cx);
   char err[1024];
   if (!n) return 0;
-  if (io_outfile_open(out, path, err, sizeof err)) {
+  if (!(*out = outfile_open(path, err, sizeof err))) {
     cli_error("%s", err);
     return -1;
   }
@@ -240,8 +240,8 @@ static int plot_variants(const lua_ctx *cx, const char *path, const char *trace_
   snprintf(title, sizeof title, "%s: %s", trace_ref ? trace_ref : "script", cx->scenario);
   plot_figure fig = {.title = title, .series = ptrs, .nseries = n};
   plot_page page = {.title = title, .figures = &fig, .nfigures = 1};
-  if (html) plot_write_html(&page, out->f);
-  else plot_write_svg(&page, out->f);
+  if (html) plot_write_html(&page, outfile_stream(*out));
+  else plot_write_svg(&page, outfile_stream(*out));
   for (size_t i = 0; i < n; i++) plot_series_release(&series[i]);
   free(series);
   free(ptrs);
@@ -288,7 +288,7 @@ static int lua_run(cli *c, const char *cmd, void *opts, const char *trace_ref, c
   int code = CLI_FAIL;
   store *s = NULL;
   lua_host *h = NULL;
-  io_outfile plot_out = {0};
+  outfile *plot_out = NULL;
   FILE *out_wrap = NULL;
   lua_ctx cx;
   lua_ctx_init(&cx);
@@ -358,16 +358,20 @@ static int lua_run(cli *c, const char *cmd, void *opts, const char *trace_ref, c
     cli_error("%s", err);
     goto out;
   }
-  if (plot_out.f && io_outfile_commit(&plot_out, err, sizeof err)) {
-    cli_error("%s", err);
-    goto out;
+  if (plot_out) {
+    int failed = outfile_commit(plot_out, err, sizeof err);
+    plot_out = NULL;
+    if (failed) {
+      cli_error("%s", err);
+      goto out;
+    }
   }
   if (c->json) lua_api_print_json(&cx, stdout);
   else if (o->save && s) print_stored(&cx, s);
   /* whatif: the answer is "no" when no variant fits (every one predicts an OOM). */
   code = trace_ref && !o->no_fail && lua_api_fits(&cx) == 0 ? CLI_NO : CLI_OK;
 out:
-  io_outfile_abort(&plot_out);
+  outfile_abort(plot_out);
   lua_host_free(h); /* before the store: the script's traces refer to it */
   if (out_wrap) fclose(out_wrap);
   lua_ctx_release(&cx);

@@ -33,6 +33,7 @@ const cli_command cli_commands[] = {
 int main(int argc, char **argv) {
   cli c = {0};
   int i = 1;
+  cli_guard_output();
   /* Options before the command: --db FILE, --json. */
   while (i < argc && argv[i][0] == '-') {
     if (!strcmp(argv[i], "--db") && i + 1 < argc) {

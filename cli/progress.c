@@ -7,6 +7,20 @@
 
 #include "progress.h"
 
+/* The line is memplay's own words (no names from a trace), and its carriage return and erase
+ * sequence are meant for the terminal: it goes to the descriptor itself, past the filter that
+ * shows control characters in everything else memplay prints escaped (textguard.c). */
+static void progress_write(const char *s) {
+  fflush(stderr);
+  size_t n = strlen(s);
+  while (n) {
+    ssize_t w = write(STDERR_FILENO, s, n);
+    if (w <= 0) return;
+    s += w;
+    n -= (size_t)w;
+  }
+}
+
 static double now_s(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -45,14 +59,14 @@ void cli_progress_update(cli_progress *p, uint64_t done, uint64_t total, uint64_
   else if (el > 0 && done) n += snprintf(line + n, sizeof line - (size_t)n, ", %.1f %s/s", (double)done / el, p->unit);
   if (total && done && done < total)
     snprintf(line + n, sizeof line - (size_t)n, ", %s left", eta(b, sizeof b, el * (double)(total - done) / (double)done));
-  fprintf(stderr, "\r%s\033[K", line);
-  fflush(stderr);
+  char out[300];
+  snprintf(out, sizeof out, "\r%s\033[K", line);
+  progress_write(out);
   p->drawn = 1;
 }
 
 void cli_progress_done(cli_progress *p) {
   if (!p->on || !p->drawn) return;
-  fputs("\r\033[K", stderr);
-  fflush(stderr);
+  progress_write("\r\033[K");
   p->drawn = 0;
 }

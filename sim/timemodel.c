@@ -633,7 +633,8 @@ static int64_t on_kernel(sim_tm *tm, const sim_event *ev, int64_t h, int64_t rec
   int64_t dur;
   if (ev->kind == SIM_EV_KERNEL) {
     double scale = tm->cfg.kernel_scale > 0 ? tm->cfg.kernel_scale : 1.0;
-    dur = ev->dur > 0 ? (int64_t)((double)ev->dur * scale + 0.5) : 0;
+    double scaled = (double)ev->dur * scale; /* held below 2^52 ns: never wraps, sums stay in range */
+    dur = ev->dur > 0 ? (scaled >= 4.5e15 ? INT64_C(4500000000000000) : (int64_t)(scaled + 0.5)) : 0;
     tm->r.kernels++;
   } else { /* memset: recorded, or bytes at memory bandwidth */
     dur = ev->dur > 0 ? ev->dur : tm->dev.copy_latency + at_rate(ev->size, tm->dev.mem_bw);

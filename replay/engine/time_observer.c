@@ -114,7 +114,8 @@ int time_options_parse(sim_tm_config *cfg, const char *text, char *err, size_t e
       char *end;
       errno = 0;
       double x = strtod(v, &end);
-      if (end == v || *end || errno || !isfinite(x) || x <= 0) goto bad;
+      /* a factor, in range: past 1000 no what-if is meant, and times could leave 64 bits */
+      if (end == v || *end || errno || !isfinite(x) || x <= 0 || x > 1000) goto bad;
       cfg->kernel_scale = x;
     } else {
       snprintf(err, errlen,

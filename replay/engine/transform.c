@@ -842,7 +842,9 @@ static inline int is_free_kind(int k) {
 }
 static inline int completes(int k) { return k == SIM_EV_FREE || k == SIM_EV_FREE_COMPLETED; }
 
-static inline int64_t round_pos(double v) { return (int64_t)(v + 0.5); }
+/* A duration from a double, rounded, and held below 2^62 ns (a product with a large factor
+ * would not fit in 64 bits: converting it would be undefined). */
+static inline int64_t round_pos(double v) { return v >= 4.6e18 ? INT64_C(4600000000000000000) : (int64_t)(v + 0.5); }
 
 static uint64_t scaled(uint64_t size, double factor, uint64_t align) {
   /* signed conversions: a single instruction each, where unsigned 64-bit ones are not */
@@ -1263,7 +1265,8 @@ static int stages_next(void *ctx, sim_event *ev) {
 }
 
 static int open_node(const xf_node *n, replay_source *out, char *err, size_t errlen) {
-  if (n->kind == N_BASE) return n->open(n->arr ? (void *)n : n->arg, out, err, errlen);
+  /* an array base reads the node (its array may be empty, and NULL); any other base its arg */
+  if (n->kind == N_BASE) return n->open(n->open == arr_open ? (void *)n : n->arg, out, err, errlen);
   if (fusable(n)) {
     /* the run of one-to-one transforms down from n, applied innermost first */
     size_t k = 0;

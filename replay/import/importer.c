@@ -7,6 +7,7 @@
 #include "sim/hashmap.h"
 #include "categorize.h"
 #include "importer.h"
+#include "source_copy.h"
 
 extern const importer import_jsonl;
 extern const importer import_kineto;
@@ -183,6 +184,15 @@ static categorize_online *online_take(import_ctx *ctx, store_writer *w) {
 int import_finish_trace(import_ctx *ctx, store_writer *w, const char *name) {
   int64_t id = store_writer_trace_id(w), n = store_writer_events(w);
   categorize_online *co = online_take(ctx, w);
+  /* One rule for every format: a trace with no events is refused (there is nothing to replay),
+   * whatever else the file held (a header, metadata, empty lists). */
+  if (n == 0) {
+    categorize_online_free(co);
+    store_writer_abort(w);
+    import_error(ctx, "cannot import '%s': it holds no events%s%s%s (nothing to replay)", ctx->path,
+                 name ? " for trace '" : "", name ? name : "", name ? "'" : "");
+    return -1;
+  }
   int rc = co ? categorize_online_finish(co) : 0;
   if (rc) store_writer_abort(w);
   else rc = store_writer_end(w);
@@ -244,16 +254,27 @@ int import_file(import_ctx *ctx, const char *forced) {
       input_close(in);
       return -1;
     }
-    if (imp->wants_path) {
+  }
+  /* An importer that opens the file by path gets a private copy of one it cannot open in place. */
+  char *copy = NULL;
+  if (imp->wants_path && source_copy_needed(ctx->path)) {
+    copy = source_copy_make(ctx->path, in, ctx->err, sizeof ctx->err);
+    if (!copy) {
       input_close(in);
-      in = NULL;
+      return -1;
     }
   }
+  if (imp->wants_path) {
+    input_close(in);
+    in = NULL;
+  }
+  ctx->file = copy ? copy : ctx->path;
   ctx->in = in;
   ctx->format = imp->name;
   if (store_begin(ctx->s)) {
     import_error(ctx, "cannot import '%s': %s", ctx->path, store_error(ctx->s));
     input_close(in);
+    source_copy_remove(copy);
     return -1;
   }
   /* Every trace the import adds gets its allocations' categories, in the same transaction. */
@@ -285,5 +306,7 @@ int import_file(import_ctx *ctx, const char *forced) {
   }
   input_close(in);
   ctx->in = NULL;
+  source_copy_remove(copy);
+  ctx->file = NULL;
   return rc;
 }

@@ -41,6 +41,9 @@ enum { IMPORT_LACKS_DEVICE = 1u << 0, IMPORT_LACKS_STREAM = 1u << 1 };
 struct import_ctx {
   store *s;
   const char *path;
+  /* What an importer that wants_path opens: path itself, or a private copy of it (a pipe; a
+   * WAL beside it: source_copy.h). Messages name path. Set by import_file. */
+  const char *file;
   input *in;          /* NULL when the importer wants_path */
   const char *name;   /* --name, or NULL to derive one from the file name */
   const char *format; /* the importer's name */

@@ -11,6 +11,7 @@
 #include "sim/allocator.h"
 #include "sim/hashmap.h"
 #include "importer.h"
+#include "io/limits.h"
 #include "io/jsonw.h"
 
 /*
@@ -322,6 +323,8 @@ static int get_i64(jctx *j, int k, int64_t *out, int nonneg) {
   long long x = strtoll(v, &end, 10);
   if (*end || errno) return fail(j, "field '%s' must be an integer, not '%s'", key_names[k], v);
   if (nonneg && x < 0) return fail(j, "field '%s' must not be negative (got %s)", key_names[k], v);
+  if (x > IO_MAX_TIME_NS || x < -IO_MAX_TIME_NS)
+    return fail(j, "field '%s' is out of range (%s; memplay takes at most 2^62 either way)", key_names[k], v);
   *out = x;
   return 0;
 }
@@ -354,7 +357,11 @@ static int get_addr(jctx *j, int k, uint64_t *out, int required) {
               f->type == J_STR ? "'" : "");
 }
 
-/* Sizes: a non-negative integer, or a string with a unit ("4KiB"). */
+static int size_too_large(jctx *j, int k, const char *v) {
+  return fail(j, "field '%s' is %s bytes, more than memplay's limit of 2^48 (256 TiB) for one size", key_names[k], v);
+}
+
+/* Sizes: a non-negative integer, or a string with a unit ("4KiB"), up to IO_MAX_BYTES. */
 static int get_size(jctx *j, int k, uint64_t *out, int required) {
   jfield *f = field(j, k);
   if (!f || f->type == J_NULL) {
@@ -367,11 +374,15 @@ static int get_size(jctx *j, int k, uint64_t *out, int required) {
     errno = 0;
     char *end;
     unsigned long long x = strtoull(v, &end, 10);
-    if (*end || errno) return fail(j, "field '%s' must be a whole number of bytes, not '%s'", key_names[k], v);
+    if (*end || (errno && errno != ERANGE)) return fail(j, "field '%s' must be a whole number of bytes, not '%s'", key_names[k], v);
+    if (errno == ERANGE || x > IO_MAX_BYTES) return size_too_large(j, k, v);
     *out = x;
     return 0;
   }
-  if (f->type == J_STR && sim_parse_size(v, out) == 0) return 0;
+  if (f->type == J_STR && sim_parse_size(v, out) == 0) {
+    if (*out > IO_MAX_BYTES) return size_too_large(j, k, v);
+    return 0;
+  }
   return fail(j, "field '%s' must be a number of bytes (or a size such as \"4KiB\"), not %s", key_names[k],
               f->type == J_STR ? v : type_name(f->type));
 }
@@ -465,9 +476,10 @@ static int parse_frames(jctx *j, const char *json, int64_t *stack_id) {
       else if ((!strcmp(key, "file") || !strcmp(key, "filename")) && YAJL_IS_STRING(x)) fr[i].file = x->u.string;
       else if (!strcmp(key, "line") && YAJL_IS_INTEGER(x)) fr[i].line = YAJL_GET_INTEGER(x);
       else {
+        int rc = fail(j, "frame %zu of a stack has an unknown or mistyped field '%s'", i, key); /* key is v's */
         free(fr);
         yajl_tree_free(v);
-        return fail(j, "frame %zu of a stack has an unknown or mistyped field '%s'", i, key);
+        return rc;
       }
     }
   }
@@ -538,9 +550,11 @@ static int header(jstate *st) {
 #undef STR_FIELD
   int64_t v = 0;
   if (get_i64(j, K_device_memory, &v, 1)) return -1;
+  if ((uint64_t)v > IO_MAX_BYTES) return size_too_large(j, K_device_memory, "more than 2^48");
   m->device_memory = v;
   v = -1;
   if (get_i64(j, K_device_index, &v, 0)) return -1;
+  if (v < -1 || v > IO_MAX_DEVICE) return fail(j, "field 'device_index' must be -1 or a device index up to 1023, not %" PRId64, v);
   m->device_index = (int)v;
   v = 0;
   if (get_i64(j, K_batch_size, &v, 1)) return -1;
@@ -850,6 +864,10 @@ static int read_lines(jstate *st, yajl_handle h) {
   size_t len;
   for (;;) {
     int got = input_line(ic->in, &line, &len);
+    if (got == -2) {
+      j->lineno++;
+      return fail(j, "the line is longer than 64 MiB (memplay's limit for one line)");
+    }
     if (got < 0) {
       import_error(ic, "%s", input_error(ic->in));
       return -1;

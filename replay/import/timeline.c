@@ -11,6 +11,7 @@
 #include "sim/slab.h"
 #include "categorize.h"
 #include "importer.h"
+#include "io/limits.h"
 
 /*
  * torch.profiler's export_memory_timeline writes, for a path ending in raw.json.gz, a JSON list
@@ -386,6 +387,14 @@ static int value(tl_state *t, int is_num, const char *s, size_t n) {
   }
   if (t->row.n < 4 && parse_int(s, n, &t->row.v[t->row.n])) {
     tl_fail(t, "row %" PRId64 ": '%.*s' is not an integer", t->nrow, (int)(n > 40 ? 40 : n), s);
+    return 0;
+  }
+  /* ranges before any arithmetic (io/limits.h): the time, the bytes (either sign) */
+  int64_t v = t->row.n < 4 ? t->row.v[t->row.n] : 0;
+  if ((t->row.n == 0 && (v > IO_MAX_TIME_NS || v < -IO_MAX_TIME_NS)) ||
+      (t->row.n == 2 && (v > (int64_t)IO_MAX_BYTES || v < -(int64_t)IO_MAX_BYTES))) {
+    tl_fail(t, "row %" PRId64 ": %s %.*s is out of range (at most 2^%d either way)", t->nrow,
+            t->row.n == 0 ? "the time" : "the byte count", (int)(n > 40 ? 40 : n), s, t->row.n == 0 ? 62 : 48);
     return 0;
   }
   t->row.n++;

@@ -116,10 +116,22 @@ input *input_open(const char *path, char *err, size_t errlen) {
   input *in = sim_xcalloc(1, sizeof *in);
   in->path = strdup(path);
   in->fd = fd;
-  in->fsize = (uint64_t)stt.st_size;
+  in->fsize = S_ISREG(stt.st_mode) ? (uint64_t)stt.st_size : UINT64_MAX;
   in->buf = sim_xmalloc(BUFSZ);
+  /* The magic bytes: looked at in place in a file; read and kept (then replayed) from a pipe, a
+   * FIFO or a terminal, which cannot be read twice. */
   unsigned char magic[2] = {0, 0};
   ssize_t n = pread(fd, magic, 2, 0);
+  size_t kept = 0;
+  if (n < 0 && errno == ESPIPE) {
+    while (kept < 2) {
+      ssize_t r = read(fd, magic + kept, 2 - kept);
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) break;
+      kept += (size_t)r;
+    }
+    n = (ssize_t)kept;
+  }
   if (n == 2 && magic[0] == 0x1f && magic[1] == 0x8b) {
     in->gz = 1;
     in->raw = sim_xmalloc(BUFSZ);
@@ -128,6 +140,12 @@ input *input_open(const char *path, char *err, size_t errlen) {
       input_close(in);
       return NULL;
     }
+    memcpy(in->raw, magic, kept);
+    in->zs.next_in = in->raw;
+    in->zs.avail_in = (uInt)kept;
+  } else {
+    memcpy(in->buf, magic, kept);
+    in->len = kept;
   }
   if (refill(in) < 0) {
     snprintf(err, errlen, "%s", in->err);
@@ -164,6 +182,11 @@ int input_line(input *in, char **line, size_t *len) {
     unsigned char *start = in->buf + in->pos;
     unsigned char *nl = memchr(start, '\n', in->len - in->pos);
     size_t take = nl ? (size_t)(nl - start) : in->len - in->pos;
+    if (have + take > INPUT_MAX_LINE) {
+      snprintf(in->err, sizeof in->err, "'%s': a line is longer than %u MiB (memplay's limit for one line)", in->path,
+               INPUT_MAX_LINE >> 20);
+      return -2;
+    }
     sim_grow((void **)&in->line, &in->line_cap, have + take + 1, 1);
     memcpy(in->line + have, start, take);
     have += take;
@@ -202,6 +225,9 @@ void input_close(input *in) {
 }
 
 int input_digest(const char *path, char *out, size_t n) {
+  /* a pipe, FIFO or device can be read only once: what it holds is for the import itself */
+  struct stat st;
+  if (stat(path, &st) || !S_ISREG(st.st_mode)) return -1;
   FILE *f = fopen(path, "rb");
   if (!f) return -1;
   unsigned char buf[1 << 16];

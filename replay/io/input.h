@@ -8,13 +8,17 @@
 
 typedef struct input input;
 
-/* Opens path (gzip is recognised by its magic bytes). NULL with a message in err. */
+/* Opens path (gzip is recognised by its magic bytes). A pipe, FIFO or terminal works too: the
+ * bytes looked at to recognise it are replayed, never lost. NULL with a message in err. */
 input *input_open(const char *path, char *err, size_t errlen);
 /* Reads up to n bytes: returns the count, 0 at the end, -1 on error (input_error). A
  * truncated or corrupt gzip stream is an error, not an early end. */
 ssize_t input_read(input *in, void *buf, size_t n);
+/* The longest line input_line returns (decompressed bytes, without the newline): 64 MiB. */
+#define INPUT_MAX_LINE (64u << 20)
 /* Reads one line (without its newline) into an internal buffer; *len its length. Returns 1,
- * 0 at the end, -1 on error. */
+ * 0 at the end, -1 on error, -2 when the line is longer than INPUT_MAX_LINE (input_error says
+ * so; the memory held stays under the bound). */
 int input_line(input *in, char **line, size_t *len);
 /* The first bytes of the (decompressed) file, for format detection; does not consume them. */
 size_t input_peek(input *in, const unsigned char **head);
@@ -23,11 +27,12 @@ const char *input_path(const input *in);
 int input_is_gzip(const input *in);
 /* A digest of the file at path, its bytes as they are on disk (compressed or not), that tells
  * whether two files hold the same content: its size, CRC-32 (zlib's) and 64-bit FNV-1a, as text.
- * 0, or -1 when the file cannot be read. */
+ * 0, or -1 when the file cannot be read or is not a regular file (a pipe or FIFO can be read only
+ * once, by the import itself: such an input is never taken for one already in the store). */
 int input_digest(const char *path, char *out, size_t n);
 /* Bytes of the (decompressed) content consumed so far. */
 uint64_t input_offset(const input *in);
-/* Size of the file on disk. */
+/* Size of the file on disk; UINT64_MAX when it has none (a pipe, a FIFO). */
 uint64_t input_file_size(const input *in);
 void input_close(input *in);
 

@@ -1,6 +1,7 @@
 /* jsonw.c: JSON output helpers over yajl_gen. */
 #include <inttypes.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #include <yajl/yajl_parse.h>
 
@@ -32,11 +33,61 @@ const char *jsonw_text(yajl_gen g, size_t *len) {
   return (const char *)buf;
 }
 
+/* The length of the well-formed UTF-8 sequence at s (n bytes left), or 0 when it is not one:
+ * overlong forms, UTF-16 surrogates (U+D800..U+DFFF, which a lone "\ud800" or Python's
+ * surrogateescape leaves behind) and code points past U+10FFFF are not. */
+static size_t utf8_seq(const unsigned char *s, size_t n) {
+  unsigned c = s[0];
+  if (c < 0x80) return 1;
+  size_t len = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 ? 2 : 0;
+  if (!len || len > n || c > 0xF4) return 0;
+  for (size_t i = 1; i < len; i++)
+    if ((s[i] & 0xC0) != 0x80) return 0;
+  if (c == 0xE0 && s[1] < 0xA0) return 0; /* overlong */
+  if (c == 0xED && s[1] >= 0xA0) return 0; /* a surrogate */
+  if (c == 0xF0 && s[1] < 0x90) return 0; /* overlong */
+  if (c == 0xF4 && s[1] >= 0x90) return 0; /* past U+10FFFF */
+  return len;
+}
+
+size_t jsonw_utf8_fix(const char *s, size_t n, char *out) {
+  const unsigned char *u = (const unsigned char *)s;
+  size_t o = 0;
+  for (size_t i = 0; i < n;) {
+    size_t k = utf8_seq(u + i, n - i);
+    if (k) {
+      if (out) memcpy(out + o, s + i, k);
+      o += k;
+      i += k;
+    } else {
+      if (out) memcpy(out + o, "\xEF\xBF\xBD", 3); /* U+FFFD, the replacement character */
+      o += 3;
+      i++;
+    }
+  }
+  return o;
+}
+
+/* Every string memplay writes as JSON is valid UTF-8: an invalid byte becomes U+FFFD, so the
+ * output is strict JSON and reads back as the same text. */
+static yajl_gen_status put_string(yajl_gen g, const unsigned char *s, size_t n) {
+  size_t i = 0;
+  while (i < n && utf8_seq(s + i, n - i)) i += utf8_seq(s + i, n - i);
+  if (i == n) return yajl_gen_string(g, s, n);
+  size_t m = jsonw_utf8_fix((const char *)s, n, NULL);
+  char stackbuf[512], *buf = m <= sizeof stackbuf ? stackbuf : malloc(m);
+  if (!buf) return yajl_gen_string(g, (const unsigned char *)"\xEF\xBF\xBD", 3);
+  jsonw_utf8_fix((const char *)s, n, buf);
+  yajl_gen_status st = yajl_gen_string(g, (const unsigned char *)buf, m);
+  if (buf != stackbuf) free(buf);
+  return st;
+}
+
 void jsonw_str(yajl_gen g, const char *s) {
-  if (s) yajl_gen_string(g, (const unsigned char *)s, strlen(s));
+  if (s) put_string(g, (const unsigned char *)s, strlen(s));
   else yajl_gen_null(g);
 }
-void jsonw_strn(yajl_gen g, const char *s, size_t n) { yajl_gen_string(g, (const unsigned char *)s, n); }
+void jsonw_strn(yajl_gen g, const char *s, size_t n) { put_string(g, (const unsigned char *)s, n); }
 void jsonw_int(yajl_gen g, int64_t v) { yajl_gen_integer(g, (long long)v); }
 
 void jsonw_uint(yajl_gen g, uint64_t v) {
@@ -63,7 +114,7 @@ void jsonw_null(yajl_gen g) { yajl_gen_null(g); }
 static int r_null(void *c) { return yajl_gen_null(c) == yajl_gen_status_ok; }
 static int r_bool(void *c, int b) { return yajl_gen_bool(c, b) == yajl_gen_status_ok; }
 static int r_num(void *c, const char *s, size_t n) { return yajl_gen_number(c, s, n) == yajl_gen_status_ok; }
-static int r_str(void *c, const unsigned char *s, size_t n) { return yajl_gen_string(c, s, n) == yajl_gen_status_ok; }
+static int r_str(void *c, const unsigned char *s, size_t n) { return put_string(c, s, n) == yajl_gen_status_ok; }
 static int r_smap(void *c) { return yajl_gen_map_open(c) == yajl_gen_status_ok; }
 static int r_emap(void *c) { return yajl_gen_map_close(c) == yajl_gen_status_ok; }
 static int r_sarr(void *c) { return yajl_gen_array_open(c) == yajl_gen_status_ok; }

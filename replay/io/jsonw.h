@@ -13,6 +13,8 @@ yajl_gen jsonw_file(FILE *f, int pretty);
 yajl_gen jsonw_mem(void);
 const char *jsonw_text(yajl_gen g, size_t *len);
 
+/* Strings are written as valid UTF-8 whatever they hold: an invalid byte (a broken sequence, an
+ * overlong form, a UTF-16 surrogate, a code point past U+10FFFF) becomes U+FFFD. */
 void jsonw_str(yajl_gen g, const char *s);
 void jsonw_strn(yajl_gen g, const char *s, size_t n);
 void jsonw_int(yajl_gen g, int64_t v);
@@ -22,6 +24,10 @@ void jsonw_bool(yajl_gen g, int v);
 void jsonw_null(yajl_gen g);
 /* Writes text that is already JSON (a captured value). */
 void jsonw_raw(yajl_gen g, const char *json);
+
+/* s (n bytes) with each invalid UTF-8 byte replaced by U+FFFD, into out (NULL: just measure;
+ * at most 3n bytes). Returns the length. */
+size_t jsonw_utf8_fix(const char *s, size_t n, char *out);
 
 /* Writes a parsed yajl tree value. */
 void jsonw_tree(yajl_gen g, yajl_val v);

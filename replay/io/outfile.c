@@ -1,100 +1,179 @@
-/* outfile.c: an output file written beside its path and renamed into place. */
+/* outfile.c: writing an output file: rename over a regular file, write devices and FIFOs directly. */
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "sim/hashmap.h"
 #include "outfile.h"
 
-/* 0 when path names nothing or a regular file, else -1 with a message. */
-static int check_target(const char *path, char *err, size_t errlen) {
-  struct stat st;
-  if (lstat(path, &st) != 0) {
-    if (errno == ENOENT) return 0;
-    snprintf(err, errlen, "cannot write '%s': %s", path, strerror(errno));
-    return -1;
-  }
-  if (S_ISREG(st.st_mode)) return 0;
-  const char *what = S_ISDIR(st.st_mode)    ? "a directory"
-                     : S_ISLNK(st.st_mode)  ? "a symbolic link"
-                     : S_ISFIFO(st.st_mode) ? "a FIFO"
-                     : S_ISSOCK(st.st_mode) ? "a socket"
-                                            : "a device";
-  snprintf(err, errlen, "cannot write '%s': it is %s, not a regular file", path, what);
-  return -1;
+struct outfile {
+  char *shown; /* the path as given, for messages */
+  char *dest;  /* the path renamed to (the symlink's target resolved); NULL when direct */
+  char *tmp;   /* the temporary file beside dest; NULL when direct */
+  FILE *f;
+  int is_stdout;
+};
+
+static void outfile_free(outfile *o) {
+  free(o->shown);
+  free(o->dest);
+  free(o->tmp);
+  free(o);
 }
 
-int io_outfile_open(io_outfile *o, const char *path, char *err, size_t errlen) {
-  memset(o, 0, sizeof *o);
-  if (!path || !*path) {
-    snprintf(err, errlen, "no output file named");
-    return -1;
-  }
-  size_t n = strlen(path);
-  if (path[n - 1] == '/') {
-    snprintf(err, errlen, "cannot write '%s': it names a directory", path);
-    return -1;
-  }
-  if (check_target(path, err, errlen)) return -1;
-  o->path = strdup(path);
-  o->tmp = malloc(n + 16);
-  if (!o->path || !o->tmp) {
-    snprintf(err, errlen, "out of memory");
-    io_outfile_abort(o);
-    return -1;
-  }
-  snprintf(o->tmp, n + 16, "%s.tmpXXXXXX", path);
+/* A temporary file in dest's folder, with the permission bits (and for root the owner) of the
+ * file it will replace, or those a new file gets under the umask. */
+static int open_temp(outfile *o, const struct stat *old, char *err, size_t errlen) {
+  const char *slash = strrchr(o->dest, '/');
+  size_t dirlen = slash ? (size_t)(slash - o->dest) + 1 : 0;
+  size_t n = dirlen + 32;
+  o->tmp = sim_xmalloc(n);
+  snprintf(o->tmp, n, "%.*s.memplay-out-XXXXXX", (int)dirlen, o->dest);
   int fd = mkstemp(o->tmp);
   if (fd < 0) {
-    snprintf(err, errlen, "cannot write '%s': %s", path, strerror(errno));
-    free(o->tmp);
-    o->tmp = NULL;
-    io_outfile_abort(o);
+    snprintf(err, errlen, "cannot write '%s': %s", o->shown, strerror(errno));
     return -1;
   }
-  mode_t mask = umask(0);
-  umask(mask);
-  fchmod(fd, 0666 & ~mask);
+  if (old) {
+    if (geteuid() == 0 && fchown(fd, old->st_uid, old->st_gid) != 0) { /* best effort */
+    }
+    fchmod(fd, old->st_mode & 07777);
+  } else {
+    mode_t mask = umask(0);
+    umask(mask);
+    fchmod(fd, 0666 & ~mask);
+  }
   o->f = fdopen(fd, "w");
   if (!o->f) {
-    snprintf(err, errlen, "cannot write '%s': %s", path, strerror(errno));
+    snprintf(err, errlen, "cannot write '%s': %s", o->shown, strerror(errno));
     close(fd);
-    io_outfile_abort(o);
+    unlink(o->tmp);
     return -1;
   }
   return 0;
 }
 
-int io_outfile_commit(io_outfile *o, char *err, size_t errlen) {
-  int bad = ferror(o->f);
-  int saved = errno;
-  if (fclose(o->f) != 0 && !bad) bad = 1, saved = errno;
-  o->f = NULL;
-  if (bad) {
-    snprintf(err, errlen, "cannot write '%s': %s", o->path, strerror(saved ? saved : EIO));
-    io_outfile_abort(o);
+/* A FIFO or a character device: opened as it is, never created, truncated or replaced. */
+static int open_direct(outfile *o, const char *path, char *err, size_t errlen) {
+  int fd = open(path, O_WRONLY | O_NOCTTY | O_CLOEXEC);
+  if (fd >= 0) {
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !(S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode))) {
+      close(fd); /* it changed between the look and the open */
+      snprintf(err, errlen, "cannot write '%s': it changed while being opened", o->shown);
+      return -1;
+    }
+    o->f = fdopen(fd, "w");
+    if (!o->f) close(fd);
+  }
+  if (!o->f) {
+    snprintf(err, errlen, "cannot write '%s': %s", o->shown, strerror(errno));
     return -1;
   }
-  if (check_target(o->path, err, errlen)) {
-    io_outfile_abort(o);
-    return -1;
-  }
-  if (rename(o->tmp, o->path) != 0) {
-    snprintf(err, errlen, "cannot write '%s': %s", o->path, strerror(errno));
-    io_outfile_abort(o);
-    return -1;
-  }
-  free(o->tmp);
-  free(o->path);
-  memset(o, 0, sizeof *o);
   return 0;
 }
 
-void io_outfile_abort(io_outfile *o) {
-  if (o->f) fclose(o->f);
+/* The final target of a symbolic link, which must exist. */
+static char *resolve_link(const char *path, struct stat *st, char *err, size_t errlen, const char *shown) {
+  char *real = realpath(path, NULL);
+  if (!real || stat(real, st) != 0) {
+    snprintf(err, errlen, "cannot write '%s': it is a symbolic link whose target %s", shown,
+             errno == ENOENT ? "does not exist" : strerror(errno));
+    free(real);
+    return NULL;
+  }
+  return real;
+}
+
+outfile *outfile_open(const char *path, char *err, size_t errlen) {
+  outfile *o = sim_xcalloc(1, sizeof *o);
+  if (!path || !strcmp(path, "-")) {
+    o->shown = strdup("standard output");
+    o->f = stdout;
+    o->is_stdout = 1;
+    return o;
+  }
+  o->shown = strdup(path);
+  struct stat st;
+  int exists = lstat(path, &st) == 0;
+  if (!exists && errno != ENOENT) {
+    snprintf(err, errlen, "cannot write '%s': %s", path, strerror(errno));
+    outfile_free(o);
+    return NULL;
+  }
+  o->dest = strdup(path);
+  if (exists && S_ISLNK(st.st_mode)) {
+    free(o->dest);
+    o->dest = resolve_link(path, &st, err, errlen, path);
+    if (!o->dest) {
+      outfile_free(o);
+      return NULL;
+    }
+  }
+  int rc;
+  if (!exists || S_ISREG(st.st_mode)) {
+    rc = open_temp(o, exists ? &st : NULL, err, errlen);
+  } else if (S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode)) {
+    rc = open_direct(o, o->dest, err, errlen);
+    free(o->dest);
+    o->dest = NULL;
+  } else {
+    snprintf(err, errlen, "cannot write '%s': it is %s, not a file", path,
+             S_ISDIR(st.st_mode) ? "a directory" : S_ISSOCK(st.st_mode) ? "a socket" : "a block device or other special file");
+    rc = -1;
+  }
+  if (rc) {
+    outfile_free(o);
+    return NULL;
+  }
+  return o;
+}
+
+FILE *outfile_stream(outfile *o) { return o->f; }
+
+int outfile_is_direct(const outfile *o) { return o->tmp == NULL; }
+
+int outfile_commit(outfile *o, char *err, size_t errlen) {
+  int rc = 0;
+  if (o->is_stdout) {
+    if (fflush(stdout) != 0 || ferror(stdout)) rc = -1;
+  } else if (fclose(o->f) != 0) {
+    rc = -1;
+  }
+  if (rc) snprintf(err, errlen, "cannot write '%s': %s", o->shown, strerror(errno));
+  if (o->tmp) {
+    if (!rc && rename(o->tmp, o->dest) != 0) {
+      snprintf(err, errlen, "cannot write '%s': %s", o->shown, strerror(errno));
+      rc = -1;
+    }
+    if (rc) unlink(o->tmp);
+  }
+  outfile_free(o);
+  return rc;
+}
+
+void outfile_abort(outfile *o) {
+  if (!o) return;
+  if (o->is_stdout) {
+    fflush(stdout);
+  } else {
+    fclose(o->f);
+  }
   if (o->tmp) unlink(o->tmp);
-  free(o->tmp);
-  free(o->path);
-  memset(o, 0, sizeof *o);
+  outfile_free(o);
+}
+
+int outfile_write_all(const char *path, const void *data, size_t len, char *err, size_t errlen) {
+  outfile *o = outfile_open(path, err, errlen);
+  if (!o) return -1;
+  if (len && fwrite(data, 1, len, o->f) != len) {
+    snprintf(err, errlen, "cannot write '%s': %s", o->shown, strerror(errno));
+    outfile_abort(o);
+    return -1;
+  }
+  return outfile_commit(o, err, errlen);
 }

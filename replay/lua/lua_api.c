@@ -8,6 +8,7 @@
 
 #include "sim/allocator.h"
 #include "io/jsonw.h"
+#include "io/outfile.h"
 #include "lua_api_help.h"
 #include "lua_lib_funcs.h"
 
@@ -25,6 +26,7 @@ void lua_ctx_release(lua_ctx *cx) {
   for (size_t i = 0; i < p->nvariants; i++) free(p->variants[i].name);
   free(p->variants);
   for (size_t i = 0; i < p->nfiles; i++) {
+    outfile_abort(p->files[i].out);
     free(p->files[i].name);
     free(p->files[i].data);
   }
@@ -379,35 +381,37 @@ int lapi_mp_allocators(lua_State *L) {
 
 /* ---- finishing a run ------------------------------------------------------------------------ */
 
-/* Writes every result file to a temporary name in dir; renames them into place when commit. */
+/* Stages every result file through the output writer (a temporary name beside a regular file;
+ * a FIFO or device written directly), commits them all when commit > 0, discards them when < 0. */
 static int write_files(lua_ctx *cx, int commit, char *err, size_t errlen) {
   struct lua_ctx_private *p = cx->p;
+  int rc = 0;
   for (size_t i = 0; i < p->nfiles; i++) {
     lfile *f = &p->files[i];
-    size_t n = strlen(cx->out_dir) + strlen(f->name) + 16;
-    char *tmp = sim_xmalloc(n), *dst = sim_xmalloc(n);
-    snprintf(tmp, n, "%s/.%s.tmp", cx->out_dir, f->name);
-    snprintf(dst, n, "%s/%s", cx->out_dir, f->name);
-    int rc = 0;
-    if (commit == 0) {
-      FILE *fp = fopen(tmp, "wb");
-      if (!fp || fwrite(f->data, 1, f->len, fp) != f->len || fclose(fp) != 0) {
-        snprintf(err, errlen, "cannot write '%s': %s", dst, strerror(errno));
-        rc = -1;
-      }
-    } else if (commit > 0) {
-      if (rename(tmp, dst) != 0) {
-        snprintf(err, errlen, "cannot write '%s': %s", dst, strerror(errno));
-        rc = -1;
-      }
-    } else {
-      unlink(tmp);
+    if (commit < 0) {
+      outfile_abort(f->out);
+      f->out = NULL;
+      continue;
     }
-    free(tmp);
+    if (rc) continue;
+    if (commit > 0) {
+      if (f->out && outfile_commit(f->out, err, errlen)) rc = -1;
+      f->out = NULL;
+      continue;
+    }
+    size_t n = strlen(cx->out_dir) + strlen(f->name) + 2;
+    char *dst = sim_xmalloc(n);
+    snprintf(dst, n, "%s/%s", cx->out_dir, f->name);
+    f->out = outfile_open(dst, err, errlen);
+    if (!f->out) {
+      rc = -1;
+    } else if (f->len && fwrite(f->data, 1, f->len, outfile_stream(f->out)) != f->len) {
+      snprintf(err, errlen, "cannot write '%s': %s", dst, strerror(errno));
+      rc = -1;
+    }
     free(dst);
-    if (rc) return -1;
   }
-  return 0;
+  return rc;
 }
 
 /* Every --set must have been read (a misspelt key would silently do nothing), and a whatif
@@ -489,7 +493,10 @@ int lua_api_finish(lua_ctx *cx, lua_host *h, char *err, size_t errlen) {
     lua_api_abort(cx); /* rolls back the script's writes (nothing when no transaction was opened) */
     return -1;
   }
-  if (p->nfiles && write_files(cx, 1, err, errlen)) return -1;
+  if (p->nfiles && write_files(cx, 1, err, errlen)) {
+    write_files(cx, -1, err, 0);
+    return -1;
+  }
   p->finished = 1;
   return 0;
 }

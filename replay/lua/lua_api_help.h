@@ -66,6 +66,7 @@ typedef struct lvariant {
 typedef struct lfile {
   char *name, *data;
   size_t len;
+  struct outfile *out; /* while staged: written, not yet committed (io/outfile.h) */
 } lfile;
 
 struct lua_ctx_private {

@@ -36,7 +36,7 @@ static void add_file(lua_State *L, const char *name, char *data, size_t len) {
     luaL_error(L, "result files exceed %d MiB in all", (int)(MAX_FILES_BYTES >> 20));
   }
   sim_grow((void **)&p->files, &p->fcap, p->nfiles + 1, sizeof *p->files);
-  p->files[p->nfiles++] = (lfile){strdup(name), data, len};
+  p->files[p->nfiles++] = (lfile){strdup(name), data, len, NULL};
 }
 
 static const char *check_name(lua_State *L, int idx) {

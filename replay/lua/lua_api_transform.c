@@ -378,7 +378,12 @@ static int map_invoke(lua_State *L) {
     lua_rawgeti(L, 7, 1);
     int list = lua_istable(L, -1);
     lua_pop(L, 1);
-    if (!list) {
+    lua_pushnil(L);
+    int empty = !lua_next(L, 7); /* {}: an empty list of events, so the event is dropped */
+    if (!empty) lua_pop(L, 2);
+    if (empty) {
+      n = 0;
+    } else if (!list) {
       out[0] = *in;
       lapi_read_event(L, 7, &out[0]);
     } else {
@@ -493,11 +498,14 @@ typedef struct lmem {
   int refs;
   sim_event *evs;
   size_t n;
+  lua_host *h;     /* the array's bytes are reserved in its memory budget */
+  size_t reserved;
 } lmem;
 
 static void mbase_release(void *arg) {
   lmem *m = arg;
   if (--m->refs > 0) return;
+  lua_host_unreserve(m->h, m->reserved);
   free(m->evs);
   free(m);
 }
@@ -508,12 +516,16 @@ int lapi_trace_cache(lua_State *L) {
   lapi_scratch_open(L, sc, t);
   lmem *m = sc->p[0] = sim_xcalloc(1, sizeof *m);
   m->refs = 1;
+  m->h = lua_host_from(L);
   size_t cap = 0;
   sim_event ev;
   while (lapi_scratch_next(L, sc, &ev, "cache") > 0) {
     if (m->n == cap) {
+      size_t before = cap;
       sim_grow((void **)&m->evs, &cap, m->n + 1, sizeof *m->evs);
       sc->p[1] = m->evs;
+      lua_host_reserve(L, (cap - before) * sizeof *m->evs); /* raises past the budget */
+      m->reserved += (cap - before) * sizeof *m->evs;
     }
     m->evs[m->n++] = ev;
   }

@@ -1,9 +1,11 @@
 /* lua_host.c: the sandboxed Lua state: allow-list, counting allocator, count hook, errors converted at the boundary. */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <lauxlib.h>
 #include <lualib.h>
@@ -17,6 +19,7 @@ struct lua_host {
   uint64_t max_memory, max_instructions;
   double timeout_s;
   size_t used, peak;
+  size_t cmem;          /* C memory the library holds for the script (lua_host_reserve) */
   int unlimited;        /* > 0: the host itself is allocating (error messages), no budget */
   int refused;          /* an allocation was refused for the budget */
   uint64_t instructions;
@@ -26,7 +29,15 @@ struct lua_host {
   int ninternal;
   char stop_msg[256];
   char err[LUA_HOST_ERRLEN];
+  /* The watchdog (with a timeout): ends the process if the script is still running well after
+   * its deadline, stuck in C code the count hook cannot reach. */
+  pthread_t dog;
+  pthread_mutex_t dog_mu;
+  pthread_cond_t dog_cv;
+  int dog_started, dog_stop;
 };
+
+static const char *format_bytes(char *buf, size_t n, uint64_t v);
 
 /* Registry keys: their addresses are the keys. */
 static const char host_key = 'H';
@@ -48,7 +59,7 @@ static void *host_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
     h->used -= old;
     return NULL;
   }
-  if (nsize > old && !h->unlimited && (uint64_t)(h->used - old) + nsize > h->max_memory) {
+  if (nsize > old && !h->unlimited && (uint64_t)(h->used - old) + h->cmem + nsize > h->max_memory) {
     h->refused = 1;
     return NULL;
   }
@@ -113,6 +124,93 @@ static void count_hook(lua_State *L, lua_Debug *ar) {
   lua_error(L);
 }
 
+void lua_host_charge(lua_State *L, uint64_t n) {
+  lua_host *h = host_of(L);
+  if (!h || h->unlimited) return;
+  h->instructions += n;
+  if (h->stopped || h->instructions > h->max_instructions || (h->deadline_ns && now_ns() > h->deadline_ns))
+    count_hook(L, NULL); /* stops the script, with the budget's message */
+}
+
+void lua_host_reserve(lua_State *L, size_t n) {
+  lua_host *h = host_of(L);
+  if (!h) return;
+  if ((uint64_t)h->used + h->cmem + n > h->max_memory) {
+    char b[64];
+    h->refused = 1;
+    luaL_error(L, "script stopped: memory budget of %s exceeded (memory memplay holds for the script counts too)",
+               format_bytes(b, sizeof b, h->max_memory));
+  }
+  h->cmem += n;
+  if (h->used + h->cmem > h->peak) h->peak = h->used + h->cmem;
+}
+
+void lua_host_unreserve(lua_host *h, size_t n) {
+  if (h) h->cmem -= n < h->cmem ? n : h->cmem;
+}
+
+/* ---- the watchdog ----------------------------------------------------------------------- */
+
+/* How long past its deadline a script may stay inside one C function before the process ends. */
+static int64_t grace_ns(const lua_host *h) {
+  double g = h->timeout_s / 10;
+  return (int64_t)((g < 1 ? 1 : g > 30 ? 30 : g) * 1e9);
+}
+
+static void *watchdog(void *arg) {
+  lua_host *h = arg;
+  struct timespec until;
+  int64_t at = h->deadline_ns + grace_ns(h);
+  pthread_mutex_lock(&h->dog_mu);
+  while (!h->dog_stop) {
+    int64_t left = at - now_ns();
+    if (left <= 0) break;
+    clock_gettime(CLOCK_REALTIME, &until);
+    int64_t ns = until.tv_nsec + left % 1000000000;
+    until.tv_sec += (time_t)(left / 1000000000 + ns / 1000000000);
+    until.tv_nsec = (long)(ns % 1000000000);
+    pthread_cond_timedwait(&h->dog_cv, &h->dog_mu, &until);
+  }
+  int stop = h->dog_stop;
+  pthread_mutex_unlock(&h->dog_mu);
+  if (!stop) {
+    /* Nothing a script does reaches the store or the file system before it has finished, so
+     * ending the process here loses nothing. */
+    char msg[256];
+    int n = snprintf(msg, sizeof msg,
+                     "error: script stopped: time budget of %g s spent (inside a function the budget cannot "
+                     "interrupt; nothing was stored or written)\n",
+                     h->timeout_s);
+    if (write(2, msg, (size_t)n) < 0) { /* nothing more to do */
+    }
+    _exit(1);
+  }
+  return NULL;
+}
+
+static void watchdog_start(lua_host *h) {
+  if (h->dog_started || !h->deadline_ns) return;
+  pthread_mutex_init(&h->dog_mu, NULL);
+  pthread_cond_init(&h->dog_cv, NULL);
+  h->dog_started = pthread_create(&h->dog, NULL, watchdog, h) == 0;
+  if (!h->dog_started) {
+    pthread_cond_destroy(&h->dog_cv);
+    pthread_mutex_destroy(&h->dog_mu);
+  }
+}
+
+static void watchdog_stop(lua_host *h) {
+  if (!h->dog_started) return;
+  pthread_mutex_lock(&h->dog_mu);
+  h->dog_stop = 1;
+  pthread_cond_signal(&h->dog_cv);
+  pthread_mutex_unlock(&h->dog_mu);
+  pthread_join(h->dog, NULL);
+  pthread_cond_destroy(&h->dog_cv);
+  pthread_mutex_destroy(&h->dog_mu);
+  h->dog_started = 0;
+}
+
 /* ---- the sandbox ------------------------------------------------------------------------ */
 
 static int undefined_global(lua_State *L) {
@@ -159,6 +257,93 @@ static int safe_collectgarbage(lua_State *L) {
   }
 }
 
+/* setmetatable refuses finalizers: Lua runs __gc with the count hook off (and at close, after
+ * the script), so no budget could stop one. */
+static int safe_setmetatable(lua_State *L) {
+  if (lua_type(L, 2) == LUA_TTABLE) {
+    lua_pushliteral(L, "__gc");
+    int has_gc = lua_rawget(L, 2) != LUA_TNIL;
+    lua_pop(L, 1);
+    if (has_gc)
+      return luaL_error(L, "setmetatable: finalizers (__gc) are not available to scripts (no budget could stop one)");
+  }
+  lua_pushvalue(L, lua_upvalueindex(1));
+  lua_insert(L, 1);
+  lua_call(L, lua_gettop(L) - 1, 1);
+  return 1;
+}
+
+/* table.move(a1, f, e, t [, a2]) as Lua's, one element at a time, each charged to the budgets. */
+static int bounded_table_move(lua_State *L) {
+  lua_Integer f = luaL_checkinteger(L, 2), e = luaL_checkinteger(L, 3), t = luaL_checkinteger(L, 4);
+  int tt = !lua_isnoneornil(L, 5) ? 5 : 1;
+  luaL_checktype(L, 1, LUA_TTABLE);
+  luaL_checktype(L, tt, LUA_TTABLE);
+  if (e >= f) {
+    luaL_argcheck(L, f > 0 || e < LUA_MAXINTEGER + f, 3, "too many elements to move");
+    luaL_argcheck(L, t <= LUA_MAXINTEGER - (e - f) , 4, "destination wrap around");
+    lua_Integer n = e - f;
+    /* forwards unless the destination overlaps the source from above */
+    int forwards = t > e || t <= f || (tt != 1 && !lua_compare(L, 1, tt, LUA_OPEQ));
+    for (lua_Integer i = 0; i <= n; i++) {
+      if ((i & 1023) == 0) lua_host_charge(L, 16 * 1024); /* a get and a set: about 16 instructions' work */
+      lua_Integer k = forwards ? i : n - i;
+      lua_geti(L, 1, f + k);
+      lua_seti(L, tt, t + k);
+    }
+  }
+  lua_pushvalue(L, tt);
+  return 1;
+}
+
+/* The pattern functions (string.find, match, gmatch, gsub) run in C, where the count hook cannot
+ * stop them: each call is charged the length of its subject times the pattern's items, and a
+ * pattern whose backtracking could take more steps than the instruction budget has left
+ * (subject length to the power of its repetition items: a*, a-, a+, a?) is refused up front. */
+static int pattern_guard(lua_State *L) {
+  size_t ls = 0, lp = 0;
+  const char *p = lua_tolstring(L, 2, &lp);
+  lua_tolstring(L, 1, &ls);
+  if (p && !(lua_toboolean(L, 4) && lua_type(L, lua_upvalueindex(2)) == LUA_TBOOLEAN)) {
+    int reps = 0;
+    for (size_t i = 0; i < lp; i++) {
+      if (p[i] == '%') {
+        i++;
+      } else if (p[i] == '[') { /* a set: its '-' are ranges, not repetitions */
+        i++;
+        if (i < lp && p[i] == '^') i++;
+        if (i < lp && p[i] == ']') i++;
+        while (i < lp && p[i] != ']') i += p[i] == '%' ? 2 : 1;
+      } else if (i > 0 && (p[i] == '*' || p[i] == '-' || p[i] == '+' || p[i] == '?')) {
+        reps++;
+      }
+    }
+    lua_host *h = host_of(L);
+    double worst = 1;
+    for (int r = 0; r < reps; r++) worst *= (double)ls + 1;
+    double left = h ? (double)h->max_instructions - (double)h->instructions : 1e18;
+    if (reps > 1 && worst > left)
+      return luaL_error(L, "pattern '%s' has %d repetition items: on a subject of %d bytes its backtracking could "
+                           "take more steps than the instruction budget has left",
+                        lp > 60 ? "(long)" : p, reps, (int)(ls > INT32_MAX ? INT32_MAX : ls));
+    lua_host_charge(L, (uint64_t)ls * (uint64_t)(reps + 1) / 16 + 1);
+  }
+  lua_pushvalue(L, lua_upvalueindex(1));
+  lua_insert(L, 1);
+  lua_call(L, lua_gettop(L) - 1, LUA_MULTRET);
+  return lua_gettop(L);
+}
+
+static void guard_string_function(lua_State *L, const char *name, int plain_arg) {
+  lua_getglobal(L, LUA_STRLIBNAME);
+  lua_getfield(L, -1, name);
+  if (plain_arg) lua_pushboolean(L, 1);
+  else lua_pushnil(L);
+  lua_pushcclosure(L, pattern_guard, 2);
+  lua_setfield(L, -2, name);
+  lua_pop(L, 1);
+}
+
 static void remove_fields(lua_State *L, const char *table, const char *const *names) {
   if (table) lua_getglobal(L, table);
   else lua_pushglobaltable(L);
@@ -186,6 +371,17 @@ static void open_sandbox(lua_State *L) {
   lua_setglobal(L, "load");
   lua_pushcfunction(L, safe_collectgarbage);
   lua_setglobal(L, "collectgarbage");
+  lua_getglobal(L, "setmetatable");
+  lua_pushcclosure(L, safe_setmetatable, 1);
+  lua_setglobal(L, "setmetatable");
+  lua_getglobal(L, LUA_TABLIBNAME);
+  lua_pushcfunction(L, bounded_table_move);
+  lua_setfield(L, -2, "move");
+  lua_pop(L, 1);
+  guard_string_function(L, "find", 1); /* find's 4th argument, plain, turns patterns off */
+  guard_string_function(L, "match", 0);
+  guard_string_function(L, "gmatch", 0);
+  guard_string_function(L, "gsub", 0);
 
   /* os: clock and time only, taken from the real library without opening it as a global. */
   luaL_requiref(L, LUA_OSLIBNAME, luaopen_os, 0);
@@ -246,7 +442,8 @@ lua_host *lua_host_new(const lua_host_limits *lim, char *err, size_t errlen) {
 
 void lua_host_free(lua_host *h) {
   if (!h) return;
-  if (h->L) lua_close(h->L);
+  if (h->L) lua_close(h->L); /* the memory budget holds while the state closes; the watchdog too */
+  watchdog_stop(h);
   free(h);
 }
 
@@ -316,6 +513,30 @@ static const char *internal_position(const lua_host *h, const char *msg) {
   return NULL;
 }
 
+static int call_tostring(lua_State *L) {
+  luaL_tolstring(L, 1, NULL);
+  return 1;
+}
+
+/* The error object at the top of co through its __tostring, called in protected mode on the
+ * main thread under the script's budgets (it is the script's code: it may raise, loop or
+ * allocate). 1 with the text in out, 0 when it failed or gave no string. */
+static int protected_tostring(lua_host *h, lua_State *co, char *out, size_t n) {
+  lua_State *L = h->L;
+  lua_pushcfunction(L, call_tostring);
+  lua_pushvalue(co, -1);
+  lua_xmove(co, L, 1);
+  int unlimited = h->unlimited;
+  h->unlimited = 0;
+  lua_sethook(L, count_hook, LUA_MASKCOUNT, h->stopped ? 1 : HOOK_EVERY);
+  int rc = lua_pcall(L, 1, 1, 0);
+  h->unlimited = unlimited;
+  int ok = rc == LUA_OK && lua_type(L, -1) == LUA_TSTRING;
+  if (ok) snprintf(out, n, "%s", lua_tostring(L, -1));
+  lua_pop(L, 1);
+  return ok;
+}
+
 /*
  * Turns the failure of thread co (its stack is left as it was at the error, so it can still
  * be walked) into h->err: the message with its position, then the traceback.
@@ -360,9 +581,13 @@ static lua_host_status failure(lua_host *h, lua_State *co, int st) {
       snprintf(buf, sizeof buf, "%s: %s", where, msg);
       msg = buf;
     }
-  } else if (luaL_callmeta(co, -1, "__tostring") && lua_type(co, -1) == LUA_TSTRING) {
-    snprintf(buf, sizeof buf, "%s: %s", where, lua_tostring(co, -1));
+  } else if (luaL_getmetafield(co, -1, "__tostring") != LUA_TNIL) {
     lua_pop(co, 1);
+    char text[900];
+    if (protected_tostring(h, co, text, sizeof text))
+      snprintf(buf, sizeof buf, "%s: %.800s", where, text);
+    else
+      snprintf(buf, sizeof buf, "%s: error object is a %s value whose __tostring failed", where, luaL_typename(co, -1));
     msg = buf;
   } else {
     snprintf(buf, sizeof buf, "%s: error object is a %s value", where, luaL_typename(co, -1));
@@ -381,6 +606,7 @@ static lua_host_status run_function(lua_host *h, int nargs) {
   h->err[0] = 0;
   h->refused = 0;
   if (h->timeout_s > 0 && !h->deadline_ns) h->deadline_ns = now_ns() + (int64_t)(h->timeout_s * 1e9);
+  watchdog_start(h);
   lua_sethook(L, count_hook, LUA_MASKCOUNT, HOOK_EVERY);
   h->unlimited++;
   lua_State *co = lua_newthread(L); /* inherits the hook */
@@ -426,8 +652,13 @@ lua_host_status lua_host_run_file(lua_host *h, const char *path, const char *con
   size_t cap = 1 << 16, len = 0;
   char *buf = malloc(cap);
   size_t got;
+  int too_large = 0;
   while (buf && (got = fread(buf + len, 1, cap - len, f)) > 0) {
     len += got;
+    if (len > LUA_HOST_MAX_SCRIPT) {
+      too_large = 1;
+      break;
+    }
     if (len == cap) {
       char *nb = realloc(buf, cap *= 2);
       if (!nb) {
@@ -440,6 +671,12 @@ lua_host_status lua_host_run_file(lua_host *h, const char *path, const char *con
   }
   int rerr = ferror(f);
   fclose(f);
+  if (too_large) {
+    free(buf);
+    snprintf(h->err, sizeof h->err, "cannot run '%s': it is larger than %d MiB (memplay's limit for a script)", path,
+             LUA_HOST_MAX_SCRIPT >> 20);
+    return LUA_HOST_EFILE;
+  }
   if (!buf || rerr) {
     free(buf);
     snprintf(h->err, sizeof h->err, "cannot read '%s'", path);

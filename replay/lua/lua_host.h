@@ -29,6 +29,8 @@
 #define LUA_HOST_DEFAULT_MEMORY (UINT64_C(512) << 20)
 #define LUA_HOST_DEFAULT_INSTRUCTIONS UINT64_C(2000000000)
 #define LUA_HOST_ERRLEN 4096
+/* The largest script file memplay reads (a script is text; anything larger is refused). */
+#define LUA_HOST_MAX_SCRIPT (16 << 20)
 
 typedef struct lua_host_limits {
   uint64_t max_memory;       /* bytes of Lua heap; 0: LUA_HOST_DEFAULT_MEMORY */
@@ -81,6 +83,15 @@ const char *lua_host_error(const lua_host *h);
 int lua_host_pcall(lua_State *L, int nargs, int nresults);
 /* 1 when the script has been stopped (budget spent) and C code should stop calling Lua. */
 int lua_host_stopped(lua_State *L);
+/* Charges n instructions of work a C function does for the script (outside the VM, where the
+ * count hook cannot see it), and checks the deadline: raises the budget's error when either is
+ * spent. For C functions whose work grows with their arguments. */
+void lua_host_charge(lua_State *L, uint64_t n);
+/* C memory the library holds on the script's behalf (the events of t:cache()) counts toward
+ * the memory budget with the Lua heap: reserve raises the memory error when it would exceed it;
+ * unreserve gives it back when freed (h from lua_host_from, kept by the holder). */
+void lua_host_reserve(lua_State *L, size_t n);
+void lua_host_unreserve(lua_host *h, size_t n);
 
 /* Heap bytes in use and the most used; instructions executed (to the hook's granularity). */
 size_t lua_host_memory(const lua_host *h);

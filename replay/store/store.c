@@ -343,6 +343,23 @@ static char *immutable_uri(const char *path) {
   return u;
 }
 
+/* A store memplay did not make, or one altered since, may hold triggers or views that would run
+ * when memplay reads or writes it: its schema must be exactly memplay's own. 0, or -1 with a
+ * message naming the first object that is not. */
+static int schema_trusted(store *s, int ver, char *err, size_t errlen) {
+  char what[256];
+  int sc = store_schema_check(s->db, ver, what, sizeof what);
+  if (!sc) return 0;
+  if (sc > 0)
+    snprintf(err, errlen,
+             "cannot open store '%s': its schema is not the one memplay made (it was changed by hand, or damaged): "
+             "%s; nothing was read or written (import the traces into a new store with --db, or use a copy "
+             "made before the change)",
+             s->path, what);
+  else snprintf(err, errlen, "cannot open store '%s': %s", s->path, what);
+  return -1;
+}
+
 int store_open(store **out, const char *path, int flags, char *err, size_t errlen) {
   *out = NULL;
   store *s = sim_xcalloc(1, sizeof *s);
@@ -392,6 +409,10 @@ int store_open(store **out, const char *path, int flags, char *err, size_t errle
     snprintf(err, errlen,
              "cannot open store '%s': it was written by a newer memplay (schema version %d; this one knows up to %d)",
              path, ver, store_schema_version);
+    store_close(s);
+    return -1;
+  }
+  if (ntables > 0 && schema_trusted(s, ver, err, errlen)) {
     store_close(s);
     return -1;
   }

@@ -8,6 +8,10 @@
 #include "store.h"
 
 const char *store_migration(int version);
+/* Whether db's schema is exactly the one the migrations up to version make (SQLite's own
+ * sqlite_* objects aside): 0 yes; 1 no, with the first object memplay did not make (or made
+ * otherwise) described in what; -1 on an error (its message in what). */
+int store_schema_check(sqlite3 *db, int version, char *what, size_t n);
 
 /* Interning of byte strings to ids, in memory, in front of the SQL tables. */
 typedef struct intern_entry {

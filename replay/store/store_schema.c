@@ -1,5 +1,7 @@
 /* store_schema.c: the store's schema as a list of migrations, one per user_version (docs/trace-store.md). */
 #include <stddef.h>
+#include <stdio.h>
+#include <string.h>
 
 #include "store_int.h"
 
@@ -244,4 +246,79 @@ const int store_schema_version = (int)(sizeof migrations / sizeof migrations[0])
 
 const char *store_migration(int version) {
   return version >= 1 && version <= store_schema_version ? migrations[version] : NULL;
+}
+
+/* ---- the schema a store may have ---------------------------------------------------------------- */
+
+/* The schema objects (type, name, SQL) of db, sorted, one per row of a single string. */
+static char *schema_listing(sqlite3 *db) {
+  sqlite3_stmt *q;
+  const char *sql = "SELECT group_concat(type || ' ' || name || ' ' || coalesce(sql, ''), char(10)) FROM "
+                    "(SELECT type, name, sql FROM sqlite_schema WHERE name NOT LIKE 'sqlite\\_%' ESCAPE '\\' "
+                    "ORDER BY type, name)";
+  if (sqlite3_prepare_v2(db, sql, -1, &q, NULL) != SQLITE_OK) return NULL;
+  char *out = NULL;
+  if (sqlite3_step(q) == SQLITE_ROW) {
+    const char *t = (const char *)sqlite3_column_text(q, 0);
+    out = sqlite3_mprintf("%s", t ? t : "");
+  }
+  sqlite3_finalize(q);
+  return out;
+}
+
+/* The first object of db that the reference schema lacks or defines otherwise, said as
+ * "TYPE 'NAME'" followed by how: 1 found, 0 none. */
+static int schema_first_stranger(sqlite3 *db, sqlite3 *ref, const char *how, char *what, size_t n) {
+  sqlite3_stmt *q;
+  int any = 0;
+  if (sqlite3_prepare_v2(db, "SELECT type, name, coalesce(sql, '') FROM sqlite_schema ORDER BY type, name", -1, &q,
+                         NULL) != SQLITE_OK)
+    return 0;
+  sqlite3_stmt *r;
+  if (sqlite3_prepare_v2(ref, "SELECT 1 FROM sqlite_schema WHERE type = ?1 AND name = ?2 AND coalesce(sql, '') = ?3",
+                         -1, &r, NULL) != SQLITE_OK) {
+    sqlite3_finalize(q);
+    return 0;
+  }
+  while (sqlite3_step(q) == SQLITE_ROW) {
+    const char *name = (const char *)sqlite3_column_text(q, 1);
+    if (name && !strncmp(name, "sqlite_", 7)) continue;
+    for (int i = 0; i < 3; i++) sqlite3_bind_value(r, i + 1, sqlite3_column_value(q, i));
+    int found = sqlite3_step(r) == SQLITE_ROW;
+    sqlite3_reset(r);
+    if (!found) {
+      snprintf(what, n, "%s '%.100s' %s", sqlite3_column_text(q, 0), name ? name : "", how);
+      any = 1;
+      break;
+    }
+  }
+  sqlite3_finalize(r);
+  sqlite3_finalize(q);
+  return any;
+}
+
+int store_schema_check(sqlite3 *db, int version, char *what, size_t n) {
+  sqlite3 *ref = NULL;
+  if (sqlite3_open_v2(":memory:", &ref, SQLITE_OPEN_READWRITE | SQLITE_OPEN_MEMORY, NULL) != SQLITE_OK) {
+    sqlite3_close(ref);
+    snprintf(what, n, "out of memory");
+    return -1;
+  }
+  int rc = 0;
+  for (int v = 1; v <= version && !rc; v++) rc = sqlite3_exec(ref, store_migration(v), NULL, NULL, NULL) != SQLITE_OK;
+  char *mine = rc ? NULL : schema_listing(db), *want = rc ? NULL : schema_listing(ref);
+  if (rc || !mine || !want) {
+    snprintf(what, n, "%s", rc ? "cannot build the reference schema" : sqlite3_errmsg(mine ? ref : db));
+    rc = -1;
+  } else if (strcmp(mine, want)) {
+    /* an object memplay did not make (or made otherwise), else one of its own that is gone */
+    if (!schema_first_stranger(db, ref, "is not one memplay made", what, n) &&
+        !schema_first_stranger(ref, db, "is missing", what, n))
+      snprintf(what, n, "its objects differ from memplay's");
+    rc = 1;
+  }
+  sqlite3_free(mine);
+  sqlite3_free(want);
+  sqlite3_close(ref);
+  return rc;
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `replay --at`, `plot` and `export --format perfetto|csv` as a user runs them: the moments, the
 # formats, and bad input (a moment that never comes, an unknown format, an output path that is a
-# directory, a symbolic link, a FIFO or unwritable): a clear error, exit 1 or 2, nothing left.
+# directory or unwritable): a clear error, exit 1 or 2, nothing left; a link or a FIFO is written through.
 . "$TESTS_DIR/cli/lib.sh"
 
 expect 0 import "$MEMPLAY_SRC/traces/sample.jsonl" --name sample
@@ -50,14 +50,19 @@ expect 2 plot sample -o "$T/c.svg" --at later
 mkdir "$T/dir" "$T/dir.svg"
 expect 1 plot sample -o "$T/dir.svg"
 has "$T/err" "it is a directory"
-echo keep >"$T/target"
-ln -s "$T/target" "$T/link.svg"
-expect 1 plot sample -o "$T/link.svg"
-has "$T/err" "symbolic link"
-has "$T/target" keep
+# a symbolic link is followed to its target and stays a link; a FIFO is written directly, never replaced
+echo keep >"$T/target.svg"
+ln -s "$T/target.svg" "$T/link.svg"
+expect 0 plot sample -o "$T/link.svg"
+[ -L "$T/link.svg" ] || fail "the link was replaced"
+has "$T/target.svg" 'class="peak-label"'
 mkfifo "$T/fifo.svg"
-expect 1 plot sample -o "$T/fifo.svg"
-has "$T/err" "FIFO"
+cat "$T/fifo.svg" >"$T/from-fifo.svg" &
+reader=$!
+expect 0 plot sample -o "$T/fifo.svg"
+wait "$reader"
+[ -p "$T/fifo.svg" ] || fail "the FIFO was replaced"
+has "$T/from-fifo.svg" 'class="peak-label"'
 expect 1 plot sample -o "$T/missing/x.svg"
 expect 2 plot sample -o "$T/none.html" --at oom
 has "$T/err" "no allocation ran out of memory"

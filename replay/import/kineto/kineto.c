@@ -1,4 +1,5 @@
 /* kineto.c: the PyTorch profiler (Kineto) importer: its settings, the steps of an import, detection, registry row. */
+#include <errno.h>
 #include <ctype.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -7,6 +8,7 @@
 #include <string.h>
 
 #include "io/jsonw.h"
+#include "io/limits.h"
 #include "kineto_int.h"
 
 /* The steps, and the files that take them (kineto_int.h has the whole story):
@@ -106,9 +108,19 @@ static int kineto_order(kparse *p, joiner *j, kbase *b) {
 /* What both walks need: the time base, and the names of the phase markers. */
 static int walk_setup(kparse *p, kwalk *kw) {
   const char *base = kineto_top_json(p, "baseTimeNanoseconds");
-  if (base) kw->base = strtoll(base, NULL, 10);
-  static const char *const phases[4] = {"backward", "optimizer", "zero_grad", "forward"};
   int rc = 0;
+  if (base) {
+    /* a whole number of nanoseconds below 2^62 (io/limits.h), so base + time cannot wrap */
+    char *end;
+    errno = 0;
+    long long v = strtoll(base, &end, 10);
+    if (*end || errno || v > IO_MAX_TIME_NS || v < -IO_MAX_TIME_NS) {
+      kineto_fail(p, "field 'baseTimeNanoseconds' must be a whole number of nanoseconds below 2^62, not %.40s", base);
+      rc = -1;
+    }
+    kw->base = rc ? 0 : v;
+  }
+  static const char *const phases[4] = {"backward", "optimizer", "zero_grad", "forward"};
   for (int i = 0; i < 4; i++)
     if ((kw->names[i] = kineto_intern(p, phases[i], strlen(phases[i]), 0)) < 0) rc = -1;
   return rc;

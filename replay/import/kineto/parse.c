@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "io/jsonw.h"
+#include "io/limits.h"
 #include "kineto_int.h"
 
 /*
@@ -83,13 +84,13 @@ static int parse_us(const char *s, size_t n, int64_t *out) {
     char *end;
     errno = 0;
     double d = strtod(buf, &end);
-    if (*end || errno || !(d > -9.2e15 && d < 9.2e15)) return -1;
+    if (*end || errno || !(d > -4.6e15 && d < 4.6e15)) return -1; /* below 2^62 ns */
     double ns = d * 1000.0;
     *out = (int64_t)(ns < 0 ? ns - 0.5 : ns + 0.5);
     return 0;
   }
   while (fd < 3) frac *= 10, fd++;
-  if (whole > (uint64_t)INT64_MAX / 1000 - 1) return -1;
+  if (whole > (uint64_t)IO_MAX_TIME_NS / 1000 - 1) return -1; /* io/limits.h: times stay below 2^62 ns */
   int64_t v = (int64_t)(whole * 1000 + frac + (uint64_t)round_up);
   *out = neg ? -v : v;
   return 0;
@@ -296,6 +297,17 @@ static void args_field(kparse *p, int type, const char *s, size_t n) {
   if (type == T_NULL) return;
   if (type != T_NUM || parse_int(s, n, &e->a[k])) {
     bad_field(p, kineto_args_names[k], "an integer");
+    return;
+  }
+  /* ranges before any arithmetic (io/limits.h): byte counts, device numbers */
+  int64_t v = e->a[k];
+  if ((k == A_BYTES_SIGNED || k == A_TOTAL_ALLOC || k == A_TOTAL_RES || k == A_NBYTES) &&
+      (v > (int64_t)IO_MAX_BYTES || v < -(int64_t)IO_MAX_BYTES)) {
+    bad_field(p, kineto_args_names[k], "a number of bytes of at most 2^48 (256 TiB)");
+    return;
+  }
+  if ((k == A_DEVID || k == A_DEVICE) && (v < -1 || v > IO_MAX_DEVICE)) {
+    bad_field(p, kineto_args_names[k], "a device number from -1 to 1023");
     return;
   }
   e->args |= 1u << k;

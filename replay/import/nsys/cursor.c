@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "io/limits.h"
 #include "nsys_int.h"
 
 /* ---- columns ------------------------------------------------------------------------------------- */
@@ -24,6 +25,25 @@ int nsys_bad_value(nsys *x, int t, int64_t rowid, sqlite3_stmt *q, int i, const 
   const char *txt = (const char *)sqlite3_column_text(q, i);
   return nsys_fail(x, "table %s, row %" PRId64 ": column %s is '%.40s', not an integer", nsys_tb_names[t], rowid,
                    col, txt ? txt : "");
+}
+
+/* The ranges of io/limits.h, checked before any arithmetic on a row: times, their order, the
+ * device, the bytes. 0, or -1 with the table, the row and the column. */
+static int check_ranges(nsys *x, int t, const nitem *it) {
+  const char *col = NULL;
+  int64_t v = 0;
+  if (it->start > IO_MAX_TIME_NS || it->start < -IO_MAX_TIME_NS) col = "start", v = it->start;
+  else if (it->end > IO_MAX_TIME_NS || it->end < -IO_MAX_TIME_NS) col = "end", v = it->end;
+  else if (t != TB_RUNTIME && (it->device < -1 || it->device > IO_MAX_DEVICE)) col = "deviceId", v = it->device;
+  else if (t != TB_RUNTIME && t != TB_KERNEL && t != TB_SYNC && it->v[t == TB_MEMORY ? 1 : 0] > (int64_t)IO_MAX_BYTES)
+    col = "bytes", v = it->v[t == TB_MEMORY ? 1 : 0];
+  if (col)
+    return nsys_fail(x, "table %s, row %" PRId64 ": column %s is out of range (%" PRId64 ")", nsys_tb_names[t],
+                     it->rowid, col, v);
+  if (it->end < it->start)
+    return nsys_fail(x, "table %s, row %" PRId64 ": column end (%" PRId64 ") is before start (%" PRId64 ")",
+                     nsys_tb_names[t], it->rowid, it->end, it->start);
+  return 0;
 }
 
 /* The columns an item table contributes to v[]: memory: address, bytes, memKind, op, pool;
@@ -178,6 +198,7 @@ int nsys_cursor_next(nsys *x, ncursor *c) {
   if (t != TB_KERNEL && t != TB_SYNC && it->v[t == TB_MEMORY ? 1 : 0] < 0)
     return nsys_fail(x, "table %s, row %" PRId64 ": bytes is negative (%" PRId64 ")", nsys_tb_names[t], it->rowid,
                      it->v[t == TB_MEMORY ? 1 : 0]);
+  if (check_ranges(x, t, it)) return -1;
   if (x->fast) {
     int64_t key = -1;
     if (c->col[13] >= 0 && nsys_get_int(q, c->col[13], &key) < 0)
@@ -280,6 +301,7 @@ int nsys_rt_next(merge *m) {
                        nsys_tb_names[TB_RUNTIME], call->rowid);
     }
     if (call->corr < 0) call->corr = 0;
+    if (check_ranges(x, TB_RUNTIME, call)) return -1;
     m->prev_start = call->start;
     c->has = 1;
     return 1;

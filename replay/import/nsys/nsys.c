@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "nsys_int.h"
 
@@ -78,7 +79,7 @@ static void nsys_release(nsys *x) {
 static int open_checked(nsys *x) {
   import_ctx *ic = x->ic;
   char err[512];
-  FILE *f = fopen(ic->path, "rb");
+  FILE *f = fopen(ic->file, "rb");
   unsigned char magic[16] = {0};
   size_t got = f ? fread(magic, 1, sizeof magic, f) : 0;
   if (f) fclose(f);
@@ -91,7 +92,7 @@ static int open_checked(nsys *x) {
   if (got < 16 || memcmp(magic, "SQLite format 3", 16))
     return nsys_fail(x, "not an SQLite database, so not an Nsight Systems SQLite export (export one with `nsys "
                         "export --type sqlite`)");
-  if (nsys_open_export(ic->path, &x->db, err, sizeof err)) return nsys_fail(x, "cannot open it as SQLite: %s", err);
+  if (nsys_open_export(ic->file, ic->file == ic->path, &x->db, err, sizeof err)) return nsys_fail(x, "cannot open it as SQLite: %s", err);
   int nsys_like = nsys_looks_like(x->db);
   if (nsys_like < 0) return nsys_dbfail(x, "sqlite_master", -1, NULL);
   if (!nsys_like) {
@@ -150,9 +151,13 @@ out:
 static int nsys_detect(const unsigned char *head, size_t n, const char *path) {
   if (n < 16 || memcmp(head, "SQLite format 3", 16)) return 0;
   /* Any SQLite database is claimed weakly, so that the importer can say what it is instead. */
+  /* A pipe or FIFO is not opened a second time (it would wait forever): its SQLite header
+   * decides, and the importer then reads a private copy. */
+  struct stat st;
+  if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return 50;
   sqlite3 *db;
   char err[256];
-  if (nsys_open_export(path, &db, err, sizeof err)) return 10;
+  if (nsys_open_export(path, 1, &db, err, sizeof err)) return 10;
   int yes = nsys_looks_like(db);
   sqlite3_close(db);
   return yes > 0 ? 95 : 10;

@@ -160,7 +160,9 @@ char *nsys_strdup(const char *s);
 void nsys_append_list(char **list, const char *item);
 
 /* schema.c: opening an export and finding out what it holds. */
-int nsys_open_export(const char *path, sqlite3 **db, char *err, size_t errlen);
+/* What SQLite may hold in memory while an export is read before a query is interrupted. */
+#define NSYS_MAX_SQLITE_MEMORY ((sqlite3_int64)2 << 30)
+int nsys_open_export(const char *path, int immutable, sqlite3 **db, char *err, size_t errlen);
 int nsys_looks_like(sqlite3 *db);
 int nsys_has_table(sqlite3 *db, const char *name);
 int nsys_has_col(const nsys *x, int t, const char *name);

@@ -64,8 +64,14 @@ static const char *const op_names[OP__COUNT] = {"ALLOCATION", "DEALLOCATION"};
 
 /* ---- the export ----------------------------------------------------------------------------------- */
 
-/* Opens path as an immutable, read-only database (the URI escapes the path). */
-int nsys_open_export(const char *path, sqlite3 **db, char *err, size_t errlen) {
+static int export_progress(void *arg) {
+  (void)arg;
+  return sqlite3_memory_used() > NSYS_MAX_SQLITE_MEMORY;
+}
+
+/* Opens path as a read-only database (the URI escapes the path); immutable (no locks, no WAL
+ * looked for) when it is the user's own file, which then has no WAL (source_copy.h). */
+int nsys_open_export(const char *path, int immutable, sqlite3 **db, char *err, size_t errlen) {
   size_t n = strlen(path);
   char *uri = sim_xmalloc(3 * n + 32);
   char *o = uri + sprintf(uri, "file:");
@@ -74,7 +80,7 @@ int nsys_open_export(const char *path, sqlite3 **db, char *err, size_t errlen) {
       *o++ = (char)*p;
     else o += sprintf(o, "%%%02X", *p);
   }
-  strcpy(o, "?mode=ro&immutable=1");
+  strcpy(o, immutable ? "?mode=ro&immutable=1" : "?mode=ro");
   *db = NULL;
   int rc = sqlite3_open_v2(uri, db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, NULL);
   free(uri);
@@ -84,6 +90,9 @@ int nsys_open_export(const char *path, sqlite3 **db, char *err, size_t errlen) {
     *db = NULL;
     return -1;
   }
+  /* No query on an export can run away: past 2 GiB of SQLite's memory it is interrupted (a
+   * crafted export; the views that could recurse are refused by nsys_read_schema). */
+  sqlite3_progress_handler(*db, 100000, export_progress, NULL);
   /* Sorts spill to temporary files rather than growing in memory; a modest page cache. */
   sqlite3_exec(*db, "PRAGMA temp_store = FILE; PRAGMA cache_size = -8192; PRAGMA query_only = 1", NULL, NULL, NULL);
   return 0;
@@ -91,7 +100,7 @@ int nsys_open_export(const char *path, sqlite3 **db, char *err, size_t errlen) {
 
 int nsys_has_table(sqlite3 *db, const char *name) {
   sqlite3_stmt *q;
-  if (sqlite3_prepare_v2(db, "SELECT 1 FROM sqlite_master WHERE type IN ('table', 'view') AND name = ?1", -1, &q, NULL))
+  if (sqlite3_prepare_v2(db, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1", -1, &q, NULL))
     return -1;
   sqlite3_bind_text(q, 1, name, -1, SQLITE_STATIC);
   int rc = sqlite3_step(q);
@@ -314,8 +323,28 @@ static int unknown_tables(nsys *x) {
   return rc == SQLITE_DONE ? 0 : nsys_dbfail(x, "sqlite_master", -1, sql);
 }
 
+/* Every object memplay reads must be a table: a view of the same name could compute anything
+ * (a recursive view never ends). 0, or -1 with a message naming the first one that is not. */
+static int only_tables(nsys *x) {
+  sqlite3_stmt *q;
+  const char *sql = "SELECT type, name FROM sqlite_master WHERE type <> 'table' AND type <> 'index' AND (upper(name) IN "
+                    "('STRINGIDS', 'PROCESSES', 'META_DATA_EXPORT', 'EXPORT_META_DATA', 'TARGET_INFO_GPU', "
+                    "'TARGET_INFO_CUDA_CONTEXT_INFO') OR upper(name) LIKE 'ENUM\\_%' ESCAPE '\\' OR upper(name) LIKE "
+                    "'CUPTI\\_%' ESCAPE '\\' OR upper(name) LIKE 'CUDA\\_%' ESCAPE '\\') LIMIT 1";
+  if (sqlite3_prepare_v2(x->db, sql, -1, &q, NULL)) return nsys_dbfail(x, "sqlite_master", -1, NULL);
+  int rc = sqlite3_step(q);
+  if (rc == SQLITE_ROW) {
+    nsys_fail(x, "'%.100s' is a %s, not a table: an Nsight Systems export holds its data in tables, and memplay "
+                 "reads nothing else", sqlite3_column_text(q, 1), sqlite3_column_text(q, 0));
+    sqlite3_finalize(q);
+    return -1;
+  }
+  sqlite3_finalize(q);
+  return rc == SQLITE_DONE ? 0 : nsys_dbfail(x, "sqlite_master", -1, NULL);
+}
+
 int nsys_read_schema(nsys *x) {
-  if (read_metadata(x) || read_event_classes(x) ||
+  if (only_tables(x) || read_metadata(x) || read_event_classes(x) ||
       read_enum(x, "ENUM_CUDA_MEM_KIND", "MEMORY_KIND_", mk_names, MK__COUNT, x->mk_map) ||
       read_enum(x, "ENUM_CUDA_MEMCPY_OPER", "MEMCPY_KIND_", ck_names, CK__COUNT, x->ck_map) ||
       read_enum(x, "ENUM_CUDA_DEV_MEM_EVENT_OPER", "_OPR_", op_names, OP__COUNT, x->op_map))

@@ -1,0 +1,8 @@
+local t = memplay.store():trace("sample")
+print(pcall(t.replay, t, {allocator = "torch:max_split_size_mb:-1", capacity = -1}))
+print(pcall(t.scale, t, {factor = 1e308}))
+print(pcall(t.repeat_block, t, {from = 9e18, to = -1, times = 2^62}))
+print(pcall(table.move, {1, 2, 3}, 1, 3, math.maxinteger - 1))
+print(pcall(string.rep, "x", 1 << 40))
+print(pcall(memplay.write_csv, "../x.csv", {{a = 1}}))
+error(setmetatable({}, {__tostring = function() return "done" end}))
