@@ -109,12 +109,6 @@ void cmp_html_attach(cmp_html *h, cmp_request *req) {
   req->cell_arg = h;
 }
 
-size_t cmp_html_maps(const cmp_html *h) {
-  size_t n = 0;
-  for (size_t i = 0; i < h->nslots; i++) n += h->slots[i] && h->slots[i]->has_moment;
-  return n;
-}
-
 /* ---- the page ---------------------------------------------------------------------------------- */
 
 static void html_text(FILE *f, const char *s) {

@@ -24,8 +24,6 @@ void cmp_html_attach(cmp_html *h, cmp_request *req);
 /* Writes the page of r (after cmp_check, so that its regressions show). frames: the call sites
  * for the hover details (plot_store_frames over a store), or NULL. 0, or -1 when writing failed. */
 int cmp_html_write(const cmp_html *h, const cmp_result *r, plot_frames_fn frames, void *frames_arg, FILE *f);
-/* Figures and segment maps the page holds (after cmp_html_write's data is gathered). */
-size_t cmp_html_maps(const cmp_html *h);
 void cmp_html_free(cmp_html *h);
 
 #endif
