@@ -5,6 +5,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "compare_html/compare_html.h"
+#include "io/outfile.h"
 #include "compare_cli.h"
 #include "progress.h"
 #include "cli.h"
@@ -13,7 +15,7 @@ static const char *const compare_usage[] = {
   "memplay compare TRACE... --policy SPEC [--policy SPEC]... [--reference N] [--device NAME] [--capacity SIZE]",
   "                [--timing OPTIONS] [--baseline FILE] [--fail-if 'METRIC OP VALUE']... [--no-fail]",
   "                [--format table|markdown|csv] [--json] [--jobs N] [--shard K/N] [--results FILE.json]",
-  "                [--scenario SCRIPT [--set KEY=VALUE]...] [--no-save] [--quiet] [--db FILE]",
+  "                [--scenario SCRIPT [--set KEY=VALUE]...] [--html FILE.html] [--no-save] [--quiet] [--db FILE]",
   "  TRACE             a trace name or a glob pattern over the store's names ('job*')",
   "  --policy SPEC     an allocator SPEC as 'replay --allocator' takes it, optionally with its own device",
   "                    profile and capacity: torch:expandable_segments:True@H100-80GB, bfc@24GiB",
@@ -36,6 +38,8 @@ static const char *const compare_usage[] = {
   "  --jobs N          cells replayed at once, each thread with its own store connection (default: the cores)",
   "  --shard K/N       run only the K-th of N shares of the cells, reading the store read-only (docs/sweeps.md)",
   "  --results FILE    also write the JSON result to FILE (a shard's results, for 'memplay merge')",
+  "  --html FILE       also write a report page: the table with regressions highlighted and, per trace,",
+  "                    every policy's memory over time overlaid and its segment map at its peak",
   "  --no-save         do not store the cells as runs (a shard never stores them)",
   "  --quiet           no progress line on a terminal",
   NULL,
@@ -57,6 +61,7 @@ static const struct option compare_options[] = {
   {"quiet", no_argument, NULL, 'q'},
   {"scenario", required_argument, NULL, 'X'},
   {"set", required_argument, NULL, 's'},
+  {"html", required_argument, NULL, 'H'},
   CLI_CMP_OUT_OPTIONS,
   CLI_COMMON_OPTIONS,
   {NULL, 0, NULL, 0},
@@ -69,6 +74,7 @@ typedef struct compare_opts {
   const char **params;
   char *script, *scenario;
   cli_cmp_out out;
+  const char *html; /* --html FILE */
   int quiet;
 } compare_opts;
 
@@ -126,6 +132,7 @@ static int compare_option(compare_opts *o, int opt, const char *arg) {
     return 0;
   case 'N': o->req.save = 0; return 0;
   case 'q': o->quiet = 1; return 0;
+  case 'H': o->html = arg; return 0;
   case 'X':
     free(o->script);
     free(o->scenario);
@@ -172,6 +179,23 @@ static int parse_options(int argc, char **argv, cli *c, compare_opts *o) {
   return -1;
 }
 
+/* --html: the report page into out (opened before the replays; io/outfile.h), committed here. 0, or
+ * CLI_FAIL after the message. */
+static int write_html(outfile *out, const char *path, const char *store_path, const cmp_html *h,
+                      const cmp_result *r) {
+  char err[1024];
+  store *s = NULL; /* the call sites of the maps' blocks, for the hover details */
+  if (store_open(&s, store_path, STORE_READONLY, err, sizeof err)) s = NULL;
+  int bad = cmp_html_write(h, r, s ? plot_store_frames : NULL, s, outfile_stream(out));
+  store_close(s);
+  if (bad) {
+    outfile_abort(out);
+    return cli_error("cannot write '%s'", path), CLI_FAIL;
+  }
+  if (outfile_commit(out, err, sizeof err)) return cli_error("%s", err), CLI_FAIL;
+  return 0;
+}
+
 static void show_progress(void *arg, size_t done, size_t total, uint64_t events) {
   cli_progress_update(arg, done, total, events);
 }
@@ -182,6 +206,8 @@ int cmd_compare(int argc, char **argv, cli *c) {
   cmp_result r, baseline;
   memset(&r, 0, sizeof r);
   memset(&baseline, 0, sizeof baseline);
+  cmp_html *html = NULL;
+  outfile *html_out = NULL;
   int code = parse_options(argc, argv, c, &o);
   if (code >= 0) goto out;
   code = CLI_FAIL;
@@ -193,6 +219,14 @@ int cmd_compare(int argc, char **argv, cli *c) {
   if (access(path, F_OK) != 0) {
     cli_error("no store at '%s' (import a trace first, or name one with --db or MEMPLAY_DB)", path);
     goto out;
+  }
+  if (o.html) { /* the output is opened (or refused: a directory) before anything is replayed */
+    char perr[1024];
+    if (!(html_out = outfile_open(o.html, perr, sizeof perr))) {
+      cli_error("%s", perr);
+      goto out;
+    }
+    cmp_html_attach(html = cmp_html_new(), &o.req);
   }
   cli_progress prog;
   cli_progress_init(&prog, "compare", "cells", o.quiet);
@@ -206,7 +240,11 @@ int cmd_compare(int argc, char **argv, cli *c) {
     goto out;
   }
   code = cli_cmp_finish("compare", c->json, &o.out, &r, o.out.baseline ? &baseline : NULL);
+  if (html && write_html(html_out, o.html, path, html, &r)) code = CLI_FAIL;
+  html_out = NULL; /* written and committed, or aborted */
 out:
+  outfile_abort(html_out);
+  cmp_html_free(html);
   cmp_result_release(&r);
   cmp_result_release(&baseline);
   cli_cmp_out_release(&o.out);

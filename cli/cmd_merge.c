@@ -10,6 +10,7 @@ static const char *const merge_usage[] = {
   "              [--format table|markdown|csv] [--json] [--results FILE.json]",
   "  SHARD.json        the --results files of 'memplay compare --shard K/N', every K from 1 to N once",
   "  --baseline, --fail-if, --no-fail, --format, --json, --results: as for compare",
+  "  (no --html: a shard's results hold the numbers, not the replays a report draws)",
   NULL,
 };
 const cli_usage cmd_merge_usage = {
@@ -18,6 +19,7 @@ const cli_usage cmd_merge_usage = {
 };
 
 static const struct option merge_options[] = {
+  {"html", required_argument, NULL, 'H'},
   CLI_CMP_OUT_OPTIONS,
   CLI_COMMON_OPTIONS,
   {NULL, 0, NULL, 0},
@@ -48,6 +50,11 @@ int cmd_merge(int argc, char **argv, cli *c) {
     int h = cli_common_option(c, "merge", opt, &code);
     if (h < 0) goto out;
     if (h) continue;
+    if (opt == 'H') {
+      code = cli_usage_error("merge", "--html needs the replays, and a shard's results hold only their numbers: "
+                                      "draw the report with 'memplay compare ... --html FILE' (without --shard)");
+      goto out;
+    }
     if (cli_cmp_out_option("merge", &o, opt, optarg) < 0) {
       code = CLI_USAGE;
       goto out;

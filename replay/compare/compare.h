@@ -6,6 +6,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "engine/engine.h"
+#include "session/session.h"
 
 /*
  * A comparison replays every (trace, policy) cell through the replay session and keeps, per
@@ -171,6 +173,19 @@ typedef struct cmp_request {
   /* Called (serialised) after each cell: cells done, cells to do, events replayed so far. */
   void (*progress)(void *arg, size_t done, size_t total, uint64_t events);
   void *progress_arg;
+  /*
+   * What a front end gathers per cell besides the metrics (the curves and maps of a report), all
+   * optional, called on the worker thread that runs the cell, each cell on one thread only (so
+   * per-cell state needs no lock; the callbacks guard what they share). For a plain replay:
+   * cell_observer gives an observer for the cell's pass, and cell_after is called once the cell
+   * ran, with the worker's session, the cell's request and the run's result, and a pass over the
+   * same events to replay them again (session_prepare and session_execute_at on a run of its own).
+   * For a scenario's cell: cell_after only, with ses, q and again NULL and the variant's result.
+   */
+  replay_observer (*cell_observer)(void *arg, const cmp_cell *c);
+  void (*cell_after)(void *arg, const cmp_cell *c, session *ses, const session_request *q, const replay_result *res,
+                     const session_pass *again);
+  void *cell_arg;
 } cmp_request;
 
 enum { CMP_OK = 0, CMP_EUSAGE = 1, CMP_EFAIL = 2 };
@@ -225,5 +240,22 @@ enum { CMP_FORMAT_TABLE, CMP_FORMAT_MARKDOWN, CMP_FORMAT_CSV };
 int cmp_format_find(const char *name);
 /* Writes the cells (regressions marked), then the regression report (not in CSV). */
 void cmp_result_print(const cmp_result *r, int format, FILE *f);
+
+/* The table those printers show, as text: a header row, then a row per cell in order; ncols is
+ * CMP_TABLE_COLS, less the last ("regressed") when nothing regressed. right[k]: column k is
+ * numeric (right-aligned). col_metric[k]: the metric column k shows, or -1. For other renderers. */
+#define CMP_TABLE_COLS 13
+typedef struct cmp_table {
+  char **text; /* rows x CMP_TABLE_COLS */
+  size_t rows;
+  int ncols;
+  const int *right, *col_metric;
+} cmp_table;
+void cmp_table_make(const cmp_result *r, cmp_table *t);
+void cmp_table_release(cmp_table *t);
+/* Whether cell ci crossed a threshold on metric m (m < 0: on any). */
+int cmp_cell_regressed(const cmp_result *r, size_t ci, int m);
+/* The report the table and Markdown print under the cells (totals, failed cells, regressions). */
+void cmp_result_print_report(const cmp_result *r, FILE *f);
 
 #endif

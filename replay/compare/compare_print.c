@@ -73,10 +73,12 @@ static void regressed(const cmp_result *r, size_t ci, char *b, size_t n) {
 
 /* ---- the table --------------------------------------------------------------------------------- */
 
-enum { COLS = 13 };
+enum { COLS = CMP_TABLE_COLS };
 static const char *const heads[COLS] = {"trace", "policy", "peak allocated", "peak reserved", "vs ref", "frag",
                                         "device calls", "OOMs", "step time", "vs ref", "fits", "status", "regressed"};
 static const int right[COLS] = {0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0};
+static const int col_metric[COLS] = {-1, -1, CMP_PEAK_ALLOCATED, CMP_PEAK_RESERVED, -1, CMP_FRAGMENTATION,
+                                     CMP_DEVICE_MALLOCS, CMP_OOMS, CMP_STEP_TIME, -1, -1, -1, -1};
 
 typedef struct grid {
   char **cells; /* rows x COLS */
@@ -126,6 +128,26 @@ static void grid_free(grid *g) {
 
 /* The last column (regressed) shows only when something regressed. */
 static int ncols(const cmp_result *r) { return r->nregressions ? COLS : COLS - 1; }
+
+void cmp_table_make(const cmp_result *r, cmp_table *t) {
+  grid g = make_grid(r);
+  *t = (cmp_table){.text = g.cells, .rows = g.rows, .ncols = ncols(r), .right = right, .col_metric = col_metric};
+}
+
+void cmp_table_release(cmp_table *t) {
+  grid g = {t->text, t->rows};
+  grid_free(&g);
+  memset(t, 0, sizeof *t);
+}
+
+int cmp_cell_regressed(const cmp_result *r, size_t ci, int m) {
+  for (size_t i = 0; i < r->nregressions; i++) {
+    if (r->regressions[i].cell != ci) continue;
+    int rm = r->thresholds[r->regressions[i].threshold].metric;
+    if (m < 0 || rm == m || (m == CMP_DEVICE_MALLOCS && rm == CMP_DEVICE_MAPS)) return 1;
+  }
+  return 0;
+}
 
 static void print_table(const cmp_result *r, const grid *g, FILE *f) {
   int w[COLS] = {0}, nc = ncols(r);
@@ -273,6 +295,8 @@ static void print_report(const cmp_result *r, int md, FILE *f) {
     fprintf(f, "%s%s / %s: '%s': %s\n", item, r->cells[r->unchecked[i].cell].trace,
             r->cells[r->unchecked[i].cell].policy, r->thresholds[r->unchecked[i].threshold].text, r->unchecked[i].why);
 }
+
+void cmp_result_print_report(const cmp_result *r, FILE *f) { print_report(r, 0, f); }
 
 void cmp_result_print(const cmp_result *r, int format, FILE *f) {
   if (format == CMP_FORMAT_CSV) return print_csv(r, f);

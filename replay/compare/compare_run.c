@@ -286,8 +286,21 @@ static void run_scenario_cell(workers *w, session *ses, store *s, const store_tr
     free(c->error);
     c->error = strdup(err);
     c->known = 0;
+  } else if (w->req->cell_after) {
+    w->req->cell_after(w->req->cell_arg, c, NULL, NULL, &run->result, NULL);
   }
   cmp_scenario_release(&sc);
+}
+
+/* The front end's own look at a cell that ran (cmp_request.cell_after), with a pass over the same events. */
+static void after_cell(workers *w, session *ses, const session_request *q, const session_run *run, const trace_cache *tc,
+                       int cached, const cmp_cell *c) {
+  if (!w->req->cell_after) return;
+  replay_array_source events;
+  replay_source src;
+  session_pass again = {.source = cached ? &src : NULL, .stored_events = 1};
+  if (cached) src = replay_array_source_init(&events, tc->events, tc->n);
+  w->req->cell_after(w->req->cell_arg, c, ses, q, &run->result, &again);
 }
 
 static void run_cell(workers *w, session *ses, store *s, trace_cache *tc, cmp_cell *c) {
@@ -318,6 +331,8 @@ static void run_cell(workers *w, session *ses, store *s, trace_cache *tc, cmp_ce
   replay_array_source events;
   replay_source src;
   session_pass pass = {.source = &src, .stored_events = 1}; /* the stored events, unchanged */
+  replay_observer obs;
+  if (w->req->cell_observer) obs = w->req->cell_observer(w->req->cell_arg, c), pass.observers = &obs, pass.nobservers = 1;
   int cached = t.event_count <= CMP_CACHE_EVENTS;
   if (cached && cache_load(tc, s, &t, err, sizeof err)) {
     c->error = strdup(err);
@@ -325,13 +340,15 @@ static void run_cell(workers *w, session *ses, store *s, trace_cache *tc, cmp_ce
     return;
   }
   if (cached) src = replay_array_source_init(&events, tc->events, tc->n);
-  if (session_prepare(ses, &q, &run, err, sizeof err) ||
-      session_execute(ses, &run, cached ? &pass : NULL, err, sizeof err) ||
+  else pass.source = NULL;
+  if (session_prepare(ses, &q, &run, err, sizeof err) || session_execute(ses, &run, &pass, err, sizeof err) ||
       (fill_cell(c, &run, run.has_time ? run.time.step_time_s : -1, run.has_time ? run.time.samples_per_s : -1),
        w->req->save && save_cell(w, ses, &t, &run, c, err, sizeof err))) {
     free(c->error);
     c->error = strdup(err);
     c->known = 0;
+  } else {
+    after_cell(w, ses, &q, &run, tc, cached, c);
   }
   session_run_release(&run);
   store_trace_clear(&t);

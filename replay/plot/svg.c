@@ -449,12 +449,14 @@ static void map_draw(FILE *f, const plot_map *pm, const map_layout *l) {
   const replay_moment *m = pm->moment;
   char a[32];
   fprintf(f, "<g class=\"segment-map\" data-moment=\"%s\" data-segments=\"%zu\">\n", m->what, m->nsegments);
-  fprintf(f, "<text class=\"map-title\" x=\"%.1f\" y=\"%.1f\" font-size=\"13\" font-weight=\"600\" fill=\"#212529\">",
-          l->x, l->y + 14);
+  /* the title and summary in a viewport of the map's width: maps side by side never overlap */
+  fprintf(f, "<svg x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"36\" overflow=\"hidden\">\n", l->x, l->y, l->w);
+  fprintf(f, "<text class=\"map-title\" x=\"0\" y=\"14\" font-size=\"13\" font-weight=\"600\" fill=\"#212529\">");
   plot_xml_text(f, pm->label ? pm->label : m->allocator);
   const char *at = !strcmp(m->what, "peak") ? "the peak" : !strcmp(m->what, "oom") ? "the first OOM" : "event";
   fprintf(f, " at %s (event %" PRId64 ")</text>\n", at, m->seq);
-  map_summary(f, m, l->x, l->y + 30);
+  map_summary(f, m, 0, 30);
+  fprintf(f, "</svg>\n");
   if (!m->walked)
     fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\" fill=\"#495057\">the %s model keeps no segments</text>\n",
             l->x, l->y + 54, m->allocator);

@@ -130,6 +130,42 @@ r = json.load(open(sys.argv[1]))
 assert (g["trace"], g["policy"], g["metric"], g["against"]) == ("job2", "bfc:allow_growth=true", "peak_reserved", "baseline"), g
 assert g["after"] > g["before"] and r["summary"]["verdict"] == "regression"
 PY
+# --html: the same table (the regressed cell highlighted, the rest not) and, per trace, every
+# policy's curves and its map at its peak; the same page with 1 and 2 threads, stdout unchanged.
+REG=(compare 'job*' "${P[@]}" --no-save --quiet --baseline "$T/lowered.json" --fail-if 'peak_reserved > +2%')
+expect 3 "${REG[@]}" --jobs 1 && cp "$T/out" "$T/plain.txt"
+expect 3 "${REG[@]}" --jobs 1 --html "$T/r1.html" && cmp -s "$T/out" "$T/plain.txt" || fail "--html changed stdout"
+expect 3 "${REG[@]}" --jobs 2 --html "$T/r2.html"
+cmp -s "$T/r1.html" "$T/r2.html" || fail "--html: --jobs 1 and --jobs 2 wrote different pages"
+expect 0 replay job2 --allocator 'bfc:allow_growth=true' --at peak --json
+segs=$(grep -o '"blocks":' "$T/out" | wc -l)
+python3 - "$T/r1.html" "$T/plain.txt" "$segs" <<'PY' || fail "compare --html: $(head -c 300 "$T/r1.html")"
+import re, sys
+h, plain, segs = open(sys.argv[1]).read(), open(sys.argv[2]).read(), int(sys.argv[3])
+rows = re.findall(r'<tr class="cell( regressed)?" data-cell="(\d+)">(.*?)</tr>', h)
+assert len(rows) == 16, len(rows)
+assert [int(r[1]) for r in rows if r[0]] == [6], [r[1] for r in rows if r[0]]
+cells = re.findall(r'<td class="([^"]*)">([^<]*)</td>', rows[6][2])
+assert [c for c in cells if "regressed" in c[0]] == [("num regressed", cells[3][1]), ("regressed", "peak_reserved")], cells
+# every table row shows the text table's cells
+for r in rows:
+    texts = [t for _, t in re.findall(r'<td class="([^"]*)">([^<]*)</td>', r[2])]
+    line = next(l for l in plain.splitlines() if l.split()[:2] == texts[:2])
+    assert line.split() == " ".join(texts).split(), (line, texts)
+assert "1 regression against" in h and "crosses 'peak_reserved &gt; +2%'" in h
+figs = h.split('<div class="figure">')[1:]
+assert len(figs) == 4, len(figs)
+for name, f in zip(["job1", "job2", "job3", "job4"], figs):
+    assert f'>{name}: 4 policies, segment maps at each peak</text>' in f, name
+    assert f.count('class="series"') == 8 and f.count('class="segment-map"') == 4, name
+    for p in ["torch", "torch:expandable_segments:True", "bfc:allow_growth=true", "async"]:
+        assert f'>{p} at the peak (event ' in f, (name, p)
+assert f'data-segments="{segs}"' in figs[1].split('class="segment-map"')[3], "job2/bfc segments"
+PY
+expect 1 "${REG[@]}" --html "$T" && has "$T/err" "$T"
+expect 2 merge "$T/s1.json" "$T/s2.json" "$T/s3.json" --html "$T/m.html" && has "$T/err" "--html needs the replays"
+[ ! -e "$T/m.html" ] || fail "merge --html wrote a page"
+
 # Cells on one side only are reported; without a baseline a relative threshold compares with the reference.
 expect 0 compare 'job1' 'job2' --policy torch --policy async --no-save --quiet --baseline "$T/j1.json" --fail-if 'ooms > 0'
 has "$T/out" "job3 / torch: in the baseline, not in this run"

@@ -128,4 +128,40 @@ want=$(sed -n 's/^  OOM: \(needed .*\)$/\1/p' "$T/out")
 [ -n "$want" ] || fail "replay --at oom printed no OOM line"
 has "$O.dom" ">$want</text>"
 not_blank "$O.png"
+# `compare --html`: the table (one row per cell, the regressed cell highlighted, as drawn), one
+# figure per trace with each policy's curves, one segment-map group per policy at its peak
+expect 0 gen --events 1500 --seed 1 --name job1
+CP=(compare sample job1 --policy torch --policy bfc --policy 'torch:expandable_segments:True' --no-save --quiet)
+expect 0 "${CP[@]}" --json && cp "$T/out" "$T/base.json"
+python3 - "$T/base.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+r["cells"][4]["peak_reserved_bytes"] = int(r["cells"][4]["peak_reserved_bytes"] * 0.9)  # sample / bfc
+json.dump(r, open(sys.argv[1], "w"))
+PY
+C="$T/compare.html"
+expect 3 "${CP[@]}" --baseline "$T/base.json" --fail-if 'peak_reserved > +2%' --html "$C"
+grep -v -e '^</body>$' -e '^</html>$' "$C" >"$C.probe.html"
+cat >>"$C.probe.html" <<'PROBE'
+<script>(function(){
+var out=[],rows=document.querySelectorAll("table.compare tbody tr");out.push("rows="+rows.length);
+rows.forEach(function(r){var td=r.querySelector("td.regressed");if(td)out.push("regressed="+r.cells[0].textContent+"/"+
+  r.cells[1].textContent+" bg="+getComputedStyle(td).backgroundColor+" plain="+getComputedStyle(r.cells[2]).backgroundColor);});
+document.querySelectorAll("div.figure > svg").forEach(function(svg){var ids={};
+  svg.querySelectorAll("path.series").forEach(function(p){if(p.getBBox().width>0)ids[p.dataset.series]=1;});
+  var maps=[];svg.querySelectorAll("g.segment-map").forEach(function(g){maps.push(g.dataset.segments);});
+  out.push("figure="+svg.querySelector(".figure-title").textContent+" curves="+Object.keys(ids).length+" maps="+maps.join(","));});
+var pre=document.createElement("pre");pre.id="probe";pre.textContent=out.join("\n");document.body.appendChild(pre);})();</script>
+</body></html>
+PROBE
+render "$C.probe.html" 3000
+D="$C.probe.html.dom"
+has "$D" 'rows=6'
+[ "$(grep -c '^regressed=' "$D")" = 1 ] || fail "compare html: $(grep -c '^regressed=' "$D") rows highlighted, wanted 1"
+has "$D" 'regressed=sample/bfc bg=rgb(255, 201, 201) plain=rgb(255, 245, 245)'
+expect 0 replay sample --allocator torch:expandable_segments:True --at peak --json
+exp_segments=$(grep -o '"blocks":' "$T/out" | wc -l)
+has "$D" "figure=job1: 3 policies, segment maps at each peak curves=3 maps="
+has "$D" "figure=sample: 3 policies, segment maps at each peak curves=3 maps=$torch_segments,$bfc_segments,$exp_segments"
+not_blank "$C.probe.html.png"
 finish
