@@ -1,20 +1,23 @@
 -- scale_fit.lua: predict a job's memory at another size (sequence length or batch) from traces
--- of the same job at two sizes.
+-- of the same job at one or more sizes, with an error band that was measured.
 --
--- Model (two traces, --set other=TRACE):
---   * allocations are matched across the traces by call site and order: the k-th allocation
---     made at a call site in one trace is the k-th made there in the other; a call site found in
---     one trace only is paired with the other's whose frames agree with it longest, innermost
---     first (the same code reached from another line of the driver);
---   * each matched allocation's growth is fitted from its two sizes: constant, linear or
---     quadratic in the size when the ratio says so (within 2%), otherwise a power law through
---     both points;
---   * the trace nearer the target size is resized allocation by allocation (an allocation
---     without a match takes the growth most allocations at its call site have, else constant)
---     and replayed through the allocator, so peak reserved memory comes from the allocator's
---     own decisions; kernels are matched by name and order and their durations fitted alike;
---   * allocations the larger trace makes that the smaller one does not (a size-dependent
---     number of chunks) are kept as the base trace has them.
+-- Model (several traces: --set others=TRACE:SIZE,... and/or other=TRACE, other_size=N):
+--   * the trace nearest the target size (in ratio) is the base, resized allocation by
+--     allocation and replayed through the allocator, so peak reserved memory comes from the
+--     allocator's own decisions; its growths are fitted against the next nearest trace;
+--   * allocations are matched across the two by call site and order: the k-th allocation made
+--     at a call site in one trace is the k-th made there in the other; a call site found in one
+--     trace only is paired with the other's whose frames agree with it longest, innermost first
+--     (the same code reached from another line of the driver);
+--   * a matched allocation's growth is fitted from its two sizes when the ratio says constant,
+--     linear or quadratic (within 2%); with a third trace the fit is checked against it, and an
+--     allocation whose growth to it is of another class, one whose ratio fits no class, and one
+--     the other trace does not make (made only at some sizes) take the one-trace rules below;
+--   * kernels are matched by name and order and their durations fitted as a power law; a
+--     kernel the other trace does not run takes the median exponent of the matched ones;
+--   * error band: with three or more traces each is left out and predicted from the others,
+--     against its own replay, and the largest error is the band; with one or two, the method's
+--     largest error on the real pairs of docs/accuracy.md (DOC_BAND below).
 -- Model (one trace): persistent memory (what lives across the trace: parameters, optimizer
 --   state, gradients), parameter-shaped memory wherever the categories say so (gradients made
 --   in the backward) and the optimizer's own allocations are constant; attention scores are
@@ -32,8 +35,9 @@
 --   With --set unit=batch nothing is quadratic.
 -- Parameters (--set):
 --   size=N        the size of this trace (required: e.g. its sequence length)
---   at=N          the size to predict (default: 2 * the larger known size)
---   other=TRACE   the same job recorded at another size (name or id)
+--   at=N          the size to predict (default: 2 * the largest known size)
+--   others=LIST   the same job recorded at other sizes: TRACE:SIZE,TRACE:SIZE,...
+--   other=TRACE   one more, the same as others=TRACE:other_size
 --   other_size=N  that trace's size (required with other)
 --   unit=NAME     sequence (default) or batch: what the size counts
 --   heads=N       attention heads (one trace, sequence: with batch, gives the scores' size;
@@ -371,18 +375,30 @@ end
 -- Two traces: a matched allocation's growth is fitted from its two sizes when it is constant,
 -- linear or quadratic (within 2%); an allocation the other trace does not make (one that exists
 -- only at some sizes) and a match whose ratio is none of these take the one-trace rule.
-local function two_growth(base, bsize, ref, rsize)
+local function two_growth(base, bsize, ref, rsize, check, csize)
   local ab, rule = one_growth(base, bsize)
   local ar = ref:allocations()
   local x = rsize / bsize
   local m, npaired = match(base, ref, ab, ar, x)
+  -- a third size checks each fit: an allocation whose growth to it is of another class (its
+  -- layer's shape changed between the sizes: a program configured per size) takes the rule
+  local mc, ac, xc = nil, nil, nil
+  if check then
+    ac = check:allocations()
+    xc = csize / bsize
+    mc = match(base, check, ab, ac, xc)
+  end
   local p_of = {}
-  local c = {constant = 0, linear = 0, quadratic = 0, rule = 0, unmatched = 0}
+  local c = {constant = 0, linear = 0, quadratic = 0, rule = 0, unmatched = 0, disagree = 0}
   for i = 1, ab.n do
     local j = m[i]
     if j then
       local cls, p = classify(ar.size[j] / ab.size[i], x)
-      if cls == 'power' then
+      local jc = mc and mc[i]
+      if cls ~= 'power' and jc and classify(ac.size[jc] / ab.size[i], xc) ~= cls then
+        p_of[i] = rule[i]
+        c.disagree = c.disagree + 1
+      elseif cls == 'power' then
         p_of[i] = rule[i]
         c.rule = c.rule + 1
       else
@@ -403,6 +419,10 @@ local function two_growth(base, bsize, ref, rsize)
     npaired > 0 and string.format('; %d call sites found in one trace only paired by their innermost frames', npaired) or ''))
   note(string.format('growth of %d allocations: %d constant, %d linear, %d quadratic fitted from both sizes; %d whose ratio fits no class and %d the other trace does not make (made only at some sizes) take the one-trace rule',
     ab.n, c.constant, c.linear, c.quadratic, c.rule, c.unmatched))
+  if check then
+    note(string.format('checked against %s (%s %d): %d allocations whose growth to it is of another class take the one-trace rule',
+      check:name(), unit, csize, c.disagree))
+  end
   return ab, p_of
 end
 
@@ -452,7 +472,8 @@ local function predict(list, target)
   end)
   local b, r = order[1], order[2]
   local ab, p_of
-  if r then ab, p_of = two_growth(b.trace, b.size, r.trace, r.size)
+  local k = order[3]
+  if r then ab, p_of = two_growth(b.trace, b.size, r.trace, r.size, k and k.trace, k and k.size)
   else ab, p_of = one_growth(b.trace, b.size) end
   local resize = {}
   for i = 1, ab.n do
