@@ -18,8 +18,9 @@ static const char *const replay_usage[] = {
   "  --device NAME     predict time on this device profile (see 'memplay devices'; default: the profile that",
   "                    matches the trace's recorded device, if any)",
   "  --timing OPTIONS  time model options, e.g. copies=recorded,device_waits=drop (see docs/timemodel.md):",
-  "                    copies=model|recorded device_waits=keep|drop dependencies=infer|off",
-  "                    kernel_scale=FACTOR malloc_syncs=true|false batch=SAMPLES_PER_STEP",
+  "                    copies=model|recorded|profile device_waits=keep|drop dependencies=infer|off",
+  "                    kernels=scaled|recorded kernel_scale=FACTOR malloc_syncs=true|false",
+  "                    batch=SAMPLES_PER_STEP",
   "  --stop-at-oom     stop at the first allocation that does not fit",
   "  --live-start      a recorded window starts from the blocks live then, allocated in address order on an",
   "                    empty allocator (default under the recorded allocator: the state validate rebuilds)",
@@ -101,11 +102,14 @@ static void print_time(const replay_names *names, const store_trace *t, const ru
            pct(r->items[i].total_ns, r->total_ns), (long long)r->items[i].count, label);
   }
   printf("  assumed             copies %s; device waits the trace cannot explain %s; cross-stream dependencies %s;\n"
-         "                      kernels as recorded%s; cudaMalloc/cudaFree %s (docs/timemodel.md)\n",
-         c->copy_timing == SIM_TM_TIMING_RECORDED ? "as recorded" : "from the profile's bandwidths",
+         "                      kernels %s%s; cudaMalloc/cudaFree %s (docs/timemodel.md)\n",
+         c->copy_timing == SIM_TM_TIMING_RECORDED ? "as recorded"
+         : r->copies_fitted                      ? "fitted from the trace's own copies"
+                                                 : "from the profile's bandwidths",
          c->keep_device_waits ? "kept" : "dropped", c->infer_dependencies ? "inferred from recorded times" : "ignored",
-         c->kernel_scale > 0 && c->kernel_scale != 1 ? " (scaled)" : "",
+         r->device_scaled ? "scaled to this device" : "as recorded", c->kernel_scale > 0 && c->kernel_scale != 1 ? " (scaled)" : "",
          c->malloc_syncs ? "synchronize the device" : "do not synchronize");
+  report_time_scaling_text(stdout, c, r);
   if (r->ops_without_duration)
     printf("  note                %llu kernels have no recorded duration (taken as 0)\n",
            (unsigned long long)r->ops_without_duration);

@@ -1,5 +1,6 @@
 -- mixed_precision.lua: automatic mixed precision (torch.autocast to bf16 or fp16) as it really
--- behaves, from a trace recorded in fp32.
+-- behaves, from a trace recorded in fp32. A trace already under autocast (its call stacks pass
+-- through at::autocast) is reported as it is, labelled so, and not converted again.
 --
 -- Model (memory):
 --   * parameters stay fp32 (the master weights), and so do their gradients and the optimizer
@@ -46,6 +47,36 @@ local matmul_speedup = memplay.param('matmul_speedup', tf32 and 2.0 or 8.0)
 local elementwise_factor = memplay.param('elementwise_factor', 0.75)
 local mem_bw = memplay.param('mem_bw_gbs', 1500.0) * 1e9
 if matmul_speedup <= 0 or elementwise_factor <= 0 or mem_bw <= 0 then error('--set: the time figures must be positive') end
+
+-- ---- is the trace already under autocast? ------------------------------------------------
+-- A memory snapshot records no dtypes; what says a run was under autocast is its call stacks:
+-- ops dispatched under autocast pass through at::autocast (WrapFunction_, cached_cast). Such a
+-- trace is the baseline as it is: nothing in it is converted a second time.
+local function autocast_frames(tr)
+  local sites, n = 0, 0
+  for _, s in ipairs(tr:sites()) do
+    sites = sites + 1
+    for _, f in ipairs(tr:frames(s.site)) do
+      if f.name:find('at::autocast::', 1, true) then
+        n = n + s.count
+        break
+      end
+    end
+  end
+  return n, sites
+end
+local already, nsites = autocast_frames(S.trace)
+if already > 0 then
+  local base = S:replay(t)
+  S:record('autocast (as recorded)', base, {})
+  memplay.assume(string.format('the trace is already under autocast: %d allocations were made by ops its call stacks show dispatched through at::autocast; it is the baseline as recorded and nothing is converted twice (the %s asked for is not applied)',
+    already, precision))
+  S:report{title = string.format('mixed precision for %s (allocator %s): already under autocast', S.info.name, S.allocator)}
+  return
+end
+if nsites == 0 then
+  memplay.assume('the trace has no call stacks: taken to be fp32, as nothing says it ran under autocast')
+end
 
 -- ---- what op made each allocation --------------------------------------------------------
 
@@ -340,6 +371,10 @@ if t:count{kind = 'kernel'} > 0 then
   memplay.assume(string.format('time: matmul kernels %.3gx faster%s, elementwise and copy kernels x%.3g, casts at %.0f GB/s',
     matmul_speedup, tf32 and ' (the fp32 run used TF32)' or '', elementwise_factor, mem_bw / 1e9))
 end
+-- the measured error of the model on real pairs (docs/accuracy.md, "mixed_precision: real
+-- pairs"): the largest |error| of peak allocated and peak reserved
+local DOC_BAND = 1.9
+memplay.assume(string.format('error band: ±%.1f%% (the model\'s largest error on the real fp32/autocast pairs, docs/accuracy.md)', DOC_BAND))
 S:report{
   title = string.format('mixed precision (%s autocast) for %s (allocator %s)', precision, S.info.name, S.allocator),
 }

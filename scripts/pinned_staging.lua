@@ -22,11 +22,15 @@ local buffers = memplay.param('buffers', 2)
 if buffers < 1 then error('--set buffers must be at least 1') end
 
 local largest, n_h2d, bytes_h2d, n_pageable = 0, 0, 0, 0
+local pageable_copies = {} -- the recorded pageable copies with a duration: {size, dur}
 for ev in t:events{kind = 'memcpy', dir = 'h2d'} do
   n_h2d = n_h2d + 1
   bytes_h2d = bytes_h2d + ev.size
   if ev.size > largest then largest = ev.size end
-  if ev.mem == 'pageable' then n_pageable = n_pageable + 1 end
+  if ev.mem == 'pageable' then
+    n_pageable = n_pageable + 1
+    if ev.dur and ev.dur > 0 then pageable_copies[#pageable_copies + 1] = {ev.size, ev.dur} end
+  end
 end
 local two_mib = 2 * 1024 * 1024
 local default_size = math.max(two_mib, (largest + two_mib - 1) // two_mib * two_mib)
@@ -62,6 +66,42 @@ local rp = S:replay(pageable)
 S:record('pageable copies', rp, row(rp))
 local rs = S:replay(staged)
 S:record(string.format('%d pinned staging buffers', buffers), rs, row(rs))
+
+-- The check against the trace's own copies (on the machine it was recorded on, where the time
+-- model fits copy times from them): what its recorded pageable copies took, against what its
+-- pinned copies' fit says the same copies would take pinned, and the gain the variants predict
+-- for them (the pinned variant's pinned copy time less the recorded pinned copies', against
+-- the recorded pageable copies' predicted time).
+local function class(r, kind, large)
+  for _, c in ipairs(r.time and r.time.copies or {}) do
+    if c.kind == kind and (c.size == 'at least 1 MiB') == large then return c end
+  end
+  return nil
+end
+local function fit_of(r, kind, large)
+  for _, c in ipairs(r.time and r.time.copy_fit or {}) do
+    if c.kind == kind and (c.size == 'at least 1 MiB') == large then return c end
+  end
+  return nil
+end
+if base.time and base.time.copy_fit and #pageable_copies > 0 then
+  local rec, pinned_fit, missing = 0, 0, false
+  for _, c in ipairs(pageable_copies) do
+    local f = fit_of(base, 'h2d_pinned', c[1] >= 1048576)
+    if not f then missing = true break end
+    rec = rec + c[2] / 1e9
+    pinned_fit = pinned_fit + f.latency_s + c[1] / f.bandwidth_bytes_per_s
+  end
+  if not missing then
+    local predicted = 0
+    for _, large in ipairs{false, true} do
+      local pg, sp, bp = class(base, 'h2d_pageable', large), class(rs, 'h2d_pinned', large), class(base, 'h2d_pinned', large)
+      predicted = predicted + (pg and pg.predicted_s or 0) - ((sp and sp.predicted_s or 0) - (bp and bp.predicted_s or 0))
+    end
+    memplay.assume(string.format('checked against the trace\'s own copies: its %d pageable host-to-device copies took %s as recorded; at the latency and bandwidth its pinned copies show (fitted), the same copies pinned would take %s: a measured gain of %s, against %s predicted by the variants',
+      #pageable_copies, memplay.duration(rec), memplay.duration(pinned_fit), memplay.duration(rec - pinned_fit), memplay.duration(predicted)))
+  end
+end
 
 memplay.assume(string.format('%d host-to-device copies (%s in all, %d from pageable memory as recorded)', n_h2d,
   memplay.bytes(bytes_h2d), n_pageable))

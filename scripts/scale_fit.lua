@@ -1,20 +1,23 @@
 -- scale_fit.lua: predict a job's memory at another size (sequence length or batch) from traces
--- of the same job at two sizes.
+-- of the same job at one or more sizes, with an error band that was measured.
 --
--- Model (two traces, --set other=TRACE):
---   * allocations are matched across the traces by call site and order: the k-th allocation
---     made at a call site in one trace is the k-th made there in the other; a call site found in
---     one trace only is paired with the other's whose frames agree with it longest, innermost
---     first (the same code reached from another line of the driver);
---   * each matched allocation's growth is fitted from its two sizes: constant, linear or
---     quadratic in the size when the ratio says so (within 2%), otherwise a power law through
---     both points;
---   * the trace nearer the target size is resized allocation by allocation (an allocation
---     without a match takes the growth most allocations at its call site have, else constant)
---     and replayed through the allocator, so peak reserved memory comes from the allocator's
---     own decisions; kernels are matched by name and order and their durations fitted alike;
---   * allocations the larger trace makes that the smaller one does not (a size-dependent
---     number of chunks) are kept as the base trace has them.
+-- Model (several traces: --set others=TRACE:SIZE,... and/or other=TRACE, other_size=N):
+--   * the trace nearest the target size (in ratio) is the base, resized allocation by
+--     allocation and replayed through the allocator, so peak reserved memory comes from the
+--     allocator's own decisions; its growths are fitted against the next nearest trace;
+--   * allocations are matched across the two by call site and order: the k-th allocation made
+--     at a call site in one trace is the k-th made there in the other; a call site found in one
+--     trace only is paired with the other's whose frames agree with it longest, innermost first
+--     (the same code reached from another line of the driver);
+--   * a matched allocation's growth is fitted from its two sizes when the ratio says constant,
+--     linear or quadratic (within 2%); with a third trace the fit is checked against it, and an
+--     allocation whose growth to it is of another class, one whose ratio fits no class, and one
+--     the other trace does not make (made only at some sizes) take the one-trace rules below;
+--   * kernels are matched by name and order and their durations fitted as a power law; a
+--     kernel the other trace does not run takes the median exponent of the matched ones;
+--   * error band: with three or more traces each is left out and predicted from the others,
+--     against its own replay, and the largest error is the band; with one or two, the method's
+--     largest error on the real pairs of docs/accuracy.md (DOC_BAND below).
 -- Model (one trace): persistent memory (what lives across the trace: parameters, optimizer
 --   state, gradients), parameter-shaped memory wherever the categories say so (gradients made
 --   in the backward) and the optimizer's own allocations are constant; attention scores are
@@ -32,8 +35,9 @@
 --   With --set unit=batch nothing is quadratic.
 -- Parameters (--set):
 --   size=N        the size of this trace (required: e.g. its sequence length)
---   at=N          the size to predict (default: 2 * the larger known size)
---   other=TRACE   the same job recorded at another size (name or id)
+--   at=N          the size to predict (default: 2 * the largest known size)
+--   others=LIST   the same job recorded at other sizes: TRACE:SIZE,TRACE:SIZE,...
+--   other=TRACE   one more, the same as others=TRACE:other_size
 --   other_size=N  that trace's size (required with other)
 --   unit=NAME     sequence (default) or batch: what the size counts
 --   heads=N       attention heads (one trace, sequence: with batch, gives the scores' size;
@@ -45,14 +49,39 @@ local size = memplay.param('size', 0)
 if size <= 0 then error('--set size=N: the size (sequence length or batch) this trace was recorded at is required') end
 local other_name = memplay.param('other', '')
 local other_size = memplay.param('other_size', 0)
+local others = memplay.param('others', '')
 local unit = memplay.param('unit', 'sequence')
 if unit ~= 'sequence' and unit ~= 'batch' then error('--set unit: sequence or batch, not ' .. unit) end
 if other_name ~= '' and other_size <= 0 then error('--set other_size=N is required with other') end
-local at = memplay.param('at', 2 * math.max(size, other_size))
+
+-- the input traces: this one, --set other, and each TRACE:SIZE of --set others
+local inputs = {{trace = S.trace, size = size}}
+if other_name ~= '' then inputs[#inputs + 1] = {trace = memplay.store():trace(other_name), size = other_size} end
+for item in others:gmatch('[^,]+') do
+  local name, n = item:match('^%s*(.-):(%d+)%s*$')
+  if not name or name == '' or tonumber(n) <= 0 then
+    error(string.format('--set others: "%s" is not TRACE:SIZE (a trace name or id, a colon, a size of at least 1)', item))
+  end
+  inputs[#inputs + 1] = {trace = memplay.store():trace(name), size = tonumber(n)}
+end
+local largest = 0
+for k, a in ipairs(inputs) do
+  largest = math.max(largest, a.size)
+  for j = 1, k - 1 do
+    if inputs[j].size == a.size then error(string.format('two input traces at %s %d: each size once', unit, a.size)) end
+  end
+end
+local at = memplay.param('at', 2 * largest)
 if at <= 0 then error('--set at=N must be at least 1') end
 
-local A = S.trace
-local B = other_name ~= '' and memplay.store():trace(other_name) or nil
+-- the measured error of the method on real pairs (docs/accuracy.md, "scale_fit: real pairs"):
+-- the largest |error| of peak allocated and peak reserved over the pairs of the table, by the
+-- number of input traces; with three or more, leave-one-out measures it on the inputs instead
+local DOC_BAND = {[1] = 19.1, [2] = 19.0}
+
+-- assumptions are recorded for the prediction itself, not for the leave-one-out refits
+local quiet = false
+local function note(s) if not quiet then memplay.assume(s) end end
 
 local TOL = 0.02
 -- operators whose result is boolean (as named in a C++ frame: at::_ops::eq_Scalar::call)
@@ -163,61 +192,8 @@ local function match(tb, tr, ab, ar, x)
   return pairs_, npaired
 end
 
-local counts = {constant = 0, linear = 0, quadratic = 0, power = 0, unmatched = 0}
-local base, base_size, resize, exps = nil, nil, {}, {}
-local nchanged = 0
-
-if B then
-  -- the base is the trace nearer the target (in ratio)
-  local near_a = math.abs(math.log(at / size)) <= math.abs(math.log(at / other_size))
-  base = near_a and A or B
-  base_size = near_a and size or other_size
-  local ref, ref_size = near_a and B or A, near_a and other_size or size
-  local ab, ar = base:allocations(), ref:allocations()
-  local x = ref_size / base_size
-  local m, npaired = match(base, ref, ab, ar, x)
-  local site_votes = {}
-  local p_of = {}
-  for i = 1, ab.n do
-    local j = m[i]
-    if j then
-      local cls, p = classify(ar.size[j] / ab.size[i], x)
-      counts[cls] = counts[cls] + 1
-      p_of[i] = p
-      local v = site_votes[ab.site[i]] or {}
-      v[p] = (v[p] or 0) + 1
-      site_votes[ab.site[i]] = v
-    elseif ab.site[i] == 0 or ab.persistent[i] then
-      -- live before the trace or without a call stack: nothing to match it by
-      counts.constant = counts.constant + 1
-      p_of[i] = 0
-    end
-  end
-  for i = 1, ab.n do
-    local p = p_of[i]
-    if not p then
-      counts.unmatched = counts.unmatched + 1
-      local best, n = 0, 0
-      for e, c in pairs(site_votes[ab.site[i]] or {}) do
-        if c > n then best, n = e, c end
-      end
-      p = best
-    end
-    if p ~= 0 then
-      local new = math.floor(ab.size[i] * (at / base_size) ^ p + 0.5)
-      if new ~= ab.size[i] then
-        resize[ab.seq[i]] = new
-        nchanged = nchanged + 1
-      end
-    end
-  end
-  memplay.assume(string.format('allocations matched by call site and order between %s (%s %d) and %s (%s %d)',
-    A:name(), unit, size, B:name(), unit, other_size))
-  if npaired > 0 then
-    memplay.assume(string.format('%d call sites found in one trace only paired with the other\'s by their innermost frames', npaired))
-  end
-else
-  base, base_size = A, size
+-- One trace: each allocation's growth exponent by rule (0 constant, 1 linear, 2 quadratic).
+local function one_growth(A, size)
   local ab = A:allocations()
   -- optimizer call sites are constant
   local opt = {}
@@ -226,9 +202,6 @@ else
   -- what does not grow: memory that outlives the trace, the optimizer's, what has no call stack,
   -- and parameter-shaped memory wherever the categories say so (gradients made in the backward)
   local CONST_CATS = {parameter = true, gradient = true, optimizer_state = true}
-  local function constant(i)
-    return ab.persistent[i] or opt[ab.site[i]] or ab.site[i] == 0 or CONST_CATS[ab.category[i]] or false
-  end
   -- what a call stack says about its allocation: the operators (at::_ops::NAME::), the
   -- autograd nodes (generated::NAME::apply) and the Python functions it passes through
   local said = {}
@@ -244,10 +217,20 @@ else
       end
       local node = f.name:match('generated::([%w_]+)::apply')
       if node then w.node[node] = true end
-      if f.file:match('%.py$') then w.fn[f.name:lower()] = true end
+      if f.file:match('%.py$') then
+        w.fn[f.name:lower()] = true
+        -- the module that defines it counts too: forward in softmax.py is a softmax
+        w.fn[(f.file:match('([^/\\]+)%.py$') or ''):lower() .. '.py'] = true
+      end
     end
     said[site] = w
     return w
+  end
+  -- a model's construction (a never-freed allocation made inside an __init__: its weights, in
+  -- a trace recorded from an empty allocator) does not grow either
+  local function constant(i)
+    return ab.persistent[i] or opt[ab.site[i]] or ab.site[i] == 0 or CONST_CATS[ab.category[i]]
+      or (ab.free_seq[i] < 0 and says(ab.site[i]).fn.__init__) or false
   end
   local function any(w, ops, nodes, fns)
     for _, o in ipairs(ops) do if w.op[o] then return true end end
@@ -268,7 +251,7 @@ else
   local per = nil -- bytes of the scores per size^2: batch x heads x elem
   if unit == 'sequence' and heads > 0 and S.batch then
     per = S.batch * heads * elem
-    memplay.assume(string.format('attention scores are %d x %d x %s^2 elements of %d bytes (batch x heads x sequence^2): quadratic',
+    note(string.format('attention scores are %d x %d x %s^2 elements of %d bytes (batch x heads x sequence^2): quadratic',
       S.batch, heads, unit, elem))
   elseif unit == 'sequence' then
     local count = {}
@@ -285,10 +268,10 @@ else
     end
     if best then
       per = best // (size * size)
-      memplay.assume(string.format('attention scores found by their softmax: %s at %s %d (%d allocations), that is %d bytes x %s^2 (batch x heads x bytes per element): quadratic',
+      note(string.format('attention scores found by their softmax: %s at %s %d (%d allocations), that is %d bytes x %s^2 (batch x heads x bytes per element): quadratic',
         memplay.bytes(best), unit, size, n, per, unit))
     else
-      memplay.assume('no allocation made by a softmax has a size of a whole multiple of ' .. unit .. '^2, and no --set heads=N: nothing is quadratic (right when attention never materializes its scores; give heads and batch otherwise)')
+      note('no allocation made by a softmax has a size of a whole multiple of ' .. unit .. '^2, and no --set heads=N: nothing is quadratic (right when attention never materializes its scores; give heads and batch otherwise)')
     end
   end
   if per then
@@ -320,7 +303,7 @@ else
         end
       end
       if nmasks > 0 then
-        memplay.assume(string.format('%d boolean tensors of the scores\' shape (%s, made by comparisons or dropout): quadratic', nmasks, memplay.bytes(bool_bytes)))
+        note(string.format('%d boolean tensors of the scores\' shape (%s, made by comparisons or dropout): quadratic', nmasks, memplay.bytes(bool_bytes)))
       end
     end
 
@@ -376,34 +359,77 @@ else
           nl = nl + 1
         end
       end
-      memplay.assume(string.format('the scores\' size (%s) is a feed-forward activation\'s too: of its %d allocations, %d taken for scores (quadratic) and %d for activations (linear), by what their call stacks say',
+      note(string.format('the scores\' size (%s) is a feed-forward activation\'s too: of its %d allocations, %d taken for scores (quadratic) and %d for activations (linear), by what their call stacks say',
         memplay.bytes(score_bytes), #sized, nq, nl))
     end
   end
-  local x = at / size
+  local p_of = {}
   for i = 1, ab.n do
-    local p
-    if constant(i) then
-      p = 0; counts.constant = counts.constant + 1
-    elseif quad_sizes[ab.size[i]] or quad_ab[i] then
-      p = 2; counts.quadratic = counts.quadratic + 1
-    else
-      p = 1; counts.linear = counts.linear + 1
-    end
-    if p ~= 0 then
-      local new = math.floor(ab.size[i] * x ^ p + 0.5)
-      if new ~= ab.size[i] then
-        resize[ab.seq[i]] = new
-        nchanged = nchanged + 1
-      end
-    end
+    if constant(i) then p_of[i] = 0
+    elseif quad_sizes[ab.size[i]] or quad_ab[i] then p_of[i] = 2
+    else p_of[i] = 1 end
   end
-  memplay.assume('one trace: persistent and optimizer allocations constant, attention scores quadratic, other transient allocations linear in ' .. unit)
+  return ab, p_of
 end
 
--- kernels: matched by name and order, durations fitted the same way
-local retime = nil
-if B then
+-- Two traces: a matched allocation's growth is fitted from its two sizes when it is constant,
+-- linear or quadratic (within 2%); an allocation the other trace does not make (one that exists
+-- only at some sizes) and a match whose ratio is none of these take the one-trace rule.
+local function two_growth(base, bsize, ref, rsize, check, csize)
+  local ab, rule = one_growth(base, bsize)
+  local ar = ref:allocations()
+  local x = rsize / bsize
+  local m, npaired = match(base, ref, ab, ar, x)
+  -- a third size checks each fit: an allocation whose growth to it is of another class (its
+  -- layer's shape changed between the sizes: a program configured per size) takes the rule
+  local mc, ac, xc = nil, nil, nil
+  if check then
+    ac = check:allocations()
+    xc = csize / bsize
+    mc = match(base, check, ab, ac, xc)
+  end
+  local p_of = {}
+  local c = {constant = 0, linear = 0, quadratic = 0, rule = 0, unmatched = 0, disagree = 0}
+  for i = 1, ab.n do
+    local j = m[i]
+    if j then
+      local cls, p = classify(ar.size[j] / ab.size[i], x)
+      local jc = mc and mc[i]
+      if cls ~= 'power' and jc and classify(ac.size[jc] / ab.size[i], xc) ~= cls then
+        p_of[i] = rule[i]
+        c.disagree = c.disagree + 1
+      elseif cls == 'power' then
+        p_of[i] = rule[i]
+        c.rule = c.rule + 1
+      else
+        p_of[i] = p
+        c[cls] = c[cls] + 1
+      end
+    elseif ab.site[i] == 0 or ab.persistent[i] then
+      -- live before the trace or without a call stack: nothing to match it by
+      p_of[i] = 0
+      c.constant = c.constant + 1
+    else
+      p_of[i] = rule[i]
+      c.unmatched = c.unmatched + 1
+    end
+  end
+  note(string.format('allocations of %s (%s %d) matched by call site and order with %s (%s %d)%s',
+    base:name(), unit, bsize, ref:name(), unit, rsize,
+    npaired > 0 and string.format('; %d call sites found in one trace only paired by their innermost frames', npaired) or ''))
+  note(string.format('growth of %d allocations: %d constant, %d linear, %d quadratic fitted from both sizes; %d whose ratio fits no class and %d the other trace does not make (made only at some sizes) take the one-trace rule',
+    ab.n, c.constant, c.linear, c.quadratic, c.rule, c.unmatched))
+  if check then
+    note(string.format('checked against %s (%s %d): %d allocations whose growth to it is of another class take the one-trace rule',
+      check:name(), unit, csize, c.disagree))
+  end
+  return ab, p_of
+end
+
+-- Kernels of the base matched by name and order with the reference's, durations fitted as a
+-- power law through both; a kernel the reference does not run (chosen at this size only)
+-- takes the median exponent of the matched ones.
+local function retime_kernels(base, bsize, ref, rsize, target)
   local function kernel_list(t)
     local list, count = {}, {}
     for ev in t:events{kind = 'kernel'} do
@@ -414,43 +440,108 @@ if B then
     return list
   end
   local kb = kernel_list(base)
-  if #kb > 0 then
-    local kr = {}
-    for _, k in ipairs(kernel_list(base == A and B or A)) do kr[k.key] = k.dur end
-    local ref_size = base == A and other_size or size
-    retime = {}
-    for _, k in ipairs(kb) do
-      local d2 = kr[k.key]
-      if d2 and k.dur > 0 and d2 > 0 then
-        local p = math.log(d2 / k.dur) / math.log(ref_size / base_size)
-        retime[k.seq] = math.floor(k.dur * (at / base_size) ^ p + 0.5)
-      end
+  if #kb == 0 then return nil end
+  local kr = {}
+  for _, k in ipairs(kernel_list(ref)) do kr[k.key] = k.dur end
+  local exps, pk = {}, {}
+  for _, k in ipairs(kb) do
+    local d2 = kr[k.key]
+    if d2 and k.dur > 0 and d2 > 0 then
+      pk[k.seq] = math.log(d2 / k.dur) / math.log(rsize / bsize)
+      exps[#exps + 1] = pk[k.seq]
     end
   end
+  table.sort(exps)
+  local median = exps[(#exps + 1) // 2] or 1
+  local retime = {}
+  for _, k in ipairs(kb) do
+    if k.dur and k.dur > 0 then retime[k.seq] = math.floor(k.dur * (target / bsize) ^ (pk[k.seq] or median) + 0.5) end
+  end
+  return retime
 end
 
-local predicted = base:resize(resize)
-if retime then
-  predicted = predicted:map(function(ev)
-    local d = retime[ev.seq]
-    if d then ev.dur = d end
-  end, {kind = 'kernel'})
+-- Predicts the job at size target from a list of {trace, size}: the trace nearest the target
+-- (in ratio) is resized allocation by allocation, its growths fitted against the next nearest.
+local function predict(list, target)
+  local order = {}
+  for k, a in ipairs(list) do order[k] = a end
+  table.sort(order, function(p, q)
+    local dp, dq = math.abs(math.log(target / p.size)), math.abs(math.log(target / q.size))
+    if dp ~= dq then return dp < dq end
+    return p.size > q.size
+  end)
+  local b, r = order[1], order[2]
+  local ab, p_of
+  local k = order[3]
+  if r then ab, p_of = two_growth(b.trace, b.size, r.trace, r.size, k and k.trace, k and k.size)
+  else ab, p_of = one_growth(b.trace, b.size) end
+  local resize = {}
+  for i = 1, ab.n do
+    local p = p_of[i]
+    if p ~= 0 then
+      local new = math.floor(ab.size[i] * (target / b.size) ^ p + 0.5)
+      if new ~= ab.size[i] then resize[ab.seq[i]] = new end
+    end
+  end
+  local t = b.trace:resize(resize)
+  local retime = r and retime_kernels(b.trace, b.size, r.trace, r.size, target)
+  if retime then
+    t = t:map(function(ev)
+      local d = retime[ev.seq]
+      if d then ev.dur = d end
+    end, {kind = 'kernel'})
+  end
+  return t, b
 end
 
 local function batch_at(n) return unit == 'batch' and n or S.batch end
-local ra = S:replay(A)
-S:record(string.format('%s (%s %d, recorded)', A:name(), unit, size), ra, {size = size, batch = batch_at(size)})
-if B then
-  local rb = S:replay(B)
-  S:record(string.format('%s (%s %d, recorded)', B:name(), unit, other_size), rb, {size = other_size, batch = batch_at(other_size)})
-end
-local rp = S:replay(predicted)
-S:record(string.format('predicted at %s %d', unit, at), rp, {size = at, batch = batch_at(at)})
+local function pct(p, real) return 100 * (p - real) / real end
 
-memplay.assume(string.format('growth of %d allocations: %d constant, %d linear, %d quadratic, %d power law, %d without a match; %d resized',
-  counts.constant + counts.linear + counts.quadratic + counts.power + counts.unmatched,
-  counts.constant, counts.linear, counts.quadratic, counts.power, counts.unmatched, nchanged))
+-- the recorded inputs
+local real = {}
+for k, a in ipairs(inputs) do
+  real[k] = S:replay(a.trace)
+  S:record(string.format('%s (%s %d, recorded)', a.trace:name(), unit, a.size), real[k], {size = a.size, batch = batch_at(a.size)})
+end
+
+-- leave one out: each input predicted from the others, against its own replay
+local band, loo = nil, {}
+if #inputs >= 3 then
+  quiet = true
+  band = 0
+  for k, a in ipairs(inputs) do
+    local rest = {}
+    for j, o in ipairs(inputs) do if j ~= k then rest[#rest + 1] = o end end
+    local t, b = predict(rest, a.size)
+    local r = S:replay(t)
+    local ea, er = pct(r.peak_allocated_bytes, real[k].peak_allocated_bytes), pct(r.peak_reserved_bytes, real[k].peak_reserved_bytes)
+    band = math.max(band, math.abs(ea), math.abs(er))
+    loo[#loo + 1] = string.format('%s %d from the others (base %s %d): peak allocated %+.2f%%, peak reserved %+.2f%%',
+      unit, a.size, unit, b.size, ea, er)
+    S:record(string.format('left out: %s at %s %d', a.trace:name(), unit, a.size), r,
+      {size = a.size, batch = batch_at(a.size), error = string.format('%+.2f%% / %+.2f%%', ea, er)})
+  end
+  quiet = false
+end
+
+local predicted = predict(inputs, at)
+local rp = S:replay(predicted)
+local band_text
+if band then
+  band_text = string.format('error band: ±%.1f%% (the largest leave-one-out error of %d input sizes)', band, #inputs)
+else
+  band = DOC_BAND[#inputs]
+  band_text = string.format('error band: ±%.1f%% (the method\'s largest error on real pairs with %d input trace%s, docs/accuracy.md)',
+    band, #inputs, #inputs == 1 and '' or 's')
+end
+S:record(string.format('predicted at %s %d', unit, at), rp, {size = at, batch = batch_at(at),
+  error = string.format('±%.1f%%', band)})
+for _, s in ipairs(loo) do memplay.assume('leave one out: ' .. s) end
+memplay.assume(band_text)
+local names = {}
+for _, a in ipairs(inputs) do names[#names + 1] = tostring(a.size) end
 S:report{
-  title = string.format('scale fit: %s at %s %d, from %s', A:name(), unit, at, B and (unit .. 's ' .. size .. ' and ' .. other_size) or (unit .. ' ' .. size)),
+  title = string.format('scale fit: %s at %s %d, from %s %s', S.trace:name(), unit, at, unit .. (#inputs > 1 and 's' or ''), table.concat(names, ', ')),
   before = {{key = 'size', title = unit}},
+  columns = {{key = 'error', title = 'error (allocated / reserved)'}},
 }

@@ -2,9 +2,11 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "hashmap.h"
 #include "timemodel.h"
+#include "copyfit.h"
 
 /*
  * Reading guide. Events arrive in host issue order. For each one the host's clock is the
@@ -101,6 +103,8 @@ typedef struct tm_item_state {
 struct sim_tm {
   sim_tm_config cfg;
   sim_device_profile dev; /* the profile, copied */
+  sim_device_profile rec; /* the recorded device's, copied, when scaling */
+  int scaling;            /* recorded durations are scaled from rec to dev */
   /* host */
   int started;
   int64_t shift, start, frontier;
@@ -623,6 +627,31 @@ static int64_t scenario_duration(sim_tm *tm, const sim_event *ev) {
   return d >= 0 ? d : -1;
 }
 
+/* A recorded duration on the target device: scaled by the ratio of the rate that bounds it. */
+static int64_t device_scaled(sim_tm *tm, const sim_event *ev, int64_t dur) {
+  if (!tm->scaling || dur <= 0) return dur;
+  int b = SIM_TM_KB_MEMORY;
+  if (ev->kind == SIM_EV_KERNEL) {
+    b = tm->cfg.kernel_bound ? tm->cfg.kernel_bound(tm->cfg.kernel_bound_arg, ev) : SIM_TM_KB_MEMORY;
+    if (b < 0 || b >= SIM_TM__NKB || ev->dur < SIM_TM_SHORT_KERNEL_NS) b = SIM_TM_KB_KEEP;
+    if (b != SIM_TM_KB_KEEP && tm->cfg.scale_policy != SIM_TM_SCALE_CLASSIFIED) {
+      /* the range: the faster or the slower of its compute rate and the memory bandwidth */
+      int compute = b == SIM_TM_KB_MEMORY ? SIM_TM_KB_FP32 : b;
+      double rc = tm->r.bound_ratio[compute], rm = tm->r.bound_ratio[SIM_TM_KB_MEMORY];
+      int fast = rc <= rm ? compute : SIM_TM_KB_MEMORY, slow = rc <= rm ? SIM_TM_KB_MEMORY : compute;
+      b = tm->cfg.scale_policy == SIM_TM_SCALE_FASTEST ? fast : slow;
+    }
+  }
+  double scaled = (double)dur * tm->r.bound_ratio[b]; /* held below 2^52 ns, as kernel_scale's */
+  int64_t out = scaled >= 4.5e15 ? INT64_C(4500000000000000) : (int64_t)(scaled + 0.5);
+  if (ev->kind == SIM_EV_KERNEL) {
+    tm->r.bound_kernels[b]++;
+    tm->r.bound_recorded_ns[b] += dur;
+    tm->r.bound_predicted_ns[b] += out;
+  }
+  return out;
+}
+
 static int64_t on_kernel(sim_tm *tm, const sim_event *ev, int64_t h, int64_t rec) {
   int d;
   tm_device *dv = device_of(tm, ev, &d);
@@ -634,10 +663,10 @@ static int64_t on_kernel(sim_tm *tm, const sim_event *ev, int64_t h, int64_t rec
   if (ev->kind == SIM_EV_KERNEL) {
     double scale = tm->cfg.kernel_scale > 0 ? tm->cfg.kernel_scale : 1.0;
     double scaled = (double)ev->dur * scale; /* held below 2^52 ns: never wraps, sums stay in range */
-    dur = ev->dur > 0 ? (scaled >= 4.5e15 ? INT64_C(4500000000000000) : (int64_t)(scaled + 0.5)) : 0;
+    dur = device_scaled(tm, ev, ev->dur > 0 ? (scaled >= 4.5e15 ? INT64_C(4500000000000000) : (int64_t)(scaled + 0.5)) : 0);
     tm->r.kernels++;
-  } else { /* memset: recorded, or bytes at memory bandwidth */
-    dur = ev->dur > 0 ? ev->dur : tm->dev.copy_latency + at_rate(ev->size, tm->dev.mem_bw);
+  } else { /* memset: recorded (scaled to the device), or bytes at memory bandwidth */
+    dur = ev->dur > 0 ? device_scaled(tm, ev, ev->dur) : tm->dev.copy_latency + at_rate(ev->size, tm->dev.mem_bw);
     tm->r.memsets++;
   }
   int64_t set = scenario_duration(tm, ev);
@@ -651,7 +680,8 @@ static int64_t on_kernel(sim_tm *tm, const sim_event *ev, int64_t h, int64_t rec
   return t + own;
 }
 
-static int copy_bucket(int dir, int pinned) {
+int sim_tm_copy_bucket(int dir, int mem) {
+  int pinned = mem == SIM_MEM_PINNED;
   switch (dir) {
   case SIM_COPY_H2D: return pinned ? SIM_TM_CB_H2D_PINNED : SIM_TM_CB_H2D_PAGEABLE;
   case SIM_COPY_D2H: return pinned ? SIM_TM_CB_D2H_PINNED : SIM_TM_CB_D2H_PAGEABLE;
@@ -659,6 +689,8 @@ static int copy_bucket(int dir, int pinned) {
   default: return SIM_TM_CB_OTHER;
   }
 }
+
+static int copy_bucket(int dir, int pinned) { return sim_tm_copy_bucket(dir, pinned ? SIM_MEM_PINNED : SIM_MEM_PAGEABLE); }
 
 /* A copy as the bandwidth model sees it, worked out before it is placed. */
 typedef struct copy_plan {
@@ -696,15 +728,18 @@ static void copy_plan_init(sim_tm *tm, const sim_event *ev, copy_plan *c) {
   int64_t modeled = (int64_t)nchunks * pf->copy_latency + at_rate(size, bw);
   if (dir == SIM_COPY_H2H) modeled = at_rate(size, bw);
   int64_t recorded = ev->dur > 0 ? ev->dur : -1;
+  /* the trace's own copies, fitted, where they say what this machine's links deliver */
+  int64_t predicted = tm->r.copies_fitted ? sim_copy_fit_time(tm->cfg.copy_fit, dir, ev->mem, size) : -1;
+  if (predicted < 0) predicted = modeled;
   if (recorded > 0 && size > 0) {
     sim_tm_copy_stats *cs = &tm->r.copies[copy_bucket(dir, pinned)][size >= SIM_TM_LARGE_COPY];
     cs->n++;
     cs->bytes += size;
     cs->recorded_ns += recorded;
-    cs->predicted_ns += modeled;
-    cs->abs_rel_err_sum += (double)(modeled > recorded ? modeled - recorded : recorded - modeled) / (double)recorded;
+    cs->predicted_ns += predicted;
+    cs->abs_rel_err_sum += (double)(predicted > recorded ? predicted - recorded : recorded - predicted) / (double)recorded;
   }
-  int64_t dur = tm->cfg.copy_timing == SIM_TM_TIMING_RECORDED && recorded > 0 ? recorded : modeled;
+  int64_t dur = tm->cfg.copy_timing == SIM_TM_TIMING_RECORDED && recorded > 0 ? recorded : predicted;
   int64_t set = scenario_duration(tm, ev);
   if (set >= 0) dur = set;
   c->chunk = chunk;
@@ -968,6 +1003,35 @@ static int64_t on_host_memory(sim_tm *tm, const sim_event *ev, int64_t h, int64_
 
 /* ---- the driver ------------------------------------------------------------------------------ */
 
+static const char *const bound_names[SIM_TM__NKB] = {"kept", "tensor cores, 16-bit", "tensor cores, TF32",
+                                                       "CUDA cores, fp32", "memory bandwidth"};
+const char *sim_tm_bound_name(int bound) { return bound >= 0 && bound < SIM_TM__NKB ? bound_names[bound] : "?"; }
+
+/* rec / dev, or 1 when either is unknown */
+static double rate_ratio(double rec, double dev) { return rec > 0 && dev > 0 ? rec / dev : 1.0; }
+
+/* The ratios that scale recorded durations to the target device, when it is another card. A
+ * card without 16-bit tensor cores (bf16 0) runs that math at its fp16 rate, one without TF32
+ * at its fp32 rate. */
+static void scaling_init(sim_tm *tm) {
+  for (int b = 0; b < SIM_TM__NKB; b++) tm->r.bound_ratio[b] = 1.0;
+  const sim_device_profile *rec = tm->cfg.recorded_device;
+  tm->cfg.recorded_device = NULL;
+  if (!rec || tm->cfg.kernels_as_recorded || !strcasecmp(rec->name, tm->dev.name)) return;
+  tm->rec = *rec;
+  tm->cfg.recorded_device = &tm->rec;
+  tm->scaling = 1;
+  const sim_device_profile *d = &tm->dev;
+  double rec16 = rec->bf16_flops > 0 ? rec->bf16_flops : rec->fp16_flops;
+  double dev16 = d->bf16_flops > 0 ? d->bf16_flops : d->fp16_flops;
+  tm->r.bound_ratio[SIM_TM_KB_COMPUTE16] = rate_ratio(rec16, dev16);
+  tm->r.bound_ratio[SIM_TM_KB_TF32] = rate_ratio(rec->tf32_flops > 0 ? rec->tf32_flops : rec->fp32_flops,
+                                                 d->tf32_flops > 0 ? d->tf32_flops : d->fp32_flops);
+  tm->r.bound_ratio[SIM_TM_KB_FP32] = rate_ratio(rec->fp32_flops, d->fp32_flops);
+  tm->r.bound_ratio[SIM_TM_KB_MEMORY] = rate_ratio(rec->mem_bw, d->mem_bw);
+  tm->r.device_scaled = 1;
+}
+
 sim_tm *sim_tm_new(const sim_tm_config *cfg) {
   sim_tm *tm = sim_xcalloc(1, sizeof *tm);
   tm->cfg = *cfg;
@@ -984,6 +1048,9 @@ sim_tm *sim_tm_new(const sim_tm_config *cfg) {
   tm->open_step = -1;
   tm->last_end = INT64_MIN;
   tm->last_end_op = -1;
+  scaling_init(tm);
+  tm->r.copies_fitted = cfg->copy_fit && !tm->scaling && cfg->copy_timing != SIM_TM_TIMING_PROFILE;
+  tm->r.copy_fit = tm->r.copies_fitted ? cfg->copy_fit : NULL;
   return tm;
 }
 

@@ -65,7 +65,26 @@ const char *sim_tm_what_name(int what);
 /* A duration a scenario sets for a device operation (ns), or < 0 to keep the model's. */
 typedef int64_t (*sim_tm_duration_fn)(void *arg, const sim_event *ev);
 
-enum { SIM_TM_TIMING_RECORDED = 0, SIM_TM_TIMING_MODEL = 1 };
+/* Copies: RECORDED their recorded durations; MODEL the trace's own copies fitted where the
+ * caller gives a fit (copy_fit), else the profile's bandwidths; PROFILE always the profile's. */
+enum { SIM_TM_TIMING_RECORDED = 0, SIM_TM_TIMING_MODEL = 1, SIM_TM_TIMING_PROFILE = 2 };
+
+/*
+ * What bounds a kernel's time, for scaling it from the device a trace was recorded on to
+ * another (docs/timemodel.md, "Another device"): KEEP (short kernels, communication: kept as
+ * recorded), tensor-core math in 16 bits or TF32, math on the CUDA cores (fp32), memory.
+ */
+enum { SIM_TM_KB_KEEP = 0, SIM_TM_KB_COMPUTE16, SIM_TM_KB_TF32, SIM_TM_KB_FP32, SIM_TM_KB_MEMORY, SIM_TM__NKB };
+const char *sim_tm_bound_name(int bound);
+/* Kernels shorter than this are bound by their launch and a few waves, not by a rate: kept. */
+#define SIM_TM_SHORT_KERNEL_NS 5000
+/* A kernel's bound (SIM_TM_KB_*) from its name and recorded duration. */
+typedef int (*sim_tm_kernel_bound_fn)(void *arg, const sim_event *ev);
+/* Which bound scales the kernels: each its own (the prediction), or each the faster or the
+ * slower of its two candidates, its compute rate (its class's, or the CUDA cores' for a
+ * memory-bound one) and the memory bandwidth: the range printed beside the prediction. */
+enum { SIM_TM_SCALE_CLASSIFIED = 0, SIM_TM_SCALE_FASTEST = 1, SIM_TM_SCALE_SLOWEST = 2 };
+struct sim_copy_fit;
 
 typedef struct sim_tm_config {
   const sim_device_profile *device; /* required; copied */
@@ -82,6 +101,16 @@ typedef struct sim_tm_config {
   void *duration_arg;
   int64_t batch_size;      /* samples per step (0: unknown) */
   size_t top_items;        /* largest critical-path items to report (0: 10) */
+  /* The device the trace was recorded on (NULL: unknown; copied). When it is not `device`,
+   * recorded kernel and memset durations are scaled from it by what bounds each kernel. */
+  const sim_device_profile *recorded_device;
+  sim_tm_kernel_bound_fn kernel_bound; /* NULL: every kernel memory-bound */
+  void *kernel_bound_arg;
+  int scale_policy;        /* SIM_TM_SCALE_* */
+  int kernels_as_recorded; /* 1: never scale kernels to another device (a GPU replay spins for the recorded times) */
+  /* Copy times fitted from the trace's own copies (copyfit.h), used instead of the profile's
+   * bandwidths where a class has a fit; NULL none. Borrowed: must outlive the model. */
+  const struct sim_copy_fit *copy_fit;
 } sim_tm_config;
 
 /* What the allocator did while the replay handled the event (replay_outcome's counts). */
@@ -125,6 +154,8 @@ typedef struct sim_tm_copy_stats {
   double abs_rel_err_sum; /* sum of |predicted - recorded| / recorded */
 } sim_tm_copy_stats;
 const char *sim_tm_copy_bucket_name(int b);
+/* The bucket (SIM_TM_CB_*) of a copy in direction dir (sim_copy_dir) from host memory mem. */
+int sim_tm_copy_bucket(int dir, int mem);
 
 typedef struct sim_tm_result {
   int64_t start_ns, end_ns, total_ns;     /* first host activity to the last host or device activity */
@@ -146,6 +177,19 @@ typedef struct sim_tm_result {
   uint64_t inferred_dependencies, device_waits; /* device operations that waited on the inferred / unexplained */
   int64_t device_wait_ns;
   uint64_t launch_blocks;      /* launches that waited for room in the queue */
+  /* Kernels scaled to another device: the ratio (recorded / target rate) of each bound, and
+   * the kernels, recorded and predicted device time by bound. */
+  int device_scaled;
+  double bound_ratio[SIM_TM__NKB];
+  uint64_t bound_kernels[SIM_TM__NKB];
+  int64_t bound_recorded_ns[SIM_TM__NKB], bound_predicted_ns[SIM_TM__NKB];
+  int copies_fitted;           /* copy times came from the trace's own copies */
+  const struct sim_copy_fit *copy_fit; /* that fit (the config's, borrowed), when copies_fitted */
+  /* The same prediction with every scaled kernel at the faster [0] and the slower [1] of its
+   * compute and memory bounds (filled by whoever ran the two, when has_range). */
+  int has_range;
+  int64_t range_total_ns[2];
+  double range_step_time_s[2];
 } sim_tm_result;
 
 typedef struct sim_tm sim_tm;

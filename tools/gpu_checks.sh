@@ -54,7 +54,7 @@ profile=$(sqlite3 "$db" "SELECT name FROM device_profiles WHERE source = 'calibr
 for a in cuda async torch bfc; do
   step "gpu_sample_$a" 60 "${mp[@]}" replay sample --backend cuda --allocator "$a" --json
 done
-[ -n "$profile" ] && step "sim_sample_time" 30 "${mp[@]}" replay sample --allocator cuda --device "$profile" --json
+[ -n "$profile" ] && step "sim_sample_time" 30 "${mp[@]}" replay sample --allocator cuda --device "$profile" --timing kernels=recorded --json
 for f in "$B"/traces/*; do
   [ -e "$f" ] || continue
   n=$(basename "$f")

@@ -6,6 +6,7 @@
 
 #include "io/jsonw.h"
 #include "report.h"
+#include "sim/copyfit.h"
 
 static double secs(int64_t ns) { return (double)ns / 1e9; }
 
@@ -43,8 +44,10 @@ static void breakdown_json(yajl_gen g, const char *key, const int64_t b[SIM_TM__
 static void time_assumptions_json(yajl_gen g, const sim_tm_config *c) {
   jsonw_str(g, "assumptions");
   yajl_gen_map_open(g);
-  jsonw_kstr(g, "copies", c->copy_timing == SIM_TM_TIMING_RECORDED ? "recorded" : "model");
+  jsonw_kstr(g, "copies", c->copy_timing == SIM_TM_TIMING_RECORDED ? "recorded"
+                          : c->copy_timing == SIM_TM_TIMING_PROFILE ? "profile" : "model");
   jsonw_kstr(g, "device_waits", c->keep_device_waits ? "keep" : "drop");
+  if (c->kernels_as_recorded) jsonw_kstr(g, "kernels", "recorded");
   jsonw_kstr(g, "dependencies", c->infer_dependencies ? "infer" : "off");
   jsonw_kdouble(g, "kernel_scale", c->kernel_scale > 0 ? c->kernel_scale : 1.0);
   jsonw_kbool(g, "malloc_syncs", c->malloc_syncs);
@@ -138,6 +141,101 @@ static void time_copies_json(yajl_gen g, const sim_tm_result *t) {
   yajl_gen_array_close(g);
 }
 
+/* Kernels scaled to another device: the ratios assumed, the kernels by bound, and the range. */
+static void time_scaling_json(yajl_gen g, const sim_tm_config *c, const sim_tm_result *t) {
+  if (!t->device_scaled) return;
+  jsonw_str(g, "device_scaling");
+  yajl_gen_map_open(g);
+  jsonw_kstr(g, "recorded_device", c && c->recorded_device ? c->recorded_device->name : NULL);
+  jsonw_str(g, "bounds");
+  yajl_gen_array_open(g);
+  for (int b = 0; b < SIM_TM__NKB; b++) {
+    yajl_gen_map_open(g);
+    jsonw_kstr(g, "bound", sim_tm_bound_name(b));
+    jsonw_kdouble(g, "ratio", t->bound_ratio[b]);
+    jsonw_kuint(g, "kernels", t->bound_kernels[b]);
+    jsonw_kdouble(g, "recorded_s", secs(t->bound_recorded_ns[b]));
+    jsonw_kdouble(g, "predicted_s", secs(t->bound_predicted_ns[b]));
+    yajl_gen_map_close(g);
+  }
+  yajl_gen_array_close(g);
+  if (t->has_range) {
+    jsonw_str(g, "range");
+    yajl_gen_map_open(g);
+    jsonw_kdouble(g, "fastest_total_s", secs(t->range_total_ns[0]));
+    jsonw_kdouble(g, "slowest_total_s", secs(t->range_total_ns[1]));
+    jsonw_kdouble(g, "fastest_step_time_s", t->range_step_time_s[0]);
+    jsonw_kdouble(g, "slowest_step_time_s", t->range_step_time_s[1]);
+    yajl_gen_map_close(g);
+  }
+  yajl_gen_map_close(g);
+}
+
+/* Copy times fitted from the trace's own copies: each class's latency, bandwidth and residual. */
+static void time_copy_fit_json(yajl_gen g, const sim_tm_result *t) {
+  if (!t->copies_fitted || !t->copy_fit) return;
+  jsonw_str(g, "copy_fit");
+  yajl_gen_array_open(g);
+  for (int b = 0; b < SIM_TM__NCB; b++)
+    for (int large = 0; large < 2; large++) {
+      const sim_copy_fit_class *fc = &t->copy_fit->c[b][large];
+      if (!fc->valid) continue;
+      yajl_gen_map_open(g);
+      jsonw_kstr(g, "kind", sim_tm_copy_bucket_name(b));
+      jsonw_kstr(g, "size", large ? "at least 1 MiB" : "below 1 MiB");
+      jsonw_kuint(g, "count", fc->n);
+      jsonw_kstr(g, "rule", sim_copy_fit_rule_name(fc->rule));
+      jsonw_kdouble(g, "latency_s", fc->latency_ns / 1e9);
+      jsonw_kdouble(g, "bandwidth_bytes_per_s", fc->bw);
+      jsonw_kdouble(g, "rms_residual_s", fc->rms_resid_ns / 1e9);
+      jsonw_kdouble(g, "mean_recorded_s", fc->mean_dur_ns / 1e9);
+      yajl_gen_map_close(g);
+    }
+  yajl_gen_array_close(g);
+}
+
+/* What the range's ends are in words: all compute-bound and all memory-bound when every compute
+ * ratio is below the memory one (the target's compute relatively faster), else each kernel's. */
+static const char *range_reading(const sim_tm_result *r) {
+  for (int b = SIM_TM_KB_COMPUTE16; b <= SIM_TM_KB_FP32; b++)
+    if (r->bound_ratio[b] > r->bound_ratio[SIM_TM_KB_MEMORY])
+      return "each kernel at the faster, then the slower, of its compute and memory bounds";
+  return "all compute-bound to all memory-bound";
+}
+
+void report_time_scaling_text(FILE *f, const sim_tm_config *c, const sim_tm_result *r) {
+  if (r->device_scaled) {
+    fprintf(f, "  kernels scaled      from %s by what bounds each (recorded / target rate):\n",
+            c && c->recorded_device ? c->recorded_device->name : "the recorded device");
+    for (int b = 0; b < SIM_TM__NKB; b++)
+      if (r->bound_kernels[b])
+        fprintf(f, "    %-22s x%-6.3g %8llu kernels, %.3f ms recorded -> %.3f ms\n", sim_tm_bound_name(b),
+                r->bound_ratio[b], (unsigned long long)r->bound_kernels[b], secs(r->bound_recorded_ns[b]) * 1e3,
+                secs(r->bound_predicted_ns[b]) * 1e3);
+    if (r->has_range && r->complete_steps)
+      fprintf(f, "  range               step %.3f to %.3f ms (%s)\n", r->range_step_time_s[0] * 1e3,
+              r->range_step_time_s[1] * 1e3, range_reading(r));
+    else if (r->has_range)
+      fprintf(f, "  range               %.3f to %.3f ms in total (%s)\n", secs(r->range_total_ns[0]) * 1e3,
+              secs(r->range_total_ns[1]) * 1e3, range_reading(r));
+  }
+  if (r->copies_fitted && r->copy_fit) {
+    fprintf(f, "  copies fitted       from the trace's own copies (latency + bytes / bandwidth, least squares):\n");
+    for (int b = 0; b < SIM_TM__NCB; b++)
+      for (int large = 0; large < 2; large++) {
+        const sim_copy_fit_class *fc = &r->copy_fit->c[b][large];
+        if (!fc->valid) continue;
+        if (fc->rule == SIM_COPY_FIT_DERIVED)
+          fprintf(f, "    %-13s %-5s  no copies: %7.2f us + %8.2f GB/s (%s)\n", sim_tm_copy_bucket_name(b),
+                  large ? ">=1M" : "<1M", fc->latency_ns / 1e3, fc->bw / 1e9, sim_copy_fit_rule_name(fc->rule));
+        else
+          fprintf(f, "    %-13s %-5s %5llu copies: %7.2f us + %8.2f GB/s (%s), rms residual %.2f us of %.2f us mean\n",
+                  sim_tm_copy_bucket_name(b), large ? ">=1M" : "<1M", (unsigned long long)fc->n, fc->latency_ns / 1e3,
+                  fc->bw / 1e9, sim_copy_fit_rule_name(fc->rule), fc->rms_resid_ns / 1e3, fc->mean_dur_ns / 1e3);
+      }
+  }
+}
+
 static void time_counts_json(yajl_gen g, const sim_tm_result *t) {
   jsonw_str(g, "counts");
   yajl_gen_map_open(g);
@@ -165,6 +263,8 @@ static void time_json(yajl_gen g, const replay_names *names, const run_meta *m) 
   time_steps_json(g, t);
   critical_path_json(g, names, t);
   time_copies_json(g, t);
+  time_copy_fit_json(g, t);
+  time_scaling_json(g, m->time_config, t);
   time_counts_json(g, t);
   yajl_gen_map_close(g);
 }

@@ -2,6 +2,7 @@
 #ifndef REPLAY_REPORT_H
 #define REPLAY_REPORT_H
 
+#include <stdio.h>
 #include <yajl/yajl_gen.h>
 
 #include "sim/timemodel.h"
@@ -41,6 +42,10 @@ void report_json(yajl_gen g, const replay_names *names, const run_meta *m, const
 
 /* A critical-path item in words: "kernel volta_sgemm_128x64_nn", "copy h2d pageable", ... */
 void report_time_item_label(const replay_names *names, const sim_tm_item *it, char *buf, size_t n);
+/* The lines a time prediction adds when it scaled kernels to another device (the ratios, the
+ * kernels by bound, the all-compute and all-memory range) and when its copy times were fitted
+ * from the trace's own copies (each class's fit and residual). */
+void report_time_scaling_text(FILE *f, const sim_tm_config *c, const sim_tm_result *r);
 
 /* The capacity a run used, for a report's header: "22.35 GiB (24.00 GB), as given with --capacity",
  * "unlimited", ... in both units where they differ, and where the figure came from. */

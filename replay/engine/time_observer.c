@@ -40,27 +40,96 @@ static int role_of(time_observer *to, const sim_event *ev) {
   return (int)(*slot - 1);
 }
 
+/* Any of the words, case-insensitively, in a name. */
+static int names_any(const char *name, const char *const *words) {
+  for (int i = 0; words[i]; i++)
+    if (strcasestr(name, words[i])) return 1;
+  return 0;
+}
+
+/* The rule (docs/timemodel.md, "Another device"): communication kernels are bound by the
+ * network and kept; matrix multiplications and convolutions are compute-bound, on the tensor
+ * cores in 16 bits or TF32 when their names say so (cuBLAS/CUTLASS name the math: h1688,
+ * s16816, tensorop, bf16), else on the CUDA cores; matrix-vector products, and everything else
+ * (elementwise, reductions, norms, softmax, copies, scans, indexing, the optimizer's
+ * multi-tensor kernels, fused Triton kernels), are memory-bound. */
+int time_observer_kernel_bound(const char *name) {
+  static const char *const comm[] = {"nccl", "rccl", "allreduce", "all_reduce", "allgather", "reducescatter", NULL};
+  static const char *const matvec[] = {"gemv", "gemvx", "dot_kernel", NULL};
+  static const char *const math[] = {"gemm", "conv", "cudnn", "mma", "cutlass", "winograd", "fmha", "flash",
+                                     "attention", "triton_mm", "triton_tem", NULL};
+  static const char *const half[] = {"bf16", "f16", "fp16", "half", "bfloat", "h1688", "h16816", "h884", "hmma",
+                                     "fmha", "flash", NULL};
+  static const char *const tf32[] = {"tf32", "s1688", "s16816", "tensorop", "xmma", NULL};
+  if (!name || !*name) return SIM_TM_KB_MEMORY;
+  if (names_any(name, comm)) return SIM_TM_KB_KEEP;
+  if (names_any(name, matvec) || strcasestr(name, "convert") || strcasestr(name, "elementwise") ||
+      !names_any(name, math))
+    return SIM_TM_KB_MEMORY;
+  if (names_any(name, half)) return SIM_TM_KB_COMPUTE16;
+  if (names_any(name, tf32)) return SIM_TM_KB_TF32;
+  return SIM_TM_KB_FP32;
+}
+
+static int kernel_bound(void *arg, const sim_event *ev) {
+  time_observer *to = arg;
+  if (!ev->name || !to->names.string) return SIM_TM_KB_MEMORY;
+  int existed;
+  uint64_t *slot = sim_map_put(&to->bounds, (uint64_t)ev->name, &existed);
+  if (!existed) *slot = 1 + (uint64_t)time_observer_kernel_bound(replay_name(&to->names, ev->name));
+  return (int)(*slot - 1);
+}
+
 static void on_event(void *ctx, const sim_event *ev, const replay_outcome *o) {
   time_observer *to = ctx;
   sim_tm_alloc a = {o->device_mallocs, o->device_frees, o->device_maps, o->device_unmaps,
                     o->device_malloc_bytes, o->device_free_bytes, o->device_map_bytes, o->device_unmap_bytes};
-  sim_tm_event(to->tm, ev, &a, role_of(to, ev));
+  int role = role_of(to, ev);
+  sim_tm_event(to->tm, ev, &a, role);
+  for (int i = 0; i < 2; i++)
+    if (to->bound[i]) sim_tm_event(to->bound[i], ev, &a, role);
 }
 
 void time_observer_init(time_observer *to, const sim_tm_config *cfg, const replay_names *names) {
   memset(to, 0, sizeof *to); /* seen_alloc starts at 0: whatever the caller's memory held */
-  to->tm = sim_tm_new(cfg);
   to->names = names ? *names : (replay_names){0};
   sim_map_init(&to->roles);
+  sim_map_init(&to->bounds);
+  sim_tm_config c = *cfg;
+  c.kernel_bound = kernel_bound;
+  c.kernel_bound_arg = to;
+  c.scale_policy = SIM_TM_SCALE_CLASSIFIED;
+  to->tm = sim_tm_new(&c);
+  /* another device than the recorded one: the two bounds of the range too */
+  if (cfg->recorded_device && !cfg->kernels_as_recorded && strcasecmp(cfg->recorded_device->name, cfg->device->name)) {
+    c.scale_policy = SIM_TM_SCALE_FASTEST;
+    to->bound[0] = sim_tm_new(&c);
+    c.scale_policy = SIM_TM_SCALE_SLOWEST;
+    to->bound[1] = sim_tm_new(&c);
+  }
 }
 
 replay_observer time_observer_hook(time_observer *to) { return (replay_observer){to, on_event, NULL}; }
 
-void time_observer_finish(time_observer *to, sim_tm_result *res) { sim_tm_finish(to->tm, res); }
+void time_observer_finish(time_observer *to, sim_tm_result *res) {
+  sim_tm_finish(to->tm, res);
+  for (int i = 0; i < 2; i++) {
+    if (!to->bound[i]) continue;
+    sim_tm_result b;
+    sim_tm_finish(to->bound[i], &b);
+    res->range_total_ns[i] = b.total_ns;
+    res->range_step_time_s[i] = b.step_time_s;
+    res->has_range = 1;
+    sim_tm_result_release(&b);
+  }
+}
 
 void time_observer_release(time_observer *to) {
   sim_tm_free(to->tm);
+  for (int i = 0; i < 2; i++)
+    if (to->bound[i]) sim_tm_free(to->bound[i]);
   sim_map_release(&to->roles);
+  sim_map_release(&to->bounds);
   memset(to, 0, sizeof *to);
 }
 
@@ -93,8 +162,12 @@ int time_options_parse(sim_tm_config *cfg, const char *text, char *err, size_t e
     const char *k = item, *v = eq + 1;
     int b = 0;
     if (!strcmp(k, "copies")) {
-      if (choice(v, "recorded", "model", &b)) goto bad;
-      cfg->copy_timing = b ? SIM_TM_TIMING_RECORDED : SIM_TM_TIMING_MODEL;
+      if (!strcasecmp(v, "profile")) cfg->copy_timing = SIM_TM_TIMING_PROFILE;
+      else if (choice(v, "recorded", "model", &b)) goto bad;
+      else cfg->copy_timing = b ? SIM_TM_TIMING_RECORDED : SIM_TM_TIMING_MODEL;
+    } else if (!strcmp(k, "kernels")) {
+      if (choice(v, "recorded", "scaled", &b)) goto bad;
+      cfg->kernels_as_recorded = b;
     } else if (!strcmp(k, "device_waits")) {
       if (choice(v, "keep", "drop", &b)) goto bad;
       cfg->keep_device_waits = b;
@@ -119,7 +192,7 @@ int time_options_parse(sim_tm_config *cfg, const char *text, char *err, size_t e
       cfg->kernel_scale = x;
     } else {
       snprintf(err, errlen,
-               "unknown time option '%s' (copies, device_waits, dependencies, kernel_scale, malloc_syncs, batch)", k);
+               "unknown time option '%s' (copies, kernels, device_waits, dependencies, kernel_scale, malloc_syncs, batch)", k);
       rc = -1;
     }
     continue;

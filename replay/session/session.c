@@ -3,10 +3,12 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "io/jsonw.h"
 #include "io/settings.h"
 #include "session.h"
+#include "sim/copyfit.h"
 #include "sim/hashmap.h"
 #include "shared_device.h"
 #include "window_start.h"
@@ -210,6 +212,11 @@ static int resolve_device(session *ses, const session_request *req, session_run 
       run->capacity_source = "device";
     }
     if (!run->total_memory) run->total_memory = run->device.p.total_memory;
+    /* the card it was recorded on, to scale recorded kernel times from */
+    uint64_t mem = t && t->device_memory > 0 ? (uint64_t)t->device_memory : 0;
+    if (ses->s && t && t->device_name && session_device(ses, 1, t->device_name, mem, &run->recorded_device, err, errlen) == 0)
+      run->has_recorded_device = 1;
+    err[0] = 0;
   } else if (!req->no_device && ses->s && t) {
     uint64_t mem = t->device_memory > 0 ? (uint64_t)t->device_memory : 0;
     int rc = session_device(ses, 1, t->device_name, mem, &run->device, err, errlen);
@@ -217,6 +224,8 @@ static int resolve_device(session *ses, const session_request *req, session_run 
     if (rc == 0) {
       run->has_device = 1;
       run->device_reason = "recorded";
+      run->recorded_device = run->device;
+      run->has_recorded_device = 1;
     }
   }
   if (!run->total_memory && t && t->device_memory > 0) run->total_memory = (uint64_t)t->device_memory;
@@ -345,6 +354,7 @@ static void reset_pass(session_run *run) {
 
 void session_run_release(session_run *run) {
   reset_pass(run);
+  free(run->copy_fit);
   for (size_t i = 0; i < run->nenv; i++) free(run->env[i]); /* gathered over every pass, each once */
   free(run->allocator);
   memset(run, 0, sizeof *run);
@@ -358,6 +368,31 @@ void session_take_result(session_run *run, replay_result *out) {
 }
 
 /* ---- the pass ------------------------------------------------------------------------------- */
+
+/* On the device the trace was recorded on, its own copies say what the machine's links
+ * delivered: they are fitted once per run (a read of the stored trace's copies) and the time
+ * model uses the fit instead of the profile's bandwidths (docs/timemodel.md). Scenarios'
+ * derived traces are fitted from the stored trace they derive from. */
+static void fit_copies(session *ses, session_run *run) {
+  if (run->copy_fit_done) return;
+  run->copy_fit_done = 1;
+  if (!ses->s || !run->trace || !run->has_recorded_device || run->tcfg.copy_timing != SIM_TM_TIMING_MODEL ||
+      strcasecmp(run->recorded_device.p.name, run->device.p.name))
+    return;
+  replay_source src;
+  if (store_source_open(&src, ses->s, run->trace->id)) return;
+  sim_copy_fit *f = sim_xmalloc(sizeof *f);
+  sim_copy_fit_init(f);
+  sim_event ev;
+  while (replay_source_next(&src, &ev) == 1) sim_copy_fit_add(f, &ev);
+  replay_source_close(&src);
+  if (!f->copies) {
+    free(f);
+    return;
+  }
+  sim_copy_fit_solve(f, &run->device.p);
+  run->copy_fit = f;
+}
 
 /* The engine's configuration for a prepared run. */
 static replay_config engine_config(const session_run *run, const sim_spec *spec) {
@@ -407,6 +442,9 @@ int session_execute(session *ses, session_run *run, const session_pass *pass, ch
   time_observer tobs;
   if (run->has_device) {
     run->tcfg.device = &run->device.p;
+    run->tcfg.recorded_device = run->has_recorded_device ? &run->recorded_device.p : NULL;
+    fit_copies(ses, run);
+    run->tcfg.copy_fit = run->copy_fit;
     time_observer_init(&tobs, &run->tcfg, pass->names ? pass->names : &ses->names);
     obs[cfg.nobservers++] = time_observer_hook(&tobs);
   }

@@ -103,6 +103,11 @@ typedef struct session_run {
   devices_entry device;
   const char *device_reason; /* "option" (named) or "recorded" (the trace's device matched) */
   sim_tm_config tcfg;        /* the time model's options, when has_device */
+  int has_recorded_device;   /* the trace's recorded device matches a profile */
+  devices_entry recorded_device;
+  /* on the recorded device: copy times fitted from the trace's own copies (NULL: none) */
+  struct sim_copy_fit *copy_fit;
+  int copy_fit_done;
   /* After session_execute: how a recorded window's start was taken. NULL: the trace is no window
    * (it starts from an empty allocator); "rebuilt": from the state `memplay validate` rebuilds
    * (the recorded allocator and settings, the stored events, a simulated device); "live_set":

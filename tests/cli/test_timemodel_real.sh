@@ -35,7 +35,7 @@ has "$T/out" '"device":"A100-80GB"'
 [ "$(step_errors | wc -l)" = 5 ] || fail "a100: $(step_errors | wc -l) steps, not 5"
 at_most 0.2 "a100, recorded durations"
 # with the profile's bandwidths for the copies
-expect 0 replay a100 --no-save --json
+expect 0 replay a100 --no-save --json --timing copies=profile
 at_most 1.5 "a100, modeled copies"
 # large pinned host-to-device copies: this busy 8-GPU server moved them at about half the
 # profile's PCIe rate (the profile is the card's, not the server's)

@@ -101,7 +101,7 @@ if [ -f "$P/kk_ctx128_fullstep.pickle" ] && [ -f "$P/kk_ctx512_fullstep.pickle" 
   # every allocation finds its match
   if expect 0 whatif k128 scale_fit --no-save --set size=128 --set other=k512 --set other_size=512 --set at=1024; then
     has "$T/out" "call sites found in one trace only paired"
-    has "$T/out" " 0 without a match"
+    has "$T/out" " 0 the other trace does not make"
   fi
 fi
 finish
