@@ -6,6 +6,7 @@
 #include "io/jsonw.h"
 #include "sim/hashmap.h"
 #include "cli.h"
+#include "progress.h"
 
 static const char *const import_usage[] = {
   "memplay import FILE... [--name NAME] [--replace] [--format FORMAT] [--set KEY=VALUE]... [--db FILE] [--json]",
@@ -13,6 +14,7 @@ static const char *const import_usage[] = {
   "  --replace         replace a trace of the same name (default: the import fails, naming that trace)",
   "  --format FORMAT   skip detection and read the file as FORMAT (see 'memplay help formats')",
   "  --set KEY=VALUE   a setting for the importer (see docs/formats.md)",
+  "  --quiet           no progress line on a terminal",
   NULL,
 };
 const cli_usage cmd_import_usage = {
@@ -25,13 +27,14 @@ static const struct option import_options[] = {
   {"format", required_argument, NULL, 'f'},
   {"set", required_argument, NULL, 's'},
   {"replace", no_argument, NULL, 'R'},
+  {"quiet", no_argument, NULL, 'q'},
   CLI_COMMON_OPTIONS,
   {NULL, 0, NULL, 0},
 };
 
 typedef struct import_args {
   char **files;                     /* FILE..., nfiles of them */
-  int nfiles, replace;              /* --replace */
+  int nfiles, replace, quiet;       /* --replace, --quiet */
   const char *name, *format;        /* --name, --format */
   const char **params;              /* --set KEY=VALUE..., NULL-terminated */
 } import_args;
@@ -69,6 +72,7 @@ static int import_parse(int argc, char **argv, cli *c, import_args *a, int *code
     if (r) continue;
     if (opt == 'n') a->name = optarg;
     else if (opt == 'R') a->replace = 1;
+    else if (opt == 'q') a->quiet = 1;
     else if (opt == 'f') a->format = optarg;
     else if (opt == 's') {
       if (!strchr(optarg, '=')) {
@@ -133,13 +137,22 @@ static int store_is_temporary(const char *path) {
   return !*path || !strcmp(path, ":memory:") || !strncmp(path, "file::memory:", 13) || strstr(path, "mode=memory");
 }
 
+/* The progress line of an import: KiB read of the file's (compressed, for gzip). */
+static void on_progress(void *arg, uint64_t done, uint64_t total) {
+  cli_progress_update(arg, done >> 10, total == UINT64_MAX ? 0 : total >> 10, 0);
+}
+
 /* Imports one file in its own transaction; prints its outcome. 0 imported (or there already), -1 failed. */
 static int import_one(cli *c, store *s, const import_args *a, const char *file, yajl_gen g) {
   import_report rep = {0};
   unsigned policy = IMPORT_SAME_FILE | IMPORT_NAMES | (a->replace ? IMPORT_REPLACE : 0);
+  cli_progress prog;
+  cli_progress_init(&prog, "import", "KiB", a->quiet);
   import_ctx ctx = {.s = s, .path = file, .name = a->name, .params = a->params, .on_trace = on_trace,
-                    .on_warning = on_warning, .arg = &rep, .policy = policy};
+                    .on_warning = on_warning, .arg = &rep, .policy = policy,
+                    .on_progress = prog.on ? on_progress : NULL, .progress_arg = &prog};
   int rc = import_file(&ctx, a->format);
+  cli_progress_done(&prog);
   if (rc < 0) cli_error("%s", ctx.err);
   if (c->json) print_json(g, file, &ctx, &rep, rc);
   else if (rc >= 0) print_human(s, file, &ctx, &rep, rc);

@@ -247,6 +247,7 @@ int import_file(import_ctx *ctx, const char *forced) {
   if (!imp || !imp->wants_path) {
     in = input_open(ctx->path, ctx->err, sizeof ctx->err);
     if (!in) return -1;
+    if (ctx->on_progress) input_on_progress(in, ctx->on_progress, ctx->progress_arg);
   }
   if (!imp) {
     imp = importer_detect(in, ctx->path, ctx->err, sizeof ctx->err);

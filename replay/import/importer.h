@@ -52,6 +52,9 @@ struct import_ctx {
   void (*on_trace)(void *arg, int64_t id, const char *name, int64_t events);
   void (*on_warning)(void *arg, const char *msg);
   void *arg;
+  /* Optional: bytes read of the file so far and its size (UINT64_MAX: a pipe), as it is read. */
+  void (*on_progress)(void *arg, uint64_t done, uint64_t total);
+  void *progress_arg;
   char err[IMPORT_ERRLEN];
   struct import_online *online; /* the driver's: traces begun with import_begin_trace */
   /* The command line's rules (IMPORT_*; 0 elsewhere: names are made unique, files imported again). */

@@ -24,6 +24,9 @@ struct input {
   int eof, zdone;
   uint64_t consumed;
   uint64_t fsize;
+  uint64_t disk_read; /* bytes read from the file itself (compressed, for gzip) */
+  void (*progress)(void *arg, uint64_t done, uint64_t total);
+  void *progress_arg;
   char *line;
   size_t line_cap;
   char err[512];
@@ -39,6 +42,8 @@ static int fill_raw(input *in) {
   }
   in->zs.next_in = in->raw;
   in->zs.avail_in = (uInt)n;
+  in->disk_read += (uint64_t)n;
+  if (in->progress) in->progress(in->progress_arg, in->disk_read, in->fsize);
   return (int)(n > 0);
 }
 
@@ -60,6 +65,8 @@ static ssize_t refill(input *in) {
     }
     if (n == 0) in->eof = 1;
     in->len += (size_t)n;
+    in->disk_read += (uint64_t)n;
+    if (in->progress) in->progress(in->progress_arg, in->disk_read, in->fsize);
     return n;
   }
   size_t before = in->len;
@@ -211,6 +218,11 @@ const char *input_error(const input *in) { return in->err; }
 const char *input_path(const input *in) { return in->path; }
 int input_is_gzip(const input *in) { return in->gz; }
 uint64_t input_offset(const input *in) { return in->consumed; }
+void input_on_progress(input *in, void (*fn)(void *arg, uint64_t done, uint64_t total), void *arg) {
+  in->progress = fn;
+  in->progress_arg = arg;
+}
+
 uint64_t input_file_size(const input *in) { return in->fsize; }
 
 void input_close(input *in) {

@@ -32,6 +32,9 @@ int input_is_gzip(const input *in);
 int input_digest(const char *path, char *out, size_t n);
 /* Bytes of the (decompressed) content consumed so far. */
 uint64_t input_offset(const input *in);
+/* Calls fn at each read from the file: the bytes read from it so far (compressed, for gzip) and
+ * its size on disk (UINT64_MAX for a pipe). For a progress display; NULL stops it. */
+void input_on_progress(input *in, void (*fn)(void *arg, uint64_t done, uint64_t total), void *arg);
 /* Size of the file on disk; UINT64_MAX when it has none (a pipe, a FIFO). */
 uint64_t input_file_size(const input *in);
 void input_close(input *in);

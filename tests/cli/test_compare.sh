@@ -275,5 +275,27 @@ assert b"\rwhatif: 1 replays" in out and b"\r\x1b[Kbatch size: " in out, out[:30
 PY
 expect 0 whatif job1 batch_size --no-save
 [ ! -s "$T/err" ] || fail "whatif progress in a pipe: $(head -c 200 "$T/err")"
+# import: the file read so far, the line erased before the summary.
+python3 - "$MEMPLAY" "$T/progress.db" "$MEMPLAY_SRC/traces/sample.jsonl" <<'PY' || fail "no import progress on a terminal"
+import os, pty, subprocess, sys
+master, slave = pty.openpty()
+p = subprocess.run([sys.argv[1], "--db", sys.argv[2], "import", sys.argv[3]], stdout=subprocess.PIPE, stderr=slave)
+os.close(slave)
+err = b""
+while True:
+    try:
+        chunk = os.read(master, 4096)
+    except OSError:
+        break
+    if not chunk:
+        break
+    err += chunk
+size = os.path.getsize(sys.argv[3]) >> 10
+assert p.returncode == 0, p.returncode
+assert b"\rimport: " in err and (b"/%d KiB" % size) in err and err.endswith(b"\r\x1b[K"), err
+assert b"imported 'sample'" in p.stdout, p.stdout
+PY
+expect 0 --db "$T/progress2.db" import "$MEMPLAY_SRC/traces/sample.jsonl"
+[ ! -s "$T/err" ] || fail "import progress in a pipe: $(head -c 200 "$T/err")"
 
 finish
