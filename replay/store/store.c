@@ -360,6 +360,14 @@ static int schema_trusted(store *s, int ver, char *err, size_t errlen) {
   return -1;
 }
 
+/* The bound on what one connection's statements may make SQLite hold, in bytes. */
+#define STORE_MAX_SQLITE_MEMORY (INT64_C(2) << 30)
+
+static int store_progress(void *arg) {
+  (void)arg;
+  return sqlite3_memory_used() > STORE_MAX_SQLITE_MEMORY;
+}
+
 int store_open(store **out, const char *path, int flags, char *err, size_t errlen) {
   *out = NULL;
   store *s = sim_xcalloc(1, sizeof *s);
@@ -391,6 +399,9 @@ int store_open(store **out, const char *path, int flags, char *err, size_t errle
   sqlite3_db_config(s->db, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, NULL);
   sqlite3_busy_timeout(s->db, 10000);
   sqlite3_extended_result_codes(s->db, 1);
+  /* No statement runs away: past STORE_MAX_SQLITE_MEMORY of SQLite's memory it is interrupted
+   * (a store altered to do so is refused by its schema; this bounds what is left) */
+  sqlite3_progress_handler(s->db, 100000, store_progress, NULL);
 
   int app = 0, ver = 0, ntables = 0;
   if (pragma_int(s, "PRAGMA application_id", &app) || pragma_int(s, "PRAGMA user_version", &ver) ||
