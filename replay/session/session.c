@@ -52,6 +52,14 @@ struct session {
   device_entry *devices;
   size_t ndevices, device_cap;
   window_cache window; /* the start state of the trace last replayed */
+  /* the copies of the trace last fitted, on its recorded device: every run of that trace
+   * (another policy, another pass) takes a copy instead of reading the trace again */
+  struct {
+    int64_t trace_id, events; /* the trace (its id, and its length: an id freed by rm can come back) */
+    char device[64];
+    int have; /* 1: fitted (fit holds it), -1: the trace has no copies to fit */
+    sim_copy_fit fit;
+  } copies;
 };
 
 session *session_new(store *s) {
@@ -379,19 +387,24 @@ static void fit_copies(session *ses, session_run *run) {
   if (!ses->s || !run->trace || !run->has_recorded_device || run->tcfg.copy_timing != SIM_TM_TIMING_MODEL ||
       strcasecmp(run->recorded_device.p.name, run->device.p.name))
     return;
-  replay_source src;
-  if (store_source_open(&src, ses->s, run->trace->id)) return;
-  sim_copy_fit *f = sim_xmalloc(sizeof *f);
-  sim_copy_fit_init(f);
-  sim_event ev;
-  while (replay_source_next(&src, &ev) == 1) sim_copy_fit_add(f, &ev);
-  replay_source_close(&src);
-  if (!f->copies) {
-    free(f);
-    return;
+  if (!ses->copies.have || ses->copies.trace_id != run->trace->id || ses->copies.events != run->trace->event_count ||
+      strcmp(ses->copies.device, run->device.p.name)) {
+    replay_source src;
+    if (store_source_open(&src, ses->s, run->trace->id)) return;
+    sim_copy_fit *f = &ses->copies.fit;
+    sim_copy_fit_init(f);
+    sim_event ev;
+    while (replay_source_next(&src, &ev) == 1) sim_copy_fit_add(f, &ev);
+    replay_source_close(&src);
+    if (f->copies) sim_copy_fit_solve(f, &run->device.p);
+    ses->copies.trace_id = run->trace->id;
+    ses->copies.events = run->trace->event_count;
+    snprintf(ses->copies.device, sizeof ses->copies.device, "%s", run->device.p.name);
+    ses->copies.have = f->copies ? 1 : -1;
   }
-  sim_copy_fit_solve(f, &run->device.p);
-  run->copy_fit = f;
+  if (ses->copies.have < 0) return;
+  run->copy_fit = sim_xmalloc(sizeof *run->copy_fit);
+  *run->copy_fit = ses->copies.fit;
 }
 
 /* The engine's configuration for a prepared run. */
