@@ -279,6 +279,60 @@ static ssize_t script_out_write(void *cookie, const char *buf, size_t n) {
  * Runs a script for `whatif` (trace_ref set) or `run`: the sandboxed host, the script, then the
  * runs and result files in one go. Returns an exit code.
  */
+/* The script's context: the store (when there is one, or the trace needs one), the device, the
+ * parameters and the trace a whatif runs on. 0, or -1 after the message. */
+static int script_context(cli *c, const lua_opts *o, const char *trace_ref, lua_ctx *cx, store **s) {
+  const char *db = c->db_path ? c->db_path : getenv("MEMPLAY_DB");
+  if (!db || !*db) db = "memplay.db";
+  if (trace_ref || access(db, F_OK) == 0) {
+    *s = cli_open_store(c, 0);
+    if (!*s) return -1;
+  }
+  if (o->device && device_unknown(*s, o->device)) return -1;
+  cx->st = *s;
+  cx->params = o->params;
+  cx->nparams = o->nparams;
+  cx->device = o->device;
+  cx->out_dir = o->out_dir;
+  cx->out = c->json ? stderr : stdout;
+  cx->whatif = trace_ref != NULL;
+  if (trace_ref) {
+    store_trace t;
+    if (store_trace_find(*s, trace_ref, &t)) {
+      cli_error("%s", store_error(*s));
+      return -1;
+    }
+    cx->trace_id = t.id;
+    store_trace_clear(&t);
+  }
+  return 0;
+}
+
+/* After the script ran: --plot drawn, the variants stored, the plot renamed into place, the
+ * answer printed. The exit code. */
+static int script_finish(cli *c, const lua_opts *o, const char *trace_ref, lua_ctx *cx, lua_host *h, store *s) {
+  char err[LUA_HOST_ERRLEN];
+  outfile *plot_out = NULL;
+  cx->no_runs = !o->save;
+  if (o->plot && plot_variants(cx, o->plot, trace_ref, &plot_out)) {
+    lua_api_abort(cx);
+    return CLI_FAIL;
+  }
+  if (lua_api_finish(cx, h, err, sizeof err)) {
+    cli_error("%s", err);
+    outfile_abort(plot_out);
+    return CLI_FAIL;
+  }
+  if (plot_out && outfile_commit(plot_out, err, sizeof err)) {
+    cli_error("%s", err);
+    return CLI_FAIL;
+  }
+  if (c->json) lua_api_print_json(cx, stdout);
+  else if (o->save && s) print_stored(cx, s);
+  /* whatif: the answer is "no" when no variant fits (every one predicts an OOM). */
+  return trace_ref && !o->no_fail && lua_api_fits(cx) == 0 ? CLI_NO : CLI_OK;
+}
+
 static int lua_run(cli *c, const char *cmd, void *opts, const char *trace_ref, const char *script_arg, int argc,
                 char **argv) {
   lua_opts *o = opts;
@@ -288,39 +342,16 @@ static int lua_run(cli *c, const char *cmd, void *opts, const char *trace_ref, c
   int code = CLI_FAIL;
   store *s = NULL;
   lua_host *h = NULL;
-  outfile *plot_out = NULL;
   FILE *out_wrap = NULL;
   lua_ctx cx;
   lua_ctx_init(&cx);
+  cx.script = script;
+  cx.scenario = scenario;
   if (!file_exists(script)) {
     cli_error("cannot open script '%s': %s", script_arg, strerror(errno ? errno : ENOENT));
     goto out;
   }
-  const char *db = c->db_path ? c->db_path : getenv("MEMPLAY_DB");
-  if (!db || !*db) db = "memplay.db";
-  if (trace_ref || access(db, F_OK) == 0) {
-    s = cli_open_store(c, 0);
-    if (!s) goto out;
-  }
-  if (o->device && device_unknown(s, o->device)) goto out;
-  cx.st = s;
-  cx.script = script;
-  cx.scenario = scenario;
-  cx.params = o->params;
-  cx.nparams = o->nparams;
-  cx.device = o->device;
-  cx.out_dir = o->out_dir;
-  cx.out = c->json ? stderr : stdout;
-  cx.whatif = trace_ref != NULL;
-  if (trace_ref) {
-    store_trace t;
-    if (store_trace_find(s, trace_ref, &t)) {
-      cli_error("%s", store_error(s));
-      goto out;
-    }
-    cx.trace_id = t.id;
-    store_trace_clear(&t);
-  }
+  if (script_context(c, o, trace_ref, &cx, &s)) goto out;
   script_progress prog = {0};
   cli_progress_init(&prog.line, trace_ref ? "whatif" : "run", "replays", o->quiet);
   cx.on_replay = on_replay;
@@ -349,29 +380,8 @@ static int lua_run(cli *c, const char *cmd, void *opts, const char *trace_ref, c
     if (hint) fprintf(stderr, "hint: %s\n", hint);
     goto out;
   }
-  cx.no_runs = !o->save;
-  if (o->plot && plot_variants(&cx, o->plot, trace_ref, &plot_out)) {
-    lua_api_abort(&cx);
-    goto out;
-  }
-  if (lua_api_finish(&cx, h, err, sizeof err)) {
-    cli_error("%s", err);
-    goto out;
-  }
-  if (plot_out) {
-    int failed = outfile_commit(plot_out, err, sizeof err);
-    plot_out = NULL;
-    if (failed) {
-      cli_error("%s", err);
-      goto out;
-    }
-  }
-  if (c->json) lua_api_print_json(&cx, stdout);
-  else if (o->save && s) print_stored(&cx, s);
-  /* whatif: the answer is "no" when no variant fits (every one predicts an OOM). */
-  code = trace_ref && !o->no_fail && lua_api_fits(&cx) == 0 ? CLI_NO : CLI_OK;
+  code = script_finish(c, o, trace_ref, &cx, h, s);
 out:
-  outfile_abort(plot_out);
   lua_host_free(h); /* before the store: the script's traces refer to it */
   if (out_wrap) fclose(out_wrap);
   lua_ctx_release(&cx);

@@ -224,58 +224,44 @@ static int same_file(import_ctx *ctx, const char *digest, const char *forced) {
   return 1;
 }
 
-int import_file(import_ctx *ctx, const char *forced) {
-  ctx->err[0] = 0;
-  ctx->existing[0] = 0;
-  char digest[80] = "";
-  /* a file that cannot be read is left to the importer to report */
-  if ((ctx->policy & IMPORT_SAME_FILE) && !input_digest(ctx->path, digest, sizeof digest)) {
-    int rc = same_file(ctx, digest, forced);
-    if (rc) return rc;
-  }
+/* The importer for the file (the forced one, or detected from its content) and, unless it reads
+ * the file by path, the input it reads (*in); *copy, a private copy for an importer that reads by
+ * path a file it cannot open in place. The importer, or NULL with ctx->err set. */
+static const importer *import_open(import_ctx *ctx, const char *forced, input **in, char **copy) {
   const importer *imp = NULL;
+  *in = NULL;
+  *copy = NULL;
   if (forced) {
     imp = importer_find(forced);
     if (!imp) {
       char formats[256];
       list_formats(formats, sizeof formats);
       import_error(ctx, "unknown format '%s' (known: %s)", forced, formats);
-      return -1;
+      return NULL;
     }
   }
-  input *in = NULL;
   if (!imp || !imp->wants_path) {
-    in = input_open(ctx->path, ctx->err, sizeof ctx->err);
-    if (!in) return -1;
-    if (ctx->on_progress) input_on_progress(in, ctx->on_progress, ctx->progress_arg);
+    *in = input_open(ctx->path, ctx->err, sizeof ctx->err);
+    if (!*in) return NULL;
+    if (ctx->on_progress) input_on_progress(*in, ctx->on_progress, ctx->progress_arg);
   }
-  if (!imp) {
-    imp = importer_detect(in, ctx->path, ctx->err, sizeof ctx->err);
-    if (!imp) {
-      input_close(in);
-      return -1;
-    }
+  if (!imp) imp = importer_detect(*in, ctx->path, ctx->err, sizeof ctx->err);
+  if (imp && imp->wants_path && source_copy_needed(ctx->path)) {
+    *copy = source_copy_make(ctx->path, *in, ctx->err, sizeof ctx->err);
+    if (!*copy) imp = NULL;
   }
-  /* An importer that opens the file by path gets a private copy of one it cannot open in place. */
-  char *copy = NULL;
-  if (imp->wants_path && source_copy_needed(ctx->path)) {
-    copy = source_copy_make(ctx->path, in, ctx->err, sizeof ctx->err);
-    if (!copy) {
-      input_close(in);
-      return -1;
-    }
+  if (!imp || imp->wants_path) {
+    input_close(*in);
+    *in = NULL;
   }
-  if (imp->wants_path) {
-    input_close(in);
-    in = NULL;
-  }
-  ctx->file = copy ? copy : ctx->path;
-  ctx->in = in;
-  ctx->format = imp->name;
+  return imp;
+}
+
+/* The import itself, in one transaction: the importer, the categories of what it added, the
+ * file's digest; committed, or rolled back with ctx->err set. 0 or -1. */
+static int import_transaction(import_ctx *ctx, const importer *imp, const char *digest) {
   if (store_begin(ctx->s)) {
     import_error(ctx, "cannot import '%s': %s", ctx->path, store_error(ctx->s));
-    input_close(in);
-    source_copy_remove(copy);
     return -1;
   }
   /* Every trace the import adds gets its allocations' categories, in the same transaction. */
@@ -305,6 +291,26 @@ int import_file(import_ctx *ctx, const char *forced) {
     categorize_online_free(o->co);
     free(o);
   }
+  return rc;
+}
+
+int import_file(import_ctx *ctx, const char *forced) {
+  ctx->err[0] = 0;
+  ctx->existing[0] = 0;
+  char digest[80] = "";
+  /* a file that cannot be read is left to the importer to report */
+  if ((ctx->policy & IMPORT_SAME_FILE) && !input_digest(ctx->path, digest, sizeof digest)) {
+    int rc = same_file(ctx, digest, forced);
+    if (rc) return rc;
+  }
+  input *in;
+  char *copy;
+  const importer *imp = import_open(ctx, forced, &in, &copy);
+  if (!imp) return -1;
+  ctx->file = copy ? copy : ctx->path;
+  ctx->in = in;
+  ctx->format = imp->name;
+  int rc = import_transaction(ctx, imp, digest);
   input_close(in);
   ctx->in = NULL;
   source_copy_remove(copy);

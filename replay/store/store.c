@@ -368,6 +368,35 @@ static int store_progress(void *arg) {
   return sqlite3_memory_used() > STORE_MAX_SQLITE_MEMORY;
 }
 
+/* A store opened for writing: its pragmas (larger pages for a new file: bulk loads and scans of
+ * the events table are faster), then the migrations up to this memplay's schema. 0, or -1. */
+static int open_for_writing(store *s, int fresh, int ver, char *err, size_t errlen) {
+  if ((fresh && store_exec(s, "PRAGMA page_size = 16384")) || store_exec(s, "PRAGMA journal_mode = WAL") ||
+      store_exec(s, "PRAGMA synchronous = NORMAL") || store_exec(s, "PRAGMA foreign_keys = ON") ||
+      store_exec(s, "PRAGMA cache_size = -65536")) {
+    snprintf(err, errlen, "cannot open store '%s': %s", s->path, s->err);
+    return -1;
+  }
+  if (ver < store_schema_version && migrate(s, ver)) {
+    snprintf(err, errlen, "%s", s->err);
+    return -1;
+  }
+  return 0;
+}
+
+/* Hardens a connection: defensive mode, an untrusted schema, no double-quoted string literals, a
+ * busy timeout; and no statement runs away: past STORE_MAX_SQLITE_MEMORY of SQLite's memory it is
+ * interrupted (a store altered to do so is refused by its schema; this bounds what is left). */
+static void harden(sqlite3 *db) {
+  sqlite3_db_config(db, SQLITE_DBCONFIG_DEFENSIVE, 1, NULL);
+  sqlite3_db_config(db, SQLITE_DBCONFIG_DQS_DDL, 0, NULL);
+  sqlite3_db_config(db, SQLITE_DBCONFIG_DQS_DML, 0, NULL);
+  sqlite3_db_config(db, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, NULL);
+  sqlite3_busy_timeout(db, 10000);
+  sqlite3_extended_result_codes(db, 1);
+  sqlite3_progress_handler(db, 100000, store_progress, NULL);
+}
+
 int store_open(store **out, const char *path, int flags, char *err, size_t errlen) {
   *out = NULL;
   store *s = sim_xcalloc(1, sizeof *s);
@@ -392,16 +421,7 @@ int store_open(store **out, const char *path, int flags, char *err, size_t errle
     store_close(s);
     return -1;
   }
-  /* Harden the connection: no double-quoted string literals, defensive mode, a busy timeout. */
-  sqlite3_db_config(s->db, SQLITE_DBCONFIG_DEFENSIVE, 1, NULL);
-  sqlite3_db_config(s->db, SQLITE_DBCONFIG_DQS_DDL, 0, NULL);
-  sqlite3_db_config(s->db, SQLITE_DBCONFIG_DQS_DML, 0, NULL);
-  sqlite3_db_config(s->db, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, NULL);
-  sqlite3_busy_timeout(s->db, 10000);
-  sqlite3_extended_result_codes(s->db, 1);
-  /* No statement runs away: past STORE_MAX_SQLITE_MEMORY of SQLite's memory it is interrupted
-   * (a store altered to do so is refused by its schema; this bounds what is left) */
-  sqlite3_progress_handler(s->db, 100000, store_progress, NULL);
+  harden(s->db);
 
   int app = 0, ver = 0, ntables = 0;
   if (pragma_int(s, "PRAGMA application_id", &app) || pragma_int(s, "PRAGMA user_version", &ver) ||
@@ -428,20 +448,7 @@ int store_open(store **out, const char *path, int flags, char *err, size_t errle
     return -1;
   }
   if (!s->readonly) {
-    /* Larger pages make bulk loads and scans of the events table faster; only a new file takes it. */
-    if (ntables == 0 && ver == 0 && store_exec(s, "PRAGMA page_size = 16384")) {
-      snprintf(err, errlen, "cannot open store '%s': %s", path, s->err);
-      store_close(s);
-      return -1;
-    }
-    if (store_exec(s, "PRAGMA journal_mode = WAL") || store_exec(s, "PRAGMA synchronous = NORMAL") ||
-        store_exec(s, "PRAGMA foreign_keys = ON") || store_exec(s, "PRAGMA cache_size = -65536")) {
-      snprintf(err, errlen, "cannot open store '%s': %s", path, s->err);
-      store_close(s);
-      return -1;
-    }
-    if (ver < store_schema_version && migrate(s, ver)) {
-      snprintf(err, errlen, "%s", s->err);
+    if (open_for_writing(s, ntables == 0 && ver == 0, ver, err, errlen)) {
       store_close(s);
       return -1;
     }
