@@ -37,50 +37,61 @@ static int load_row(store *s, int64_t id, store_run_row *row) {
   return 0;
 }
 
-static int load_timeline(store *s, int64_t id, replay_result *r) {
-  sqlite3_stmt *q = store_stmt(s, "SELECT seq, ts, allocated, reserved, requested FROM run_timeline WHERE run_id = ?1 "
-                                  "ORDER BY idx");
+/* What the rows are read into: the result, and the room its arrays have. */
+typedef struct loader {
+  replay_result *r;
+  size_t timeline_cap, oom_cap;
+} loader;
+
+/* Calls take(q, l) for each row a run's query (its ?1 the run id) gives. 0, or -1 after store_fail
+ * with what was being read. */
+static int each_row(store *s, const char *sql, int64_t id, void (*take)(sqlite3_stmt *q, loader *l), loader *l,
+                    const char *what) {
+  sqlite3_stmt *q = store_stmt(s, sql);
   if (!q) return -1;
-  size_t cap = 0;
   sqlite3_reset(q);
   sqlite3_bind_int64(q, 1, id);
   int rc;
-  while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
-    sim_grow((void **)&r->timeline, &cap, r->ntimeline + 1, sizeof *r->timeline);
-    r->timeline[r->ntimeline++] = (replay_point){sqlite3_column_int64(q, 0), sqlite3_column_int64(q, 1),
-                                                 sqlite3_column_int64(q, 2), sqlite3_column_int64(q, 3),
-                                                 sqlite3_column_int64(q, 4)};
-  }
-  if (rc != SQLITE_DONE) return store_fail(s, q, "cannot read run timeline"), -1;
+  while ((rc = sqlite3_step(q)) == SQLITE_ROW) take(q, l);
+  if (rc != SQLITE_DONE) return store_fail(s, q, what), -1;
   sqlite3_reset(q);
   return 0;
 }
 
-static int load_ooms(store *s, int64_t id, replay_result *r) {
-  sqlite3_stmt *q = store_stmt(s, "SELECT seq, device, stream, size, allocated, reserved, largest_free, message "
-                                  "FROM run_ooms WHERE run_id = ?1 ORDER BY idx");
-  if (!q) return -1;
-  size_t cap = 0;
-  sqlite3_reset(q);
-  sqlite3_bind_int64(q, 1, id);
-  int rc;
-  while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
-    sim_grow((void **)&r->oom_list, &cap, r->noom_list + 1, sizeof *r->oom_list);
-    replay_oom *o = &r->oom_list[r->noom_list++];
-    memset(o, 0, sizeof *o);
-    o->seq = sqlite3_column_int64(q, 0);
-    o->device = sqlite3_column_int(q, 1);
-    o->stream = sqlite3_column_int64(q, 2);
-    o->size = (uint64_t)sqlite3_column_int64(q, 3);
-    o->allocated = sqlite3_column_int64(q, 4);
-    o->reserved = sqlite3_column_int64(q, 5);
-    o->largest_free = (uint64_t)sqlite3_column_int64(q, 6);
-    const unsigned char *m = sqlite3_column_text(q, 7);
-    snprintf(o->message, sizeof o->message, "%s", m ? (const char *)m : "");
-  }
-  if (rc != SQLITE_DONE) return store_fail(s, q, "cannot read run OOMs"), -1;
-  sqlite3_reset(q);
-  return 0;
+static void take_point(sqlite3_stmt *q, loader *l) {
+  replay_result *r = l->r;
+  sim_grow((void **)&r->timeline, &l->timeline_cap, r->ntimeline + 1, sizeof *r->timeline);
+  r->timeline[r->ntimeline++] = (replay_point){sqlite3_column_int64(q, 0), sqlite3_column_int64(q, 1),
+                                               sqlite3_column_int64(q, 2), sqlite3_column_int64(q, 3),
+                                               sqlite3_column_int64(q, 4)};
+}
+
+static void take_oom(sqlite3_stmt *q, loader *l) {
+  replay_result *r = l->r;
+  sim_grow((void **)&r->oom_list, &l->oom_cap, r->noom_list + 1, sizeof *r->oom_list);
+  replay_oom *o = &r->oom_list[r->noom_list++];
+  memset(o, 0, sizeof *o);
+  o->seq = sqlite3_column_int64(q, 0);
+  o->device = sqlite3_column_int(q, 1);
+  o->stream = sqlite3_column_int64(q, 2);
+  o->size = (uint64_t)sqlite3_column_int64(q, 3);
+  o->allocated = sqlite3_column_int64(q, 4);
+  o->reserved = sqlite3_column_int64(q, 5);
+  o->largest_free = (uint64_t)sqlite3_column_int64(q, 6);
+  const unsigned char *m = sqlite3_column_text(q, 7);
+  snprintf(o->message, sizeof o->message, "%s", m ? (const char *)m : "");
+}
+
+static int load_timeline(store *s, int64_t id, loader *l) {
+  return each_row(s, "SELECT seq, ts, allocated, reserved, requested FROM run_timeline WHERE run_id = ?1 ORDER BY idx",
+                  id, take_point, l, "cannot read run timeline");
+}
+
+static int load_ooms(store *s, int64_t id, loader *l) {
+  return each_row(s,
+                  "SELECT seq, device, stream, size, allocated, reserved, largest_free, message "
+                  "FROM run_ooms WHERE run_id = ?1 ORDER BY idx",
+                  id, take_oom, l, "cannot read run OOMs");
 }
 
 int store_run_load(store *s, int64_t id, store_run_row *row, replay_result *r) {
@@ -88,7 +99,8 @@ int store_run_load(store *s, int64_t id, store_run_row *row, replay_result *r) {
   memset(r, 0, sizeof *r);
   int rc = load_row(s, id, row);
   if (rc) return rc;
-  if (load_timeline(s, id, r) || load_ooms(s, id, r)) {
+  loader l = {.r = r};
+  if (load_timeline(s, id, &l) || load_ooms(s, id, &l)) {
     store_run_row_clear(row);
     replay_result_release(r);
     return -1;

@@ -236,65 +236,34 @@ expect 1 compare 'job*' --policy torch --baseline "$T/nosuch.json" && has "$T/er
 # Progress: one line redrawn on a terminal's stderr, nothing in a pipe.
 expect 0 compare 'job*' --policy torch --no-save
 [ ! -s "$T/err" ] || fail "progress in a pipe: $(head -c 200 "$T/err")"
-python3 - "$MEMPLAY" "$DB" <<'PY' || fail "no progress on a terminal"
-import os, pty, subprocess, sys
-master, slave = pty.openpty()
-p = subprocess.run([sys.argv[1], "--db", sys.argv[2], "compare", "job*", "--policy", "torch", "--no-save"],
-                   stdout=subprocess.PIPE, stderr=slave)
-os.close(slave)
-err = b""
-while True:
-    try:
-        chunk = os.read(master, 4096)
-    except OSError:
-        break
-    if not chunk:
-        break
-    err += chunk
-assert p.returncode == 0, p.returncode
-assert b"\rcompare: 4/4 cells (100%)" in err and err.endswith(b"\r\x1b[K"), err
-assert b"compare:" not in p.stdout, p.stdout
-PY
+# on_tty NAME [--both] ARGS...: memplay ARGS on a terminal; what the terminal got in $T/tty, the
+# command's own stdout (when not on the terminal) in $T/tty.out
+on_tty() {
+  local name=$1
+  shift
+  local both=()
+  [ "$1" = --both ] && both=(--both) && shift
+  python3 "$TESTS_DIR/cli/pty_run.py" "${both[@]}" "$MEMPLAY" "$@" >"$T/tty" 2>"$T/tty.out" ||
+    fail "$name: exit $? on a terminal"
+}
+# tty_has NAME PYTHON-BYTES-EXPRESSION: the terminal's bytes (b) satisfy the expression
+tty_has() {
+  python3 -c 'import sys; b = open(sys.argv[1], "rb").read(); sys.exit(0 if eval(sys.argv[2]) else 1)' "$T/tty" "$2" ||
+    fail "$1: $(head -c 300 "$T/tty" | od -c | head -5)"
+}
+on_tty compare --db "$DB" compare 'job*' --policy torch --no-save
+tty_has "compare progress" 'b"\rcompare: 4/4 cells (100%)" in b and b.endswith(b"\r\x1b[K")'
+grep -q "compare:" "$T/tty.out" && fail "compare progress on stdout"
 # whatif: replays done, the line erased before the scenario prints its table.
-python3 - "$MEMPLAY" "$DB" <<'PY' || fail "no whatif progress on a terminal"
-import os, pty, subprocess, sys
-master, slave = pty.openpty()
-p = subprocess.run([sys.argv[1], "--db", sys.argv[2], "whatif", "job1", "batch_size", "--no-save"], stdout=slave, stderr=slave)
-os.close(slave)
-out = b""
-while True:
-    try:
-        chunk = os.read(master, 65536)
-    except OSError:
-        break
-    if not chunk:
-        break
-    out += chunk
-assert p.returncode == 0, p.returncode
-assert b"\rwhatif: 1 replays" in out and b"\r\x1b[Kbatch size: " in out, out[:300]
-PY
+on_tty whatif --both --db "$DB" whatif job1 batch_size --no-save
+tty_has "whatif progress" 'b"\rwhatif: 1 replays" in b and b"\r\x1b[Kbatch size: " in b'
 expect 0 whatif job1 batch_size --no-save
 [ ! -s "$T/err" ] || fail "whatif progress in a pipe: $(head -c 200 "$T/err")"
-# import: the file read so far, the line erased before the summary.
-python3 - "$MEMPLAY" "$T/progress.db" "$MEMPLAY_SRC/traces/sample.jsonl" <<'PY' || fail "no import progress on a terminal"
-import os, pty, subprocess, sys
-master, slave = pty.openpty()
-p = subprocess.run([sys.argv[1], "--db", sys.argv[2], "import", sys.argv[3]], stdout=subprocess.PIPE, stderr=slave)
-os.close(slave)
-err = b""
-while True:
-    try:
-        chunk = os.read(master, 4096)
-    except OSError:
-        break
-    if not chunk:
-        break
-    err += chunk
-size = os.path.getsize(sys.argv[3]) >> 10
-assert p.returncode == 0, p.returncode
-assert b"\rimport: " in err and (b"/%d KiB" % size) in err and err.endswith(b"\r\x1b[K"), err
-assert b"imported 'sample'" in p.stdout, p.stdout
-PY
+# import: the file read so far (KiB of KiB), the line erased before the summary.
+on_tty import --db "$T/progress.db" import "$MEMPLAY_SRC/traces/sample.jsonl"
+size=$(($(stat -c %s "$MEMPLAY_SRC/traces/sample.jsonl") / 1024))
+tty_has "import progress" "b'\\rimport: ' in b and b'/$size KiB' in b and b.endswith(b'\\r\\x1b[K')"
+grep -q "imported 'sample'" "$T/tty.out" || fail "import summary not on stdout: $(cat "$T/tty.out")"
 expect 0 --db "$T/progress2.db" import "$MEMPLAY_SRC/traces/sample.jsonl"
 [ ! -s "$T/err" ] || fail "import progress in a pipe: $(head -c 200 "$T/err")"
 
