@@ -339,8 +339,13 @@ static void run_cell(workers *w, session *ses, store *s, trace_cache *tc, cmp_ce
     store_trace_clear(&t);
     return;
   }
-  if (cached) src = replay_array_source_init(&events, tc->events, tc->n);
-  else pass.source = NULL;
+  if (cached) {
+    src = replay_array_source_init(&events, tc->events, tc->n);
+    pass.stored = tc->events;
+    pass.nstored = tc->n;
+  } else {
+    pass.source = NULL;
+  }
   if (session_prepare(ses, &q, &run, err, sizeof err) || session_execute(ses, &run, &pass, err, sizeof err) ||
       (fill_cell(c, &run, run.has_time ? run.time.step_time_s : -1, run.has_time ? run.time.samples_per_s : -1),
        w->req->save && save_cell(w, ses, &t, &run, c, err, sizeof err))) {

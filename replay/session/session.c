@@ -381,7 +381,7 @@ void session_take_result(session_run *run, replay_result *out) {
  * delivered: they are fitted once per run (a read of the stored trace's copies) and the time
  * model uses the fit instead of the profile's bandwidths (docs/timemodel.md). Scenarios'
  * derived traces are fitted from the stored trace they derive from. */
-static void fit_copies(session *ses, session_run *run) {
+static void fit_copies(session *ses, session_run *run, const session_pass *pass) {
   if (run->copy_fit_done) return;
   run->copy_fit_done = 1;
   if (!ses->s || !run->trace || !run->has_recorded_device || run->tcfg.copy_timing != SIM_TM_TIMING_MODEL ||
@@ -389,13 +389,17 @@ static void fit_copies(session *ses, session_run *run) {
     return;
   if (!ses->copies.have || ses->copies.trace_id != run->trace->id || ses->copies.events != run->trace->event_count ||
       strcmp(ses->copies.device, run->device.p.name)) {
-    replay_source src;
-    if (store_source_open(&src, ses->s, run->trace->id)) return;
     sim_copy_fit *f = &ses->copies.fit;
     sim_copy_fit_init(f);
-    sim_event ev;
-    while (replay_source_next(&src, &ev) == 1) sim_copy_fit_add(f, &ev);
-    replay_source_close(&src);
+    if (pass->stored) {
+      for (size_t i = 0; i < pass->nstored; i++) sim_copy_fit_add(f, &pass->stored[i]);
+    } else {
+      replay_source src;
+      if (store_source_open(&src, ses->s, run->trace->id)) return;
+      sim_event ev;
+      while (replay_source_next(&src, &ev) == 1) sim_copy_fit_add(f, &ev);
+      replay_source_close(&src);
+    }
     if (f->copies) sim_copy_fit_solve(f, &run->device.p);
     ses->copies.trace_id = run->trace->id;
     ses->copies.events = run->trace->event_count;
@@ -456,7 +460,7 @@ int session_execute(session *ses, session_run *run, const session_pass *pass, ch
   if (run->has_device) {
     run->tcfg.device = &run->device.p;
     run->tcfg.recorded_device = run->has_recorded_device ? &run->recorded_device.p : NULL;
-    fit_copies(ses, run);
+    fit_copies(ses, run, pass);
     run->tcfg.copy_fit = run->copy_fit;
     time_observer_init(&tobs, &run->tcfg, pass->names ? pass->names : &ses->names);
     obs[cfg.nobservers++] = time_observer_hook(&tobs);

@@ -134,6 +134,10 @@ typedef struct session_pass {
   void *device_arg;
   const replay_names *names;            /* names of a trace kept elsewhere; NULL: the session's store's */
   int stored_events;                    /* source gives the stored trace's own events, unchanged */
+  /* The stored trace's events, when the caller holds them in memory: what the session reads of the
+   * trace besides the replay (the fit of its recorded copies) is read from here, not the store. */
+  const sim_event *stored;
+  size_t nstored;
   const replay_stop *stop;              /* a moment to stop at (NULL: the whole trace) */
 } session_pass;
 
