@@ -233,6 +233,19 @@ expect 1 compare 'job*' --policy torch --baseline "$T/nosuch.json" && has "$T/er
 [ ! -e "$T/x.json" ] || fail "a refused compare wrote its results file"
 [ "$(store_digest)" = "$digest" ] || fail "a refused compare changed the store"
 
+# A cell answers as replay does: the same peaks and the same step time (its copies fitted from
+# the events the worker holds, replay's from the store).
+expect 0 replay job2 --allocator torch --json --no-save
+cp "$T/out" "$T/replay_job2.json"
+expect 0 compare job2 --policy torch --json --no-save
+python3 - "$T/replay_job2.json" "$T/out" <<'PY' || fail "a compare cell differs from replay"
+import json, sys
+r = json.load(open(sys.argv[1]))
+c = json.load(open(sys.argv[2]))["cells"][0]
+for k in ("peak_allocated_bytes", "peak_reserved_bytes", "step_time_s"):
+    assert r[k] == c[k], (k, r[k], c[k])
+PY
+
 # Progress: one line redrawn on a terminal's stderr, nothing in a pipe.
 expect 0 compare 'job*' --policy torch --no-save
 [ ! -s "$T/err" ] || fail "progress in a pipe: $(head -c 200 "$T/err")"
