@@ -381,6 +381,8 @@ void session_take_result(session_run *run, replay_result *out) {
  * delivered: they are fitted once per run (a read of the stored trace's copies) and the time
  * model uses the fit instead of the profile's bandwidths (docs/timemodel.md). Scenarios'
  * derived traces are fitted from the stored trace they derive from. */
+static void copy_fit_add(void *arg, const sim_event *ev) { sim_copy_fit_add(arg, ev); }
+
 static void fit_copies(session *ses, session_run *run, const session_pass *pass) {
   if (run->copy_fit_done) return;
   run->copy_fit_done = 1;
@@ -393,12 +395,8 @@ static void fit_copies(session *ses, session_run *run, const session_pass *pass)
     sim_copy_fit_init(f);
     if (pass->stored) {
       for (size_t i = 0; i < pass->nstored; i++) sim_copy_fit_add(f, &pass->stored[i]);
-    } else {
-      replay_source src;
-      if (store_source_open(&src, ses->s, run->trace->id)) return;
-      sim_event ev;
-      while (replay_source_next(&src, &ev) == 1) sim_copy_fit_add(f, &ev);
-      replay_source_close(&src);
+    } else if (store_trace_copies(ses->s, run->trace->id, copy_fit_add, f)) {
+      return;
     }
     if (f->copies) sim_copy_fit_solve(f, &run->device.p);
     ses->copies.trace_id = run->trace->id;

@@ -242,6 +242,11 @@ typedef struct store_summary {
 int store_summary_read(store *s, int64_t trace_id, store_summary *sum);
 void store_summary_clear(store_summary *sum);
 
+/* Calls fn for each copy of trace_id that has a recorded duration and a size (SIM_EV_MEMCPY; only
+ * its kind, dir, mem, size and dur are filled in): what the time model fits link speeds from, read
+ * without decoding the trace's other events. 0, or -1 (store_error says why). */
+int store_trace_copies(store *s, int64_t trace_id, void (*fn)(void *arg, const sim_event *ev), void *arg);
+
 /* Sets the file a trace came from (NULL: none), e.g. when the file it was imported from is gone. */
 int store_trace_set_source_file(store *s, int64_t trace_id, const char *path);
 

@@ -131,3 +131,24 @@ int store_trace_set_source_file(store *s, int64_t trace_id, const char *path) {
   sqlite3_reset(q);
   return 0;
 }
+
+int store_trace_copies(store *s, int64_t trace_id, void (*fn)(void *arg, const sim_event *ev), void *arg) {
+  sqlite3_stmt *q = store_stmt(s, "SELECT info, size, dur FROM events e WHERE " TRACE_EVENTS
+                                  " AND (info & 255) = 5 AND dur > 0 AND size > 0");
+  if (!q) return -1;
+  sqlite3_reset(q);
+  sqlite3_bind_int64(q, 1, trace_id);
+  int rc;
+  while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
+    int64_t info = sqlite3_column_int64(q, 0);
+    sim_event ev = {.kind = SIM_EV_MEMCPY,
+                    .mem = (uint8_t)(info >> 8 & 15),
+                    .dir = (uint8_t)(info >> 12 & 15),
+                    .size = (uint64_t)sqlite3_column_int64(q, 1),
+                    .dur = sqlite3_column_int64(q, 2)};
+    fn(arg, &ev);
+  }
+  if (rc != SQLITE_DONE) return store_fail(s, q, "cannot read the trace's copies");
+  sqlite3_reset(q);
+  return 0;
+}
