@@ -243,17 +243,17 @@ int input_digest(const char *path, char *out, size_t n) {
   FILE *f = fopen(path, "rb");
   if (!f) return -1;
   unsigned char buf[1 << 16];
-  uint64_t fnv = UINT64_C(14695981039346656037), size = 0;
-  uLong crc = crc32(0L, Z_NULL, 0);
+  uint64_t size = 0;
+  uLong crc = crc32(0L, Z_NULL, 0), adler = adler32(0L, Z_NULL, 0);
   size_t got;
   while ((got = fread(buf, 1, sizeof buf, f)) > 0) {
     crc = crc32(crc, buf, (uInt)got);
-    for (size_t i = 0; i < got; i++) fnv = (fnv ^ buf[i]) * UINT64_C(1099511628211);
+    adler = adler32(adler, buf, (uInt)got);
     size += got;
   }
   int bad = ferror(f);
   fclose(f);
   if (bad) return -1;
-  snprintf(out, n, "%llu-%08lx-%016llx", (unsigned long long)size, (unsigned long)crc, (unsigned long long)fnv);
+  snprintf(out, n, "%llu-%08lx-%08lx", (unsigned long long)size, (unsigned long)crc, (unsigned long)adler);
   return 0;
 }
