@@ -45,8 +45,15 @@ void lstore_ref(lstore *ls) {
 
 void lstore_unref(lstore *ls) {
   if (!ls || --ls->refs > 0) return;
+  session_labels_free(ls->labels);
   if (ls->owned && ls->s) store_close(ls->s);
   free(ls);
+}
+
+replay_names lstore_names(lstore *ls) {
+  if (!ls) return (replay_names){0};
+  if (!ls->labels) ls->labels = session_labels_new(ls->s);
+  return session_labels_names(ls->labels);
 }
 
 void lapi_push_store(lua_State *L, lstore *ls) {

@@ -5,6 +5,7 @@
 #include <lauxlib.h>
 #include <lua.h>
 
+#include "session/labels.h"
 #include "session/session.h"
 #include "store/devices_store.h"
 #include "engine/engine.h"
@@ -25,11 +26,14 @@ typedef struct lstore {
   store *s;
   int owned;  /* opened by the script (memplay.open): closed with the last reference */
   int writable;
+  session_labels *labels; /* its names and call-stack labels, each read once (made on first use) */
 } lstore;
 
 lstore *lstore_new(store *s, int owned, int writable);
 void lstore_ref(lstore *ls);
 void lstore_unref(lstore *ls);
+/* The names of ls's store (call-stack labels, strings), read through its cache; none for NULL. */
+replay_names lstore_names(lstore *ls);
 
 /* What a trace knows about itself (lua_api_events.h), computed once on first use. */
 typedef struct lsummary lsummary;
@@ -44,6 +48,9 @@ typedef struct ltrace {
   xf_lifetime *lt;  /* the base's lifetimes, once computed */
   lsummary *sum;    /* this trace's summary, once computed */
   lsummary *bsum;   /* its base's, for filters (names and call sites), shared with what derives from it */
+  const sim_event *arr; /* t:cache()'s trace: its events in memory (owned by its node), which a replay
+                           reads in place; NULL for any other trace */
+  size_t narr;
 } ltrace;
 
 /* The replay result behind a result table: the session's run, and what the result names. */

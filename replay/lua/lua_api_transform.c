@@ -536,6 +536,8 @@ int lapi_trace_cache(lua_State *L) {
   /* A base of its own with the same meaning as t: lifetimes carry over only when t was not
    * transformed (the sequence numbers are the same). */
   lapi_set_trace(nt, n, n, t->ls, &t->meta, t->derived, t->derived ? NULL : t->lt);
+  nt->arr = m->evs; /* the node holds m: the array lives as long as the trace */
+  nt->narr = m->n;
   return 1;
 }
 

@@ -121,6 +121,7 @@ static const luaL_Reg result_metameth[] = {
 /* The result table a script reads: the members of `replay --json`, and errors on unknown ones. */
 static const luaL_Reg result_table_metameth[] = {
   {"__index", lapi_result_index},
+  {"__pairs", lapi_result_pairs},
   {NULL, NULL},
 };
 

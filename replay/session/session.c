@@ -10,6 +10,7 @@
 #include "session.h"
 #include "sim/copyfit.h"
 #include "sim/hashmap.h"
+#include "labels.h"
 #include "shared_device.h"
 #include "window_start.h"
 #include "store/store_runs.h"
@@ -44,6 +45,7 @@ typedef struct device_entry {
 
 struct session {
   store *s;
+  session_labels *labels; /* the store's names, each read once */
   replay_names names;
   spec_entry *specs;
   size_t nspecs, spec_cap;
@@ -65,7 +67,8 @@ struct session {
 session *session_new(store *s) {
   session *ses = sim_xcalloc(1, sizeof *ses);
   ses->s = s;
-  ses->names = store_names(s);
+  ses->labels = session_labels_new(s);
+  ses->names = session_labels_names(ses->labels);
   return ses;
 }
 
@@ -84,6 +87,7 @@ void session_free(session *ses) {
   free(ses->specs);
   free(ses->devices);
   window_cache_release(&ses->window);
+  session_labels_free(ses->labels);
   free(ses);
 }
 
@@ -423,7 +427,7 @@ static replay_config engine_config(const session_run *run, const sim_spec *spec)
     .getenv_fn = run->getenv_fn,
     .stop_at_oom = run->stop_at_oom,
     .timeline_points = run->timeline_points,
-    .top_sites = run->top_sites,
+    .top_sites = run->top_sites == SESSION_NO_SITES ? 1 : run->top_sites, /* the fewest the engine keeps */
     .max_ooms = run->max_ooms,
     .check_level = run->check ? 2 : 0,
   };
@@ -481,6 +485,7 @@ int session_execute(session *ses, session_run *run, const session_pass *pass, ch
   env_run = run;
   if (replay_run(&cfg, src, &run->result, err, errlen)) rc = SESSION_EFAIL;
   env_run = NULL;
+  if (run->top_sites == SESSION_NO_SITES) run->result.nsites = 0;
   if (src == &stored) replay_source_close(&stored);
 out:
   if (run->has_device) {
