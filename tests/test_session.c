@@ -207,7 +207,12 @@ static void test_execute(void) {
   session_free(ses);
 }
 
-/* Labels and strings are read from the store once, then answered from memory: a row deleted
+static int count_frame(void *arg, const store_frame *f) {
+  (*(size_t *)arg)++;
+  return !f->name || !f->file;
+}
+
+/* Labels, frames and strings are read from the store once, then answered from memory: a row deleted
  * behind the cache's back (nothing in memplay deletes one) still reads as it was, until the
  * cache is cleared. An id the store does not know is not kept. */
 static void test_labels(void) {
@@ -230,14 +235,23 @@ static void test_labels(void) {
   CHECK_STR(unknown, "(unknown call stack)");
   free(got);
   free(unknown);
+  size_t nframes = 0;
+  CHECK_EQ(session_labels_frames(sl, stack, count_frame, &nframes), 0);
+  CHECK_EQ(nframes, 2);
   CHECK_EQ(sqlite3_exec(store_db(s), "DELETE FROM callsites; DELETE FROM strings WHERE value = 'volta_sgemm'", NULL, NULL,
                         NULL),
            SQLITE_OK);
   got = replay_stack_label(&n, stack); /* from memory */
   CHECK_STR(got, want);
   CHECK_STR(replay_name(&n, kname), "volta_sgemm");
+  nframes = 0;
+  CHECK_EQ(session_labels_frames(sl, stack, count_frame, &nframes), 0); /* from memory */
+  CHECK_EQ(nframes, 2);
   free(got);
   session_labels_clear(sl);
+  nframes = 0;
+  CHECK_EQ(session_labels_frames(sl, stack, count_frame, &nframes), 0);
+  CHECK_EQ(nframes, 0);
   got = replay_stack_label(&n, stack); /* read again: gone */
   CHECK_STR(got, "(unknown call stack)");
   CHECK(replay_name(&n, kname) == NULL);

@@ -275,13 +275,16 @@ static int save_cell(workers *w, session *ses, const store_trace *t, const sessi
 }
 
 /* A cell of a comparison with a scenario: the scenario's last variant (stored through ses). */
-static void run_scenario_cell(workers *w, session *ses, store *s, const store_trace *t, const cmp_policy *p,
-                              cmp_cell *c) {
+static void run_scenario_cell(workers *w, session *ses, store *s, trace_cache *tc, const store_trace *t,
+                              const cmp_policy *p, cmp_cell *c) {
   cmp_scenario sc;
   const session_run *run;
   double step, sps;
   char err[1024];
-  if (cmp_scenario_run(&sc, w->req, s, t, p, &run, &step, &sps, err, sizeof err) ||
+  /* the trace's events from the worker's memory, as plain cells read them */
+  int cached = t->event_count <= CMP_CACHE_EVENTS && !cache_load(tc, s, t, err, sizeof err);
+  if (cmp_scenario_run(&sc, w->req, s, ses, t, cached ? tc->events : NULL, tc->n, p, &run, &step, &sps, err,
+                       sizeof err) ||
       (fill_cell(c, run, step, sps), w->req->save && save_cell(w, ses, t, run, c, err, sizeof err))) {
     free(c->error);
     c->error = strdup(err);
@@ -324,7 +327,7 @@ static void run_cell(workers *w, session *ses, store *s, trace_cache *tc, cmp_ce
   q.capacity = p->capacity != UINT64_MAX ? p->capacity : w->req->capacity;
   q.timing = w->req->timing;
   if (w->req->scenario_path) {
-    run_scenario_cell(w, ses, s, &t, p, c);
+    run_scenario_cell(w, ses, s, tc, &t, p, c);
     store_trace_clear(&t);
     return;
   }

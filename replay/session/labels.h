@@ -7,9 +7,9 @@
 
 /*
  * A report labels its top call sites and the time model names its critical-path items by id
- * (engine/names.h); read from the store, a label walks its stack one row per frame. A cache
- * reads each id once and answers from memory after that, so replaying a trace again touches no
- * SQLite for its names.
+ * (engine/names.h); read from the store, a label walks its stack one row per frame, and a
+ * script's call-site filter walks the frames of every site. A cache reads each id once and
+ * answers from memory after that, so replaying a trace again touches no SQLite for its names.
  *
  * Why a cached label stays true: strings, frames and call stacks are content-addressed rows that
  * nothing deletes (`rm` deletes a trace's events, runs keep theirs; docs/trace-store.md), so an
@@ -32,5 +32,9 @@ void session_labels_clear(session_labels *sl);
 /* The names as reports and observers read them (engine/names.h): strings and stack labels from
  * the cache, read from the store on a miss. Valid while sl lives. */
 replay_names session_labels_names(session_labels *sl);
+/* Calls fn for each frame of call stack id, innermost first, until it returns non-zero, as
+ * store_stack_frames does, from the cache (the frames are read once; a stack the store does not
+ * know has none, and is not kept). 0, or -1 when the store failed (store_error says why). */
+int session_labels_frames(session_labels *sl, int64_t stack, int (*fn)(void *arg, const store_frame *f), void *arg);
 
 #endif

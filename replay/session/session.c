@@ -47,9 +47,10 @@ struct session {
   store *s;
   session_labels *labels; /* the store's names, each read once */
   replay_names names;
-  spec_entry *specs;
+  /* each entry allocated on its own: a run keeps pointers to its spec and settings */
+  spec_entry **specs;
   size_t nspecs, spec_cap;
-  settings_entry *settings;
+  settings_entry **settings;
   size_t nsettings, settings_cap;
   device_entry *devices;
   size_t ndevices, device_cap;
@@ -75,12 +76,14 @@ session *session_new(store *s) {
 void session_free(session *ses) {
   if (!ses) return;
   for (size_t i = 0; i < ses->nspecs; i++) {
-    free(ses->specs[i].text);
-    sim_spec_release(&ses->specs[i].spec);
+    free(ses->specs[i]->text);
+    sim_spec_release(&ses->specs[i]->spec);
+    free(ses->specs[i]);
   }
   for (size_t i = 0; i < ses->nsettings; i++) {
-    free(ses->settings[i].json);
-    settings_release(&ses->settings[i].s);
+    free(ses->settings[i]->json);
+    settings_release(&ses->settings[i]->s);
+    free(ses->settings[i]);
   }
   for (size_t i = 0; i < ses->ndevices; i++) free(ses->devices[i].key);
   free(ses->settings);
@@ -95,14 +98,16 @@ store *session_store(const session *ses) { return ses->s; }
 
 const replay_names *session_names(const session *ses) { return &ses->names; }
 
+session_labels *session_labels_of(session *ses) { return ses->labels; }
+
 /* The parsed SPEC, parsed once per session. NULL with a message when it is not a valid SPEC. */
 static const sim_spec *session_spec(session *ses, const char *text, char *err, size_t errlen) {
   for (size_t i = 0; i < ses->nspecs; i++)
-    if (!strcmp(ses->specs[i].text, text)) return &ses->specs[i].spec;
+    if (!strcmp(ses->specs[i]->text, text)) return &ses->specs[i]->spec;
   sim_spec spec;
   if (sim_spec_parse(&spec, text, err, errlen) != SIM_OK) return NULL;
   sim_grow((void **)&ses->specs, &ses->spec_cap, ses->nspecs + 1, sizeof *ses->specs);
-  spec_entry *e = &ses->specs[ses->nspecs++];
+  spec_entry *e = ses->specs[ses->nspecs++] = sim_xmalloc(sizeof *e);
   e->text = xstrdup(text);
   e->spec = spec;
   return &e->spec;
@@ -113,9 +118,9 @@ static const sim_spec *session_spec(session *ses, const char *text, char *err, s
 static const sim_recorded *session_settings(session *ses, const char *json) {
   if (!json) return NULL;
   for (size_t i = 0; i < ses->nsettings; i++)
-    if (!strcmp(ses->settings[i].json, json)) return &ses->settings[i].s.recorded;
+    if (!strcmp(ses->settings[i]->json, json)) return &ses->settings[i]->s.recorded;
   sim_grow((void **)&ses->settings, &ses->settings_cap, ses->nsettings + 1, sizeof *ses->settings);
-  settings_entry *e = &ses->settings[ses->nsettings++];
+  settings_entry *e = ses->settings[ses->nsettings++] = sim_xmalloc(sizeof *e);
   e->json = xstrdup(json);
   settings_init(&e->s, json);
   return &e->s.recorded;

@@ -38,8 +38,10 @@ typedef struct session session;
 session *session_new(store *s);
 void session_free(session *ses);
 store *session_store(const session *ses);
-/* The names of the session's store (event names, call-stack labels). */
+/* The names of the session's store (event names, call-stack labels), read once each. */
 const replay_names *session_names(const session *ses);
+/* The cache behind them (session/labels.h), for a front end that reads frames or shares it. */
+struct session_labels *session_labels_of(session *ses);
 
 /* What the front end was asked for: session_request_init, then the fields the user gave. */
 typedef struct session_request {
