@@ -273,7 +273,9 @@ static void test_replay(void) {
      "local c = t:cache()\n" /* replayed in place: the same answer as the stored trace's */
      "local a, b = c:replay{allocator = 'torch'}, t:replay{allocator = 'torch'}\n"
      "assert(a.peak_reserved_bytes == b.peak_reserved_bytes and a.events == b.events and a.at_peak.top_sites[1].site == b.at_peak.top_sites[1].site)\n"
-     "assert(#t:replay{top_sites = 0}.at_peak.top_sites == 0 and #t:replay{}.at_peak.top_sites == 10)\n");
+     "assert(#t:replay{top_sites = 0}.at_peak.top_sites == 0 and #t:replay{}.at_peak.top_sites == 10)\n"
+     "local cc = c:cache()\n" /* a cached trace cached again: copied from the array it lends */
+     "assert(cc:count() == t:count() and cc:replay{allocator = 'torch'}.peak_reserved_bytes == b.peak_reserved_bytes)\n");
   fails("local t = memplay.trace()\nlocal r = t:replay{}\nlocal x = r.peak_allocated", "has no field 'peak_allocated'");
   fails("local t = memplay.trace()\nt:replay{alocator = 'cuda'}", "unknown option 'alocator'");
   fails("local t = memplay.trace()\nt:replay{allocator = 'nope'}", "unknown allocator 'nope'");

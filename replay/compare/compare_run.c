@@ -9,6 +9,7 @@
 
 #include "io/jsonw.h"
 #include "session/session.h"
+#include "store/store_source.h"
 #include "sim/hashmap.h"
 #include "compare_int.h"
 
@@ -164,16 +165,31 @@ static int cache_load(trace_cache *tc, store *s, const store_trace *t, char *err
   if (tc->trace_id == t->id) return 0;
   tc->trace_id = 0;
   tc->n = 0;
-  store_reader *r;
-  if (store_reader_open(s, t->id, &r)) return snprintf(err, errlen, "%s", store_error(s)), -1;
-  int rc;
-  sim_event ev;
-  while ((rc = store_reader_next(r, &ev)) > 0) {
-    if (tc->n == tc->cap) tc->events = sim_xrealloc(tc->events, (tc->cap = tc->cap ? 2 * tc->cap : 4096) * sizeof ev);
-    tc->events[tc->n++] = ev;
+  replay_source src;
+  if (store_source_open(&src, s, t->id)) return snprintf(err, errlen, "%s", store_error(s)), -1;
+  sim_grow((void **)&tc->events, &tc->cap, t->event_count > 0 ? (size_t)t->event_count : 1, sizeof *tc->events);
+  ptrdiff_t k = 1;
+  if (src.view) { /* a source that lends its events: copied a block at a time */
+    const sim_event *evs;
+    while ((k = src.view(src.ctx, &evs)) > 0) {
+      sim_grow((void **)&tc->events, &tc->cap, tc->n + (size_t)k, sizeof *tc->events);
+      memcpy(tc->events + tc->n, evs, (size_t)k * sizeof *evs);
+      tc->n += (size_t)k;
+      src.advance(src.ctx, (size_t)k);
+    }
+  } else {
+    sim_event ev;
+    while ((k = replay_source_next(&src, &ev)) > 0) {
+      sim_grow((void **)&tc->events, &tc->cap, tc->n + 1, sizeof *tc->events);
+      tc->events[tc->n++] = ev;
+    }
   }
-  store_reader_close(r);
-  if (rc < 0) return snprintf(err, errlen, "%s", store_error(s)), -1;
+  if (k < 0) {
+    const char *m = src.error ? src.error(src.ctx) : NULL;
+    snprintf(err, errlen, "%s", m && *m ? m : store_error(s));
+  }
+  replay_source_close(&src);
+  if (k < 0) return -1;
   tc->trace_id = t->id;
   return 0;
 }

@@ -488,6 +488,10 @@ int session_execute(session *ses, session_run *run, const session_pass *pass, ch
   }
   run->executed = 1;
   env_run = run;
+  /* Each pass creates the allocator and the engine's tables afresh. Where the engine offers a
+   * reusable state and the model a reset (replay/engine/engine.h,
+   * sim_allocator_ops.reset), this is the one place to keep them per prepared run (or per SPEC and
+   * trace in the session) and reset them here instead. */
   if (replay_run(&cfg, src, &run->result, err, errlen)) rc = SESSION_EFAIL;
   env_run = NULL;
   if (run->top_sites == SESSION_NO_SITES) run->result.nsites = 0;
