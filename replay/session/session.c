@@ -651,7 +651,7 @@ int session_save_in(session *ses, const run_meta *m, const replay_result *r, con
     snprintf(err, errlen, "there is no store to keep the run in");
     return SESSION_EFAIL;
   }
-  if (store_run_save(s, m, r, &id) ||
+  if (store_run_save_named(s, &ses->names, m, r, &id) ||
       (result_json && how != SESSION_RESULT_REPORT && store_run_set_result(s, id, result_json, how == SESSION_RESULT_PATCH))) {
     snprintf(err, errlen, "%s", store_error(s));
     return SESSION_EFAIL;
