@@ -4,8 +4,10 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <yajl/yajl_tree.h>
 
 #include "gen/gen.h"
+#include "lua/lua_host.h"
 #include "lua/lua_api.h"
 #include "test.h"
 
@@ -267,7 +269,13 @@ static void test_replay(void) {
      "local s2 = t:replay{capacity = '1GiB'}\n"
      "assert(s2.capacity_bytes == 1 << 30)\n"
      "local chk = t:replay{check = true, timeline_points = 10, top_sites = 2}\n"
-     "assert(#chk.timeline <= 10 and #chk.at_peak.top_sites <= 2)\n");
+     "assert(#chk.timeline <= 10 and #chk.at_peak.top_sites <= 2)\n"
+     "local c = t:cache()\n" /* replayed in place: the same answer as the stored trace's */
+     "local a, b = c:replay{allocator = 'torch'}, t:replay{allocator = 'torch'}\n"
+     "assert(a.peak_reserved_bytes == b.peak_reserved_bytes and a.events == b.events and a.at_peak.top_sites[1].site == b.at_peak.top_sites[1].site)\n"
+     "assert(#t:replay{top_sites = 0}.at_peak.top_sites == 0 and #t:replay{}.at_peak.top_sites == 10)\n"
+     "local cc = c:cache()\n" /* a cached trace cached again: copied from the array it lends */
+     "assert(cc:count() == t:count() and cc:replay{allocator = 'torch'}.peak_reserved_bytes == b.peak_reserved_bytes)\n");
   fails("local t = memplay.trace()\nlocal r = t:replay{}\nlocal x = r.peak_allocated", "has no field 'peak_allocated'");
   fails("local t = memplay.trace()\nt:replay{alocator = 'cuda'}", "unknown option 'alocator'");
   fails("local t = memplay.trace()\nt:replay{allocator = 'nope'}", "unknown allocator 'nope'");
@@ -276,6 +284,129 @@ static void test_replay(void) {
   fails("local t = memplay.trace()\nt:replay{timing = 'copies=sometimes'}", "timing");
   fails("local x = memplay.device_memory('NoSuchGPU')", "no device profile");
   fails("local t = memplay.trace()\nt:replay{allocator = 'cuda:bogus=1'}", "bogus");
+}
+
+/* Whether JSON values a and b are the same (objects: the same keys, in any order); says where not. */
+static int json_empty(yajl_val v) {
+  return !v || YAJL_IS_NULL(v) || (YAJL_IS_ARRAY(v) && !v->u.array.len) || (YAJL_IS_OBJECT(v) && !v->u.object.len);
+}
+
+/* Lua has no null, and an empty table is written as {}: null, absent, [] and {} count as alike. */
+static int json_same(yajl_val a, yajl_val b, const char *at) {
+  if (json_empty(a) && json_empty(b)) return 1;
+  if (!a || !b || a->type != b->type) {
+    fprintf(stderr, "%s: types differ\n", at);
+    return 0;
+  }
+  if (YAJL_IS_NUMBER(a)) {
+    if (YAJL_IS_INTEGER(a) != YAJL_IS_INTEGER(b) || (YAJL_IS_INTEGER(a) ? YAJL_GET_INTEGER(a) != YAJL_GET_INTEGER(b)
+                                                                        : YAJL_GET_DOUBLE(a) != YAJL_GET_DOUBLE(b))) {
+      fprintf(stderr, "%s: %s against %s\n", at, YAJL_GET_NUMBER(a), YAJL_GET_NUMBER(b));
+      return 0;
+    }
+    return 1;
+  }
+  if (YAJL_IS_STRING(a) && strcmp(a->u.string, b->u.string)) {
+    fprintf(stderr, "%s: '%s' against '%s'\n", at, YAJL_GET_STRING(a), YAJL_GET_STRING(b));
+    return 0;
+  }
+  char sub[512];
+  if (YAJL_IS_ARRAY(a)) {
+    if (a->u.array.len != b->u.array.len) return fprintf(stderr, "%s: lengths differ\n", at), 0;
+    for (size_t i = 0; i < a->u.array.len; i++) {
+      snprintf(sub, sizeof sub, "%s[%zu]", at, i);
+      if (!json_same(a->u.array.values[i], b->u.array.values[i], sub)) return 0;
+    }
+  }
+  if (YAJL_IS_OBJECT(a)) {
+    for (size_t i = 0; i < b->u.object.len; i++) {
+      const char *path[] = {b->u.object.keys[i], NULL};
+      if (!json_empty(b->u.object.values[i]) && !yajl_tree_get(a, path, yajl_t_any))
+        return fprintf(stderr, "%s: '%s' on one side only\n", at, b->u.object.keys[i]), 0;
+    }
+    for (size_t i = 0; i < a->u.object.len; i++) {
+      const char *path[] = {a->u.object.keys[i], NULL};
+      snprintf(sub, sizeof sub, "%s.%s", at, a->u.object.keys[i]);
+      if (!json_same(a->u.object.values[i], yajl_tree_get(b, path, yajl_t_any), sub)) return 0;
+    }
+  }
+  return 1;
+}
+
+/* A result table has what the result's JSON (`replay --json`, a variant of `--json`) has, key for
+ * key and value for value, the keys built on first read included: each replay below is recorded
+ * as a variant (whose JSON report.c writes) and as memplay.json of its table (the script's J).
+ * samples_per_s is the variant's own (memplay.variant's batch), not compared. */
+static void test_result_table_as_json(void) {
+  char err[512];
+  run r;
+  run_start(&r, 0, NULL);
+  CHECK_EQ(run_code(&r, "local t = memplay.trace()\n"
+                        "local c = t:cache()\n"
+                        "J = {}\n"
+                        "local function rec(name, res) memplay.variant(name, res); J[#J + 1] = memplay.json(res) end\n"
+                        "rec('plain', t:replay{allocator = 'cuda'})\n"
+                        "rec('cached', c:replay{allocator = 'torch'})\n"
+                        "local timed = c:replay{allocator = 'torch', device = 'A100-80GB', timing = 'device_waits=drop'}\n"
+                        "assert(rawget(timed, 'time') == nil and timed.time.breakdown_s and rawget(timed, 'time'))\n"
+                        "rec('timed', timed)\n"
+                        "local big = t:replay{allocator = 'cuda'}.peak_reserved_bytes\n"
+                        "rec('oom', c:scale{factor = 2}:replay{allocator = 'torch', capacity = big, max_ooms = 3})\n"
+                        "local none = c:replay{allocator = 'cuda', top_sites = 0}\n"
+                        "assert(#none.at_peak.top_sites == 0 and none.peak_allocated_bytes > 0)\n"
+                        "rec('no_sites', none)\n"
+                        "local keys = {}\n"
+                        "for k in pairs(c:replay{allocator = 'bfc'}) do keys[k] = true end\n"
+                        "assert(keys.at_peak and keys.oom_list and keys.devices and not keys.timeline)\n"),
+           LUA_HOST_OK);
+  lua_State *L = lua_host_state(r.h);
+  lua_getglobal(L, "J");
+  size_t nj = lua_rawlen(L, -1);
+  char **lua_json = calloc(nj + 1, sizeof *lua_json);
+  for (size_t i = 0; i < nj; i++) {
+    lua_rawgeti(L, -1, (lua_Integer)i + 1);
+    lua_json[i] = strdup(lua_tostring(L, -1));
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 1);
+  CHECK_EQ(lua_api_finish(&r.cx, r.h, err, sizeof err), 0);
+  FILE *tmp = tmpfile();
+  lua_api_print_json(&r.cx, tmp);
+  long n = ftell(tmp);
+  rewind(tmp);
+  char *text = calloc((size_t)n + 1, 1);
+  CHECK_EQ(fread(text, 1, (size_t)n, tmp), (size_t)n);
+  fclose(tmp);
+  yajl_val all = yajl_tree_parse(text, err, sizeof err);
+  const char *vpath[] = {"variants", NULL};
+  yajl_val vs = all ? yajl_tree_get(all, vpath, yajl_t_array) : NULL;
+  CHECK(vs && vs->u.array.len == nj && nj == 5);
+  for (size_t i = 0; vs && i < vs->u.array.len && i < nj; i++) {
+    yajl_val v = vs->u.array.values[i], lv = yajl_tree_parse(lua_json[i], err, sizeof err);
+    CHECK(lv != NULL);
+    /* the variant's own keys, and the keys only a table has, are left out of the comparison */
+    for (size_t k = 0; lv && k < v->u.object.len; k++) {
+      const char *key = v->u.object.keys[k];
+      if (!strcmp(key, "name") || !strcmp(key, "run_id") || !strcmp(key, "samples_per_s")) continue;
+      const char *path[] = {key, NULL};
+      char at[128];
+      snprintf(at, sizeof at, "variant %zu: %s", i, key);
+      CHECK(json_same(v->u.object.values[k], yajl_tree_get(lv, path, yajl_t_any), at));
+    }
+    for (size_t k = 0; lv && k < lv->u.object.len; k++) {
+      const char *key = lv->u.object.keys[k], *path[] = {key, NULL};
+      if (strcmp(key, "fits") && strcmp(key, "derived") && strcmp(key, "samples_per_s") && !yajl_tree_get(v, path, yajl_t_any)) {
+        fprintf(stderr, "variant %zu: the table has '%s', the JSON has not\n", i, key);
+        test_failures++;
+      }
+    }
+    yajl_tree_free(lv);
+    free(lua_json[i]);
+  }
+  yajl_tree_free(all);
+  free(text);
+  free(lua_json);
+  run_end(&r);
 }
 
 static void test_helpers(void) {
@@ -505,6 +636,7 @@ int main(void) {
   RUN(test_events_and_summary);
   RUN(test_transforms);
   RUN(test_replay);
+  RUN(test_result_table_as_json);
   RUN(test_helpers);
   RUN(test_params);
   RUN(test_finish);

@@ -1,4 +1,8 @@
 /* test_session.c: the replay session decides every default in one place: allocator, settings, device, capacity, time. */
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "session/labels.h"
 #include "session/session.h"
 #include "sim/devices.h"
 #include "test.h"
@@ -203,10 +207,70 @@ static void test_execute(void) {
   session_free(ses);
 }
 
+static int count_frame(void *arg, const store_frame *f) {
+  (*(size_t *)arg)++;
+  return !f->name || !f->file;
+}
+
+/* Labels, frames and strings are read from the store once, then answered from memory: a row deleted
+ * behind the cache's back (nothing in memplay deletes one) still reads as it was, until the
+ * cache is cleared. An id the store does not know is not kept. */
+static void test_labels(void) {
+  char dir[] = "/tmp/memplay-test-labels-XXXXXX", path[64], err[512];
+  CHECK(mkdtemp(dir) != NULL);
+  snprintf(path, sizeof path, "%s/s.db", dir);
+  store *s;
+  CHECK_EQ(store_open(&s, path, STORE_CREATE, err, sizeof err), 0);
+  store_frame frames[] = {{"alloc", "torch/lib.py", 10}, {"forward", "model.py", 22}};
+  CHECK_EQ(store_begin(s), 0);
+  int64_t stack = store_intern_stack(s, frames, 2), kname = store_intern_string(s, "volta_sgemm", 11);
+  CHECK_EQ(store_commit(s), 0);
+  CHECK(stack > 0 && kname > 0);
+  session_labels *sl = session_labels_new(s);
+  replay_names n = session_labels_names(sl);
+  char *want = store_stack_label(s, stack), *got = replay_stack_label(&n, stack);
+  CHECK_STR(got, want);
+  CHECK_STR(replay_name(&n, kname), "volta_sgemm");
+  char *unknown = replay_stack_label(&n, stack + 1000);
+  CHECK_STR(unknown, "(unknown call stack)");
+  free(got);
+  free(unknown);
+  size_t nframes = 0;
+  CHECK_EQ(session_labels_frames(sl, stack, count_frame, &nframes), 0);
+  CHECK_EQ(nframes, 2);
+  CHECK_EQ(sqlite3_exec(store_db(s), "DELETE FROM callsites; DELETE FROM strings WHERE value = 'volta_sgemm'", NULL, NULL,
+                        NULL),
+           SQLITE_OK);
+  got = replay_stack_label(&n, stack); /* from memory */
+  CHECK_STR(got, want);
+  CHECK_STR(replay_name(&n, kname), "volta_sgemm");
+  nframes = 0;
+  CHECK_EQ(session_labels_frames(sl, stack, count_frame, &nframes), 0); /* from memory */
+  CHECK_EQ(nframes, 2);
+  free(got);
+  session_labels_clear(sl);
+  nframes = 0;
+  CHECK_EQ(session_labels_frames(sl, stack, count_frame, &nframes), 0);
+  CHECK_EQ(nframes, 0);
+  got = replay_stack_label(&n, stack); /* read again: gone */
+  CHECK_STR(got, "(unknown call stack)");
+  CHECK(replay_name(&n, kname) == NULL);
+  free(got);
+  free(want);
+  session_labels_free(sl);
+  replay_names none = session_labels_names(NULL);
+  CHECK(replay_stack_label(&none, stack) == NULL);
+  store_close(s);
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  CHECK_EQ(system(cmd), 0);
+}
+
 int main(void) {
   RUN(test_allocator_and_settings);
   RUN(test_device_and_capacity);
   RUN(test_time_options);
   RUN(test_execute);
+  RUN(test_labels);
   TEST_MAIN_END();
 }

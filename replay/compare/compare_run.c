@@ -9,6 +9,7 @@
 
 #include "io/jsonw.h"
 #include "session/session.h"
+#include "store/store_source.h"
 #include "sim/hashmap.h"
 #include "compare_int.h"
 
@@ -164,16 +165,31 @@ static int cache_load(trace_cache *tc, store *s, const store_trace *t, char *err
   if (tc->trace_id == t->id) return 0;
   tc->trace_id = 0;
   tc->n = 0;
-  store_reader *r;
-  if (store_reader_open(s, t->id, &r)) return snprintf(err, errlen, "%s", store_error(s)), -1;
-  int rc;
-  sim_event ev;
-  while ((rc = store_reader_next(r, &ev)) > 0) {
-    if (tc->n == tc->cap) tc->events = sim_xrealloc(tc->events, (tc->cap = tc->cap ? 2 * tc->cap : 4096) * sizeof ev);
-    tc->events[tc->n++] = ev;
+  replay_source src;
+  if (store_source_open(&src, s, t->id)) return snprintf(err, errlen, "%s", store_error(s)), -1;
+  sim_grow((void **)&tc->events, &tc->cap, t->event_count > 0 ? (size_t)t->event_count : 1, sizeof *tc->events);
+  ptrdiff_t k = 1;
+  if (src.view) { /* a source that lends its events: copied a block at a time */
+    const sim_event *evs;
+    while ((k = src.view(src.ctx, &evs)) > 0) {
+      sim_grow((void **)&tc->events, &tc->cap, tc->n + (size_t)k, sizeof *tc->events);
+      memcpy(tc->events + tc->n, evs, (size_t)k * sizeof *evs);
+      tc->n += (size_t)k;
+      src.advance(src.ctx, (size_t)k);
+    }
+  } else {
+    sim_event ev;
+    while ((k = replay_source_next(&src, &ev)) > 0) {
+      sim_grow((void **)&tc->events, &tc->cap, tc->n + 1, sizeof *tc->events);
+      tc->events[tc->n++] = ev;
+    }
   }
-  store_reader_close(r);
-  if (rc < 0) return snprintf(err, errlen, "%s", store_error(s)), -1;
+  if (k < 0) {
+    const char *m = src.error ? src.error(src.ctx) : NULL;
+    snprintf(err, errlen, "%s", m && *m ? m : store_error(s));
+  }
+  replay_source_close(&src);
+  if (k < 0) return -1;
   tc->trace_id = t->id;
   return 0;
 }
@@ -248,17 +264,17 @@ static void fill_cell(cmp_cell *c, const session_run *run, double step_time_s, d
   if (samples_per_s >= 0) set_metric(c, CMP_SAMPLES_PER_S, samples_per_s);
 }
 
-/* Stores the cell's run (serialised: one writer at a time). */
-static int save_cell(workers *w, session *ses, const store_trace *t, const session_run *run, cmp_cell *c, char *err,
-                     size_t errlen) {
-  run_meta m = session_meta(run);
-  m.trace_id = t->id;
-  m.trace_name = t->name;
-  if (c->known & (1u << CMP_STEP_TIME)) m.step_time_s = c->metric[CMP_STEP_TIME];
-  if (c->known & (1u << CMP_SAMPLES_PER_S)) m.samples_per_s = c->metric[CMP_SAMPLES_PER_S];
-  m.kind = "compare";
-  m.scenario = w->r->comparison_id;
-  m.variant = c->policy;
+/* The stored run's metadata and the JSON merged into its result, for a cell's run. */
+static yajl_gen cell_record(const workers *w, const store_trace *t, const session_run *run, const cmp_cell *c,
+                            run_meta *m) {
+  *m = session_meta(run);
+  m->trace_id = t->id;
+  m->trace_name = t->name;
+  if (c->known & (1u << CMP_STEP_TIME)) m->step_time_s = c->metric[CMP_STEP_TIME];
+  if (c->known & (1u << CMP_SAMPLES_PER_S)) m->samples_per_s = c->metric[CMP_SAMPLES_PER_S];
+  m->kind = "compare";
+  m->scenario = w->r->comparison_id;
+  m->variant = c->policy;
   yajl_gen g = jsonw_mem();
   yajl_gen_map_open(g);
   jsonw_kstr(g, "comparison_id", w->r->comparison_id);
@@ -267,6 +283,14 @@ static int save_cell(workers *w, session *ses, const store_trace *t, const sessi
   jsonw_kraw(g, "settings", c->settings);
   if (w->r->scenario) jsonw_kstr(g, "compare_scenario", w->r->scenario);
   yajl_gen_map_close(g);
+  return g;
+}
+
+/* Stores the cell's run (serialised: one writer at a time). */
+static int save_cell(workers *w, session *ses, const store_trace *t, const session_run *run, cmp_cell *c, char *err,
+                     size_t errlen) {
+  run_meta m;
+  yajl_gen g = cell_record(w, t, run, c, &m);
   pthread_mutex_lock(&w->lock);
   int rc = session_save(ses, &m, &run->result, jsonw_text(g, NULL), SESSION_RESULT_PATCH, &c->run_id, err, errlen);
   pthread_mutex_unlock(&w->lock);
@@ -274,14 +298,61 @@ static int save_cell(workers *w, session *ses, const store_trace *t, const sessi
   return rc;
 }
 
+/* The runs of a unit's plain cells, kept until the unit is done and then stored together, in one
+ * transaction (one commit for a trace's policies, not one per cell). */
+typedef struct pending {
+  store_trace t;
+  session_run *run; /* allocated: a prepared run is not moved */
+  cmp_cell *c;
+} pending;
+
+typedef struct pending_list {
+  pending *p;
+  size_t n, cap;
+} pending_list;
+
+/* Stores the pending runs in one transaction; when that fails, their cells fail with its message. */
+static void save_pending(workers *w, session *ses, store *s, pending_list *pl) {
+  if (!pl->n) return;
+  char err[1024];
+  pthread_mutex_lock(&w->lock);
+  int rc = store_begin(s) ? (snprintf(err, sizeof err, "%s", store_error(s)), -1) : 0;
+  for (size_t i = 0; !rc && i < pl->n; i++) {
+    run_meta m;
+    yajl_gen g = cell_record(w, &pl->p[i].t, pl->p[i].run, pl->p[i].c, &m);
+    rc = session_save_in(ses, &m, &pl->p[i].run->result, jsonw_text(g, NULL), SESSION_RESULT_PATCH,
+                         &pl->p[i].c->run_id, err, sizeof err);
+    yajl_gen_free(g);
+  }
+  if (!rc && store_commit(s)) rc = (snprintf(err, sizeof err, "%s", store_error(s)), -1);
+  if (rc) store_rollback(s);
+  pthread_mutex_unlock(&w->lock);
+  for (size_t i = 0; i < pl->n; i++) {
+    if (rc) {
+      cmp_cell *c = pl->p[i].c;
+      c->run_id = 0;
+      free(c->error);
+      c->error = strdup(err);
+      c->known = 0;
+    }
+    session_run_release(pl->p[i].run);
+    free(pl->p[i].run);
+    store_trace_clear(&pl->p[i].t);
+  }
+  pl->n = 0;
+}
+
 /* A cell of a comparison with a scenario: the scenario's last variant (stored through ses). */
-static void run_scenario_cell(workers *w, session *ses, store *s, const store_trace *t, const cmp_policy *p,
-                              cmp_cell *c) {
+static void run_scenario_cell(workers *w, session *ses, store *s, trace_cache *tc, const store_trace *t,
+                              const cmp_policy *p, cmp_cell *c) {
   cmp_scenario sc;
   const session_run *run;
   double step, sps;
   char err[1024];
-  if (cmp_scenario_run(&sc, w->req, s, t, p, &run, &step, &sps, err, sizeof err) ||
+  /* the trace's events from the worker's memory, as plain cells read them */
+  int cached = t->event_count <= CMP_CACHE_EVENTS && !cache_load(tc, s, t, err, sizeof err);
+  if (cmp_scenario_run(&sc, w->req, s, ses, t, cached ? tc->events : NULL, tc->n, p, &run, &step, &sps, err,
+                       sizeof err) ||
       (fill_cell(c, run, step, sps), w->req->save && save_cell(w, ses, t, run, c, err, sizeof err))) {
     free(c->error);
     c->error = strdup(err);
@@ -303,12 +374,10 @@ static void after_cell(workers *w, session *ses, const session_request *q, const
   w->req->cell_after(w->req->cell_arg, c, ses, q, &run->result, &again);
 }
 
-static void run_cell(workers *w, session *ses, store *s, trace_cache *tc, cmp_cell *c) {
+static void run_cell(workers *w, session *ses, store *s, trace_cache *tc, pending_list *pl, cmp_cell *c) {
   const cmp_policy *p = &w->r->policies[c->index % w->r->npolicies];
   char err[1024];
   store_trace t;
-  session_run run;
-  memset(&run, 0, sizeof run);
   c->version = strdup(MEMPLAY_VERSION);
   c->capacity = UINT64_MAX;
   int rc = store_trace_find(s, c->trace, &t);
@@ -324,7 +393,7 @@ static void run_cell(workers *w, session *ses, store *s, trace_cache *tc, cmp_ce
   q.capacity = p->capacity != UINT64_MAX ? p->capacity : w->req->capacity;
   q.timing = w->req->timing;
   if (w->req->scenario_path) {
-    run_scenario_cell(w, ses, s, &t, p, c);
+    run_scenario_cell(w, ses, s, tc, &t, p, c);
     store_trace_clear(&t);
     return;
   }
@@ -346,16 +415,25 @@ static void run_cell(workers *w, session *ses, store *s, trace_cache *tc, cmp_ce
   } else {
     pass.source = NULL;
   }
-  if (session_prepare(ses, &q, &run, err, sizeof err) || session_execute(ses, &run, &pass, err, sizeof err) ||
-      (fill_cell(c, &run, run.has_time ? run.time.step_time_s : -1, run.has_time ? run.time.samples_per_s : -1),
-       w->req->save && save_cell(w, ses, &t, &run, c, err, sizeof err))) {
+  session_run *run = sim_xcalloc(1, sizeof *run);
+  if (session_prepare(ses, &q, run, err, sizeof err) || session_execute(ses, run, &pass, err, sizeof err)) {
     free(c->error);
     c->error = strdup(err);
     c->known = 0;
   } else {
-    after_cell(w, ses, &q, &run, tc, cached, c);
+    fill_cell(c, run, run->has_time ? run->time.step_time_s : -1, run->has_time ? run->time.samples_per_s : -1);
+    after_cell(w, ses, &q, run, tc, cached, c);
+    if (w->req->save) { /* stored with the unit's other cells (save_pending) */
+      run->trace = NULL; /* t moves into the list */
+      run->recorded = NULL;
+      run->recorded_options = NULL;
+      sim_grow((void **)&pl->p, &pl->cap, pl->n + 1, sizeof *pl->p);
+      pl->p[pl->n++] = (pending){.t = t, .run = run, .c = c};
+      return;
+    }
   }
-  session_run_release(&run);
+  session_run_release(run);
+  free(run);
   store_trace_clear(&t);
 }
 
@@ -367,6 +445,7 @@ static void *worker_main(void *arg) {
   int open_rc = store_open(&s, w->path, w->flags, err, sizeof err);
   session *ses = open_rc ? NULL : session_new(s);
   trace_cache tc = {0};
+  pending_list pl = {0};
   /* A worker that only reads holds one read transaction throughout: one snapshot of the store,
    * and no lock taken and dropped around every statement. */
   int snapshot = !open_rc && !w->req->save && !w->req->scenario_path && !store_exec(s, "BEGIN");
@@ -382,7 +461,7 @@ static void *worker_main(void *arg) {
         c->capacity = UINT64_MAX;
         c->error = strdup(err);
       } else {
-        run_cell(w, ses, s, &tc, c);
+        run_cell(w, ses, s, &tc, &pl, c);
       }
       pthread_mutex_lock(&w->lock);
       w->done++;
@@ -390,7 +469,9 @@ static void *worker_main(void *arg) {
       if (w->req->progress) w->req->progress(w->req->progress_arg, w->done, w->r->ncells, w->events);
       pthread_mutex_unlock(&w->lock);
     }
+    save_pending(w, ses, s, &pl);
   }
+  free(pl.p);
   if (snapshot) store_exec(s, "COMMIT");
   free(tc.events);
   session_free(ses);

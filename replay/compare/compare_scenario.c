@@ -23,8 +23,9 @@ static void set_params(cmp_scenario *sc, const cmp_request *req, const cmp_polic
   sc->cx.nparams = n;
 }
 
-int cmp_scenario_run(cmp_scenario *sc, const cmp_request *req, store *s, const store_trace *t, const cmp_policy *p,
-                     const session_run **run, double *step_time_s, double *samples_per_s, char *err, size_t errlen) {
+int cmp_scenario_run(cmp_scenario *sc, const cmp_request *req, store *s, session *ses, const store_trace *t,
+                     const sim_event *evs, size_t nevs, const cmp_policy *p, const session_run **run,
+                     double *step_time_s, double *samples_per_s, char *err, size_t errlen) {
   memset(sc, 0, sizeof *sc);
   lua_ctx_init(&sc->cx);
   sc->sink = fopen("/dev/null", "w");
@@ -33,6 +34,9 @@ int cmp_scenario_run(cmp_scenario *sc, const cmp_request *req, store *s, const s
   sc->cx.script = req->scenario_path;
   sc->cx.scenario = req->scenario;
   sc->cx.trace_id = t->id;
+  sc->cx.ses = ses;
+  sc->cx.trace_events = evs;
+  sc->cx.ntrace_events = evs ? nevs : 0;
   sc->cx.device = p->device ? p->device : req->device;
   sc->cx.out = sc->sink;
   sc->cx.whatif = 1;

@@ -38,6 +38,14 @@ typedef struct lua_ctx {
   int no_runs;             /* 1: do not store the variants as runs (traces the script saves are kept) */
   void (*on_replay)(void *arg, uint64_t events); /* after each replay the script makes (progress), or NULL */
   void *progress_arg;
+  /* Optional, for a caller that runs many scripts over the same store (a comparison's scenario
+   * cells): the session replays go through (borrowed; NULL: the run makes its own), so that what
+   * it prepared (names, device profiles, a window's start state, copy fits) serves every run;
+   * and trace_id's events when the caller holds them in memory (borrowed, valid until
+   * lua_ctx_release): memplay.trace() then reads them in place instead of the store. */
+  session *ses;
+  const sim_event *trace_events;
+  size_t ntrace_events;
   /* kept by the library */
   struct lua_ctx_private *p;
 } lua_ctx;

@@ -298,7 +298,8 @@ static void sites_matching(lua_State *L, ltrace *t, int idx, const char *key, xf
   size_t n = 0, cap = 0;
   for (size_t k = 0; k < sum->nsites; k++) {
     site_probe p = {pats, npats, 0};
-    store_stack_frames(t->ls->s, sum->sites[k], probe_frame, &p);
+    if (session_labels_frames(lstore_labels(t->ls), sum->sites[k], probe_frame, &p))
+      luaL_error(L, "%s", store_error(t->ls->s));
     if (p.hit) {
       int64_t *ids = sc->p[0];
       sim_grow((void **)&ids, &cap, n + 1, sizeof *ids);
@@ -472,11 +473,12 @@ static void filter_names(lua_State *L, int idx, ltrace *t, xf_filter *f) {
     else luaL_error(L, "filter 'name' must be text or a list of texts (matched as substrings)");
   }
   lsummary *s = lapi_base_summary(L, t);
+  replay_names names = lstore_names(t->ls); /* each name read from the store once */
   int64_t *ids = lua_newuserdatauv(L, (s->nnames ? s->nnames : 1) * sizeof *ids, 0);
   size_t nids = 0;
   luaL_Buffer b;
   for (size_t i = 0; i < s->nnames; i++) {
-    const char *nm = store_string(t->ls->s, s->names[i]);
+    const char *nm = replay_name(&names, s->names[i]);
     if (!nm) continue;
     if (has_class && !((classes >> xf_kernel_class_of(nm)) & 1)) continue;
     int ok = !has_name;

@@ -16,7 +16,10 @@ lua_ctx *lapi_ctx(lua_State *L) {
 
 session *lapi_session(lua_State *L) {
   lua_ctx *cx = lapi_ctx(L);
-  if (!cx->p->ses) cx->p->ses = session_new(cx->st);
+  if (!cx->p->ses) {
+    cx->p->own_ses = !cx->ses;
+    cx->p->ses = cx->ses ? cx->ses : session_new(cx->st);
+  }
   return cx->p->ses;
 }
 
@@ -45,9 +48,21 @@ void lstore_ref(lstore *ls) {
 
 void lstore_unref(lstore *ls) {
   if (!ls || --ls->refs > 0) return;
+  if (ls->own_labels) session_labels_free(ls->labels);
   if (ls->owned && ls->s) store_close(ls->s);
   free(ls);
 }
+
+session_labels *lstore_labels(lstore *ls) {
+  if (!ls) return NULL;
+  if (!ls->labels) {
+    ls->labels = session_labels_new(ls->s);
+    ls->own_labels = 1;
+  }
+  return ls->labels;
+}
+
+replay_names lstore_names(lstore *ls) { return session_labels_names(lstore_labels(ls)); }
 
 void lapi_push_store(lua_State *L, lstore *ls) {
   ustore *u = lua_newuserdatauv(L, sizeof *u, 0);

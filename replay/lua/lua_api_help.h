@@ -5,6 +5,7 @@
 #include <lauxlib.h>
 #include <lua.h>
 
+#include "session/labels.h"
 #include "session/session.h"
 #include "store/devices_store.h"
 #include "engine/engine.h"
@@ -25,11 +26,18 @@ typedef struct lstore {
   store *s;
   int owned;  /* opened by the script (memplay.open): closed with the last reference */
   int writable;
+  session_labels *labels; /* its names, call-stack labels and frames, each read once (made on first
+                             use, or the caller's session's: lua_ctx.ses) */
+  int own_labels;
 } lstore;
 
 lstore *lstore_new(store *s, int owned, int writable);
 void lstore_ref(lstore *ls);
 void lstore_unref(lstore *ls);
+/* The names of ls's store (call-stack labels, strings), read through its cache; none for NULL. */
+replay_names lstore_names(lstore *ls);
+/* Its cache (made on first use; NULL for NULL). */
+session_labels *lstore_labels(lstore *ls);
 
 /* What a trace knows about itself (lua_api_events.h), computed once on first use. */
 typedef struct lsummary lsummary;
@@ -44,6 +52,9 @@ typedef struct ltrace {
   xf_lifetime *lt;  /* the base's lifetimes, once computed */
   lsummary *sum;    /* this trace's summary, once computed */
   lsummary *bsum;   /* its base's, for filters (names and call sites), shared with what derives from it */
+  const sim_event *arr; /* t:cache()'s trace: its events in memory (owned by its node), which a replay
+                           reads in place; NULL for any other trace */
+  size_t narr;
 } ltrace;
 
 /* The replay result behind a result table: the session's run, and what the result names. */
@@ -79,7 +90,9 @@ struct lua_ctx_private {
   size_t nnotes, ncap;
   int tx;       /* a transaction is open on the main store */
   lua_State *L; /* the thread that called into the library last (for per-event functions) */
-  session *ses; /* replays, device profiles and stored runs (over the script's store), made on first use */
+  session *ses; /* replays, device profiles and stored runs (over the script's store): the caller's
+                   (lua_ctx.ses), else made on first use */
+  int own_ses;  /* ses was made here (and is freed with the context) */
   int finished;
 };
 

@@ -6,6 +6,7 @@
 #include "io/jsonw.h"
 #include "plot/plot.h"
 #include "lua_api_help.h"
+#include "lua_api_result.h"
 #include "lua_lib_funcs.h"
 
 #define MAX_FILES_BYTES (UINT64_C(1) << 30)
@@ -234,6 +235,7 @@ static int csv_row_columns(lua_State *L) {
   for (int r = 1; r <= nrows; r++) {
     lua_rawgeti(L, 2, r);
     if (!lua_istable(L, -1)) return luaL_error(L, "write_csv: row %d is not a table", r);
+    lapi_result_complete(L, -1); /* a replay result: its keys built on first read too */
     lua_pushnil(L);
     while (lua_next(L, -2)) {
       lua_pop(L, 1);
@@ -351,6 +353,7 @@ static void json_value(lua_State *L, yajl_gen g, int idx, int depth) {
   }
   case LUA_TTABLE: {
     size_t n;
+    lapi_result_complete(L, idx); /* a replay result: its keys built on first read too */
     if (is_array(L, idx, &n)) {
       yajl_gen_array_open(g);
       for (size_t i = 1; i <= n; i++) {

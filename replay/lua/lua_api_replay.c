@@ -4,8 +4,8 @@
 #include <string.h>
 
 #include "store/store_runs.h"
-#include "io/jsonw.h"
 #include "lua_api_help.h"
+#include "lua_api_result.h"
 #include "lua_lib_funcs.h"
 
 /* ---- the result userdata -------------------------------------------------------------------- */
@@ -24,61 +24,7 @@ int lapi_result_gc(lua_State *L) {
   return 0;
 }
 
-/* ---- JSON values as Lua values -------------------------------------------------------------- */
-
-static void push_json(lua_State *L, yajl_val v) {
-  luaL_checkstack(L, 4, "result too deep");
-  if (!v || YAJL_IS_NULL(v)) {
-    lua_pushnil(L);
-  } else if (YAJL_IS_STRING(v)) {
-    lua_pushstring(L, YAJL_GET_STRING(v));
-  } else if (YAJL_IS_INTEGER(v)) {
-    lua_pushinteger(L, (lua_Integer)YAJL_GET_INTEGER(v));
-  } else if (YAJL_IS_NUMBER(v)) {
-    lua_pushnumber(L, YAJL_GET_DOUBLE(v));
-  } else if (YAJL_IS_TRUE(v)) {
-    lua_pushboolean(L, 1);
-  } else if (YAJL_IS_FALSE(v)) {
-    lua_pushboolean(L, 0);
-  } else if (YAJL_IS_ARRAY(v)) {
-    lua_createtable(L, (int)v->u.array.len, 0);
-    for (size_t i = 0; i < v->u.array.len; i++) {
-      push_json(L, v->u.array.values[i]);
-      lua_rawseti(L, -2, (lua_Integer)i + 1);
-    }
-  } else if (YAJL_IS_OBJECT(v)) {
-    lua_createtable(L, 0, (int)v->u.object.len);
-    for (size_t i = 0; i < v->u.object.len; i++) {
-      push_json(L, v->u.object.values[i]);
-      lua_setfield(L, -2, v->u.object.keys[i]);
-    }
-  } else {
-    lua_pushnil(L);
-  }
-}
-
-static int push_json_protected(lua_State *L) {
-  yajl_val v = lua_touserdata(L, 1);
-  push_json(L, v);
-  return 1;
-}
-
-/* Pushes the JSON value v as a Lua value and frees v, whatever happens. */
-static void push_json_tree(lua_State *L, yajl_val v) {
-  lua_pushcfunction(L, push_json_protected);
-  lua_pushlightuserdata(L, v);
-  int st = lua_pcall(L, 1, 1, 0);
-  yajl_tree_free(v);
-  if (st != LUA_OK) lua_error(L);
-}
-
-/* ---- result tables -------------------------------------------------------------------------- */
-
-static run_meta meta_of(const lresult *lr) {
-  const session_run *run = &lr->run;
-  return lapi_meta(lr, NULL, NULL, run->has_time ? run->time.step_time_s : -1,
-                   run->has_time ? run->time.samples_per_s : -1);
-}
+/* ---- result tables (lua_api_result.c builds them) ------------------------------------------ */
 
 /* Keys a result may lack (a missing one reads as nil; any other unknown key is an error). */
 static const char *const optional_keys[] = {"step_time_s", "samples_per_s", "time", "device", "trace_id",
@@ -86,72 +32,28 @@ static const char *const optional_keys[] = {"step_time_s", "samples_per_s", "tim
 
 int lapi_result_index(lua_State *L) {
   const char *k = lua_type(L, 2) == LUA_TSTRING ? lua_tostring(L, 2) : NULL;
-  if (k && !strcmp(k, "timeline")) {
-    lresult *lr = lapi_result_of(L, 1);
-    if (!lr || !lr->run.executed) return 0;
-    const replay_result *r = &lr->run.result;
-    lua_createtable(L, (int)r->ntimeline, 0);
-    for (size_t i = 0; i < r->ntimeline; i++) {
-      const replay_point *p = &r->timeline[i];
-      lua_createtable(L, 0, 5);
-      lua_pushinteger(L, p->seq);
-      lua_setfield(L, -2, "event");
-      lua_pushinteger(L, p->ts);
-      lua_setfield(L, -2, "ts");
-      lua_pushinteger(L, p->allocated);
-      lua_setfield(L, -2, "allocated_bytes");
-      lua_pushinteger(L, p->reserved);
-      lua_setfield(L, -2, "reserved_bytes");
-      lua_pushinteger(L, p->requested);
-      lua_setfield(L, -2, "requested_bytes");
-      lua_rawseti(L, -2, (lua_Integer)i + 1);
-    }
-    lua_pushliteral(L, "timeline");
-    lua_pushvalue(L, -2);
-    lua_rawset(L, 1); /* cached in the table */
-    return 1;
-  }
+  if (k && lapi_result_build(L, 1, k)) return 1;
   for (size_t i = 0; k && optional_keys[i]; i++)
     if (!strcmp(k, optional_keys[i])) return 0;
   return luaL_error(L, "a replay result has no field '%s' (see docs/lua-api.md, \"Results\")", k ? k : "?");
 }
 
-/* Pushes the result's members (the keys of `replay --json`) as a table for the result userdata
- * at ud_idx, and records table -> userdata. */
-static void push_result_table(lua_State *L, lresult *lr, int ud_idx) {
-  ud_idx = lua_absindex(L, ud_idx);
-  yajl_gen g = jsonw_mem();
-  yajl_gen_map_open(g);
-  run_meta m = meta_of(lr);
-  replay_names names = store_names(lr->ls ? lr->ls->s : NULL);
-  report_json(g, &names, &m, &lr->run.result, 0);
-  yajl_gen_map_close(g);
-  size_t len;
-  const char *text = jsonw_text(g, &len);
-  char *copy = sim_xmalloc(len + 1);
-  memcpy(copy, text, len);
-  copy[len] = 0;
-  yajl_gen_free(g);
-  char errbuf[256];
-  yajl_val v = yajl_tree_parse(copy, errbuf, sizeof errbuf);
-  free(copy);
-  if (!v) {
-    luaL_error(L, "internal error: cannot read a replay result: %s", errbuf);
-    return;
-  }
-  push_json_tree(L, v);
-  lua_pushboolean(L, lr->run.result.ooms == 0);
-  lua_setfield(L, -2, "fits");
-  lua_pushboolean(L, lr->transforms && *lr->transforms);
-  lua_setfield(L, -2, "derived");
-  lapi_push_lines(L, lr->transforms ? lr->transforms : "");
-  lua_setfield(L, -2, "transforms");
-  luaL_setmetatable(L, LAPI_RESULT_TABLE);
-  lua_rawgetp(L, LUA_REGISTRYINDEX, &lapi_results_key);
-  lua_pushvalue(L, -2);
-  lua_pushvalue(L, ud_idx);
-  lua_rawset(L, -3);
-  lua_pop(L, 1);
+static int result_next(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  lua_settop(L, 2);
+  if (lua_next(L, 1)) return 2;
+  lua_pushnil(L);
+  return 1;
+}
+
+/* pairs(result): every key of `replay --json`, the ones built on first read included. */
+int lapi_result_pairs(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  lapi_result_complete(L, 1);
+  lua_pushcfunction(L, result_next);
+  lua_pushvalue(L, 1);
+  lua_pushnil(L);
+  return 3;
 }
 
 /* ---- trace:replay{...} ---------------------------------------------------------------------- */
@@ -206,17 +108,18 @@ static void read_sizes_and_switches(lua_State *L, int idx, session_request *req)
   if (req->shared_device && req->capacity == UINT64_MAX)
     luaL_error(L, "replay: shared_device needs a capacity (the GPU's memory)");
   lua_Integer points = 0, top = 0, max_ooms = 0;
+  int no_sites = 0; /* top_sites = 0: none (not given: the engine's 10) */
   lua_getfield(L, idx, "timeline_points");
   if (!lua_isnil(L, -1)) points = luaL_checkinteger(L, -1);
   lua_getfield(L, idx, "top_sites");
-  if (!lua_isnil(L, -1)) top = luaL_checkinteger(L, -1);
+  if (!lua_isnil(L, -1)) no_sites = (top = luaL_checkinteger(L, -1)) == 0;
   lua_getfield(L, idx, "max_ooms");
   if (!lua_isnil(L, -1)) max_ooms = luaL_checkinteger(L, -1);
   lua_pop(L, 3);
   if (points < 0 || points > 1000000 || top < 0 || top > 100000 || max_ooms < 0 || max_ooms > 1000000)
     luaL_error(L, "replay: timeline_points, top_sites and max_ooms must be small whole numbers");
   req->timeline_points = (size_t)points;
-  req->top_sites = (size_t)top;
+  req->top_sites = no_sites ? SESSION_NO_SITES : (size_t)top;
   req->max_ooms = (size_t)max_ooms;
 }
 
@@ -269,18 +172,29 @@ int lapi_trace_replay(lua_State *L) {
   lstore_ref(t->ls);
   lr->ls = t->ls;
   if (t->derived) lr->transforms = xf_node_describe(t->node);
-  lscratch *sc = lapi_scratch(L); /* 4 */
-  lapi_scratch_open(L, sc, t);
-  replay_names names = store_names(t->ls->s);
+  replay_names names = lstore_names(t->ls);
   /* the stored trace's own events, unchanged: a recorded window may start from its rebuilt state */
-  session_pass pass = {.source = &sc->src, .names = &names, .stored_events = !t->derived && t->ls == cx->p->main};
+  int own = !t->derived && t->ls == cx->p->main;
+  session_pass pass = {.names = &names, .stored_events = own};
+  replay_array_source arr;
+  replay_source arr_src;
+  lscratch *sc = NULL;
+  if (t->arr) { /* a cached trace: the engine reads its array in place */
+    arr_src = replay_array_source_init(&arr, t->arr, t->narr);
+    pass.source = &arr_src;
+    if (own) pass.stored = t->arr, pass.nstored = t->narr;
+  } else {
+    sc = lapi_scratch(L); /* 4 */
+    lapi_scratch_open(L, sc, t);
+    pass.source = &sc->src;
+  }
   rc = session_execute(ses, &lr->run, &pass, err, sizeof err);
   lr->run.trace = NULL; /* the trace may be collected before its result */
   lr->run.recorded = NULL;
   lr->run.recorded_options = NULL;
-  lapi_scratch_free(sc); /* closes the source */
+  if (sc) lapi_scratch_free(sc); /* closes the source */
   if (rc) return luaL_error(L, "replay of '%s' under %s: %s", t->meta.name, lr->run.allocator, err);
   if (cx->on_replay) cx->on_replay(cx->progress_arg, lr->run.result.events);
-  push_result_table(L, lr, 3);
+  lapi_result_push_table(L, lr, 3);
   return 1;
 }

@@ -28,6 +28,23 @@ int lapi_mp_open(lua_State *L) {
   return 1;
 }
 
+/* The trace named on the command line, over its events the caller holds in memory (its own base,
+ * read in place as t:cache()'s is). */
+static int push_held_trace(lua_State *L, lua_ctx *cx) {
+  ltrace *nt = lapi_new_trace(L);
+  store_trace t;
+  char ref[32];
+  snprintf(ref, sizeof ref, "%lld", (long long)cx->trace_id);
+  int rc = store_trace_find(cx->p->main->s, ref, &t);
+  if (rc) return luaL_error(L, "%s", rc < 0 ? store_error(cx->p->main->s) : "the trace is no longer in the store");
+  xf_node *n = xf_base_array(cx->trace_events, cx->ntrace_events, NULL, NULL);
+  lapi_set_trace(nt, n, n, cx->p->main, &t, 0, NULL);
+  store_trace_clear(&t);
+  nt->arr = cx->trace_events;
+  nt->narr = cx->ntrace_events;
+  return 1;
+}
+
 /* memplay.trace(): the trace named on the command line (whatif), as a Trace. */
 int lapi_mp_trace(lua_State *L) {
   lua_ctx *cx = lapi_ctx(L);
@@ -35,6 +52,7 @@ int lapi_mp_trace(lua_State *L) {
     lua_pushnil(L);
     return 1;
   }
+  if (cx->trace_events && cx->p->main) return push_held_trace(L, cx);
   lapi_push_store(L, cx->p->main);
   lua_getfield(L, -1, "trace");
   lua_insert(L, -2);

@@ -13,6 +13,8 @@ int lapi_trace_gc(lua_State *L) {
   if (!t->node) return 0;
   xf_node_unref(t->node);
   t->node = NULL;
+  t->arr = NULL; /* its node held the array */
+  t->narr = 0;
   lstore_unref(t->ls);
   t->ls = NULL;
   store_trace_clear(&t->meta);

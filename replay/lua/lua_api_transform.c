@@ -510,24 +510,50 @@ static void mbase_release(void *arg) {
   free(m);
 }
 
+/* Appends k events to m (the array held by sc->p[1] while it is built), within the script's budget. */
+static void cache_append(lua_State *L, lscratch *sc, lmem *m, size_t *cap, const sim_event *evs, size_t k) {
+  if (m->n + k > *cap) {
+    size_t before = *cap;
+    sim_grow((void **)&m->evs, cap, m->n + k, sizeof *m->evs);
+    sc->p[1] = m->evs;
+    lua_host_reserve(L, (*cap - before) * sizeof *m->evs); /* raises past the budget */
+    m->reserved += (*cap - before) * sizeof *m->evs;
+  }
+  memcpy(m->evs + m->n, evs, k * sizeof *evs);
+  m->n += k;
+}
+
 int lapi_trace_cache(lua_State *L) {
   ltrace *t = lapi_check_trace(L, 1);
   lscratch *sc = lapi_scratch(L);
-  lapi_scratch_open(L, sc, t);
+  replay_array_source held;
+  if (t->arr) { /* a cached trace: its array lent as it lies */
+    sc->src = replay_array_source_init(&held, t->arr, t->narr);
+    sc->src_open = 1;
+  } else {
+    lapi_scratch_open(L, sc, t);
+  }
   lmem *m = sc->p[0] = sim_xcalloc(1, sizeof *m);
   m->refs = 1;
   m->h = lua_host_from(L);
   size_t cap = 0;
   sim_event ev;
-  while (lapi_scratch_next(L, sc, &ev, "cache") > 0) {
-    if (m->n == cap) {
-      size_t before = cap;
-      sim_grow((void **)&m->evs, &cap, m->n + 1, sizeof *m->evs);
-      sc->p[1] = m->evs;
-      lua_host_reserve(L, (cap - before) * sizeof *m->evs); /* raises past the budget */
-      m->reserved += (cap - before) * sizeof *m->evs;
+  if (sc->src.view) { /* a source that lends its events: copied a block at a time */
+    const sim_event *evs;
+    ptrdiff_t k;
+    while ((k = sc->src.view(sc->src.ctx, &evs)) > 0) {
+      cache_append(L, sc, m, &cap, evs, (size_t)k);
+      sc->src.advance(sc->src.ctx, (size_t)k);
     }
-    m->evs[m->n++] = ev;
+    if (k < 0) {
+      const char *msg = sc->src.error ? sc->src.error(sc->src.ctx) : NULL;
+      char err[XF_ERRLEN];
+      snprintf(err, sizeof err, "%s", msg && *msg ? msg : "cannot read events");
+      lapi_scratch_free(sc);
+      return luaL_error(L, "cache: %s", err);
+    }
+  } else {
+    while (lapi_scratch_next(L, sc, &ev, "cache") > 0) cache_append(L, sc, m, &cap, &ev, 1);
   }
   ltrace *nt = lapi_new_trace(L);
   sc->p[0] = sc->p[1] = NULL;
@@ -536,6 +562,8 @@ int lapi_trace_cache(lua_State *L) {
   /* A base of its own with the same meaning as t: lifetimes carry over only when t was not
    * transformed (the sequence numbers are the same). */
   lapi_set_trace(nt, n, n, t->ls, &t->meta, t->derived, t->derived ? NULL : t->lt);
+  nt->arr = m->evs; /* the node holds m: the array lives as long as the trace */
+  nt->narr = m->n;
   return 1;
 }
 

@@ -121,6 +121,7 @@ static const luaL_Reg result_metameth[] = {
 /* The result table a script reads: the members of `replay --json`, and errors on unknown ones. */
 static const luaL_Reg result_table_metameth[] = {
   {"__index", lapi_result_index},
+  {"__pairs", lapi_result_pairs},
   {NULL, NULL},
 };
 
@@ -195,7 +196,10 @@ int luaopen_memplay(lua_State *L) {
 lua_host *lua_api_host(lua_ctx *cx, const lua_host_limits *lim, char *err, size_t errlen) {
   lua_host *h = lua_host_new(lim, err, errlen);
   if (!h) return NULL;
-  if (cx->st && !cx->p->main) cx->p->main = lstore_new(cx->st, 0, 1);
+  if (cx->st && !cx->p->main) {
+    cx->p->main = lstore_new(cx->st, 0, 1);
+    if (cx->ses && session_store(cx->ses) == cx->st) cx->p->main->labels = session_labels_of(cx->ses); /* borrowed */
+  }
   lua_host_set_context(h, cx);
   lua_host_open(h, "memplay", luaopen_memplay);
   lua_State *L = lua_host_state(h);

@@ -79,6 +79,7 @@ int lapi_trace_save(lua_State *L);
 int lapi_trace_replay(lua_State *L);
 int lapi_result_gc(lua_State *L);
 int lapi_result_index(lua_State *L);
+int lapi_result_pairs(lua_State *L);
 
 /* lua_api_out.c: what a script writes: result files, JSON, its output. */
 int lapi_mp_write_text(lua_State *L);

@@ -10,6 +10,7 @@
 #include "session.h"
 #include "sim/copyfit.h"
 #include "sim/hashmap.h"
+#include "labels.h"
 #include "shared_device.h"
 #include "window_start.h"
 #include "store/store_runs.h"
@@ -44,10 +45,12 @@ typedef struct device_entry {
 
 struct session {
   store *s;
+  session_labels *labels; /* the store's names, each read once */
   replay_names names;
-  spec_entry *specs;
+  /* each entry allocated on its own: a run keeps pointers to its spec and settings */
+  spec_entry **specs;
   size_t nspecs, spec_cap;
-  settings_entry *settings;
+  settings_entry **settings;
   size_t nsettings, settings_cap;
   device_entry *devices;
   size_t ndevices, device_cap;
@@ -65,25 +68,29 @@ struct session {
 session *session_new(store *s) {
   session *ses = sim_xcalloc(1, sizeof *ses);
   ses->s = s;
-  ses->names = store_names(s);
+  ses->labels = session_labels_new(s);
+  ses->names = session_labels_names(ses->labels);
   return ses;
 }
 
 void session_free(session *ses) {
   if (!ses) return;
   for (size_t i = 0; i < ses->nspecs; i++) {
-    free(ses->specs[i].text);
-    sim_spec_release(&ses->specs[i].spec);
+    free(ses->specs[i]->text);
+    sim_spec_release(&ses->specs[i]->spec);
+    free(ses->specs[i]);
   }
   for (size_t i = 0; i < ses->nsettings; i++) {
-    free(ses->settings[i].json);
-    settings_release(&ses->settings[i].s);
+    free(ses->settings[i]->json);
+    settings_release(&ses->settings[i]->s);
+    free(ses->settings[i]);
   }
   for (size_t i = 0; i < ses->ndevices; i++) free(ses->devices[i].key);
   free(ses->settings);
   free(ses->specs);
   free(ses->devices);
   window_cache_release(&ses->window);
+  session_labels_free(ses->labels);
   free(ses);
 }
 
@@ -91,14 +98,16 @@ store *session_store(const session *ses) { return ses->s; }
 
 const replay_names *session_names(const session *ses) { return &ses->names; }
 
+session_labels *session_labels_of(session *ses) { return ses->labels; }
+
 /* The parsed SPEC, parsed once per session. NULL with a message when it is not a valid SPEC. */
 static const sim_spec *session_spec(session *ses, const char *text, char *err, size_t errlen) {
   for (size_t i = 0; i < ses->nspecs; i++)
-    if (!strcmp(ses->specs[i].text, text)) return &ses->specs[i].spec;
+    if (!strcmp(ses->specs[i]->text, text)) return &ses->specs[i]->spec;
   sim_spec spec;
   if (sim_spec_parse(&spec, text, err, errlen) != SIM_OK) return NULL;
   sim_grow((void **)&ses->specs, &ses->spec_cap, ses->nspecs + 1, sizeof *ses->specs);
-  spec_entry *e = &ses->specs[ses->nspecs++];
+  spec_entry *e = ses->specs[ses->nspecs++] = sim_xmalloc(sizeof *e);
   e->text = xstrdup(text);
   e->spec = spec;
   return &e->spec;
@@ -109,9 +118,9 @@ static const sim_spec *session_spec(session *ses, const char *text, char *err, s
 static const sim_recorded *session_settings(session *ses, const char *json) {
   if (!json) return NULL;
   for (size_t i = 0; i < ses->nsettings; i++)
-    if (!strcmp(ses->settings[i].json, json)) return &ses->settings[i].s.recorded;
+    if (!strcmp(ses->settings[i]->json, json)) return &ses->settings[i]->s.recorded;
   sim_grow((void **)&ses->settings, &ses->settings_cap, ses->nsettings + 1, sizeof *ses->settings);
-  settings_entry *e = &ses->settings[ses->nsettings++];
+  settings_entry *e = ses->settings[ses->nsettings++] = sim_xmalloc(sizeof *e);
   e->json = xstrdup(json);
   settings_init(&e->s, json);
   return &e->s.recorded;
@@ -423,7 +432,7 @@ static replay_config engine_config(const session_run *run, const sim_spec *spec)
     .getenv_fn = run->getenv_fn,
     .stop_at_oom = run->stop_at_oom,
     .timeline_points = run->timeline_points,
-    .top_sites = run->top_sites,
+    .top_sites = run->top_sites == SESSION_NO_SITES ? 1 : run->top_sites, /* the fewest the engine keeps */
     .max_ooms = run->max_ooms,
     .check_level = run->check ? 2 : 0,
   };
@@ -479,8 +488,13 @@ int session_execute(session *ses, session_run *run, const session_pass *pass, ch
   }
   run->executed = 1;
   env_run = run;
+  /* Each pass creates the allocator and the engine's tables afresh. Where the engine offers a
+   * reusable state and the model a reset (replay/engine/engine.h,
+   * sim_allocator_ops.reset), this is the one place to keep them per prepared run (or per SPEC and
+   * trace in the session) and reset them here instead. */
   if (replay_run(&cfg, src, &run->result, err, errlen)) rc = SESSION_EFAIL;
   env_run = NULL;
+  if (run->top_sites == SESSION_NO_SITES) run->result.nsites = 0;
   if (src == &stored) replay_source_close(&stored);
 out:
   if (run->has_device) {
@@ -637,7 +651,7 @@ int session_save_in(session *ses, const run_meta *m, const replay_result *r, con
     snprintf(err, errlen, "there is no store to keep the run in");
     return SESSION_EFAIL;
   }
-  if (store_run_save(s, m, r, &id) ||
+  if (store_run_save_named(s, &ses->names, m, r, &id) ||
       (result_json && how != SESSION_RESULT_REPORT && store_run_set_result(s, id, result_json, how == SESSION_RESULT_PATCH))) {
     snprintf(err, errlen, "%s", store_error(s));
     return SESSION_EFAIL;

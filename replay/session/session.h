@@ -38,8 +38,10 @@ typedef struct session session;
 session *session_new(store *s);
 void session_free(session *ses);
 store *session_store(const session *ses);
-/* The names of the session's store (event names, call-stack labels). */
+/* The names of the session's store (event names, call-stack labels), read once each. */
 const replay_names *session_names(const session *ses);
+/* The cache behind them (session/labels.h), for a front end that reads frames or shares it. */
+struct session_labels *session_labels_of(session *ses);
 
 /* What the front end was asked for: session_request_init, then the fields the user gave. */
 typedef struct session_request {
@@ -62,8 +64,11 @@ typedef struct session_request {
                                      else they see none: a replay then does not depend on where it runs */
   int stop_at_oom, check;         /* stop at the first OOM; check the model's invariants after every event */
   int live_start;                 /* a recorded window starts from its live blocks, not the rebuilt state */
-  size_t timeline_points, top_sites, max_ooms; /* 0: the engine's defaults */
+  size_t timeline_points, top_sites, max_ooms; /* 0: the engine's defaults (top_sites: SESSION_NO_SITES) */
 } session_request;
+
+/* top_sites: keep no call site at the peak (the result's top sites are an empty list). */
+#define SESSION_NO_SITES SIZE_MAX
 
 /* No trace, no allocator, no device: defaults everywhere (capacity and batch not given). */
 void session_request_init(session_request *req);

@@ -141,10 +141,15 @@ static int save_composition(store *s, int64_t id, const replay_result *r) {
 }
 
 int store_run_save(store *s, const run_meta *m, const replay_result *r, int64_t *run_id) {
+  return store_run_save_named(s, NULL, m, r, run_id);
+}
+
+int store_run_save_named(store *s, const replay_names *names, const run_meta *m, const replay_result *r,
+                         int64_t *run_id) {
   yajl_gen g = jsonw_mem();
   yajl_gen_map_open(g);
-  replay_names names = store_names(s);
-  report_json(g, &names, m, r, 0);
+  replay_names own = store_names(s);
+  report_json(g, names ? names : &own, m, r, 0);
   yajl_gen_map_close(g);
   char now[32];
   time_t t = time(NULL);

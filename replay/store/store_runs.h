@@ -12,6 +12,9 @@ replay_names store_names(store *s);
 /* Stores a run with its result JSON, timeline, OOMs and composition, inside the caller's
  * transaction; *run_id (may be NULL) receives its id. 0, or -1 with the store's error set. */
 int store_run_save(store *s, const run_meta *m, const replay_result *r, int64_t *run_id);
+/* The same with the names that label its call sites and critical path (NULL: read from s). */
+int store_run_save_named(store *s, const replay_names *names, const run_meta *m, const replay_result *r,
+                         int64_t *run_id);
 
 /* Replaces the stored result JSON of a run (merge 0), or merges the JSON object json into it
  * (merge 1: SQLite's json_patch), inside the caller's transaction. 0, or -1 with the store's error. */
