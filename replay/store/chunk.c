@@ -334,17 +334,31 @@ int store_chunk_copies(const unsigned char *p, size_t len, size_t n, void (*fn)(
 
 /* ---- the text form ------------------------------------------------------------------------------ */
 
+static const char digit_pairs[] = "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+                                  "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+                                  "8081828384858687888990919293949596979899";
+
+/* An integer in decimal, written in place from its last digit, two digits at a time (the text
+ * form is most of an import's writing). */
 static inline char *put_int(char *o, int64_t v) {
-  char tmp[24];
   uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
-  int k = 0;
-  do {
-    tmp[k++] = (char)('0' + u % 10);
-    u /= 10;
-  } while (u);
   if (v < 0) *o++ = '-';
-  while (k) *o++ = tmp[--k];
-  return o;
+  int n = 1;
+  for (uint64_t x = u; x >= 10 && n < 20; x /= 10) n++;
+  char *q = o + n;
+  while (u >= 100) {
+    q -= 2;
+    q[0] = digit_pairs[2 * (u % 100)];
+    q[1] = digit_pairs[2 * (u % 100) + 1];
+    u /= 100;
+  }
+  if (u >= 10) {
+    q[-2] = digit_pairs[2 * u];
+    q[-1] = digit_pairs[2 * u + 1];
+  } else {
+    q[-1] = (char)('0' + u);
+  }
+  return o + n;
 }
 
 void store_chunk_text(const sim_event *ev, size_t n, store_bytes *out) {
