@@ -254,7 +254,8 @@ void store_summary_clear(store_summary *sum);
 int store_trace_copies(store *s, int64_t trace_id, void (*fn)(void *arg, const sim_event *ev), void *arg);
 
 /* Sets the category of stored events: changes[i] = seq << 8 | category | cat_source << 4, seqs
- * as stored (not counted from first_seq); sorts changes. Each chunk touched is decoded, changed
+ * as stored (not counted from first_seq), applied in order (of two changes to one event, the
+ * later wins); sorts changes by seq. Each chunk touched is decoded, changed
  * and written again (inside the caller's transaction). 0, or -1 (store_error says why). */
 int store_set_categories(store *s, int64_t trace_id, uint64_t *changes, size_t n);
 

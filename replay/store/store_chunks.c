@@ -170,13 +170,25 @@ int chunk_set_device(store *s, int64_t trace_id, int device) {
   return got < 0 ? -1 : 0;
 }
 
-static int cmp_u64(const void *a, const void *b) {
-  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-  return (x > y) - (x < y);
+/* A change and its place in the caller's list: changes to one event keep their order. */
+typedef struct change_at {
+  uint64_t change;
+  size_t at;
+} change_at;
+
+static int cmp_change(const void *a, const void *b) {
+  const change_at *x = a, *y = b;
+  uint64_t sx = x->change >> 8, sy = y->change >> 8;
+  if (sx != sy) return (sx > sy) - (sx < sy);
+  return (x->at > y->at) - (x->at < y->at);
 }
 
 int store_set_categories(store *s, int64_t trace_id, uint64_t *changes, size_t n) {
-  qsort(changes, n, sizeof *changes, cmp_u64);
+  change_at *v = sim_xmalloc((n ? n : 1) * sizeof *v);
+  for (size_t i = 0; i < n; i++) v[i] = (change_at){changes[i], i};
+  qsort(v, n, sizeof *v, cmp_change);
+  for (size_t i = 0; i < n; i++) changes[i] = v[i].change;
+  free(v);
   int t = store_lock(s);
   int rc = chunk_set_categories(s, trace_id, changes, n);
   store_unlock(s, t);
