@@ -108,6 +108,26 @@ static void text_form_reads_as_sql_does(void) {
   store_chunk_text(e, 2, &text);
   CHECK_EQ(text.n, strlen("[[5,257,0,512,4096,0,0,3],[5,263,0,0,0,0,0,0,0,-1,-1,7]]"));
   CHECK(!memcmp(text.p, "[[5,257,0,512,4096,0,0,3],[5,263,0,0,0,0,0,0,0,-1,-1,7]]", text.n));
+  /* numbers at their extremes, and every field present */
+  sim_event x;
+  sim_event_init(&x);
+  x.ts = INT64_MIN;
+  x.kind = SIM_EV_ALLOC;
+  x.device = 32767;
+  x.size = UINT64_C(10000000000000000000);
+  x.addr = UINT64_C(999999999999999999);
+  x.stream = INT64_MAX;
+  x.dur = 100;
+  x.stack = 9;
+  x.name = 10;
+  x.step = 0;
+  x.dev_ts = 1;
+  x.api_dur = 0;
+  store_chunk_text(&x, 1, &text);
+  const char *want = "[[-9223372036854775808,1,32767,-8446744073709551616,999999999999999999,9223372036854775807,"
+                     "100,9,10,0,1,0]]";
+  CHECK_EQ(text.n, strlen(want));
+  CHECK(!memcmp(text.p, want, text.n));
   store_bytes_release(&text);
 }
 

@@ -343,8 +343,30 @@ static const char digit_pairs[] = "000102030405060708091011121314151617181920212
 static inline char *put_int(char *o, int64_t v) {
   uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
   if (v < 0) *o++ = '-';
-  int n = 1;
-  for (uint64_t x = u; x >= 10 && n < 20; x /= 10) n++;
+  static const uint64_t pow10[20] = {UINT64_C(1),
+                                     UINT64_C(10),
+                                     UINT64_C(100),
+                                     UINT64_C(1000),
+                                     UINT64_C(10000),
+                                     UINT64_C(100000),
+                                     UINT64_C(1000000),
+                                     UINT64_C(10000000),
+                                     UINT64_C(100000000),
+                                     UINT64_C(1000000000),
+                                     UINT64_C(10000000000),
+                                     UINT64_C(100000000000),
+                                     UINT64_C(1000000000000),
+                                     UINT64_C(10000000000000),
+                                     UINT64_C(100000000000000),
+                                     UINT64_C(1000000000000000),
+                                     UINT64_C(10000000000000000),
+                                     UINT64_C(100000000000000000),
+                                     UINT64_C(1000000000000000000),
+                                     UINT64_C(10000000000000000000)};
+  /* the digits: log10 from the bit length (1233 / 4096 ~ log10(2)), then one comparison */
+  int bits = u ? 64 - __builtin_clzll(u) : 1, n = (bits * 1233) >> 12;
+  n += u >= pow10[n];
+  if (!n) n = 1;
   char *q = o + n;
   while (u >= 100) {
     q -= 2;
