@@ -10,7 +10,7 @@ enum { C_ENUMS, C_TS, C_DUR, C_ADDR, C_SIZE, C_STREAM, C_STACK, C_NAME, C_STEP, 
 static const char *const column_names[C__COUNT] = {"enums", "ts",    "dur",  "addr", "size",   "stream",
                                                    "stack", "name", "step", "dev_ts", "api_dur"};
 
-/* The enum key's layout: info's low 32 bits as the events table packed them, the device + 1 in
+/* The enum key's layout: info's low 32 bits as the events view shows them, the device + 1 in
  * 16 bits, and whether the event has an address. */
 #define KEY_DEVICE_SHIFT 32
 #define KEY_HAS_ADDR (UINT64_C(1) << 48)

@@ -370,7 +370,7 @@ static int store_progress(void *arg) {
 }
 
 /* A store opened for writing: its pragmas (larger pages for a new file: bulk loads and scans of
- * the events table are faster), then the migrations up to this memplay's schema. 0, or -1. */
+ * the event chunks are faster), then the migrations up to this memplay's schema. 0, or -1. */
 static int open_for_writing(store *s, int fresh, int ver, char *err, size_t errlen) {
   if ((fresh && store_exec(s, "PRAGMA page_size = 16384")) || store_exec(s, "PRAGMA journal_mode = WAL") ||
       store_exec(s, "PRAGMA synchronous = NORMAL") || store_exec(s, "PRAGMA foreign_keys = ON") ||
