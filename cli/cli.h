@@ -71,6 +71,7 @@ int cmd_rm(int argc, char **argv, cli *c);
 int cmd_bench(int argc, char **argv, cli *c);
 int cmd_devices(int argc, char **argv, cli *c);
 int cmd_validate(int argc, char **argv, cli *c);
+int cmd_check_store(int argc, char **argv, cli *c);
 int cmd_help(int argc, char **argv, cli *c);
 /* whatif and run (cmd_run.c): a Lua script in the sandbox, against a trace or on its own. */
 int cmd_whatif(int argc, char **argv, cli *c);
@@ -85,7 +86,7 @@ int cmd_merge(int argc, char **argv, cli *c);
 
 extern const cli_usage cmd_import_usage, cmd_list_usage, cmd_info_usage, cmd_replay_usage, cmd_export_usage,
   cmd_gen_usage, cmd_rm_usage, cmd_bench_usage, cmd_whatif_usage, cmd_run_usage, cmd_devices_usage,
-  cmd_validate_usage, cmd_calibrate_usage, cmd_record_usage, cmd_help_usage, cmd_completion_usage, cmd_plot_usage,
+  cmd_validate_usage, cmd_check_store_usage, cmd_calibrate_usage, cmd_record_usage, cmd_help_usage, cmd_completion_usage, cmd_plot_usage,
   cmd_compare_usage, cmd_merge_usage;
 
 /* The scripts (cmd_run.c): a script named without a folder (".lua" may be left out) found in

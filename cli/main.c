@@ -23,6 +23,7 @@ const cli_command cli_commands[] = {
   {"compare", cmd_compare, &cmd_compare_usage, CLI_STORE | CLI_ALLOCATORS},
   {"merge", cmd_merge, &cmd_merge_usage, 0},
   {"validate", cmd_validate, &cmd_validate_usage, CLI_STORE},
+  {"check-store", cmd_check_store, &cmd_check_store_usage, CLI_STORE},
   {"calibrate", cmd_calibrate, &cmd_calibrate_usage, CLI_STORE | CLI_STORE_CREATE},
   {"record", cmd_record, &cmd_record_usage, CLI_STORE | CLI_STORE_CREATE},
   {"completion", cmd_completion, &cmd_completion_usage, 0},

@@ -110,42 +110,41 @@ static int recorded_line(xctx *x, sqlite3_stmt *r) {
   return 0;
 }
 
-static int event_line(xctx *x, sqlite3_stmt *e, sqlite3_stmt *a, int *a_row) {
-  /* columns: seq, ts, kind, dur, dev_ts, api_dur, device, stream, addr, size, mem, dir, category,
-   *          cat_source, stack_id, step, name, flags */
-  int64_t seq = sqlite3_column_int64(e, 0);
-  int kind = sqlite3_column_int(e, 2);
+/* One event (seq: as stored, for the args cursor). */
+static int event_line(xctx *x, const sim_event *ev, int64_t seq, sqlite3_stmt *a, int *a_row) {
+  int kind = ev->kind;
   int host = kind == SIM_EV_HOST_ALLOC || kind == SIM_EV_HOST_FREE;
-  int64_t stack = sqlite3_column_int64(e, 14);
+  int64_t stack = ev->stack;
   if (stack_def(x, stack)) return -1;
   yajl_gen g = x->g;
   yajl_gen_map_open(g);
   jsonw_kstr(g, "kind", sim_event_kind_name(kind));
-  jsonw_kint(g, "ts", sqlite3_column_int64(e, 1));
-  if (sqlite3_column_int64(e, 3)) jsonw_kint(g, "dur", sqlite3_column_int64(e, 3));
-  if (sqlite3_column_type(e, 4) != SQLITE_NULL) jsonw_kint(g, "dev_ts", sqlite3_column_int64(e, 4));
-  if (sqlite3_column_type(e, 5) != SQLITE_NULL) jsonw_kint(g, "api_dur", sqlite3_column_int64(e, 5));
-  int64_t device = sqlite3_column_int64(e, 6);
+  jsonw_kint(g, "ts", ev->ts);
+  if (ev->dur) jsonw_kint(g, "dur", ev->dur);
+  if (ev->dev_ts >= 0) jsonw_kint(g, "dev_ts", ev->dev_ts);
+  if (ev->api_dur >= 0) jsonw_kint(g, "api_dur", ev->api_dur);
+  int64_t device = ev->device;
   if (device != (host ? -1 : 0)) jsonw_kint(g, "device", device);
-  int64_t stream = sqlite3_column_int64(e, 7);
+  int64_t stream = ev->stream;
   if (stream != (kind == SIM_EV_SYNC ? -1 : 0)) jsonw_kint(g, "stream", stream);
-  uint64_t addr = (uint64_t)sqlite3_column_int64(e, 8), size = (uint64_t)sqlite3_column_int64(e, 9);
+  uint64_t addr = ev->addr, size = ev->size;
   int addressed = kind == SIM_EV_ALLOC || kind == SIM_EV_FREE || kind == SIM_EV_FREE_REQUESTED ||
                   kind == SIM_EV_FREE_COMPLETED || host;
   if (addr || addressed) jsonw_kuint(g, "addr", addr);
   if (size || kind == SIM_EV_ALLOC || kind == SIM_EV_HOST_ALLOC) jsonw_kuint(g, "size", size);
-  int mem = sqlite3_column_int(e, 10);
+  int mem = ev->mem;
   int mem_default = kind == SIM_EV_ALLOC ? SIM_MEM_DEVICE : host ? SIM_MEM_PINNED : SIM_MEM_UNKNOWN;
   if (mem != mem_default) jsonw_kstr(g, "mem", sim_mem_kind_name(mem));
-  int dir = sqlite3_column_int(e, 11);
+  int dir = ev->dir;
   if (dir) jsonw_kstr(g, "dir", sim_copy_dir_name(dir));
-  int cat = sqlite3_column_int(e, 12), src = sqlite3_column_int(e, 13);
+  int cat = ev->category, src = ev->cat_source;
   if (cat) jsonw_kstr(g, "category", sim_category_name(cat));
   if (src != (cat ? SIM_CATSRC_SOURCE : SIM_CATSRC_NONE)) jsonw_kstr(g, "cat_source", sim_cat_source_name(src));
   if (stack) jsonw_kint(g, "stack", stack);
-  if (sqlite3_column_type(e, 15) != SQLITE_NULL) jsonw_kint(g, "step", sqlite3_column_int64(e, 15));
-  if (sqlite3_column_type(e, 16) != SQLITE_NULL) jsonw_kstr(g, "name", (const char *)sqlite3_column_text(e, 16));
-  int flags = sqlite3_column_int(e, 17);
+  if (ev->step >= 0) jsonw_kint(g, "step", ev->step);
+  const char *name = ev->name > 0 ? store_string(x->s, ev->name) : NULL;
+  if (name) jsonw_kstr(g, "name", name);
+  int flags = ev->flags;
   if (flags) {
     jsonw_str(g, "flags");
     yajl_gen_array_open(g);
@@ -253,15 +252,14 @@ static int jsonl_write(store *s, const store_trace *t, FILE *out, char *err, siz
   xctx x = {s, out, jsonw_mem(), {0}, err, errlen};
   sim_map_init(&x.stacks_done);
   sqlite3 *db = store_db(s);
-  sqlite3_stmt *e = NULL, *r = NULL, *a = NULL;
+  sqlite3_stmt *r = NULL, *a = NULL;
+  store_reader *e = NULL;
   int rc = -1;
+  if (store_reader_open(s, t->id, &e)) {
+    snprintf(err, errlen, "cannot read trace '%s': %s", t->name, store_error(s));
+    goto done;
+  }
   if (sqlite3_prepare_v2(db,
-                         "SELECT e.seq, e.ts, e.kind, e.dur, e.dev_ts, e.api_dur, e.device, e.stream, e.addr, e.size, "
-                         "e.mem, e.dir, e.category, e.cat_source, e.stack_id, e.step, s.value, e.flags FROM events e "
-                         "LEFT JOIN strings s ON s.id = e.name_id WHERE e.id BETWEEN ?1 << 32 AND (?1 << 32) + 4294967295 "
-                         "ORDER BY e.id",
-                         -1, &e, NULL) != SQLITE_OK ||
-      sqlite3_prepare_v2(db,
                          "SELECT seq, before_seq, ts, action, device, stream, addr, size, allocated, reserved, "
                          "device_free, stack_id FROM recorded WHERE trace_id = ?1 ORDER BY seq",
                          -1, &r, NULL) != SQLITE_OK ||
@@ -270,21 +268,21 @@ static int jsonl_write(store *s, const store_trace *t, FILE *out, char *err, siz
     snprintf(err, errlen, "cannot read trace '%s': %s", t->name, sqlite3_errmsg(db));
     goto done;
   }
-  sqlite3_bind_int64(e, 1, t->id);
   sqlite3_bind_int64(r, 1, t->id);
   sqlite3_bind_int64(a, 1, t->id);
   header(&x, t);
   int r_row = sqlite3_step(r), a_row = sqlite3_step(a), e_row;
-  while ((e_row = sqlite3_step(e)) == SQLITE_ROW) {
-    int64_t seq = sqlite3_column_int64(e, 0);
+  sim_event ev;
+  while ((e_row = store_reader_next(e, &ev)) > 0) {
+    int64_t seq = ev.seq + t->first_seq; /* as stored, as recorded actions and args count */
     while (r_row == SQLITE_ROW && sqlite3_column_int64(r, 1) <= seq) {
       if (recorded_line(&x, r)) goto done;
       r_row = sqlite3_step(r);
     }
-    if (event_line(&x, e, a, &a_row)) goto done;
+    if (event_line(&x, &ev, seq, a, &a_row)) goto done;
   }
-  if (e_row != SQLITE_DONE) {
-    xfail(&x, "cannot read events");
+  if (e_row < 0) {
+    snprintf(err, errlen, "%s", store_error(s));
     goto done;
   }
   for (; r_row == SQLITE_ROW; r_row = sqlite3_step(r))
@@ -296,7 +294,7 @@ static int jsonl_write(store *s, const store_trace *t, FILE *out, char *err, siz
   if (final_state(&x, t->id)) goto done;
   rc = 0;
 done:
-  sqlite3_finalize(e);
+  store_reader_close(e);
   sqlite3_finalize(r);
   sqlite3_finalize(a);
   yajl_gen_free(x.g);

@@ -245,25 +245,29 @@ int categorizer_finish(categorizer *c) {
 
 /* ---- the pass over a stored trace --------------------------------------------------------------- */
 
+static uint64_t category_change(int64_t seq, int category, int cat_source) {
+  return (uint64_t)seq << 8 | (uint64_t)(category & 15) | (uint64_t)(cat_source & 15) << 4;
+}
+
 int categorize_set(store *s, int64_t trace_id, int64_t seq, int category, int cat_source) {
-  sqlite3_stmt *q = store_stmt(s, "UPDATE events SET info = (info & ~(255 << 16)) | (?2 << 16) | (?3 << 20) WHERE id = ?1");
-  if (!q) return -1;
-  sqlite3_bind_int64(q, 1, trace_id << 32 | seq);
-  sqlite3_bind_int(q, 2, category & 15);
-  sqlite3_bind_int(q, 3, cat_source & 15);
-  if (sqlite3_step(q) != SQLITE_DONE) return store_fail(s, q, "cannot set the category of an event");
-  return 0;
+  uint64_t change = category_change(seq, category, cat_source);
+  return store_set_categories(s, trace_id, &change, 1);
 }
 
 typedef struct pass {
   store *s;
   int64_t trace_id;
-  sim_map flags; /* call site id -> frame flags + 1 */
+  int64_t first_seq; /* the reader counts seqs from it; changes name stored seqs */
+  sim_map flags;     /* call site id -> frame flags + 1 */
+  uint64_t *changes; /* applied chunk by chunk once the pass is over */
+  size_t nchanges, cap;
 } pass;
 
 static int pass_decided(void *arg, int64_t seq, int category, int cat_source) {
   pass *ps = arg;
-  return categorize_set(ps->s, ps->trace_id, seq, category, cat_source);
+  sim_grow((void **)&ps->changes, &ps->cap, ps->nchanges + 1, sizeof *ps->changes);
+  ps->changes[ps->nchanges++] = category_change(seq + ps->first_seq, category, cat_source);
+  return 0;
 }
 
 /* The flags of call site id: its frame's and every outer frame's, cached per call site. */
@@ -327,23 +331,22 @@ static int64_t string_id(store *s, const char *text) {
 
 /* Allocations by how their category was decided: counts and bytes by cat_source. */
 static int count_methods(store *s, int64_t trace_id, int64_t count[SIM_CATSRC__COUNT], int64_t bytes[SIM_CATSRC__COUNT]) {
-  sqlite3_stmt *q = store_stmt(s,
-                               "SELECT cat_source, count(*), coalesce(sum(size), 0) FROM events "
-                               "WHERE id BETWEEN ?1 << 32 AND (?1 << 32) + 4294967295 AND kind IN (1, 10) "
-                               "GROUP BY cat_source");
-  if (!q) return -1;
-  sqlite3_bind_int64(q, 1, trace_id);
   memset(count, 0, SIM_CATSRC__COUNT * sizeof *count);
   memset(bytes, 0, SIM_CATSRC__COUNT * sizeof *bytes);
-  int rc;
-  while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
-    int k = sqlite3_column_int(q, 0);
-    if (k < 0 || k >= SIM_CATSRC__COUNT) continue;
-    count[k] = sqlite3_column_int64(q, 1);
-    bytes[k] = sqlite3_column_int64(q, 2);
+  store_reader *r;
+  if (store_reader_open(s, trace_id, &r)) return -1;
+  const sim_event *v;
+  ptrdiff_t k;
+  while ((k = store_reader_view(r, &v)) > 0) {
+    for (ptrdiff_t i = 0; i < k; i++)
+      if ((v[i].kind == SIM_EV_ALLOC || v[i].kind == SIM_EV_HOST_ALLOC) && v[i].cat_source < SIM_CATSRC__COUNT) {
+        count[v[i].cat_source]++;
+        bytes[v[i].cat_source] += (int64_t)v[i].size;
+      }
+    store_reader_advance(r, (size_t)k);
   }
-  sqlite3_reset(q);
-  return rc == SQLITE_DONE ? 0 : store_fail(s, q, "cannot count categories");
+  store_reader_close(r);
+  return k < 0 ? -1 : 0;
 }
 
 int categorize_note(store *s, int64_t trace_id, const int64_t count[SIM_CATSRC__COUNT],
@@ -386,6 +389,47 @@ void categorize_tally_decided(categorize_tally *t, int64_t seq, int cat_source) 
   t->bytes[cat_source & 15] += (int64_t)size;
 }
 
+static int first_seq_of(store *s, int64_t trace_id, int64_t *first) {
+  sqlite3_stmt *q = store_stmt(s, "SELECT first_seq FROM traces WHERE id = ?1");
+  if (!q) return -1;
+  sqlite3_bind_int64(q, 1, trace_id);
+  *first = sqlite3_step(q) == SQLITE_ROW ? sqlite3_column_int64(q, 0) : 0;
+  sqlite3_reset(q);
+  return 0;
+}
+
+/* One stored event through the rules: the kinds they look at, with the fields they read. */
+static int pass_event(pass *ps, categorizer *c, const sim_event *in) {
+  switch (in->kind) {
+  case SIM_EV_ALLOC:
+  case SIM_EV_FREE_REQUESTED:
+  case SIM_EV_FREE_COMPLETED:
+  case SIM_EV_FREE:
+  case SIM_EV_MEMCPY:
+  case SIM_EV_MARKER:
+  case SIM_EV_HOST_ALLOC:
+  case SIM_EV_HOST_FREE: break;
+  default: return 0;
+  }
+  sim_event ev;
+  sim_event_init(&ev);
+  ev.seq = in->seq;
+  ev.ts = in->ts;
+  ev.dur = in->dur;
+  ev.addr = in->addr;
+  ev.size = in->size;
+  ev.kind = in->kind;
+  ev.dir = in->dir;
+  ev.category = in->category;
+  ev.cat_source = in->cat_source;
+  ev.flags = in->flags;
+  ev.stack = in->stack;
+  ev.name = in->name;
+  unsigned fl = 0;
+  if (ev.kind != SIM_EV_MARKER && stack_flags(ps, ev.stack, &fl)) return -1;
+  return categorizer_event(c, &ev, fl);
+}
+
 int categorize_trace(store *s, int64_t trace_id, char *err, size_t errlen) {
   err[0] = 0;
   /* An importer that used the rules while writing has left its counts: what they left
@@ -409,51 +453,29 @@ int categorize_trace(store *s, int64_t trace_id, char *err, size_t errlen) {
   /* Traces whose allocations are all decided (the source said, or the importer used the same
    * rules) need only the notes. */
   if (count[SIM_CATSRC_NONE]) {
-    pass ps = {s, trace_id, {0}};
+    pass ps = {.s = s, .trace_id = trace_id};
     sim_map_init(&ps.flags);
     int64_t names[4];
     static const char *const phase_names[4] = {"backward", "optimizer", "zero_grad", "forward"};
-    int rc = 0;
+    int rc = first_seq_of(s, trace_id, &ps.first_seq);
     for (int i = 0; i < 4 && !rc; i++)
       if ((names[i] = string_id(s, phase_names[i])) < 0) rc = -1;
     categorizer *c = rc ? NULL : categorizer_new(names, pass_decided, &ps);
-    /* Only the kinds the rules look at, and the columns they need. */
-    sqlite3_stmt *q = NULL;
-    if (!rc && sqlite3_prepare_v2(store_db(s),
-                                  "SELECT id & 4294967295, ts, dur, addr, size, info, stack_id, name_id FROM events "
-                                  "WHERE id BETWEEN ?1 << 32 AND (?1 << 32) + 4294967295 "
-                                  "AND (info & 255) IN (1, 2, 3, 4, 5, 9, 10, 11) ORDER BY id",
-                                  -1, &q, NULL) != SQLITE_OK) {
-      store_fail(s, NULL, "cannot read events");
-      rc = -1;
+    store_reader *r = NULL;
+    if (!rc && store_reader_open(s, trace_id, &r)) rc = -1;
+    const sim_event *v;
+    ptrdiff_t k = 0;
+    while (!rc && (k = store_reader_view(r, &v)) > 0) {
+      for (ptrdiff_t i = 0; i < k && !rc; i++) rc = pass_event(&ps, c, &v[i]);
+      store_reader_advance(r, (size_t)k);
     }
-    if (q) sqlite3_bind_int64(q, 1, trace_id);
-    int step = SQLITE_DONE;
-    while (!rc && (step = sqlite3_step(q)) == SQLITE_ROW) {
-      sim_event ev;
-      sim_event_init(&ev);
-      ev.seq = sqlite3_column_int64(q, 0);
-      ev.ts = sqlite3_column_int64(q, 1);
-      ev.dur = sqlite3_column_int64(q, 2);
-      ev.addr = (uint64_t)sqlite3_column_int64(q, 3);
-      ev.size = (uint64_t)sqlite3_column_int64(q, 4);
-      int64_t info = sqlite3_column_int64(q, 5);
-      ev.kind = (uint8_t)(info & 255);
-      ev.dir = (uint8_t)(info >> 12 & 15);
-      ev.category = (uint8_t)(info >> 16 & 15);
-      ev.cat_source = (uint8_t)(info >> 20 & 15);
-      ev.flags = (uint8_t)(info >> 24 & 255);
-      ev.stack = sqlite3_column_int64(q, 6);
-      ev.name = sqlite3_column_int64(q, 7);
-      unsigned fl = 0;
-      if (ev.kind != SIM_EV_MARKER && stack_flags(&ps, ev.stack, &fl)) rc = -1;
-      else if (categorizer_event(c, &ev, fl)) rc = -1;
-    }
-    if (!rc && step != SQLITE_DONE) rc = store_fail(s, q, "cannot read events");
-    sqlite3_finalize(q);
+    if (k < 0) rc = -1;
+    store_reader_close(r);
     if (!rc && categorizer_finish(c)) rc = -1;
+    if (!rc && ps.nchanges && store_set_categories(s, trace_id, ps.changes, ps.nchanges)) rc = -1;
     categorizer_free(c);
     sim_map_release(&ps.flags);
+    free(ps.changes);
     if (rc) {
       snprintf(err, errlen, "%s", store_error(s));
       return -1;

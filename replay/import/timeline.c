@@ -538,11 +538,16 @@ static int finish(tl_state *t) {
     return -1;
   }
   t->w = NULL;
+  /* all at once: each chunk they fall in is rewritten once */
+  uint64_t *changes = sim_xmalloc((t->nlate ? t->nlate : 1) * sizeof *changes);
   for (size_t i = 0; i < t->nlate; i++)
-    if (categorize_set(ic->s, id, t->late[i].seq, t->late[i].cat, SIM_CATSRC_SOURCE)) {
-      tl_fail(t, "%s", store_error(ic->s));
-      return -1;
-    }
+    changes[i] = (uint64_t)t->late[i].seq << 8 | (uint64_t)(t->late[i].cat & 15) | (uint64_t)SIM_CATSRC_SOURCE << 4;
+  int rc = t->nlate ? store_set_categories(ic->s, id, changes, t->nlate) : 0;
+  free(changes);
+  if (rc) {
+    tl_fail(t, "%s", store_error(ic->s));
+    return -1;
+  }
   return 0;
 }
 

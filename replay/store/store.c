@@ -312,7 +312,8 @@ static int pragma_int(store *s, const char *sql, int *out) {
 static int migrate(store *s, int from) {
   if (store_exec(s, "BEGIN IMMEDIATE")) return -1;
   for (int v = from + 1; v <= store_schema_version; v++) {
-    if (store_exec(s, store_migration(v))) {
+    if (store_exec(s, store_migration(v)) || (v == 4 && chunk_migrate_rows(s)) ||
+        (store_migration_after(v) && store_exec(s, store_migration_after(v)))) {
       char msg[STORE_ERRLEN];
       snprintf(msg, sizeof msg, "%s", s->err);
       sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
@@ -369,7 +370,7 @@ static int store_progress(void *arg) {
 }
 
 /* A store opened for writing: its pragmas (larger pages for a new file: bulk loads and scans of
- * the events table are faster), then the migrations up to this memplay's schema. 0, or -1. */
+ * the event chunks are faster), then the migrations up to this memplay's schema. 0, or -1. */
 static int open_for_writing(store *s, int fresh, int ver, char *err, size_t errlen) {
   if ((fresh && store_exec(s, "PRAGMA page_size = 16384")) || store_exec(s, "PRAGMA journal_mode = WAL") ||
       store_exec(s, "PRAGMA synchronous = NORMAL") || store_exec(s, "PRAGMA foreign_keys = ON") ||
@@ -453,8 +454,10 @@ int store_open(store **out, const char *path, int flags, char *err, size_t errle
       return -1;
     }
   } else if (ver < store_schema_version) {
-    snprintf(err, errlen, "cannot open store '%s' read-only: it needs upgrading from schema version %d to %d", path,
-             ver, store_schema_version);
+    snprintf(err, errlen,
+             "cannot open store '%s' read-only: it needs upgrading from schema version %d to %d (open it once with "
+             "a command that writes to it, such as memplay check-store or memplay replay, which upgrades it)",
+             path, ver, store_schema_version);
     store_close(s);
     return -1;
   }
@@ -603,7 +606,7 @@ int store_trace_each(store *s, int (*fn)(void *arg, const store_trace *t), void 
 
 int store_trace_delete(store *s, int64_t id) {
   static const char *const sql[] = {
-    "DELETE FROM events WHERE id BETWEEN ?1 << 32 AND (?1 << 32) + 4294967295",
+    "DELETE FROM event_chunks WHERE trace_id = ?1",        "DELETE FROM event_rows WHERE trace_id = ?1",
     "DELETE FROM event_args WHERE trace_id = ?1",
     "DELETE FROM recorded WHERE trace_id = ?1",   "DELETE FROM segments WHERE trace_id = ?1",
     "DELETE FROM blocks WHERE trace_id = ?1",     "DELETE FROM trace_stats WHERE trace_id = ?1",
@@ -649,15 +652,15 @@ static char *unique_name_u(store *s, const char *base) {
  * statements it runs itself (interning misses, recorded actions, final state). Everything
  * stays in the caller's one transaction.
  */
-#define BATCH_EVENTS 8192
 #define NBATCHES 4
-#define MULTI_ROWS 64 /* events per INSERT statement of the writer thread (a batch's whole chunks) */
-
 #define BATCH_RECORDED 1024 /* recorded allocator actions, which ride along */
 
+/* A batch is (part of) one chunk: the events of consecutive stored seqs from seq0, all in the
+ * chunk of seq0. */
 typedef struct ev_batch {
-  sim_event ev[BATCH_EVENTS];
+  sim_event ev[STORE_CHUNK_EVENTS];
   size_t n;
+  int64_t seq0;
   store_recorded rec[BATCH_RECORDED];
   int64_t rec_seq[BATCH_RECORDED];
   size_t nrec;
@@ -680,23 +683,24 @@ struct store_writer {
   ev_batch *cur;
   int stop, failed;
   char err[STORE_ERRLEN];
-  sqlite3_stmt *multi; /* MULTI_ROWS events at once; the writer thread's own */
+  chunk_io io; /* the writer thread's (and, while it is stopped, the importer's) */
   /* the observer, and the category changes it made to events already handed over */
   store_event_fn observe;
   void *observe_arg;
-  int64_t cur_base;  /* seq of cur->ev[0] */
-  uint64_t *late;    /* seq << 8 | category | cat_source << 4 */
+  uint64_t *late; /* seq << 8 | category | cat_source << 4 */
   size_t nlate, latecap;
+  /* events put before the others (store_writer_prepend), last seq first: pre[k] has seq STORE_ROOM - 1 - k */
+  sim_event *pre;
+  size_t npre, precap;
 };
 
-/* The connection lock, taken only while a writer thread runs; the token says whether it was. */
-static int store_lock(store *s) {
+int store_lock(store *s) {
   if (!s->async) return 0;
   pthread_mutex_lock(&s->conn_lock);
   return 1;
 }
 
-static void store_unlock(store *s, int token) {
+void store_unlock(store *s, int token) {
   if (token) pthread_mutex_unlock(&s->conn_lock);
 }
 
@@ -759,79 +763,18 @@ static int writer_begin_u(store *s, const store_trace *m, store_writer **out) {
 int64_t store_writer_trace_id(const store_writer *w) { return w->trace_id; }
 int64_t store_writer_events(const store_writer *w) { return w->next - w->first; }
 
-/* The packed columns of an event row (see store_schema.c). */
-static int64_t pack_info(const sim_event *ev) {
-  return (int64_t)ev->kind | (int64_t)(ev->mem & 15) << 8 | (int64_t)(ev->dir & 15) << 12 |
-         (int64_t)(ev->category & 15) << 16 | (int64_t)(ev->cat_source & 15) << 20 | (int64_t)ev->flags << 24 |
-         (int64_t)(ev->device + 1) << 32;
-}
+static int insert_batch_recorded(store_writer *w, const ev_batch *b);
 
-static void bind_nonzero(sqlite3_stmt *q, int i, int64_t v) {
-  if (v) sqlite3_bind_int64(q, i, v);
-}
-
-/* OR FAIL: a failing row ends the statement without undoing the rows before it, so SQLite keeps
- * no statement journal for the many-row inserts (a temporary file that took 240 MB of writes on
- * a 1.4 M-event import); a failure fails the whole import, whose transaction is rolled back. */
-#define EVENT_INSERT "INSERT OR FAIL INTO events(id, ts, dur, addr, size, stream, info, stack_id, name_id, step, dev_ts, api_dur) VALUES "
-#define EVENT_COLUMNS 12
-
-/* Binds an event's columns to parameters o + 1 .. o + EVENT_COLUMNS (the others stay NULL). */
-static void bind_event(sqlite3_stmt *q, int o, int64_t trace_id, const sim_event *ev) {
-  sqlite3_bind_int64(q, o + 1, trace_id << 32 | ev->seq);
-  sqlite3_bind_int64(q, o + 2, ev->ts);
-  bind_nonzero(q, o + 3, ev->dur);
-  bind_nonzero(q, o + 4, (int64_t)ev->addr);
-  bind_nonzero(q, o + 5, (int64_t)ev->size);
-  bind_nonzero(q, o + 6, ev->stream);
-  sqlite3_bind_int64(q, o + 7, pack_info(ev));
-  if (ev->stack > 0) sqlite3_bind_int64(q, o + 8, ev->stack);
-  if (ev->name > 0) sqlite3_bind_int64(q, o + 9, ev->name);
-  if (ev->step >= 0) sqlite3_bind_int(q, o + 10, ev->step);
-  if (ev->dev_ts >= 0) sqlite3_bind_int64(q, o + 11, ev->dev_ts);
-  if (ev->api_dur >= 0) sqlite3_bind_int64(q, o + 12, ev->api_dur);
-}
-
-static int insert_event(store_writer *w, const sim_event *ev) {
-  sqlite3_stmt *q = store_stmt(w->s, EVENT_INSERT "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)");
-  if (!q) return -1;
-  bind_event(q, 0, w->trace_id, ev);
-  if (sqlite3_step(q) != SQLITE_DONE) return store_fail(w->s, q, "cannot store event");
-  return 0;
-}
-
-/* Inserts n events, in the writer thread: MULTI_ROWS to a statement while there are as many (a
- * quarter less time per event than one to a statement), the rest one by one. The connection
- * lock is taken for one statement at a time, so that the importer's thread never waits long for
- * its own statements. */
-static int insert_events(store_writer *w, const sim_event *ev, size_t n) {
-  size_t i = 0;
-  int rc = 0;
-  for (; i + MULTI_ROWS <= n && !rc; i += MULTI_ROWS) {
-    pthread_mutex_lock(&w->s->conn_lock);
-    if (!w->multi) {
-      char sql[sizeof EVENT_INSERT + MULTI_ROWS * 28];
-      size_t off = (size_t)snprintf(sql, sizeof sql, "%s", EVENT_INSERT);
-      for (int r = 0; r < MULTI_ROWS; r++)
-        off += (size_t)snprintf(sql + off, sizeof sql - off, "%s(?,?,?,?,?,?,?,?,?,?,?,?)", r ? "," : "");
-      if (sqlite3_prepare_v3(w->s->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &w->multi, NULL) != SQLITE_OK)
-        rc = store_fail(w->s, NULL, "cannot store events");
-    }
-    if (!rc) {
-      sqlite3_clear_bindings(w->multi);
-      for (int r = 0; r < MULTI_ROWS; r++) bind_event(w->multi, r * EVENT_COLUMNS, w->trace_id, &ev[i + (size_t)r]);
-      if (sqlite3_step(w->multi) != SQLITE_DONE) rc = store_fail(w->s, NULL, "cannot store events");
-      sqlite3_reset(w->multi);
-    }
-    pthread_mutex_unlock(&w->s->conn_lock);
-  }
+/* A batch's chunk, in the writer thread: packed outside the connection lock, stored inside it
+ * (replacing the chunk when an earlier stop stored it part-filled). */
+static int insert_batch_events(store_writer *w, const ev_batch *b) {
+  if (!b->n) return 0;
+  chunk_pack(&w->io, b->ev, b->n);
   pthread_mutex_lock(&w->s->conn_lock);
-  for (; i < n && !rc; i++) rc = insert_event(w, &ev[i]);
+  int rc = chunk_store(w->s, &w->io, w->trace_id, b->seq0, b->n);
   pthread_mutex_unlock(&w->s->conn_lock);
   return rc;
 }
-
-static int insert_batch_recorded(store_writer *w, const ev_batch *b);
 
 static void *writer_main(void *arg) {
   store_writer *w = arg;
@@ -844,7 +787,7 @@ static void *writer_main(void *arg) {
     w->nfull--;
     int skip = w->failed;
     pthread_mutex_unlock(&w->qlock);
-    if (!skip && (insert_events(w, b->ev, b->n) || insert_batch_recorded(w, b))) {
+    if (!skip && (insert_batch_events(w, b) || insert_batch_recorded(w, b))) {
       pthread_mutex_lock(&w->qlock);
       w->failed = 1;
       snprintf(w->err, sizeof w->err, "%s", w->s->err);
@@ -859,6 +802,22 @@ static void *writer_main(void *arg) {
   return NULL;
 }
 
+/* The chunk a stop stored part-filled comes back into the current batch, so that the events
+ * that follow join it (the writer thread then stores it again, whole). 0, or -1. */
+static int writer_resume_chunk(store_writer *w) {
+  ev_batch *b = w->cur;
+  b->seq0 = w->next;
+  if (w->next == w->first || !(w->next & (STORE_CHUNK_EVENTS - 1))) return 0;
+  chunk_meta m;
+  int got = chunk_get(w->s, &w->io, w->trace_id, w->next >> STORE_CHUNK_SHIFT, 0, &m);
+  if (got < 0) return -1;
+  if (!got || m.seq0 + (int64_t)m.n != w->next || m.chunk != w->next >> STORE_CHUNK_SHIFT) return 0;
+  memcpy(b->ev, w->io.ev, m.n * sizeof *b->ev);
+  b->n = m.n;
+  b->seq0 = m.seq0;
+  return 0;
+}
+
 /* Starts w's thread, after stopping the one running for another writer (one runs at a time). */
 static int writer_start(store_writer *w) {
   if (w->s->writer && w->s->writer != w && writer_stop(w->s->writer)) return -1;
@@ -870,6 +829,11 @@ static int writer_start(store_writer *w) {
     w->free_list[w->nfree++] = w->batches[i];
   }
   w->cur = w->free_list[--w->nfree];
+  if (writer_resume_chunk(w)) {
+    for (int i = 0; i < NBATCHES; i++) free(w->batches[i]);
+    w->cur = NULL;
+    return -1;
+  }
   pthread_mutex_init(&w->qlock, NULL);
   pthread_cond_init(&w->qcond, NULL);
   if (pthread_create(&w->thread, NULL, writer_main, w)) {
@@ -886,8 +850,8 @@ static int writer_start(store_writer *w) {
   return 0;
 }
 
-/* Hands the current batch to the writer and takes an empty one. */
-static int writer_submit(store_writer *w, int take_new) {
+/* Hands the current batch to the writer and takes an empty one (its chunk starts at seq0). */
+static int writer_submit(store_writer *w, int take_new, int64_t seq0) {
   pthread_mutex_lock(&w->qlock);
   if (w->cur && (w->cur->n || w->cur->nrec)) {
     w->full[(w->full_head + w->nfull) % NBATCHES] = w->cur;
@@ -899,33 +863,51 @@ static int writer_submit(store_writer *w, int take_new) {
     while (!w->nfree) pthread_cond_wait(&w->qcond, &w->qlock);
     w->cur = w->free_list[--w->nfree];
   }
+  if (w->cur && !w->cur->n) w->cur->seq0 = seq0;
   int failed = w->failed;
   pthread_mutex_unlock(&w->qlock);
   if (failed) store_seterr(w->s, "%s", w->err);
   return failed ? -1 : 0;
 }
 
-/* Stops the writer thread after it has inserted everything submitted (it starts again when
- * another event comes). */
+/* Hands the current batch's recorded actions to the writer in a batch of their own (its events
+ * stay: they fill their chunk first). */
+static int writer_submit_recorded(store_writer *w) {
+  pthread_mutex_lock(&w->qlock);
+  while (!w->nfree) pthread_cond_wait(&w->qcond, &w->qlock);
+  ev_batch *b = w->free_list[--w->nfree];
+  b->n = 0;
+  b->nrec = w->cur->nrec;
+  memcpy(b->rec, w->cur->rec, b->nrec * sizeof *b->rec);
+  memcpy(b->rec_seq, w->cur->rec_seq, b->nrec * sizeof *b->rec_seq);
+  w->cur->nrec = 0;
+  w->full[(w->full_head + w->nfull) % NBATCHES] = b;
+  w->nfull++;
+  pthread_cond_broadcast(&w->qcond);
+  int failed = w->failed;
+  pthread_mutex_unlock(&w->qlock);
+  if (failed) store_seterr(w->s, "%s", w->err);
+  return failed ? -1 : 0;
+}
+
+/* Stops the writer thread after it has stored everything submitted, the part-filled chunk
+ * included (it starts again when another event comes). */
 static int writer_stop(store_writer *w) {
   if (!w->running) {
     if (w->failed) store_seterr(w->s, "%s", w->err);
     return w->failed ? -1 : 0;
   }
-  writer_submit(w, 0);
+  writer_submit(w, 0, w->next);
   pthread_mutex_lock(&w->qlock);
   w->stop = 1;
   pthread_cond_broadcast(&w->qcond);
   pthread_mutex_unlock(&w->qlock);
   pthread_join(w->thread, NULL);
-  sqlite3_finalize(w->multi);
-  w->multi = NULL;
   w->running = 0;
   w->s->async--;
   w->s->writer = NULL;
   pthread_mutex_destroy(&w->qlock);
   pthread_cond_destroy(&w->qcond);
-  if (w->cur && w->cur->n == 0 && w->cur->nrec == 0) w->free_list[w->nfree++] = w->cur;
   w->cur = NULL;
   for (int i = 0; i < NBATCHES; i++) free(w->batches[i]);
   if (w->failed) {
@@ -946,10 +928,10 @@ int store_writer_event(store_writer *w, sim_event *ev) {
   if (ev->ts < w->first_ts) w->first_ts = ev->ts;
   if (ev->ts > w->last_ts) w->last_ts = ev->ts;
   ev_batch *b = w->cur;
-  if (!b->n) w->cur_base = ev->seq;
   b->ev[b->n++] = *ev;
   if (w->observe && w->observe(w->observe_arg, &b->ev[b->n - 1])) return -1;
-  if (b->n == BATCH_EVENTS) return writer_submit(w, 1);
+  /* a chunk ends where the next seq starts another */
+  if (!(w->next & (STORE_CHUNK_EVENTS - 1))) return writer_submit(w, 1, w->next);
   return 0;
 }
 
@@ -962,8 +944,10 @@ int store_writer_leave_room(store_writer *w) {
   return 0;
 }
 
+/* Prepended events wait in memory (the rebuilt live blocks: as many as the blocks live at the
+ * window's start) and are stored as chunks when the trace ends. */
 int store_writer_prepend(store_writer *w, sim_event *ev) {
-  if (w->first == 0) {
+  if (w->first <= 0) {
     store_seterr(w->s, "no room left before the trace's first event (at most %lld events can be put there)",
                  (long long)STORE_ROOM);
     return -1;
@@ -971,10 +955,9 @@ int store_writer_prepend(store_writer *w, sim_event *ev) {
   ev->seq = --w->first;
   if (ev->ts < w->first_ts) w->first_ts = ev->ts;
   if (ev->ts > w->last_ts) w->last_ts = ev->ts;
-  int t = store_lock(w->s);
-  int rc = insert_event(w, ev);
-  store_unlock(w->s, t);
-  return rc;
+  sim_grow((void **)&w->pre, &w->precap, w->npre + 1, sizeof *w->pre);
+  w->pre[w->npre++] = *ev;
+  return 0;
 }
 
 void store_writer_observe(store_writer *w, store_event_fn fn, void *arg) {
@@ -983,8 +966,11 @@ void store_writer_observe(store_writer *w, store_event_fn fn, void *arg) {
 }
 
 void store_writer_set_category(store_writer *w, int64_t seq, int category, int cat_source) {
-  if (w->cur && seq >= w->cur_base && seq - w->cur_base < (int64_t)w->cur->n) {
-    sim_event *ev = &w->cur->ev[seq - w->cur_base];
+  sim_event *ev = NULL;
+  if (w->cur && seq >= w->cur->seq0 && seq - w->cur->seq0 < (int64_t)w->cur->n) ev = &w->cur->ev[seq - w->cur->seq0];
+  else if (w->npre && seq >= w->first && seq < STORE_ROOM)
+    ev = &w->pre[STORE_ROOM - 1 - seq];
+  if (ev) {
     ev->category = (uint8_t)(category & 15);
     ev->cat_source = (uint8_t)(cat_source & 15);
     return;
@@ -993,25 +979,27 @@ void store_writer_set_category(store_writer *w, int64_t seq, int category, int c
   w->late[w->nlate++] = (uint64_t)seq << 8 | (uint64_t)(category & 15) | (uint64_t)(cat_source & 15) << 4;
 }
 
-static int cmp_u64(const void *a, const void *b) {
-  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-  return (x > y) - (x < y);
+/* The prepended events, in seq order, as the chunks they fall in. */
+static int writer_store_prepended(store_writer *w) {
+  if (!w->npre) return 0;
+  sim_event *ev = sim_xmalloc(w->npre * sizeof *ev);
+  for (size_t k = 0; k < w->npre; k++) ev[k] = w->pre[w->npre - 1 - k];
+  int rc = 0;
+  for (size_t i = 0; i < w->npre && !rc;) {
+    int64_t seq0 = ev[i].seq;
+    size_t n = (size_t)(STORE_CHUNK_EVENTS - (seq0 & (STORE_CHUNK_EVENTS - 1)));
+    if (n > w->npre - i) n = w->npre - i;
+    rc = chunk_put(w->s, &w->io, w->trace_id, seq0, ev + i, n);
+    i += n;
+  }
+  free(ev);
+  return rc;
 }
 
-/* The category changes to events the writer thread had already taken, in the order of the rows. */
+/* The category changes to events the writer thread had already taken, chunk by chunk. */
 static int writer_late_categories(store_writer *w) {
   if (!w->nlate) return 0;
-  qsort(w->late, w->nlate, sizeof *w->late, cmp_u64);
-  sqlite3_stmt *q = store_stmt(w->s, "UPDATE events SET info = (info & ~(255 << 16)) | (?2 << 16) WHERE id = ?1");
-  if (!q) return -1;
-  for (size_t i = 0; i < w->nlate; i++) {
-    sqlite3_reset(q);
-    sqlite3_bind_int64(q, 1, w->trace_id << 32 | (int64_t)(w->late[i] >> 8));
-    sqlite3_bind_int(q, 2, (int)(w->late[i] & 255));
-    if (sqlite3_step(q) != SQLITE_DONE) return store_fail(w->s, q, "cannot set the category of an event");
-  }
-  sqlite3_reset(q);
-  return 0;
+  return store_set_categories(w->s, w->trace_id, w->late, w->nlate);
 }
 
 static int insert_recorded(store_writer *w, int64_t seq, const store_recorded *r) {
@@ -1156,8 +1144,15 @@ static int writer_set_u(store_writer *w, const char *column, int is_text, const 
 }
 
 /* The late category changes and the trace's counts, once its thread has stopped. */
+static void writer_free(store_writer *w) {
+  chunk_io_release(&w->io);
+  free(w->late);
+  free(w->pre);
+  free(w);
+}
+
 static int writer_finish_u(store_writer *w) {
-  if (writer_late_categories(w)) return -1;
+  if (writer_store_prepended(w) || writer_late_categories(w)) return -1;
   sqlite3_stmt *q = store_stmt(w->s, "UPDATE traces SET event_count = ?1, first_ts = ?2, last_ts = ?3, "
                                      "first_seq = ?5 WHERE id = ?4");
   if (!q) return -1;
@@ -1178,21 +1173,16 @@ int store_writer_end(store_writer *w) {
     rc = writer_finish_u(w);
     store_unlock(w->s, t);
   }
-  free(w->late);
-  free(w);
+  writer_free(w);
   return rc;
 }
 
 /* Moves the device events and recorded actions written so far to another device. */
 static int writer_set_device_u(store_writer *w, int device) {
-  sqlite3_stmt *q = store_stmt(w->s, "UPDATE events SET info = (info & 4294967295) | ((?2 + 1) << 32) "
-                                     "WHERE id BETWEEN ?1 << 32 AND (?1 << 32) + 4294967295 AND (info >> 32) > 0");
-  if (!q) return -1;
-  sqlite3_bind_int64(q, 1, w->trace_id);
-  sqlite3_bind_int(q, 2, device);
-  if (sqlite3_step(q) != SQLITE_DONE) return store_fail(w->s, q, "cannot move events to another device");
-  sqlite3_reset(q);
-  q = store_stmt(w->s, "UPDATE recorded SET device = ?2 WHERE trace_id = ?1");
+  if (chunk_set_device(w->s, w->trace_id, device)) return -1;
+  for (size_t i = 0; i < w->npre; i++)
+    if (w->pre[i].device >= 0) w->pre[i].device = (int16_t)device;
+  sqlite3_stmt *q = store_stmt(w->s, "UPDATE recorded SET device = ?2 WHERE trace_id = ?1");
   if (!q) return -1;
   sqlite3_bind_int64(q, 1, w->trace_id);
   sqlite3_bind_int(q, 2, device);
@@ -1207,8 +1197,7 @@ void store_writer_abort(store_writer *w) {
   snprintf(keep, sizeof keep, "%s", w->s->err);
   writer_stop(w);
   snprintf(w->s->err, sizeof w->s->err, "%s", keep);
-  free(w->late);
-  free(w);
+  writer_free(w);
 }
 
 /* The importer's side of the connection, locked against the writer thread. */
@@ -1246,7 +1235,7 @@ int store_writer_recorded(store_writer *w, const store_recorded *r) {
   b->rec[b->nrec] = *r;
   b->rec[b->nrec].action = action;
   b->rec_seq[b->nrec++] = w->nrec++;
-  return b->nrec == BATCH_RECORDED ? writer_submit(w, 1) : 0;
+  return b->nrec == BATCH_RECORDED ? writer_submit_recorded(w) : 0;
 }
 int store_writer_segment(store_writer *w, const store_segment *g) { LOCKED(writer_segment_u(w, g)); }
 int store_writer_block(store_writer *w, const store_block *b) { LOCKED(writer_block_u(w, b)); }
@@ -1263,84 +1252,6 @@ int store_writer_flush(store_writer *w) { return w ? writer_stop(w) : 0; }
 int store_writer_set_device(store_writer *w, int device) {
   if (writer_stop(w)) return -1;
   LOCKED(writer_set_device_u(w, device));
-}
-
-/* ---- reading ---------------------------------------------------------------------------- */
-
-struct store_reader {
-  store *s;
-  sqlite3_stmt *q;
-  int64_t first; /* the trace's first_seq */
-};
-
-int store_reader_range(store *s, int64_t trace_id, int64_t from, int64_t to, store_reader **out) {
-  *out = NULL;
-  sqlite3_stmt *q;
-  const char *sql = "SELECT id, ts, dur, addr, size, stream, info, stack_id, name_id, step, dev_ts, api_dur "
-                    "FROM events WHERE id BETWEEN ?1 AND ?2 ORDER BY id";
-  int tok = store_lock(s);
-  int64_t first = 0;
-  sqlite3_stmt *fq = store_stmt(s, "SELECT first_seq FROM traces WHERE id = ?1");
-  if (fq) {
-    sqlite3_bind_int64(fq, 1, trace_id);
-    if (sqlite3_step(fq) == SQLITE_ROW) first = sqlite3_column_int64(fq, 0);
-    sqlite3_reset(fq);
-  }
-  int prc = fq ? sqlite3_prepare_v2(s->db, sql, -1, &q, NULL) : SQLITE_ERROR;
-  store_unlock(s, tok);
-  if (!fq) return -1;
-  if (prc != SQLITE_OK) return store_fail(s, NULL, "cannot read events");
-  if (first < 0 || first >= STORE_MAX_EVENTS) first = 0;
-  if (from < 0) from = 0;
-  if (to < 0 || to > STORE_MAX_EVENTS - first) to = STORE_MAX_EVENTS - first;
-  if (from > to) from = to;
-  sqlite3_bind_int64(q, 1, (trace_id << 32) + first + from);
-  sqlite3_bind_int64(q, 2, (trace_id << 32) + first + to - 1);
-  store_reader *r = sim_xcalloc(1, sizeof *r);
-  r->s = s;
-  r->q = q;
-  r->first = first;
-  *out = r;
-  return 0;
-}
-
-int store_reader_open(store *s, int64_t trace_id, store_reader **r) { return store_reader_range(s, trace_id, 0, -1, r); }
-
-int store_reader_next(store_reader *r, sim_event *ev) {
-  sqlite3_stmt *q = r->q;
-  int tok = store_lock(r->s); /* a trace may be read while another is written (a derived trace saved) */
-  int rc = sqlite3_step(q);
-  store_unlock(r->s, tok);
-  if (rc == SQLITE_DONE) return 0;
-  if (rc != SQLITE_ROW) return store_fail(r->s, q, "cannot read events");
-  ev->seq = (sqlite3_column_int64(q, 0) & 0xffffffff) - r->first;
-  ev->ts = sqlite3_column_int64(q, 1);
-  ev->dur = sqlite3_column_int64(q, 2);
-  ev->addr = (uint64_t)sqlite3_column_int64(q, 3);
-  ev->size = (uint64_t)sqlite3_column_int64(q, 4);
-  ev->stream = sqlite3_column_int64(q, 5);
-  int64_t info = sqlite3_column_int64(q, 6);
-  ev->kind = (uint8_t)(info & 255);
-  ev->mem = (uint8_t)(info >> 8 & 15);
-  ev->dir = (uint8_t)(info >> 12 & 15);
-  ev->category = (uint8_t)(info >> 16 & 15);
-  ev->cat_source = (uint8_t)(info >> 20 & 15);
-  ev->flags = (uint8_t)(info >> 24 & 255);
-  ev->device = (int16_t)((info >> 32) - 1);
-  ev->stack = sqlite3_column_int64(q, 7);
-  ev->name = sqlite3_column_int64(q, 8);
-  ev->step = sqlite3_column_type(q, 9) == SQLITE_NULL ? -1 : sqlite3_column_int(q, 9);
-  ev->dev_ts = sqlite3_column_type(q, 10) == SQLITE_NULL ? -1 : sqlite3_column_int64(q, 10);
-  ev->api_dur = sqlite3_column_type(q, 11) == SQLITE_NULL ? -1 : sqlite3_column_int64(q, 11);
-  return 1;
-}
-
-void store_reader_close(store_reader *r) {
-  if (!r) return;
-  int tok = store_lock(r->s);
-  sqlite3_finalize(r->q);
-  store_unlock(r->s, tok);
-  free(r);
 }
 
 int store_trace_find(store *s, const char *ref, store_trace *t) {

@@ -14,7 +14,7 @@
 extern const int store_schema_version;
 
 #define STORE_ERRLEN 1024
-/* Events per trace (the events table keys rows by trace_id << 32 | seq). */
+/* Events per trace (an event's id is trace_id << 32 | seq). */
 #define STORE_MAX_EVENTS (INT64_C(1) << 32)
 
 typedef struct store store;
@@ -204,6 +204,12 @@ int store_reader_open(store *s, int64_t trace_id, store_reader **r);
 int store_reader_range(store *s, int64_t trace_id, int64_t from, int64_t to, store_reader **r);
 /* 1 with an event, 0 at the end, -1 on error (store_error). */
 int store_reader_next(store_reader *r, sim_event *ev);
+/* The events are decoded a chunk at a time (docs/trace-store.md) and lent without a copy: view
+ * points *evs at the events of the current chunk not yet read and returns how many (0 at the
+ * end, -1 on error); they stay valid until advance marks k of them read (replay/engine/source.h).
+ * A chunk that fails its checksum or does not decode is an error naming the trace and the chunk. */
+ptrdiff_t store_reader_view(store_reader *r, const sim_event **evs);
+void store_reader_advance(store_reader *r, size_t k);
 void store_reader_close(store_reader *r);
 
 /* ---------------------------------------------------------------------------------------- */
@@ -246,6 +252,29 @@ void store_summary_clear(store_summary *sum);
  * its kind, dir, mem, size and dur are filled in): what the time model fits link speeds from, read
  * without decoding the trace's other events. 0, or -1 (store_error says why). */
 int store_trace_copies(store *s, int64_t trace_id, void (*fn)(void *arg, const sim_event *ev), void *arg);
+
+/* Sets the category of stored events: changes[i] = seq << 8 | category | cat_source << 4, seqs
+ * as stored (not counted from first_seq), applied in order (of two changes to one event, the
+ * later wins); sorts changes by seq. Each chunk touched is decoded, changed
+ * and written again (inside the caller's transaction). 0, or -1 (store_error says why). */
+int store_set_categories(store *s, int64_t trace_id, uint64_t *changes, size_t n);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Checking a store (store_check.c, `memplay check-store`). */
+
+typedef struct store_check_totals {
+  int64_t traces, chunks, events, faults;
+} store_check_totals;
+/* Called with each fault found, in words naming the trace and the chunk. */
+typedef void (*store_fault_fn)(void *arg, const char *msg);
+
+/* PRAGMA integrity_check, and chunks (packed or text) that belong to no trace or lack their other
+ * form. 0 (faults or not: counted in tot->faults), or -1 when the store cannot be read (store_error). */
+int store_check_integrity(store *s, store_fault_fn fault, void *arg, store_check_totals *tot);
+/* Every chunk of trace t decoded: its checksum, codec and count, the seqs continuing from one
+ * chunk to the next from t->first_seq, the text form equal to the packed one, and the events
+ * adding up to t->event_count. 0 (faults or not), or -1 when the store cannot be read. */
+int store_check_trace(store *s, const store_trace *t, store_fault_fn fault, void *arg, store_check_totals *tot);
 
 /* Sets the file a trace came from (NULL: none), e.g. when the file it was imported from is gone. */
 int store_trace_set_source_file(store *s, int64_t trace_id, const char *path);

@@ -5,25 +5,8 @@
 #include "sim/hashmap.h"
 #include "store_int.h"
 
-/* The trace's events: the rows of its id range (events are keyed trace_id << 32 | seq). */
-#define TRACE_EVENTS "e.id BETWEEN ?1 << 32 AND (?1 << 32) + 4294967295"
-
-static const char kinds_sql[] = "SELECT k.name, count(*), 0 FROM events e JOIN event_kinds k ON k.id = e.kind "
-                                "WHERE " TRACE_EVENTS " GROUP BY e.kind ORDER BY e.kind";
-static const char devices_sql[] = "SELECT e.device FROM events e WHERE " TRACE_EVENTS
-                                  " GROUP BY e.device ORDER BY e.device";
-/* alloc, memcpy, memset and kernel: the events that name a stream */
-static const char streams_sql[] = "SELECT coalesce(e.stream, 0) FROM events e WHERE " TRACE_EVENTS
-                                  " AND e.kind IN (1,5,6,7) GROUP BY e.stream ORDER BY e.stream";
 static const char recorded_sql[] = "SELECT action, count(*), sum(size) FROM recorded WHERE trace_id = ?1 "
                                    "GROUP BY action ORDER BY action";
-/* alloc and host_alloc */
-static const char categories_sql[] = "SELECT c.name, count(*), sum(e.size) FROM events e JOIN categories c ON "
-                                     "c.id = e.category WHERE " TRACE_EVENTS
-                                     " AND e.kind IN (1, 10) GROUP BY e.category ORDER BY e.category";
-static const char cat_sources_sql[] = "SELECT c.name, count(*), sum(e.size) FROM events e JOIN cat_sources c ON "
-                                      "c.id = e.cat_source WHERE " TRACE_EVENTS
-                                      " AND e.kind IN (1, 10) GROUP BY e.cat_source ORDER BY e.cat_source";
 static const char notes_sql[] = "SELECT name, severity, value FROM trace_stats WHERE trace_id = ?1 ORDER BY name";
 
 static char *column_strdup(sqlite3_stmt *q, int i) {
@@ -59,22 +42,6 @@ static int read_tallies(store *s, const char *sql, int64_t trace_id, store_tally
   return each_row(s, sql, trace_id, add_tally, &l);
 }
 
-typedef struct number_list {
-  int64_t **v;
-  size_t *n, cap;
-} number_list;
-
-static void add_number(sqlite3_stmt *q, void *arg) {
-  number_list *l = arg;
-  sim_grow((void **)l->v, &l->cap, *l->n + 1, sizeof **l->v);
-  (*l->v)[(*l->n)++] = sqlite3_column_int64(q, 0);
-}
-
-static int read_numbers(store *s, const char *sql, int64_t trace_id, int64_t **v, size_t *n) {
-  number_list l = {v, n, 0};
-  return each_row(s, sql, trace_id, add_number, &l);
-}
-
 typedef struct note_list {
   store_note **v;
   size_t *n, cap;
@@ -86,15 +53,91 @@ static void add_note(sqlite3_stmt *q, void *arg) {
   (*l->v)[(*l->n)++] = (store_note){column_strdup(q, 0), column_strdup(q, 1), sqlite3_column_int64(q, 2)};
 }
 
+/* What the events add up to, counted in one pass over the trace's chunks. */
+typedef struct event_counts {
+  int64_t kinds[SIM_EV__COUNT];
+  int64_t cats[SIM_CAT__COUNT], cat_bytes[SIM_CAT__COUNT];
+  int64_t srcs[SIM_CATSRC__COUNT], src_bytes[SIM_CATSRC__COUNT];
+  sim_map devices, streams; /* value + 2^63 -> 1 (the keys sort as the values do) */
+} event_counts;
+
+static void count_event(event_counts *c, const sim_event *ev) {
+  if (ev->kind < SIM_EV__COUNT) c->kinds[ev->kind]++;
+  *sim_map_put(&c->devices, (uint64_t)(int64_t)ev->device ^ (UINT64_C(1) << 63), NULL) = 1;
+  if (ev->kind == SIM_EV_ALLOC || (ev->kind >= SIM_EV_MEMCPY && ev->kind <= SIM_EV_KERNEL))
+    *sim_map_put(&c->streams, (uint64_t)ev->stream ^ (UINT64_C(1) << 63), NULL) = 1;
+  if (ev->kind == SIM_EV_ALLOC || ev->kind == SIM_EV_HOST_ALLOC) {
+    if (ev->category < SIM_CAT__COUNT) {
+      c->cats[ev->category]++;
+      c->cat_bytes[ev->category] += (int64_t)ev->size;
+    }
+    if (ev->cat_source < SIM_CATSRC__COUNT) {
+      c->srcs[ev->cat_source]++;
+      c->src_bytes[ev->cat_source] += (int64_t)ev->size;
+    }
+  }
+}
+
+static int cmp_u64(const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return (x > y) - (x < y);
+}
+
+/* The set's values, ascending. */
+static void sorted_values(sim_map *m, int64_t **v, size_t *n) {
+  uint64_t *keys = sim_xmalloc((m->len ? m->len : 1) * sizeof *keys), k, val;
+  size_t it = 0, nk = 0;
+  while (sim_map_next(m, &it, &k, &val)) keys[nk++] = k;
+  qsort(keys, nk, sizeof *keys, cmp_u64);
+  *v = sim_xmalloc((nk ? nk : 1) * sizeof **v);
+  for (size_t i = 0; i < nk; i++) (*v)[i] = (int64_t)(keys[i] ^ (UINT64_C(1) << 63));
+  *n = nk;
+  free(keys);
+}
+
+/* The counts that are not zero, under their names, in the order of their codes (from `from`). */
+static void tallies(const int64_t *count, const int64_t *bytes, int from, int n, const char *(*name)(int),
+                    store_tally **v, size_t *nv) {
+  size_t cap = 0;
+  for (int i = from; i < n; i++)
+    if (count[i]) {
+      sim_grow((void **)v, &cap, *nv + 1, sizeof **v);
+      (*v)[(*nv)++] = (store_tally){strdup(name(i)), count[i], bytes ? bytes[i] : 0};
+    }
+}
+
+static int read_event_counts(store *s, int64_t trace_id, store_summary *sum) {
+  event_counts *c = sim_xcalloc(1, sizeof *c);
+  sim_map_init(&c->devices);
+  sim_map_init(&c->streams);
+  store_reader *r;
+  ptrdiff_t k = -1;
+  if (!store_reader_open(s, trace_id, &r)) {
+    const sim_event *v;
+    while ((k = store_reader_view(r, &v)) > 0) {
+      for (ptrdiff_t i = 0; i < k; i++) count_event(c, &v[i]);
+      store_reader_advance(r, (size_t)k);
+    }
+    store_reader_close(r);
+  }
+  if (!k) {
+    tallies(c->kinds, NULL, 1, SIM_EV__COUNT, sim_event_kind_name, &sum->kinds, &sum->nkinds);
+    sorted_values(&c->devices, &sum->devices, &sum->ndevices);
+    sorted_values(&c->streams, &sum->streams, &sum->nstreams);
+    tallies(c->cats, c->cat_bytes, 0, SIM_CAT__COUNT, sim_category_name, &sum->categories, &sum->ncategories);
+    tallies(c->srcs, c->src_bytes, 0, SIM_CATSRC__COUNT, sim_cat_source_name, &sum->cat_sources, &sum->ncat_sources);
+  }
+  sim_map_release(&c->devices);
+  sim_map_release(&c->streams);
+  free(c);
+  return k ? -1 : 0;
+}
+
 int store_summary_read(store *s, int64_t trace_id, store_summary *sum) {
   memset(sum, 0, sizeof *sum);
   note_list notes = {&sum->notes, &sum->nnotes, 0};
-  if (read_tallies(s, kinds_sql, trace_id, &sum->kinds, &sum->nkinds) ||
-      read_numbers(s, devices_sql, trace_id, &sum->devices, &sum->ndevices) ||
-      read_numbers(s, streams_sql, trace_id, &sum->streams, &sum->nstreams) ||
+  if (read_event_counts(s, trace_id, sum) ||
       read_tallies(s, recorded_sql, trace_id, &sum->recorded, &sum->nrecorded) ||
-      read_tallies(s, categories_sql, trace_id, &sum->categories, &sum->ncategories) ||
-      read_tallies(s, cat_sources_sql, trace_id, &sum->cat_sources, &sum->ncat_sources) ||
       each_row(s, notes_sql, trace_id, add_note, &notes)) {
     store_summary_clear(sum);
     return -1;
@@ -128,27 +171,6 @@ int store_trace_set_source_file(store *s, int64_t trace_id, const char *path) {
   if (path) sqlite3_bind_text(q, 1, path, -1, SQLITE_TRANSIENT);
   sqlite3_bind_int64(q, 2, trace_id);
   if (sqlite3_step(q) != SQLITE_DONE) return store_fail(s, q, "cannot update the trace");
-  sqlite3_reset(q);
-  return 0;
-}
-
-int store_trace_copies(store *s, int64_t trace_id, void (*fn)(void *arg, const sim_event *ev), void *arg) {
-  sqlite3_stmt *q = store_stmt(s, "SELECT info, size, dur FROM events e WHERE " TRACE_EVENTS
-                                  " AND (info & 255) = 5 AND dur > 0 AND size > 0");
-  if (!q) return -1;
-  sqlite3_reset(q);
-  sqlite3_bind_int64(q, 1, trace_id);
-  int rc;
-  while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
-    int64_t info = sqlite3_column_int64(q, 0);
-    sim_event ev = {.kind = SIM_EV_MEMCPY,
-                    .mem = (uint8_t)(info >> 8 & 15),
-                    .dir = (uint8_t)(info >> 12 & 15),
-                    .size = (uint64_t)sqlite3_column_int64(q, 1),
-                    .dur = sqlite3_column_int64(q, 2)};
-    fn(arg, &ev);
-  }
-  if (rc != SQLITE_DONE) return store_fail(s, q, "cannot read the trace's copies");
   sqlite3_reset(q);
   return 0;
 }

@@ -5,9 +5,12 @@
 #include <pthread.h>
 
 #include "sim/hashmap.h"
+#include "chunk.h"
 #include "store.h"
 
 const char *store_migration(int version);
+/* SQL that finishes migration version after its step in C (moving rows of the old layout), or NULL. */
+const char *store_migration_after(int version);
 /* Whether db's schema is exactly the one the migrations up to version make (SQLite's own
  * sqlite_* objects aside): 0 yes; 1 no, with the first object memplay did not make (or made
  * otherwise) described in what; -1 on an error (its message in what). */
@@ -45,5 +48,47 @@ struct store {
 };
 
 void store_seterr(store *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* The connection lock, taken only while a writer thread runs; the token says whether it was. */
+int store_lock(store *s);
+void store_unlock(store *s, int token);
+
+/* ---- chunks (store_chunks.c) ---- */
+
+/* What reading and writing chunks keeps between them: the encoder, a chunk's packed and text
+ * forms, and room for a chunk's events. */
+typedef struct chunk_io {
+  store_chunk_enc enc;
+  store_bytes blob, text;
+  uint32_t crc;
+  sim_event *ev; /* STORE_CHUNK_EVENTS */
+} chunk_io;
+void chunk_io_release(chunk_io *io);
+
+typedef struct chunk_meta {
+  int64_t chunk, seq0; /* seq0: the stored seq of its first event */
+  size_t n;
+} chunk_meta;
+
+/* Packs n events into io's blob and text (no SQL: the writer thread does this without the lock). */
+int chunk_pack(chunk_io *io, const sim_event *ev, size_t n);
+/* Stores what chunk_pack made as the chunk of stored seqs seq0 .. seq0 + n - 1, replacing it. */
+int chunk_store(store *s, chunk_io *io, int64_t trace_id, int64_t seq0, size_t n);
+int chunk_put(store *s, chunk_io *io, int64_t trace_id, int64_t seq0, const sim_event *ev, size_t n);
+/* Reads the first chunk of trace_id at or after from_chunk into io->ev, its seqs counted from
+ * base: 1, 0 when there is none, -1 (a chunk that fails its checks is an error naming the trace
+ * and the chunk). */
+int chunk_get(store *s, chunk_io *io, int64_t trace_id, int64_t from_chunk, int64_t base, chunk_meta *m);
+/* Checks and decodes the chunk row q holds (chunk, first_seq, n, codec, crc32, data) into io->ev,
+ * seqs counted from base. 0, or -1 with an error naming the trace and the chunk. */
+int chunk_decode_row(store *s, sqlite3_stmt *q, int64_t trace_id, int64_t base, chunk_io *io, chunk_meta *m);
+/* The trace's name for a message ("trace 'NAME'", or its id when it has none). */
+void trace_words(store *s, int64_t trace_id, char *out, size_t n);
+/* Category changes (seq << 8 | category | cat_source << 4, stored seqs, sorted), chunk by chunk. */
+int chunk_set_categories(store *s, int64_t trace_id, const uint64_t *changes, size_t n);
+/* Moves the trace's device events to device. */
+int chunk_set_device(store *s, int64_t trace_id, int device);
+/* Migration 4: the rows of schema 3's events table (renamed events_v3) into chunks. */
+int chunk_migrate_rows(store *s);
 
 #endif

@@ -240,12 +240,65 @@ static const char *const migrations[] = {
   "ALTER TABLE traces ADD COLUMN stored_at TEXT;\n"
   "ALTER TABLE traces ADD COLUMN source_digest TEXT;\n"
   "CREATE INDEX traces_by_digest ON traces(source_digest);\n",
+  /* 4: events stored in chunks (chunk.h): the packed, checksummed form replay reads, and beside it
+   * the same events as JSON text that the events view reads, so that plain SQL answers as before.
+   * The rows of schema 3 are moved into chunks between this SQL and migrations_after[4]
+   * (store.c). */
+  "DROP VIEW events_named;\n"
+  "ALTER TABLE events RENAME TO events_v3;\n"
+  "CREATE TABLE event_chunks(\n"
+  "  trace_id INTEGER NOT NULL,\n"
+  "  chunk INTEGER NOT NULL,\n" /* the stored seqs chunk << 14 .. (chunk << 14) + 16383 */
+  "  first_seq INTEGER NOT NULL,\n"
+  "  n INTEGER NOT NULL,\n"
+  "  codec INTEGER NOT NULL,\n"
+  "  crc32 INTEGER NOT NULL,\n"
+  "  data BLOB NOT NULL,\n"
+  "  PRIMARY KEY(trace_id, chunk)\n"
+  ") WITHOUT ROWID;\n"
+  "CREATE TABLE event_rows(\n"
+  "  trace_id INTEGER NOT NULL,\n"
+  "  chunk INTEGER NOT NULL,\n"
+  "  first_seq INTEGER NOT NULL,\n"
+  "  rows TEXT NOT NULL,\n" /* [[ts, info & 0xFFFFFFFF, device, size, addr, stream, dur, stack_id, name_id, step,
+                               dev_ts, api_dur], ...] */
+  "  PRIMARY KEY(trace_id, chunk)\n"
+  ") WITHOUT ROWID;\n"
+  "CREATE VIEW events AS\n"
+  "  SELECT (r.trace_id << 32) + r.first_seq + j.key AS id, r.trace_id AS trace_id, r.first_seq + j.key AS seq,\n"
+  "         j.value ->> 0 AS ts, nullif(j.value ->> 6, 0) AS dur, nullif(j.value ->> 4, 0) AS addr,\n"
+  "         nullif(j.value ->> 3, 0) AS size, nullif(j.value ->> 5, 0) AS stream,\n"
+  "         (j.value ->> 1) | (((j.value ->> 2) + 1) << 32) AS info, (j.value ->> 1) & 255 AS kind,\n"
+  "         ((j.value ->> 1) >> 8) & 15 AS mem, ((j.value ->> 1) >> 12) & 15 AS dir,\n"
+  "         ((j.value ->> 1) >> 16) & 15 AS category, ((j.value ->> 1) >> 20) & 15 AS cat_source,\n"
+  "         ((j.value ->> 1) >> 24) & 255 AS flags, j.value ->> 2 AS device, nullif(j.value ->> 7, 0) AS stack_id,\n"
+  "         nullif(j.value ->> 8, 0) AS name_id, nullif(j.value ->> 9, -1) AS step, nullif(j.value ->> 10, -1) AS dev_ts,\n"
+  "         nullif(j.value ->> 11, -1) AS api_dur\n"
+  "  FROM event_rows r, json_each(r.rows) j;\n"
+  "CREATE VIEW events_named AS\n"
+  "  SELECT e.trace_id, e.seq - t.first_seq AS seq, e.ts, k.name AS kind, coalesce(e.dur, 0) AS dur, e.dev_ts,\n"
+  "         e.api_dur, e.device, coalesce(e.stream, 0) AS stream, coalesce(e.addr, 0) AS addr,\n"
+  "         coalesce(e.size, 0) AS size, m.name AS mem, d.name AS dir, c.name AS category, cs.name AS cat_source,\n"
+  "         e.stack_id, e.step, s.value AS name, e.flags\n"
+  "  FROM events e JOIN traces t ON t.id = e.trace_id JOIN event_kinds k ON k.id = e.kind\n"
+  "       JOIN mem_kinds m ON m.id = e.mem JOIN copy_dirs d ON d.id = e.dir JOIN categories c ON c.id = e.category\n"
+  "       JOIN cat_sources cs ON cs.id = e.cat_source LEFT JOIN strings s ON s.id = e.name_id;\n",
+};
+
+/* SQL that ends a migration after the step in C that store.c runs between (NULL: none). */
+static const char *const migrations_after[] = {
+  [4] = "DROP TABLE events_v3;\n",
 };
 
 const int store_schema_version = (int)(sizeof migrations / sizeof migrations[0]) - 1;
 
 const char *store_migration(int version) {
   return version >= 1 && version <= store_schema_version ? migrations[version] : NULL;
+}
+
+const char *store_migration_after(int version) {
+  int n = (int)(sizeof migrations_after / sizeof migrations_after[0]);
+  return version >= 1 && version < n ? migrations_after[version] : NULL;
 }
 
 /* ---- the schema a store may have ---------------------------------------------------------------- */
@@ -305,7 +358,9 @@ int store_schema_check(sqlite3 *db, int version, char *what, size_t n) {
     return -1;
   }
   int rc = 0;
-  for (int v = 1; v <= version && !rc; v++) rc = sqlite3_exec(ref, store_migration(v), NULL, NULL, NULL) != SQLITE_OK;
+  for (int v = 1; v <= version && !rc; v++)
+    rc = sqlite3_exec(ref, store_migration(v), NULL, NULL, NULL) != SQLITE_OK ||
+         (store_migration_after(v) && sqlite3_exec(ref, store_migration_after(v), NULL, NULL, NULL) != SQLITE_OK);
   char *mine = rc ? NULL : schema_listing(db), *want = rc ? NULL : schema_listing(ref);
   if (rc || !mine || !want) {
     snprintf(what, n, "%s", rc ? "cannot build the reference schema" : sqlite3_errmsg(mine ? ref : db));

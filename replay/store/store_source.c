@@ -1,4 +1,4 @@
-/* store_source.c: the store reader behind the replay_source interface. */
+/* store_source.c: the store reader behind the replay_source interface, lending each decoded chunk. */
 #include <stdlib.h>
 
 #include "store_source.h"
@@ -9,6 +9,8 @@ typedef struct ssrc {
 } ssrc;
 
 static int ss_next(void *ctx, sim_event *ev) { return store_reader_next(((ssrc *)ctx)->r, ev); }
+static ptrdiff_t ss_view(void *ctx, const sim_event **evs) { return store_reader_view(((ssrc *)ctx)->r, evs); }
+static void ss_advance(void *ctx, size_t k) { store_reader_advance(((ssrc *)ctx)->r, k); }
 static const char *ss_error(void *ctx) { return store_error(((ssrc *)ctx)->s); }
 static void ss_close(void *ctx) {
   ssrc *x = ctx;
@@ -24,6 +26,7 @@ int store_source_open(replay_source *src, store *s, int64_t trace_id) {
     free(x);
     return -1;
   }
-  *src = (replay_source){.next = ss_next, .error = ss_error, .close = ss_close, .ctx = x};
+  *src = (replay_source){
+    .next = ss_next, .error = ss_error, .close = ss_close, .ctx = x, .view = ss_view, .advance = ss_advance};
   return 0;
 }

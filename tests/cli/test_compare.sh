@@ -205,8 +205,17 @@ expect 3 whatif job1 batch_size --set capacity=1GiB --no-save
 expect 0 whatif job1 batch_size --set capacity=1GiB --no-save --no-fail
 
 # A cell that fails does not stop the others: reported, exit 1.
-cp "$DB" "$T/bad.db"
-sqlite3 "$T/bad.db" "UPDATE events SET info = (info & 4294967295) | (100 << 32) WHERE id = (SELECT min(id) FROM events WHERE id >> 32 = (SELECT id FROM traces WHERE name = 'job3') AND (info & 255) = 1)"
+# (the same traces, job3's first allocation moved to device 99)
+expect 0 export job3 -o "$T/job3.jsonl"
+python3 -c 'import json,sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+first = next(o for o in lines if o.get("kind") == "alloc")
+first["device"] = 99
+open(sys.argv[2], "w").write("".join(json.dumps(o) + "\n" for o in lines))' "$T/job3.jsonl" "$T/bad3.jsonl"
+for s in 1 2 3 4; do
+  if [ $s = 3 ]; then expect 0 --db "$T/bad.db" import "$T/bad3.jsonl" --name job3 || exit 1
+  else expect 0 --db "$T/bad.db" gen --events 1500 --seed $s --name "job$s" || exit 1; fi
+done
 expect 1 --db "$T/bad.db" compare 'job*' --policy torch --policy async --no-save --quiet --json
 python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); assert [c["status"] for c in r["cells"]] == ["ok"]*4 + ["failed"]*2 + ["ok"]*2 and "out of range" in r["cells"][4]["error"], r["cells"]' "$T/out" ||
   fail "the failed cells: $(head -c 300 "$T/out")"

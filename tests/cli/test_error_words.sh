@@ -28,11 +28,11 @@ if [ "$(id -u)" != 0 ]; then
 fi
 chmod 0644 "$DB"
 
-sqlite3 "$DB" "DROP VIEW events_named; DROP TABLE events"
+sqlite3 "$DB" "DROP VIEW events_named; DROP VIEW events; DROP TABLE event_chunks"
 expect 1 import "$MEMPLAY_SRC/traces/recorded_cuda_program.jsonl"
 raw_sql "$T/err" && fail "raw SQL in: $(cat "$T/err")"
 has "$T/err" "changed by hand, or damaged"
-has "$T/err" "table 'events' is missing"
+has "$T/err" "table 'event_chunks' is missing"
 
 # a store file that is not a store
 echo "plain text" >"$T/text.db"

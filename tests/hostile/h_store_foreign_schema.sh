@@ -21,7 +21,7 @@ bad() { # SQL NAME
   done
   [ "$(md5sum <"$T/h$n.db")" = "$sum" ] || fail "$2: the store changed"
 }
-bad "CREATE TRIGGER forever AFTER INSERT ON events BEGIN
+bad "CREATE TRIGGER forever AFTER INSERT ON event_chunks BEGIN
   WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r) SELECT count(*) FROM r; END;" "trigger 'forever'"
 bad "CREATE VIEW spy AS SELECT * FROM traces;" "view 'spy'"
 bad "CREATE TABLE extra(x);" "table 'extra'"

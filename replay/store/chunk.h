@@ -1,0 +1,69 @@
+/* chunk.h: a chunk of a trace's events as the store keeps it: packed column by column and checksummed, and as text for SQL. */
+#ifndef REPLAY_STORE_CHUNK_H
+#define REPLAY_STORE_CHUNK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sim/event.h"
+
+/*
+ * A trace's events are stored in chunks of consecutive seqs (docs/trace-store.md): chunk k holds
+ * the stored seqs k << STORE_CHUNK_SHIFT up to the next multiple of STORE_CHUNK_EVENTS, so a seq
+ * finds its chunk by a shift. A chunk's packed form (codec STORE_CHUNK_CODEC) is a header of one
+ * varint per column giving that column's length in bytes, then the columns, each holding one
+ * varint per event (zigzag-coded differences where neighbours are close):
+ *
+ *   enums    a dictionary of the chunk's distinct (kind, mem, dir, category, cat_source, flags,
+ *            device, has address) combinations, then each event's index in it
+ *   ts       difference from the previous event's ts
+ *   dur      the value
+ *   addr     only events that have one: difference from the previous address
+ *   size     the value
+ *   stream   difference from the previous event's stream
+ *   stack    the call site id (0: none)
+ *   name     the string id (0: none)
+ *   step     difference from the previous event's step (-1: unknown)
+ *   dev_ts   0 unknown, else 1 + the difference from the previous known dev_ts
+ *   api_dur  1 + the value (0: unknown)
+ *
+ * The seq is implied by the position. Absent values keep the store's conventions: a call site or
+ * name id <= 0 reads back as 0, a negative step, dev_ts or api_dur as -1.
+ */
+#define STORE_CHUNK_SHIFT 14
+#define STORE_CHUNK_EVENTS (1 << STORE_CHUNK_SHIFT)
+#define STORE_CHUNK_CODEC 1
+
+/* A growable byte buffer. */
+typedef struct store_bytes {
+  unsigned char *p;
+  size_t n, cap;
+} store_bytes;
+void store_bytes_release(store_bytes *b);
+
+/* What encoding keeps between chunks (the dictionary's table), so that it allocates once. */
+typedef struct store_chunk_enc {
+  uint64_t *keys;
+  uint32_t *slots; /* index + 1 into the dictionary, 0 empty */
+  uint64_t *dict;
+  size_t cap; /* slots in the table: a power of two, at least twice the events of a chunk */
+} store_chunk_enc;
+void store_chunk_enc_release(store_chunk_enc *e);
+
+/* Packs n events (n <= STORE_CHUNK_EVENTS) into out (replacing its contents). */
+void store_chunk_encode(store_chunk_enc *e, const sim_event *ev, size_t n, store_bytes *out);
+/* Unpacks a chunk of n events into ev (room for n), numbering them seq0, seq0 + 1, ... 0, or -1
+ * with what is wrong in why (the bytes do not decode to exactly n events of the codec). */
+int store_chunk_decode(const unsigned char *p, size_t len, size_t n, int64_t seq0, sim_event *ev, char *why,
+                       size_t whylen);
+/* Calls fn for each copy (SIM_EV_MEMCPY) of a packed chunk of n events with only its kind, mem,
+ * dir, size and dur filled in, decoding only the columns those come from. 0, or -1 with why. */
+int store_chunk_copies(const unsigned char *p, size_t len, size_t n, void (*fn)(void *arg, const sim_event *ev),
+                       void *arg, char *why, size_t whylen);
+/* The chunk as text for SQL (replacing out's contents): a JSON array with one array per event,
+ * [ts, info & 0xFFFFFFFF, device, size, addr, stream, dur, stack_id, name_id, step, dev_ts,
+ * api_dur], absent values written as 0 (size to name_id) or -1 (step, dev_ts, api_dur) and left
+ * off at the end of an array. The events view (store_schema.c) reads it. */
+void store_chunk_text(const sim_event *ev, size_t n, store_bytes *out);
+
+#endif

@@ -1,0 +1,288 @@
+/* test_chunk.c: the store's chunks of events: packing and unpacking, damage found, reading ranges and lent chunks, writer stops and category changes. */
+#include <unistd.h>
+
+#include "store/chunk.h"
+#include "store/store.h"
+#include "test.h"
+
+int test_failures;
+
+static char dir[256];
+
+static uint64_t rng = 0x9E3779B97F4A7C15ull;
+static uint64_t next_rand(void) {
+  rng ^= rng << 13;
+  rng ^= rng >> 7;
+  rng ^= rng << 17;
+  return rng;
+}
+
+/* Events with every field at awkward values: extremes, absent values, big jumps. */
+static void awkward_events(sim_event *ev, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    sim_event *e = &ev[i];
+    sim_event_init(e);
+    e->seq = (int64_t)i;
+    uint64_t r = next_rand();
+    switch (r % 6) {
+    case 0: e->ts = INT64_MIN + (int64_t)(r >> 40); break;
+    case 1: e->ts = INT64_MAX - (int64_t)(r >> 40); break;
+    default: e->ts = (int64_t)i * 1000 + (int64_t)(r % 7);
+    }
+    e->dur = r % 5 == 0 ? INT64_MIN : (int64_t)(r >> 50);
+    e->addr = r % 3 == 0 ? 0 : r % 7 == 0 ? UINT64_MAX - (r >> 60) : r % 11 == 0 ? (UINT64_C(1) << 63) : (r >> 20);
+    e->size = r % 13 == 0 ? UINT64_MAX : r >> 30;
+    e->stream = r % 17 == 0 ? INT64_MIN : r % 2 ? -1 : (int64_t)(r >> 61);
+    e->stack = r % 4 == 0 ? 0 : (int64_t)(r >> 45);
+    e->name = r % 5 == 0 ? INT64_MAX : (int64_t)(r >> 58);
+    e->step = r % 3 == 0 ? -1 : r % 19 == 0 ? INT32_MAX : (int32_t)(i / 100);
+    e->dev_ts = r % 3 == 0 ? -1 : r % 23 == 0 ? INT64_MAX : (int64_t)(r >> 34);
+    e->api_dur = r % 2 ? -1 : r % 29 == 0 ? INT64_MAX : (int64_t)(r >> 50);
+    e->device = (int16_t)(r % 31 == 0 ? INT16_MIN : r % 37 == 0 ? INT16_MAX : (int)(r >> 62) - 1);
+    e->kind = (uint8_t)(1 + r % 13);
+    e->mem = (uint8_t)(r >> 8 & 15);
+    e->dir = (uint8_t)(r >> 12 & 15);
+    e->category = (uint8_t)(r >> 16 & 15);
+    e->cat_source = (uint8_t)(r >> 20 & 15);
+    e->flags = (uint8_t)(r >> 24);
+  }
+}
+
+static void packs_and_unpacks_exactly(void) {
+  static sim_event in[STORE_CHUNK_EVENTS], out[STORE_CHUNK_EVENTS];
+  store_chunk_enc enc = {0};
+  store_bytes blob = {0};
+  char why[256];
+  size_t sizes[] = {1, 2, 100, STORE_CHUNK_EVENTS};
+  for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+    size_t n = sizes[k];
+    awkward_events(in, n);
+    store_chunk_encode(&enc, in, n, &blob);
+    memset(out, 0xAB, n * sizeof *out);
+    CHECK_EQ(store_chunk_decode(blob.p, blob.n, n, 0, out, why, sizeof why), 0);
+    size_t differ = 0;
+    for (size_t i = 0; i < n; i++) differ += memcmp(&in[i], &out[i], sizeof in[i]) != 0;
+    CHECK_EQ(differ, 0);
+    /* the wrong count, a byte short, a byte more: errors, never a crash */
+    CHECK_EQ(store_chunk_decode(blob.p, blob.n, n + 1, 0, out, why, sizeof why), -1);
+    if (n > 1) CHECK_EQ(store_chunk_decode(blob.p, blob.n, n - 1, 0, out, why, sizeof why), -1);
+    CHECK_EQ(store_chunk_decode(blob.p, blob.n - 1, n, 0, out, why, sizeof why), -1);
+    CHECK(strlen(why) > 0);
+  }
+  /* absent values keep the store's conventions */
+  sim_event e;
+  sim_event_init(&e);
+  e.stack = -5;
+  e.name = -1;
+  e.step = -7;
+  e.dev_ts = -3;
+  e.api_dur = -9;
+  store_chunk_encode(&enc, &e, 1, &blob);
+  CHECK_EQ(store_chunk_decode(blob.p, blob.n, 1, 42, out, why, sizeof why), 0);
+  CHECK_EQ(out[0].seq, 42);
+  CHECK_EQ(out[0].stack, 0);
+  CHECK_EQ(out[0].name, 0);
+  CHECK_EQ(out[0].step, -1);
+  CHECK_EQ(out[0].dev_ts, -1);
+  CHECK_EQ(out[0].api_dur, -1);
+  store_bytes_release(&blob);
+  store_chunk_enc_release(&enc);
+}
+
+static void text_form_reads_as_sql_does(void) {
+  sim_event e[2];
+  sim_event_init(&e[0]);
+  e[0].ts = 5;
+  e[0].kind = SIM_EV_ALLOC;
+  e[0].mem = SIM_MEM_DEVICE;
+  e[0].device = 0;
+  e[0].size = 512;
+  e[0].addr = 4096;
+  e[0].stack = 3;
+  e[1] = e[0];
+  e[1].kind = SIM_EV_KERNEL;
+  e[1].size = e[1].addr = 0;
+  e[1].stack = 0;
+  e[1].api_dur = 7;
+  store_bytes text = {0};
+  store_chunk_text(e, 2, &text);
+  CHECK_EQ(text.n, strlen("[[5,257,0,512,4096,0,0,3],[5,263,0,0,0,0,0,0,0,-1,-1,7]]"));
+  CHECK(!memcmp(text.p, "[[5,257,0,512,4096,0,0,3],[5,263,0,0,0,0,0,0,0,-1,-1,7]]", text.n));
+  /* numbers at their extremes, and every field present */
+  sim_event x;
+  sim_event_init(&x);
+  x.ts = INT64_MIN;
+  x.kind = SIM_EV_ALLOC;
+  x.device = 32767;
+  x.size = UINT64_C(10000000000000000000);
+  x.addr = UINT64_C(999999999999999999);
+  x.stream = INT64_MAX;
+  x.dur = 100;
+  x.stack = 9;
+  x.name = 10;
+  x.step = 0;
+  x.dev_ts = 1;
+  x.api_dur = 0;
+  store_chunk_text(&x, 1, &text);
+  const char *want = "[[-9223372036854775808,1,32767,-8446744073709551616,999999999999999999,9223372036854775807,"
+                     "100,9,10,0,1,0]]";
+  CHECK_EQ(text.n, strlen(want));
+  CHECK(!memcmp(text.p, want, text.n));
+  store_bytes_release(&text);
+}
+
+static store *open_new(const char *name) {
+  char p[512], err[STORE_ERRLEN];
+  snprintf(p, sizeof p, "%s/%s", dir, name);
+  unlink(p);
+  store *s = NULL;
+  if (store_open(&s, p, STORE_CREATE, err, sizeof err)) fprintf(stderr, "%s\n", err);
+  return s;
+}
+
+/* A trace of n events whose fields follow from their seq; the writer stopped (flushed) at each
+ * seq in stops, mid-chunk, and started again. */
+static int64_t write_trace(store *s, const char *name, int64_t n, const int64_t *stops, size_t nstops) {
+  char format[] = "generated", nm[64];
+  snprintf(nm, sizeof nm, "%s", name);
+  store_trace meta = {.name = nm, .source_format = format, .device_index = -1};
+  store_writer *w;
+  if (store_begin(s) || store_writer_begin(s, &meta, &w)) return -1;
+  size_t k = 0;
+  for (int64_t i = 0; i < n; i++) {
+    if (k < nstops && stops[k] == i) {
+      CHECK_EQ(store_writer_flush(w), 0);
+      k++;
+    }
+    sim_event ev;
+    sim_event_init(&ev);
+    ev.kind = i % 2 ? SIM_EV_FREE : SIM_EV_ALLOC;
+    ev.device = 0;
+    ev.mem = SIM_MEM_DEVICE;
+    ev.ts = i * 10;
+    ev.addr = (uint64_t)(i / 2 + 1) * 512;
+    ev.size = ev.kind == SIM_EV_ALLOC ? 512 : 0;
+    if (store_writer_event(w, &ev)) return -1;
+  }
+  int64_t id = store_writer_trace_id(w);
+  if (store_writer_end(w) || store_commit(s)) return -1;
+  return id;
+}
+
+static void on_fault(void *arg, const char *msg) {
+  char *out = arg;
+  if (!out[0]) snprintf(out, 512, "%s", msg);
+}
+
+static void reads_ranges_and_lends_chunks(void) {
+  store *s = open_new("read.db");
+  CHECK(s != NULL);
+  if (!s) return;
+  const int64_t n = 3 * STORE_CHUNK_EVENTS + 123;
+  const int64_t stops[] = {5, STORE_CHUNK_EVENTS + 7, 2 * STORE_CHUNK_EVENTS}; /* part-filled chunks written again */
+  int64_t id = write_trace(s, "t", n, stops, 3);
+  CHECK(id > 0);
+  store_reader *r;
+  /* lent chunk by chunk, every event once and in order */
+  CHECK_EQ(store_reader_open(s, id, &r), 0);
+  const sim_event *v;
+  ptrdiff_t k;
+  int64_t seen = 0, wrong = 0, views = 0;
+  while ((k = store_reader_view(r, &v)) > 0) {
+    views++;
+    for (ptrdiff_t i = 0; i < k; i++, seen++)
+      wrong += v[i].seq != seen || v[i].ts != seen * 10 || v[i].addr != (uint64_t)(seen / 2 + 1) * 512;
+    store_reader_advance(r, (size_t)k);
+  }
+  CHECK_EQ(k, 0);
+  CHECK_EQ(seen, n);
+  CHECK_EQ(wrong, 0);
+  CHECK_EQ(views, 4);
+  store_reader_close(r);
+  /* ranges starting and ending on and across chunk boundaries */
+  const int64_t ranges[][2] = {{0, 1},
+                               {STORE_CHUNK_EVENTS - 1, STORE_CHUNK_EVENTS + 1},
+                               {STORE_CHUNK_EVENTS, 2 * STORE_CHUNK_EVENTS},
+                               {2 * STORE_CHUNK_EVENTS + 5, -1},
+                               {n - 1, n + 100},
+                               {n, -1}};
+  for (size_t i = 0; i < sizeof ranges / sizeof ranges[0]; i++) {
+    CHECK_EQ(store_reader_range(s, id, ranges[i][0], ranges[i][1], &r), 0);
+    sim_event ev;
+    int64_t expect = ranges[i][0], end = ranges[i][1] < 0 || ranges[i][1] > n ? n : ranges[i][1];
+    int got;
+    while ((got = store_reader_next(r, &ev)) == 1) CHECK_EQ(ev.seq, expect++);
+    CHECK_EQ(got, 0);
+    CHECK_EQ(expect, end);
+    store_reader_close(r);
+  }
+  /* category changes across chunks */
+  uint64_t changes[] = {(uint64_t)(STORE_CHUNK_EVENTS + 2) << 8 | SIM_CAT_ACTIVATION | SIM_CATSRC_USER << 4,
+                        (uint64_t)0 << 8 | SIM_CAT_PARAMETER | SIM_CATSRC_USER << 4};
+  CHECK_EQ(store_begin(s), 0);
+  CHECK_EQ(store_set_categories(s, id, changes, 2), 0);
+  CHECK_EQ(store_commit(s), 0);
+  CHECK_EQ(store_reader_range(s, id, STORE_CHUNK_EVENTS + 2, STORE_CHUNK_EVENTS + 3, &r), 0);
+  sim_event ev;
+  CHECK_EQ(store_reader_next(r, &ev), 1);
+  CHECK_EQ(ev.category, SIM_CAT_ACTIVATION);
+  CHECK_EQ(ev.cat_source, SIM_CATSRC_USER);
+  store_reader_close(r);
+  store_check_totals tot = {0};
+  store_trace t;
+  char fault[512] = "";
+  CHECK_EQ(store_trace_find(s, "t", &t), 0);
+  CHECK_EQ(store_check_trace(s, &t, on_fault, fault, &tot), 0);
+  CHECK_EQ(tot.faults, 0);
+  CHECK_EQ(tot.chunks, 4);
+  CHECK_EQ(tot.events, n);
+  store_trace_clear(&t);
+  store_close(s);
+}
+
+static void damage_is_an_error_naming_trace_and_chunk(void) {
+  store *s = open_new("bad.db");
+  CHECK(s != NULL);
+  if (!s) return;
+  int64_t id = write_trace(s, "victim", 2 * STORE_CHUNK_EVENTS + 10, NULL, 0);
+  CHECK(id > 0);
+  /* one byte of chunk 1 changed */
+  CHECK_EQ(store_exec(s, "UPDATE event_chunks SET data = CAST(substr(data, 1, 40) || X'5A' || substr(data, 42) AS BLOB) "
+                         "WHERE chunk = 1 AND substr(data, 41, 1) != X'5A'"),
+           0);
+  store_reader *r;
+  CHECK_EQ(store_reader_open(s, id, &r), 0);
+  sim_event ev;
+  int got;
+  int64_t n = 0;
+  while ((got = store_reader_next(r, &ev)) == 1) n++;
+  CHECK_EQ(got, -1);
+  CHECK_EQ(n, STORE_CHUNK_EVENTS); /* the first chunk, then the error */
+  CHECK(strstr(store_error(s), "trace 'victim'") != NULL);
+  CHECK(strstr(store_error(s), "chunk 1 ") != NULL);
+  CHECK(strstr(store_error(s), "checksum") != NULL);
+  store_reader_close(r);
+  char fault[512] = "";
+  store_check_totals tot = {0};
+  store_trace t;
+  CHECK_EQ(store_trace_find(s, "victim", &t), 0);
+  CHECK_EQ(store_check_trace(s, &t, on_fault, fault, &tot), 0);
+  CHECK(tot.faults >= 1);
+  CHECK(strstr(fault, "chunk 1") != NULL);
+  store_trace_clear(&t);
+  store_close(s);
+}
+
+int main(void) {
+  const char *tmp = getenv("TMPDIR");
+  snprintf(dir, sizeof dir, "%s/memplay-chunk-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+  if (!mkdtemp(dir)) return 1;
+  RUN(packs_and_unpacks_exactly);
+  RUN(text_form_reads_as_sql_does);
+  RUN(reads_ranges_and_lends_chunks);
+  RUN(damage_is_an_error_naming_trace_and_chunk);
+  char cmd[300];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  if (system(cmd)) return 1;
+  TEST_MAIN_END();
+}
