@@ -12,12 +12,19 @@
 #include "sim/hashmap.h"
 #include "importer.h"
 #include "io/limits.h"
+#include "io/jsonscan.h"
 #include "io/jsonw.h"
 
 /*
- * Each line is parsed with yajl's event parser into a flat list of fields (key, JSON type,
- * text); nested values (stacks, args, settings) are captured as JSON text. The line is then
- * interpreted by its "kind". Every problem stops the import with "file:line: message".
+ * Each line is parsed into a flat list of fields (key, JSON type, text); nested values (stacks,
+ * args, settings) are captured as JSON text. The line is then interpreted by its "kind". Every
+ * problem stops the import with "file:line: message".
+ *
+ * The parse: the scanner in front of yajl (io/jsonscan.h) takes a line that is one valid JSON
+ * value whose strings are plain ASCII without escapes (nearly every line), calling the same
+ * callbacks yajl would; any other line (escapes, other bytes, anything invalid, a callback
+ * that refused something) is parsed again from its start by yajl, which decodes it or says
+ * what is wrong, so that every message is yajl's or the callbacks' as before.
  */
 
 enum jkey {
@@ -118,16 +125,26 @@ static const char *const key_names[K__COUNT] = {
   "value",
 };
 
-static int key_of(const unsigned char *s, size_t n) {
-  int lo = 0, hi = K__COUNT - 1;
-  while (lo <= hi) {
-    int mid = (lo + hi) / 2;
-    int c = strncmp(key_names[mid], (const char *)s, n);
-    if (c == 0 && key_names[mid][n]) c = 1;
-    if (c == 0) return mid;
-    if (c < 0) lo = mid + 1;
-    else hi = mid - 1;
+/* The known keys by first letter: first[c] .. first[c + 1] in key_names, and each one's length. */
+typedef struct key_index {
+  unsigned char first[257];
+  unsigned char len[K__COUNT];
+} key_index;
+
+static void key_index_init(key_index *x) {
+  int k = 0;
+  for (int c = 0; c < 256; c++) {
+    x->first[c] = (unsigned char)k;
+    while (k < K__COUNT && (unsigned char)key_names[k][0] == c) k++;
   }
+  x->first[256] = K__COUNT;
+  for (k = 0; k < K__COUNT; k++) x->len[k] = (unsigned char)strlen(key_names[k]);
+}
+
+static int key_of(const key_index *x, const unsigned char *s, size_t n) {
+  if (!n) return -1;
+  for (int k = x->first[s[0]], e = x->first[s[0] + 1]; k < e; k++)
+    if (x->len[k] == n && !memcmp(key_names[k], s, n)) return k;
   return -1;
 }
 
@@ -136,8 +153,10 @@ enum { J_NULL, J_BOOL, J_NUM, J_STR, J_RAW };
 
 typedef struct jfield {
   int key;         /* enum jkey, or -1 for a key memplay does not know */
-  size_t koff;     /* key text in buf */
+  size_t koff;     /* key text in buf (a key memplay does not know; the others are key_names') */
   int type;
+  int plain;       /* a number of at most 18 digits, no fraction or exponent: its value is num */
+  int64_t num;
   size_t off, len; /* value text in buf */
   int used;
 } jfield;
@@ -155,11 +174,24 @@ typedef struct jline {
   uint64_t seen;      /* known keys seen on this line */
   int by_key[K__COUNT]; /* field index + 1 of each known key, 0 when absent */
   yajl_gen cap;    /* capture of a nested value */
+  key_index keys;
+  int fast;        /* parsing with the scanner: a string that is not plain ASCII sends the line to yajl */
+  int declined;    /* ... and one did */
   char err[256];
 } jline;
 
+/* Whether the scanner may pass s on: plain ASCII (yajl validates anything else as UTF-8). */
+static int plain_text(jline *l, const unsigned char *s, size_t n) {
+  if (!l->fast) return 1;
+  unsigned char any = 0;
+  for (size_t i = 0; i < n; i++) any |= s[i];
+  if (any < 0x80) return 1;
+  l->declined = 1;
+  return 0;
+}
+
 static size_t buf_add(jline *l, const void *p, size_t n) {
-  sim_grow((void **)&l->buf, &l->bcap, l->blen + n + 1, 1);
+  if (l->blen + n + 1 > l->bcap) sim_grow((void **)&l->buf, &l->bcap, l->blen + n + 1, 1);
   size_t off = l->blen;
   memcpy(l->buf + off, p, n);
   l->buf[off + n] = 0;
@@ -167,10 +199,10 @@ static size_t buf_add(jline *l, const void *p, size_t n) {
   return off;
 }
 
-static int add_value(jline *l, int type, const void *text, size_t n) {
+static jfield *add_value(jline *l, int type, const void *text, size_t n) {
   if (l->n >= MAX_FIELDS) {
     snprintf(l->err, sizeof l->err, "too many fields");
-    return 0;
+    return NULL;
   }
   size_t off = buf_add(l, text, n);
   jfield *f = &l->f[l->n++];
@@ -178,10 +210,11 @@ static int add_value(jline *l, int type, const void *text, size_t n) {
   f->key = l->pending_id;
   if (f->key >= 0) l->by_key[f->key] = l->n;
   f->type = type;
+  f->plain = 0;
   f->off = off;
   f->len = n;
   f->used = 0;
-  return 1;
+  return f;
 }
 
 /* Scalars at depth 1 become fields; inside a capture they go to the generator. */
@@ -198,30 +231,45 @@ static int cb_null(void *c) {
   jline *l = c;
   if (l->depth > 1) return yajl_gen_null(l->cap) == yajl_gen_status_ok;
   if (!top_scalar(l)) return 0;
-  return add_value(l, J_NULL, "", 0);
+  return add_value(l, J_NULL, "", 0) != NULL;
 }
 static int cb_bool(void *c, int b) {
   jline *l = c;
   if (l->depth > 1) return yajl_gen_bool(l->cap, b) == yajl_gen_status_ok;
   if (!top_scalar(l)) return 0;
-  return add_value(l, J_BOOL, b ? "1" : "0", 1);
+  return add_value(l, J_BOOL, b ? "1" : "0", 1) != NULL;
 }
 static int cb_num(void *c, const char *s, size_t n) {
   jline *l = c;
   if (l->depth > 1) return yajl_gen_number(l->cap, s, n) == yajl_gen_status_ok;
   if (!top_scalar(l)) return 0;
-  return add_value(l, J_NUM, s, n);
+  jfield *f = add_value(l, J_NUM, s, n);
+  if (!f) return 0;
+  /* the common integer, read here once (get_i64 and the others fall back to the text) */
+  size_t i = s[0] == '-';
+  if (n > i && n - i <= 18) {
+    int64_t v = 0;
+    size_t d = i;
+    for (; d < n && s[d] >= '0' && s[d] <= '9'; d++) v = v * 10 + (s[d] - '0');
+    if (d == n) {
+      f->plain = 1;
+      f->num = i ? -v : v;
+    }
+  }
+  return 1;
 }
 static int cb_str(void *c, const unsigned char *s, size_t n) {
   jline *l = c;
+  if (!plain_text(l, s, n)) return 0;
   if (l->depth > 1) return yajl_gen_string(l->cap, s, n) == yajl_gen_status_ok;
   if (!top_scalar(l)) return 0;
-  return add_value(l, J_STR, s, n);
+  return add_value(l, J_STR, s, n) != NULL;
 }
 static int cb_key(void *c, const unsigned char *s, size_t n) {
   jline *l = c;
+  if (!plain_text(l, s, n)) return 0;
   if (l->depth > 1) return yajl_gen_string(l->cap, s, n) == yajl_gen_status_ok;
-  int k = key_of(s, n);
+  int k = key_of(&l->keys, s, n);
   int dup = 0;
   if (k >= 0) {
     dup = (l->seen >> k) & 1;
@@ -234,7 +282,7 @@ static int cb_key(void *c, const unsigned char *s, size_t n) {
     snprintf(l->err, sizeof l->err, "field '%.*s' appears twice", (int)(n > 64 ? 64 : n), s);
     return 0;
   }
-  l->pending_key = buf_add(l, s, n);
+  l->pending_key = k < 0 ? buf_add(l, s, n) : 0;
   l->pending_id = k;
   return 1;
 }
@@ -266,7 +314,7 @@ static int close_nested(jline *l, int map) {
   if (--l->depth == 1) {
     size_t n;
     const char *t = jsonw_text(l->cap, &n);
-    return add_value(l, J_RAW, t, n);
+    return add_value(l, J_RAW, t, n) != NULL;
   }
   return 1;
 }
@@ -286,7 +334,7 @@ typedef struct jctx {
   const char *kind;
 } jctx;
 
-static const char *fkey(const jline *l, const jfield *f) { return l->buf + f->koff; }
+static const char *fkey(const jline *l, const jfield *f) { return f->key >= 0 ? key_names[f->key] : l->buf + f->koff; }
 static const char *fval(const jline *l, const jfield *f) { return l->buf + f->off; }
 
 static jfield *field(jctx *j, int key) {
@@ -316,6 +364,10 @@ static const char *type_name(int t) {
 static int get_i64(jctx *j, int k, int64_t *out, int nonneg) {
   jfield *f = field(j, k);
   if (!f || f->type == J_NULL) return 0;
+  if (f->plain && (!nonneg || f->num >= 0)) { /* 18 digits are within IO_MAX_TIME_NS */
+    *out = f->num;
+    return 0;
+  }
   const char *v = fval(&j->l, f);
   if (f->type != J_NUM) return fail(j, "field '%s' must be an integer, not %s", key_names[k], type_name(f->type));
   errno = 0;
@@ -337,6 +389,10 @@ static int get_addr(jctx *j, int k, uint64_t *out, int required) {
     return 0;
   }
   const char *v = fval(&j->l, f);
+  if (f->plain && v[0] != '-') {
+    *out = (uint64_t)f->num;
+    return 0;
+  }
   errno = 0;
   char *end;
   if (f->type == J_NUM && v[0] != '-') {
@@ -369,6 +425,10 @@ static int get_size(jctx *j, int k, uint64_t *out, int required) {
     return 0;
   }
   const char *v = fval(&j->l, f);
+  if (f->plain && v[0] != '-' && (uint64_t)f->num <= IO_MAX_BYTES) {
+    *out = (uint64_t)f->num;
+    return 0;
+  }
   if (f->type == J_NUM) {
     if (v[0] == '-') return fail(j, "field '%s' must not be negative (got %s)", key_names[k], v);
     errno = 0;
@@ -434,7 +494,7 @@ static int unused_fields(jctx *j) {
 /* ---- the import --------------------------------------------------------------------------- */
 
 enum { A_LIVE = 1, A_REQUESTED = 2, A_FREED = 3 };
-#define MAX_FREED_REMEMBERED 1000000
+#define MAX_FREED_REMEMBERED 65536
 
 typedef struct jstate {
   jctx j;
@@ -613,22 +673,36 @@ static int write_args(jstate *st, int64_t seq, const char *raw) {
   return rc;
 }
 
+/* Forgets old frees, keeping the live addresses (later double frees then read as frees of unknown
+ * addresses). */
+static void forget_frees(jstate *st, sim_map *m) {
+  sim_map fresh;
+  sim_map_init(&fresh);
+  size_t it = 0;
+  uint64_t k, v;
+  while (sim_map_next(m, &it, &k, &v))
+    if (v != A_FREED) *sim_map_put(&fresh, k, NULL) = v;
+  sim_map_release(m);
+  *m = fresh;
+  st->nfreed = 0;
+}
+
 /* Tracks allocation state so that bad frees are caught at the line that makes them. */
 static int track(jstate *st, sim_event *ev) {
   jctx *j = &st->j;
   int host = ev->kind == SIM_EV_HOST_ALLOC || ev->kind == SIM_EV_HOST_FREE;
   sim_map *m = host ? &st->host : &st->addrs;
-  uint64_t *cur = sim_map_get(m, ev->addr);
-  int state = cur ? (int)*cur : 0;
-  char a[40];
-  snprintf(a, sizeof a, "%" PRIu64, ev->addr);
+  int existed;
+  uint64_t *cur = sim_map_put(m, ev->addr, &existed); /* one look-up; an unknown address fails the import */
+  int state = existed ? (int)*cur : 0;
+  uint64_t a = ev->addr;
   switch (ev->kind) {
   case SIM_EV_ALLOC:
   case SIM_EV_HOST_ALLOC:
     if (state == A_LIVE || state == A_REQUESTED)
-      return fail(j, "allocation at address %s, which is still live (free it first)", a);
+      return fail(j, "allocation at address %" PRIu64 ", which is still live (free it first)", a);
     if (state == A_FREED) st->nfreed--;
-    *sim_map_put(m, ev->addr, NULL) = A_LIVE;
+    *cur = A_LIVE;
     return 0;
   case SIM_EV_FREE_REQUESTED:
     if (state == A_LIVE) {
@@ -638,33 +712,25 @@ static int track(jstate *st, sim_event *ev) {
     break;
   case SIM_EV_FREE_COMPLETED:
     if (state == A_REQUESTED) goto freed;
-    if (state == A_LIVE) return fail(j, "free_completed of address %s without a free_requested before it", a);
+    if (state == A_LIVE) return fail(j, "free_completed of address %" PRIu64 " without a free_requested before it", a);
     break;
   case SIM_EV_FREE:
   case SIM_EV_HOST_FREE:
     if (state == A_LIVE) goto freed;
     if (state == A_REQUESTED)
-      return fail(j, "free of address %s after its free_requested (complete it with free_completed)", a);
+      return fail(j, "free of address %" PRIu64 " after its free_requested (complete it with free_completed)", a);
     break;
   }
   if (state == A_FREED || (state == A_REQUESTED && ev->kind == SIM_EV_FREE_REQUESTED))
-    return fail(j, "double free: address %s was already freed", a);
-  return fail(j, "free of address %s, which was never allocated", a);
+    return fail(j, "double free: address %" PRIu64 " was already freed", a);
+  return fail(j, "free of address %" PRIu64 ", which was never allocated", a);
 freed:
+  *cur = A_FREED;
   if (st->nfreed >= MAX_FREED_REMEMBERED) {
-    /* Forget old frees (later double frees then read as frees of unknown addresses). */
-    sim_map fresh;
-    sim_map_init(&fresh);
-    size_t it = 0;
-    uint64_t k, v;
-    while (sim_map_next(m, &it, &k, &v))
-      if (v != A_FREED) *sim_map_put(&fresh, k, NULL) = v;
-    sim_map_release(m);
-    *m = fresh;
-    st->nfreed = 0;
-    cur = NULL;
+    *cur = A_LIVE; /* kept through the clean-up, then freed */
+    forget_frees(st, m);
+    *sim_map_put(m, a, NULL) = A_FREED;
   }
-  *sim_map_put(m, ev->addr, NULL) = A_FREED;
   st->nfreed++;
   return 0;
 }
@@ -835,6 +901,8 @@ static inline void line_reset(jline *l) {
   l->nonobject = 0;
   l->pending_key = 0;
   l->seen = 0;
+  l->depth = 0;
+  l->declined = 0;
   l->err[0] = 0;
 }
 
@@ -852,6 +920,31 @@ static int line_invalid(jctx *j, yajl_handle h, yajl_status ys, const char *line
   }
   if (j->l.objects > 1) return fail(j, "more than one JSON value on one line");
   return fail(j, "the JSON object does not end on this line");
+}
+
+/* Parses one line into j->l: the scanner first, yajl when the scanner declines it. 0, or -1 after
+ * the message when the line is not one whole JSON object. */
+static int parse_line(jctx *j, yajl_handle h, const char *line, size_t len) {
+  line_reset(&j->l);
+  j->l.fast = 1;
+  int sc = jsonscan_value(line, len, &line_cbs, &j->l);
+  j->l.fast = 0;
+  if (sc == JSONSCAN_OK && j->l.depth == 0 && j->l.objects == 1 && !j->l.err[0]) return 0;
+  line_reset(&j->l);
+  yajl_status ys = yajl_parse(h, (const unsigned char *)line, len);
+  if (ys != yajl_status_ok || j->l.depth != 0 || j->l.objects != 1) return line_invalid(j, h, ys, line, len);
+  /* the line ends here: a value yajl still holds back (a number after the object) is one too many */
+  ys = yajl_complete_parse(h);
+  if (j->l.err[0]) return fail(j, "%s", j->l.err);
+  if (ys != yajl_status_ok) {
+    unsigned char *m = yajl_get_error(h, 0, NULL, 0);
+    char *nl = strchr((char *)m, '\n');
+    if (nl) *nl = 0;
+    int rc = fail(j, "invalid JSON: %s (at the end of the line)", (char *)m);
+    yajl_free_error(h, m);
+    return rc;
+  }
+  return 0;
 }
 
 /* Each line of the input, parsed and handled (blank lines skipped): 0, or -1 at the first
@@ -877,9 +970,7 @@ static int read_lines(jstate *st, yajl_handle h) {
     size_t sp = 0;
     while (sp < len && isspace((unsigned char)line[sp])) sp++;
     if (sp == len) continue;
-    line_reset(&j->l);
-    yajl_status ys = yajl_parse(h, (const unsigned char *)line, len);
-    if (ys != yajl_status_ok || j->l.depth != 0 || j->l.objects != 1) return line_invalid(j, h, ys, line, len);
+    if (parse_line(j, h, line, len)) return -1;
     int rc = handle_line(st, first);
     first = 0;
     if (rc) return rc;
@@ -924,6 +1015,7 @@ static void jstate_free(jstate *st) {
 static int jsonl_import(import_ctx *ic) {
   jstate *st = sim_xcalloc(1, sizeof *st);
   jctx *j = &st->j;
+  key_index_init(&j->l.keys);
   j->ic = ic;
   j->l.cap = jsonw_mem();
   st->meta.device_index = -1;
