@@ -1,5 +1,7 @@
 /* bench_import.c: JSON Lines import speed, the importing thread apart from the store's writer thread (prints a table). */
+#include <dirent.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,13 +19,14 @@
  * Writes the trace `memplay bench` makes (the training-loop model, seed 1) as JSON Lines (or
  * takes FILE), then imports it RUNS times into a fresh store, as `memplay import` does (the
  * same-file check and digest, then the one transaction). Each run is timed three ways: the wall
- * clock; the CPU time of the importing thread (reading, parsing, field mapping, interning, the
- * category rules, handing events over: the parse side); and the CPU time of the other threads:
- * the store's writer thread inserting the events, and the thread that computes the file's
- * digest meanwhile (timed alone too, so that the store side is the rest). The table shows the
- * best run of each figure (the machine may be shared), and what the import would reach on two
- * free cores with a store side of a given cost: the importing thread on one core, the writer and
- * the digest on the other; the busier core sets the pace.
+ * clock; and the CPU time of each thread: the importer's reading and parsing thread, and the
+ * importing thread up to the end of the trace (field mapping, interning, the category rules,
+ * handing events over), which together are the parse side; the importing thread after the trace's
+ * end (the store's commit); the thread that computes the file's digest meanwhile; and the rest of
+ * the process, the store's writer thread inserting the events. The table shows the best run of
+ * each figure (the machine may be shared), and what the import would reach on two free cores with
+ * a store side of a given cost: the busiest thread, or half the CPU time of them all, whichever
+ * is more.
  */
 
 #define GOAL_EVENTS_PER_S 2e6 /* issue 17: import >= 2 M events/s */
@@ -35,8 +38,65 @@ static double clock_s(clockid_t id) {
 }
 
 typedef struct figures {
-  double wall, digest, parse, others; /* seconds: wall; the digest alone; the importing thread's CPU; the others' */
+  double wall, digest; /* seconds: wall; the digest alone */
+  double parse, commit; /* the importing thread's CPU up to the trace's end, and after it (the commit) */
+  double reader;        /* the importer's reading and parsing thread ("memplay-jsonl") */
+  double dthread;       /* the digest's thread ("memplay-digest") */
+  double writer;        /* the rest: the store's writer thread */
 } figures;
+
+/*
+ * The CPU time of the import's other threads, by name, from /proc/self/task (in clock ticks),
+ * sampled every 10 ms by a thread of the bench's own until the import ends: a thread's last
+ * sample is within 10 ms of its total.
+ */
+typedef struct sampler {
+  pthread_t thread;
+  volatile int stop;
+  double reader, digest; /* seconds */
+  double self;           /* the sampler's own CPU */
+} sampler;
+
+static double task_seconds(const char *tid, char *comm, size_t n) {
+  char path[300], buf[1024];
+  snprintf(path, sizeof path, "/proc/self/task/%s/stat", tid);
+  FILE *f = fopen(path, "r");
+  if (!f) return -1;
+  size_t got = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[got] = 0;
+  char *open = strchr(buf, '('), *close = strrchr(buf, ')');
+  if (!open || !close) return -1;
+  snprintf(comm, n, "%.*s", (int)(close - open - 1), open + 1);
+  unsigned long long ut = 0, stt = 0; /* fields 14 and 15, after the state (field 3) */
+  if (sscanf(close + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &stt) != 2) return -1;
+  return (double)(ut + stt) / (double)sysconf(_SC_CLK_TCK);
+}
+
+static void *sampler_main(void *arg) {
+  sampler *sp = arg;
+  while (!sp->stop) {
+    DIR *d = opendir("/proc/self/task");
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+      char comm[64];
+      double t = e->d_name[0] == '.' ? -1 : task_seconds(e->d_name, comm, sizeof comm);
+      if (t >= 0 && !strcmp(comm, "memplay-jsonl") && t > sp->reader) sp->reader = t;
+      if (t >= 0 && !strcmp(comm, "memplay-digest") && t > sp->digest) sp->digest = t;
+    }
+    if (d) closedir(d);
+    struct timespec ts = {0, 10000000};
+    nanosleep(&ts, NULL);
+  }
+  sp->self = clock_s(CLOCK_THREAD_CPUTIME_ID);
+  return NULL;
+}
+
+/* The importing thread's CPU clock when the importer finished its trace. */
+static void on_trace(void *arg, int64_t id, const char *name, int64_t events) {
+  (void)id, (void)name, (void)events;
+  *(double *)arg = clock_s(CLOCK_THREAD_CPUTIME_ID);
+}
 
 static void die(const char *what, const char *why) {
   fprintf(stderr, "bench_import: %s: %s\n", what, why);
@@ -84,14 +144,24 @@ static figures import_once(const char *path, const char *db) {
   double t0 = clock_s(CLOCK_THREAD_CPUTIME_ID);
   if (input_digest(path, digest, sizeof digest)) die(path, "cannot read");
   double t1 = clock_s(CLOCK_THREAD_CPUTIME_ID);
+  sampler sp = {.stop = 0};
+  if (pthread_create(&sp.thread, NULL, sampler_main, &sp)) die("cannot start a thread", strerror(errno));
   double w0 = clock_s(CLOCK_MONOTONIC), p0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
-  import_ctx ic = {.s = s, .path = path, .name = "bench-jsonl", .policy = IMPORT_SAME_FILE | IMPORT_NAMES};
+  double t_end = 0;
+  import_ctx ic = {.s = s, .path = path, .name = "bench-jsonl", .policy = IMPORT_SAME_FILE | IMPORT_NAMES,
+                   .on_trace = on_trace, .arg = &t_end};
   if (import_file(&ic, "jsonl")) die("import failed", ic.err);
-  double t2 = clock_s(CLOCK_THREAD_CPUTIME_ID), p2 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
+  double t2 = clock_s(CLOCK_THREAD_CPUTIME_ID);
   f.wall = clock_s(CLOCK_MONOTONIC) - w0;
+  sp.stop = 1;
+  pthread_join(sp.thread, NULL);
+  double p2 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
   f.digest = t1 - t0;
-  f.parse = t2 - t1;
-  f.others = (p2 - p0) - (t2 - t1);
+  f.parse = t_end - t1;
+  f.commit = t2 - t_end;
+  f.reader = sp.reader;
+  f.dthread = sp.digest;
+  f.writer = (p2 - p0) - (t2 - t1) - sp.self - sp.reader - sp.digest;
   store_close(s);
   remove_store(db);
   return f;
@@ -137,13 +207,16 @@ int main(int argc, char **argv) {
   }
   struct stat st;
   if (stat(path, &st)) die(path, strerror(errno));
-  figures best = {1e30, 1e30, 1e30, 1e30};
+  figures best = {1e30, 1e30, 1e30, 1e30, 1e30, 1e30, 1e30};
   for (int r = 0; r < runs; r++) {
     figures f = import_once(path, db);
     best.wall = min_d(best.wall, f.wall);
     best.digest = min_d(best.digest, f.digest);
     best.parse = min_d(best.parse, f.parse);
-    best.others = min_d(best.others, f.others);
+    best.commit = min_d(best.commit, f.commit);
+    best.reader = min_d(best.reader, f.reader);
+    best.dthread = min_d(best.dthread, f.dthread);
+    best.writer = min_d(best.writer, f.writer);
   }
   if (!given) unlink(path);
   rmdir(dir);
@@ -157,17 +230,25 @@ int main(int argc, char **argv) {
   printf("bench_import: %lld events, %.0f MB of JSON Lines (%.0f bytes an event), best of %d; load average %.2f\n\n",
          (long long)n, (double)st.st_size / 1e6, (double)st.st_size / ev, runs, load[0]);
   printf("%-64s %10s %14s  %s\n", "figure", "ns/event", "events/s", "goal");
-  double writer = best.others - best.digest;
   row("import, wall clock (one process)", best.wall, ev, "events/s >= 2,000,000");
-  row("  parse side: the importing thread's CPU", best.parse, ev, "ns/event <= 450");
-  row("  the other threads' CPU: the store's writer, the digest", best.others, ev, "");
-  row("    the file's digest (timed alone)", best.digest, ev, "");
-  row("    so the store side: the writer thread", writer, ev, "");
-  double sides[] = {writer, 200e-9 * ev, 100e-9 * ev};
+  row("  parse side: the reading and parsing thread's CPU", best.reader, ev, "ns/event <= 450");
+  row("  parse side: the importing thread's CPU to the trace's end", best.parse, ev, "ns/event <= 450");
+  row("  the importing thread's CPU after it (the commit)", best.commit, ev, "");
+  row("  the digest's thread", best.dthread, ev, "");
+  row("  the store's writer thread (the rest of the process)", best.writer, ev, "");
+  row("  the file's digest, timed alone", best.digest, ev, "");
+  /* Two free cores: the busier thread sets the pace while there is work for both cores. */
+  double threads[] = {best.reader, best.parse, best.dthread};
+  double sides[] = {best.writer, 200e-9 * ev, 100e-9 * ev};
   const char *names[] = {"today's store side", "a store side of 200 ns/event", "a store side of 100 ns/event"};
   for (int i = 0; i < 3; i++) {
+    double total = sides[i] + (i ? 0 : best.commit), pace = total;
+    for (int t = 0; t < 3; t++) {
+      total += threads[t];
+      if (threads[t] > pace) pace = threads[t];
+    }
+    if (total / 2 > pace) pace = total / 2;
     char what[80];
-    double other = sides[i] + best.digest, pace = best.parse > other ? best.parse : other;
     snprintf(what, sizeof what, "expected on two free cores with %s", names[i]);
     row(what, pace, ev, ev / pace >= GOAL_EVENTS_PER_S ? "meets the goal" : "below the goal");
   }

@@ -275,6 +275,7 @@ typedef struct digest_job {
 
 static void *digest_main(void *arg) {
   digest_job *d = arg;
+  pthread_setname_np(pthread_self(), "memplay-digest");
   d->rc = input_digest(d->path, d->out, sizeof d->out);
   return NULL;
 }

@@ -5,337 +5,57 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <yajl/yajl_parse.h>
 #include <yajl/yajl_tree.h>
 
 #include "sim/allocator.h"
 #include "sim/hashmap.h"
 #include "importer.h"
 #include "io/limits.h"
-#include "io/jsonscan.h"
 #include "io/jsonw.h"
+#include "jsonl_lines.h"
 
 /*
- * Each line is parsed into a flat list of fields (key, JSON type, text); nested values (stacks,
- * args, settings) are captured as JSON text. The line is then interpreted by its "kind". Every
- * problem stops the import with "file:line: message".
- *
- * The parse: the scanner in front of yajl (io/jsonscan.h) takes a line that is one valid JSON
- * value whose strings are plain ASCII without escapes (nearly every line), calling the same
- * callbacks yajl would; any other line (escapes, other bytes, anything invalid, a callback
- * that refused something) is parsed again from its start by yajl, which decodes it or says
- * what is wrong, so that every message is yajl's or the callbacks' as before.
+ * Each line is parsed into a flat list of fields (key, JSON type, text; nested values, such as
+ * stacks, args and settings, as JSON text) by the reader (jsonl_lines.c), then interpreted here
+ * by its "kind". Every problem stops the import with "file:line: message".
  */
-
-enum jkey {
-  K_active_size,
-  K_addr,
-  K_allocated,
-  K_allocated_size,
-  K_allocator,
-  K_allocator_settings,
-  K_api_dur,
-  K_args,
-  K_attrs,
-  K_batch_size,
-  K_cat_source,
-  K_category,
-  K_detail,
-  K_dev_ts,
-  K_device,
-  K_device_free,
-  K_device_index,
-  K_device_memory,
-  K_device_name,
-  K_dir,
-  K_dur,
-  K_expandable,
-  K_flags,
-  K_frames,
-  K_framework,
-  K_id,
-  K_imported_at,
-  K_kind,
-  K_mem,
-  K_memplay,
-  K_name,
-  K_pool,
-  K_requested_size,
-  K_reserved,
-  K_segment,
-  K_severity,
-  K_size,
-  K_source_file,
-  K_source_format,
-  K_stack,
-  K_state,
-  K_step,
-  K_stream,
-  K_ts,
-  K_value,
-  K__COUNT
-};
-
-/* Sorted, for the binary search in key_of. */
-static const char *const key_names[K__COUNT] = {
-  "active_size",
-  "addr",
-  "allocated",
-  "allocated_size",
-  "allocator",
-  "allocator_settings",
-  "api_dur",
-  "args",
-  "attrs",
-  "batch_size",
-  "cat_source",
-  "category",
-  "detail",
-  "dev_ts",
-  "device",
-  "device_free",
-  "device_index",
-  "device_memory",
-  "device_name",
-  "dir",
-  "dur",
-  "expandable",
-  "flags",
-  "frames",
-  "framework",
-  "id",
-  "imported_at",
-  "kind",
-  "mem",
-  "memplay",
-  "name",
-  "pool",
-  "requested_size",
-  "reserved",
-  "segment",
-  "severity",
-  "size",
-  "source_file",
-  "source_format",
-  "stack",
-  "state",
-  "step",
-  "stream",
-  "ts",
-  "value",
-};
-
-/* The known keys by first letter: first[c] .. first[c + 1] in key_names, and each one's length. */
-typedef struct key_index {
-  unsigned char first[257];
-  unsigned char len[K__COUNT];
-} key_index;
-
-static void key_index_init(key_index *x) {
-  int k = 0;
-  for (int c = 0; c < 256; c++) {
-    x->first[c] = (unsigned char)k;
-    while (k < K__COUNT && (unsigned char)key_names[k][0] == c) k++;
-  }
-  x->first[256] = K__COUNT;
-  for (k = 0; k < K__COUNT; k++) x->len[k] = (unsigned char)strlen(key_names[k]);
-}
-
-static int key_of(const key_index *x, const unsigned char *s, size_t n) {
-  if (!n) return -1;
-  for (int k = x->first[s[0]], e = x->first[s[0] + 1]; k < e; k++)
-    if (x->len[k] == n && !memcmp(key_names[k], s, n)) return k;
-  return -1;
-}
-
-enum { J_NULL, J_BOOL, J_NUM, J_STR, J_RAW };
-#define MAX_FIELDS 48
-
-typedef struct jfield {
-  int key;         /* enum jkey, or -1 for a key memplay does not know */
-  size_t koff;     /* key text in buf (a key memplay does not know; the others are key_names') */
-  int type;
-  int plain;       /* a number of at most 18 digits, no fraction or exponent: its value is num */
-  int64_t num;
-  size_t off, len; /* value text in buf */
-  int used;
-} jfield;
-
-typedef struct jline {
-  jfield f[MAX_FIELDS];
-  int n;
-  char *buf;
-  size_t blen, bcap;
-  int depth;       /* 0 outside, 1 inside the line's object, >1 inside a captured value */
-  int objects;     /* top-level values completed on this line */
-  int nonobject;   /* a top-level value that is not an object */
-  size_t pending_key; /* offset in buf of the key awaiting its value */
-  int pending_id;     /* its enum jkey, or -1 */
-  uint64_t seen;      /* known keys seen on this line */
-  int by_key[K__COUNT]; /* field index + 1 of each known key, 0 when absent */
-  yajl_gen cap;    /* capture of a nested value */
-  key_index keys;
-  int fast;        /* parsing with the scanner: a string that is not plain ASCII sends the line to yajl */
-  int declined;    /* ... and one did */
-  char err[256];
-} jline;
-
-/* Whether the scanner may pass s on: plain ASCII (yajl validates anything else as UTF-8). */
-static int plain_text(jline *l, const unsigned char *s, size_t n) {
-  if (!l->fast) return 1;
-  unsigned char any = 0;
-  for (size_t i = 0; i < n; i++) any |= s[i];
-  if (any < 0x80) return 1;
-  l->declined = 1;
-  return 0;
-}
-
-static size_t buf_add(jline *l, const void *p, size_t n) {
-  if (l->blen + n + 1 > l->bcap) sim_grow((void **)&l->buf, &l->bcap, l->blen + n + 1, 1);
-  size_t off = l->blen;
-  memcpy(l->buf + off, p, n);
-  l->buf[off + n] = 0;
-  l->blen += n + 1;
-  return off;
-}
-
-static jfield *add_value(jline *l, int type, const void *text, size_t n) {
-  if (l->n >= MAX_FIELDS) {
-    snprintf(l->err, sizeof l->err, "too many fields");
-    return NULL;
-  }
-  size_t off = buf_add(l, text, n);
-  jfield *f = &l->f[l->n++];
-  f->koff = l->pending_key;
-  f->key = l->pending_id;
-  if (f->key >= 0) l->by_key[f->key] = l->n;
-  f->type = type;
-  f->plain = 0;
-  f->off = off;
-  f->len = n;
-  f->used = 0;
-  return f;
-}
-
-/* Scalars at depth 1 become fields; inside a capture they go to the generator. */
-static int top_scalar(jline *l) {
-  if (l->depth == 0) {
-    if (l->objects) snprintf(l->err, sizeof l->err, "more than one JSON value on one line");
-    else l->nonobject = 1;
-    return 0;
-  }
-  return l->depth == 1;
-}
-
-static int cb_null(void *c) {
-  jline *l = c;
-  if (l->depth > 1) return yajl_gen_null(l->cap) == yajl_gen_status_ok;
-  if (!top_scalar(l)) return 0;
-  return add_value(l, J_NULL, "", 0) != NULL;
-}
-static int cb_bool(void *c, int b) {
-  jline *l = c;
-  if (l->depth > 1) return yajl_gen_bool(l->cap, b) == yajl_gen_status_ok;
-  if (!top_scalar(l)) return 0;
-  return add_value(l, J_BOOL, b ? "1" : "0", 1) != NULL;
-}
-static int cb_num(void *c, const char *s, size_t n) {
-  jline *l = c;
-  if (l->depth > 1) return yajl_gen_number(l->cap, s, n) == yajl_gen_status_ok;
-  if (!top_scalar(l)) return 0;
-  jfield *f = add_value(l, J_NUM, s, n);
-  if (!f) return 0;
-  /* the common integer, read here once (get_i64 and the others fall back to the text) */
-  size_t i = s[0] == '-';
-  if (n > i && n - i <= 18) {
-    int64_t v = 0;
-    size_t d = i;
-    for (; d < n && s[d] >= '0' && s[d] <= '9'; d++) v = v * 10 + (s[d] - '0');
-    if (d == n) {
-      f->plain = 1;
-      f->num = i ? -v : v;
-    }
-  }
-  return 1;
-}
-static int cb_str(void *c, const unsigned char *s, size_t n) {
-  jline *l = c;
-  if (!plain_text(l, s, n)) return 0;
-  if (l->depth > 1) return yajl_gen_string(l->cap, s, n) == yajl_gen_status_ok;
-  if (!top_scalar(l)) return 0;
-  return add_value(l, J_STR, s, n) != NULL;
-}
-static int cb_key(void *c, const unsigned char *s, size_t n) {
-  jline *l = c;
-  if (!plain_text(l, s, n)) return 0;
-  if (l->depth > 1) return yajl_gen_string(l->cap, s, n) == yajl_gen_status_ok;
-  int k = key_of(&l->keys, s, n);
-  int dup = 0;
-  if (k >= 0) {
-    dup = (l->seen >> k) & 1;
-    l->seen |= UINT64_C(1) << k;
-  } else {
-    for (int i = 0; i < l->n && !dup; i++)
-      dup = l->f[i].key < 0 && strlen(l->buf + l->f[i].koff) == n && !memcmp(l->buf + l->f[i].koff, s, n);
-  }
-  if (dup) {
-    snprintf(l->err, sizeof l->err, "field '%.*s' appears twice", (int)(n > 64 ? 64 : n), s);
-    return 0;
-  }
-  l->pending_key = k < 0 ? buf_add(l, s, n) : 0;
-  l->pending_id = k;
-  return 1;
-}
-
-static int open_nested(jline *l, int map) {
-  if (l->depth == 0) {
-    if (l->objects) {
-      snprintf(l->err, sizeof l->err, "more than one JSON value on one line");
-      return 0;
-    }
-    if (!map) {
-      l->nonobject = 1;
-      return 0;
-    }
-    l->depth = 1;
-    return 1;
-  }
-  if (l->depth == 1) yajl_gen_clear(l->cap), yajl_gen_reset(l->cap, NULL);
-  l->depth++;
-  return (map ? yajl_gen_map_open(l->cap) : yajl_gen_array_open(l->cap)) == yajl_gen_status_ok;
-}
-static int close_nested(jline *l, int map) {
-  if (l->depth == 1) {
-    l->depth = 0;
-    l->objects++;
-    return 1;
-  }
-  if ((map ? yajl_gen_map_close(l->cap) : yajl_gen_array_close(l->cap)) != yajl_gen_status_ok) return 0;
-  if (--l->depth == 1) {
-    size_t n;
-    const char *t = jsonw_text(l->cap, &n);
-    return add_value(l, J_RAW, t, n) != NULL;
-  }
-  return 1;
-}
-static int cb_smap(void *c) { return open_nested(c, 1); }
-static int cb_emap(void *c) { return close_nested(c, 1); }
-static int cb_sarr(void *c) { return open_nested(c, 0); }
-static int cb_earr(void *c) { return close_nested(c, 0); }
-
-static const yajl_callbacks line_cbs = {cb_null, cb_bool, NULL, NULL, cb_num, cb_str, cb_smap, cb_key, cb_emap, cb_sarr, cb_earr};
 
 /* ---- typed access to a line's fields ---------------------------------------------------- */
 
+/* The names of enumerated fields met lately (kind, category, ...), with what they mean: a line
+ * names the same few again and again. Direct-mapped by length and letters. */
+#define MEMO_SLOTS 16
+typedef struct name_memo {
+  int key;        /* the field, -1 for an empty slot */
+  unsigned char len;
+  char text[27];
+  int value;
+} name_memo;
+
 typedef struct jctx {
   import_ctx *ic;
-  jline l;
+  jsonl_view l;
   int64_t lineno;
   const char *kind;
+  name_memo memo[MEMO_SLOTS];
 } jctx;
 
-static const char *fkey(const jline *l, const jfield *f) { return f->key >= 0 ? key_names[f->key] : l->buf + f->koff; }
-static const char *fval(const jline *l, const jfield *f) { return l->buf + f->off; }
+/* from_name(s) for field k, remembered. */
+static int name_value(jctx *j, int k, const char *s, int (*from_name)(const char *)) {
+  size_t n = strlen(s);
+  if (!n || n >= sizeof j->memo[0].text) return from_name(s);
+  name_memo *m = &j->memo[(n + (unsigned char)s[0] + (unsigned char)s[n - 1] * 3u + (unsigned)k) % MEMO_SLOTS];
+  if (m->key == k && m->len == n && jsonl_same_bytes(m->text, (const unsigned char *)s, n)) return m->value;
+  int v = from_name(s);
+  m->key = k;
+  m->len = (unsigned char)n;
+  memcpy(m->text, s, n);
+  m->value = v;
+  return v;
+}
+
+static const char *fkey(const jsonl_view *l, const jfield *f) { return f->key >= 0 ? jsonl_key_names[f->key] : l->buf + f->koff; }
+static const char *fval(const jsonl_view *l, const jfield *f) { return l->buf + f->off; }
 
 static jfield *field(jctx *j, int key) {
   int i = j->l.by_key[key];
@@ -369,14 +89,14 @@ static int get_i64(jctx *j, int k, int64_t *out, int nonneg) {
     return 0;
   }
   const char *v = fval(&j->l, f);
-  if (f->type != J_NUM) return fail(j, "field '%s' must be an integer, not %s", key_names[k], type_name(f->type));
+  if (f->type != J_NUM) return fail(j, "field '%s' must be an integer, not %s", jsonl_key_names[k], type_name(f->type));
   errno = 0;
   char *end;
   long long x = strtoll(v, &end, 10);
-  if (*end || errno) return fail(j, "field '%s' must be an integer, not '%s'", key_names[k], v);
-  if (nonneg && x < 0) return fail(j, "field '%s' must not be negative (got %s)", key_names[k], v);
+  if (*end || errno) return fail(j, "field '%s' must be an integer, not '%s'", jsonl_key_names[k], v);
+  if (nonneg && x < 0) return fail(j, "field '%s' must not be negative (got %s)", jsonl_key_names[k], v);
   if (x > IO_MAX_TIME_NS || x < -IO_MAX_TIME_NS)
-    return fail(j, "field '%s' is out of range (%s; memplay takes at most 2^62 either way)", key_names[k], v);
+    return fail(j, "field '%s' is out of range (%s; memplay takes at most 2^62 either way)", jsonl_key_names[k], v);
   *out = x;
   return 0;
 }
@@ -385,7 +105,7 @@ static int get_i64(jctx *j, int k, int64_t *out, int nonneg) {
 static int get_addr(jctx *j, int k, uint64_t *out, int required) {
   jfield *f = field(j, k);
   if (!f || f->type == J_NULL) {
-    if (required) return fail(j, "an event of kind '%s' needs field '%s'", j->kind, key_names[k]);
+    if (required) return fail(j, "an event of kind '%s' needs field '%s'", j->kind, jsonl_key_names[k]);
     return 0;
   }
   const char *v = fval(&j->l, f);
@@ -408,20 +128,20 @@ static int get_addr(jctx *j, int k, uint64_t *out, int required) {
       return 0;
     }
   }
-  return fail(j, "field '%s' must be a non-negative integer or a \"0x...\" string, not %s%s%s", key_names[k],
+  return fail(j, "field '%s' must be a non-negative integer or a \"0x...\" string, not %s%s%s", jsonl_key_names[k],
               f->type == J_STR ? "'" : "", f->type == J_STR || f->type == J_NUM ? v : type_name(f->type),
               f->type == J_STR ? "'" : "");
 }
 
 static int size_too_large(jctx *j, int k, const char *v) {
-  return fail(j, "field '%s' is %s bytes, more than memplay's limit of 2^48 (256 TiB) for one size", key_names[k], v);
+  return fail(j, "field '%s' is %s bytes, more than memplay's limit of 2^48 (256 TiB) for one size", jsonl_key_names[k], v);
 }
 
 /* Sizes: a non-negative integer, or a string with a unit ("4KiB"), up to IO_MAX_BYTES. */
 static int get_size(jctx *j, int k, uint64_t *out, int required) {
   jfield *f = field(j, k);
   if (!f || f->type == J_NULL) {
-    if (required) return fail(j, "an event of kind '%s' needs field '%s'", j->kind, key_names[k]);
+    if (required) return fail(j, "an event of kind '%s' needs field '%s'", j->kind, jsonl_key_names[k]);
     return 0;
   }
   const char *v = fval(&j->l, f);
@@ -430,11 +150,11 @@ static int get_size(jctx *j, int k, uint64_t *out, int required) {
     return 0;
   }
   if (f->type == J_NUM) {
-    if (v[0] == '-') return fail(j, "field '%s' must not be negative (got %s)", key_names[k], v);
+    if (v[0] == '-') return fail(j, "field '%s' must not be negative (got %s)", jsonl_key_names[k], v);
     errno = 0;
     char *end;
     unsigned long long x = strtoull(v, &end, 10);
-    if (*end || (errno && errno != ERANGE)) return fail(j, "field '%s' must be a whole number of bytes, not '%s'", key_names[k], v);
+    if (*end || (errno && errno != ERANGE)) return fail(j, "field '%s' must be a whole number of bytes, not '%s'", jsonl_key_names[k], v);
     if (errno == ERANGE || x > IO_MAX_BYTES) return size_too_large(j, k, v);
     *out = x;
     return 0;
@@ -443,14 +163,14 @@ static int get_size(jctx *j, int k, uint64_t *out, int required) {
     if (*out > IO_MAX_BYTES) return size_too_large(j, k, v);
     return 0;
   }
-  return fail(j, "field '%s' must be a number of bytes (or a size such as \"4KiB\"), not %s", key_names[k],
+  return fail(j, "field '%s' must be a number of bytes (or a size such as \"4KiB\"), not %s", jsonl_key_names[k],
               f->type == J_STR ? v : type_name(f->type));
 }
 
 static int get_str(jctx *j, int k, const char **out) {
   jfield *f = field(j, k);
   if (!f || f->type == J_NULL) return 0;
-  if (f->type != J_STR) return fail(j, "field '%s' must be a string, not %s", key_names[k], type_name(f->type));
+  if (f->type != J_STR) return fail(j, "field '%s' must be a string, not %s", jsonl_key_names[k], type_name(f->type));
   *out = fval(&j->l, f);
   return 0;
 }
@@ -458,7 +178,7 @@ static int get_str(jctx *j, int k, const char **out) {
 static int get_bool(jctx *j, int k, int *out) {
   jfield *f = field(j, k);
   if (!f || f->type == J_NULL) return 0;
-  if (f->type != J_BOOL) return fail(j, "field '%s' must be true or false, not %s", key_names[k], type_name(f->type));
+  if (f->type != J_BOOL) return fail(j, "field '%s' must be true or false, not %s", jsonl_key_names[k], type_name(f->type));
   *out = fval(&j->l, f)[0] == '1';
   return 0;
 }
@@ -468,8 +188,8 @@ static int get_enum(jctx *j, int k, int (*from_name)(const char *), uint8_t *out
   const char *s = NULL;
   if (get_str(j, k, &s)) return -1;
   if (!s) return 0;
-  int v = from_name(s);
-  if (v < 0) return fail(j, "field '%s' has unknown value '%s' (accepted: %s)", key_names[k], s, accepted);
+  int v = name_value(j, k, s, from_name);
+  if (v < 0) return fail(j, "field '%s' has unknown value '%s' (accepted: %s)", jsonl_key_names[k], s, accepted);
   *out = (uint8_t)v;
   return 0;
 }
@@ -480,7 +200,7 @@ static int get_raw(jctx *j, int k, const char **out, int want_object) {
   if (!f || f->type == J_NULL) return 0;
   const char *v = fval(&j->l, f);
   if (f->type != J_RAW || (want_object && v[0] != '{') || (!want_object && v[0] != '['))
-    return fail(j, "field '%s' must be %s", key_names[k], want_object ? "an object" : "an array");
+    return fail(j, "field '%s' must be %s", jsonl_key_names[k], want_object ? "an object" : "an array");
   *out = v;
   return 0;
 }
@@ -565,7 +285,7 @@ static int get_stack(jstate *st, int k, int64_t *out) {
     return 0;
   }
   if (f->type == J_RAW && fval(&j->l, f)[0] == '[') return parse_frames(j, fval(&j->l, f), out);
-  return fail(j, "field '%s' must be a stack id or an array of frames", key_names[k]);
+  return fail(j, "field '%s' must be a stack id or an array of frames", jsonl_key_names[k]);
 }
 
 static int get_flags(jctx *j, uint8_t *out) {
@@ -874,7 +594,7 @@ static int handle_line(jstate *st, int first) {
   if (get_str(j, K_kind, &kind)) return -1;
   if (!kind) return fail(j, "missing field 'kind'");
   j->kind = kind;
-  int k = sim_event_kind_from_name(kind);
+  int k = name_value(j, K_kind, kind, sim_event_kind_from_name);
   if (k > 0) return event_line(st, k);
   static const char *const recorded[] = {"segment_alloc", "segment_free", "segment_map", "segment_unmap",
                                          "oom",           "snapshot",     "totals",      NULL};
@@ -891,88 +611,15 @@ static int handle_line(jstate *st, int first) {
               kind);
 }
 
-/* Clears what the parser gathered from the line before. */
-static inline void line_reset(jline *l) {
-  for (int i = 0; i < l->n; i++)
-    if (l->f[i].key >= 0) l->by_key[l->f[i].key] = 0;
-  l->n = 0;
-  l->blen = 0;
-  l->objects = 0;
-  l->nonobject = 0;
-  l->pending_key = 0;
-  l->seen = 0;
-  l->depth = 0;
-  l->declined = 0;
-  l->err[0] = 0;
-}
-
-/* Fails the import on a line that is not one whole JSON object, saying what it is instead. */
-static int line_invalid(jctx *j, yajl_handle h, yajl_status ys, const char *line, size_t len) {
-  if (j->l.err[0]) return fail(j, "%s", j->l.err);
-  if (j->l.nonobject) return fail(j, "each line must be one JSON object");
-  if (ys != yajl_status_ok) {
-    unsigned char *m = yajl_get_error(h, 0, (const unsigned char *)line, len);
-    char *nl = strchr((char *)m, '\n');
-    if (nl) *nl = 0;
-    int rc = fail(j, "invalid JSON: %s (at column %zu)", (char *)m, yajl_get_bytes_consumed(h) + 1);
-    yajl_free_error(h, m);
-    return rc;
-  }
-  if (j->l.objects > 1) return fail(j, "more than one JSON value on one line");
-  return fail(j, "the JSON object does not end on this line");
-}
-
-/* Parses one line into j->l: the scanner first, yajl when the scanner declines it. 0, or -1 after
- * the message when the line is not one whole JSON object. */
-static int parse_line(jctx *j, yajl_handle h, const char *line, size_t len) {
-  line_reset(&j->l);
-  j->l.fast = 1;
-  int sc = jsonscan_value(line, len, &line_cbs, &j->l);
-  j->l.fast = 0;
-  if (sc == JSONSCAN_OK && j->l.depth == 0 && j->l.objects == 1 && !j->l.err[0]) return 0;
-  line_reset(&j->l);
-  yajl_status ys = yajl_parse(h, (const unsigned char *)line, len);
-  if (ys != yajl_status_ok || j->l.depth != 0 || j->l.objects != 1) return line_invalid(j, h, ys, line, len);
-  /* the line ends here: a value yajl still holds back (a number after the object) is one too many */
-  ys = yajl_complete_parse(h);
-  if (j->l.err[0]) return fail(j, "%s", j->l.err);
-  if (ys != yajl_status_ok) {
-    unsigned char *m = yajl_get_error(h, 0, NULL, 0);
-    char *nl = strchr((char *)m, '\n');
-    if (nl) *nl = 0;
-    int rc = fail(j, "invalid JSON: %s (at the end of the line)", (char *)m);
-    yajl_free_error(h, m);
-    return rc;
-  }
-  return 0;
-}
-
-/* Each line of the input, parsed and handled (blank lines skipped): 0, or -1 at the first
- * line that fails. */
-static int read_lines(jstate *st, yajl_handle h) {
+/* Each line of the input, parsed by the reader and handled (blank lines skipped): 0, or -1 at
+ * the first line that fails. */
+static int read_lines(jstate *st, jsonl_reader *rd) {
   jctx *j = &st->j;
-  import_ctx *ic = j->ic;
-  int first = 1;
-  char *line;
-  size_t len;
-  for (;;) {
-    int got = input_line(ic->in, &line, &len);
-    if (got == -2) {
-      j->lineno++;
-      return fail(j, "the line is longer than 64 MiB (memplay's limit for one line)");
-    }
-    if (got < 0) {
-      import_error(ic, "%s", input_error(ic->in));
-      return -1;
-    }
-    if (got == 0) return 0;
-    j->lineno++;
-    size_t sp = 0;
-    while (sp < len && isspace((unsigned char)line[sp])) sp++;
-    if (sp == len) continue;
-    if (parse_line(j, h, line, len)) return -1;
+  for (int first = 1;; first = 0) {
+    int got = jsonl_reader_next(rd, &j->l, &j->lineno);
+    if (got < 0) import_error(j->ic, "%s", jsonl_reader_error(rd));
+    if (got <= 0) return got;
     int rc = handle_line(st, first);
-    first = 0;
     if (rc) return rc;
   }
 }
@@ -993,9 +640,6 @@ static int finish_trace(jstate *st, int rc) {
 }
 
 static void jstate_free(jstate *st) {
-  jctx *j = &st->j;
-  yajl_gen_free(j->l.cap);
-  free(j->l.buf);
   sim_map_release(&st->addrs);
   sim_map_release(&st->host);
   sim_map_release(&st->stacks);
@@ -1015,18 +659,16 @@ static void jstate_free(jstate *st) {
 static int jsonl_import(import_ctx *ic) {
   jstate *st = sim_xcalloc(1, sizeof *st);
   jctx *j = &st->j;
-  key_index_init(&j->l.keys);
+  for (int i = 0; i < MEMO_SLOTS; i++) j->memo[i].key = -1;
   j->ic = ic;
-  j->l.cap = jsonw_mem();
   st->meta.device_index = -1;
   sim_map_init(&st->addrs);
   sim_map_init(&st->host);
   sim_map_init(&st->stacks);
-  yajl_handle h = yajl_alloc(&line_cbs, NULL, &j->l);
-  yajl_config(h, yajl_allow_multiple_values, 1);
-  int rc = read_lines(st, h);
+  jsonl_reader *rd = jsonl_reader_new(ic->in, ic->path);
+  int rc = read_lines(st, rd);
+  jsonl_reader_free(rd); /* its thread stops before the trace ends (or is rolled back) */
   rc = finish_trace(st, rc);
-  yajl_free(h);
   jstate_free(st);
   return rc;
 }

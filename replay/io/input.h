@@ -16,7 +16,8 @@ input *input_open(const char *path, char *err, size_t errlen);
 ssize_t input_read(input *in, void *buf, size_t n);
 /* The longest line input_line returns (decompressed bytes, without the newline): 64 MiB. */
 #define INPUT_MAX_LINE (64u << 20)
-/* Reads one line (without its newline) into an internal buffer; *len its length. Returns 1,
+/* Reads one line (without its newline), NUL-terminated, in the input's own memory (in place where
+ * it can be: no copy), valid until the next call on in; *len its length. Returns 1,
  * 0 at the end, -1 on error, -2 when the line is longer than INPUT_MAX_LINE (input_error says
  * so; the memory held stays under the bound). */
 int input_line(input *in, char **line, size_t *len);
