@@ -24,7 +24,7 @@
 
 /* The names of enumerated fields met lately (kind, category, ...), with what they mean: a line
  * names the same few again and again. Direct-mapped by length and letters. */
-#define MEMO_SLOTS 16
+#define MEMO_SLOTS 64
 typedef struct name_memo {
   int key;        /* the field, -1 for an empty slot */
   unsigned char len;
@@ -44,7 +44,8 @@ typedef struct jctx {
 static int name_value(jctx *j, int k, const char *s, int (*from_name)(const char *)) {
   size_t n = strlen(s);
   if (!n || n >= sizeof j->memo[0].text) return from_name(s);
-  name_memo *m = &j->memo[(n + (unsigned char)s[0] + (unsigned char)s[n - 1] * 3u + (unsigned)k) % MEMO_SLOTS];
+  const unsigned char *u = (const unsigned char *)s;
+  name_memo *m = &j->memo[((unsigned)k * 31u + n * 7u + u[0] + u[n / 2] * 5u + u[n - 1] * 11u) % MEMO_SLOTS];
   if (m->key == k && m->len == n && jsonl_same_bytes(m->text, (const unsigned char *)s, n)) return m->value;
   int v = from_name(s);
   m->key = k;

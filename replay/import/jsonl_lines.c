@@ -1,4 +1,4 @@
-/* jsonl_lines.c: the JSON Lines importer's reader: lines into fields, the scanner in front of yajl, on a thread of their own for a large input. */
+/* jsonl_lines.c: the JSON Lines importer's reader: lines into fields, the scanner in front of yajl, on a thread of their own for a large file. */
 #include <ctype.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -13,6 +13,15 @@
 #include "io/jsonscan.h"
 #include "io/jsonw.h"
 #include "jsonl_lines.h"
+
+/*
+ * A line becomes a flat list of fields (key, JSON type, text); nested values are captured as
+ * JSON text. The scanner in front of yajl (io/jsonscan.h) takes a line that is one valid JSON
+ * value whose strings are plain ASCII without escapes (nearly every line), calling the same
+ * callbacks yajl would; any other line (escapes, other bytes, anything invalid, a callback that
+ * refused something) is parsed again from its start by yajl, which decodes it or says what is
+ * wrong, so that every message is yajl's or the callbacks'.
+ */
 
 
 /* Sorted, for the index by first letter. */
@@ -276,7 +285,7 @@ static inline void line_reset(jline *l) {
 #define BATCH_LINES 1024            /* lines in a batch, at most */
 #define BATCH_TEXT (1u << 20)       /* a batch ends once it holds this much text */
 #define NBATCHES 4                  /* batches the thread may be ahead, the one being handled included */
-#define THREAD_MIN_BYTES (4u << 20) /* a smaller input is read in the importer's own thread */
+#define THREAD_MIN_BYTES (4u << 20) /* a smaller file is read in the importer's own thread (gzip: an eighth) */
 
 typedef struct bline {
   int64_t lineno;
@@ -452,8 +461,10 @@ jsonl_reader *jsonl_reader_new(input *in, const char *path) {
   r->h = yajl_alloc(&line_cbs, NULL, &r->l);
   yajl_config(r->h, yajl_allow_multiple_values, 1);
   for (int i = 0; i < NBATCHES; i++) r->free_list[r->nfree++] = &r->batches[i];
-  uint64_t size = input_file_size(in); /* UINT64_MAX for a pipe: threaded */
-  if (size >= THREAD_MIN_BYTES || input_is_gzip(in)) {
+  /* A pipe is read in the caller's thread: a thread blocked on a pipe that stays open could not be
+   * stopped when the import fails. */
+  uint64_t size = input_file_size(in), min = input_is_gzip(in) ? THREAD_MIN_BYTES / 8 : THREAD_MIN_BYTES;
+  if (size != UINT64_MAX && size >= min) {
     pthread_mutex_init(&r->lock, NULL);
     pthread_cond_init(&r->cond, NULL);
     r->threaded = pthread_create(&r->thread, NULL, reader_main, r) == 0;

@@ -88,9 +88,9 @@ static inline int jsonl_same_bytes(const char *a, const unsigned char *b, size_t
 }
 
 /*
- * The reader: each non-blank line of in, parsed (the scanner in front of yajl, see jsonl.c) into
- * fields, in order. A large input is read and parsed on a thread of the reader's own, a batch of
- * lines ahead of its caller, so that parsing and the lines' handling share two cores; a small one
+ * The reader: each non-blank line of in, parsed (the scanner in front of yajl) into fields, in
+ * order. A large file is read and parsed on a thread of the reader's own, a batch of lines ahead
+ * of its caller, so that parsing and the lines' handling share two cores; a small file or a pipe
  * in the caller's thread. Either way the caller sees the same lines and the same messages, the
  * first failing line's, after every line before it.
  */

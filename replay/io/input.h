@@ -28,7 +28,7 @@ const char *input_path(const input *in);
 int input_is_gzip(const input *in);
 /* A digest of the file at path, its bytes as they are on disk (compressed or not), that tells
  * whether two files hold the same content: its size, CRC-32 and Adler-32 (zlib's, both
- * fast: the file is read once more before its import), as text.
+ * fast: the file is read once more, beside its import or before it), as text.
  * 0, or -1 when the file cannot be read or is not a regular file (a pipe or FIFO can be read only
  * once, by the import itself: such an input is never taken for one already in the store). */
 int input_digest(const char *path, char *out, size_t n);
