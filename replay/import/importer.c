@@ -1,8 +1,11 @@
 /* importer.c: the registry of importers, format detection, and the transaction around every import. */
+#include <inttypes.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "sim/hashmap.h"
 #include "categorize.h"
@@ -257,9 +260,66 @@ static const importer *import_open(import_ctx *ctx, const char *forced, input **
   return imp;
 }
 
+/*
+ * The file's digest (input_digest: its size first) is computed before the import only when a
+ * stored trace came from a file of the same size, which alone can hold the same content; else on
+ * a thread of its own while the import reads the file, to be stored with the trace at the end.
+ */
+typedef struct digest_job {
+  pthread_t thread;
+  int running;
+  const char *path;
+  char out[80];
+  int rc;
+} digest_job;
+
+static void *digest_main(void *arg) {
+  digest_job *d = arg;
+  pthread_setname_np(pthread_self(), "memplay-digest");
+  d->rc = input_digest(d->path, d->out, sizeof d->out);
+  return NULL;
+}
+
+/* The digest the job computed into digest (left empty when the file could not be read). */
+static void digest_wait(digest_job *d, char *digest, size_t n) {
+  if (!d->running) return;
+  pthread_join(d->thread, NULL);
+  d->running = 0;
+  if (d->rc == 0) snprintf(digest, n, "%s", d->out);
+}
+
+typedef struct size_probe {
+  char prefix[32];
+  size_t n;
+  int found;
+} size_probe;
+
+static int probe_trace(void *arg, const store_trace *t) {
+  size_probe *p = arg;
+  if (t->source_digest && !strncmp(t->source_digest, p->prefix, p->n)) p->found = 1;
+  return p->found;
+}
+
+/* IMPORT_SAME_FILE: the digest now, and the trace that holds the file already (1) if any; or the
+ * digest left to job when no stored trace came from a file of this size (0). -1 on error. */
+static int same_file_check(import_ctx *ctx, const char *forced, char *digest, size_t n, digest_job *job) {
+  struct stat st;
+  if (stat(ctx->path, &st) || !S_ISREG(st.st_mode)) return 0; /* left to the importer to read or report */
+  size_probe p = {.found = 0};
+  p.n = (size_t)snprintf(p.prefix, sizeof p.prefix, "%" PRIu64 "-", (uint64_t)st.st_size);
+  if (store_trace_each(ctx->s, probe_trace, &p) < 0) p.found = 1; /* cannot tell: look now */
+  if (!p.found) {
+    job->path = ctx->path;
+    job->running = pthread_create(&job->thread, NULL, digest_main, job) == 0;
+    if (job->running) return 0;
+  }
+  if (input_digest(ctx->path, digest, n)) return 0;
+  return same_file(ctx, digest, forced);
+}
+
 /* The import itself, in one transaction: the importer, the categories of what it added, the
- * file's digest; committed, or rolled back with ctx->err set. 0 or -1. */
-static int import_transaction(import_ctx *ctx, const importer *imp, const char *digest) {
+ * file's digest (job's, when it computes it); committed, or rolled back with ctx->err set. 0 or -1. */
+static int import_transaction(import_ctx *ctx, const importer *imp, char *digest, size_t dn, digest_job *job) {
   if (store_begin(ctx->s)) {
     import_error(ctx, "cannot import '%s': %s", ctx->path, store_error(ctx->s));
     return -1;
@@ -273,6 +333,7 @@ static int import_transaction(import_ctx *ctx, const importer *imp, const char *
     import_error(ctx, "cannot import '%s': cannot categorize its allocations: %s", ctx->path, cerr);
     rc = -1;
   }
+  if (rc == 0) digest_wait(job, digest, dn);
   if (rc == 0 && digest[0] && store_traces_set_digest(ctx->s, mark, digest)) {
     import_error(ctx, "cannot import '%s': %s", ctx->path, store_error(ctx->s));
     rc = -1;
@@ -298,22 +359,25 @@ int import_file(import_ctx *ctx, const char *forced) {
   ctx->err[0] = 0;
   ctx->existing[0] = 0;
   char digest[80] = "";
-  /* a file that cannot be read is left to the importer to report */
-  if ((ctx->policy & IMPORT_SAME_FILE) && !input_digest(ctx->path, digest, sizeof digest)) {
-    int rc = same_file(ctx, digest, forced);
+  digest_job job = {.running = 0};
+  if (ctx->policy & IMPORT_SAME_FILE) {
+    int rc = same_file_check(ctx, forced, digest, sizeof digest, &job);
     if (rc) return rc;
   }
   input *in;
   char *copy;
   const importer *imp = import_open(ctx, forced, &in, &copy);
-  if (!imp) return -1;
-  ctx->file = copy ? copy : ctx->path;
-  ctx->in = in;
-  ctx->format = imp->name;
-  int rc = import_transaction(ctx, imp, digest);
-  input_close(in);
-  ctx->in = NULL;
-  source_copy_remove(copy);
-  ctx->file = NULL;
+  int rc = -1;
+  if (imp) {
+    ctx->file = copy ? copy : ctx->path;
+    ctx->in = in;
+    ctx->format = imp->name;
+    rc = import_transaction(ctx, imp, digest, sizeof digest, &job);
+    input_close(in);
+    ctx->in = NULL;
+    source_copy_remove(copy);
+    ctx->file = NULL;
+  }
+  digest_wait(&job, digest, sizeof digest);
   return rc;
 }

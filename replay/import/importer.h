@@ -52,7 +52,8 @@ struct import_ctx {
   void (*on_trace)(void *arg, int64_t id, const char *name, int64_t events);
   void (*on_warning)(void *arg, const char *msg);
   void *arg;
-  /* Optional: bytes read of the file so far and its size (UINT64_MAX: a pipe), as it is read. */
+  /* Optional: bytes read of the file so far and its size (UINT64_MAX: a pipe), as it is read (by
+   * the thread that reads it: the JSON Lines importer reads a large file on a thread of its own). */
   void (*on_progress)(void *arg, uint64_t done, uint64_t total);
   void *progress_arg;
   char err[IMPORT_ERRLEN];

@@ -5,7 +5,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <yajl/yajl_parse.h>
 #include <yajl/yajl_tree.h>
 
 #include "sim/allocator.h"
@@ -13,281 +12,51 @@
 #include "importer.h"
 #include "io/limits.h"
 #include "io/jsonw.h"
+#include "jsonl_lines.h"
 
 /*
- * Each line is parsed with yajl's event parser into a flat list of fields (key, JSON type,
- * text); nested values (stacks, args, settings) are captured as JSON text. The line is then
- * interpreted by its "kind". Every problem stops the import with "file:line: message".
+ * Each line is parsed into a flat list of fields (key, JSON type, text; nested values, such as
+ * stacks, args and settings, as JSON text) by the reader (jsonl_lines.c), then interpreted here
+ * by its "kind". Every problem stops the import with "file:line: message".
  */
-
-enum jkey {
-  K_active_size,
-  K_addr,
-  K_allocated,
-  K_allocated_size,
-  K_allocator,
-  K_allocator_settings,
-  K_api_dur,
-  K_args,
-  K_attrs,
-  K_batch_size,
-  K_cat_source,
-  K_category,
-  K_detail,
-  K_dev_ts,
-  K_device,
-  K_device_free,
-  K_device_index,
-  K_device_memory,
-  K_device_name,
-  K_dir,
-  K_dur,
-  K_expandable,
-  K_flags,
-  K_frames,
-  K_framework,
-  K_id,
-  K_imported_at,
-  K_kind,
-  K_mem,
-  K_memplay,
-  K_name,
-  K_pool,
-  K_requested_size,
-  K_reserved,
-  K_segment,
-  K_severity,
-  K_size,
-  K_source_file,
-  K_source_format,
-  K_stack,
-  K_state,
-  K_step,
-  K_stream,
-  K_ts,
-  K_value,
-  K__COUNT
-};
-
-/* Sorted, for the binary search in key_of. */
-static const char *const key_names[K__COUNT] = {
-  "active_size",
-  "addr",
-  "allocated",
-  "allocated_size",
-  "allocator",
-  "allocator_settings",
-  "api_dur",
-  "args",
-  "attrs",
-  "batch_size",
-  "cat_source",
-  "category",
-  "detail",
-  "dev_ts",
-  "device",
-  "device_free",
-  "device_index",
-  "device_memory",
-  "device_name",
-  "dir",
-  "dur",
-  "expandable",
-  "flags",
-  "frames",
-  "framework",
-  "id",
-  "imported_at",
-  "kind",
-  "mem",
-  "memplay",
-  "name",
-  "pool",
-  "requested_size",
-  "reserved",
-  "segment",
-  "severity",
-  "size",
-  "source_file",
-  "source_format",
-  "stack",
-  "state",
-  "step",
-  "stream",
-  "ts",
-  "value",
-};
-
-static int key_of(const unsigned char *s, size_t n) {
-  int lo = 0, hi = K__COUNT - 1;
-  while (lo <= hi) {
-    int mid = (lo + hi) / 2;
-    int c = strncmp(key_names[mid], (const char *)s, n);
-    if (c == 0 && key_names[mid][n]) c = 1;
-    if (c == 0) return mid;
-    if (c < 0) lo = mid + 1;
-    else hi = mid - 1;
-  }
-  return -1;
-}
-
-enum { J_NULL, J_BOOL, J_NUM, J_STR, J_RAW };
-#define MAX_FIELDS 48
-
-typedef struct jfield {
-  int key;         /* enum jkey, or -1 for a key memplay does not know */
-  size_t koff;     /* key text in buf */
-  int type;
-  size_t off, len; /* value text in buf */
-  int used;
-} jfield;
-
-typedef struct jline {
-  jfield f[MAX_FIELDS];
-  int n;
-  char *buf;
-  size_t blen, bcap;
-  int depth;       /* 0 outside, 1 inside the line's object, >1 inside a captured value */
-  int objects;     /* top-level values completed on this line */
-  int nonobject;   /* a top-level value that is not an object */
-  size_t pending_key; /* offset in buf of the key awaiting its value */
-  int pending_id;     /* its enum jkey, or -1 */
-  uint64_t seen;      /* known keys seen on this line */
-  int by_key[K__COUNT]; /* field index + 1 of each known key, 0 when absent */
-  yajl_gen cap;    /* capture of a nested value */
-  char err[256];
-} jline;
-
-static size_t buf_add(jline *l, const void *p, size_t n) {
-  sim_grow((void **)&l->buf, &l->bcap, l->blen + n + 1, 1);
-  size_t off = l->blen;
-  memcpy(l->buf + off, p, n);
-  l->buf[off + n] = 0;
-  l->blen += n + 1;
-  return off;
-}
-
-static int add_value(jline *l, int type, const void *text, size_t n) {
-  if (l->n >= MAX_FIELDS) {
-    snprintf(l->err, sizeof l->err, "too many fields");
-    return 0;
-  }
-  size_t off = buf_add(l, text, n);
-  jfield *f = &l->f[l->n++];
-  f->koff = l->pending_key;
-  f->key = l->pending_id;
-  if (f->key >= 0) l->by_key[f->key] = l->n;
-  f->type = type;
-  f->off = off;
-  f->len = n;
-  f->used = 0;
-  return 1;
-}
-
-/* Scalars at depth 1 become fields; inside a capture they go to the generator. */
-static int top_scalar(jline *l) {
-  if (l->depth == 0) {
-    if (l->objects) snprintf(l->err, sizeof l->err, "more than one JSON value on one line");
-    else l->nonobject = 1;
-    return 0;
-  }
-  return l->depth == 1;
-}
-
-static int cb_null(void *c) {
-  jline *l = c;
-  if (l->depth > 1) return yajl_gen_null(l->cap) == yajl_gen_status_ok;
-  if (!top_scalar(l)) return 0;
-  return add_value(l, J_NULL, "", 0);
-}
-static int cb_bool(void *c, int b) {
-  jline *l = c;
-  if (l->depth > 1) return yajl_gen_bool(l->cap, b) == yajl_gen_status_ok;
-  if (!top_scalar(l)) return 0;
-  return add_value(l, J_BOOL, b ? "1" : "0", 1);
-}
-static int cb_num(void *c, const char *s, size_t n) {
-  jline *l = c;
-  if (l->depth > 1) return yajl_gen_number(l->cap, s, n) == yajl_gen_status_ok;
-  if (!top_scalar(l)) return 0;
-  return add_value(l, J_NUM, s, n);
-}
-static int cb_str(void *c, const unsigned char *s, size_t n) {
-  jline *l = c;
-  if (l->depth > 1) return yajl_gen_string(l->cap, s, n) == yajl_gen_status_ok;
-  if (!top_scalar(l)) return 0;
-  return add_value(l, J_STR, s, n);
-}
-static int cb_key(void *c, const unsigned char *s, size_t n) {
-  jline *l = c;
-  if (l->depth > 1) return yajl_gen_string(l->cap, s, n) == yajl_gen_status_ok;
-  int k = key_of(s, n);
-  int dup = 0;
-  if (k >= 0) {
-    dup = (l->seen >> k) & 1;
-    l->seen |= UINT64_C(1) << k;
-  } else {
-    for (int i = 0; i < l->n && !dup; i++)
-      dup = l->f[i].key < 0 && strlen(l->buf + l->f[i].koff) == n && !memcmp(l->buf + l->f[i].koff, s, n);
-  }
-  if (dup) {
-    snprintf(l->err, sizeof l->err, "field '%.*s' appears twice", (int)(n > 64 ? 64 : n), s);
-    return 0;
-  }
-  l->pending_key = buf_add(l, s, n);
-  l->pending_id = k;
-  return 1;
-}
-
-static int open_nested(jline *l, int map) {
-  if (l->depth == 0) {
-    if (l->objects) {
-      snprintf(l->err, sizeof l->err, "more than one JSON value on one line");
-      return 0;
-    }
-    if (!map) {
-      l->nonobject = 1;
-      return 0;
-    }
-    l->depth = 1;
-    return 1;
-  }
-  if (l->depth == 1) yajl_gen_clear(l->cap), yajl_gen_reset(l->cap, NULL);
-  l->depth++;
-  return (map ? yajl_gen_map_open(l->cap) : yajl_gen_array_open(l->cap)) == yajl_gen_status_ok;
-}
-static int close_nested(jline *l, int map) {
-  if (l->depth == 1) {
-    l->depth = 0;
-    l->objects++;
-    return 1;
-  }
-  if ((map ? yajl_gen_map_close(l->cap) : yajl_gen_array_close(l->cap)) != yajl_gen_status_ok) return 0;
-  if (--l->depth == 1) {
-    size_t n;
-    const char *t = jsonw_text(l->cap, &n);
-    return add_value(l, J_RAW, t, n);
-  }
-  return 1;
-}
-static int cb_smap(void *c) { return open_nested(c, 1); }
-static int cb_emap(void *c) { return close_nested(c, 1); }
-static int cb_sarr(void *c) { return open_nested(c, 0); }
-static int cb_earr(void *c) { return close_nested(c, 0); }
-
-static const yajl_callbacks line_cbs = {cb_null, cb_bool, NULL, NULL, cb_num, cb_str, cb_smap, cb_key, cb_emap, cb_sarr, cb_earr};
 
 /* ---- typed access to a line's fields ---------------------------------------------------- */
 
+/* The names of enumerated fields met lately (kind, category, ...), with what they mean: a line
+ * names the same few again and again. Direct-mapped by length and letters. */
+#define MEMO_SLOTS 64
+typedef struct name_memo {
+  int key;        /* the field, -1 for an empty slot */
+  unsigned char len;
+  char text[27];
+  int value;
+} name_memo;
+
 typedef struct jctx {
   import_ctx *ic;
-  jline l;
+  jsonl_view l;
   int64_t lineno;
   const char *kind;
+  name_memo memo[MEMO_SLOTS];
 } jctx;
 
-static const char *fkey(const jline *l, const jfield *f) { return l->buf + f->koff; }
-static const char *fval(const jline *l, const jfield *f) { return l->buf + f->off; }
+/* from_name(s) for field k, remembered. */
+static int name_value(jctx *j, int k, const char *s, int (*from_name)(const char *)) {
+  size_t n = strlen(s);
+  if (!n || n >= sizeof j->memo[0].text) return from_name(s);
+  const unsigned char *u = (const unsigned char *)s;
+  name_memo *m = &j->memo[((unsigned)k * 31u + n * 7u + u[0] + u[n / 2] * 5u + u[n - 1] * 11u) % MEMO_SLOTS];
+  if (m->key == k && m->len == n && jsonl_same_bytes(m->text, (const unsigned char *)s, n)) return m->value;
+  int v = from_name(s);
+  m->key = k;
+  m->len = (unsigned char)n;
+  memcpy(m->text, s, n);
+  m->value = v;
+  return v;
+}
+
+static const char *fkey(const jsonl_view *l, const jfield *f) { return f->key >= 0 ? jsonl_key_names[f->key] : l->buf + f->koff; }
+static const char *fval(const jsonl_view *l, const jfield *f) { return l->buf + f->off; }
 
 static jfield *field(jctx *j, int key) {
   int i = j->l.by_key[key];
@@ -316,15 +85,19 @@ static const char *type_name(int t) {
 static int get_i64(jctx *j, int k, int64_t *out, int nonneg) {
   jfield *f = field(j, k);
   if (!f || f->type == J_NULL) return 0;
+  if (f->plain && (!nonneg || f->num >= 0)) { /* 18 digits are within IO_MAX_TIME_NS */
+    *out = f->num;
+    return 0;
+  }
   const char *v = fval(&j->l, f);
-  if (f->type != J_NUM) return fail(j, "field '%s' must be an integer, not %s", key_names[k], type_name(f->type));
+  if (f->type != J_NUM) return fail(j, "field '%s' must be an integer, not %s", jsonl_key_names[k], type_name(f->type));
   errno = 0;
   char *end;
   long long x = strtoll(v, &end, 10);
-  if (*end || errno) return fail(j, "field '%s' must be an integer, not '%s'", key_names[k], v);
-  if (nonneg && x < 0) return fail(j, "field '%s' must not be negative (got %s)", key_names[k], v);
+  if (*end || errno) return fail(j, "field '%s' must be an integer, not '%s'", jsonl_key_names[k], v);
+  if (nonneg && x < 0) return fail(j, "field '%s' must not be negative (got %s)", jsonl_key_names[k], v);
   if (x > IO_MAX_TIME_NS || x < -IO_MAX_TIME_NS)
-    return fail(j, "field '%s' is out of range (%s; memplay takes at most 2^62 either way)", key_names[k], v);
+    return fail(j, "field '%s' is out of range (%s; memplay takes at most 2^62 either way)", jsonl_key_names[k], v);
   *out = x;
   return 0;
 }
@@ -333,10 +106,14 @@ static int get_i64(jctx *j, int k, int64_t *out, int nonneg) {
 static int get_addr(jctx *j, int k, uint64_t *out, int required) {
   jfield *f = field(j, k);
   if (!f || f->type == J_NULL) {
-    if (required) return fail(j, "an event of kind '%s' needs field '%s'", j->kind, key_names[k]);
+    if (required) return fail(j, "an event of kind '%s' needs field '%s'", j->kind, jsonl_key_names[k]);
     return 0;
   }
   const char *v = fval(&j->l, f);
+  if (f->plain && v[0] != '-') {
+    *out = (uint64_t)f->num;
+    return 0;
+  }
   errno = 0;
   char *end;
   if (f->type == J_NUM && v[0] != '-') {
@@ -352,29 +129,33 @@ static int get_addr(jctx *j, int k, uint64_t *out, int required) {
       return 0;
     }
   }
-  return fail(j, "field '%s' must be a non-negative integer or a \"0x...\" string, not %s%s%s", key_names[k],
+  return fail(j, "field '%s' must be a non-negative integer or a \"0x...\" string, not %s%s%s", jsonl_key_names[k],
               f->type == J_STR ? "'" : "", f->type == J_STR || f->type == J_NUM ? v : type_name(f->type),
               f->type == J_STR ? "'" : "");
 }
 
 static int size_too_large(jctx *j, int k, const char *v) {
-  return fail(j, "field '%s' is %s bytes, more than memplay's limit of 2^48 (256 TiB) for one size", key_names[k], v);
+  return fail(j, "field '%s' is %s bytes, more than memplay's limit of 2^48 (256 TiB) for one size", jsonl_key_names[k], v);
 }
 
 /* Sizes: a non-negative integer, or a string with a unit ("4KiB"), up to IO_MAX_BYTES. */
 static int get_size(jctx *j, int k, uint64_t *out, int required) {
   jfield *f = field(j, k);
   if (!f || f->type == J_NULL) {
-    if (required) return fail(j, "an event of kind '%s' needs field '%s'", j->kind, key_names[k]);
+    if (required) return fail(j, "an event of kind '%s' needs field '%s'", j->kind, jsonl_key_names[k]);
     return 0;
   }
   const char *v = fval(&j->l, f);
+  if (f->plain && v[0] != '-' && (uint64_t)f->num <= IO_MAX_BYTES) {
+    *out = (uint64_t)f->num;
+    return 0;
+  }
   if (f->type == J_NUM) {
-    if (v[0] == '-') return fail(j, "field '%s' must not be negative (got %s)", key_names[k], v);
+    if (v[0] == '-') return fail(j, "field '%s' must not be negative (got %s)", jsonl_key_names[k], v);
     errno = 0;
     char *end;
     unsigned long long x = strtoull(v, &end, 10);
-    if (*end || (errno && errno != ERANGE)) return fail(j, "field '%s' must be a whole number of bytes, not '%s'", key_names[k], v);
+    if (*end || (errno && errno != ERANGE)) return fail(j, "field '%s' must be a whole number of bytes, not '%s'", jsonl_key_names[k], v);
     if (errno == ERANGE || x > IO_MAX_BYTES) return size_too_large(j, k, v);
     *out = x;
     return 0;
@@ -383,14 +164,14 @@ static int get_size(jctx *j, int k, uint64_t *out, int required) {
     if (*out > IO_MAX_BYTES) return size_too_large(j, k, v);
     return 0;
   }
-  return fail(j, "field '%s' must be a number of bytes (or a size such as \"4KiB\"), not %s", key_names[k],
+  return fail(j, "field '%s' must be a number of bytes (or a size such as \"4KiB\"), not %s", jsonl_key_names[k],
               f->type == J_STR ? v : type_name(f->type));
 }
 
 static int get_str(jctx *j, int k, const char **out) {
   jfield *f = field(j, k);
   if (!f || f->type == J_NULL) return 0;
-  if (f->type != J_STR) return fail(j, "field '%s' must be a string, not %s", key_names[k], type_name(f->type));
+  if (f->type != J_STR) return fail(j, "field '%s' must be a string, not %s", jsonl_key_names[k], type_name(f->type));
   *out = fval(&j->l, f);
   return 0;
 }
@@ -398,7 +179,7 @@ static int get_str(jctx *j, int k, const char **out) {
 static int get_bool(jctx *j, int k, int *out) {
   jfield *f = field(j, k);
   if (!f || f->type == J_NULL) return 0;
-  if (f->type != J_BOOL) return fail(j, "field '%s' must be true or false, not %s", key_names[k], type_name(f->type));
+  if (f->type != J_BOOL) return fail(j, "field '%s' must be true or false, not %s", jsonl_key_names[k], type_name(f->type));
   *out = fval(&j->l, f)[0] == '1';
   return 0;
 }
@@ -408,8 +189,8 @@ static int get_enum(jctx *j, int k, int (*from_name)(const char *), uint8_t *out
   const char *s = NULL;
   if (get_str(j, k, &s)) return -1;
   if (!s) return 0;
-  int v = from_name(s);
-  if (v < 0) return fail(j, "field '%s' has unknown value '%s' (accepted: %s)", key_names[k], s, accepted);
+  int v = name_value(j, k, s, from_name);
+  if (v < 0) return fail(j, "field '%s' has unknown value '%s' (accepted: %s)", jsonl_key_names[k], s, accepted);
   *out = (uint8_t)v;
   return 0;
 }
@@ -420,7 +201,7 @@ static int get_raw(jctx *j, int k, const char **out, int want_object) {
   if (!f || f->type == J_NULL) return 0;
   const char *v = fval(&j->l, f);
   if (f->type != J_RAW || (want_object && v[0] != '{') || (!want_object && v[0] != '['))
-    return fail(j, "field '%s' must be %s", key_names[k], want_object ? "an object" : "an array");
+    return fail(j, "field '%s' must be %s", jsonl_key_names[k], want_object ? "an object" : "an array");
   *out = v;
   return 0;
 }
@@ -434,7 +215,7 @@ static int unused_fields(jctx *j) {
 /* ---- the import --------------------------------------------------------------------------- */
 
 enum { A_LIVE = 1, A_REQUESTED = 2, A_FREED = 3 };
-#define MAX_FREED_REMEMBERED 1000000
+#define MAX_FREED_REMEMBERED 65536
 
 typedef struct jstate {
   jctx j;
@@ -505,7 +286,7 @@ static int get_stack(jstate *st, int k, int64_t *out) {
     return 0;
   }
   if (f->type == J_RAW && fval(&j->l, f)[0] == '[') return parse_frames(j, fval(&j->l, f), out);
-  return fail(j, "field '%s' must be a stack id or an array of frames", key_names[k]);
+  return fail(j, "field '%s' must be a stack id or an array of frames", jsonl_key_names[k]);
 }
 
 static int get_flags(jctx *j, uint8_t *out) {
@@ -613,22 +394,36 @@ static int write_args(jstate *st, int64_t seq, const char *raw) {
   return rc;
 }
 
+/* Forgets old frees, keeping the live addresses (later double frees then read as frees of unknown
+ * addresses). */
+static void forget_frees(jstate *st, sim_map *m) {
+  sim_map fresh;
+  sim_map_init(&fresh);
+  size_t it = 0;
+  uint64_t k, v;
+  while (sim_map_next(m, &it, &k, &v))
+    if (v != A_FREED) *sim_map_put(&fresh, k, NULL) = v;
+  sim_map_release(m);
+  *m = fresh;
+  st->nfreed = 0;
+}
+
 /* Tracks allocation state so that bad frees are caught at the line that makes them. */
 static int track(jstate *st, sim_event *ev) {
   jctx *j = &st->j;
   int host = ev->kind == SIM_EV_HOST_ALLOC || ev->kind == SIM_EV_HOST_FREE;
   sim_map *m = host ? &st->host : &st->addrs;
-  uint64_t *cur = sim_map_get(m, ev->addr);
-  int state = cur ? (int)*cur : 0;
-  char a[40];
-  snprintf(a, sizeof a, "%" PRIu64, ev->addr);
+  int existed;
+  uint64_t *cur = sim_map_put(m, ev->addr, &existed); /* one look-up; an unknown address fails the import */
+  int state = existed ? (int)*cur : 0;
+  uint64_t a = ev->addr;
   switch (ev->kind) {
   case SIM_EV_ALLOC:
   case SIM_EV_HOST_ALLOC:
     if (state == A_LIVE || state == A_REQUESTED)
-      return fail(j, "allocation at address %s, which is still live (free it first)", a);
+      return fail(j, "allocation at address %" PRIu64 ", which is still live (free it first)", a);
     if (state == A_FREED) st->nfreed--;
-    *sim_map_put(m, ev->addr, NULL) = A_LIVE;
+    *cur = A_LIVE;
     return 0;
   case SIM_EV_FREE_REQUESTED:
     if (state == A_LIVE) {
@@ -638,33 +433,25 @@ static int track(jstate *st, sim_event *ev) {
     break;
   case SIM_EV_FREE_COMPLETED:
     if (state == A_REQUESTED) goto freed;
-    if (state == A_LIVE) return fail(j, "free_completed of address %s without a free_requested before it", a);
+    if (state == A_LIVE) return fail(j, "free_completed of address %" PRIu64 " without a free_requested before it", a);
     break;
   case SIM_EV_FREE:
   case SIM_EV_HOST_FREE:
     if (state == A_LIVE) goto freed;
     if (state == A_REQUESTED)
-      return fail(j, "free of address %s after its free_requested (complete it with free_completed)", a);
+      return fail(j, "free of address %" PRIu64 " after its free_requested (complete it with free_completed)", a);
     break;
   }
   if (state == A_FREED || (state == A_REQUESTED && ev->kind == SIM_EV_FREE_REQUESTED))
-    return fail(j, "double free: address %s was already freed", a);
-  return fail(j, "free of address %s, which was never allocated", a);
+    return fail(j, "double free: address %" PRIu64 " was already freed", a);
+  return fail(j, "free of address %" PRIu64 ", which was never allocated", a);
 freed:
+  *cur = A_FREED;
   if (st->nfreed >= MAX_FREED_REMEMBERED) {
-    /* Forget old frees (later double frees then read as frees of unknown addresses). */
-    sim_map fresh;
-    sim_map_init(&fresh);
-    size_t it = 0;
-    uint64_t k, v;
-    while (sim_map_next(m, &it, &k, &v))
-      if (v != A_FREED) *sim_map_put(&fresh, k, NULL) = v;
-    sim_map_release(m);
-    *m = fresh;
-    st->nfreed = 0;
-    cur = NULL;
+    *cur = A_LIVE; /* kept through the clean-up, then freed */
+    forget_frees(st, m);
+    *sim_map_put(m, a, NULL) = A_FREED;
   }
-  *sim_map_put(m, ev->addr, NULL) = A_FREED;
   st->nfreed++;
   return 0;
 }
@@ -808,7 +595,7 @@ static int handle_line(jstate *st, int first) {
   if (get_str(j, K_kind, &kind)) return -1;
   if (!kind) return fail(j, "missing field 'kind'");
   j->kind = kind;
-  int k = sim_event_kind_from_name(kind);
+  int k = name_value(j, K_kind, kind, sim_event_kind_from_name);
   if (k > 0) return event_line(st, k);
   static const char *const recorded[] = {"segment_alloc", "segment_free", "segment_map", "segment_unmap",
                                          "oom",           "snapshot",     "totals",      NULL};
@@ -825,63 +612,15 @@ static int handle_line(jstate *st, int first) {
               kind);
 }
 
-/* Clears what the parser gathered from the line before. */
-static inline void line_reset(jline *l) {
-  for (int i = 0; i < l->n; i++)
-    if (l->f[i].key >= 0) l->by_key[l->f[i].key] = 0;
-  l->n = 0;
-  l->blen = 0;
-  l->objects = 0;
-  l->nonobject = 0;
-  l->pending_key = 0;
-  l->seen = 0;
-  l->err[0] = 0;
-}
-
-/* Fails the import on a line that is not one whole JSON object, saying what it is instead. */
-static int line_invalid(jctx *j, yajl_handle h, yajl_status ys, const char *line, size_t len) {
-  if (j->l.err[0]) return fail(j, "%s", j->l.err);
-  if (j->l.nonobject) return fail(j, "each line must be one JSON object");
-  if (ys != yajl_status_ok) {
-    unsigned char *m = yajl_get_error(h, 0, (const unsigned char *)line, len);
-    char *nl = strchr((char *)m, '\n');
-    if (nl) *nl = 0;
-    int rc = fail(j, "invalid JSON: %s (at column %zu)", (char *)m, yajl_get_bytes_consumed(h) + 1);
-    yajl_free_error(h, m);
-    return rc;
-  }
-  if (j->l.objects > 1) return fail(j, "more than one JSON value on one line");
-  return fail(j, "the JSON object does not end on this line");
-}
-
-/* Each line of the input, parsed and handled (blank lines skipped): 0, or -1 at the first
- * line that fails. */
-static int read_lines(jstate *st, yajl_handle h) {
+/* Each line of the input, parsed by the reader and handled (blank lines skipped): 0, or -1 at
+ * the first line that fails. */
+static int read_lines(jstate *st, jsonl_reader *rd) {
   jctx *j = &st->j;
-  import_ctx *ic = j->ic;
-  int first = 1;
-  char *line;
-  size_t len;
-  for (;;) {
-    int got = input_line(ic->in, &line, &len);
-    if (got == -2) {
-      j->lineno++;
-      return fail(j, "the line is longer than 64 MiB (memplay's limit for one line)");
-    }
-    if (got < 0) {
-      import_error(ic, "%s", input_error(ic->in));
-      return -1;
-    }
-    if (got == 0) return 0;
-    j->lineno++;
-    size_t sp = 0;
-    while (sp < len && isspace((unsigned char)line[sp])) sp++;
-    if (sp == len) continue;
-    line_reset(&j->l);
-    yajl_status ys = yajl_parse(h, (const unsigned char *)line, len);
-    if (ys != yajl_status_ok || j->l.depth != 0 || j->l.objects != 1) return line_invalid(j, h, ys, line, len);
+  for (int first = 1;; first = 0) {
+    int got = jsonl_reader_next(rd, &j->l, &j->lineno);
+    if (got < 0) import_error(j->ic, "%s", jsonl_reader_error(rd));
+    if (got <= 0) return got;
     int rc = handle_line(st, first);
-    first = 0;
     if (rc) return rc;
   }
 }
@@ -902,9 +641,6 @@ static int finish_trace(jstate *st, int rc) {
 }
 
 static void jstate_free(jstate *st) {
-  jctx *j = &st->j;
-  yajl_gen_free(j->l.cap);
-  free(j->l.buf);
   sim_map_release(&st->addrs);
   sim_map_release(&st->host);
   sim_map_release(&st->stacks);
@@ -924,17 +660,16 @@ static void jstate_free(jstate *st) {
 static int jsonl_import(import_ctx *ic) {
   jstate *st = sim_xcalloc(1, sizeof *st);
   jctx *j = &st->j;
+  for (int i = 0; i < MEMO_SLOTS; i++) j->memo[i].key = -1;
   j->ic = ic;
-  j->l.cap = jsonw_mem();
   st->meta.device_index = -1;
   sim_map_init(&st->addrs);
   sim_map_init(&st->host);
   sim_map_init(&st->stacks);
-  yajl_handle h = yajl_alloc(&line_cbs, NULL, &j->l);
-  yajl_config(h, yajl_allow_multiple_values, 1);
-  int rc = read_lines(st, h);
+  jsonl_reader *rd = jsonl_reader_new(ic->in, ic->path);
+  int rc = read_lines(st, rd);
+  jsonl_reader_free(rd); /* its thread stops before the trace ends (or is rolled back) */
   rc = finish_trace(st, rc);
-  yajl_free(h);
   jstate_free(st);
   return rc;
 }

@@ -175,7 +175,29 @@ ssize_t input_read(input *in, void *out, size_t n) {
   return (ssize_t)n;
 }
 
+/* The next line when it lies whole in buf: returned in place, its newline made its end (no
+ * copy). 1, or 0 when the line goes on past what buf holds. */
+static int line_in_place(input *in, char **line, size_t *len) {
+  unsigned char *start = in->buf + in->pos;
+  unsigned char *nl = memchr(start, '\n', in->len - in->pos);
+  if (!nl) return 0;
+  size_t n = (size_t)(nl - start);
+  in->pos += n + 1;
+  in->consumed += n + 1;
+  if (n && start[n - 1] == '\r') n--;
+  start[n] = 0;
+  *line = (char *)start;
+  *len = n;
+  return 1;
+}
+
 int input_line(input *in, char **line, size_t *len) {
+  if (in->pos < in->len && line_in_place(in, line, len)) return 1;
+  if (in->pos > 0 && !in->eof) { /* the rest of the line is yet to be read: the tail to the front, then more */
+    ssize_t r = refill(in);
+    if (r < 0) return -1;
+    if (line_in_place(in, line, len)) return 1;
+  }
   size_t have = 0;
   for (;;) {
     if (in->pos == in->len) {

@@ -16,7 +16,8 @@ input *input_open(const char *path, char *err, size_t errlen);
 ssize_t input_read(input *in, void *buf, size_t n);
 /* The longest line input_line returns (decompressed bytes, without the newline): 64 MiB. */
 #define INPUT_MAX_LINE (64u << 20)
-/* Reads one line (without its newline) into an internal buffer; *len its length. Returns 1,
+/* Reads one line (without its newline), NUL-terminated, in the input's own memory (in place where
+ * it can be: no copy), valid until the next call on in; *len its length. Returns 1,
  * 0 at the end, -1 on error, -2 when the line is longer than INPUT_MAX_LINE (input_error says
  * so; the memory held stays under the bound). */
 int input_line(input *in, char **line, size_t *len);
@@ -27,7 +28,7 @@ const char *input_path(const input *in);
 int input_is_gzip(const input *in);
 /* A digest of the file at path, its bytes as they are on disk (compressed or not), that tells
  * whether two files hold the same content: its size, CRC-32 and Adler-32 (zlib's, both
- * fast: the file is read once more before its import), as text.
+ * fast: the file is read once more, beside its import or before it), as text.
  * 0, or -1 when the file cannot be read or is not a regular file (a pipe or FIFO can be read only
  * once, by the import itself: such an input is never taken for one already in the store). */
 int input_digest(const char *path, char *out, size_t n);

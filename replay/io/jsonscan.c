@@ -74,7 +74,14 @@ static int string(scan *s, const char **str, size_t *len) {
   while (e - q >= 8) {
     uint64_t w;
     memcpy(&w, q, 8);
-    if (special_bytes(w)) break;
+    uint64_t m = special_bytes(w);
+    if (m) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+      /* the lowest flag marks the first such byte exactly (borrows only flag bytes above it) */
+      q += __builtin_ctzll(m) >> 3;
+#endif
+      break;
+    }
     q += 8;
   }
   for (; q < e; q++) {

@@ -1,0 +1,74 @@
+# The JSON Lines importer's two parsers agree: a line of plain ASCII strings goes through the fast
+# scanner, a line with escapes or other bytes through yajl, and the same trace written either way
+# is stored the same; yajl still checks UTF-8; a value after a line's object is refused, at the
+# end of the file too. A large file is read and parsed on a thread of its own: the same trace as
+# without it, and the same first failing line, whether the reading thread or the importer finds it.
+. "$TESTS_DIR/cli/lib.sh"
+S="$MEMPLAY_SRC/traces/sample.jsonl"
+
+# every character of every string (keys too) as a \u escape: each line goes to yajl
+python3 - "$S" "$T/escaped.jsonl" <<'EOF'
+import json, sys
+def enc(v):
+    if isinstance(v, str):
+        return '"' + ''.join('\\u%04x' % ord(c) for c in v) + '"'
+    if isinstance(v, dict):
+        return '{' + ','.join(enc(k) + ':' + enc(x) for k, x in v.items()) + '}'
+    if isinstance(v, list):
+        return '[' + ','.join(enc(x) for x in v) + ']'
+    return json.dumps(v)
+with open(sys.argv[1]) as f, open(sys.argv[2], 'w') as out:
+    for line in f:
+        out.write(enc(json.loads(line)) + '\n')
+EOF
+grep -q 'kind' "$T/escaped.jsonl" && fail "the escaped copy still has plain strings"
+expect 0 import "$S" --name plain
+expect 0 import "$T/escaped.jsonl" --name escaped
+expect 0 export plain -o "$T/plain.out"
+expect 0 export escaped -o "$T/escaped.out"
+tail -n +2 "$T/plain.out" >"$T/plain.body"
+tail -n +2 "$T/escaped.out" >"$T/escaped.body"
+cmp -s "$T/plain.body" "$T/escaped.body" || fail "the scanner and yajl stored different traces: $(diff "$T/plain.body" "$T/escaped.body" | head -5)"
+[ "$(wc -l <"$T/plain.body")" -gt 4000 ] || fail "the export is short: $(wc -l <"$T/plain.body") lines"
+
+# a name in UTF-8 (yajl's, which checks it) is kept as it is
+printf '%s\n' '{"kind":"alloc","addr":1,"size":8,"name":"caf\u00e9"}' '{"kind":"kernel","name":"gemm_café"}' >"$T/utf8.jsonl"
+expect 0 import "$T/utf8.jsonl"
+[ "$(sqlite3 "$DB" "SELECT count(*) FROM strings WHERE value IN ('café', 'gemm_café')")" = 2 ] ||
+  fail "the UTF-8 names were not stored: $(sqlite3 "$DB" "SELECT value FROM strings" | tail -3)"
+# bytes that are not UTF-8 are an error at their line, as before
+printf '{"kind":"alloc","addr":1,"size":8}\n{"kind":"kernel","name":"bad\377name"}\n' >"$T/notutf8.jsonl"
+expect 1 import "$T/notutf8.jsonl"
+has "$T/err" "notutf8.jsonl:2: invalid JSON"
+
+# a number after the object: one value too many, whether a line follows or not
+printf '%s\n' '{"kind":"alloc","addr":1,"size":8} 5' '{"kind":"free","addr":1}' >"$T/after.jsonl"
+expect 1 import "$T/after.jsonl"
+has "$T/err" "after.jsonl:1: more than one JSON value on one line"
+printf '%s\n' '{"kind":"alloc","addr":1,"size":8}' '{"kind":"free","addr":1} 12' >"$T/last.jsonl"
+expect 1 import "$T/last.jsonl"
+has "$T/err" "last.jsonl:2: more than one JSON value on one line"
+
+# the reading thread (a file of 4 MiB or more): the same trace as the same file read in the
+# importer's thread (a pipe)
+expect 0 gen --events 40000 --seed 3 --name big
+expect 0 export big -o "$T/big.jsonl"
+[ "$(wc -c <"$T/big.jsonl")" -ge $((4 << 20)) ] || fail "the big file is too small for the thread"
+expect 0 import "$T/big.jsonl" --name threaded
+cat "$T/big.jsonl" | "$MEMPLAY" import /dev/stdin --name piped >"$T/out" 2>"$T/err" || fail "the pipe: $(cat "$T/err")"
+expect 0 export threaded -o "$T/threaded.out"
+expect 0 export piped -o "$T/piped.out"
+cmp -s <(tail -n +2 "$T/threaded.out") <(tail -n +2 "$T/piped.out") || fail "the threaded reader stored another trace"
+digest=$(store_digest)
+# a line the reader refuses, near the end: after every line before it was handled
+{ cat "$T/big.jsonl"; echo '{"kind":"free","addr":1,"bogus":true'; } >"$T/late.jsonl"
+lines=$(($(wc -l <"$T/big.jsonl") + 1))
+expect 1 import "$T/late.jsonl" --name late
+has "$T/err" "late.jsonl:$lines: the JSON object does not end on this line"
+# a line the importer refuses (a double free) while the reader is ahead; a bad line later on
+{ head -3 "$T/big.jsonl"; echo '{"kind":"free","addr":1}'; echo '{"kind":"free","addr":1}'; tail -n +4 "$T/big.jsonl"; echo 'not JSON'; } >"$T/early.jsonl"
+expect 1 import "$T/early.jsonl" --name early
+has "$T/err" "early.jsonl:5: double free"
+[ "$(wc -l <"$T/err")" = 1 ] || fail "more than one message: $(cat "$T/err")"
+[ "$(store_digest)" = "$digest" ] || fail "a failed import changed the store"
+finish
