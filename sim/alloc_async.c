@@ -97,7 +97,8 @@ typedef struct async_pool {
   uint64_t seg_seq, reserved;
   /* storage with stable addresses */
   async_block **pages;
-  size_t npages, pages_cap, page_used;
+  size_t npages, pages_cap;
+  size_t pages_used, page_used; /* pages handed out from (the last one partly); a reset keeps them */
   async_block *spare;
   uint64_t last_growth; /* the growth the last failed request asked for (for describe_oom) */
   sim_alloc_stats st;
@@ -108,12 +109,15 @@ static async_block *async_block_new(async_pool *p) {
   if (b) {
     p->spare = b->next;
   } else {
-    if (p->npages == 0 || p->page_used == ASYNC_CHUNKS_PER_PAGE) {
-      sim_grow((void **)&p->pages, &p->pages_cap, p->npages + 1, sizeof *p->pages);
-      p->pages[p->npages++] = sim_xmalloc(ASYNC_CHUNKS_PER_PAGE * sizeof(async_block));
+    if (p->pages_used == 0 || p->page_used == ASYNC_CHUNKS_PER_PAGE) {
+      if (p->pages_used == p->npages) {
+        sim_grow((void **)&p->pages, &p->pages_cap, p->npages + 1, sizeof *p->pages);
+        p->pages[p->npages++] = sim_xmalloc(ASYNC_CHUNKS_PER_PAGE * sizeof(async_block));
+      }
+      p->pages_used++;
       p->page_used = 0;
     }
-    b = &p->pages[p->npages - 1][p->page_used++];
+    b = &p->pages[p->pages_used - 1][p->page_used++];
   }
   memset(b, 0, sizeof *b);
   return b;
@@ -448,6 +452,28 @@ static void async_destroy(void *ctx) {
   free(p);
 }
 
+/* Every piece goes back to the device; the block pages, the stream table and the piece list
+ * stay for the next replay. Streams are forgotten, so they are met again in the same order. */
+static int async_reset(void *ctx) {
+  async_pool *p = ctx;
+  sim_assert_valid(async_check, p);
+  for (size_t i = 0; i < p->nsegs; i++) {
+    sim_device_free(p->dev, p->segs[i]->addr, p->segs[i]->size);
+    free(p->segs[i]);
+  }
+  p->nsegs = 0;
+  p->seg_seq = p->reserved = 0;
+  RB_INIT(&p->ready);
+  sim_map_clear(&p->stream_idx);
+  p->nstreams = 0;
+  p->pending_bytes = 0;
+  p->pages_used = p->page_used = 0;
+  p->spare = NULL;
+  p->last_growth = 0;
+  memset(&p->st, 0, sizeof p->st);
+  return SIM_OK;
+}
+
 /* ---- what the replay asks about ------------------------------------------------------------- */
 
 static const sim_alloc_stats *async_stats(void *ctx) { return &((async_pool *)ctx)->st; }
@@ -584,4 +610,5 @@ const sim_allocator_ops sim_async_ops = {
   .describe_oom = async_describe_oom,
   .walk = async_walk,
   .check = async_check,
+  .reset = async_reset,
 };

@@ -246,6 +246,7 @@ static inline tblock *block_new(torch *m, int64_t stream, uint64_t size, tpool *
     }
     b = &m->chunks[i >> CHUNK_BITS][i & (CHUNK_SIZE - 1)];
     b->index = i;
+    b->gen = 0; /* a record used before a reset starts again as a new one */
   }
   b->stream = stream;
   b->size = size;
