@@ -90,10 +90,13 @@ typedef struct async_pool {
   sim_map stream_idx; /* stream -> index into streams */
   async_stream *streams;
   size_t nstreams, streams_cap;
+  size_t last_idx;    /* the stream looked up last, when nstreams > 0 */
   uint64_t pending_bytes;
   /* pieces, in address order */
   async_seg **segs;
   size_t nsegs, segs_cap;
+  async_seg **empty;  /* scratch for async_release: the pieces that hold nothing */
+  size_t empty_cap;
   uint64_t seg_seq, reserved;
   /* storage with stable addresses */
   async_block **pages;
@@ -128,23 +131,38 @@ static void async_block_delete(async_pool *p, async_block *b) {
   p->spare = b;
 }
 
+/* Programs use a few streams: the last one, then a scan of a few, answer most look-ups without
+ * the map. */
+#define ASYNC_FEW_STREAMS 8
+
 static async_stream *async_stream_get(async_pool *p, int64_t stream, int create) {
+  if (p->nstreams && p->streams[p->last_idx].stream == stream) return &p->streams[p->last_idx];
+  if (p->nstreams <= ASYNC_FEW_STREAMS) {
+    for (size_t i = 0; i < p->nstreams; i++)
+      if (p->streams[i].stream == stream) {
+        p->last_idx = i;
+        return &p->streams[i];
+      }
+    if (!create) return NULL;
+  }
   int existed = 0;
   uint64_t *slot;
   if (!create) {
     slot = sim_map_get(&p->stream_idx, (uint64_t)stream);
-    return slot ? &p->streams[*slot] : NULL;
+    if (!slot) return NULL;
+  } else {
+    slot = sim_map_put(&p->stream_idx, (uint64_t)stream, &existed);
+    if (!existed) {
+      sim_grow((void **)&p->streams, &p->streams_cap, p->nstreams + 1, sizeof *p->streams);
+      async_stream *s = &p->streams[p->nstreams];
+      s->stream = stream;
+      RB_INIT(&s->pending);
+      s->bytes = 0;
+      *slot = p->nstreams++;
+    }
   }
-  slot = sim_map_put(&p->stream_idx, (uint64_t)stream, &existed);
-  if (!existed) {
-    sim_grow((void **)&p->streams, &p->streams_cap, p->nstreams + 1, sizeof *p->streams);
-    async_stream *s = &p->streams[p->nstreams];
-    s->stream = stream;
-    RB_INIT(&s->pending);
-    s->bytes = 0;
-    *slot = p->nstreams++;
-  }
-  return &p->streams[*slot];
+  p->last_idx = (size_t)*slot;
+  return &p->streams[p->last_idx];
 }
 
 /* The tree a free block lives in. */
@@ -353,27 +371,41 @@ static void async_make_ready(async_pool *p, async_stream *s) {
   }
 }
 
-/* Gives back pieces that hold nothing, newest first, while the pool holds more than `keep`. */
+static int async_newer_first(const void *a, const void *b) {
+  uint64_t x = (*(async_seg *const *)a)->seq, y = (*(async_seg *const *)b)->seq;
+  return (x < y) - (x > y);
+}
+
+/* Gives back pieces that hold nothing, newest first, while the pool holds more than `keep`.
+ * Releasing one piece changes no other piece's emptiness, so the candidates are found in one
+ * pass, and the pieces kept are compacted in another. */
 static void async_release(async_pool *p, uint64_t keep) {
-  while (p->reserved > keep) {
-    size_t victim = SIZE_MAX;
-    for (size_t i = 0; i < p->nsegs; i++) {
-      const async_seg *s = p->segs[i];
-      if (s->first->state == AB_READY && s->first->size == s->size &&
-          (victim == SIZE_MAX || s->seq > p->segs[victim]->seq))
-        victim = i;
-    }
-    if (victim == SIZE_MAX) return;
-    async_seg *s = p->segs[victim];
+  if (p->reserved <= keep) return;
+  sim_grow((void **)&p->empty, &p->empty_cap, p->nsegs, sizeof *p->empty);
+  async_seg **empty = p->empty;
+  size_t n = 0;
+  for (size_t i = 0; i < p->nsegs; i++) {
+    async_seg *s = p->segs[i];
+    if (s->first->state == AB_READY && s->first->size == s->size) empty[n++] = s;
+  }
+  if (!n) return;
+  qsort(empty, n, sizeof *empty, async_newer_first);
+  size_t released = 0;
+  for (; released < n && p->reserved > keep; released++) {
+    async_seg *s = empty[released];
     sim_assert_internal(p->reserved >= s->size);
     async_remove(p, s->first);
     async_block_delete(p, s->first);
     sim_device_free(p->dev, s->addr, s->size);
     p->reserved -= s->size;
-    memmove(&p->segs[victim], &p->segs[victim + 1], (p->nsegs - victim - 1) * sizeof *p->segs);
-    p->nsegs--;
-    free(s);
+    s->first = NULL; /* released: left out below */
   }
+  size_t kept = 0;
+  for (size_t i = 0; i < p->nsegs; i++) {
+    if (p->segs[i]->first) p->segs[kept++] = p->segs[i];
+    else free(p->segs[i]);
+  }
+  p->nsegs = kept;
 }
 
 static void async_synchronize(void *ctx, int64_t stream) {
@@ -445,6 +477,7 @@ static void async_destroy(void *ctx) {
     free(p->segs[i]);
   }
   free(p->segs);
+  free(p->empty);
   for (size_t i = 0; i < p->npages; i++) free(p->pages[i]);
   free(p->pages);
   free(p->streams);
