@@ -371,7 +371,13 @@ static void torch_free_requested(void *ctx, uintptr_t handle) {
 
 static void torch_free_completed(void *ctx, uintptr_t handle) {
   torch *m = ctx;
-  tblock *b = block_of(m, handle);
+  tblock *b = m->waiting_newest;
+  if (b && handle_of(b) == handle) { /* the block just freed, the usual case: no look-up */
+    waiting_remove(m, b);
+    free_block(m, b);
+    return;
+  }
+  b = block_of(m, handle);
   if (!b) return; /* nullptr, or completed early by a synchronization */
   if (b->allocated) free_request(m, b);
   if (!b->waiting) return;
