@@ -90,14 +90,18 @@ typedef struct async_pool {
   sim_map stream_idx; /* stream -> index into streams */
   async_stream *streams;
   size_t nstreams, streams_cap;
+  size_t last_idx;    /* the stream looked up last, when nstreams > 0 */
   uint64_t pending_bytes;
   /* pieces, in address order */
   async_seg **segs;
   size_t nsegs, segs_cap;
+  async_seg **empty;  /* scratch for async_release: the pieces that hold nothing */
+  size_t empty_cap;
   uint64_t seg_seq, reserved;
   /* storage with stable addresses */
   async_block **pages;
-  size_t npages, pages_cap, page_used;
+  size_t npages, pages_cap;
+  size_t pages_used, page_used; /* pages handed out from (the last one partly); a reset keeps them */
   async_block *spare;
   uint64_t last_growth; /* the growth the last failed request asked for (for describe_oom) */
   sim_alloc_stats st;
@@ -108,12 +112,15 @@ static async_block *async_block_new(async_pool *p) {
   if (b) {
     p->spare = b->next;
   } else {
-    if (p->npages == 0 || p->page_used == ASYNC_CHUNKS_PER_PAGE) {
-      sim_grow((void **)&p->pages, &p->pages_cap, p->npages + 1, sizeof *p->pages);
-      p->pages[p->npages++] = sim_xmalloc(ASYNC_CHUNKS_PER_PAGE * sizeof(async_block));
+    if (p->pages_used == 0 || p->page_used == ASYNC_CHUNKS_PER_PAGE) {
+      if (p->pages_used == p->npages) {
+        sim_grow((void **)&p->pages, &p->pages_cap, p->npages + 1, sizeof *p->pages);
+        p->pages[p->npages++] = sim_xmalloc(ASYNC_CHUNKS_PER_PAGE * sizeof(async_block));
+      }
+      p->pages_used++;
       p->page_used = 0;
     }
-    b = &p->pages[p->npages - 1][p->page_used++];
+    b = &p->pages[p->pages_used - 1][p->page_used++];
   }
   memset(b, 0, sizeof *b);
   return b;
@@ -124,23 +131,38 @@ static void async_block_delete(async_pool *p, async_block *b) {
   p->spare = b;
 }
 
+/* Programs use a few streams: the last one, then a scan of a few, answer most look-ups without
+ * the map. */
+#define ASYNC_FEW_STREAMS 8
+
 static async_stream *async_stream_get(async_pool *p, int64_t stream, int create) {
+  if (p->nstreams && p->streams[p->last_idx].stream == stream) return &p->streams[p->last_idx];
+  if (p->nstreams <= ASYNC_FEW_STREAMS) {
+    for (size_t i = 0; i < p->nstreams; i++)
+      if (p->streams[i].stream == stream) {
+        p->last_idx = i;
+        return &p->streams[i];
+      }
+    if (!create) return NULL;
+  }
   int existed = 0;
   uint64_t *slot;
   if (!create) {
     slot = sim_map_get(&p->stream_idx, (uint64_t)stream);
-    return slot ? &p->streams[*slot] : NULL;
+    if (!slot) return NULL;
+  } else {
+    slot = sim_map_put(&p->stream_idx, (uint64_t)stream, &existed);
+    if (!existed) {
+      sim_grow((void **)&p->streams, &p->streams_cap, p->nstreams + 1, sizeof *p->streams);
+      async_stream *s = &p->streams[p->nstreams];
+      s->stream = stream;
+      RB_INIT(&s->pending);
+      s->bytes = 0;
+      *slot = p->nstreams++;
+    }
   }
-  slot = sim_map_put(&p->stream_idx, (uint64_t)stream, &existed);
-  if (!existed) {
-    sim_grow((void **)&p->streams, &p->streams_cap, p->nstreams + 1, sizeof *p->streams);
-    async_stream *s = &p->streams[p->nstreams];
-    s->stream = stream;
-    RB_INIT(&s->pending);
-    s->bytes = 0;
-    *slot = p->nstreams++;
-  }
-  return &p->streams[*slot];
+  p->last_idx = (size_t)*slot;
+  return &p->streams[p->last_idx];
 }
 
 /* The tree a free block lives in. */
@@ -349,27 +371,41 @@ static void async_make_ready(async_pool *p, async_stream *s) {
   }
 }
 
-/* Gives back pieces that hold nothing, newest first, while the pool holds more than `keep`. */
+static int async_newer_first(const void *a, const void *b) {
+  uint64_t x = (*(async_seg *const *)a)->seq, y = (*(async_seg *const *)b)->seq;
+  return (x < y) - (x > y);
+}
+
+/* Gives back pieces that hold nothing, newest first, while the pool holds more than `keep`.
+ * Releasing one piece changes no other piece's emptiness, so the candidates are found in one
+ * pass, and the pieces kept are compacted in another. */
 static void async_release(async_pool *p, uint64_t keep) {
-  while (p->reserved > keep) {
-    size_t victim = SIZE_MAX;
-    for (size_t i = 0; i < p->nsegs; i++) {
-      const async_seg *s = p->segs[i];
-      if (s->first->state == AB_READY && s->first->size == s->size &&
-          (victim == SIZE_MAX || s->seq > p->segs[victim]->seq))
-        victim = i;
-    }
-    if (victim == SIZE_MAX) return;
-    async_seg *s = p->segs[victim];
+  if (p->reserved <= keep) return;
+  sim_grow((void **)&p->empty, &p->empty_cap, p->nsegs, sizeof *p->empty);
+  async_seg **empty = p->empty;
+  size_t n = 0;
+  for (size_t i = 0; i < p->nsegs; i++) {
+    async_seg *s = p->segs[i];
+    if (s->first->state == AB_READY && s->first->size == s->size) empty[n++] = s;
+  }
+  if (!n) return;
+  qsort(empty, n, sizeof *empty, async_newer_first);
+  size_t released = 0;
+  for (; released < n && p->reserved > keep; released++) {
+    async_seg *s = empty[released];
     sim_assert_internal(p->reserved >= s->size);
     async_remove(p, s->first);
     async_block_delete(p, s->first);
     sim_device_free(p->dev, s->addr, s->size);
     p->reserved -= s->size;
-    memmove(&p->segs[victim], &p->segs[victim + 1], (p->nsegs - victim - 1) * sizeof *p->segs);
-    p->nsegs--;
-    free(s);
+    s->first = NULL; /* released: left out below */
   }
+  size_t kept = 0;
+  for (size_t i = 0; i < p->nsegs; i++) {
+    if (p->segs[i]->first) p->segs[kept++] = p->segs[i];
+    else free(p->segs[i]);
+  }
+  p->nsegs = kept;
 }
 
 static void async_synchronize(void *ctx, int64_t stream) {
@@ -441,11 +477,34 @@ static void async_destroy(void *ctx) {
     free(p->segs[i]);
   }
   free(p->segs);
+  free(p->empty);
   for (size_t i = 0; i < p->npages; i++) free(p->pages[i]);
   free(p->pages);
   free(p->streams);
   sim_map_release(&p->stream_idx);
   free(p);
+}
+
+/* Every piece goes back to the device; the block pages, the stream table and the piece list
+ * stay for the next replay. Streams are forgotten, so they are met again in the same order. */
+static int async_reset(void *ctx) {
+  async_pool *p = ctx;
+  sim_assert_valid(async_check, p);
+  for (size_t i = 0; i < p->nsegs; i++) {
+    sim_device_free(p->dev, p->segs[i]->addr, p->segs[i]->size);
+    free(p->segs[i]);
+  }
+  p->nsegs = 0;
+  p->seg_seq = p->reserved = 0;
+  RB_INIT(&p->ready);
+  sim_map_clear(&p->stream_idx);
+  p->nstreams = 0;
+  p->pending_bytes = 0;
+  p->pages_used = p->page_used = 0;
+  p->spare = NULL;
+  p->last_growth = 0;
+  memset(&p->st, 0, sizeof p->st);
+  return SIM_OK;
 }
 
 /* ---- what the replay asks about ------------------------------------------------------------- */
@@ -584,4 +643,5 @@ const sim_allocator_ops sim_async_ops = {
   .describe_oom = async_describe_oom,
   .walk = async_walk,
   .check = async_check,
+  .reset = async_reset,
 };

@@ -96,10 +96,12 @@ typedef struct bfc {
   /* regions in address order */
   bfc_region *regions;
   size_t nregions, regions_cap;
-  /* chunk storage: pages never move, so chunk pointers are stable handles */
+  /* chunk storage: pages never move, so chunk pointers are stable handles; a reset keeps them */
   bfc_chunk **pages;
-  size_t npages, pages_cap, page_used;
+  size_t npages, pages_cap;
+  size_t pages_used, page_used; /* pages handed out from (the last one partly: page_used chunks) */
   bfc_chunk *spare;
+  uint64_t first_region_allocation_bytes; /* curr_region_allocation_bytes at create */
   /* TensorFlow's AllocatorStats */
   int64_t num_allocs, bytes_in_use, peak_bytes_in_use, largest_alloc_size;
   sim_alloc_stats st;
@@ -122,12 +124,15 @@ static bfc_chunk *bfc_chunk_new(bfc *m) {
   if (c) {
     m->spare = c->next;
   } else {
-    if (m->npages == 0 || m->page_used == BFC_CHUNKS_PER_PAGE) {
-      sim_grow((void **)&m->pages, &m->pages_cap, m->npages + 1, sizeof *m->pages);
-      m->pages[m->npages++] = sim_xmalloc(BFC_CHUNKS_PER_PAGE * sizeof(bfc_chunk));
+    if (m->pages_used == 0 || m->page_used == BFC_CHUNKS_PER_PAGE) {
+      if (m->pages_used == m->npages) {
+        sim_grow((void **)&m->pages, &m->pages_cap, m->npages + 1, sizeof *m->pages);
+        m->pages[m->npages++] = sim_xmalloc(BFC_CHUNKS_PER_PAGE * sizeof(bfc_chunk));
+      }
+      m->pages_used++;
       m->page_used = 0;
     }
-    c = &m->pages[m->npages - 1][m->page_used++];
+    c = &m->pages[m->pages_used - 1][m->page_used++];
   }
   memset(c, 0, sizeof *c);
   c->allocation_id = -1;
@@ -645,9 +650,29 @@ static int bfc_create(void **ctx, sim_device *dev, const sim_alloc_config *cfg, 
   }
   m->curr_region_allocation_bytes =
     bfc_rounded_bytes(s.allow_growth ? (limit < BFC_GROWTH_FIRST_REGION ? limit : BFC_GROWTH_FIRST_REGION) : limit);
+  m->first_region_allocation_bytes = m->curr_region_allocation_bytes;
   m->next_allocation_id = 1;
   for (int b = 0; b < BFC_NUM_BINS; b++) RB_INIT(&m->bins[b]);
   *ctx = m;
+  return SIM_OK;
+}
+
+/* Every region goes back to the device; the chunk pages stay for the next replay. */
+static int bfc_reset(void *ctx) {
+  bfc *m = ctx;
+  sim_assert_valid(bfc_check, m);
+  for (size_t i = 0; i < m->nregions; i++) sim_device_free(m->dev, m->regions[i].ptr, m->regions[i].size);
+  m->nregions = 0;
+  for (int b = 0; b < BFC_NUM_BINS; b++) RB_INIT(&m->bins[b]);
+  m->nonempty = 0;
+  m->pages_used = m->page_used = 0;
+  m->spare = NULL;
+  m->curr_region_allocation_bytes = m->first_region_allocation_bytes;
+  m->total_region_allocated_bytes = 0;
+  m->started_backpedal = 0;
+  m->next_allocation_id = 1;
+  m->num_allocs = m->bytes_in_use = m->peak_bytes_in_use = m->largest_alloc_size = 0;
+  memset(&m->st, 0, sizeof m->st);
   return SIM_OK;
 }
 
@@ -842,4 +867,5 @@ const sim_allocator_ops sim_bfc_ops = {
   .walk = bfc_walk,
   .check = bfc_check,
   .restore = bfc_restore,
+  .reset = bfc_reset,
 };

@@ -2,6 +2,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "allocator.h"
 #include "device_sim.h"
@@ -46,6 +47,22 @@ static void cuda_destroy(void *ctx) {
   cuda_model *m = ctx;
   sim_slab_release(&m->blocks);
   free(m);
+}
+
+/* Every live request goes back to the driver (a cudaFree each); the slab starts again. */
+static int cuda_reset(void *ctx) {
+  cuda_model *m = ctx;
+  char *freed = sim_xcalloc(m->blocks.len + 1, 1);
+  for (uint32_t h = m->blocks.free_head; h; h = *(uint32_t *)sim_slab_at(&m->blocks, h)) freed[h] = 1;
+  for (uint32_t h = 1; h <= m->blocks.len; h++) {
+    if (freed[h]) continue;
+    const cuda_block *b = sim_slab_at(&m->blocks, h);
+    sim_device_free(m->dev, b->addr, b->size);
+  }
+  free(freed);
+  sim_slab_clear(&m->blocks);
+  memset(&m->st, 0, sizeof m->st);
+  return SIM_OK;
 }
 
 static int cuda_alloc(void *ctx, uint64_t size, int64_t stream, sim_placement *out) {
@@ -137,4 +154,5 @@ const sim_allocator_ops sim_cuda_ops = {
   .largest_free = cuda_largest_free,
   .describe_oom = cuda_describe_oom,
   .walk = cuda_walk,
+  .reset = cuda_reset,
 };

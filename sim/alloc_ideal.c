@@ -2,6 +2,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "allocator.h"
 #include "hashmap.h"
@@ -29,6 +30,14 @@ static int ideal_create(void **ctx, sim_device *dev, const sim_alloc_config *cfg
 }
 
 static void ideal_destroy(void *ctx) { free(ctx); }
+
+/* Holds no device memory: the statistics and the addresses start again. */
+static int ideal_reset(void *ctx) {
+  ideal *m = ctx;
+  memset(&m->st, 0, sizeof m->st);
+  m->next_addr = 0x100000000;
+  return SIM_OK;
+}
 
 static int ideal_alloc(void *ctx, uint64_t size, int64_t stream, sim_placement *out) {
   ideal *m = ctx;
@@ -88,4 +97,5 @@ const sim_allocator_ops sim_ideal_ops = {
   .stats = ideal_stats,
   .largest_free = ideal_largest_free,
   .describe_oom = ideal_describe_oom,
+  .reset = ideal_reset,
 };

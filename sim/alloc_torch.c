@@ -371,7 +371,13 @@ static void torch_free_requested(void *ctx, uintptr_t handle) {
 
 static void torch_free_completed(void *ctx, uintptr_t handle) {
   torch *m = ctx;
-  tblock *b = block_of(m, handle);
+  tblock *b = m->waiting_newest;
+  if (b && handle_of(b) == handle) { /* the block just freed, the usual case: no look-up */
+    waiting_remove(m, b);
+    free_block(m, b);
+    return;
+  }
+  b = block_of(m, handle);
   if (!b) return; /* nullptr, or completed early by a synchronization */
   if (b->allocated) free_request(m, b);
   if (!b->waiting) return;
@@ -706,6 +712,48 @@ static void torch_destroy(void *ctx) {
   free(m);
 }
 
+/* Hands every segment back to the device: a cudaFree per segment, an unmap per mapped range of an
+ * expandable segment, then its reservation. */
+static void release_all_segments(torch *m) {
+  for (uint32_t i = 1; i < m->next_index; i++) {
+    tblock *b = block_at(m, i);
+    if (!b->live || !b->mapped || (b->prev && b->prev->mapped)) continue; /* not the start of a range */
+    uint64_t size = 0;
+    for (tblock *x = b; x && x->mapped; x = x->next) size += x->size;
+    if (b->es) sim_device_unmap(m->dev, b->ptr, size);
+    else sim_device_free(m->dev, b->ptr, size);
+  }
+  while (m->segments) {
+    tseg *es = m->segments;
+    m->segments = es->next;
+    sim_device_unreserve(m->dev, es->base, es->size);
+    free(es);
+  }
+}
+
+/* The state torch_create left: the configuration stays (read once), the block arena and the
+ * pools' stream tables are kept for the next replay, block records are handed out from the first
+ * again. */
+static int torch_reset(void *ctx) {
+  torch *m = ctx;
+  sim_assert_valid(_torch_check, m);
+  release_all_segments(m);
+  m->free_list = NULL;
+  m->next_index = 0;
+  m->waiting_newest = m->waiting_head = m->waiting_tail = NULL;
+  m->total_allocated_memory = 0;
+  tpool *pools[2] = {&m->small_blocks, &m->large_blocks};
+  for (int k = 0; k < 2; k++) {
+    tfree_clear(&pools[k]->blocks);
+    RB_INIT(&pools[k]->unmapped);
+    pools[k]->get_free_blocks_call_count = 0;
+  }
+  memset(&m->stats, 0, sizeof m->stats);
+  memset(&m->st, 0, sizeof m->st);
+  m->tree_conflicts = 0;
+  return SIM_OK;
+}
+
 static void torch_empty_cache(void *ctx) {
   torch *m = ctx;
   release_cached_blocks(m);
@@ -873,4 +921,5 @@ const sim_allocator_ops sim_torch_ops = {
   .walk = torch_walk,
   .check = _torch_check,
   .restore = _torch_restore,
+  .reset = torch_reset,
 };

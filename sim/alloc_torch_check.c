@@ -79,6 +79,12 @@ static int check_totals(torch *m, const check_sums *s, char *err, size_t errlen)
   }
   if (s->nfree != nfree_in_trees) CHECK_FAIL("%zu free blocks but %zu in the pools", s->nfree, nfree_in_trees);
   if (s->nunmapped != nunmapped_trees) CHECK_FAIL("%zu unmapped ranges but %zu in the sets", s->nunmapped, nunmapped_trees);
+  if (m->st.allocated.current != s->allocated[SMALL_POOL] + s->allocated[LARGE_POOL] ||
+      m->st.active.current != s->active[SMALL_POOL] + s->active[LARGE_POOL] ||
+      m->st.requested.current != s->requested[SMALL_POOL] + s->requested[LARGE_POOL] ||
+      m->st.reserved.current != s->reserved[SMALL_POOL] + s->reserved[LARGE_POOL])
+    CHECK_FAIL("the byte counts the replay reads are not what the blocks hold");
+#if SIM_TORCH_STATS
   for (int t = SMALL_POOL; t <= LARGE_POOL; t++) {
     const char *name = t == SMALL_POOL ? "small" : "large";
     const struct tstat_set *st = &m->stats.type[t];
@@ -93,6 +99,7 @@ static int check_totals(torch *m, const check_sums *s, char *err, size_t errlen)
     CHECK_FAIL("%s: the aggregate is not the sum of the pools", #n);
   TORCH_STAT_ARRAYS(SIM_X)
 #undef SIM_X
+#endif
   if ((uint64_t)m->st.reserved.current != m->total_allocated_memory)
     CHECK_FAIL("reserved_bytes disagrees with the memory taken from the device");
   return 0;

@@ -143,7 +143,11 @@ static inline void sim_gauge_add(sim_gauge *g, int64_t delta) {
 /* ------------------------------------------------------------------------------------------
  * The allocator model interface.
  * ------------------------------------------------------------------------------------------ */
-#define SIM_ALLOCATOR_VERSION 2
+/* The version of sim_allocator_ops a table was written for. Fields are only ever added at the end
+ * of the table, each with the version that added it, so that a table written for an older version
+ * keeps working: a caller reads a field only from a table whose `version` is at least the one
+ * that added it (sim_allocator_can_reset shows how). 3 added `reset`. */
+#define SIM_ALLOCATOR_VERSION 3
 
 /* Facts about a real allocator that the code around a model acts on (sim_allocator_ops.traits),
  * so that no caller compares an allocator's name. */
@@ -226,7 +230,25 @@ typedef struct sim_allocator_ops {
    * handles[i] receives the handle of block i (for free_requested/free_completed). SIM_OK, or
    * SIM_EINVAL with a message. May be NULL (the model cannot start from a recorded state). */
   int (*restore)(void *ctx, sim_walk_item *items, size_t n, uintptr_t *handles, char *err, size_t errlen);
+
+  /* Version 3. Returns the instance to the state `create` left it in, for another replay: the
+   * same device, options and recorded settings (read once, at create), nothing allocated, every
+   * statistic zero; it keeps the storage it grew (block records, tables) for the next replay.
+   * Every piece of device memory the instance holds is handed back through the device primitive
+   * first (each segment freed, each mapped range unmapped, each reservation released, as
+   * `destroy` or `empty_cache` would), so a real device gets its memory back; segments `restore`
+   * installed go back the same way. The device's own state is its owner's: to replay again on a
+   * simulated device exactly as on a new one, the caller then calls sim_simdev_reset
+   * (device_sim.h), which zeroes its counters and hands out the same addresses again. After
+   * both, a replay makes the same decisions, at the same addresses, as on a new instance.
+   * Handles from before the reset must not be passed again. SIM_OK, or a SIM_E* code (the
+   * instance is then unusable: destroy it). NULL, or a table of version < 3: the caller
+   * destroys the instance and creates another. */
+  int (*reset)(void *ctx);
 } sim_allocator_ops;
+
+/* Whether ops has a reset op (a table written for version 3 or later, with the op filled in). */
+static inline int sim_allocator_can_reset(const sim_allocator_ops *ops) { return ops->version >= 3 && ops->reset; }
 
 /* The registry of models (allocators.c), and the models themselves: code that must name the
  * allocator a trace was recorded by uses its ops table's name. */

@@ -122,11 +122,13 @@ static const sim_device_ops simdev_ops = {
   .unmap = sd_unmap,
 };
 
+#define SIMDEV_FIRST_VA UINT64_C(0x7f0000000000)
+
 void sim_simdev_init(sim_device *d, uint64_t capacity, uint64_t total_memory) {
   memset(d, 0, sizeof *d);
   simdev *s = sim_xcalloc(1, sizeof *s);
   s->dev = d;
-  s->next_va = UINT64_C(0x7f0000000000);
+  s->next_va = SIMDEV_FIRST_VA;
   sim_map_init(&s->live);
   d->ops = &simdev_ops;
   d->ctx = s;
@@ -142,6 +144,16 @@ void sim_simdev_hold(sim_device *d, uint64_t addr, uint64_t span, uint64_t used)
   if (d->used > d->used_peak) d->used_peak = d->used;
   uint64_t end = round_up(addr + span, SIM_PAGE_SIZE) + 2 * round_up(d->total_memory, SIM_PAGE_SIZE);
   if (end > s->next_va) s->next_va = end;
+}
+
+void sim_simdev_reset(sim_device *d) {
+  simdev *s = d->ctx;
+  s->next_va = SIMDEV_FIRST_VA;
+  s->open_page = s->open_off = 0;
+  sim_map_clear(&s->live);
+  d->mallocs = d->frees = d->maps = d->unmaps = 0;
+  d->malloc_bytes = d->free_bytes = d->map_bytes = d->unmap_bytes = 0;
+  d->used = d->used_peak = 0;
 }
 
 void sim_simdev_release(sim_device *d) {

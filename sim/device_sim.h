@@ -14,6 +14,11 @@
  */
 void sim_simdev_init(sim_device *d, uint64_t capacity, uint64_t total_memory);
 void sim_simdev_release(sim_device *d);
+/* Returns d to the state sim_simdev_init left it in (the same capacity and total memory): nothing
+ * used, every counter and peak zero, addresses handed out from the start again, memory held by
+ * sim_simdev_hold forgotten. Keeps its tables for reuse. For the replay after an allocator's
+ * reset (allocator.h): reset the model first, which hands its memory back, then the device. */
+void sim_simdev_reset(sim_device *d);
 /* Memory the process held before the replay began (a restored segment): `used` bytes count as
  * taken (beyond the capacity too: they were there), and no address in [addr, addr+span), nor
  * within twice the card's memory above it (room for a reservation made from there), is handed

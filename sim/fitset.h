@@ -23,6 +23,7 @@
  *
  * SIM_FITSET_DEFINE(name, type, link, cls, stream, size, addr) generates, for `struct name`:
  *   name_init(s), name_release(s)
+ *   name_clear(s)                empties the set, keeping what it allocated (its streams)
  *   name_insert(s, x)            0, or -1 when an equal block is there
  *   name_remove(s, x)
  *   name_lower_bound(s, stream, size)     the first block of stream with size >= size, or NULL
@@ -79,6 +80,22 @@ static inline unsigned sim_fitset_class(uint64_t size) {
     for (size_t i = 0; i < s->n; i++) free(s->s[i]);                                                      \
     free(s->s);                                                                                           \
     memset(s, 0, sizeof *s);                                                                              \
+  }                                                                                                       \
+  /* Only the classes the bitmaps name hold blocks: those are emptied, and the bitmaps. A stream         \
+   * kept empty answers every query as a stream never met does. */                                       \
+  static inline void name##_clear(struct name *s) {                                                       \
+    for (size_t i = 0; i < s->n; i++) {                                                                   \
+      struct name##_stream *st = s->s[i];                                                                 \
+      for (uint64_t f = st->fl_map; f; f &= f - 1) {                                                      \
+        unsigned fl = (unsigned)__builtin_ctzll(f);                                                       \
+        for (uint64_t m = st->sl_map[fl]; m; m &= m - 1)                                                  \
+          RB_INIT(&st->cls[fl * SIM_FITSET_SL + (unsigned)__builtin_ctzll(m)]);                           \
+        st->sl_map[fl] = 0;                                                                               \
+      }                                                                                                   \
+      st->fl_map = 0;                                                                                     \
+      st->count = 0;                                                                                      \
+    }                                                                                                     \
+    s->count = 0;                                                                                         \
   }                                                                                                       \
   static inline struct name##_stream *name##_stream_(struct name *s, int64_t stream, int create) {        \
     if (s->last && s->last_stream == stream) return s->last;                                              \

@@ -31,6 +31,12 @@ static inline void sim_slab_release(sim_slab *s) {
   sim_slab_init(s, s->elem);
 }
 
+/* Forgets every record, keeping the storage: the next index handed out is 1 again. */
+static inline void sim_slab_clear(sim_slab *s) {
+  s->len = s->live = 0;
+  s->free_head = 0;
+}
+
 static inline void *sim_slab_at(const sim_slab *s, uint32_t idx) {
   return s->items + (size_t)(idx - 1) * s->elem;
 }

@@ -162,6 +162,19 @@ static void fitset_matches_reference(void) {
   for (item *x = iset_lower_bound(&s, 7, 0); x; x = iset_next_in_stream(&s, x)) fwd++;
   CHECK_EQ(back, fwd);
   CHECK(iset_lower_bound(&s, 12345, 0) == NULL); /* a stream it never saw */
+  /* emptied (as a reset empties a pool), it answers as a new set does, and takes blocks again */
+  iset_clear(&s);
+  for (int i = 0; i < N; i++) all[i].in = 0;
+  CHECK(iset_check(&s));
+  CHECK_EQ(s.count, 0);
+  CHECK(iset_first(&s) == NULL);
+  CHECK(iset_lower_bound(&s, 7, 0) == NULL);
+  CHECK(iset_last_in_stream(&s, 0) == NULL);
+  all[0] = (item){.stream = 7, .size = 4096, .addr = 512};
+  CHECK_EQ(iset_insert(&s, &all[0]), 0);
+  CHECK(iset_lower_bound(&s, 7, 100) == &all[0]);
+  CHECK(iset_first(&s) == &all[0]);
+  CHECK(iset_check(&s));
   iset_release(&s);
   free(all);
 }

@@ -119,6 +119,17 @@ struct tseg {
 
 /* ---- statistics, declared once ---------------------------------------------------------------- */
 
+/* PyTorch's DeviceStats are kept in full (each array's AGGREGATE, SMALL_POOL and LARGE_POOL Stat,
+ * with its peak) where something reads them: in the builds with internal checks (SIM_DEBUG >= 1:
+ * Debug and the sanitizer build), whose check op holds each one to the blocks. Elsewhere only the
+ * four byte counts the replay engine reads (sim_alloc_stats: allocated, reserved, active,
+ * requested) and the rare single Stats and counters below are kept; the rest are compiled out, as
+ * mimalloc compiles out its statistics, since no decision reads them and updating them was a
+ * seventh of the model's work per event. -DSIM_TORCH_STATS=1 keeps them in any build. */
+#ifndef SIM_TORCH_STATS
+#define SIM_TORCH_STATS (SIM_DEBUG >= 1)
+#endif
+
 enum { AGGREGATE, SMALL_POOL, LARGE_POOL, STAT_TYPES };
 
 typedef sim_gauge tstat; /* current and peak (PyTorch's cumulative allocated/freed are not kept) */
@@ -184,16 +195,26 @@ static inline void decrease_stat(tstat *s, uint64_t amount) {
 #define AGG_requested_bytes(m) (&(m)->st.requested)
 
 /* The AGGREGATE entry and the pool's own entry, as get_stat_types_for_pool selects them. */
-#define POOL_INC(m, pool, name, amount)                 \
-  do {                                                  \
-    increase_stat(AGG_##name(m), (amount));             \
-    increase_stat(&(pool)->stats->name, (amount));      \
+#define POOL_INC(m, pool, name, amount)                                           \
+  do {                                                                            \
+    if (SIM_TORCH_STATS || ENGINE_##name) increase_stat(AGG_##name(m), (amount)); \
+    if (SIM_TORCH_STATS) increase_stat(&(pool)->stats->name, (amount));           \
   } while (0)
-#define POOL_DEC(m, pool, name, amount)                 \
-  do {                                                  \
-    decrease_stat(AGG_##name(m), (amount));             \
-    decrease_stat(&(pool)->stats->name, (amount));      \
+#define POOL_DEC(m, pool, name, amount)                                           \
+  do {                                                                            \
+    if (SIM_TORCH_STATS || ENGINE_##name) decrease_stat(AGG_##name(m), (amount)); \
+    if (SIM_TORCH_STATS) decrease_stat(&(pool)->stats->name, (amount));           \
   } while (0)
+/* Which arrays' AGGREGATE the engine reads (kept in every build). */
+#define ENGINE_allocation 0
+#define ENGINE_segment 0
+#define ENGINE_active 0
+#define ENGINE_inactive_split 0
+#define ENGINE_allocated_bytes 1
+#define ENGINE_reserved_bytes 1
+#define ENGINE_active_bytes 1
+#define ENGINE_inactive_split_bytes 0
+#define ENGINE_requested_bytes 1
 
 /* ---- the model -------------------------------------------------------------------------------- */
 
@@ -246,6 +267,7 @@ static inline tblock *block_new(torch *m, int64_t stream, uint64_t size, tpool *
     }
     b = &m->chunks[i >> CHUNK_BITS][i & (CHUNK_SIZE - 1)];
     b->index = i;
+    b->gen = 0; /* a record used before a reset starts again as a new one */
   }
   b->stream = stream;
   b->size = size;
