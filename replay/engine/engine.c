@@ -23,6 +23,14 @@
 
 enum { EMPTY = 0, LIVE = 1, REQUESTED = 2, DROPPED = 3 };
 
+/* The table starts at 1,024 slots (32 KiB) and doubles as the live set grows. A source that
+ * says how many events it holds bounds the live set: a short trace gets a table of four slots per
+ * event instead (at least 64). Larger starts cost more than they save: a table sized by a long
+ * trace's length spreads the few allocations live at a time over memory the caches do not hold
+ * (2^16 slots made the generated trace's replay three times slower; docs/performance.md). */
+#define LIVE_START_BITS 10
+#define LIVE_SMALL_BITS 6
+
 typedef struct live_entry {
   uint64_t addr;
   uint64_t size;
@@ -145,13 +153,15 @@ typedef struct restored_block {
   int device, state;
 } restored_block;
 
-typedef struct engine {
+struct replay_engine {
   const replay_config *cfg;
   restored_block *restored; /* blocks of the start states */
   size_t nrestored, cap_restored;
   sim_map restored_at;      /* trace address -> index + 1, until its allocation takes it */
   replay_result *res;
   devstate devs[REPLAY_MAX_DEVICES];
+  uint8_t used[REPLAY_MAX_DEVICES]; /* the devices in use, in index order */
+  int nused;
   live_table live; /* trace address -> what is live */
   sim_map host;  /* host allocations: address -> size | mem << 56 */
   int64_t host_live[SIM_MEM__COUNT];
@@ -166,19 +176,26 @@ typedef struct engine {
   size_t nsites, sites_cap;
   uint32_t *dirty;
   size_t ndirty, dirty_cap;
-  int capture_pending;
+  /* The state at the peak of allocated bytes is taken when it is about to change, not at every
+   * new peak (a trace that grows sets thousands): pend_cats, the categories and call sites;
+   * pend_lf, the largest free block. lazy_lf: the largest free block may wait past an
+   * allocation (it is then lost when the allocation changes the models but sets no new peak,
+   * lf_lost, and taken by a second pass to the peak: only on a source that can rewind). */
+  int pend_cats, pend_lf, lazy_lf, lf_lost;
   /* timeline */
   replay_point cur;
   uint64_t cur_n, bucket;
   size_t max_points;
   dev_snap snap; /* the device before the model's action, when observers want to know what it did */
+  replay_outcome idle; /* what observers see of an event that changes nothing: zeros and the totals */
   /* stopping at a moment (cfg->stop) */
   sim_event last;  /* the last event handled */
   int have_last, have_first;
   int64_t first_ts;
   char *err;
   size_t errlen;
-} engine;
+};
+typedef struct replay_engine engine;
 
 static int64_t now_ns(void) {
   struct timespec t;
@@ -271,6 +288,9 @@ static devstate *device_get(engine *e, int device) {
     return NULL;
   }
   ds->used = 1;
+  int k = e->nused++;
+  for (; k > 0 && e->used[k - 1] > device; k--) e->used[k] = e->used[k - 1];
+  e->used[k] = (uint8_t)device;
   ds->st = ds->a.ops->stats(ds->a.ctx);
   ds->res = &e->res->devices[e->res->ndevices++];
   ds->res->device = device;
@@ -301,9 +321,8 @@ static void device_sync(engine *e, devstate *ds) {
 
 static uint64_t largest_free_all(engine *e) {
   uint64_t best = 0;
-  for (int d = 0; d < REPLAY_MAX_DEVICES; d++) {
-    devstate *ds = &e->devs[d];
-    if (!ds->used) continue;
+  for (int k = 0; k < e->nused; k++) {
+    devstate *ds = &e->devs[e->used[k]];
     uint64_t v = ds->a.ops->largest_free(ds->a.ctx);
     if (v > best) best = v;
   }
@@ -362,7 +381,27 @@ static void sites_capture(engine *e) {
     s->dirty = 0;
   }
   e->ndirty = 0;
-  e->capture_pending = 0;
+}
+
+/* Takes what is pending of the state at the peak. */
+static void peak_take(engine *e) {
+  replay_result *r = e->res;
+  if (e->pend_lf) {
+    r->at_peak_largest_free = largest_free_all(e);
+    e->pend_lf = 0;
+  }
+  if (e->pend_cats) {
+    memcpy(r->category_bytes, e->cat_bytes, sizeof e->cat_bytes);
+    memcpy(r->category_count, e->cat_count, sizeof e->cat_count);
+    memcpy(r->catsrc_bytes, e->catsrc_bytes, sizeof e->catsrc_bytes);
+    sites_capture(e);
+    e->pend_cats = 0;
+  }
+}
+
+/* Called before anything changes the state: takes what is pending of the state at the peak. */
+static inline void peak_capture(engine *e) {
+  if (e->pend_cats | e->pend_lf) peak_take(e);
 }
 
 static int cmp_site(const void *a, const void *b) {
@@ -463,11 +502,10 @@ static inline void peaks(engine *e, const sim_event *ev) {
     r->peak_allocated_seq = ev->seq;
     r->peak_ts = ev->ts;
     r->at_peak_reserved = e->reserved;
-    r->at_peak_largest_free = largest_free_all(e);
-    memcpy(r->category_bytes, e->cat_bytes, sizeof e->cat_bytes);
-    memcpy(r->category_count, e->cat_count, sizeof e->cat_count);
-    memcpy(r->catsrc_bytes, e->catsrc_bytes, sizeof e->catsrc_bytes);
-    e->capture_pending = 1;
+    /* the rest when the state is about to change (peak_capture) */
+    if (e->lazy_lf) e->pend_lf = 1, e->lf_lost = 0;
+    else r->at_peak_largest_free = largest_free_all(e);
+    e->pend_cats = 1;
   }
   if (e->reserved > r->peak_reserved) {
     r->peak_reserved = e->reserved;
@@ -531,19 +569,34 @@ static int take_restored(engine *e, const sim_event *ev, replay_outcome *out) {
     le->state = REQUESTED; /* freed before the window, not yet reusable */
   } else {
     le->state = LIVE;
+    peak_capture(e);
     account(e, le, +1);
     /* the start state may be the peak: its composition fills in as its blocks are taken */
-    replay_result *r = e->res;
-    if (e->allocated >= r->peak_allocated) {
-      memcpy(r->category_bytes, e->cat_bytes, sizeof e->cat_bytes);
-      memcpy(r->category_count, e->cat_count, sizeof e->cat_count);
-      memcpy(r->catsrc_bytes, e->catsrc_bytes, sizeof e->catsrc_bytes);
-      e->capture_pending = 1;
-    }
+    if (e->allocated >= e->res->peak_allocated) e->pend_cats = 1;
   }
   e->res->allocs++;
   if (out) out->placement = (sim_placement){rb->addr, rb->size, rb->handle};
   return 1;
+}
+
+/*
+ * An allocation came while the state at the peak was still pending (the models have changed
+ * since; the engine's own tables have not yet). When it raises the peak, the pending state is no
+ * longer wanted. Otherwise: the categories and call sites are taken now, as they were (placed: the
+ * caller accounts it next); the largest free block, when the models are as they were (a refusal
+ * that released nothing), else it is lost (replay_engine_run takes it by a second pass).
+ */
+static void peak_settle(engine *e, devstate *ds, int placed) {
+  const sim_alloc_stats *st = ds->st;
+  if (placed && e->allocated + (st->allocated.current - ds->allocated) > e->res->peak_allocated) return;
+  if (e->pend_lf) {
+    if (!placed && st->allocated.current == ds->allocated && st->reserved.current == ds->reserved)
+      e->res->at_peak_largest_free = largest_free_all(e);
+    else
+      e->lf_lost = 1;
+    e->pend_lf = 0;
+  }
+  if (placed) peak_capture(e);
 }
 
 static inline int do_alloc(engine *e, const sim_event *ev, replay_outcome *out) {
@@ -558,12 +611,15 @@ static inline int do_alloc(engine *e, const sim_event *ev, replay_outcome *out) 
     if (out) out->ignored = 1;
     return 0;
   }
+  int d = ev->device < 0 ? 0 : ev->device;
+  if (d >= REPLAY_MAX_DEVICES || !e->devs[d].used) peak_capture(e); /* a new device may start from a state */
   devstate *ds = device_get(e, ev->device);
   if (!ds) {
     live_del(&e->live, le);
     return -1;
   }
   if (out) snap_take(&e->snap, ds);
+  if (!ev->size) peak_capture(e); /* an allocation of nothing sets no peak: no reason to wait */
   sim_placement pl = {0, 0, 0};
   int rc = ds->a.ops->alloc(ds->a.ctx, ev->size, ev->stream, &pl);
   le->handle = pl.handle;
@@ -576,6 +632,7 @@ static inline int do_alloc(engine *e, const sim_event *ev, replay_outcome *out) 
   if (rc == SIM_OK) {
     le->state = LIVE;
     le->site = site_of(e, ev->stack);
+    if (e->pend_cats | e->pend_lf) peak_settle(e, ds, 1);
     account(e, le, +1);
     e->res->allocs++;
     if (out) out->placement = pl;
@@ -583,6 +640,7 @@ static inline int do_alloc(engine *e, const sim_event *ev, replay_outcome *out) 
     le->state = DROPPED;
     oom = 1;
     if (out) out->oom = 1;
+    if (e->pend_lf) peak_settle(e, ds, 0);
     record_oom(e, ds, ev);
   } else {
     snprintf(e->err, e->errlen, "event %lld: allocator '%s' failed with status %d", (long long)ev->seq,
@@ -615,7 +673,7 @@ static inline int do_free(engine *e, const sim_event *ev, replay_outcome *out) {
   }
   devstate *ds = &e->devs[le->device];
   const sim_allocator_ops *ops = ds->a.ops;
-  if (e->capture_pending) sites_capture(e);
+  peak_capture(e);
   if (out) snap_take(&e->snap, ds);
   if (le->state == LIVE) {
     if (ops->free_requested) ops->free_requested(ds->a.ctx, le->handle);
@@ -658,14 +716,15 @@ static void do_host(engine *e, const sim_event *ev) {
 
 /* Runs an allocator-wide action (synchronize, empty_cache) on the event's device, or on all. */
 static void do_device_action(engine *e, const sim_event *ev, replay_outcome *out) {
-  for (int d = 0; d < REPLAY_MAX_DEVICES; d++) {
+  for (int k = 0; k < e->nused; k++) {
+    int d = e->used[k];
     devstate *ds = &e->devs[d];
-    if (!ds->used || (ev->device >= 0 && ev->device != d)) continue;
+    if (ev->device >= 0 && ev->device != d) continue;
     const sim_allocator_ops *ops = ds->a.ops;
     void (*fn)(void *, int64_t) = NULL;
     if (ev->kind == SIM_EV_SYNC) fn = ops->synchronize;
     if (!fn && !(ev->kind == SIM_EV_EMPTY_CACHE && ops->empty_cache)) continue;
-    if (e->capture_pending) sites_capture(e);
+    peak_capture(e);
     if (out) snap_take(&e->snap, ds);
     if (fn) fn(ds->a.ctx, ev->stream);
     else ops->empty_cache(ds->a.ctx);
@@ -675,9 +734,9 @@ static void do_device_action(engine *e, const sim_event *ev, replay_outcome *out
 }
 
 static int check_models(engine *e, const sim_event *ev) {
-  for (int d = 0; d < REPLAY_MAX_DEVICES; d++) {
-    devstate *ds = &e->devs[d];
-    if (!ds->used || !ds->a.ops->check) continue;
+  for (int k = 0; k < e->nused; k++) {
+    devstate *ds = &e->devs[e->used[k]];
+    if (!ds->a.ops->check) continue;
     char msg[SIM_ERRLEN];
     if (ds->a.ops->check(ds->a.ctx, msg, sizeof msg)) {
       snprintf(e->err, e->errlen, "allocator '%s' is inconsistent after event %lld: %s", ds->a.ops->name,
@@ -828,8 +887,12 @@ static inline int replay_event(engine *e, const sim_event *ev) {
   }
   replay_outcome out, *o = NULL;
   if (cfg->nobservers) {
-    memset(&out, 0, sizeof out);
-    o = &out;
+    if (op == OP_NONE) {
+      o = &e->idle;
+    } else {
+      memset(&out, 0, sizeof out);
+      o = &out;
+    }
   }
   switch (op) {
   case OP_ALLOC: rc = do_alloc(e, ev, o); break;
@@ -857,25 +920,74 @@ static inline int replay_event(engine *e, const sim_event *ev) {
   return rc && cfg->stop_at_oom ? 1 : 0;
 }
 
-/* A new engine for one run: res cleared, the tables empty, room for the timeline. */
-static engine *engine_new(const replay_config *cfg, replay_result *res, char *err, size_t errlen) {
-  memset(res, 0, sizeof *res);
+replay_engine *replay_engine_new(void) {
   engine *e = sim_xcalloc(1, sizeof *e);
+  live_init(&e->live, LIVE_START_BITS);
+  sim_map_init(&e->restored_at);
+  sim_map_init(&e->host);
+  sim_map_init(&e->site_idx);
+  return e;
+}
+
+/* The live table for a run of the source, empty: it keeps the size an earlier run grew it to,
+ * unless the source's length hint says this run needs less. */
+static void live_begin(live_table *t, const replay_source *src) {
+  unsigned bits = 64 - t->shift, most = bits;
+  if (src->length_hint && src->length_hint < ((size_t)1 << LIVE_START_BITS) / 4)
+    for (most = LIVE_SMALL_BITS; ((size_t)1 << most) < 4 * src->length_hint; most++) {}
+  if (bits > most) {
+    live_release(t);
+    live_init(t, most);
+  } else if (t->len) {
+    memset(t->slots, 0, (t->mask + 1) * sizeof *t->slots);
+    t->len = 0;
+  }
+}
+
+/* The per-run state of a kept engine back to empty (the tables keep their memory); res cleared
+ * and given room for the timeline. */
+static void engine_begin(engine *e, const replay_config *cfg, replay_source *src, replay_result *res, char *err,
+                         size_t errlen) {
+  memset(res, 0, sizeof *res);
+  live_begin(&e->live, src);
+  e->nrestored = 0;
+  sim_map_clear(&e->restored_at);
+  sim_map_clear(&e->host);
+  sim_map_clear(&e->site_idx);
+  for (size_t i = 0; i < e->nsites; i++) /* the small-id index holds only the sites' own ids */
+    if (e->sites[i].stack >= 0 && e->sites[i].stack < SITE_SMALL_MAX) e->site_small[e->sites[i].stack] = 0;
+  e->nsites = 0;
+  e->ndirty = 0;
+  /* everything else starts at zero, as in a new engine */
+  memset(e->devs, 0, sizeof e->devs);
+  memset(e->host_live, 0, sizeof e->host_live);
+  e->allocated = e->reserved = e->requested = e->active = 0;
+  memset(e->cat_bytes, 0, sizeof e->cat_bytes);
+  memset(e->cat_count, 0, sizeof e->cat_count);
+  memset(e->catsrc_bytes, 0, sizeof e->catsrc_bytes);
+  e->pend_cats = e->pend_lf = e->lf_lost = 0;
+  /* the largest free block waits past allocations when a second pass can take it if lost: on a
+   * simulated device, a source that rewinds, a replay to the end */
+  e->lazy_lf = src->rewind && !cfg->make_device && !cfg->stop;
+  memset(e->used, 0, sizeof e->used);
+  e->nused = 0;
+  memset(&e->cur, 0, sizeof e->cur);
+  e->cur_n = 0;
+  memset(&e->snap, 0, sizeof e->snap);
+  memset(&e->idle, 0, sizeof e->idle);
+  memset(&e->last, 0, sizeof e->last);
+  e->have_last = e->have_first = 0;
+  e->first_ts = 0;
   e->cfg = cfg;
   e->res = res;
   e->err = err;
   e->errlen = errlen;
   err[0] = 0;
-  live_init(&e->live, 10);
-  sim_map_init(&e->restored_at);
-  sim_map_init(&e->host);
-  sim_map_init(&e->site_idx);
   e->bucket = 1;
   e->max_points = cfg->timeline_points ? cfg->timeline_points : 1000;
   if (e->max_points < 2) e->max_points = 2;
   res->timeline = sim_xmalloc(e->max_points * sizeof *res->timeline);
   res->peak_allocated_seq = res->peak_reserved_seq = res->peak_requested_seq = -1;
-  return e;
 }
 
 /* Replays the source to its end: 0, 1 when stopped at an OOM, -1 on error. The events are taken
@@ -914,7 +1026,7 @@ static int replay_events(engine *e, replay_source *src) {
 static void replay_finish(engine *e) {
   const replay_config *cfg = e->cfg;
   if (e->cur_n) timeline_push(e);
-  if (e->capture_pending) sites_capture(e);
+  peak_capture(e);
   for (size_t i = 0; i < cfg->nobservers; i++)
     if (cfg->observers[i].finish) cfg->observers[i].finish(cfg->observers[i].ctx);
   sites_finish(e);
@@ -935,9 +1047,9 @@ static void summarize(engine *e) {
 static void release_devices(engine *e) {
   const replay_config *cfg = e->cfg;
   replay_result *res = e->res;
-  for (int d = 0; d < REPLAY_MAX_DEVICES; d++) {
+  for (int k = 0; k < e->nused; k++) {
+    int d = e->used[k];
     devstate *ds = &e->devs[d];
-    if (!ds->used) continue;
     ds->res->device_mallocs = ds->dev.mallocs;
     ds->res->device_frees = ds->dev.frees;
     res->device_mallocs += ds->dev.mallocs;
@@ -953,7 +1065,8 @@ static void release_devices(engine *e) {
   }
 }
 
-static void engine_free(engine *e) {
+void replay_engine_free(replay_engine *e) {
+  if (!e) return;
   live_release(&e->live);
   sim_map_release(&e->restored_at);
   free(e->restored);
@@ -965,17 +1078,47 @@ static void engine_free(engine *e) {
   free(e);
 }
 
-int replay_run(const replay_config *cfg, replay_source *src, replay_result *res, char *err, size_t errlen) {
-  engine *e = engine_new(cfg, res, err, errlen);
+static void take_largest_free(void *arg, const replay_state *st) { *(uint64_t *)arg = st->largest_free; }
+
+/* The largest free block at the peak, lost on the way (peak_settle): a second pass, without the
+ * observers, stopping after the peak's event. 0, or -1 with a message. */
+static int second_pass(const replay_config *cfg, replay_source *src, replay_result *res, char *err, size_t errlen) {
+  if (src->rewind(src->ctx)) {
+    const char *m = src->error ? src->error(src->ctx) : NULL;
+    snprintf(err, errlen, "%s", m && *m ? m : "cannot read the events again");
+    return -1;
+  }
+  replay_stop stop = {.seq = res->peak_allocated_seq, .after_ns = -1, .capture = take_largest_free,
+                      .arg = &res->at_peak_largest_free};
+  replay_config c = *cfg;
+  c.observers = NULL;
+  c.nobservers = 0;
+  c.stop = &stop;
+  replay_result again;
+  int rc = replay_run(&c, src, &again, err, errlen);
+  replay_result_release(&again);
+  return rc;
+}
+
+int replay_engine_run(replay_engine *e, const replay_config *cfg, replay_source *src, replay_result *res, char *err,
+                      size_t errlen) {
   int64_t t0 = now_ns();
+  engine_begin(e, cfg, src, res, err, errlen);
   int rc = replay_events(e, src);
   if (rc == 1) res->stopped_at_oom = 1; /* stopped at an OOM */
   if (rc > 0) rc = 0;                     /* or at the moment asked for (res->stopped) */
   replay_finish(e);
   summarize(e);
   release_devices(e);
+  if (!rc && e->lf_lost) rc = second_pass(cfg, src, res, err, errlen);
   res->elapsed_s = (double)(now_ns() - t0) / 1e9;
-  engine_free(e);
+  return rc;
+}
+
+int replay_run(const replay_config *cfg, replay_source *src, replay_result *res, char *err, size_t errlen) {
+  engine *e = replay_engine_new();
+  int rc = replay_engine_run(e, cfg, src, res, err, errlen);
+  replay_engine_free(e);
   return rc;
 }
 
@@ -1009,9 +1152,15 @@ static ptrdiff_t array_view(void *ctx, const sim_event **evs) {
 
 static void array_advance(void *ctx, size_t k) { ((replay_array_source *)ctx)->pos += k; }
 
+static int array_rewind(void *ctx) {
+  ((replay_array_source *)ctx)->pos = 0;
+  return 0;
+}
+
 replay_source replay_array_source_init(replay_array_source *a, const sim_event *events, size_t n) {
   a->events = events;
   a->n = n;
   a->pos = 0;
-  return (replay_source){.next = array_next, .ctx = a, .view = array_view, .advance = array_advance};
+  return (replay_source){.next = array_next, .ctx = a, .view = array_view, .advance = array_advance,
+                         .rewind = array_rewind, .length_hint = n};
 }
