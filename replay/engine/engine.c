@@ -876,6 +876,17 @@ int replay_state_walk(const replay_state *st, replay_state_fn fn, void *arg) {
   return rc;
 }
 
+/* An outcome with nothing done yet (the totals are filled after the event). Field by field: the
+ * compiler turns a memset of the struct into a `rep stos`, whose start-up cost was a tenth of the
+ * engine's time per observed event. */
+static inline void outcome_clear(replay_outcome *o) {
+  o->oom = o->ignored = 0;
+  o->device_mallocs = o->device_frees = o->device_maps = o->device_unmaps = 0;
+  o->device_malloc_bytes = o->device_free_bytes = o->device_map_bytes = o->device_unmap_bytes = 0;
+  o->reserved_delta = 0;
+  o->placement = (sim_placement){0, 0, 0};
+}
+
 /* Replays one event: 0 to go on, 1 to stop (at an OOM, when asked to), -1 on error. */
 static inline int replay_event(engine *e, const sim_event *ev) {
   const replay_config *cfg = e->cfg;
@@ -890,7 +901,7 @@ static inline int replay_event(engine *e, const sim_event *ev) {
     if (op == OP_NONE) {
       o = &e->idle;
     } else {
-      memset(&out, 0, sizeof out);
+      outcome_clear(&out);
       o = &out;
     }
   }
