@@ -218,7 +218,7 @@ static void sim_release(void *arg, int device, sim_device *dev) {
   sim_simdev_release(dev);
 }
 
-static void device_sync(engine *e, devstate *ds);
+static inline void device_sync(engine *e, devstate *ds);
 
 /* Restores one segment and its blocks (items[0..n-1]) into the device's model. */
 static int start_segment(engine *e, devstate *ds, int device, const replay_start *st, size_t at, size_t n) {
@@ -269,14 +269,33 @@ static int device_start(engine *e, devstate *ds, int device) {
   return 0;
 }
 
-static devstate *device_get(engine *e, int device) {
-  if (device < 0) device = 0;
+/* The device's peaks, raised to its current figures. */
+static void device_peaks(devstate *ds) {
+  replay_device_result *r = ds->res;
+  if (ds->allocated > r->peak_allocated) r->peak_allocated = ds->allocated;
+  if (ds->reserved > r->peak_reserved) r->peak_reserved = ds->reserved;
+  if (ds->requested > r->peak_requested) r->peak_requested = ds->requested;
+  if (ds->active > r->peak_active) r->peak_active = ds->active;
+}
+
+/* While one device is in use, the totals after each event are its figures: its peaks are taken
+ * from the totals' (when another device comes, or at the end), beside those of its start state. */
+static void device_peaks_from_totals(engine *e, devstate *ds) {
+  const replay_result *r = e->res;
+  replay_device_result *d = ds->res;
+  if (r->peak_allocated > d->peak_allocated) d->peak_allocated = r->peak_allocated;
+  if (r->peak_reserved > d->peak_reserved) d->peak_reserved = r->peak_reserved;
+  if (r->peak_requested > d->peak_requested) d->peak_requested = r->peak_requested;
+  if (r->peak_active > d->peak_active) d->peak_active = r->peak_active;
+}
+
+/* A device first used: its model made, its start state restored. */
+static devstate *device_new(engine *e, int device) {
   if (device >= REPLAY_MAX_DEVICES) {
     snprintf(e->err, e->errlen, "device index %d is out of range (at most %d devices)", device, REPLAY_MAX_DEVICES);
     return NULL;
   }
   devstate *ds = &e->devs[device];
-  if (ds->used) return ds;
   const replay_config *cfg = e->cfg;
   int rc = cfg->make_device ? cfg->make_device(cfg->device_arg, device, &ds->dev, e->err, e->errlen)
                             : sim_factory((void *)cfg, device, &ds->dev, e->err, e->errlen);
@@ -288,6 +307,7 @@ static devstate *device_get(engine *e, int device) {
     return NULL;
   }
   ds->used = 1;
+  if (e->nused == 1) device_peaks_from_totals(e, &e->devs[e->used[0]]);
   int k = e->nused++;
   for (; k > 0 && e->used[k - 1] > device; k--) e->used[k] = e->used[k - 1];
   e->used[k] = (uint8_t)device;
@@ -297,12 +317,19 @@ static devstate *device_get(engine *e, int device) {
   if (cfg->nstart) {
     if (device_start(e, ds, device)) return NULL;
     device_sync(e, ds);
+    device_peaks(ds); /* the start state, before the event that made the device */
   }
   return ds;
 }
 
+static inline devstate *device_get(engine *e, int device) {
+  if (device < 0) device = 0;
+  if (device < REPLAY_MAX_DEVICES && e->devs[device].used) return &e->devs[device];
+  return device_new(e, device);
+}
+
 /* Folds a device's stat changes into the totals. */
-static void device_sync(engine *e, devstate *ds) {
+static inline void device_sync(engine *e, devstate *ds) {
   const sim_alloc_stats *st = ds->st;
   e->allocated += st->allocated.current - ds->allocated;
   e->reserved += st->reserved.current - ds->reserved;
@@ -312,11 +339,7 @@ static void device_sync(engine *e, devstate *ds) {
   ds->reserved = st->reserved.current;
   ds->requested = st->requested.current;
   ds->active = st->active.current;
-  replay_device_result *r = ds->res;
-  if (ds->allocated > r->peak_allocated) r->peak_allocated = ds->allocated;
-  if (ds->reserved > r->peak_reserved) r->peak_reserved = ds->reserved;
-  if (ds->requested > r->peak_requested) r->peak_requested = ds->requested;
-  if (ds->active > r->peak_active) r->peak_active = ds->active;
+  if (e->nused > 1) device_peaks(ds); /* of one device, the totals' peaks */
 }
 
 static uint64_t largest_free_all(engine *e) {
@@ -366,7 +389,7 @@ static void site_change(engine *e, uint32_t i, int64_t bytes, int64_t count) {
   s->count += count;
   if (!s->dirty) {
     s->dirty = 1;
-    sim_grow((void **)&e->dirty, &e->dirty_cap, e->ndirty + 1, sizeof *e->dirty);
+    if (e->ndirty == e->dirty_cap) sim_grow((void **)&e->dirty, &e->dirty_cap, e->ndirty + 1, sizeof *e->dirty);
     e->dirty[e->ndirty++] = i;
   }
 }
@@ -1058,6 +1081,7 @@ static void summarize(engine *e) {
 static void release_devices(engine *e) {
   const replay_config *cfg = e->cfg;
   replay_result *res = e->res;
+  if (e->nused == 1) device_peaks_from_totals(e, &e->devs[e->used[0]]);
   for (int k = 0; k < e->nused; k++) {
     int d = e->used[k];
     devstate *ds = &e->devs[d];
