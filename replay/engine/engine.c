@@ -623,6 +623,8 @@ static void peak_settle(engine *e, devstate *ds, int placed) {
 }
 
 static inline int do_alloc(engine *e, const sim_event *ev, replay_outcome *out) {
+  int d = ev->device < 0 ? 0 : ev->device;
+  if (d >= REPLAY_MAX_DEVICES || !e->devs[d].used) peak_capture(e); /* a new device may start from a state */
   if ((ev->flags & SIM_EVF_PREEXISTING) && e->cfg->nstart) {
     if (!device_get(e, ev->device)) return -1; /* a device's start is restored when it is first used */
     if (take_restored(e, ev, out)) return 0;
@@ -634,8 +636,6 @@ static inline int do_alloc(engine *e, const sim_event *ev, replay_outcome *out) 
     if (out) out->ignored = 1;
     return 0;
   }
-  int d = ev->device < 0 ? 0 : ev->device;
-  if (d >= REPLAY_MAX_DEVICES || !e->devs[d].used) peak_capture(e); /* a new device may start from a state */
   devstate *ds = device_get(e, ev->device);
   if (!ds) {
     live_del(&e->live, le);
@@ -1113,24 +1113,27 @@ void replay_engine_free(replay_engine *e) {
   free(e);
 }
 
-static void take_largest_free(void *arg, const replay_state *st) { *(uint64_t *)arg = st->largest_free; }
-
-/* The largest free block at the peak, lost on the way (peak_settle): a second pass, without the
- * observers, stopping after the peak's event. 0, or -1 with a message. */
+/* The largest free block at the peak, lost on the way (peak_settle): a second pass over the
+ * source, without the observers, taking it at every new peak as it comes. 0, or -1 with a message. */
 static int second_pass(const replay_config *cfg, replay_source *src, replay_result *res, char *err, size_t errlen) {
   if (src->rewind(src->ctx)) {
     const char *m = src->error ? src->error(src->ctx) : NULL;
     snprintf(err, errlen, "%s", m && *m ? m : "cannot read the events again");
     return -1;
   }
-  replay_stop stop = {.seq = res->peak_allocated_seq, .after_ns = -1, .capture = take_largest_free,
-                      .arg = &res->at_peak_largest_free};
+  replay_source again_src = *src;
+  again_src.rewind = NULL; /* no waiting this time */
   replay_config c = *cfg;
   c.observers = NULL;
   c.nobservers = 0;
-  c.stop = &stop;
   replay_result again;
-  int rc = replay_run(&c, src, &again, err, errlen);
+  int rc = replay_run(&c, &again_src, &again, err, errlen);
+  if (!rc && (again.peak_allocated_seq != res->peak_allocated_seq || again.peak_allocated != res->peak_allocated)) {
+    snprintf(err, errlen, "the second pass over the events found another peak (event %lld, not %lld)",
+             (long long)again.peak_allocated_seq, (long long)res->peak_allocated_seq);
+    rc = -1;
+  }
+  if (!rc) res->at_peak_largest_free = again.at_peak_largest_free;
   replay_result_release(&again);
   return rc;
 }

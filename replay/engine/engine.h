@@ -186,8 +186,8 @@ typedef struct replay_result {
  * The state at the peak of allocated bytes (its largest free block, categories, call sites) is
  * taken when that state is about to change, not at every new peak. On a source that can rewind,
  * the largest free block waits past allocations too; when one that sets no new peak changes the
- * models (an OOM whose recovery released cached memory), it is taken by a second pass to the
- * peak, without the observers: such a source may then be read twice, and where it stands after
+ * models (an OOM whose recovery released cached memory), it is taken by a second pass over the
+ * source, without the observers: such a source may then be read twice, and where it stands after
  * replay_run is unspecified. */
 int replay_run(const replay_config *cfg, replay_source *src, replay_result *res, char *err, size_t errlen);
 
