@@ -180,7 +180,7 @@ struct replay_engine {
    * new peak (a trace that grows sets thousands): pend_cats, the categories and call sites;
    * pend_lf, the largest free block. lazy_lf: the largest free block may wait past an
    * allocation (it is then lost when the allocation changes the models but sets no new peak,
-   * lf_lost, and taken by a second pass to the peak: only on a source that can rewind). */
+   * lf_lost, and taken by a second pass over the source: only on a source that can rewind). */
   int pend_cats, pend_lf, lazy_lf, lf_lost;
   /* timeline */
   replay_point cur;
