@@ -78,8 +78,8 @@ typedef struct tm_device {
   int64_t link_free[NLINKS], link_op[NLINKS], link_rec[NLINKS];
   int64_t engine_free[TM_MAX_ENGINES], engine_op[TM_MAX_ENGINES], engine_rec[TM_MAX_ENGINES];
   int64_t bounce_free, bounce_op;
-  int64_t *q_start, *q_rec, *q_op; /* the launch queue: starts of the last launch_queue operations */
-  uint64_t nops;
+  struct tm_queued { int64_t start, rec, op; } *q; /* the launch queue: the last launch_queue operations */
+  uint64_t nops, q_next; /* q_next: nops modulo the queue's length, the slot of the oldest */
 } tm_device;
 
 typedef struct tm_pending {
@@ -88,10 +88,17 @@ typedef struct tm_pending {
   int64_t value; /* adjustment (ns) or step index */
 } tm_pending;
 
+/* What a piece of predicted time is attributed to: a critical-path item's identity, its hash
+ * (the map's key) worked out once, when the key is made. */
+typedef struct tm_key {
+  uint64_t hash;
+  int64_t name;
+  uint8_t what, kind, dir, mem;
+} tm_key;
+
 typedef struct tm_seg {
   int64_t t0, t1;
-  int what;
-  sim_tm_item key;
+  tm_key key;
   int64_t seq;
 } tm_seg;
 
@@ -211,35 +218,38 @@ static tm_pending heap_pop(sim_tm *tm) {
 
 /* ---- attribution: the critical path ------------------------------------------------------------- */
 
-static inline sim_tm_item key_of(int what, int kind, int64_t name, int dir, int mem) {
-  return (sim_tm_item){.cls = what_class[what], .what = what, .kind = kind, .dir = (uint8_t)dir, .mem = (uint8_t)mem,
-                       .name = name};
+static inline tm_key key_of(int what, int kind, int64_t name, int dir, int mem) {
+  uint64_t hash = ((uint64_t)name & ((UINT64_C(1) << 40) - 1)) | ((uint64_t)(kind & 0xff) << 40) |
+                  ((uint64_t)(what & 0xf) << 48) | ((uint64_t)(dir & 0xf) << 52) | ((uint64_t)(mem & 0xf) << 56);
+  return (tm_key){hash, name, (uint8_t)what, (uint8_t)kind, (uint8_t)dir, (uint8_t)mem};
 }
 
-static uint64_t item_hash(const sim_tm_item *k) {
-  return ((uint64_t)k->name & ((UINT64_C(1) << 40) - 1)) | ((uint64_t)(k->kind & 0xff) << 40) |
-         ((uint64_t)(k->what & 0xf) << 48) | ((uint64_t)(k->dir & 0xf) << 52) | ((uint64_t)(k->mem & 0xf) << 56);
+/* A critical-path item missing from the cache (seen for the first time, or evicted): its index.
+ * Kept out of line: the attribution's common path then needs fewer registers. */
+__attribute__((noinline, cold)) static size_t item_new(sim_tm *tm, const tm_key *k) {
+  int existed;
+  uint64_t *slot = sim_map_put(&tm->item_idx, k->hash, &existed);
+  if (!existed) {
+    sim_grow((void **)&tm->items, &tm->items_cap, tm->nitems + 1, sizeof *tm->items);
+    tm_item_state *s = &tm->items[tm->nitems];
+    memset(s, 0, sizeof *s);
+    s->it = (sim_tm_item){.cls = what_class[k->what], .what = k->what, .kind = k->kind, .dir = k->dir, .mem = k->mem,
+                          .name = k->name};
+    s->last_seq = -1;
+    *slot = tm->nitems++;
+  }
+  return (size_t)*slot;
 }
 
-static void item_add(sim_tm *tm, const sim_tm_item *k, int64_t dt, int64_t seq) {
-  uint64_t hash = item_hash(k);
+static inline void item_add(sim_tm *tm, const tm_key *k, int64_t dt, int64_t seq) {
+  uint64_t hash = k->hash;
   /* a small direct-mapped cache in front of the map: most attributions repeat a few items */
   uint64_t c = (hash * UINT64_C(0x9E3779B97F4A7C15)) >> (64 - TM_ITEM_CACHE_BITS);
   size_t idx;
   if (tm->item_cache_key[c] == hash + 1) {
     idx = tm->item_cache_idx[c];
   } else {
-    int existed;
-    uint64_t *slot = sim_map_put(&tm->item_idx, hash, &existed);
-    if (!existed) {
-      sim_grow((void **)&tm->items, &tm->items_cap, tm->nitems + 1, sizeof *tm->items);
-      tm_item_state *s = &tm->items[tm->nitems];
-      memset(s, 0, sizeof *s);
-      s->it = *k;
-      s->last_seq = -1;
-      *slot = tm->nitems++;
-    }
-    idx = (size_t)*slot;
+    idx = item_new(tm, k);
     tm->item_cache_key[c] = hash + 1;
     tm->item_cache_idx[c] = idx;
   }
@@ -258,22 +268,23 @@ static void item_add(sim_tm *tm, const sim_tm_item *k, int64_t dt, int64_t seq) 
 }
 
 /* Attributes [t0, t1) of predicted time to k; the part before the frontier is already explained. */
-static void emit(sim_tm *tm, int64_t t0, int64_t t1, const sim_tm_item *k, int64_t seq) {
+static void emit(sim_tm *tm, int64_t t0, int64_t t1, const tm_key *k, int64_t seq) {
   if (t0 < tm->frontier) t0 = tm->frontier;
   if (t1 <= t0) return;
+  int cls = what_class[k->what];
   tm->frontier = t1;
-  tm->cum[k->cls] += t1 - t0;
+  tm->cum[cls] += t1 - t0;
   item_add(tm, k, t1 - t0, seq);
   uint64_t i = tm->nsegs++ % TM_SEG_RING;
   tm->segs[i].t0 = t0;
   tm->segs[i].t1 = t1;
-  tm->segs[i].cls = k->cls;
+  tm->segs[i].cls = cls;
 }
 
-static void emit_what(sim_tm *tm, int64_t t0, int64_t t1, int what, const sim_event *ev) {
+static inline void emit_what(sim_tm *tm, int64_t t0, int64_t t1, int what, const sim_event *ev) {
   if (t1 <= t0 || t1 <= tm->frontier) return;
-  sim_tm_item k = key_of(what, ev->kind, what == SIM_TM_W_CALL && ev->kind == SIM_EV_API ? ev->name : 0, 0, 0);
-  if (what == SIM_TM_W_SYNC) k.name = ev->name;
+  int named = (what == SIM_TM_W_CALL && ev->kind == SIM_EV_API) || what == SIM_TM_W_SYNC;
+  tm_key k = key_of(what, ev->kind, named ? ev->name : 0, 0, 0);
   emit(tm, t0, t1, &k, ev->seq);
 }
 
@@ -288,13 +299,13 @@ static void cum_at(sim_tm *tm, int64_t e, int64_t out[SIM_TM__NCLASS]) {
   }
 }
 
-static void walk_push(sim_tm *tm, int64_t t0, int64_t t1, sim_tm_item k, int64_t seq) {
+static inline void walk_push(sim_tm *tm, int64_t t0, int64_t t1, tm_key k, int64_t seq) {
   if (t1 <= t0) return;
-  sim_grow((void **)&tm->walk, &tm->walk_cap, tm->nwalk + 1, sizeof *tm->walk);
-  tm->walk[tm->nwalk++] = (tm_seg){t0, t1, k.what, k, seq};
+  if (tm->nwalk == tm->walk_cap) sim_grow((void **)&tm->walk, &tm->walk_cap, tm->nwalk + 1, sizeof *tm->walk);
+  tm->walk[tm->nwalk++] = (tm_seg){t0, t1, k, seq};
 }
 
-static sim_tm_item op_key(const tm_op *o) {
+static tm_key op_key(const tm_op *o) {
   return key_of(o->what, o->kind, o->what == SIM_TM_W_KERNEL || o->what == SIM_TM_W_MEMSET ? o->name : 0, o->dir,
                 o->mem);
 }
@@ -346,7 +357,7 @@ static void wait_for(sim_tm *tm, int64_t lo, int64_t hi, int64_t id, int tail, c
 static void step_close(sim_tm *tm, int64_t idx, int64_t e, int64_t end_seq, int64_t recorded) {
   sim_tm_step *s = &tm->steps[idx];
   if (tm->frontier < e) {
-    sim_tm_item k = key_of(SIM_TM_W_HOST, SIM_EV_MARKER, 0, 0, 0);
+    tm_key k = key_of(SIM_TM_W_HOST, SIM_EV_MARKER, 0, 0, 0);
     emit(tm, tm->frontier, e, &k, end_seq);
   }
   int64_t now[SIM_TM__NCLASS];
@@ -412,27 +423,27 @@ static void advance_to(sim_tm *tm, int64_t t) {
 
 /* ---- device state --------------------------------------------------------------------------- */
 
-static tm_device *device_of(sim_tm *tm, const sim_event *ev, int *index) {
-  int d = ev->device >= 0 && ev->device < TM_MAX_DEVICES ? ev->device : 0;
-  tm_device *dv = &tm->devs[d];
-  if (!dv->used) {
-    dv->used = 1;
+static void device_init(sim_tm *tm, tm_device *dv) {
+  dv->used = 1;
+  {
     for (int k = 0; k < NLINKS; k++) dv->link_op[k] = -1, dv->link_rec[k] = TM_UNKNOWN, dv->link_free[k] = INT64_MIN;
     for (int k = 0; k < TM_MAX_ENGINES; k++)
       dv->engine_op[k] = -1, dv->engine_rec[k] = TM_UNKNOWN, dv->engine_free[k] = INT64_MIN;
     dv->bounce_free = INT64_MIN;
     dv->bounce_op = -1;
-    dv->q_start = sim_xmalloc((size_t)tm->queue * sizeof(int64_t));
-    dv->q_rec = sim_xmalloc((size_t)tm->queue * sizeof(int64_t));
-    dv->q_op = sim_xmalloc((size_t)tm->queue * sizeof(int64_t));
+    dv->q = sim_xmalloc((size_t)tm->queue * sizeof *dv->q);
   }
+}
+
+static inline tm_device *device_of(sim_tm *tm, const sim_event *ev, int *index) {
+  int d = ev->device >= 0 && ev->device < TM_MAX_DEVICES ? ev->device : 0;
+  tm_device *dv = &tm->devs[d];
+  if (!dv->used) device_init(tm, dv);
   if (index) *index = d;
   return dv;
 }
 
-static tm_stream *stream_of(sim_tm *tm, int device, int64_t stream) {
-  uint64_t key = (uint64_t)stream ^ ((uint64_t)device << 56);
-  if (tm->last_stream_key == key + 1) return &tm->streams[tm->last_stream]; /* most events repeat the stream */
+static tm_stream *stream_lookup(sim_tm *tm, int device, int64_t stream, uint64_t key) {
   int existed;
   uint64_t *slot = sim_map_put(&tm->stream_idx, key, &existed);
   if (!existed) {
@@ -449,6 +460,12 @@ static tm_stream *stream_of(sim_tm *tm, int device, int64_t stream) {
   tm->last_stream_key = key + 1;
   tm->last_stream = (size_t)*slot;
   return &tm->streams[*slot];
+}
+
+static inline tm_stream *stream_of(sim_tm *tm, int device, int64_t stream) {
+  uint64_t key = (uint64_t)stream ^ ((uint64_t)device << 56);
+  if (tm->last_stream_key == key + 1) return &tm->streams[tm->last_stream]; /* most events repeat the stream */
+  return stream_lookup(tm, device, stream, key);
 }
 
 static tm_stream *stream_find(sim_tm *tm, int device, int64_t stream) {
@@ -562,10 +579,9 @@ static int64_t op_commit(sim_tm *tm, tm_device *dv, tm_stream *st, const sim_eve
   st->h_rec[h] = p->rec_end;
   st->h_end[h] = end;
   st->h_op[h] = id;
-  uint64_t q = dv->nops++ % (uint64_t)tm->queue;
-  dv->q_start[q] = p->start;
-  dv->q_rec[q] = ev->dev_ts;
-  dv->q_op[q] = id;
+  dv->q[dv->q_next] = (struct tm_queued){p->start, ev->dev_ts, id};
+  dv->nops++;
+  if (++dv->q_next == (uint64_t)tm->queue) dv->q_next = 0;
   return id;
 }
 
@@ -601,11 +617,11 @@ static int64_t host_wait(sim_tm *tm, int64_t t, int64_t ready, int64_t op, const
 static int64_t launch_queue(sim_tm *tm, tm_device *dv, int64_t h, const sim_event *ev, int *rec_blocked) {
   *rec_blocked = 0;
   if (dv->nops < (uint64_t)tm->queue) return h;
-  uint64_t q = dv->nops % (uint64_t)tm->queue;
-  if (dv->q_rec[q] >= 0 && ev->ts >= 0 && dv->q_rec[q] > ev->ts) *rec_blocked = 1;
-  int64_t t = dv->q_start[q];
+  const struct tm_queued *q = &dv->q[dv->q_next]; /* the oldest of the last launch_queue */
+  if (q->rec >= 0 && ev->ts >= 0 && q->rec > ev->ts) *rec_blocked = 1;
+  int64_t t = q->start;
   if (t <= h) return h;
-  tm_op *o = op_get(tm, dv->q_op[q]);
+  tm_op *o = op_get(tm, q->op);
   wait_for(tm, h, t, o ? o->pred : -1, SIM_TM_W_DEVICE_WAIT, ev);
   tm->r.launch_blocks++;
   tm->r.blocked_launch_ns += t - h;
@@ -699,7 +715,7 @@ typedef struct copy_plan {
   double dma_bw, stage_bw;   /* staged copies: the DMA's bandwidth, and the host's staging one */
   int64_t modeled, dur;      /* the modeled duration, and the one used */
   double f;                  /* dur / modeled: a staged copy's chunks stretch alike */
-  sim_tm_item self, staging; /* what its time is attributed to */
+  tm_key self, staging;      /* what its time is attributed to */
 } copy_plan;
 
 /* The bandwidth model: the modeled duration, compared with the recorded one (the copy
@@ -931,7 +947,7 @@ static int64_t allocator_calls(sim_tm *tm, const sim_event *ev, const sim_tm_all
     int64_t ready = device_ready(tm, d, TM_UNKNOWN, &op);
     t = host_wait(tm, t, ready, op, ev);
   }
-  sim_tm_item k;
+  tm_key k;
   if (a->frees) {
     int64_t c = (int64_t)a->frees * pf->free_base + per_gib(pf->free_per_gib, a->free_bytes);
     k = key_of(SIM_TM_W_FREE, ev->kind, 0, 0, 0);
@@ -970,7 +986,7 @@ static int64_t allocator_calls(sim_tm *tm, const sim_event *ev, const sim_tm_all
 
 static int64_t on_host_memory(sim_tm *tm, const sim_event *ev, int64_t h, int64_t rec) {
   const sim_device_profile *pf = &tm->dev;
-  sim_tm_item k;
+  tm_key k;
   if (ev->kind == SIM_EV_HOST_ALLOC) {
     if (ev->mem != SIM_MEM_PINNED) {
       emit_what(tm, h, h + max64(rec, 0), SIM_TM_W_CALL, ev);
@@ -1057,9 +1073,7 @@ sim_tm *sim_tm_new(const sim_tm_config *cfg) {
 void sim_tm_free(sim_tm *tm) {
   if (!tm) return;
   for (int d = 0; d < TM_MAX_DEVICES; d++) {
-    free(tm->devs[d].q_start);
-    free(tm->devs[d].q_rec);
-    free(tm->devs[d].q_op);
+    free(tm->devs[d].q);
   }
   free(tm->heap);
   free(tm->streams);
@@ -1075,14 +1089,14 @@ void sim_tm_free(sim_tm *tm) {
 }
 
 void sim_tm_event(sim_tm *tm, const sim_event *ev, const sim_tm_alloc *a, int role) {
-  advance_to(tm, ev->ts);
+  if (tm->nheap && tm->heap[0].t <= ev->ts) advance_to(tm, ev->ts); /* most events have nothing to apply */
   int64_t h = ev->ts + tm->shift;
   if (!tm->started) {
     tm->started = 1;
     tm->start = tm->frontier = h;
   }
   if (h > tm->frontier) {
-    sim_tm_item k = key_of(SIM_TM_W_HOST, 0, 0, 0, 0);
+    tm_key k = key_of(SIM_TM_W_HOST, 0, 0, 0, 0);
     emit(tm, tm->frontier, h, &k, ev->seq);
   }
   int64_t rec = recorded_call(ev), end;

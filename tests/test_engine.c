@@ -2,6 +2,7 @@
 #include <sys/resource.h>
 
 #include "engine/engine.h"
+#include "engine/names.h"
 #include "gen/gen.h"
 #include "sim/hashmap.h"
 #include "test.h"
@@ -254,6 +255,179 @@ static void memory_grows_with_live_set_not_trace(void) {
   }
 }
 
+/* Replays b through spec with capacity, from a source that can rewind (rewind 1: the largest
+ * free block at the peak may wait past allocations) or one that cannot (taken at each new peak). */
+static int run_src(evbuf *b, const char *spec_text, uint64_t capacity, int rewind, replay_result *r) {
+  sim_spec spec;
+  char err[512];
+  if (sim_spec_parse(&spec, spec_text, err, sizeof err)) return -1;
+  replay_config cfg = {.spec = &spec, .capacity = capacity, .top_sites = 3, .check_level = 2};
+  replay_array_source as;
+  replay_source src = replay_array_source_init(&as, b->ev, b->n);
+  if (!rewind) src.rewind = NULL;
+  replay_engine *e = replay_engine_new();
+  int rc = replay_engine_run(e, &cfg, &src, r, err, sizeof err);
+  replay_engine_free(e);
+  if (rc) fprintf(stderr, "replay: %s\n", err);
+  sim_spec_release(&spec);
+  return rc;
+}
+
+#define MIB (UINT64_C(1) << 20)
+
+/* The state at the peak is taken when it is about to change: the same figures as taking it at
+ * every new peak, also when the allocation after the peak fails and the model's recovery
+ * releases cached memory (the largest free block is then taken by a second pass). */
+static void peak_state_taken_when_it_changes(void) {
+  evbuf b = {0};
+  sim_event *e;
+  e = add(&b, SIM_EV_ALLOC, 1, 20 * MIB); /* a 20 MiB segment */
+  e->category = SIM_CAT_PARAMETER, e->stack = 3;
+  add(&b, SIM_EV_FREE, 1, 0);             /* cached */
+  e = add(&b, SIM_EV_ALLOC, 2, 50 * MIB); /* a second segment: the peak, 20 MiB free beside it */
+  e->category = SIM_CAT_ACTIVATION, e->stack = 4;
+  add(&b, SIM_EV_ALLOC, 3, 60 * MIB);     /* does not fit: the cached segment is released, then OOM */
+  add(&b, SIM_EV_FREE, 2, 0);
+  e = add(&b, SIM_EV_ALLOC, 5, 10 * MIB);
+  e->category = SIM_CAT_TEMPORARY, e->stack = 5;
+  const char *models[] = {"torch", "ideal", "bfc", "cuda", "async"};
+  for (size_t m = 0; m < sizeof models / sizeof *models; m++) {
+    replay_result lazy, eager;
+    CHECK_EQ(run_src(&b, models[m], 100 * MIB, 1, &lazy), 0);
+    CHECK_EQ(run_src(&b, models[m], 100 * MIB, 0, &eager), 0);
+    CHECK_EQ(lazy.peak_allocated, eager.peak_allocated);
+    CHECK_EQ(lazy.peak_allocated_seq, eager.peak_allocated_seq);
+    CHECK_EQ(lazy.at_peak_reserved, eager.at_peak_reserved);
+    CHECK_EQ(lazy.at_peak_largest_free, eager.at_peak_largest_free);
+    CHECK_EQ(lazy.ooms, eager.ooms);
+    CHECK(!memcmp(lazy.category_bytes, eager.category_bytes, sizeof lazy.category_bytes));
+    CHECK(!memcmp(lazy.category_count, eager.category_count, sizeof lazy.category_count));
+    CHECK_EQ(lazy.nsites, eager.nsites);
+    for (size_t i = 0; i < lazy.nsites && i < eager.nsites; i++) {
+      CHECK_EQ(lazy.sites[i].stack, eager.sites[i].stack);
+      CHECK_EQ(lazy.sites[i].bytes, eager.sites[i].bytes);
+    }
+    if (!strcmp(models[m], "torch")) { /* the case the second pass is for */
+      CHECK_EQ(lazy.peak_allocated_seq, 2);
+      CHECK_EQ(lazy.ooms, 1);
+      CHECK_EQ(lazy.at_peak_largest_free, 20 * MIB);
+      CHECK_EQ(lazy.category_bytes[SIM_CAT_ACTIVATION], (int64_t)(50 * MIB));
+      CHECK_EQ(lazy.category_bytes[SIM_CAT_PARAMETER], 0);
+    }
+    replay_result_release(&lazy);
+    replay_result_release(&eager);
+  }
+  free(b.ev);
+}
+
+/* The same on the generated trace with a capacity that makes it run out now and then, through one
+ * engine kept for every replay: each replay gives what a new engine gives. */
+static void kept_engine_matches_new_engines(void) {
+  gen_config gc = {60000, 7, 0};
+  gen *g = gen_new(&gc);
+  evbuf b = {0};
+  replay_source gs = gen_source(g);
+  sim_event ev;
+  while (replay_source_next(&gs, &ev) > 0) {
+    sim_grow((void **)&b.ev, &b.cap, b.n + 1, sizeof *b.ev);
+    b.ev[b.n++] = ev;
+  }
+  gen_free(g);
+  replay_engine *kept = replay_engine_new();
+  const char *models[] = {"torch", "ideal", "bfc", "torch", "async", "cuda"};
+  uint64_t caps[] = {UINT64_MAX, 3000 * MIB, 2000 * MIB};
+  for (size_t c = 0; c < 3; c++)
+    for (size_t m = 0; m < sizeof models / sizeof *models; m++) {
+      sim_spec spec;
+      char err[512];
+      CHECK_EQ(sim_spec_parse(&spec, models[m], err, sizeof err), 0);
+      replay_config cfg = {.spec = &spec, .capacity = caps[c], .top_sites = 5};
+      replay_array_source as;
+      replay_source src = replay_array_source_init(&as, b.ev, b.n);
+      replay_result a, n;
+      CHECK_EQ(replay_engine_run(kept, &cfg, &src, &a, err, sizeof err), 0);
+      src = replay_array_source_init(&as, b.ev, b.n);
+      src.rewind = NULL; /* every new peak taken as it comes */
+      CHECK_EQ(replay_run(&cfg, &src, &n, err, sizeof err), 0);
+      CHECK_EQ(a.events, n.events);
+      CHECK_EQ(a.ooms, n.ooms);
+      CHECK_EQ(a.peak_allocated, n.peak_allocated);
+      CHECK_EQ(a.peak_reserved, n.peak_reserved);
+      CHECK_EQ(a.at_peak_largest_free, n.at_peak_largest_free);
+      CHECK_EQ(a.at_peak_reserved, n.at_peak_reserved);
+      CHECK(!memcmp(a.category_bytes, n.category_bytes, sizeof a.category_bytes));
+      CHECK(!memcmp(a.catsrc_bytes, n.catsrc_bytes, sizeof a.catsrc_bytes));
+      CHECK_EQ(a.nsites, n.nsites);
+      for (size_t i = 0; i < a.nsites && i < n.nsites; i++) CHECK_EQ(a.sites[i].bytes, n.sites[i].bytes);
+      CHECK_EQ(a.ntimeline, n.ntimeline);
+      CHECK_EQ(a.final_allocated, n.final_allocated);
+      CHECK_EQ(a.unknown_frees + a.dropped_frees, n.unknown_frees + n.dropped_frees);
+      replay_result_release(&a);
+      replay_result_release(&n);
+      sim_spec_release(&spec);
+    }
+  replay_engine_free(kept);
+  free(b.ev);
+}
+
+/* A names table that counts what it is asked: names 1..9 exist, stacks up to 99 have labels. */
+typedef struct counting_names {
+  int strings, labels;
+  char buf[32];
+} counting_names;
+
+static const char *count_string(void *ctx, int64_t id) {
+  counting_names *n = ctx;
+  n->strings++;
+  if (id <= 0 || id > 9) return NULL;
+  snprintf(n->buf, sizeof n->buf, "name%d", (int)id);
+  return n->buf;
+}
+
+static char *count_label(void *ctx, int64_t stack) {
+  counting_names *n = ctx;
+  n->labels++;
+  if (stack < 0 || stack > 99) return NULL;
+  char *s = malloc(32);
+  snprintf(s, 32, "site%d", (int)stack);
+  return s;
+}
+
+/* The cache asks its table once per id, unknown ids included, and again after a clear. */
+static void names_cache_asks_once(void) {
+  counting_names cn = {0};
+  replay_names inner = {&cn, count_string, count_label};
+  replay_names_cache *c = replay_names_cache_new(&inner);
+  replay_names t = replay_names_cache_table(c);
+  for (int round = 0; round < 3; round++) {
+    for (int64_t id = 1; id <= 12; id++) {
+      const char *s = replay_name(&t, id);
+      if (id <= 9) CHECK(s && s[4] == (char)('0' + id) && !s[5]);
+      else CHECK(!s);
+    }
+    for (int64_t st = 95; st <= 104; st++) {
+      char *l = replay_stack_label(&t, st);
+      if (st <= 99) CHECK(l && !strncmp(l, "site", 4) && atoi(l + 4) == (int)st);
+      else CHECK(!l);
+      free(l);
+    }
+  }
+  CHECK_EQ(cn.strings, 12);
+  CHECK_EQ(cn.labels, 10);
+  const char *kept = replay_name(&t, 3);
+  CHECK(kept && !strcmp(kept, "name3")); /* a kept copy: the inner buffer has changed since */
+  replay_names_cache_clear(c);
+  CHECK(!strcmp(replay_name(&t, 3), "name3"));
+  CHECK_EQ(cn.strings, 13);
+  replay_names_cache_free(c);
+  replay_names none = {0}; /* a table that knows nothing gives a cache that knows nothing */
+  c = replay_names_cache_new(&none);
+  t = replay_names_cache_table(c);
+  CHECK(!replay_name(&t, 1));
+  CHECK(!replay_stack_label(&t, 1));
+  replay_names_cache_free(c);
+}
+
 int main(void) {
   RUN(peaks_and_composition);
   RUN(ooms_continue_or_stop);
@@ -262,5 +436,8 @@ int main(void) {
   RUN(timeline_keeps_maxima);
   RUN(observers_see_every_event);
   RUN(memory_grows_with_live_set_not_trace);
+  RUN(peak_state_taken_when_it_changes);
+  RUN(kept_engine_matches_new_engines);
+  RUN(names_cache_asks_once);
   TEST_MAIN_END();
 }

@@ -23,6 +23,14 @@
 
 enum { EMPTY = 0, LIVE = 1, REQUESTED = 2, DROPPED = 3 };
 
+/* The table starts at 1,024 slots (32 KiB) and doubles as the live set grows. A source that
+ * says how many events it holds bounds the live set: a short trace gets a table of four slots per
+ * event instead (at least 64). Larger starts cost more than they save: a table sized by a long
+ * trace's length spreads the few allocations live at a time over memory the caches do not hold
+ * (2^16 slots made the generated trace's replay three times slower; docs/performance.md). */
+#define LIVE_START_BITS 10
+#define LIVE_SMALL_BITS 6
+
 typedef struct live_entry {
   uint64_t addr;
   uint64_t size;
@@ -145,13 +153,15 @@ typedef struct restored_block {
   int device, state;
 } restored_block;
 
-typedef struct engine {
+struct replay_engine {
   const replay_config *cfg;
   restored_block *restored; /* blocks of the start states */
   size_t nrestored, cap_restored;
   sim_map restored_at;      /* trace address -> index + 1, until its allocation takes it */
   replay_result *res;
   devstate devs[REPLAY_MAX_DEVICES];
+  uint8_t used[REPLAY_MAX_DEVICES]; /* the devices in use, in index order */
+  int nused;
   live_table live; /* trace address -> what is live */
   sim_map host;  /* host allocations: address -> size | mem << 56 */
   int64_t host_live[SIM_MEM__COUNT];
@@ -166,19 +176,26 @@ typedef struct engine {
   size_t nsites, sites_cap;
   uint32_t *dirty;
   size_t ndirty, dirty_cap;
-  int capture_pending;
+  /* The state at the peak of allocated bytes is taken when it is about to change, not at every
+   * new peak (a trace that grows sets thousands): pend_cats, the categories and call sites;
+   * pend_lf, the largest free block. lazy_lf: the largest free block may wait past an
+   * allocation (it is then lost when the allocation changes the models but sets no new peak,
+   * lf_lost, and taken by a second pass over the source: only on a source that can rewind). */
+  int pend_cats, pend_lf, lazy_lf, lf_lost;
   /* timeline */
   replay_point cur;
   uint64_t cur_n, bucket;
   size_t max_points;
   dev_snap snap; /* the device before the model's action, when observers want to know what it did */
+  replay_outcome idle; /* what observers see of an event that changes nothing: zeros and the totals */
   /* stopping at a moment (cfg->stop) */
   sim_event last;  /* the last event handled */
   int have_last, have_first;
   int64_t first_ts;
   char *err;
   size_t errlen;
-} engine;
+};
+typedef struct replay_engine engine;
 
 static int64_t now_ns(void) {
   struct timespec t;
@@ -201,7 +218,7 @@ static void sim_release(void *arg, int device, sim_device *dev) {
   sim_simdev_release(dev);
 }
 
-static void device_sync(engine *e, devstate *ds);
+static inline void device_sync(engine *e, devstate *ds);
 
 /* Restores one segment and its blocks (items[0..n-1]) into the device's model. */
 static int start_segment(engine *e, devstate *ds, int device, const replay_start *st, size_t at, size_t n) {
@@ -252,14 +269,33 @@ static int device_start(engine *e, devstate *ds, int device) {
   return 0;
 }
 
-static devstate *device_get(engine *e, int device) {
-  if (device < 0) device = 0;
+/* The device's peaks, raised to its current figures. */
+static void device_peaks(devstate *ds) {
+  replay_device_result *r = ds->res;
+  if (ds->allocated > r->peak_allocated) r->peak_allocated = ds->allocated;
+  if (ds->reserved > r->peak_reserved) r->peak_reserved = ds->reserved;
+  if (ds->requested > r->peak_requested) r->peak_requested = ds->requested;
+  if (ds->active > r->peak_active) r->peak_active = ds->active;
+}
+
+/* While one device is in use, the totals after each event are its figures: its peaks are taken
+ * from the totals' (when another device comes, or at the end), beside those of its start state. */
+static void device_peaks_from_totals(engine *e, devstate *ds) {
+  const replay_result *r = e->res;
+  replay_device_result *d = ds->res;
+  if (r->peak_allocated > d->peak_allocated) d->peak_allocated = r->peak_allocated;
+  if (r->peak_reserved > d->peak_reserved) d->peak_reserved = r->peak_reserved;
+  if (r->peak_requested > d->peak_requested) d->peak_requested = r->peak_requested;
+  if (r->peak_active > d->peak_active) d->peak_active = r->peak_active;
+}
+
+/* A device first used: its model made, its start state restored. */
+static devstate *device_new(engine *e, int device) {
   if (device >= REPLAY_MAX_DEVICES) {
     snprintf(e->err, e->errlen, "device index %d is out of range (at most %d devices)", device, REPLAY_MAX_DEVICES);
     return NULL;
   }
   devstate *ds = &e->devs[device];
-  if (ds->used) return ds;
   const replay_config *cfg = e->cfg;
   int rc = cfg->make_device ? cfg->make_device(cfg->device_arg, device, &ds->dev, e->err, e->errlen)
                             : sim_factory((void *)cfg, device, &ds->dev, e->err, e->errlen);
@@ -271,18 +307,29 @@ static devstate *device_get(engine *e, int device) {
     return NULL;
   }
   ds->used = 1;
+  if (e->nused == 1) device_peaks_from_totals(e, &e->devs[e->used[0]]);
+  int k = e->nused++;
+  for (; k > 0 && e->used[k - 1] > device; k--) e->used[k] = e->used[k - 1];
+  e->used[k] = (uint8_t)device;
   ds->st = ds->a.ops->stats(ds->a.ctx);
   ds->res = &e->res->devices[e->res->ndevices++];
   ds->res->device = device;
   if (cfg->nstart) {
     if (device_start(e, ds, device)) return NULL;
     device_sync(e, ds);
+    device_peaks(ds); /* the start state, before the event that made the device */
   }
   return ds;
 }
 
+static inline devstate *device_get(engine *e, int device) {
+  if (device < 0) device = 0;
+  if (device < REPLAY_MAX_DEVICES && e->devs[device].used) return &e->devs[device];
+  return device_new(e, device);
+}
+
 /* Folds a device's stat changes into the totals. */
-static void device_sync(engine *e, devstate *ds) {
+static inline void device_sync(engine *e, devstate *ds) {
   const sim_alloc_stats *st = ds->st;
   e->allocated += st->allocated.current - ds->allocated;
   e->reserved += st->reserved.current - ds->reserved;
@@ -292,18 +339,13 @@ static void device_sync(engine *e, devstate *ds) {
   ds->reserved = st->reserved.current;
   ds->requested = st->requested.current;
   ds->active = st->active.current;
-  replay_device_result *r = ds->res;
-  if (ds->allocated > r->peak_allocated) r->peak_allocated = ds->allocated;
-  if (ds->reserved > r->peak_reserved) r->peak_reserved = ds->reserved;
-  if (ds->requested > r->peak_requested) r->peak_requested = ds->requested;
-  if (ds->active > r->peak_active) r->peak_active = ds->active;
+  if (e->nused > 1) device_peaks(ds); /* of one device, the totals' peaks */
 }
 
 static uint64_t largest_free_all(engine *e) {
   uint64_t best = 0;
-  for (int d = 0; d < REPLAY_MAX_DEVICES; d++) {
-    devstate *ds = &e->devs[d];
-    if (!ds->used) continue;
+  for (int k = 0; k < e->nused; k++) {
+    devstate *ds = &e->devs[e->used[k]];
     uint64_t v = ds->a.ops->largest_free(ds->a.ctx);
     if (v > best) best = v;
   }
@@ -347,7 +389,7 @@ static void site_change(engine *e, uint32_t i, int64_t bytes, int64_t count) {
   s->count += count;
   if (!s->dirty) {
     s->dirty = 1;
-    sim_grow((void **)&e->dirty, &e->dirty_cap, e->ndirty + 1, sizeof *e->dirty);
+    if (e->ndirty == e->dirty_cap) sim_grow((void **)&e->dirty, &e->dirty_cap, e->ndirty + 1, sizeof *e->dirty);
     e->dirty[e->ndirty++] = i;
   }
 }
@@ -362,7 +404,27 @@ static void sites_capture(engine *e) {
     s->dirty = 0;
   }
   e->ndirty = 0;
-  e->capture_pending = 0;
+}
+
+/* Takes what is pending of the state at the peak. */
+static void peak_take(engine *e) {
+  replay_result *r = e->res;
+  if (e->pend_lf) {
+    r->at_peak_largest_free = largest_free_all(e);
+    e->pend_lf = 0;
+  }
+  if (e->pend_cats) {
+    memcpy(r->category_bytes, e->cat_bytes, sizeof e->cat_bytes);
+    memcpy(r->category_count, e->cat_count, sizeof e->cat_count);
+    memcpy(r->catsrc_bytes, e->catsrc_bytes, sizeof e->catsrc_bytes);
+    sites_capture(e);
+    e->pend_cats = 0;
+  }
+}
+
+/* Called before anything changes the state: takes what is pending of the state at the peak. */
+static inline void peak_capture(engine *e) {
+  if (e->pend_cats | e->pend_lf) peak_take(e);
 }
 
 static int cmp_site(const void *a, const void *b) {
@@ -463,11 +525,10 @@ static inline void peaks(engine *e, const sim_event *ev) {
     r->peak_allocated_seq = ev->seq;
     r->peak_ts = ev->ts;
     r->at_peak_reserved = e->reserved;
-    r->at_peak_largest_free = largest_free_all(e);
-    memcpy(r->category_bytes, e->cat_bytes, sizeof e->cat_bytes);
-    memcpy(r->category_count, e->cat_count, sizeof e->cat_count);
-    memcpy(r->catsrc_bytes, e->catsrc_bytes, sizeof e->catsrc_bytes);
-    e->capture_pending = 1;
+    /* the rest when the state is about to change (peak_capture) */
+    if (e->lazy_lf) e->pend_lf = 1, e->lf_lost = 0;
+    else r->at_peak_largest_free = largest_free_all(e);
+    e->pend_cats = 1;
   }
   if (e->reserved > r->peak_reserved) {
     r->peak_reserved = e->reserved;
@@ -531,22 +592,39 @@ static int take_restored(engine *e, const sim_event *ev, replay_outcome *out) {
     le->state = REQUESTED; /* freed before the window, not yet reusable */
   } else {
     le->state = LIVE;
+    peak_capture(e);
     account(e, le, +1);
     /* the start state may be the peak: its composition fills in as its blocks are taken */
-    replay_result *r = e->res;
-    if (e->allocated >= r->peak_allocated) {
-      memcpy(r->category_bytes, e->cat_bytes, sizeof e->cat_bytes);
-      memcpy(r->category_count, e->cat_count, sizeof e->cat_count);
-      memcpy(r->catsrc_bytes, e->catsrc_bytes, sizeof e->catsrc_bytes);
-      e->capture_pending = 1;
-    }
+    if (e->allocated >= e->res->peak_allocated) e->pend_cats = 1;
   }
   e->res->allocs++;
   if (out) out->placement = (sim_placement){rb->addr, rb->size, rb->handle};
   return 1;
 }
 
+/*
+ * An allocation came while the state at the peak was still pending (the models have changed
+ * since; the engine's own tables have not yet). When it raises the peak, the pending state is no
+ * longer wanted. Otherwise: the categories and call sites are taken now, as they were (placed: the
+ * caller accounts it next); the largest free block, when the models are as they were (a refusal
+ * that released nothing), else it is lost (replay_engine_run takes it by a second pass).
+ */
+static void peak_settle(engine *e, devstate *ds, int placed) {
+  const sim_alloc_stats *st = ds->st;
+  if (placed && e->allocated + (st->allocated.current - ds->allocated) > e->res->peak_allocated) return;
+  if (e->pend_lf) {
+    if (!placed && st->allocated.current == ds->allocated && st->reserved.current == ds->reserved)
+      e->res->at_peak_largest_free = largest_free_all(e);
+    else
+      e->lf_lost = 1;
+    e->pend_lf = 0;
+  }
+  if (placed) peak_capture(e);
+}
+
 static inline int do_alloc(engine *e, const sim_event *ev, replay_outcome *out) {
+  int d = ev->device < 0 ? 0 : ev->device;
+  if (d >= REPLAY_MAX_DEVICES || !e->devs[d].used) peak_capture(e); /* a new device may start from a state */
   if ((ev->flags & SIM_EVF_PREEXISTING) && e->cfg->nstart) {
     if (!device_get(e, ev->device)) return -1; /* a device's start is restored when it is first used */
     if (take_restored(e, ev, out)) return 0;
@@ -564,6 +642,7 @@ static inline int do_alloc(engine *e, const sim_event *ev, replay_outcome *out) 
     return -1;
   }
   if (out) snap_take(&e->snap, ds);
+  if (!ev->size) peak_capture(e); /* an allocation of nothing sets no peak: no reason to wait */
   sim_placement pl = {0, 0, 0};
   int rc = ds->a.ops->alloc(ds->a.ctx, ev->size, ev->stream, &pl);
   le->handle = pl.handle;
@@ -576,6 +655,7 @@ static inline int do_alloc(engine *e, const sim_event *ev, replay_outcome *out) 
   if (rc == SIM_OK) {
     le->state = LIVE;
     le->site = site_of(e, ev->stack);
+    if (e->pend_cats | e->pend_lf) peak_settle(e, ds, 1);
     account(e, le, +1);
     e->res->allocs++;
     if (out) out->placement = pl;
@@ -583,6 +663,7 @@ static inline int do_alloc(engine *e, const sim_event *ev, replay_outcome *out) 
     le->state = DROPPED;
     oom = 1;
     if (out) out->oom = 1;
+    if (e->pend_lf) peak_settle(e, ds, 0);
     record_oom(e, ds, ev);
   } else {
     snprintf(e->err, e->errlen, "event %lld: allocator '%s' failed with status %d", (long long)ev->seq,
@@ -615,7 +696,7 @@ static inline int do_free(engine *e, const sim_event *ev, replay_outcome *out) {
   }
   devstate *ds = &e->devs[le->device];
   const sim_allocator_ops *ops = ds->a.ops;
-  if (e->capture_pending) sites_capture(e);
+  peak_capture(e);
   if (out) snap_take(&e->snap, ds);
   if (le->state == LIVE) {
     if (ops->free_requested) ops->free_requested(ds->a.ctx, le->handle);
@@ -658,14 +739,15 @@ static void do_host(engine *e, const sim_event *ev) {
 
 /* Runs an allocator-wide action (synchronize, empty_cache) on the event's device, or on all. */
 static void do_device_action(engine *e, const sim_event *ev, replay_outcome *out) {
-  for (int d = 0; d < REPLAY_MAX_DEVICES; d++) {
+  for (int k = 0; k < e->nused; k++) {
+    int d = e->used[k];
     devstate *ds = &e->devs[d];
-    if (!ds->used || (ev->device >= 0 && ev->device != d)) continue;
+    if (ev->device >= 0 && ev->device != d) continue;
     const sim_allocator_ops *ops = ds->a.ops;
     void (*fn)(void *, int64_t) = NULL;
     if (ev->kind == SIM_EV_SYNC) fn = ops->synchronize;
     if (!fn && !(ev->kind == SIM_EV_EMPTY_CACHE && ops->empty_cache)) continue;
-    if (e->capture_pending) sites_capture(e);
+    peak_capture(e);
     if (out) snap_take(&e->snap, ds);
     if (fn) fn(ds->a.ctx, ev->stream);
     else ops->empty_cache(ds->a.ctx);
@@ -675,9 +757,9 @@ static void do_device_action(engine *e, const sim_event *ev, replay_outcome *out
 }
 
 static int check_models(engine *e, const sim_event *ev) {
-  for (int d = 0; d < REPLAY_MAX_DEVICES; d++) {
-    devstate *ds = &e->devs[d];
-    if (!ds->used || !ds->a.ops->check) continue;
+  for (int k = 0; k < e->nused; k++) {
+    devstate *ds = &e->devs[e->used[k]];
+    if (!ds->a.ops->check) continue;
     char msg[SIM_ERRLEN];
     if (ds->a.ops->check(ds->a.ctx, msg, sizeof msg)) {
       snprintf(e->err, e->errlen, "allocator '%s' is inconsistent after event %lld: %s", ds->a.ops->name,
@@ -817,6 +899,17 @@ int replay_state_walk(const replay_state *st, replay_state_fn fn, void *arg) {
   return rc;
 }
 
+/* An outcome with nothing done yet (the totals are filled after the event). Field by field: the
+ * compiler turns a memset of the struct into a `rep stos`, whose start-up cost was a tenth of the
+ * engine's time per observed event. */
+static inline void outcome_clear(replay_outcome *o) {
+  o->oom = o->ignored = 0;
+  o->device_mallocs = o->device_frees = o->device_maps = o->device_unmaps = 0;
+  o->device_malloc_bytes = o->device_free_bytes = o->device_map_bytes = o->device_unmap_bytes = 0;
+  o->reserved_delta = 0;
+  o->placement = (sim_placement){0, 0, 0};
+}
+
 /* Replays one event: 0 to go on, 1 to stop (at an OOM, when asked to), -1 on error. */
 static inline int replay_event(engine *e, const sim_event *ev) {
   const replay_config *cfg = e->cfg;
@@ -828,8 +921,12 @@ static inline int replay_event(engine *e, const sim_event *ev) {
   }
   replay_outcome out, *o = NULL;
   if (cfg->nobservers) {
-    memset(&out, 0, sizeof out);
-    o = &out;
+    if (op == OP_NONE) {
+      o = &e->idle;
+    } else {
+      outcome_clear(&out);
+      o = &out;
+    }
   }
   switch (op) {
   case OP_ALLOC: rc = do_alloc(e, ev, o); break;
@@ -857,25 +954,74 @@ static inline int replay_event(engine *e, const sim_event *ev) {
   return rc && cfg->stop_at_oom ? 1 : 0;
 }
 
-/* A new engine for one run: res cleared, the tables empty, room for the timeline. */
-static engine *engine_new(const replay_config *cfg, replay_result *res, char *err, size_t errlen) {
-  memset(res, 0, sizeof *res);
+replay_engine *replay_engine_new(void) {
   engine *e = sim_xcalloc(1, sizeof *e);
+  live_init(&e->live, LIVE_START_BITS);
+  sim_map_init(&e->restored_at);
+  sim_map_init(&e->host);
+  sim_map_init(&e->site_idx);
+  return e;
+}
+
+/* The live table for a run of the source, empty: it keeps the size an earlier run grew it to,
+ * unless the source's length hint says this run needs less. */
+static void live_begin(live_table *t, const replay_source *src) {
+  unsigned bits = 64 - t->shift, most = bits;
+  if (src->length_hint && src->length_hint < ((size_t)1 << LIVE_START_BITS) / 4)
+    for (most = LIVE_SMALL_BITS; ((size_t)1 << most) < 4 * src->length_hint; most++) {}
+  if (bits > most) {
+    live_release(t);
+    live_init(t, most);
+  } else if (t->len) {
+    memset(t->slots, 0, (t->mask + 1) * sizeof *t->slots);
+    t->len = 0;
+  }
+}
+
+/* The per-run state of a kept engine back to empty (the tables keep their memory); res cleared
+ * and given room for the timeline. */
+static void engine_begin(engine *e, const replay_config *cfg, replay_source *src, replay_result *res, char *err,
+                         size_t errlen) {
+  memset(res, 0, sizeof *res);
+  live_begin(&e->live, src);
+  e->nrestored = 0;
+  sim_map_clear(&e->restored_at);
+  sim_map_clear(&e->host);
+  sim_map_clear(&e->site_idx);
+  for (size_t i = 0; i < e->nsites; i++) /* the small-id index holds only the sites' own ids */
+    if (e->sites[i].stack >= 0 && e->sites[i].stack < SITE_SMALL_MAX) e->site_small[e->sites[i].stack] = 0;
+  e->nsites = 0;
+  e->ndirty = 0;
+  /* everything else starts at zero, as in a new engine */
+  memset(e->devs, 0, sizeof e->devs);
+  memset(e->host_live, 0, sizeof e->host_live);
+  e->allocated = e->reserved = e->requested = e->active = 0;
+  memset(e->cat_bytes, 0, sizeof e->cat_bytes);
+  memset(e->cat_count, 0, sizeof e->cat_count);
+  memset(e->catsrc_bytes, 0, sizeof e->catsrc_bytes);
+  e->pend_cats = e->pend_lf = e->lf_lost = 0;
+  /* the largest free block waits past allocations when a second pass can take it if lost: on a
+   * simulated device, a source that rewinds, a replay to the end */
+  e->lazy_lf = src->rewind && !cfg->make_device && !cfg->stop;
+  memset(e->used, 0, sizeof e->used);
+  e->nused = 0;
+  memset(&e->cur, 0, sizeof e->cur);
+  e->cur_n = 0;
+  memset(&e->snap, 0, sizeof e->snap);
+  memset(&e->idle, 0, sizeof e->idle);
+  memset(&e->last, 0, sizeof e->last);
+  e->have_last = e->have_first = 0;
+  e->first_ts = 0;
   e->cfg = cfg;
   e->res = res;
   e->err = err;
   e->errlen = errlen;
   err[0] = 0;
-  live_init(&e->live, 10);
-  sim_map_init(&e->restored_at);
-  sim_map_init(&e->host);
-  sim_map_init(&e->site_idx);
   e->bucket = 1;
   e->max_points = cfg->timeline_points ? cfg->timeline_points : 1000;
   if (e->max_points < 2) e->max_points = 2;
   res->timeline = sim_xmalloc(e->max_points * sizeof *res->timeline);
   res->peak_allocated_seq = res->peak_reserved_seq = res->peak_requested_seq = -1;
-  return e;
 }
 
 /* Replays the source to its end: 0, 1 when stopped at an OOM, -1 on error. The events are taken
@@ -914,7 +1060,7 @@ static int replay_events(engine *e, replay_source *src) {
 static void replay_finish(engine *e) {
   const replay_config *cfg = e->cfg;
   if (e->cur_n) timeline_push(e);
-  if (e->capture_pending) sites_capture(e);
+  peak_capture(e);
   for (size_t i = 0; i < cfg->nobservers; i++)
     if (cfg->observers[i].finish) cfg->observers[i].finish(cfg->observers[i].ctx);
   sites_finish(e);
@@ -935,9 +1081,10 @@ static void summarize(engine *e) {
 static void release_devices(engine *e) {
   const replay_config *cfg = e->cfg;
   replay_result *res = e->res;
-  for (int d = 0; d < REPLAY_MAX_DEVICES; d++) {
+  if (e->nused == 1) device_peaks_from_totals(e, &e->devs[e->used[0]]);
+  for (int k = 0; k < e->nused; k++) {
+    int d = e->used[k];
     devstate *ds = &e->devs[d];
-    if (!ds->used) continue;
     ds->res->device_mallocs = ds->dev.mallocs;
     ds->res->device_frees = ds->dev.frees;
     res->device_mallocs += ds->dev.mallocs;
@@ -953,7 +1100,8 @@ static void release_devices(engine *e) {
   }
 }
 
-static void engine_free(engine *e) {
+void replay_engine_free(replay_engine *e) {
+  if (!e) return;
   live_release(&e->live);
   sim_map_release(&e->restored_at);
   free(e->restored);
@@ -965,17 +1113,50 @@ static void engine_free(engine *e) {
   free(e);
 }
 
-int replay_run(const replay_config *cfg, replay_source *src, replay_result *res, char *err, size_t errlen) {
-  engine *e = engine_new(cfg, res, err, errlen);
+/* The largest free block at the peak, lost on the way (peak_settle): a second pass over the
+ * source, without the observers, taking it at every new peak as it comes. 0, or -1 with a message. */
+static int second_pass(const replay_config *cfg, replay_source *src, replay_result *res, char *err, size_t errlen) {
+  if (src->rewind(src->ctx)) {
+    const char *m = src->error ? src->error(src->ctx) : NULL;
+    snprintf(err, errlen, "%s", m && *m ? m : "cannot read the events again");
+    return -1;
+  }
+  replay_source again_src = *src;
+  again_src.rewind = NULL; /* no waiting this time */
+  replay_config c = *cfg;
+  c.observers = NULL;
+  c.nobservers = 0;
+  replay_result again;
+  int rc = replay_run(&c, &again_src, &again, err, errlen);
+  if (!rc && (again.peak_allocated_seq != res->peak_allocated_seq || again.peak_allocated != res->peak_allocated)) {
+    snprintf(err, errlen, "the second pass over the events found another peak (event %lld, not %lld)",
+             (long long)again.peak_allocated_seq, (long long)res->peak_allocated_seq);
+    rc = -1;
+  }
+  if (!rc) res->at_peak_largest_free = again.at_peak_largest_free;
+  replay_result_release(&again);
+  return rc;
+}
+
+int replay_engine_run(replay_engine *e, const replay_config *cfg, replay_source *src, replay_result *res, char *err,
+                      size_t errlen) {
   int64_t t0 = now_ns();
+  engine_begin(e, cfg, src, res, err, errlen);
   int rc = replay_events(e, src);
   if (rc == 1) res->stopped_at_oom = 1; /* stopped at an OOM */
   if (rc > 0) rc = 0;                     /* or at the moment asked for (res->stopped) */
   replay_finish(e);
   summarize(e);
   release_devices(e);
+  if (!rc && e->lf_lost) rc = second_pass(cfg, src, res, err, errlen);
   res->elapsed_s = (double)(now_ns() - t0) / 1e9;
-  engine_free(e);
+  return rc;
+}
+
+int replay_run(const replay_config *cfg, replay_source *src, replay_result *res, char *err, size_t errlen) {
+  engine *e = replay_engine_new();
+  int rc = replay_engine_run(e, cfg, src, res, err, errlen);
+  replay_engine_free(e);
   return rc;
 }
 
@@ -1009,9 +1190,15 @@ static ptrdiff_t array_view(void *ctx, const sim_event **evs) {
 
 static void array_advance(void *ctx, size_t k) { ((replay_array_source *)ctx)->pos += k; }
 
+static int array_rewind(void *ctx) {
+  ((replay_array_source *)ctx)->pos = 0;
+  return 0;
+}
+
 replay_source replay_array_source_init(replay_array_source *a, const sim_event *events, size_t n) {
   a->events = events;
   a->n = n;
   a->pos = 0;
-  return (replay_source){.next = array_next, .ctx = a, .view = array_view, .advance = array_advance};
+  return (replay_source){.next = array_next, .ctx = a, .view = array_view, .advance = array_advance,
+                         .rewind = array_rewind, .length_hint = n};
 }

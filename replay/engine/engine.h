@@ -181,8 +181,30 @@ typedef struct replay_result {
 } replay_result;
 
 /* Replays src. Returns 0, or -1 with a message (a source error, an allocator that could not
- * be created, a failed invariant check). An OOM is a result, not an error. */
+ * be created, a failed invariant check). An OOM is a result, not an error.
+ *
+ * The state at the peak of allocated bytes (its largest free block, categories, call sites) is
+ * taken when that state is about to change, not at every new peak. On a source that can rewind,
+ * the largest free block waits past allocations too; when one that sets no new peak changes the
+ * models (an OOM whose recovery released cached memory), it is taken by a second pass over the
+ * source, without the observers: such a source may then be read twice, and where it stands after
+ * replay_run is unspecified. */
 int replay_run(const replay_config *cfg, replay_source *src, replay_result *res, char *err, size_t errlen);
+
+/*
+ * An engine kept between replays, for a caller that replays again and again (a script's loop, a
+ * comparison's worker): replay_engine_run is replay_run on it. Each run starts from the same
+ * empty state as a new engine, and gives the same result; what is kept is the memory of its
+ * tables (the live allocations, sized by the largest live set seen so far, the call sites, the
+ * host allocations), which a new engine would allocate and grow again. The allocator models and
+ * devices are made per run, from the run's configuration. One thread at a time; results are the
+ * caller's (replay_result_release), independent of the engine, which may be freed first.
+ */
+typedef struct replay_engine replay_engine;
+replay_engine *replay_engine_new(void);
+int replay_engine_run(replay_engine *e, const replay_config *cfg, replay_source *src, replay_result *res, char *err,
+                      size_t errlen);
+void replay_engine_free(replay_engine *e); /* NULL is allowed */
 void replay_result_release(replay_result *r);
 
 #endif

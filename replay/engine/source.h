@@ -23,6 +23,14 @@ typedef struct replay_source {
   void *ctx;
   ptrdiff_t (*view)(void *ctx, const sim_event **evs);
   void (*advance)(void *ctx, size_t k);
+  /* Back to the first event: 0, or -1 with a message that error() returns. NULL when the source
+   * cannot; the engine then needs none (it reads a source that can once more in rare cases, to
+   * take a figure it could not keep on the way: replay_engine_run). */
+  int (*rewind)(void *ctx);
+  /* How many events the source holds, when it knows (0: unknown): a hint the engine sizes its
+   * tables by (the live set of a short trace is small), never a promise (it reads to the end all
+   * the same). */
+  size_t length_hint;
 } replay_source;
 
 static inline int replay_source_next(replay_source *s, sim_event *ev) { return s->next(s->ctx, ev); }

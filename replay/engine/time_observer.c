@@ -82,12 +82,16 @@ static int kernel_bound(void *arg, const sim_event *ev) {
 
 static void on_event(void *ctx, const sim_event *ev, const replay_outcome *o) {
   time_observer *to = ctx;
-  sim_tm_alloc a = {o->device_mallocs, o->device_frees, o->device_maps, o->device_unmaps,
-                    o->device_malloc_bytes, o->device_free_bytes, o->device_map_bytes, o->device_unmap_bytes};
+  sim_tm_alloc a, *pa = NULL; /* NULL: the allocator made no driver call (most events) */
+  if (o->device_mallocs | o->device_frees | o->device_maps | o->device_unmaps) {
+    a = (sim_tm_alloc){o->device_mallocs, o->device_frees, o->device_maps, o->device_unmaps,
+                       o->device_malloc_bytes, o->device_free_bytes, o->device_map_bytes, o->device_unmap_bytes};
+    pa = &a;
+  }
   int role = role_of(to, ev);
-  sim_tm_event(to->tm, ev, &a, role);
+  sim_tm_event(to->tm, ev, pa, role);
   for (int i = 0; i < 2; i++)
-    if (to->bound[i]) sim_tm_event(to->bound[i], ev, &a, role);
+    if (to->bound[i]) sim_tm_event(to->bound[i], ev, pa, role);
 }
 
 void time_observer_init(time_observer *to, const sim_tm_config *cfg, const replay_names *names) {
