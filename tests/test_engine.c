@@ -2,7 +2,6 @@
 #include <sys/resource.h>
 
 #include "engine/engine.h"
-#include "engine/names.h"
 #include "gen/gen.h"
 #include "sim/hashmap.h"
 #include "test.h"
@@ -370,64 +369,6 @@ static void kept_engine_matches_new_engines(void) {
   free(b.ev);
 }
 
-/* A names table that counts what it is asked: names 1..9 exist, stacks up to 99 have labels. */
-typedef struct counting_names {
-  int strings, labels;
-  char buf[32];
-} counting_names;
-
-static const char *count_string(void *ctx, int64_t id) {
-  counting_names *n = ctx;
-  n->strings++;
-  if (id <= 0 || id > 9) return NULL;
-  snprintf(n->buf, sizeof n->buf, "name%d", (int)id);
-  return n->buf;
-}
-
-static char *count_label(void *ctx, int64_t stack) {
-  counting_names *n = ctx;
-  n->labels++;
-  if (stack < 0 || stack > 99) return NULL;
-  char *s = malloc(32);
-  snprintf(s, 32, "site%d", (int)stack);
-  return s;
-}
-
-/* The cache asks its table once per id, unknown ids included, and again after a clear. */
-static void names_cache_asks_once(void) {
-  counting_names cn = {0};
-  replay_names inner = {&cn, count_string, count_label};
-  replay_names_cache *c = replay_names_cache_new(&inner);
-  replay_names t = replay_names_cache_table(c);
-  for (int round = 0; round < 3; round++) {
-    for (int64_t id = 1; id <= 12; id++) {
-      const char *s = replay_name(&t, id);
-      if (id <= 9) CHECK(s && s[4] == (char)('0' + id) && !s[5]);
-      else CHECK(!s);
-    }
-    for (int64_t st = 95; st <= 104; st++) {
-      char *l = replay_stack_label(&t, st);
-      if (st <= 99) CHECK(l && !strncmp(l, "site", 4) && atoi(l + 4) == (int)st);
-      else CHECK(!l);
-      free(l);
-    }
-  }
-  CHECK_EQ(cn.strings, 12);
-  CHECK_EQ(cn.labels, 10);
-  const char *kept = replay_name(&t, 3);
-  CHECK(kept && !strcmp(kept, "name3")); /* a kept copy: the inner buffer has changed since */
-  replay_names_cache_clear(c);
-  CHECK(!strcmp(replay_name(&t, 3), "name3"));
-  CHECK_EQ(cn.strings, 13);
-  replay_names_cache_free(c);
-  replay_names none = {0}; /* a table that knows nothing gives a cache that knows nothing */
-  c = replay_names_cache_new(&none);
-  t = replay_names_cache_table(c);
-  CHECK(!replay_name(&t, 1));
-  CHECK(!replay_stack_label(&t, 1));
-  replay_names_cache_free(c);
-}
-
 int main(void) {
   RUN(peaks_and_composition);
   RUN(ooms_continue_or_stop);
@@ -438,6 +379,5 @@ int main(void) {
   RUN(memory_grows_with_live_set_not_trace);
   RUN(peak_state_taken_when_it_changes);
   RUN(kept_engine_matches_new_engines);
-  RUN(names_cache_asks_once);
   TEST_MAIN_END();
 }

@@ -26,21 +26,4 @@ static inline char *replay_stack_label(const replay_names *n, int64_t stack) {
   return n && n->stack_label ? n->stack_label(n->ctx, stack) : NULL;
 }
 
-/*
- * A names table in front of another that asks it once per id and keeps the answer: the names a
- * replay's result reads again and again (its critical path's, its top call sites' labels, a
- * script's thousands of replays of one trace) then cost one look-up each for as long as the cache
- * lives, and none before a report asks. The answers must not change meanwhile: one cache per
- * trace of a store, cleared (replay_names_cache_clear) when what it caches may have changed. The
- * inner table is copied; its ctx must outlive the cache. One thread at a time.
- */
-typedef struct replay_names_cache replay_names_cache;
-replay_names_cache *replay_names_cache_new(const replay_names *inner);
-/* The table that answers from the cache (valid while it lives): strings stay valid until the
- * cache is cleared or freed; stack labels are the caller's copies, as the inner table's. */
-replay_names replay_names_cache_table(replay_names_cache *c);
-/* Forgets every answer (the inner table is asked again). */
-void replay_names_cache_clear(replay_names_cache *c);
-void replay_names_cache_free(replay_names_cache *c); /* NULL is allowed */
-
 #endif
