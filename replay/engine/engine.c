@@ -122,8 +122,20 @@ static inline void live_del(live_table *t, live_entry *le) {
   t->len--;
 }
 
+/* What a kept model was made from, by value: a later run whose configuration gives the same
+ * resets it rather than making another (replay_engine_run). opts: the SPEC's options and the
+ * recorded settings, as text. */
+typedef struct model_key {
+  const sim_allocator_ops *ops;
+  uint64_t capacity, total_memory;
+  int cc_major, cc_minor;
+  char *opts;
+} model_key;
+
 typedef struct devstate {
   int used;
+  int kept;      /* dev and a hold a model from an earlier run, made from key */
+  model_key key;
   sim_device dev;
   sim_allocator a;
   const sim_alloc_stats *st;
@@ -289,7 +301,69 @@ static void device_peaks_from_totals(engine *e, devstate *ds) {
   if (r->peak_active > d->peak_active) d->peak_active = r->peak_active;
 }
 
-/* A device first used: its model made, its start state restored. */
+/* ---- models kept between runs ----------------------------------------------------------------
+ * A kept engine keeps each device's model after a run where the model can reset itself, the
+ * device is simulated and the model read no environment (a model that reads it is made afresh,
+ * so that each run notes what it read); the next run whose configuration gives the same model
+ * resets it and the device instead of making them again (sim_allocator_ops.reset). */
+
+/* Appends "key=value\n" to a growing text. */
+static void key_append(char **t, size_t *n, size_t *cap, const char *a, const char *b) {
+  size_t la = strlen(a), lb = strlen(b);
+  sim_grow((void **)t, cap, *n + la + lb + 3, 1);
+  memcpy(*t + *n, a, la);
+  (*t)[*n + la] = '=';
+  memcpy(*t + *n + la + 1, b, lb);
+  *n += la + lb + 2;
+  (*t)[*n - 1] = '\n';
+  (*t)[*n] = 0;
+}
+
+static model_key key_of(const replay_config *cfg) {
+  model_key k = {cfg->spec->ops, cfg->capacity, cfg->total_memory, cfg->cc_major, cfg->cc_minor, NULL};
+  size_t n = 0, cap = 0;
+  key_append(&k.opts, &n, &cap, "spec", "");
+  for (size_t i = 0; i < cfg->spec->nopts; i++) key_append(&k.opts, &n, &cap, cfg->spec->opts[i].key, cfg->spec->opts[i].value);
+  const sim_recorded *r = cfg->recorded;
+  key_append(&k.opts, &n, &cap, "recorded", r ? (r->error ? r->error : "") : "none");
+  for (size_t i = 0; r && i < r->nopts; i++) key_append(&k.opts, &n, &cap, r->opts[i].key, r->opts[i].value);
+  return k;
+}
+
+static int key_same(const model_key *a, const model_key *b) {
+  return a->ops == b->ops && a->capacity == b->capacity && a->total_memory == b->total_memory &&
+         a->cc_major == b->cc_major && a->cc_minor == b->cc_minor && !strcmp(a->opts, b->opts);
+}
+
+static int model_keepable(const replay_config *cfg, const devstate *ds) {
+  return !cfg->make_device && !cfg->getenv_fn && sim_allocator_can_reset(ds->a.ops);
+}
+
+static void model_drop(devstate *ds) {
+  sim_allocator_release(&ds->a);
+  sim_release(NULL, 0, &ds->dev);
+  free(ds->key.opts);
+  ds->key.opts = NULL;
+  ds->kept = 0;
+}
+
+/* The kept model of ds reset for this run: 1, or 0 when the run needs another (the kept one dropped). */
+static int model_reuse(const replay_config *cfg, devstate *ds) {
+  model_key k = key_of(cfg);
+  int same = model_keepable(cfg, ds) && key_same(&k, &ds->key);
+  free(k.opts);
+  if (same && ds->a.ops->reset(ds->a.ctx) == SIM_OK) {
+    sim_simdev_reset(&ds->dev);
+    free(ds->key.opts);
+    ds->key.opts = NULL;
+    ds->kept = 0;
+    return 1;
+  }
+  model_drop(ds);
+  return 0;
+}
+
+/* A device first used: its model made (or a kept one reset), its start state restored. */
 static devstate *device_new(engine *e, int device) {
   if (device >= REPLAY_MAX_DEVICES) {
     snprintf(e->err, e->errlen, "device index %d is out of range (at most %d devices)", device, REPLAY_MAX_DEVICES);
@@ -297,6 +371,7 @@ static devstate *device_new(engine *e, int device) {
   }
   devstate *ds = &e->devs[device];
   const replay_config *cfg = e->cfg;
+  if (ds->kept && model_reuse(cfg, ds)) goto made;
   int rc = cfg->make_device ? cfg->make_device(cfg->device_arg, device, &ds->dev, e->err, e->errlen)
                             : sim_factory((void *)cfg, device, &ds->dev, e->err, e->errlen);
   if (rc) return NULL;
@@ -306,6 +381,7 @@ static devstate *device_new(engine *e, int device) {
     else if (!cfg->make_device) sim_release(NULL, device, &ds->dev);
     return NULL;
   }
+made:
   ds->used = 1;
   if (e->nused == 1) device_peaks_from_totals(e, &e->devs[e->used[0]]);
   int k = e->nused++;
@@ -993,7 +1069,16 @@ static void engine_begin(engine *e, const replay_config *cfg, replay_source *src
   e->nsites = 0;
   e->ndirty = 0;
   /* everything else starts at zero, as in a new engine */
-  memset(e->devs, 0, sizeof e->devs);
+  for (int d = 0; d < REPLAY_MAX_DEVICES; d++) {
+    devstate *ds = &e->devs[d];
+    if (!ds->kept) {
+      memset(ds, 0, sizeof *ds);
+      continue;
+    }
+    devstate keep = *ds; /* a model kept from an earlier run, its device with it */
+    memset(ds, 0, sizeof *ds);
+    ds->kept = 1, ds->key = keep.key, ds->dev = keep.dev, ds->a = keep.a;
+  }
   memset(e->host_live, 0, sizeof e->host_live);
   e->allocated = e->reserved = e->requested = e->active = 0;
   memset(e->cat_bytes, 0, sizeof e->cat_bytes);
@@ -1091,6 +1176,11 @@ static void release_devices(engine *e) {
     res->device_frees += ds->dev.frees;
     res->device_maps += ds->dev.maps;
     res->device_unmaps += ds->dev.unmaps;
+    if (model_keepable(cfg, ds)) {
+      ds->kept = 1;
+      ds->key = key_of(cfg);
+      continue;
+    }
     sim_allocator_release(&ds->a);
     if (cfg->make_device) {
       if (cfg->release_device) cfg->release_device(cfg->device_arg, d, &ds->dev);
@@ -1102,6 +1192,8 @@ static void release_devices(engine *e) {
 
 void replay_engine_free(replay_engine *e) {
   if (!e) return;
+  for (int d = 0; d < REPLAY_MAX_DEVICES; d++)
+    if (e->devs[d].kept) model_drop(&e->devs[d]);
   live_release(&e->live);
   sim_map_release(&e->restored_at);
   free(e->restored);

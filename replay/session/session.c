@@ -55,6 +55,7 @@ struct session {
   device_entry *devices;
   size_t ndevices, device_cap;
   window_cache window; /* the start state of the trace last replayed */
+  replay_engine *engine; /* kept between runs: its tables, and the models it can reset */
   /* the copies of the trace last fitted, on its recorded device: every run of that trace
    * (another policy, another pass) takes a copy instead of reading the trace again */
   struct {
@@ -75,6 +76,7 @@ session *session_new(store *s) {
 
 void session_free(session *ses) {
   if (!ses) return;
+  replay_engine_free(ses->engine); /* first: its kept models were made from the specs below */
   for (size_t i = 0; i < ses->nspecs; i++) {
     free(ses->specs[i]->text);
     sim_spec_release(&ses->specs[i]->spec);
@@ -488,11 +490,9 @@ int session_execute(session *ses, session_run *run, const session_pass *pass, ch
   }
   run->executed = 1;
   env_run = run;
-  /* Each pass creates the allocator and the engine's tables afresh. Where the engine offers a
-   * reusable state and the model a reset (replay/engine/engine.h,
-   * sim_allocator_ops.reset), this is the one place to keep them per prepared run (or per SPEC and
-   * trace in the session) and reset them here instead. */
-  if (replay_run(&cfg, src, &run->result, err, errlen)) rc = SESSION_EFAIL;
+  /* the session's engine keeps its tables, and resets the models it can, from run to run */
+  if (!ses->engine) ses->engine = replay_engine_new();
+  if (replay_engine_run(ses->engine, &cfg, src, &run->result, err, errlen)) rc = SESSION_EFAIL;
   env_run = NULL;
   if (run->top_sites == SESSION_NO_SITES) run->result.nsites = 0;
   if (src == &stored) replay_source_close(&stored);
