@@ -285,17 +285,22 @@ static int decode_events(dec *d, size_t n, int64_t seq0, const sim_event *dict, 
   return 0;
 }
 
+/* Reads a chunk's header and its dictionary of small fields: 0, or -1 with d->why. */
+static int decode_open(dec *d, const unsigned char *p, size_t len, size_t n, sim_event **dict, size_t *ndict) {
+  if (n > STORE_CHUNK_EVENTS) {
+    snprintf(d->why, d->whylen, "it claims %zu events (a chunk holds at most %d)", n, STORE_CHUNK_EVENTS);
+    return -1;
+  }
+  if (decode_header(d, p, len)) return -1;
+  return decode_dict(d, n, dict, ndict);
+}
+
 int store_chunk_decode(const unsigned char *p, size_t len, size_t n, int64_t seq0, sim_event *ev, char *why,
                        size_t whylen) {
   dec d = {.why = why, .whylen = whylen};
-  if (n > STORE_CHUNK_EVENTS) {
-    snprintf(why, whylen, "it claims %zu events (a chunk holds at most %d)", n, STORE_CHUNK_EVENTS);
-    return -1;
-  }
-  if (decode_header(&d, p, len)) return -1;
   sim_event *dict = NULL;
   size_t ndict = 0;
-  int rc = decode_dict(&d, n, &dict, &ndict);
+  int rc = decode_open(&d, p, len, n, &dict, &ndict);
   if (!rc) rc = decode_events(&d, n, seq0, dict, ndict, ev);
   free(dict);
   return rc;
@@ -310,14 +315,9 @@ static inline int skip(const unsigned char **p, const unsigned char *end) {
 int store_chunk_copies(const unsigned char *p, size_t len, size_t n, void (*fn)(void *arg, const sim_event *ev),
                        void *arg, char *why, size_t whylen) {
   dec d = {.why = why, .whylen = whylen};
-  if (n > STORE_CHUNK_EVENTS) {
-    snprintf(why, whylen, "it claims %zu events (a chunk holds at most %d)", n, STORE_CHUNK_EVENTS);
-    return -1;
-  }
-  if (decode_header(&d, p, len)) return -1;
   sim_event *dict = NULL;
   size_t ndict = 0;
-  int rc = decode_dict(&d, n, &dict, &ndict);
+  int rc = decode_open(&d, p, len, n, &dict, &ndict);
   for (size_t i = 0; i < n && !rc; i++) {
     uint64_t u, dur, size;
     if (get(&d.p[C_ENUMS], d.end[C_ENUMS], &u) || u >= ndict) rc = bad(&d, C_ENUMS, "does not decode");

@@ -11,6 +11,18 @@
  * add the next one, bump nothing else (store_schema_version follows the array), and describe
  * the change in docs/trace-store.md.
  */
+/* events_named as migrations 2 and 4 create it: seq counted from the trace's first event, as
+ * memplay's readers count it (4 recreates it over the events view). */
+#define EVENTS_NAMED_SINCE_2 \
+  "CREATE VIEW events_named AS\n" \
+  "  SELECT e.trace_id, e.seq - t.first_seq AS seq, e.ts, k.name AS kind, coalesce(e.dur, 0) AS dur, e.dev_ts,\n" \
+  "         e.api_dur, e.device, coalesce(e.stream, 0) AS stream, coalesce(e.addr, 0) AS addr,\n" \
+  "         coalesce(e.size, 0) AS size, m.name AS mem, d.name AS dir, c.name AS category, cs.name AS cat_source,\n" \
+  "         e.stack_id, e.step, s.value AS name, e.flags\n" \
+  "  FROM events e JOIN traces t ON t.id = e.trace_id JOIN event_kinds k ON k.id = e.kind\n" \
+  "       JOIN mem_kinds m ON m.id = e.mem JOIN copy_dirs d ON d.id = e.dir JOIN categories c ON c.id = e.category\n" \
+  "       JOIN cat_sources cs ON cs.id = e.cat_source LEFT JOIN strings s ON s.id = e.name_id;\n"
+
 static const char *const migrations[] = {
   NULL,
   /* 1: the first schema. */
@@ -226,14 +238,7 @@ static const char *const migrations[] = {
   "ALTER TABLE traces ADD COLUMN first_seq INTEGER NOT NULL DEFAULT 0;\n"
   /* events_named counts seq from the trace's first event, as memplay's readers do. */
   "DROP VIEW events_named;\n"
-  "CREATE VIEW events_named AS\n"
-  "  SELECT e.trace_id, e.seq - t.first_seq AS seq, e.ts, k.name AS kind, coalesce(e.dur, 0) AS dur, e.dev_ts,\n"
-  "         e.api_dur, e.device, coalesce(e.stream, 0) AS stream, coalesce(e.addr, 0) AS addr,\n"
-  "         coalesce(e.size, 0) AS size, m.name AS mem, d.name AS dir, c.name AS category, cs.name AS cat_source,\n"
-  "         e.stack_id, e.step, s.value AS name, e.flags\n"
-  "  FROM events e JOIN traces t ON t.id = e.trace_id JOIN event_kinds k ON k.id = e.kind\n"
-  "       JOIN mem_kinds m ON m.id = e.mem JOIN copy_dirs d ON d.id = e.dir JOIN categories c ON c.id = e.category\n"
-  "       JOIN cat_sources cs ON cs.id = e.cat_source LEFT JOIN strings s ON s.id = e.name_id;\n",
+  EVENTS_NAMED_SINCE_2,
   /* 3: when the trace came into this store (imported_at is the source's own time, kept across
    * exports), and a digest of the file it was imported from (an import of the same file again
    * names the trace it already has). */
@@ -275,14 +280,7 @@ static const char *const migrations[] = {
   "         nullif(j.value ->> 8, 0) AS name_id, nullif(j.value ->> 9, -1) AS step, nullif(j.value ->> 10, -1) AS dev_ts,\n"
   "         nullif(j.value ->> 11, -1) AS api_dur\n"
   "  FROM event_rows r, json_each(r.rows) j;\n"
-  "CREATE VIEW events_named AS\n"
-  "  SELECT e.trace_id, e.seq - t.first_seq AS seq, e.ts, k.name AS kind, coalesce(e.dur, 0) AS dur, e.dev_ts,\n"
-  "         e.api_dur, e.device, coalesce(e.stream, 0) AS stream, coalesce(e.addr, 0) AS addr,\n"
-  "         coalesce(e.size, 0) AS size, m.name AS mem, d.name AS dir, c.name AS category, cs.name AS cat_source,\n"
-  "         e.stack_id, e.step, s.value AS name, e.flags\n"
-  "  FROM events e JOIN traces t ON t.id = e.trace_id JOIN event_kinds k ON k.id = e.kind\n"
-  "       JOIN mem_kinds m ON m.id = e.mem JOIN copy_dirs d ON d.id = e.dir JOIN categories c ON c.id = e.category\n"
-  "       JOIN cat_sources cs ON cs.id = e.cat_source LEFT JOIN strings s ON s.id = e.name_id;\n",
+  EVENTS_NAMED_SINCE_2,
 };
 
 /* SQL that ends a migration after the step in C that store.c runs between (NULL: none). */
