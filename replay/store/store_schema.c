@@ -248,7 +248,8 @@ static const char *const migrations[] = {
   /* 4: events stored in chunks (chunk.h): the packed, checksummed form replay reads, and beside it
    * the same events as JSON text that the events view reads, so that plain SQL answers as before.
    * The rows of schema 3 are moved into chunks between this SQL and migrations_after[4]
-   * (store.c). */
+   * (store.c). Both are rowid tables with their key in a small index: in a WITHOUT ROWID table
+   * the whole row is the key, and a look-up compares (and so copies) every large row it passes. */
   "DROP VIEW events_named;\n"
   "ALTER TABLE events RENAME TO events_v3;\n"
   "CREATE TABLE event_chunks(\n"
@@ -260,7 +261,7 @@ static const char *const migrations[] = {
   "  crc32 INTEGER NOT NULL,\n"
   "  data BLOB NOT NULL,\n"
   "  PRIMARY KEY(trace_id, chunk)\n"
-  ") WITHOUT ROWID;\n"
+  ");\n"
   "CREATE TABLE event_rows(\n"
   "  trace_id INTEGER NOT NULL,\n"
   "  chunk INTEGER NOT NULL,\n"
@@ -268,7 +269,7 @@ static const char *const migrations[] = {
   "  rows TEXT NOT NULL,\n" /* [[ts, info & 0xFFFFFFFF, device, size, addr, stream, dur, stack_id, name_id, step,
                                dev_ts, api_dur], ...] */
   "  PRIMARY KEY(trace_id, chunk)\n"
-  ") WITHOUT ROWID;\n"
+  ");\n"
   "CREATE VIEW events AS\n"
   "  SELECT (r.trace_id << 32) + r.first_seq + j.key AS id, r.trace_id AS trace_id, r.first_seq + j.key AS seq,\n"
   "         j.value ->> 0 AS ts, nullif(j.value ->> 6, 0) AS dur, nullif(j.value ->> 4, 0) AS addr,\n"
