@@ -516,7 +516,7 @@ static void sites_finish(engine *e) {
     if (e->sites[i].peak_bytes > 0)
       all[n++] = (replay_site){e->sites[i].stack, e->sites[i].peak_bytes, e->sites[i].peak_count};
   qsort(all, n, sizeof *all, cmp_site);
-  e->res->nsites = n < top ? n : top;
+  e->res->nsites = top == REPLAY_NO_SITES ? 0 : n < top ? n : top;
   e->res->sites = all;
 }
 

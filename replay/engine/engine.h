@@ -95,6 +95,10 @@ typedef struct replay_stop {
 /* Makes the device primitive for device index `device` (default: a simulated device). */
 typedef int (*replay_device_factory)(void *arg, int device, sim_device *dev, char *err, size_t errlen);
 
+/* replay_config.top_sites: the result lists no call site (the engine still follows them, for the
+ * moments of `replay --at`). */
+#define REPLAY_NO_SITES SIZE_MAX
+
 typedef struct replay_config {
   const sim_spec *spec;         /* the allocator model and its options */
   uint64_t capacity;            /* bytes per device the process may take; UINT64_MAX: unlimited */
@@ -104,7 +108,7 @@ typedef struct replay_config {
   const char *(*getenv_fn)(const char *);
   int stop_at_oom;
   size_t timeline_points;       /* at most this many timeline points (0: 1000) */
-  size_t top_sites;             /* call sites kept at the peak (0: 10) */
+  size_t top_sites;             /* call sites kept at the peak (0: 10; REPLAY_NO_SITES: none) */
   size_t max_ooms;              /* OOMs described in detail (0: 100) */
   int check_level;              /* 2: run the model's full invariant check after every event */
   replay_observer *observers;

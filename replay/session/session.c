@@ -434,7 +434,7 @@ static replay_config engine_config(const session_run *run, const sim_spec *spec)
     .getenv_fn = run->getenv_fn,
     .stop_at_oom = run->stop_at_oom,
     .timeline_points = run->timeline_points,
-    .top_sites = run->top_sites == SESSION_NO_SITES ? 1 : run->top_sites, /* the fewest the engine keeps */
+    .top_sites = run->top_sites,
     .max_ooms = run->max_ooms,
     .check_level = run->check ? 2 : 0,
   };
@@ -494,7 +494,6 @@ int session_execute(session *ses, session_run *run, const session_pass *pass, ch
   if (!ses->engine) ses->engine = replay_engine_new();
   if (replay_engine_run(ses->engine, &cfg, src, &run->result, err, errlen)) rc = SESSION_EFAIL;
   env_run = NULL;
-  if (run->top_sites == SESSION_NO_SITES) run->result.nsites = 0;
   if (src == &stored) replay_source_close(&stored);
 out:
   if (run->has_device) {

@@ -68,7 +68,7 @@ typedef struct session_request {
 } session_request;
 
 /* top_sites: keep no call site at the peak (the result's top sites are an empty list). */
-#define SESSION_NO_SITES SIZE_MAX
+#define SESSION_NO_SITES REPLAY_NO_SITES
 
 /* No trace, no allocator, no device: defaults everywhere (capacity and batch not given). */
 void session_request_init(session_request *req);
