@@ -306,12 +306,6 @@ int store_chunk_decode(const unsigned char *p, size_t len, size_t n, int64_t seq
   return rc;
 }
 
-/* Skips one varint; 0, or -1 when it runs past end. */
-static inline int skip(const unsigned char **p, const unsigned char *end) {
-  uint64_t v;
-  return get(p, end, &v);
-}
-
 int store_chunk_copies(const unsigned char *p, size_t len, size_t n, void (*fn)(void *arg, const sim_event *ev),
                        void *arg, char *why, size_t whylen) {
   dec d = {.why = why, .whylen = whylen};
