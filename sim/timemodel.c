@@ -27,6 +27,7 @@
 #define TM_DEP_TOLERANCE 2000      /* ns: a recorded start this close after a recorded end follows it */
 #define TM_SEG_RING 1024           /* recent attributed segments, to split them at step ends */
 #define TM_ITEM_CACHE_BITS 8       /* critical-path items looked up without the map */
+#define TM_FIXED_KINDS 16          /* event kinds whose unnamed items have a slot of their own (a power of two) */
 #define TM_MAX_DEVICES 64
 #define TM_MAX_ENGINES 16
 #define TM_MAX_QUEUE 65536
@@ -96,17 +97,19 @@ typedef struct tm_key {
   uint8_t what, kind, dir, mem;
 } tm_key;
 
+/* A piece of a walk back along the critical path: [t0, t1) for event seq, to item `item`. */
 typedef struct tm_seg {
-  int64_t t0, t1;
-  tm_key key;
-  int64_t seq;
+  int64_t t0, t1, seq;
+  size_t item;
 } tm_seg;
 
+/* A critical-path item's running totals (hot: touched at every attribution), and what it is. */
 typedef struct tm_item_state {
-  sim_tm_item it;
-  int64_t last_seq, cur;
+  int64_t total, count, cur, last_seq; /* cur: the occurrence last_seq's time so far */
+  int64_t max, max_seq;                /* the largest finished occurrence */
+  int64_t order;                       /* its place among the items by first attribution */
+  int cls;
 } tm_item_state;
-
 struct sim_tm {
   sim_tm_config cfg;
   sim_device_profile dev; /* the profile, copied */
@@ -134,11 +137,14 @@ struct sim_tm {
   sim_map item_idx;
   uint64_t item_cache_key[1 << TM_ITEM_CACHE_BITS]; /* item hash + 1, 0 empty */
   size_t item_cache_idx[1 << TM_ITEM_CACHE_BITS];
+  uint32_t item_fixed[SIM_TM__NWHAT][TM_FIXED_KINDS]; /* items without name, dir or mem: index + 1, 0 none */
   tm_item_state *items;
+  sim_tm_item *item_meta; /* what each item is (its totals are in items) */
   size_t nitems, items_cap;
+  int64_t nattributed; /* items attributed some time so far */
   struct {
     int64_t t0, t1;
-    int cls;
+    int64_t cls;
   } segs[TM_SEG_RING];
   uint64_t nsegs;
   tm_seg *walk;
@@ -230,55 +236,63 @@ __attribute__((noinline, cold)) static size_t item_new(sim_tm *tm, const tm_key 
   int existed;
   uint64_t *slot = sim_map_put(&tm->item_idx, k->hash, &existed);
   if (!existed) {
+    size_t cap = tm->items_cap;
     sim_grow((void **)&tm->items, &tm->items_cap, tm->nitems + 1, sizeof *tm->items);
-    tm_item_state *s = &tm->items[tm->nitems];
-    memset(s, 0, sizeof *s);
-    s->it = (sim_tm_item){.cls = what_class[k->what], .what = k->what, .kind = k->kind, .dir = k->dir, .mem = k->mem,
-                          .name = k->name};
-    s->last_seq = -1;
+    if (tm->items_cap != cap) tm->item_meta = sim_xrealloc(tm->item_meta, tm->items_cap * sizeof *tm->item_meta);
+    tm->items[tm->nitems] = (tm_item_state){.last_seq = -1, .order = -1, .cls = what_class[k->what]};
+    tm->item_meta[tm->nitems] = (sim_tm_item){.cls = what_class[k->what], .what = k->what, .kind = k->kind,
+                                              .dir = k->dir, .mem = k->mem, .name = k->name};
     *slot = tm->nitems++;
   }
   return (size_t)*slot;
 }
 
-static inline void item_add(sim_tm *tm, const tm_key *k, int64_t dt, int64_t seq) {
-  uint64_t hash = k->hash;
-  /* a small direct-mapped cache in front of the map: most attributions repeat a few items */
-  uint64_t c = (hash * UINT64_C(0x9E3779B97F4A7C15)) >> (64 - TM_ITEM_CACHE_BITS);
-  size_t idx;
-  if (tm->item_cache_key[c] == hash + 1) {
-    idx = tm->item_cache_idx[c];
-  } else {
-    idx = item_new(tm, k);
-    tm->item_cache_key[c] = hash + 1;
-    tm->item_cache_idx[c] = idx;
+/* The index of k's item, made when first asked for (the items are reported in the order they
+ * were first attributed time, kept in `order`). Items with neither name nor direction nor
+ * memory kind, most of them, have a slot each; the others go through a small direct-mapped
+ * cache in front of the map (most attributions repeat a few items). */
+static inline size_t item_index(sim_tm *tm, const tm_key *k) {
+  if (!(k->hash & ~(((uint64_t)TM_FIXED_KINDS - 1) << 40 | UINT64_C(0xf) << 48))) {
+    uint32_t *f = &tm->item_fixed[k->what][k->kind];
+    if (!*f) *f = (uint32_t)item_new(tm, k) + 1;
+    return *f - 1;
   }
+  uint64_t hash = k->hash;
+  uint64_t c = (hash * UINT64_C(0x9E3779B97F4A7C15)) >> (64 - TM_ITEM_CACHE_BITS);
+  if (tm->item_cache_key[c] != hash + 1) {
+    tm->item_cache_idx[c] = item_new(tm, k);
+    tm->item_cache_key[c] = hash + 1;
+  }
+  return tm->item_cache_idx[c];
+}
+
+/* Attributes [t0, t1) (non-empty, from the frontier on) to item idx, for event seq. Each item
+ * keeps its total, its occurrences (the attributions to one event make one) and the largest. */
+static inline __attribute__((always_inline)) void emit_to(sim_tm *tm, int64_t t0, int64_t t1, size_t idx, int64_t seq) {
   tm_item_state *s = &tm->items[idx];
-  s->it.total_ns += dt;
-  if (seq != s->last_seq || s->it.count == 0) {
-    if (s->cur > s->it.max_ns) {
-      s->it.max_ns = s->cur;
-      s->it.max_seq = s->last_seq;
-    }
+  int64_t dt = t1 - t0;
+  tm->frontier = t1;
+  tm->cum[s->cls] += dt;
+  s->total += dt;
+  if (seq != s->last_seq || s->count == 0) {
+    if (s->count == 0) s->order = tm->nattributed++;
+    if (s->cur > s->max) s->max = s->cur, s->max_seq = s->last_seq;
     s->cur = 0;
     s->last_seq = seq;
-    s->it.count++;
+    s->count++;
   }
   s->cur += dt;
+  uint64_t i = tm->nsegs++ & (TM_SEG_RING - 1);
+  tm->segs[i].t0 = t0;
+  tm->segs[i].t1 = t1;
+  tm->segs[i].cls = s->cls;
 }
 
 /* Attributes [t0, t1) of predicted time to k; the part before the frontier is already explained. */
-static void emit(sim_tm *tm, int64_t t0, int64_t t1, const tm_key *k, int64_t seq) {
+static inline __attribute__((always_inline)) void emit(sim_tm *tm, int64_t t0, int64_t t1, const tm_key *k, int64_t seq) {
   if (t0 < tm->frontier) t0 = tm->frontier;
   if (t1 <= t0) return;
-  int cls = what_class[k->what];
-  tm->frontier = t1;
-  tm->cum[cls] += t1 - t0;
-  item_add(tm, k, t1 - t0, seq);
-  uint64_t i = tm->nsegs++ % TM_SEG_RING;
-  tm->segs[i].t0 = t0;
-  tm->segs[i].t1 = t1;
-  tm->segs[i].cls = cls;
+  emit_to(tm, t0, t1, item_index(tm, k), seq);
 }
 
 static inline void emit_what(sim_tm *tm, int64_t t0, int64_t t1, int what, const sim_event *ev) {
@@ -302,7 +316,7 @@ static void cum_at(sim_tm *tm, int64_t e, int64_t out[SIM_TM__NCLASS]) {
 static inline void walk_push(sim_tm *tm, int64_t t0, int64_t t1, tm_key k, int64_t seq) {
   if (t1 <= t0) return;
   if (tm->nwalk == tm->walk_cap) sim_grow((void **)&tm->walk, &tm->walk_cap, tm->nwalk + 1, sizeof *tm->walk);
-  tm->walk[tm->nwalk++] = (tm_seg){t0, t1, k, seq};
+  tm->walk[tm->nwalk++] = (tm_seg){t0, t1, seq, item_index(tm, &k)};
 }
 
 static tm_key op_key(const tm_op *o) {
@@ -349,7 +363,8 @@ static void wait_for(sim_tm *tm, int64_t lo, int64_t hi, int64_t id, int tail, c
     }
   }
   if (t > lo) walk_push(tm, lo, t, key_of(SIM_TM_W_DEVICE_WAIT, ev->kind, 0, 0, 0), ev->seq);
-  for (size_t i = tm->nwalk; i-- > 0;) emit(tm, tm->walk[i].t0, tm->walk[i].t1, &tm->walk[i].key, tm->walk[i].seq);
+  /* each piece is non-empty and starts where the one before it ended, from the frontier on */
+  for (size_t i = tm->nwalk; i-- > 0;) emit_to(tm, tm->walk[i].t0, tm->walk[i].t1, tm->walk[i].item, tm->walk[i].seq);
 }
 
 /* ---- steps ------------------------------------------------------------------------------------ */
@@ -507,7 +522,7 @@ typedef struct op_place {
 } op_place;
 
 /* Decides when an operation of stream st can start (the rules in the order the device applies them). */
-static void op_start(sim_tm *tm, tm_device *dv, tm_stream *st, const sim_event *ev, op_place *p) {
+static inline __attribute__((always_inline)) void op_start(sim_tm *tm, tm_device *dv, tm_stream *st, const sim_event *ev, op_place *p) {
   int64_t t = p->avail, pred = -1;
   /* An operation that the recording shows started before the stream's last placed one (it was
    * launched before the trace began, and the trace places it at its device start) ran ahead of
@@ -553,7 +568,7 @@ static void op_start(sim_tm *tm, tm_device *dv, tm_stream *st, const sim_event *
 }
 
 /* Records a placed operation [p->start, end) everywhere it occupies. Returns its id. */
-static int64_t op_commit(sim_tm *tm, tm_device *dv, tm_stream *st, const sim_event *ev, const op_place *p, int64_t end,
+static inline __attribute__((always_inline)) int64_t op_commit(sim_tm *tm, tm_device *dv, tm_stream *st, const sim_event *ev, const op_place *p, int64_t end,
                          int what, int dir, int mem) {
   int64_t id = tm->nops++;
   tm_op *o = &tm->ops[(uint64_t)id & (TM_OP_RING - 1)];
@@ -938,8 +953,7 @@ static int64_t on_sync(sim_tm *tm, const sim_event *ev, int64_t h, int64_t rec) 
 
 /* What the allocator's own driver calls cost, from t. cudaMalloc and cudaFree wait for the
  * device first; unmapping waits for the stream that used the memory. */
-static int64_t allocator_calls(sim_tm *tm, const sim_event *ev, const sim_tm_alloc *a, int64_t t) {
-  if (!a || !(a->mallocs | a->frees | a->maps | a->unmaps)) return t;
+static int64_t allocator_calls_made(sim_tm *tm, const sim_event *ev, const sim_tm_alloc *a, int64_t t) {
   const sim_device_profile *pf = &tm->dev;
   int64_t t0 = t, op;
   int d = ev->device >= 0 && ev->device < TM_MAX_DEVICES ? ev->device : 0;
@@ -1017,6 +1031,12 @@ static int64_t on_host_memory(sim_tm *tm, const sim_event *ev, int64_t h, int64_
   return t + c;
 }
 
+/* Most events make no driver call: checked here, inline. */
+static inline int64_t allocator_calls(sim_tm *tm, const sim_event *ev, const sim_tm_alloc *a, int64_t t) {
+  if (!a || !(a->mallocs | a->frees | a->maps | a->unmaps)) return t;
+  return allocator_calls_made(tm, ev, a, t);
+}
+
 /* ---- the driver ------------------------------------------------------------------------------ */
 
 static const char *const bound_names[SIM_TM__NKB] = {"kept", "tensor cores, 16-bit", "tensor cores, TF32",
@@ -1082,6 +1102,7 @@ void sim_tm_free(sim_tm *tm) {
   sim_map_release(&tm->pinned);
   free(tm->ops);
   free(tm->items);
+  free(tm->item_meta);
   free(tm->walk);
   free(tm->steps);
   free(tm->step_rec_start);
@@ -1171,15 +1192,22 @@ void sim_tm_finish(sim_tm *tm, sim_tm_result *res) {
   r->samples_per_s = r->step_time_s > 0 && tm->cfg.batch_size > 0 ? (double)tm->cfg.batch_size / r->step_time_s : -1;
   /* the largest items */
   size_t top = tm->cfg.top_items ? tm->cfg.top_items : 10;
-  sim_tm_item *all = sim_xmalloc((tm->nitems ? tm->nitems : 1) * sizeof *all);
-  for (size_t i = 0; i < tm->nitems; i++) {
+  size_t n = (size_t)tm->nattributed;
+  sim_tm_item *all = sim_xmalloc((n ? n : 1) * sizeof *all);
+  for (size_t i = 0; i < tm->nitems; i++) { /* in the order they were first attributed time */
     tm_item_state *s = &tm->items[i];
-    if (s->cur > s->it.max_ns) s->it.max_ns = s->cur, s->it.max_seq = s->last_seq;
-    all[i] = s->it;
+    if (!s->count) continue;
+    if (s->cur > s->max) s->max = s->cur, s->max_seq = s->last_seq;
+    sim_tm_item *it = &all[s->order];
+    *it = tm->item_meta[i];
+    it->total_ns = s->total;
+    it->count = s->count;
+    it->max_ns = s->max;
+    it->max_seq = s->max_seq;
   }
-  qsort(all, tm->nitems, sizeof *all, cmp_item);
+  qsort(all, n, sizeof *all, cmp_item);
   r->items = all;
-  r->nitems = tm->nitems < top ? tm->nitems : top;
+  r->nitems = n < top ? n : top;
   *res = *r;
   memset(&tm->r, 0, sizeof tm->r);
 }
