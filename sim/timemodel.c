@@ -33,6 +33,7 @@
 #define TM_MAX_QUEUE 65536
 #define TM_GIB 1073741824.0
 #define TM_UNKNOWN INT64_MIN
+#define TM_MAX_DUR INT64_C(4500000000000000) /* a scaled duration's bound (below 2^52 ns) */
 
 enum { LINK_H2D = 0, LINK_D2H = 1, LINK_P2P = 2, LINK_NONE = -1, NLINKS = 3 };
 enum { HEAP_ADJUST = 0, HEAP_STEP_END = 1 };
@@ -105,9 +106,11 @@ typedef struct tm_seg {
 
 /* A critical-path item's running totals (hot: touched at every attribution), and what it is. */
 typedef struct tm_item_state {
-  int64_t total, count, cur, last_seq; /* cur: the occurrence last_seq's time so far */
-  int64_t max, max_seq;                /* the largest finished occurrence */
-  int64_t order;                       /* its place among the items by first attribution */
+  /* cur: the time so far of the occurrence of event last_seq; max: the largest finished one,
+   * of event max_seq. (Laid out so that no two fields read together sit side by side: the
+   * compiler would read them as one wide load, which waits for the two stores before it.) */
+  int64_t total, cur, count, last_seq, max, order, max_seq;
+  /* order: its place among the items by first attribution */
   int cls;
 } tm_item_state;
 struct sim_tm {
@@ -115,6 +118,7 @@ struct sim_tm {
   sim_device_profile dev; /* the profile, copied */
   sim_device_profile rec; /* the recorded device's, copied, when scaling */
   int scaling;            /* recorded durations are scaled from rec to dev */
+  int unscaled;           /* kernel_scale is 1 */
   /* host */
   int started;
   int64_t shift, start, frontier;
@@ -137,7 +141,7 @@ struct sim_tm {
   sim_map item_idx;
   uint64_t item_cache_key[1 << TM_ITEM_CACHE_BITS]; /* item hash + 1, 0 empty */
   size_t item_cache_idx[1 << TM_ITEM_CACHE_BITS];
-  uint32_t item_fixed[SIM_TM__NWHAT][TM_FIXED_KINDS]; /* items without name, dir or mem: index + 1, 0 none */
+  uint32_t item_fixed[16][TM_FIXED_KINDS]; /* items without name, dir or mem, by what and kind: index + 1, 0 none */
   tm_item_state *items;
   sim_tm_item *item_meta; /* what each item is (its totals are in items) */
   size_t nitems, items_cap;
@@ -253,7 +257,7 @@ __attribute__((noinline, cold)) static size_t item_new(sim_tm *tm, const tm_key 
  * cache in front of the map (most attributions repeat a few items). */
 static inline size_t item_index(sim_tm *tm, const tm_key *k) {
   if (!(k->hash & ~(((uint64_t)TM_FIXED_KINDS - 1) << 40 | UINT64_C(0xf) << 48))) {
-    uint32_t *f = &tm->item_fixed[k->what][k->kind];
+    uint32_t *f = &tm->item_fixed[k->what & 0xf][k->kind & (TM_FIXED_KINDS - 1)];
     if (!*f) *f = (uint32_t)item_new(tm, k) + 1;
     return *f - 1;
   }
@@ -295,10 +299,39 @@ static inline __attribute__((always_inline)) void emit(sim_tm *tm, int64_t t0, i
   emit_to(tm, t0, t1, item_index(tm, k), seq);
 }
 
-static inline void emit_what(sim_tm *tm, int64_t t0, int64_t t1, int what, const sim_event *ev) {
+/* The slot of the item of `what` for an event of kind `kind` (< TM_FIXED_KINDS), made when first asked for. */
+static inline __attribute__((always_inline)) size_t item_fixed(sim_tm *tm, int what, int kind) {
+  uint32_t *f = &tm->item_fixed[what][kind];
+  if (__builtin_expect(!*f, 0)) {
+    tm_key k = key_of(what, kind, 0, 0, 0);
+    *f = (uint32_t)item_new(tm, &k) + 1;
+  }
+  return *f - 1;
+}
+
+/* emit() for an item without name, direction or memory kind. */
+static inline __attribute__((always_inline)) void emit_fixed(sim_tm *tm, int64_t t0, int64_t t1, int what, int kind,
+                                                             int64_t seq) {
+  if (t0 < tm->frontier) t0 = tm->frontier;
+  if (t1 <= t0) return;
+  if (__builtin_expect((unsigned)kind >= TM_FIXED_KINDS, 0)) {
+    tm_key k = key_of(what, kind, 0, 0, 0);
+    emit_to(tm, t0, t1, item_index(tm, &k), seq);
+  } else {
+    emit_to(tm, t0, t1, item_fixed(tm, what, kind), seq);
+  }
+}
+
+/* Attributes [t0, t1) to `what` done by event ev (a call, a sync: named after the call). */
+static inline __attribute__((always_inline)) void emit_what(sim_tm *tm, int64_t t0, int64_t t1, int what,
+                                                            const sim_event *ev) {
   if (t1 <= t0 || t1 <= tm->frontier) return;
   int named = (what == SIM_TM_W_CALL && ev->kind == SIM_EV_API) || what == SIM_TM_W_SYNC;
-  tm_key k = key_of(what, ev->kind, named ? ev->name : 0, 0, 0);
+  if (!named) {
+    emit_fixed(tm, t0, t1, what, ev->kind, ev->seq);
+    return;
+  }
+  tm_key k = key_of(what, ev->kind, ev->name, 0, 0);
   emit(tm, t0, t1, &k, ev->seq);
 }
 
@@ -313,15 +346,37 @@ static void cum_at(sim_tm *tm, int64_t e, int64_t out[SIM_TM__NCLASS]) {
   }
 }
 
-static inline void walk_push(sim_tm *tm, int64_t t0, int64_t t1, tm_key k, int64_t seq) {
-  if (t1 <= t0) return;
+static inline void walk_push(sim_tm *tm, int64_t t0, int64_t t1, size_t item, int64_t seq) {
   if (tm->nwalk == tm->walk_cap) sim_grow((void **)&tm->walk, &tm->walk_cap, tm->nwalk + 1, sizeof *tm->walk);
-  tm->walk[tm->nwalk++] = (tm_seg){t0, t1, seq, item_index(tm, &k)};
+  tm->walk[tm->nwalk++] = (tm_seg){t0, t1, seq, item};
 }
 
-static tm_key op_key(const tm_op *o) {
-  return key_of(o->what, o->kind, o->what == SIM_TM_W_KERNEL || o->what == SIM_TM_W_MEMSET ? o->name : 0, o->dir,
-                o->mem);
+/* A piece of a walk attributed to an item without name, direction or memory kind. */
+static inline void walk_fixed(sim_tm *tm, int64_t t0, int64_t t1, int what, int kind, int64_t seq) {
+  if (t1 <= t0) return;
+  if ((unsigned)kind < TM_FIXED_KINDS) {
+    walk_push(tm, t0, t1, item_fixed(tm, what, kind), seq);
+  } else {
+    tm_key k = key_of(what, kind, 0, 0, 0);
+    walk_push(tm, t0, t1, item_index(tm, &k), seq);
+  }
+}
+
+/* A piece of a walk that an operation ran in: its item is the operation (a kernel by name). */
+static inline void walk_op(sim_tm *tm, int64_t t0, int64_t t1, const tm_op *o) {
+  if (t1 <= t0) return;
+  tm_key k = key_of(o->what, o->kind, o->what == SIM_TM_W_KERNEL || o->what == SIM_TM_W_MEMSET ? o->name : 0, o->dir,
+                    o->mem);
+  walk_push(tm, t0, t1, item_index(tm, &k), o->seq);
+}
+
+/* Attributes the pieces of a walk, in time order (the walk found them last first). */
+static void walk_emit(sim_tm *tm) {
+  const tm_seg *w = tm->walk;
+  for (size_t i = tm->nwalk; i-- > 0;) {
+    int64_t t0 = w[i].t0 < tm->frontier ? tm->frontier : w[i].t0;
+    if (w[i].t1 > t0) emit_to(tm, t0, w[i].t1, w[i].item, w[i].seq);
+  }
 }
 
 /*
@@ -336,35 +391,40 @@ static void wait_for(sim_tm *tm, int64_t lo, int64_t hi, int64_t id, int tail, c
   int64_t t = hi;
   tm_op *cur = op_get(tm, id);
   if (cur && t > cur->end) {
-    walk_push(tm, max64(cur->end, lo), t, key_of(tail, ev->kind, tail == SIM_TM_W_SYNC ? ev->name : 0, 0, 0), ev->seq);
+    int64_t t0 = max64(cur->end, lo);
+    if (tail == SIM_TM_W_SYNC) {
+      tm_key k = key_of(tail, ev->kind, ev->name, 0, 0);
+      if (t > t0) walk_push(tm, t0, t, item_index(tm, &k), ev->seq);
+    } else {
+      walk_fixed(tm, t0, t, tail, ev->kind, ev->seq);
+    }
     t = max64(cur->end, lo);
   }
   while (cur && t > lo) {
     int64_t s0 = max64(cur->start, lo);
     if (t > s0) {
-      walk_push(tm, s0, t, op_key(cur), cur->seq);
+      walk_op(tm, s0, t, cur);
       t = s0;
     }
     if (t <= lo) break;
     tm_op *p = op_get(tm, cur->pred);
     if (p) {
       int64_t pe = max64(min64(p->end, t), lo);
-      walk_push(tm, pe, t, key_of(SIM_TM_W_DEVICE_WAIT, cur->kind, 0, 0, 0), cur->seq);
+      walk_fixed(tm, pe, t, SIM_TM_W_DEVICE_WAIT, cur->kind, cur->seq);
       t = pe;
       cur = p;
     } else {
       int64_t a = max64(cur->avail, lo);
-      walk_push(tm, a, t, key_of(SIM_TM_W_DEVICE_WAIT, cur->kind, 0, 0, 0), cur->seq);
+      walk_fixed(tm, a, t, SIM_TM_W_DEVICE_WAIT, cur->kind, cur->seq);
       t = a;
       int64_t l = max64(cur->avail - tm->dev.launch_latency, lo);
-      walk_push(tm, l, t, key_of(SIM_TM_W_LAUNCH, cur->kind, 0, 0, 0), cur->seq);
+      walk_fixed(tm, l, t, SIM_TM_W_LAUNCH, cur->kind, cur->seq);
       t = l;
       break;
     }
   }
-  if (t > lo) walk_push(tm, lo, t, key_of(SIM_TM_W_DEVICE_WAIT, ev->kind, 0, 0, 0), ev->seq);
-  /* each piece is non-empty and starts where the one before it ended, from the frontier on */
-  for (size_t i = tm->nwalk; i-- > 0;) emit_to(tm, tm->walk[i].t0, tm->walk[i].t1, tm->walk[i].item, tm->walk[i].seq);
+  walk_fixed(tm, lo, t, SIM_TM_W_DEVICE_WAIT, ev->kind, ev->seq);
+  walk_emit(tm);
 }
 
 /* ---- steps ------------------------------------------------------------------------------------ */
@@ -372,8 +432,7 @@ static void wait_for(sim_tm *tm, int64_t lo, int64_t hi, int64_t id, int tail, c
 static void step_close(sim_tm *tm, int64_t idx, int64_t e, int64_t end_seq, int64_t recorded) {
   sim_tm_step *s = &tm->steps[idx];
   if (tm->frontier < e) {
-    tm_key k = key_of(SIM_TM_W_HOST, SIM_EV_MARKER, 0, 0, 0);
-    emit(tm, tm->frontier, e, &k, end_seq);
+    emit_fixed(tm, tm->frontier, e, SIM_TM_W_HOST, SIM_EV_MARKER, end_seq);
   }
   int64_t now[SIM_TM__NCLASS];
   cum_at(tm, e, now);
@@ -629,13 +688,20 @@ static int64_t host_wait(sim_tm *tm, int64_t t, int64_t ready, int64_t op, const
  * *rec_blocked says whether the recording, by the same rule, was blocked then (its recorded
  * duration then holds the wait, which the model replaces with its own).
  */
-static int64_t launch_queue(sim_tm *tm, tm_device *dv, int64_t h, const sim_event *ev, int *rec_blocked) {
+static int64_t launch_wait(sim_tm *tm, int64_t h, const sim_event *ev, const struct tm_queued *q);
+
+static inline __attribute__((always_inline)) int64_t launch_queue(sim_tm *tm, tm_device *dv, int64_t h,
+                                                                  const sim_event *ev, int *rec_blocked) {
   *rec_blocked = 0;
   if (dv->nops < (uint64_t)tm->queue) return h;
   const struct tm_queued *q = &dv->q[dv->q_next]; /* the oldest of the last launch_queue */
   if (q->rec >= 0 && ev->ts >= 0 && q->rec > ev->ts) *rec_blocked = 1;
+  return q->start <= h ? h : launch_wait(tm, h, ev, q);
+}
+
+/* A launch waits for room in the queue: until the oldest queued operation starts. */
+static int64_t launch_wait(sim_tm *tm, int64_t h, const sim_event *ev, const struct tm_queued *q) {
   int64_t t = q->start;
-  if (t <= h) return h;
   tm_op *o = op_get(tm, q->op);
   wait_for(tm, h, t, o ? o->pred : -1, SIM_TM_W_DEVICE_WAIT, ev);
   tm->r.launch_blocks++;
@@ -659,8 +725,7 @@ static int64_t scenario_duration(sim_tm *tm, const sim_event *ev) {
 }
 
 /* A recorded duration on the target device: scaled by the ratio of the rate that bounds it. */
-static int64_t device_scaled(sim_tm *tm, const sim_event *ev, int64_t dur) {
-  if (!tm->scaling || dur <= 0) return dur;
+static int64_t device_scaled_to(sim_tm *tm, const sim_event *ev, int64_t dur) {
   int b = SIM_TM_KB_MEMORY;
   if (ev->kind == SIM_EV_KERNEL) {
     b = tm->cfg.kernel_bound ? tm->cfg.kernel_bound(tm->cfg.kernel_bound_arg, ev) : SIM_TM_KB_MEMORY;
@@ -683,6 +748,11 @@ static int64_t device_scaled(sim_tm *tm, const sim_event *ev, int64_t dur) {
   return out;
 }
 
+static inline int64_t device_scaled(sim_tm *tm, const sim_event *ev, int64_t dur) {
+  if (!tm->scaling || dur <= 0) return dur;
+  return device_scaled_to(tm, ev, dur);
+}
+
 static int64_t on_kernel(sim_tm *tm, const sim_event *ev, int64_t h, int64_t rec) {
   int d;
   tm_device *dv = device_of(tm, ev, &d);
@@ -692,9 +762,15 @@ static int64_t on_kernel(sim_tm *tm, const sim_event *ev, int64_t h, int64_t rec
   int64_t own = call_overhead(tm, rec, blocked);
   int64_t dur;
   if (ev->kind == SIM_EV_KERNEL) {
-    double scale = tm->cfg.kernel_scale > 0 ? tm->cfg.kernel_scale : 1.0;
-    double scaled = (double)ev->dur * scale; /* held below 2^52 ns: never wraps, sums stay in range */
-    dur = device_scaled(tm, ev, ev->dur > 0 ? (scaled >= 4.5e15 ? INT64_C(4500000000000000) : (int64_t)(scaled + 0.5)) : 0);
+    /* held below 2^52 ns: never wraps, sums stay in range (at scale 1, exactly what the
+     * product rounds to: every duration below the bound is a double) */
+    if (ev->dur <= 0) dur = 0;
+    else if (tm->unscaled) dur = ev->dur >= TM_MAX_DUR ? TM_MAX_DUR : ev->dur;
+    else {
+      double scaled = (double)ev->dur * tm->cfg.kernel_scale;
+      dur = scaled >= (double)TM_MAX_DUR ? TM_MAX_DUR : (int64_t)(scaled + 0.5);
+    }
+    dur = device_scaled(tm, ev, dur);
     tm->r.kernels++;
   } else { /* memset: recorded (scaled to the device), or bytes at memory bandwidth */
     dur = ev->dur > 0 ? device_scaled(tm, ev, ev->dur) : tm->dev.copy_latency + at_rate(ev->size, tm->dev.mem_bw);
@@ -961,11 +1037,9 @@ static int64_t allocator_calls_made(sim_tm *tm, const sim_event *ev, const sim_t
     int64_t ready = device_ready(tm, d, TM_UNKNOWN, &op);
     t = host_wait(tm, t, ready, op, ev);
   }
-  tm_key k;
   if (a->frees) {
     int64_t c = (int64_t)a->frees * pf->free_base + per_gib(pf->free_per_gib, a->free_bytes);
-    k = key_of(SIM_TM_W_FREE, ev->kind, 0, 0, 0);
-    emit(tm, t, t + c, &k, ev->seq);
+    emit_fixed(tm, t, t + c, SIM_TM_W_FREE, ev->kind, ev->seq);
     t += c;
   }
   if (a->unmaps) {
@@ -974,20 +1048,17 @@ static int64_t allocator_calls_made(sim_tm *tm, const sim_event *ev, const sim_t
     if (s) op = s->last_op;
     t = host_wait(tm, t, ready, op, ev);
     int64_t c = (int64_t)a->unmaps * pf->unmap_base + per_gib(pf->unmap_per_gib, a->unmap_bytes);
-    k = key_of(SIM_TM_W_UNMAP, ev->kind, 0, 0, 0);
-    emit(tm, t, t + c, &k, ev->seq);
+    emit_fixed(tm, t, t + c, SIM_TM_W_UNMAP, ev->kind, ev->seq);
     t += c;
   }
   if (a->mallocs) {
     int64_t c = (int64_t)a->mallocs * pf->malloc_base + per_gib(pf->malloc_per_gib, a->malloc_bytes);
-    k = key_of(SIM_TM_W_MALLOC, ev->kind, 0, 0, 0);
-    emit(tm, t, t + c, &k, ev->seq);
+    emit_fixed(tm, t, t + c, SIM_TM_W_MALLOC, ev->kind, ev->seq);
     t += c;
   }
   if (a->maps) {
     int64_t c = (int64_t)a->maps * pf->map_base + per_gib(pf->map_per_gib, a->map_bytes);
-    k = key_of(SIM_TM_W_MAP, ev->kind, 0, 0, 0);
-    emit(tm, t, t + c, &k, ev->seq);
+    emit_fixed(tm, t, t + c, SIM_TM_W_MAP, ev->kind, ev->seq);
     t += c;
   }
   tm->r.device_mallocs += a->mallocs;
@@ -1000,7 +1071,6 @@ static int64_t allocator_calls_made(sim_tm *tm, const sim_event *ev, const sim_t
 
 static int64_t on_host_memory(sim_tm *tm, const sim_event *ev, int64_t h, int64_t rec) {
   const sim_device_profile *pf = &tm->dev;
-  tm_key k;
   if (ev->kind == SIM_EV_HOST_ALLOC) {
     if (ev->mem != SIM_MEM_PINNED) {
       emit_what(tm, h, h + max64(rec, 0), SIM_TM_W_CALL, ev);
@@ -1009,8 +1079,7 @@ static int64_t on_host_memory(sim_tm *tm, const sim_event *ev, int64_t h, int64_
     int existed;
     *sim_map_put(&tm->pinned, ev->addr, &existed) = ev->size;
     int64_t c = pf->pin_base + per_gib(pf->pin_per_gib, ev->size);
-    k = key_of(SIM_TM_W_PIN, ev->kind, 0, 0, 0);
-    emit(tm, h, h + c, &k, ev->seq);
+    emit_fixed(tm, h, h + c, SIM_TM_W_PIN, ev->kind, ev->seq);
     tm->r.host_pins++;
     tm->r.blocked_alloc_ns += c;
     return h + c;
@@ -1025,8 +1094,7 @@ static int64_t on_host_memory(sim_tm *tm, const sim_event *ev, int64_t h, int64_
   int64_t ready = device_ready(tm, ev->device >= 0 && ev->device < TM_MAX_DEVICES ? ev->device : -1, TM_UNKNOWN, &op);
   int64_t t = host_wait(tm, h, ready, op, ev);
   int64_t c = pf->unpin_base + per_gib(pf->unpin_per_gib, bytes);
-  k = key_of(SIM_TM_W_UNPIN, ev->kind, 0, 0, 0);
-  emit(tm, t, t + c, &k, ev->seq);
+  emit_fixed(tm, t, t + c, SIM_TM_W_UNPIN, ev->kind, ev->seq);
   tm->r.blocked_alloc_ns += t + c - h;
   return t + c;
 }
@@ -1074,6 +1142,7 @@ sim_tm *sim_tm_new(const sim_tm_config *cfg) {
   tm->dev = *cfg->device;
   tm->cfg.device = &tm->dev;
   if (tm->dev.copy_engines < 1) tm->dev.copy_engines = 1;
+  tm->unscaled = !(tm->cfg.kernel_scale > 0) || tm->cfg.kernel_scale == 1.0;
   tm->queue = tm->dev.launch_queue < 1 ? 1 : tm->dev.launch_queue > TM_MAX_QUEUE ? TM_MAX_QUEUE : tm->dev.launch_queue;
   /* Left unwritten (op_get reads only slots of committed ops): a short replay touches only the
    * pages it uses, instead of the whole ring's 4 MiB. */
@@ -1116,10 +1185,7 @@ void sim_tm_event(sim_tm *tm, const sim_event *ev, const sim_tm_alloc *a, int ro
     tm->started = 1;
     tm->start = tm->frontier = h;
   }
-  if (h > tm->frontier) {
-    tm_key k = key_of(SIM_TM_W_HOST, 0, 0, 0, 0);
-    emit(tm, tm->frontier, h, &k, ev->seq);
-  }
+  if (h > tm->frontier) emit_fixed(tm, tm->frontier, h, SIM_TM_W_HOST, 0, ev->seq);
   int64_t rec = recorded_call(ev), end;
   int replaced = role == SIM_TM_ROLE_ALLOCATOR_CALL || (ev->flags & SIM_EVF_DEVICE_API);
   switch (ev->kind) {
