@@ -278,14 +278,15 @@ static inline __attribute__((always_inline)) void emit_to(sim_tm *tm, int64_t t0
   tm->frontier = t1;
   tm->cum[s->cls] += dt;
   s->total += dt;
-  if (seq != s->last_seq || s->count == 0) {
+  if (seq != s->last_seq || s->count == 0) { /* a new occurrence */
     if (s->count == 0) s->order = tm->nattributed++;
     if (s->cur > s->max) s->max = s->cur, s->max_seq = s->last_seq;
-    s->cur = 0;
+    s->cur = dt;
     s->last_seq = seq;
     s->count++;
+  } else {
+    s->cur += dt;
   }
-  s->cur += dt;
   uint64_t i = tm->nsegs++ & (TM_SEG_RING - 1);
   tm->segs[i].t0 = t0;
   tm->segs[i].t1 = t1;
@@ -347,8 +348,10 @@ static void cum_at(sim_tm *tm, int64_t e, int64_t out[SIM_TM__NCLASS]) {
 }
 
 static inline void walk_push(sim_tm *tm, int64_t t0, int64_t t1, size_t item, int64_t seq) {
-  if (tm->nwalk == tm->walk_cap) sim_grow((void **)&tm->walk, &tm->walk_cap, tm->nwalk + 1, sizeof *tm->walk);
-  tm->walk[tm->nwalk++] = (tm_seg){t0, t1, seq, item};
+  size_t n = tm->nwalk;
+  if (__builtin_expect(n == tm->walk_cap, 0)) sim_grow((void **)&tm->walk, &tm->walk_cap, n + 1, sizeof *tm->walk);
+  tm->walk[n] = (tm_seg){t0, t1, seq, item};
+  tm->nwalk = n + 1;
 }
 
 /* A piece of a walk attributed to an item without name, direction or memory kind. */
@@ -374,8 +377,9 @@ static inline void walk_op(sim_tm *tm, int64_t t0, int64_t t1, const tm_op *o) {
 static void walk_emit(sim_tm *tm) {
   const tm_seg *w = tm->walk;
   for (size_t i = tm->nwalk; i-- > 0;) {
-    int64_t t0 = w[i].t0 < tm->frontier ? tm->frontier : w[i].t0;
-    if (w[i].t1 > t0) emit_to(tm, t0, w[i].t1, w[i].item, w[i].seq);
+    tm_seg g = w[i];
+    int64_t t0 = g.t0 < tm->frontier ? tm->frontier : g.t0;
+    if (g.t1 > t0) emit_to(tm, t0, g.t1, g.item, g.seq);
   }
 }
 
