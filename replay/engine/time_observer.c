@@ -26,11 +26,11 @@ int time_observer_is_allocator_call(const char *name) {
   return 0;
 }
 
-static int role_of(time_observer *to, const sim_event *ev) {
-  if (ev->kind == SIM_EV_ALLOC) to->seen_alloc = 1;
-  /* Only a trace that records its allocations lets the replayed allocator make the calls that
-   * replace the recorded ones; in one that does not, the recorded calls keep their time. */
-  if (ev->kind != SIM_EV_API || !ev->name || !to->names.string || !to->seen_alloc) return SIM_TM_ROLE_NONE;
+/* The role of an API event (SIM_EV_API with a name). Only a trace that records its allocations
+ * lets the replayed allocator make the calls that replace the recorded ones; in one that does
+ * not, the recorded calls keep their time. */
+__attribute__((noinline)) static int role_of(time_observer *to, const sim_event *ev) {
+  if (!ev->name || !to->names.string || !to->seen_alloc) return SIM_TM_ROLE_NONE;
   int existed;
   uint64_t *slot = sim_map_put(&to->roles, (uint64_t)ev->name, &existed);
   if (!existed) {
@@ -80,18 +80,29 @@ static int kernel_bound(void *arg, const sim_event *ev) {
   return (int)(*slot - 1);
 }
 
+/* Every model fed the event, with what the allocator did (NULL: no driver call). */
+__attribute__((noinline)) static void feed(time_observer *to, const sim_event *ev, const sim_tm_alloc *a, int role) {
+  sim_tm_event(to->tm, ev, a, role);
+  for (int i = 0; i < 2; i++)
+    if (to->bound[i]) sim_tm_event(to->bound[i], ev, a, role);
+}
+
+/* An event for which the allocator made driver calls (few of them). */
+__attribute__((noinline)) static void feed_calls(time_observer *to, const sim_event *ev, const replay_outcome *o,
+                                                 int role) {
+  sim_tm_alloc a = {o->device_mallocs, o->device_frees, o->device_maps, o->device_unmaps,
+                    o->device_malloc_bytes, o->device_free_bytes, o->device_map_bytes, o->device_unmap_bytes};
+  feed(to, ev, &a, role);
+}
+
 static void on_event(void *ctx, const sim_event *ev, const replay_outcome *o) {
   time_observer *to = ctx;
-  sim_tm_alloc a, *pa = NULL; /* NULL: the allocator made no driver call (most events) */
-  if (o->device_mallocs | o->device_frees | o->device_maps | o->device_unmaps) {
-    a = (sim_tm_alloc){o->device_mallocs, o->device_frees, o->device_maps, o->device_unmaps,
-                       o->device_malloc_bytes, o->device_free_bytes, o->device_map_bytes, o->device_unmap_bytes};
-    pa = &a;
-  }
-  int role = role_of(to, ev);
-  sim_tm_event(to->tm, ev, pa, role);
-  for (int i = 0; i < 2; i++)
-    if (to->bound[i]) sim_tm_event(to->bound[i], ev, pa, role);
+  int role = SIM_TM_ROLE_NONE;
+  if (ev->kind == SIM_EV_ALLOC) to->seen_alloc = 1;
+  else if (ev->kind == SIM_EV_API) role = role_of(to, ev);
+  if (o->device_mallocs | o->device_frees | o->device_maps | o->device_unmaps) feed_calls(to, ev, o, role);
+  else if (!to->bound[0]) sim_tm_event(to->tm, ev, NULL, role); /* most events: one model, no driver call */
+  else feed(to, ev, NULL, role);
 }
 
 void time_observer_init(time_observer *to, const sim_tm_config *cfg, const replay_names *names) {
