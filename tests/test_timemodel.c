@@ -653,6 +653,60 @@ static void test_device_tail(void) {
   done(&x);
 }
 
+/* Every critical-path item, with its total, occurrences and largest occurrence: kernels by name
+ * (found by walking back from a sync), the host's gaps, calls by kind (one of a kind the model
+ * does not know too) and API calls by name; they tile the predicted time. */
+static void check_item(const run *x, size_t i, int what, int kind, int64_t name, int64_t total, int64_t count,
+                       int64_t max, int64_t max_seq) {
+  CHECK(i < x->r.nitems);
+  if (i >= x->r.nitems) return;
+  const sim_tm_item *it = &x->r.items[i];
+  CHECK_EQ(it->cls, what == SIM_TM_W_KERNEL ? SIM_TM_COMPUTE : what == SIM_TM_W_SYNC ? SIM_TM_SYNC : SIM_TM_HOST);
+  CHECK_EQ(it->what, what);
+  CHECK_EQ(it->kind, kind);
+  CHECK_EQ(it->name, name);
+  CHECK_EQ(it->total_ns, total);
+  CHECK_EQ(it->count, count);
+  CHECK_EQ(it->max_ns, max);
+  CHECK_EQ(it->max_seq, max_seq);
+}
+
+static void test_critical_path_items(void) {
+  run x;
+  start(&x);
+  x.cfg.top_items = 100;
+  begin(&x);
+  kernel(&x, 0, 1, 10000, 500); /* seq 0, name 7: runs 1000..11000 */
+  sim_event k = E(&x, SIM_EV_KERNEL, 1000); /* seq 1, name 8: 11000..15000 */
+  k.stream = 1, k.dur = 4000, k.api_dur = 500, k.name = 8;
+  feed(&x, k);
+  sim_event odd = E(&x, 40, 2000); /* seq 2: a kind the model does not know: its call's own time */
+  odd.api_dur = 300;
+  feed(&x, odd);
+  sim_event api = E(&x, SIM_EV_API, 2400); /* seq 3 */
+  api.api_dur = 100, api.name = 11;
+  feed(&x, api);
+  sync_on(&x, 3000, 1, 100); /* seq 4: waits 3000..15000 for both kernels, wakes up at 15500 */
+  finish(&x);
+  CHECK_EQ(x.r.total_ns, 15500);
+  CHECK_EQ(x.r.breakdown[SIM_TM_COMPUTE], 12000);
+  CHECK_EQ(x.r.breakdown[SIM_TM_HOST], 3000);
+  CHECK_EQ(x.r.breakdown[SIM_TM_SYNC], 500);
+  CHECK_EQ(x.r.nitems, 7);
+  check_item(&x, 0, SIM_TM_W_KERNEL, SIM_EV_KERNEL, 7, 8000, 1, 8000, 0);
+  check_item(&x, 1, SIM_TM_W_KERNEL, SIM_EV_KERNEL, 8, 4000, 1, 4000, 1);
+  check_item(&x, 2, SIM_TM_W_HOST, 0, 0, 1600, 4, 500, 1); /* gaps before seq 1..4 */
+  check_item(&x, 3, SIM_TM_W_CALL, SIM_EV_KERNEL, 0, 1000, 2, 500, 0);
+  check_item(&x, 4, SIM_TM_W_SYNC, SIM_EV_SYNC, 9, 500, 1, 500, 4);
+  check_item(&x, 5, SIM_TM_W_CALL, 40, 0, 300, 1, 300, 2);
+  check_item(&x, 6, SIM_TM_W_CALL, SIM_EV_API, 11, 100, 1, 100, 3);
+  int64_t sum = 0;
+  for (size_t i = 0; i < x.r.nitems; i++) sum += x.r.items[i].total_ns;
+  CHECK_EQ(sum, x.r.total_ns);
+  check_sums(&x);
+  done(&x);
+}
+
 int main(void) {
   RUN(test_stream_serialises);
   RUN(test_streams_overlap);
@@ -670,5 +724,6 @@ int main(void) {
   RUN(test_copy_timing_and_stats);
   RUN(test_duration_override);
   RUN(test_device_tail);
+  RUN(test_critical_path_items);
   TEST_MAIN_END();
 }
