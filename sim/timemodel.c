@@ -35,6 +35,10 @@
 #define TM_UNKNOWN INT64_MIN
 #define TM_MAX_DUR INT64_C(4500000000000000) /* a scaled duration's bound (below 2^52 ns) */
 
+/* The per-event path, inlined into sim_tm_event even where gcc would not: the common path of
+ * an event then makes no call. */
+#define TM_HOT static inline __attribute__((always_inline))
+
 enum { LINK_H2D = 0, LINK_D2H = 1, LINK_P2P = 2, LINK_NONE = -1, NLINKS = 3 };
 enum { HEAP_ADJUST = 0, HEAP_STEP_END = 1 };
 
@@ -104,15 +108,16 @@ typedef struct tm_seg {
   size_t item;
 } tm_seg;
 
-/* A critical-path item's running totals (hot: touched at every attribution), and what it is. */
+/* A critical-path item's running totals, touched at every attribution (what it is, the item
+ * itself, is kept apart). cur: the time so far of the occurrence of event last_seq; max: the
+ * largest finished one, of event max_seq; order: its place among the items by first attribution.
+ * Laid out so that no two fields read together sit side by side: the compiler would read them
+ * as one wide load, which has to wait for the two narrower stores before it to complete. */
 typedef struct tm_item_state {
-  /* cur: the time so far of the occurrence of event last_seq; max: the largest finished one,
-   * of event max_seq. (Laid out so that no two fields read together sit side by side: the
-   * compiler would read them as one wide load, which waits for the two stores before it.) */
   int64_t total, cur, count, last_seq, max, order, max_seq;
-  /* order: its place among the items by first attribution */
   int cls;
 } tm_item_state;
+
 struct sim_tm {
   sim_tm_config cfg;
   sim_device_profile dev; /* the profile, copied */
@@ -148,7 +153,7 @@ struct sim_tm {
   int64_t nattributed; /* items attributed some time so far */
   struct {
     int64_t t0, t1;
-    int64_t cls;
+    int cls;
   } segs[TM_SEG_RING];
   uint64_t nsegs;
   tm_seg *walk;
@@ -272,7 +277,7 @@ static inline size_t item_index(sim_tm *tm, const tm_key *k) {
 
 /* Attributes [t0, t1) (non-empty, from the frontier on) to item idx, for event seq. Each item
  * keeps its total, its occurrences (the attributions to one event make one) and the largest. */
-static inline __attribute__((always_inline)) void emit_to(sim_tm *tm, int64_t t0, int64_t t1, size_t idx, int64_t seq) {
+TM_HOT void emit_to(sim_tm *tm, int64_t t0, int64_t t1, size_t idx, int64_t seq) {
   tm_item_state *s = &tm->items[idx];
   int64_t dt = t1 - t0;
   tm->frontier = t1;
@@ -294,14 +299,14 @@ static inline __attribute__((always_inline)) void emit_to(sim_tm *tm, int64_t t0
 }
 
 /* Attributes [t0, t1) of predicted time to k; the part before the frontier is already explained. */
-static inline __attribute__((always_inline)) void emit(sim_tm *tm, int64_t t0, int64_t t1, const tm_key *k, int64_t seq) {
+TM_HOT void emit(sim_tm *tm, int64_t t0, int64_t t1, const tm_key *k, int64_t seq) {
   if (t0 < tm->frontier) t0 = tm->frontier;
   if (t1 <= t0) return;
   emit_to(tm, t0, t1, item_index(tm, k), seq);
 }
 
 /* The slot of the item of `what` for an event of kind `kind` (< TM_FIXED_KINDS), made when first asked for. */
-static inline __attribute__((always_inline)) size_t item_fixed(sim_tm *tm, int what, int kind) {
+TM_HOT size_t item_fixed(sim_tm *tm, int what, int kind) {
   uint32_t *f = &tm->item_fixed[what][kind];
   if (__builtin_expect(!*f, 0)) {
     tm_key k = key_of(what, kind, 0, 0, 0);
@@ -311,8 +316,7 @@ static inline __attribute__((always_inline)) size_t item_fixed(sim_tm *tm, int w
 }
 
 /* emit() for an item without name, direction or memory kind. */
-static inline __attribute__((always_inline)) void emit_fixed(sim_tm *tm, int64_t t0, int64_t t1, int what, int kind,
-                                                             int64_t seq) {
+TM_HOT void emit_fixed(sim_tm *tm, int64_t t0, int64_t t1, int what, int kind, int64_t seq) {
   if (t0 < tm->frontier) t0 = tm->frontier;
   if (t1 <= t0) return;
   if (__builtin_expect((unsigned)kind >= TM_FIXED_KINDS, 0)) {
@@ -324,8 +328,7 @@ static inline __attribute__((always_inline)) void emit_fixed(sim_tm *tm, int64_t
 }
 
 /* Attributes [t0, t1) to `what` done by event ev (a call, a sync: named after the call). */
-static inline __attribute__((always_inline)) void emit_what(sim_tm *tm, int64_t t0, int64_t t1, int what,
-                                                            const sim_event *ev) {
+TM_HOT void emit_what(sim_tm *tm, int64_t t0, int64_t t1, int what, const sim_event *ev) {
   if (t1 <= t0 || t1 <= tm->frontier) return;
   int named = (what == SIM_TM_W_CALL && ev->kind == SIM_EV_API) || what == SIM_TM_W_SYNC;
   if (!named) {
@@ -585,7 +588,7 @@ typedef struct op_place {
 } op_place;
 
 /* Decides when an operation of stream st can start (the rules in the order the device applies them). */
-static inline __attribute__((always_inline)) void op_start(sim_tm *tm, tm_device *dv, tm_stream *st, const sim_event *ev, op_place *p) {
+TM_HOT void op_start(sim_tm *tm, tm_device *dv, tm_stream *st, const sim_event *ev, op_place *p) {
   int64_t t = p->avail, pred = -1;
   /* An operation that the recording shows started before the stream's last placed one (it was
    * launched before the trace began, and the trace places it at its device start) ran ahead of
@@ -631,8 +634,8 @@ static inline __attribute__((always_inline)) void op_start(sim_tm *tm, tm_device
 }
 
 /* Records a placed operation [p->start, end) everywhere it occupies. Returns its id. */
-static inline __attribute__((always_inline)) int64_t op_commit(sim_tm *tm, tm_device *dv, tm_stream *st, const sim_event *ev, const op_place *p, int64_t end,
-                         int what, int dir, int mem) {
+TM_HOT int64_t op_commit(sim_tm *tm, tm_device *dv, tm_stream *st, const sim_event *ev, const op_place *p, int64_t end,
+                        int what, int dir, int mem) {
   int64_t id = tm->nops++;
   tm_op *o = &tm->ops[(uint64_t)id & (TM_OP_RING - 1)];
   *o = (tm_op){.id = id, .start = p->start, .end = end, .avail = p->avail, .pred = p->pred, .seq = ev->seq,
@@ -694,8 +697,7 @@ static int64_t host_wait(sim_tm *tm, int64_t t, int64_t ready, int64_t op, const
  */
 static int64_t launch_wait(sim_tm *tm, int64_t h, const sim_event *ev, const struct tm_queued *q);
 
-static inline __attribute__((always_inline)) int64_t launch_queue(sim_tm *tm, tm_device *dv, int64_t h,
-                                                                  const sim_event *ev, int *rec_blocked) {
+TM_HOT int64_t launch_queue(sim_tm *tm, tm_device *dv, int64_t h, const sim_event *ev, int *rec_blocked) {
   *rec_blocked = 0;
   if (dv->nops < (uint64_t)tm->queue) return h;
   const struct tm_queued *q = &dv->q[dv->q_next]; /* the oldest of the last launch_queue */
