@@ -101,7 +101,7 @@ static void on_event(void *ctx, const sim_event *ev, const replay_outcome *o) {
   if (ev->kind == SIM_EV_ALLOC) to->seen_alloc = 1;
   else if (ev->kind == SIM_EV_API) role = role_of(to, ev);
   if (o->device_mallocs | o->device_frees | o->device_maps | o->device_unmaps) feed_calls(to, ev, o, role);
-  else if (!to->bound[0]) sim_tm_event(to->tm, ev, NULL, role); /* most events: one model, no driver call */
+  else if (!to->bound[0]) sim_tm_event(to->tm, ev, NULL, role); /* most: one model (the range has both or none) */
   else feed(to, ev, NULL, role);
 }
 
