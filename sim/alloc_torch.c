@@ -45,7 +45,6 @@ typedef struct alloc_params {
   uint64_t size;       /* rounded */
   int64_t stream;
   tpool *pool;
-  uint64_t alloc_size; /* get_allocation_size(size) */
   tblock *block;
   int in_pool;         /* block is still in the pool's set (found by get_free_block) */
 } alloc_params;
@@ -69,7 +68,7 @@ static uint64_t roundup_power2_next_division(uint64_t size, uint64_t divisions) 
   return round_size_floor == size ? size : round_size_floor + power2_division;
 }
 
-static uint64_t round_size(const torch *m, uint64_t size) {
+static inline __attribute__((always_inline)) uint64_t round_size(const torch *m, uint64_t size) {
   if (size < kMinBlockSize) return kMinBlockSize;
   uint64_t divisions = m->cfg.roundup ? roundup_power2_divisions(m, size) : 0;
   if (divisions > 1 && size > kMinBlockSize * divisions) return roundup_power2_next_division(size, divisions);
@@ -91,7 +90,7 @@ static int gc_enabled(const torch *m) { return m->cfg.set_fraction && m->cfg.gar
 static uint64_t expandable_size(const tblock *b) { return b->size + (b->next && !b->next->mapped ? b->next->size : 0); }
 
 /* get_free_block without its side effects: the block it would take, or NULL. */
-static tblock *find_free_block(torch *m, const alloc_params *p) {
+static inline __attribute__((always_inline)) tblock *find_free_block(torch *m, const alloc_params *p) {
   tpool *pool = p->pool;
   tblock *it = tfree_lower_bound(&pool->blocks, p->stream, p->size);
   if (!it) return NULL; /* none on this stream: no reuse across streams */
@@ -190,6 +189,13 @@ static int release_available_cached_blocks(torch *m, const alloc_params *p);
 static void release_cached_blocks(torch *m);
 static void garbage_collect_cached_blocks(torch *m);
 
+/* malloc's steps when no cached block fits (out of the common path, which keeps fewer registers). */
+static __attribute__((noinline, cold)) int get_new_block(torch *m, alloc_params *p) {
+  if (gc_enabled(m)) garbage_collect_cached_blocks(m);
+  return alloc_block(m, p, 0) || (release_available_cached_blocks(m, p) && alloc_block(m, p, 0)) ||
+         (release_cached_blocks(m), alloc_block(m, p, 1));
+}
+
 static int torch_alloc(void *ctx, uint64_t orig_size, int64_t stream, sim_placement *out) {
   torch *m = ctx;
   if (orig_size == 0) { /* allocate(0) hands out nullptr without reaching the allocator */
@@ -205,19 +211,13 @@ static int torch_alloc(void *ctx, uint64_t orig_size, int64_t stream, sim_placem
   p.size = round_size(m, orig_size);
   p.stream = stream;
   p.pool = get_pool(m, p.size);
-  p.alloc_size = get_allocation_size(p.size);
   p.block = NULL;
   p.in_pool = 0;
 
   /* First, try to get a block from the existing pool (no free-memory callbacks are registered). */
   int block_found = get_free_block(m, &p);
   /* Can't reuse an existing block; try to get a new one. */
-  if (!block_found) {
-    if (gc_enabled(m)) garbage_collect_cached_blocks(m);
-    block_found = alloc_block(m, &p, 0) ||
-                  (release_available_cached_blocks(m, &p) && alloc_block(m, &p, 0)) ||
-                  (release_cached_blocks(m), alloc_block(m, &p, 1));
-  }
+  if (!block_found) block_found = get_new_block(m, &p);
   if (!block_found) {
     m->st.num_ooms++;
     return SIM_EOOM;
@@ -392,7 +392,7 @@ static void unmap_block(torch *m, tblock *block);
 static void release_expandable_segment(torch *m, tblock *block);
 
 static int alloc_block(torch *m, alloc_params *p, int is_retry) {
-  uint64_t size = p->alloc_size;
+  uint64_t size = get_allocation_size(p->size);
   if (is_retry) m->st.num_alloc_retries++;
   if (m->cfg.set_fraction && m->total_allocated_memory + size > m->allowed_memory_maximum) return 0;
   if (m->cfg.expandable_segments) {
