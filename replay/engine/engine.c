@@ -407,6 +407,13 @@ static inline devstate *device_get(engine *e, int device) {
 /* Folds a device's stat changes into the totals. */
 static inline void device_sync(engine *e, devstate *ds) {
   const sim_alloc_stats *st = ds->st;
+  if (e->nused == 1) { /* the totals are the device's figures */
+    e->allocated = ds->allocated = st->allocated.current;
+    e->reserved = ds->reserved = st->reserved.current;
+    e->requested = ds->requested = st->requested.current;
+    e->active = ds->active = st->active.current;
+    return;
+  }
   e->allocated += st->allocated.current - ds->allocated;
   e->reserved += st->reserved.current - ds->reserved;
   e->requested += st->requested.current - ds->requested;
@@ -438,10 +445,10 @@ static uint32_t site_new(engine *e, int64_t stack) {
   return (uint32_t)e->nsites++;
 }
 
-static uint32_t site_of(engine *e, int64_t stack) {
+/* The site of a stack id not seen before in this run, or one past the small ids. */
+static uint32_t site_add(engine *e, int64_t stack) {
   if (stack >= 0 && stack < SITE_SMALL_MAX) {
     size_t i = (size_t)stack;
-    if (i < e->site_small_cap && e->site_small[i]) return e->site_small[i] - 1;
     if (i >= e->site_small_cap) {
       size_t old = e->site_small_cap;
       sim_grow((void **)&e->site_small, &e->site_small_cap, i + 1, sizeof *e->site_small);
@@ -457,6 +464,11 @@ static uint32_t site_of(engine *e, int64_t stack) {
   uint32_t idx = site_new(e, stack);
   *slot = idx;
   return idx;
+}
+
+static inline uint32_t site_of(engine *e, int64_t stack) {
+  if ((uint64_t)stack < e->site_small_cap && e->site_small[stack]) return e->site_small[stack] - 1;
+  return site_add(e, stack);
 }
 
 static void site_change(engine *e, uint32_t i, int64_t bytes, int64_t count) {
@@ -698,9 +710,10 @@ static void peak_settle(engine *e, devstate *ds, int placed) {
   if (placed) peak_capture(e);
 }
 
-static inline int do_alloc(engine *e, const sim_event *ev, replay_outcome *out) {
+__attribute__((always_inline)) static inline int do_alloc(engine *e, const sim_event *ev, replay_outcome *out) {
   int d = ev->device < 0 ? 0 : ev->device;
-  if (d >= REPLAY_MAX_DEVICES || !e->devs[d].used) peak_capture(e); /* a new device may start from a state */
+  devstate *ds = d < REPLAY_MAX_DEVICES && e->devs[d].used ? &e->devs[d] : NULL;
+  if (!ds) peak_capture(e); /* a new device may start from a state */
   if ((ev->flags & SIM_EVF_PREEXISTING) && e->cfg->nstart) {
     if (!device_get(e, ev->device)) return -1; /* a device's start is restored when it is first used */
     if (take_restored(e, ev, out)) return 0;
@@ -712,8 +725,7 @@ static inline int do_alloc(engine *e, const sim_event *ev, replay_outcome *out) 
     if (out) out->ignored = 1;
     return 0;
   }
-  devstate *ds = device_get(e, ev->device);
-  if (!ds) {
+  if (!ds && !(ds = device_get(e, ev->device))) {
     live_del(&e->live, le);
     return -1;
   }
@@ -751,7 +763,7 @@ static inline int do_alloc(engine *e, const sim_event *ev, replay_outcome *out) 
   return oom;
 }
 
-static inline int do_free(engine *e, const sim_event *ev, replay_outcome *out) {
+__attribute__((always_inline)) static inline int do_free(engine *e, const sim_event *ev, replay_outcome *out) {
   live_entry *le = live_get(&e->live, ev->addr);
   if (!le) {
     e->res->unknown_frees++;
@@ -986,17 +998,19 @@ static inline void outcome_clear(replay_outcome *o) {
   o->placement = (sim_placement){0, 0, 0};
 }
 
-/* Replays one event: 0 to go on, 1 to stop (at an OOM, when asked to), -1 on error. */
-static inline int replay_event(engine *e, const sim_event *ev) {
+/* Replays one event: 0 to go on, 1 to stop (at an OOM, when asked to), -1 on error. plain: the
+ * replay has no observers, no moment to stop at and no per-event check (replay_events passes it as
+ * a constant, so that the commonest replay's loop tests none of them). */
+__attribute__((always_inline)) static inline int replay_event(engine *e, const sim_event *ev, int plain) {
   const replay_config *cfg = e->cfg;
   int op = kind_op[ev->kind], rc = 0;
-  if (cfg->stop && stop_before(e, ev)) return 3;
-  if (op == OP_NONE && !cfg->nobservers && !cfg->stop) { /* kernels, copies, markers: nothing changes */
+  if (!plain && cfg->stop && stop_before(e, ev)) return 3;
+  if (op == OP_NONE && (plain || (!cfg->nobservers && !cfg->stop))) { /* kernels, copies, markers: nothing changes */
     timeline_tick(e, ev);
     return 0;
   }
   replay_outcome out, *o = NULL;
-  if (cfg->nobservers) {
+  if (!plain && cfg->nobservers) {
     if (op == OP_NONE) {
       o = &e->idle;
     } else {
@@ -1018,6 +1032,7 @@ static inline int replay_event(engine *e, const sim_event *ev) {
   } else {
     timeline_tick(e, ev);
   }
+  if (plain) return rc && cfg->stop_at_oom ? 1 : 0;
   if (o) {
     o->allocated = e->allocated;
     o->reserved = e->reserved;
@@ -1028,6 +1043,20 @@ static inline int replay_event(engine *e, const sim_event *ev) {
   if (cfg->check_level >= 2 && check_models(e, ev)) return -1;
   if (cfg->stop && stop_after(e, ev, rc)) return 2;
   return rc && cfg->stop_at_oom ? 1 : 0;
+}
+
+/* Replays evs[0..n-1] until one asks to stop: how many were read, *rc what replay_event said of
+ * the last. Two copies of the loop, the plain replay's without its tests. */
+static size_t replay_some(engine *e, const sim_event *evs, size_t n, int *rc) {
+  const replay_config *cfg = e->cfg;
+  size_t i = 0;
+  *rc = 0;
+  if (!cfg->nobservers && !cfg->stop && cfg->check_level < 2) {
+    while (i < n && !(*rc = replay_event(e, &evs[i], 1))) i++;
+  } else {
+    while (i < n && !(*rc = replay_event(e, &evs[i], 0))) i++;
+  }
+  return i;
 }
 
 replay_engine *replay_engine_new(void) {
@@ -1130,8 +1159,7 @@ static int replay_events(engine *e, replay_source *src) {
       rc = -1;
       break;
     }
-    size_t i = 0;
-    while (i < (size_t)n && !(rc = replay_event(e, &evs[i]))) i++;
+    size_t i = replay_some(e, evs, (size_t)n, &rc);
     if (rc == 3) rc = 2; /* stopped before that event: it was not read */
     else if (rc) i++;    /* the event that stopped the replay was read */
     e->res->events += i;
