@@ -139,7 +139,8 @@ typedef struct devstate {
   sim_device dev;
   sim_allocator a;
   const sim_alloc_stats *st;
-  int64_t allocated, reserved, requested, active; /* last seen, to turn changes into deltas */
+  int64_t allocated, reserved, requested, active; /* last seen, to turn changes into deltas (the only
+                                                   * device's wait in the totals: device_own) */
   replay_device_result *res;
 } devstate;
 
@@ -174,6 +175,7 @@ struct replay_engine {
   devstate devs[REPLAY_MAX_DEVICES];
   uint8_t used[REPLAY_MAX_DEVICES]; /* the devices in use, in index order */
   int nused;
+  uint64_t used_mask; /* bit d: device d is in use */
   live_table live; /* trace address -> what is live */
   sim_map host;  /* host allocations: address -> size | mem << 56 */
   int64_t host_live[SIM_MEM__COUNT];
@@ -301,6 +303,12 @@ static void device_peaks_from_totals(engine *e, devstate *ds) {
   if (r->peak_active > d->peak_active) d->peak_active = r->peak_active;
 }
 
+/* The only device's own figures, which were the totals (device_sync keeps only those). */
+static void device_own(engine *e, devstate *ds) {
+  ds->allocated = e->allocated, ds->reserved = e->reserved;
+  ds->requested = e->requested, ds->active = e->active;
+}
+
 /* ---- models kept between runs ----------------------------------------------------------------
  * A kept engine keeps each device's model after a run where the model can reset itself, the
  * device is simulated and the model read no environment (a model that reads it is made afresh,
@@ -383,7 +391,11 @@ static devstate *device_new(engine *e, int device) {
   }
 made:
   ds->used = 1;
-  if (e->nused == 1) device_peaks_from_totals(e, &e->devs[e->used[0]]);
+  e->used_mask |= UINT64_C(1) << device;
+  if (e->nused == 1) { /* the first device's figures were the totals */
+    device_own(e, &e->devs[e->used[0]]);
+    device_peaks_from_totals(e, &e->devs[e->used[0]]);
+  }
   int k = e->nused++;
   for (; k > 0 && e->used[k - 1] > device; k--) e->used[k] = e->used[k - 1];
   e->used[k] = (uint8_t)device;
@@ -393,6 +405,7 @@ made:
   if (cfg->nstart) {
     if (device_start(e, ds, device)) return NULL;
     device_sync(e, ds);
+    if (e->nused == 1) device_own(e, ds);
     device_peaks(ds); /* the start state, before the event that made the device */
   }
   return ds;
@@ -407,11 +420,11 @@ static inline devstate *device_get(engine *e, int device) {
 /* Folds a device's stat changes into the totals. */
 static inline void device_sync(engine *e, devstate *ds) {
   const sim_alloc_stats *st = ds->st;
-  if (e->nused == 1) { /* the totals are the device's figures */
-    e->allocated = ds->allocated = st->allocated.current;
-    e->reserved = ds->reserved = st->reserved.current;
-    e->requested = ds->requested = st->requested.current;
-    e->active = ds->active = st->active.current;
+  if (e->nused == 1) { /* the totals are the device's figures (its own copy waits: device_own) */
+    e->allocated = st->allocated.current;
+    e->reserved = st->reserved.current;
+    e->requested = st->requested.current;
+    e->active = st->active.current;
     return;
   }
   e->allocated += st->allocated.current - ds->allocated;
@@ -699,9 +712,11 @@ static int take_restored(engine *e, const sim_event *ev, replay_outcome *out) {
  */
 static void peak_settle(engine *e, devstate *ds, int placed) {
   const sim_alloc_stats *st = ds->st;
-  if (placed && e->allocated + (st->allocated.current - ds->allocated) > e->res->peak_allocated) return;
+  int64_t was_allocated = e->nused == 1 ? e->allocated : ds->allocated; /* before the event */
+  int64_t was_reserved = e->nused == 1 ? e->reserved : ds->reserved;
+  if (placed && e->allocated + (st->allocated.current - was_allocated) > e->res->peak_allocated) return;
   if (e->pend_lf) {
-    if (!placed && st->allocated.current == ds->allocated && st->reserved.current == ds->reserved)
+    if (!placed && st->allocated.current == was_allocated && st->reserved.current == was_reserved)
       e->res->at_peak_largest_free = largest_free_all(e);
     else
       e->lf_lost = 1;
@@ -712,7 +727,7 @@ static void peak_settle(engine *e, devstate *ds, int placed) {
 
 __attribute__((always_inline)) static inline int do_alloc(engine *e, const sim_event *ev, replay_outcome *out) {
   int d = ev->device < 0 ? 0 : ev->device;
-  devstate *ds = d < REPLAY_MAX_DEVICES && e->devs[d].used ? &e->devs[d] : NULL;
+  devstate *ds = d < REPLAY_MAX_DEVICES && (e->used_mask >> d & 1) ? &e->devs[d] : NULL;
   if (!ds) peak_capture(e); /* a new device may start from a state */
   if ((ev->flags & SIM_EVF_PREEXISTING) && e->cfg->nstart) {
     if (!device_get(e, ev->device)) return -1; /* a device's start is restored when it is first used */
@@ -1050,12 +1065,13 @@ __attribute__((always_inline)) static inline int replay_event(engine *e, const s
 static size_t replay_some(engine *e, const sim_event *evs, size_t n, int *rc) {
   const replay_config *cfg = e->cfg;
   size_t i = 0;
-  *rc = 0;
+  int r = 0;
   if (!cfg->nobservers && !cfg->stop && cfg->check_level < 2) {
-    while (i < n && !(*rc = replay_event(e, &evs[i], 1))) i++;
+    while (i < n && !(r = replay_event(e, &evs[i], 1))) i++;
   } else {
-    while (i < n && !(*rc = replay_event(e, &evs[i], 0))) i++;
+    while (i < n && !(r = replay_event(e, &evs[i], 0))) i++;
   }
+  *rc = r;
   return i;
 }
 
@@ -1119,6 +1135,7 @@ static void engine_begin(engine *e, const replay_config *cfg, replay_source *src
   e->lazy_lf = src->rewind && !cfg->make_device && !cfg->stop;
   memset(e->used, 0, sizeof e->used);
   e->nused = 0;
+  e->used_mask = 0;
   memset(&e->cur, 0, sizeof e->cur);
   e->cur_n = 0;
   memset(&e->snap, 0, sizeof e->snap);
