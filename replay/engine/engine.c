@@ -170,7 +170,10 @@ struct replay_engine {
   const replay_config *cfg;
   restored_block *restored; /* blocks of the start states */
   size_t nrestored, cap_restored;
-  sim_map restored_at;      /* trace address -> index + 1, until its allocation takes it */
+  live_table restored_at;   /* trace address -> the block (its index in `site`), until its allocation takes it */
+  sim_walk_item *seg_items; /* one segment's items and handles, for its restore */
+  uintptr_t *seg_handles;
+  size_t seg_cap;
   replay_result *res;
   devstate devs[REPLAY_MAX_DEVICES];
   uint8_t used[REPLAY_MAX_DEVICES]; /* the devices in use, in index order */
@@ -236,8 +239,13 @@ static inline void device_sync(engine *e, devstate *ds);
 
 /* Restores one segment and its blocks (items[0..n-1]) into the device's model. */
 static int start_segment(engine *e, devstate *ds, int device, const replay_start *st, size_t at, size_t n) {
-  sim_walk_item *it = sim_xmalloc(n * sizeof *it);
-  uintptr_t *h = sim_xmalloc(n * sizeof *h);
+  if (n > e->seg_cap) {
+    size_t cap = e->seg_cap;
+    sim_grow((void **)&e->seg_items, &e->seg_cap, n, sizeof *e->seg_items);
+    sim_grow((void **)&e->seg_handles, &cap, n, sizeof *e->seg_handles);
+  }
+  sim_walk_item *it = e->seg_items;
+  uintptr_t *h = e->seg_handles;
   memcpy(it, st->items + at, n * sizeof *it);
   char msg[SIM_ERRLEN];
   int rc = ds->a.ops->restore(ds->a.ctx, it, n, h, msg, sizeof msg);
@@ -251,11 +259,10 @@ static int start_segment(engine *e, devstate *ds, int device, const replay_start
     for (size_t k = 1; k < n; k++) {
       sim_grow((void **)&e->restored, &e->cap_restored, e->nrestored + 1, sizeof *e->restored);
       e->restored[e->nrestored++] = (restored_block){h[k], it[k].addr, it[k].size, device, it[k].state};
-      *sim_map_put(&e->restored_at, st->trace_addr[at + k], NULL) = e->nrestored;
+      int existed;
+      live_put(&e->restored_at, st->trace_addr[at + k], &existed)->site = (uint32_t)(e->nrestored - 1);
     }
   }
-  free(it);
-  free(h);
   return rc == SIM_OK ? 0 : -1;
 }
 
@@ -674,9 +681,10 @@ static void record_oom(engine *e, devstate *ds, const sim_event *ev) {
 /* A preexisting allocation whose block the device started with: it takes that block. 1 when it
  * did, 0 when no restored block is at its address (it is placed as any allocation). */
 static int take_restored(engine *e, const sim_event *ev, replay_outcome *out) {
-  uint64_t idx;
-  if (!sim_map_del(&e->restored_at, ev->addr, &idx)) return 0;
-  const restored_block *rb = &e->restored[idx - 1];
+  live_entry *at = live_get(&e->restored_at, ev->addr);
+  if (!at) return 0;
+  const restored_block *rb = &e->restored[at->site];
+  live_del(&e->restored_at, at);
   int existed;
   live_entry *le = live_put(&e->live, ev->addr, &existed);
   if (existed) { /* cannot happen: preexisting addresses are distinct */
@@ -1078,7 +1086,7 @@ static size_t replay_some(engine *e, const sim_event *evs, size_t n, int *rc) {
 replay_engine *replay_engine_new(void) {
   engine *e = sim_xcalloc(1, sizeof *e);
   live_init(&e->live, LIVE_START_BITS);
-  sim_map_init(&e->restored_at);
+  live_init(&e->restored_at, LIVE_SMALL_BITS);
   sim_map_init(&e->host);
   sim_map_init(&e->site_idx);
   return e;
@@ -1106,7 +1114,10 @@ static void engine_begin(engine *e, const replay_config *cfg, replay_source *src
   memset(res, 0, sizeof *res);
   live_begin(&e->live, src);
   e->nrestored = 0;
-  sim_map_clear(&e->restored_at);
+  if (e->restored_at.len) {
+    memset(e->restored_at.slots, 0, (e->restored_at.mask + 1) * sizeof *e->restored_at.slots);
+    e->restored_at.len = 0;
+  }
   sim_map_clear(&e->host);
   sim_map_clear(&e->site_idx);
   for (size_t i = 0; i < e->nsites; i++) /* the small-id index holds only the sites' own ids */
@@ -1240,8 +1251,10 @@ void replay_engine_free(replay_engine *e) {
   for (int d = 0; d < REPLAY_MAX_DEVICES; d++)
     if (e->devs[d].kept) model_drop(&e->devs[d]);
   live_release(&e->live);
-  sim_map_release(&e->restored_at);
+  live_release(&e->restored_at);
   free(e->restored);
+  free(e->seg_items);
+  free(e->seg_handles);
   sim_map_release(&e->host);
   sim_map_release(&e->site_idx);
   free(e->sites);
