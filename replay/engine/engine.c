@@ -1041,15 +1041,12 @@ __attribute__((always_inline)) static inline int replay_event(engine *e, const s
       o = &out;
     }
   }
-  switch (op) {
-  case OP_ALLOC: rc = do_alloc(e, ev, o); break;
-  case OP_FREE: rc = do_free(e, ev, o); break;
-  case OP_HOST: do_host(e, ev); break;
-  case OP_DEVICE: do_device_action(e, ev, o); break;
-  default: break;
-  }
+  if (op == OP_FREE) rc = do_free(e, ev, o); /* tests, not a jump table: frees and allocations are most events */
+  else if (op == OP_ALLOC) rc = do_alloc(e, ev, o);
+  else if (op == OP_HOST) do_host(e, ev);
+  else if (op == OP_DEVICE) do_device_action(e, ev, o);
   if (rc < 0) return -1;
-  if (op == OP_ALLOC || op == OP_FREE || op == OP_DEVICE) {
+  if (op != OP_HOST && op != OP_NONE) {
     peaks(e, ev);
     timeline_add(e, ev);
   } else {
