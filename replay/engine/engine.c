@@ -139,8 +139,9 @@ typedef struct devstate {
   sim_device dev;
   sim_allocator a;
   const sim_alloc_stats *st;
-  int64_t allocated, reserved, requested, active; /* last seen, to turn changes into deltas (the only
-                                                   * device's wait in the totals: device_own) */
+  int64_t allocated, reserved, requested, active; /* last seen, to turn changes into deltas (while
+                                                   * it is the only device, the totals hold them:
+                                                   * device_own) */
   replay_device_result *res;
 } devstate;
 
