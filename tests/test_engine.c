@@ -374,6 +374,110 @@ static void kept_engine_matches_new_engines(void) {
   free(b.ev);
 }
 
+static void null_event(void *ctx, const sim_event *ev, const replay_outcome *o) { (void)ctx, (void)ev, (void)o; }
+
+/* Every figure of two results of the same events. */
+static void check_same_result(const replay_result *a, const replay_result *b) {
+  CHECK_EQ(a->events, b->events);
+  CHECK_EQ(a->allocs, b->allocs);
+  CHECK_EQ(a->frees, b->frees);
+  CHECK_EQ(a->ooms, b->ooms);
+  CHECK_EQ(a->stopped_at_oom, b->stopped_at_oom);
+  CHECK_EQ(a->peak_allocated, b->peak_allocated);
+  CHECK_EQ(a->peak_reserved, b->peak_reserved);
+  CHECK_EQ(a->peak_requested, b->peak_requested);
+  CHECK_EQ(a->peak_active, b->peak_active);
+  CHECK_EQ(a->peak_allocated_seq, b->peak_allocated_seq);
+  CHECK_EQ(a->peak_reserved_seq, b->peak_reserved_seq);
+  CHECK_EQ(a->peak_requested_seq, b->peak_requested_seq);
+  CHECK_EQ(a->peak_ts, b->peak_ts);
+  CHECK_EQ(a->at_peak_reserved, b->at_peak_reserved);
+  CHECK_EQ(a->at_peak_largest_free, b->at_peak_largest_free);
+  CHECK(!memcmp(a->category_bytes, b->category_bytes, sizeof a->category_bytes));
+  CHECK(!memcmp(a->category_count, b->category_count, sizeof a->category_count));
+  CHECK(!memcmp(a->catsrc_bytes, b->catsrc_bytes, sizeof a->catsrc_bytes));
+  CHECK_EQ(a->nsites, b->nsites);
+  for (size_t i = 0; i < a->nsites && i < b->nsites; i++) {
+    CHECK_EQ(a->sites[i].stack, b->sites[i].stack);
+    CHECK_EQ(a->sites[i].bytes, b->sites[i].bytes);
+    CHECK_EQ(a->sites[i].count, b->sites[i].count);
+  }
+  CHECK_EQ(a->device_mallocs, b->device_mallocs);
+  CHECK_EQ(a->device_frees, b->device_frees);
+  CHECK_EQ(a->noom_list, b->noom_list);
+  CHECK_EQ(a->ntimeline, b->ntimeline);
+  CHECK(a->ntimeline == b->ntimeline && !memcmp(a->timeline, b->timeline, a->ntimeline * sizeof *a->timeline));
+  CHECK_EQ(a->final_allocated, b->final_allocated);
+  CHECK_EQ(a->final_reserved, b->final_reserved);
+  CHECK_EQ(a->unknown_frees, b->unknown_frees);
+  CHECK_EQ(a->dropped_frees, b->dropped_frees);
+  CHECK_EQ(a->duplicate_allocs, b->duplicate_allocs);
+  CHECK_EQ(a->ndevices, b->ndevices);
+  for (int d = 0; d < a->ndevices && d < b->ndevices; d++) {
+    CHECK_EQ(a->devices[d].device, b->devices[d].device);
+    CHECK_EQ(a->devices[d].peak_allocated, b->devices[d].peak_allocated);
+    CHECK_EQ(a->devices[d].peak_reserved, b->devices[d].peak_reserved);
+    CHECK_EQ(a->devices[d].peak_requested, b->devices[d].peak_requested);
+    CHECK_EQ(a->devices[d].peak_active, b->devices[d].peak_active);
+    CHECK_EQ(a->devices[d].device_mallocs, b->devices[d].device_mallocs);
+    CHECK_EQ(a->devices[d].ooms, b->devices[d].ooms);
+  }
+}
+
+/* The plain replay (no observers, no moment to stop at, no per-event check) runs its own copy of
+ * the event loop and keeps one device's figures in the totals: it must give what the checked and
+ * the observed replays give, on one device and when a second comes part-way. */
+static void plain_replay_matches_checked_and_observed(void) {
+  gen_config gc = {20000, 11, 0};
+  gen *g = gen_new(&gc);
+  evbuf b = {0};
+  replay_source gs = gen_source(g);
+  sim_event ev;
+  while (replay_source_next(&gs, &ev) > 0) {
+    sim_grow((void **)&b.ev, &b.cap, b.n + 1, sizeof *b.ev);
+    b.ev[b.n++] = ev;
+  }
+  gen_free(g);
+  evbuf two = {0}; /* the same, the second half's new allocations on device 2 */
+  sim_grow((void **)&two.ev, &two.cap, b.n, sizeof *two.ev);
+  memcpy(two.ev, b.ev, b.n * sizeof *b.ev);
+  two.n = b.n;
+  for (size_t i = b.n / 2; i < b.n; i++)
+    if (two.ev[i].kind == SIM_EV_ALLOC) two.ev[i].device = 2;
+  const char *models[] = {"torch", "ideal", "bfc", "async", "cuda"};
+  uint64_t caps[] = {UINT64_MAX, 1500 * MIB};
+  evbuf *traces[] = {&b, &two};
+  for (size_t t = 0; t < 2; t++)
+    for (size_t c = 0; c < 2; c++)
+      for (size_t m = 0; m < sizeof models / sizeof *models; m++) {
+        sim_spec spec;
+        char err[512];
+        CHECK_EQ(sim_spec_parse(&spec, models[m], err, sizeof err), 0);
+        replay_observer obs = {NULL, null_event, NULL};
+        replay_config plain = {.spec = &spec, .capacity = caps[c], .timeline_points = 64, .top_sites = 5};
+        replay_config checked = plain, observed = plain;
+        checked.check_level = 2;
+        observed.observers = &obs, observed.nobservers = 1;
+        replay_result rp, rc, ro;
+        replay_array_source as;
+        replay_source src = replay_array_source_init(&as, traces[t]->ev, traces[t]->n);
+        CHECK_EQ(replay_run(&plain, &src, &rp, err, sizeof err), 0);
+        src = replay_array_source_init(&as, traces[t]->ev, traces[t]->n);
+        CHECK_EQ(replay_run(&checked, &src, &rc, err, sizeof err), 0);
+        src = replay_array_source_init(&as, traces[t]->ev, traces[t]->n);
+        CHECK_EQ(replay_run(&observed, &src, &ro, err, sizeof err), 0);
+        CHECK_EQ(rp.ndevices, t ? 2 : 1);
+        check_same_result(&rp, &rc);
+        check_same_result(&rp, &ro);
+        replay_result_release(&rp);
+        replay_result_release(&rc);
+        replay_result_release(&ro);
+        sim_spec_release(&spec);
+      }
+  free(b.ev);
+  free(two.ev);
+}
+
 int main(void) {
   RUN(peaks_and_composition);
   RUN(ooms_continue_or_stop);
@@ -384,5 +488,6 @@ int main(void) {
   RUN(memory_grows_with_live_set_not_trace);
   RUN(peak_state_taken_when_it_changes);
   RUN(kept_engine_matches_new_engines);
+  RUN(plain_replay_matches_checked_and_observed);
   TEST_MAIN_END();
 }

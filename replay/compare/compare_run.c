@@ -437,12 +437,11 @@ static void run_cell(workers *w, session *ses, store *s, trace_cache *tc, pendin
   store_trace_clear(&t);
 }
 
-/* A worker: its own store connection and session; takes cells until none are left. */
-static void *worker_main(void *arg) {
-  workers *w = arg;
-  store *s = NULL;
+/* A worker: its own store connection (s, or one it opens when s is NULL) and session; takes cells
+ * until none are left, and closes the connection. */
+static void worker_loop(workers *w, store *s) {
   char err[1024];
-  int open_rc = store_open(&s, w->path, w->flags, err, sizeof err);
+  int open_rc = s ? 0 : store_open(&s, w->path, w->flags, err, sizeof err);
   session *ses = open_rc ? NULL : session_new(s);
   trace_cache tc = {0};
   pending_list pl = {0};
@@ -476,6 +475,10 @@ static void *worker_main(void *arg) {
   free(tc.events);
   session_free(ses);
   store_close(s);
+}
+
+static void *worker_main(void *arg) {
+  worker_loop(arg, NULL);
   return NULL;
 }
 
@@ -493,8 +496,8 @@ static void make_units(workers *w, size_t nthreads) {
   w->units[w->nunits] = r->ncells;
 }
 
-/* Runs the planned cells on req->jobs threads (the calling thread is one of them). */
-static void run_cells(const char *path, int flags, const cmp_request *req, cmp_result *r) {
+/* Runs the planned cells on req->jobs threads (the calling thread is one of them, on s, which it closes). */
+static void run_cells(const char *path, int flags, store *s, const cmp_request *req, cmp_result *r) {
   workers w = {.path = path, .flags = flags, .req = req, .r = r};
   pthread_mutexattr_t ma;
   pthread_mutexattr_init(&ma);
@@ -508,7 +511,9 @@ static void run_cells(const char *path, int flags, const cmp_request *req, cmp_r
   size_t started = 0;
   for (size_t i = 1; i < nthreads; i++)
     if (!pthread_create(&th[started], NULL, worker_main, &w)) started++;
-  worker_main(&w);
+  /* the calling thread's worker takes the connection that planned the comparison: opening one
+   * reads and checks the store's schema, the work of three replays of a 19,000-event trace */
+  worker_loop(&w, s);
   for (size_t i = 0; i < started; i++) pthread_join(th[i], NULL);
   free(th);
   free(w.units);
@@ -534,11 +539,13 @@ int cmp_run(const char *path, const cmp_request *req, cmp_result *r, char *err, 
   for (; r->nparams < req->nparams; r->nparams++) r->params[r->nparams] = strdup(req->params[r->nparams]);
   rc = match_traces(s, req, r, err, errlen);
   if (!rc) rc = check_devices(s, r, err, errlen);
-  store_close(s);
-  if (rc) return rc;
+  if (rc) {
+    store_close(s);
+    return rc;
+  }
   if (req->save) r->comparison_id = new_comparison_id();
   plan_cells(req, r);
-  run_cells(path, flags, req, r);
+  run_cells(path, flags, s, req, r); /* the calling thread's worker closes s */
   cmp_result_relate(r);
   return CMP_OK;
 }

@@ -139,7 +139,9 @@ typedef struct devstate {
   sim_device dev;
   sim_allocator a;
   const sim_alloc_stats *st;
-  int64_t allocated, reserved, requested, active; /* last seen, to turn changes into deltas */
+  int64_t allocated, reserved, requested, active; /* last seen, to turn changes into deltas (while
+                                                   * it is the only device, the totals hold them:
+                                                   * device_own) */
   replay_device_result *res;
 } devstate;
 
@@ -169,11 +171,15 @@ struct replay_engine {
   const replay_config *cfg;
   restored_block *restored; /* blocks of the start states */
   size_t nrestored, cap_restored;
-  sim_map restored_at;      /* trace address -> index + 1, until its allocation takes it */
+  live_table restored_at;   /* trace address -> the block (its index in `site`), until its allocation takes it */
+  sim_walk_item *seg_items; /* one segment's items and handles, for its restore */
+  uintptr_t *seg_handles;
+  size_t seg_cap;
   replay_result *res;
   devstate devs[REPLAY_MAX_DEVICES];
   uint8_t used[REPLAY_MAX_DEVICES]; /* the devices in use, in index order */
   int nused;
+  uint64_t used_mask; /* bit d: device d is in use */
   live_table live; /* trace address -> what is live */
   sim_map host;  /* host allocations: address -> size | mem << 56 */
   int64_t host_live[SIM_MEM__COUNT];
@@ -234,8 +240,13 @@ static inline void device_sync(engine *e, devstate *ds);
 
 /* Restores one segment and its blocks (items[0..n-1]) into the device's model. */
 static int start_segment(engine *e, devstate *ds, int device, const replay_start *st, size_t at, size_t n) {
-  sim_walk_item *it = sim_xmalloc(n * sizeof *it);
-  uintptr_t *h = sim_xmalloc(n * sizeof *h);
+  if (n > e->seg_cap) {
+    size_t cap = e->seg_cap;
+    sim_grow((void **)&e->seg_items, &e->seg_cap, n, sizeof *e->seg_items);
+    sim_grow((void **)&e->seg_handles, &cap, n, sizeof *e->seg_handles);
+  }
+  sim_walk_item *it = e->seg_items;
+  uintptr_t *h = e->seg_handles;
   memcpy(it, st->items + at, n * sizeof *it);
   char msg[SIM_ERRLEN];
   int rc = ds->a.ops->restore(ds->a.ctx, it, n, h, msg, sizeof msg);
@@ -249,11 +260,10 @@ static int start_segment(engine *e, devstate *ds, int device, const replay_start
     for (size_t k = 1; k < n; k++) {
       sim_grow((void **)&e->restored, &e->cap_restored, e->nrestored + 1, sizeof *e->restored);
       e->restored[e->nrestored++] = (restored_block){h[k], it[k].addr, it[k].size, device, it[k].state};
-      *sim_map_put(&e->restored_at, st->trace_addr[at + k], NULL) = e->nrestored;
+      int existed;
+      live_put(&e->restored_at, st->trace_addr[at + k], &existed)->site = (uint32_t)(e->nrestored - 1);
     }
   }
-  free(it);
-  free(h);
   return rc == SIM_OK ? 0 : -1;
 }
 
@@ -299,6 +309,12 @@ static void device_peaks_from_totals(engine *e, devstate *ds) {
   if (r->peak_reserved > d->peak_reserved) d->peak_reserved = r->peak_reserved;
   if (r->peak_requested > d->peak_requested) d->peak_requested = r->peak_requested;
   if (r->peak_active > d->peak_active) d->peak_active = r->peak_active;
+}
+
+/* The only device's own figures, which were the totals (device_sync keeps only those). */
+static void device_own(engine *e, devstate *ds) {
+  ds->allocated = e->allocated, ds->reserved = e->reserved;
+  ds->requested = e->requested, ds->active = e->active;
 }
 
 /* ---- models kept between runs ----------------------------------------------------------------
@@ -383,7 +399,11 @@ static devstate *device_new(engine *e, int device) {
   }
 made:
   ds->used = 1;
-  if (e->nused == 1) device_peaks_from_totals(e, &e->devs[e->used[0]]);
+  e->used_mask |= UINT64_C(1) << device;
+  if (e->nused == 1) { /* the first device's figures were the totals */
+    device_own(e, &e->devs[e->used[0]]);
+    device_peaks_from_totals(e, &e->devs[e->used[0]]);
+  }
   int k = e->nused++;
   for (; k > 0 && e->used[k - 1] > device; k--) e->used[k] = e->used[k - 1];
   e->used[k] = (uint8_t)device;
@@ -393,6 +413,7 @@ made:
   if (cfg->nstart) {
     if (device_start(e, ds, device)) return NULL;
     device_sync(e, ds);
+    if (e->nused == 1) device_own(e, ds);
     device_peaks(ds); /* the start state, before the event that made the device */
   }
   return ds;
@@ -407,6 +428,13 @@ static inline devstate *device_get(engine *e, int device) {
 /* Folds a device's stat changes into the totals. */
 static inline void device_sync(engine *e, devstate *ds) {
   const sim_alloc_stats *st = ds->st;
+  if (e->nused == 1) { /* the totals are the device's figures (its own copy waits: device_own) */
+    e->allocated = st->allocated.current;
+    e->reserved = st->reserved.current;
+    e->requested = st->requested.current;
+    e->active = st->active.current;
+    return;
+  }
   e->allocated += st->allocated.current - ds->allocated;
   e->reserved += st->reserved.current - ds->reserved;
   e->requested += st->requested.current - ds->requested;
@@ -438,10 +466,10 @@ static uint32_t site_new(engine *e, int64_t stack) {
   return (uint32_t)e->nsites++;
 }
 
-static uint32_t site_of(engine *e, int64_t stack) {
+/* The site of a stack id not seen before in this run, or one past the small ids. */
+static uint32_t site_add(engine *e, int64_t stack) {
   if (stack >= 0 && stack < SITE_SMALL_MAX) {
     size_t i = (size_t)stack;
-    if (i < e->site_small_cap && e->site_small[i]) return e->site_small[i] - 1;
     if (i >= e->site_small_cap) {
       size_t old = e->site_small_cap;
       sim_grow((void **)&e->site_small, &e->site_small_cap, i + 1, sizeof *e->site_small);
@@ -457,6 +485,11 @@ static uint32_t site_of(engine *e, int64_t stack) {
   uint32_t idx = site_new(e, stack);
   *slot = idx;
   return idx;
+}
+
+static inline uint32_t site_of(engine *e, int64_t stack) {
+  if ((uint64_t)stack < e->site_small_cap && e->site_small[stack]) return e->site_small[stack] - 1;
+  return site_add(e, stack);
 }
 
 static void site_change(engine *e, uint32_t i, int64_t bytes, int64_t count) {
@@ -649,9 +682,10 @@ static void record_oom(engine *e, devstate *ds, const sim_event *ev) {
 /* A preexisting allocation whose block the device started with: it takes that block. 1 when it
  * did, 0 when no restored block is at its address (it is placed as any allocation). */
 static int take_restored(engine *e, const sim_event *ev, replay_outcome *out) {
-  uint64_t idx;
-  if (!sim_map_del(&e->restored_at, ev->addr, &idx)) return 0;
-  const restored_block *rb = &e->restored[idx - 1];
+  live_entry *at = live_get(&e->restored_at, ev->addr);
+  if (!at) return 0;
+  const restored_block *rb = &e->restored[at->site];
+  live_del(&e->restored_at, at);
   int existed;
   live_entry *le = live_put(&e->live, ev->addr, &existed);
   if (existed) { /* cannot happen: preexisting addresses are distinct */
@@ -687,9 +721,11 @@ static int take_restored(engine *e, const sim_event *ev, replay_outcome *out) {
  */
 static void peak_settle(engine *e, devstate *ds, int placed) {
   const sim_alloc_stats *st = ds->st;
-  if (placed && e->allocated + (st->allocated.current - ds->allocated) > e->res->peak_allocated) return;
+  int64_t was_allocated = e->nused == 1 ? e->allocated : ds->allocated; /* before the event */
+  int64_t was_reserved = e->nused == 1 ? e->reserved : ds->reserved;
+  if (placed && e->allocated + (st->allocated.current - was_allocated) > e->res->peak_allocated) return;
   if (e->pend_lf) {
-    if (!placed && st->allocated.current == ds->allocated && st->reserved.current == ds->reserved)
+    if (!placed && st->allocated.current == was_allocated && st->reserved.current == was_reserved)
       e->res->at_peak_largest_free = largest_free_all(e);
     else
       e->lf_lost = 1;
@@ -698,9 +734,10 @@ static void peak_settle(engine *e, devstate *ds, int placed) {
   if (placed) peak_capture(e);
 }
 
-static inline int do_alloc(engine *e, const sim_event *ev, replay_outcome *out) {
+__attribute__((always_inline)) static inline int do_alloc(engine *e, const sim_event *ev, replay_outcome *out) {
   int d = ev->device < 0 ? 0 : ev->device;
-  if (d >= REPLAY_MAX_DEVICES || !e->devs[d].used) peak_capture(e); /* a new device may start from a state */
+  devstate *ds = d < REPLAY_MAX_DEVICES && (e->used_mask >> d & 1) ? &e->devs[d] : NULL;
+  if (!ds) peak_capture(e); /* a new device may start from a state */
   if ((ev->flags & SIM_EVF_PREEXISTING) && e->cfg->nstart) {
     if (!device_get(e, ev->device)) return -1; /* a device's start is restored when it is first used */
     if (take_restored(e, ev, out)) return 0;
@@ -712,8 +749,7 @@ static inline int do_alloc(engine *e, const sim_event *ev, replay_outcome *out) 
     if (out) out->ignored = 1;
     return 0;
   }
-  devstate *ds = device_get(e, ev->device);
-  if (!ds) {
+  if (!ds && !(ds = device_get(e, ev->device))) {
     live_del(&e->live, le);
     return -1;
   }
@@ -751,7 +787,7 @@ static inline int do_alloc(engine *e, const sim_event *ev, replay_outcome *out) 
   return oom;
 }
 
-static inline int do_free(engine *e, const sim_event *ev, replay_outcome *out) {
+__attribute__((always_inline)) static inline int do_free(engine *e, const sim_event *ev, replay_outcome *out) {
   live_entry *le = live_get(&e->live, ev->addr);
   if (!le) {
     e->res->unknown_frees++;
@@ -986,17 +1022,19 @@ static inline void outcome_clear(replay_outcome *o) {
   o->placement = (sim_placement){0, 0, 0};
 }
 
-/* Replays one event: 0 to go on, 1 to stop (at an OOM, when asked to), -1 on error. */
-static inline int replay_event(engine *e, const sim_event *ev) {
+/* Replays one event: 0 to go on, 1 to stop (at an OOM, when asked to), -1 on error. plain: the
+ * replay has no observers, no moment to stop at and no per-event check (replay_events passes it as
+ * a constant, so that the commonest replay's loop tests none of them). */
+__attribute__((always_inline)) static inline int replay_event(engine *e, const sim_event *ev, int plain) {
   const replay_config *cfg = e->cfg;
   int op = kind_op[ev->kind], rc = 0;
-  if (cfg->stop && stop_before(e, ev)) return 3;
-  if (op == OP_NONE && !cfg->nobservers && !cfg->stop) { /* kernels, copies, markers: nothing changes */
+  if (!plain && cfg->stop && stop_before(e, ev)) return 3;
+  if (op == OP_NONE && (plain || (!cfg->nobservers && !cfg->stop))) { /* kernels, copies, markers: nothing changes */
     timeline_tick(e, ev);
     return 0;
   }
   replay_outcome out, *o = NULL;
-  if (cfg->nobservers) {
+  if (!plain && cfg->nobservers) {
     if (op == OP_NONE) {
       o = &e->idle;
     } else {
@@ -1004,20 +1042,18 @@ static inline int replay_event(engine *e, const sim_event *ev) {
       o = &out;
     }
   }
-  switch (op) {
-  case OP_ALLOC: rc = do_alloc(e, ev, o); break;
-  case OP_FREE: rc = do_free(e, ev, o); break;
-  case OP_HOST: do_host(e, ev); break;
-  case OP_DEVICE: do_device_action(e, ev, o); break;
-  default: break;
-  }
+  if (op == OP_FREE) rc = do_free(e, ev, o); /* tests, not a jump table: frees and allocations are most events */
+  else if (op == OP_ALLOC) rc = do_alloc(e, ev, o);
+  else if (op == OP_HOST) do_host(e, ev);
+  else if (op == OP_DEVICE) do_device_action(e, ev, o);
   if (rc < 0) return -1;
-  if (op == OP_ALLOC || op == OP_FREE || op == OP_DEVICE) {
+  if (op != OP_HOST && op != OP_NONE) {
     peaks(e, ev);
     timeline_add(e, ev);
   } else {
     timeline_tick(e, ev);
   }
+  if (plain) return rc && cfg->stop_at_oom ? 1 : 0;
   if (o) {
     o->allocated = e->allocated;
     o->reserved = e->reserved;
@@ -1030,10 +1066,25 @@ static inline int replay_event(engine *e, const sim_event *ev) {
   return rc && cfg->stop_at_oom ? 1 : 0;
 }
 
+/* Replays evs[0..n-1] until one asks to stop: how many were read, *rc what replay_event said of
+ * the last. Two copies of the loop, the plain replay's without its tests. */
+static size_t replay_some(engine *e, const sim_event *evs, size_t n, int *rc) {
+  const replay_config *cfg = e->cfg;
+  size_t i = 0;
+  int r = 0;
+  if (!cfg->nobservers && !cfg->stop && cfg->check_level < 2) {
+    while (i < n && !(r = replay_event(e, &evs[i], 1))) i++;
+  } else {
+    while (i < n && !(r = replay_event(e, &evs[i], 0))) i++;
+  }
+  *rc = r;
+  return i;
+}
+
 replay_engine *replay_engine_new(void) {
   engine *e = sim_xcalloc(1, sizeof *e);
   live_init(&e->live, LIVE_START_BITS);
-  sim_map_init(&e->restored_at);
+  live_init(&e->restored_at, LIVE_SMALL_BITS);
   sim_map_init(&e->host);
   sim_map_init(&e->site_idx);
   return e;
@@ -1061,7 +1112,10 @@ static void engine_begin(engine *e, const replay_config *cfg, replay_source *src
   memset(res, 0, sizeof *res);
   live_begin(&e->live, src);
   e->nrestored = 0;
-  sim_map_clear(&e->restored_at);
+  if (e->restored_at.len) {
+    memset(e->restored_at.slots, 0, (e->restored_at.mask + 1) * sizeof *e->restored_at.slots);
+    e->restored_at.len = 0;
+  }
   sim_map_clear(&e->host);
   sim_map_clear(&e->site_idx);
   for (size_t i = 0; i < e->nsites; i++) /* the small-id index holds only the sites' own ids */
@@ -1090,6 +1144,7 @@ static void engine_begin(engine *e, const replay_config *cfg, replay_source *src
   e->lazy_lf = src->rewind && !cfg->make_device && !cfg->stop;
   memset(e->used, 0, sizeof e->used);
   e->nused = 0;
+  e->used_mask = 0;
   memset(&e->cur, 0, sizeof e->cur);
   e->cur_n = 0;
   memset(&e->snap, 0, sizeof e->snap);
@@ -1130,8 +1185,7 @@ static int replay_events(engine *e, replay_source *src) {
       rc = -1;
       break;
     }
-    size_t i = 0;
-    while (i < (size_t)n && !(rc = replay_event(e, &evs[i]))) i++;
+    size_t i = replay_some(e, evs, (size_t)n, &rc);
     if (rc == 3) rc = 2; /* stopped before that event: it was not read */
     else if (rc) i++;    /* the event that stopped the replay was read */
     e->res->events += i;
@@ -1195,8 +1249,10 @@ void replay_engine_free(replay_engine *e) {
   for (int d = 0; d < REPLAY_MAX_DEVICES; d++)
     if (e->devs[d].kept) model_drop(&e->devs[d]);
   live_release(&e->live);
-  sim_map_release(&e->restored_at);
+  live_release(&e->restored_at);
   free(e->restored);
+  free(e->seg_items);
+  free(e->seg_handles);
   sim_map_release(&e->host);
   sim_map_release(&e->site_idx);
   free(e->sites);

@@ -200,8 +200,10 @@ int replay_run(const replay_config *cfg, replay_source *src, replay_result *res,
  * comparison's worker): replay_engine_run is replay_run on it. Each run starts from the same
  * empty state as a new engine, and gives the same result; what is kept is the memory of its
  * tables (the live allocations, sized by the largest live set seen so far, the call sites, the
- * host allocations), which a new engine would allocate and grow again. The allocator models and
- * devices are made per run, from the run's configuration. One thread at a time; results are the
+ * host allocations, the blocks of start states), which a new engine would allocate and grow
+ * again. The allocator models and devices are made from the run's configuration; a model that
+ * can reset itself is kept for the next run whose configuration gives the same one, and reset
+ * then instead of made again. One thread at a time; results are the
  * caller's (replay_result_release), independent of the engine, which may be freed first.
  */
 typedef struct replay_engine replay_engine;
