@@ -676,6 +676,7 @@ typedef struct ev_batch {
   store_recorded rec[BATCH_RECORDED];
   int64_t rec_seq[BATCH_RECORDED];
   size_t nrec;
+  store_bytes text; /* the events' text form, made by the importer's thread as it hands the batch over */
 } ev_batch;
 
 struct store_writer {
@@ -817,7 +818,7 @@ static int insert_batch_events(store_writer *w, const ev_batch *b) {
   if (!b->n) return 0;
   chunk_pack(&w->io, b->ev, b->n);
   pthread_mutex_lock(&w->s->conn_lock);
-  int rc = chunk_store(w->s, &w->io, w->trace_id, b->seq0, b->n);
+  int rc = chunk_store(w->s, &w->io, &b->text, w->trace_id, b->seq0, b->n);
   pthread_mutex_unlock(&w->s->conn_lock);
   wal_writeback(w);
   return rc;
@@ -866,7 +867,10 @@ static int writer_resume_chunk(store_writer *w) {
 }
 
 static void writer_free_batches(store_writer *w) {
-  for (int i = 0; i < NBATCHES; i++) free(w->batches[i]);
+  for (int i = 0; i < NBATCHES; i++) {
+    store_bytes_release(&w->batches[i]->text);
+    free(w->batches[i]);
+  }
   w->cur = NULL;
 }
 
@@ -878,6 +882,7 @@ static int writer_start(store_writer *w) {
   for (int i = 0; i < NBATCHES; i++) {
     w->batches[i] = sim_xmalloc(sizeof(ev_batch));
     w->batches[i]->n = w->batches[i]->nrec = 0;
+    w->batches[i]->text = (store_bytes){0};
     w->free_list[w->nfree++] = w->batches[i];
   }
   w->cur = w->free_list[--w->nfree];
@@ -910,8 +915,11 @@ static int writer_start(store_writer *w) {
   return 0;
 }
 
-/* Hands the current batch to the writer and takes an empty one (its chunk starts at seq0). */
+/* Hands the current batch to the writer and takes an empty one (its chunk starts at seq0). The
+ * batch's text form is made here, in the importer's thread, while the writer's thread packs and
+ * stores the batch before it: the two forms cost about the same, so each thread takes one. */
 static int writer_submit(store_writer *w, int take_new, int64_t seq0) {
+  if (w->cur && w->cur->n) store_chunk_text(w->cur->ev, w->cur->n, &w->cur->text);
   pthread_mutex_lock(&w->qlock);
   if (w->cur && (w->cur->n || w->cur->nrec)) {
     w->full[(w->full_head + w->nfull) % NBATCHES] = w->cur;
