@@ -676,7 +676,8 @@ typedef struct ev_batch {
   store_recorded rec[BATCH_RECORDED];
   int64_t rec_seq[BATCH_RECORDED];
   size_t nrec;
-  store_bytes text; /* the events' text form, made by the importer's thread as it hands the batch over */
+  store_bytes text; /* the events' text form, made by the text thread */
+  int text_ready;   /* the text form is made (a batch of no events needs none) */
 } ev_batch;
 
 struct store_writer {
@@ -685,8 +686,8 @@ struct store_writer {
   int64_t first, next; /* seq of the first event, and of the next one appended */
   int64_t nrec;
   int64_t first_ts, last_ts;
-  /* the writer thread */
-  pthread_t thread;
+  /* the writer thread, and the text thread beside it */
+  pthread_t thread, text_thread;
   int running;
   pthread_mutex_t qlock;
   pthread_cond_t qcond;
@@ -824,11 +825,38 @@ static int insert_batch_events(store_writer *w, const ev_batch *b) {
   return rc;
 }
 
+static int needs_text(const ev_batch *b) { return b->n && !b->text_ready; }
+
+/* The text thread: makes the text form of each batch handed over, in order, while the writer
+ * thread packs and stores the one before (the two forms cost about the same). */
+static void *text_main(void *arg) {
+  store_writer *w = arg;
+  pthread_mutex_lock(&w->qlock);
+  for (;;) {
+    ev_batch *b = NULL;
+    for (size_t i = 0; i < w->nfull && !b; i++)
+      if (needs_text(w->full[(w->full_head + i) % NBATCHES])) b = w->full[(w->full_head + i) % NBATCHES];
+    if (!b) {
+      if (w->stop) break;
+      pthread_cond_wait(&w->qcond, &w->qlock);
+      continue;
+    }
+    pthread_mutex_unlock(&w->qlock);
+    store_chunk_text(b->ev, b->n, &b->text);
+    pthread_mutex_lock(&w->qlock);
+    b->text_ready = 1;
+    pthread_cond_broadcast(&w->qcond);
+  }
+  pthread_mutex_unlock(&w->qlock);
+  return NULL;
+}
+
 static void *writer_main(void *arg) {
   store_writer *w = arg;
   pthread_mutex_lock(&w->qlock);
   for (;;) {
-    while (!w->nfull && !w->stop) pthread_cond_wait(&w->qcond, &w->qlock);
+    while ((!w->nfull && !w->stop) || (w->nfull && needs_text(w->full[w->full_head])))
+      pthread_cond_wait(&w->qcond, &w->qlock);
     if (!w->nfull) break;
     ev_batch *b = w->full[w->full_head];
     w->full_head = (w->full_head + 1) % NBATCHES;
@@ -843,6 +871,7 @@ static void *writer_main(void *arg) {
     }
     pthread_mutex_lock(&w->qlock);
     b->n = b->nrec = 0;
+    b->text_ready = 0;
     w->free_list[w->nfree++] = b;
     pthread_cond_broadcast(&w->qcond);
   }
@@ -883,6 +912,7 @@ static int writer_start(store_writer *w) {
     w->batches[i] = sim_xmalloc(sizeof(ev_batch));
     w->batches[i]->n = w->batches[i]->nrec = 0;
     w->batches[i]->text = (store_bytes){0};
+    w->batches[i]->text_ready = 0;
     w->free_list[w->nfree++] = w->batches[i];
   }
   w->cur = w->free_list[--w->nfree];
@@ -900,7 +930,16 @@ static int writer_start(store_writer *w) {
   wal_open(w);
   pthread_mutex_init(&w->qlock, NULL);
   pthread_cond_init(&w->qcond, NULL);
-  if (pthread_create(&w->thread, NULL, writer_main, w)) {
+  int started = pthread_create(&w->thread, NULL, writer_main, w) == 0;
+  if (started && pthread_create(&w->text_thread, NULL, text_main, w)) {
+    pthread_mutex_lock(&w->qlock);
+    w->stop = 1;
+    pthread_cond_broadcast(&w->qcond);
+    pthread_mutex_unlock(&w->qlock);
+    pthread_join(w->thread, NULL);
+    started = 0;
+  }
+  if (!started) {
     store_cache_kib(w->s, STORE_CACHE_KIB);
     wal_close(w);
     writer_free_batches(w);
@@ -915,11 +954,9 @@ static int writer_start(store_writer *w) {
   return 0;
 }
 
-/* Hands the current batch to the writer and takes an empty one (its chunk starts at seq0). The
- * batch's text form is made here, in the importer's thread, while the writer's thread packs and
- * stores the batch before it: the two forms cost about the same, so each thread takes one. */
+/* Hands the current batch to the writer (and the text thread) and takes an empty one (its chunk
+ * starts at seq0). */
 static int writer_submit(store_writer *w, int take_new, int64_t seq0) {
-  if (w->cur && w->cur->n) store_chunk_text(w->cur->ev, w->cur->n, &w->cur->text);
   pthread_mutex_lock(&w->qlock);
   if (w->cur && (w->cur->n || w->cur->nrec)) {
     w->full[(w->full_head + w->nfull) % NBATCHES] = w->cur;
@@ -971,6 +1008,7 @@ static int writer_stop(store_writer *w) {
   pthread_cond_broadcast(&w->qcond);
   pthread_mutex_unlock(&w->qlock);
   pthread_join(w->thread, NULL);
+  pthread_join(w->text_thread, NULL);
   w->running = 0;
   w->s->async--;
   w->s->writer = NULL;
