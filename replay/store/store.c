@@ -6,8 +6,6 @@
 #include <time.h>
 
 #include <pthread.h>
-#include <fcntl.h>
-#include <unistd.h>
 
 #include "io/frames.h"
 #include "store_int.h"
@@ -502,7 +500,12 @@ int store_begin(store *s) {
 }
 
 int store_commit(store *s) {
-  if (store_exec(s, "COMMIT")) {
+  store_flusher f;
+  int flushing = s->bulk && !store_flusher_start(&f, s);
+  int rc = store_exec(s, "COMMIT");
+  if (flushing) store_flusher_stop(&f);
+  s->bulk = 0;
+  if (rc) {
     store_rollback(s);
     return -1;
   }
@@ -514,6 +517,7 @@ void store_rollback(store *s) {
   if (s->writer) writer_stop(s->writer); /* an importer that failed without aborting its writer */
   if (sqlite3_get_autocommit(s->db) == 0) sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
   s->in_tx = 0;
+  s->bulk = 0;
   /* Ids handed out inside the transaction no longer exist. */
   intern_reset_all(s);
 }
@@ -697,7 +701,7 @@ struct store_writer {
   ev_batch *cur;
   int stop, failed;
   char err[STORE_ERRLEN];
-  int wal_fd; /* the write-ahead log, read-only, to start its writes early (wal_writeback); -1: none */
+  int wal_fd; /* the write-ahead log, to start its writes early (store_flush.c); -1: none */
   chunk_io io; /* the writer thread's (and, while it is stopped, the importer's) */
   /* the observer, and the category changes it made to events already handed over */
   store_event_fn observe;
@@ -780,39 +784,6 @@ int64_t store_writer_events(const store_writer *w) { return w->next - w->first; 
 
 static int insert_batch_recorded(store_writer *w, const ev_batch *b);
 
-/*
- * The commit makes the transaction's pages durable in the write-ahead log (fsync) before it
- * copies them into the database file; a large import leaves most of the log unwritten in the
- * kernel's cache until then, and the commit waits for the disk to take it all. The writer thread
- * instead asks the kernel to start writing the log out after each chunk (Linux's
- * sync_file_range, which only starts the writes and waits for nothing), so that the disk works
- * while the importer parses and the commit's fsync finds little left to do. Durability is the
- * commit's fsync as before; where the call is missing or fails, nothing changes.
- */
-static void wal_open(store_writer *w) {
-  w->wal_fd = -1;
-#ifdef SYNC_FILE_RANGE_WRITE
-  size_t n = strlen(w->s->path) + 5;
-  char *p = sim_xmalloc(n);
-  snprintf(p, n, "%s-wal", w->s->path);
-  w->wal_fd = open(p, O_RDONLY | O_CLOEXEC);
-  free(p);
-#endif
-}
-
-static void wal_writeback(store_writer *w) {
-#ifdef SYNC_FILE_RANGE_WRITE
-  if (w->wal_fd >= 0) sync_file_range(w->wal_fd, 0, 0, SYNC_FILE_RANGE_WRITE);
-#else
-  (void)w;
-#endif
-}
-
-static void wal_close(store_writer *w) {
-  if (w->wal_fd >= 0) close(w->wal_fd);
-  w->wal_fd = -1;
-}
-
 /* A batch's chunk, in the writer thread: packed outside the connection lock, stored inside it
  * (replacing the chunk when an earlier stop stored it part-filled). */
 static int insert_batch_events(store_writer *w, const ev_batch *b) {
@@ -821,7 +792,7 @@ static int insert_batch_events(store_writer *w, const ev_batch *b) {
   pthread_mutex_lock(&w->s->conn_lock);
   int rc = chunk_store(w->s, &w->io, &b->text, w->trace_id, b->seq0, b->n);
   pthread_mutex_unlock(&w->s->conn_lock);
-  wal_writeback(w);
+  store_flush_start(w->wal_fd); /* store_flush.c */
   return rc;
 }
 
@@ -927,7 +898,8 @@ static int writer_start(store_writer *w) {
     writer_free_batches(w);
     return -1;
   }
-  wal_open(w);
+  w->wal_fd = store_flush_open(w->s, "-wal");
+  w->s->bulk = 1;
   pthread_mutex_init(&w->qlock, NULL);
   pthread_cond_init(&w->qcond, NULL);
   int started = pthread_create(&w->thread, NULL, writer_main, w) == 0;
@@ -941,7 +913,7 @@ static int writer_start(store_writer *w) {
   }
   if (!started) {
     store_cache_kib(w->s, STORE_CACHE_KIB);
-    wal_close(w);
+    store_flush_close(w->wal_fd);
     writer_free_batches(w);
     pthread_mutex_destroy(&w->qlock);
     pthread_cond_destroy(&w->qcond);
@@ -1012,7 +984,7 @@ static int writer_stop(store_writer *w) {
   w->running = 0;
   w->s->async--;
   w->s->writer = NULL;
-  wal_close(w);
+  store_flush_close(w->wal_fd);
   if (store_cache_kib(w->s, STORE_CACHE_KIB) && !w->failed) {
     w->failed = 1;
     snprintf(w->err, sizeof w->err, "%s", w->s->err);
