@@ -500,12 +500,7 @@ int store_begin(store *s) {
 }
 
 int store_commit(store *s) {
-  store_flusher f;
-  int flushing = s->bulk && !store_flusher_start(&f, s);
-  int rc = store_exec(s, "COMMIT");
-  if (flushing) store_flusher_stop(&f);
-  s->bulk = 0;
-  if (rc) {
+  if (store_exec(s, "COMMIT")) {
     store_rollback(s);
     return -1;
   }
@@ -517,7 +512,6 @@ void store_rollback(store *s) {
   if (s->writer) writer_stop(s->writer); /* an importer that failed without aborting its writer */
   if (sqlite3_get_autocommit(s->db) == 0) sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
   s->in_tx = 0;
-  s->bulk = 0;
   /* Ids handed out inside the transaction no longer exist. */
   intern_reset_all(s);
 }
@@ -898,8 +892,7 @@ static int writer_start(store_writer *w) {
     writer_free_batches(w);
     return -1;
   }
-  w->wal_fd = store_flush_open(w->s, "-wal");
-  w->s->bulk = 1;
+  w->wal_fd = store_flush_open_wal(w->s);
   pthread_mutex_init(&w->qlock, NULL);
   pthread_cond_init(&w->qcond, NULL);
   int started = pthread_create(&w->thread, NULL, writer_main, w) == 0;

@@ -45,7 +45,6 @@ struct store {
   int async;                /* writer threads running: the connection is shared, use conn_lock */
   pthread_mutex_t conn_lock;
   store_writer *writer;      /* the writer whose thread is running, if any (at most one runs) */
-  int bulk;                  /* a writer's thread ran in this transaction: its commit is large (store_flush.c) */
 };
 
 void store_seterr(store *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -54,27 +53,14 @@ void store_seterr(store *s, const char *fmt, ...) __attribute__((format(printf, 
 int store_lock(store *s);
 void store_unlock(store *s, int token);
 
-/* ---- the disk's writes started early (store_flush.c) ---- */
+/* ---- the log's writes started early (store_flush.c) ---- */
 
-/* The store's file with suffix ("" the database, "-wal" its log) opened to start its writes: a file
- * descriptor, or -1 (none, or no sync_file_range on this system: the calls below then do nothing). */
-int store_flush_open(const store *s, const char *suffix);
+/* The store's write-ahead log opened to start its writes: a file descriptor, or -1 (none, or no
+ * sync_file_range on this system: the calls below then do nothing). Never the database file. */
+int store_flush_open_wal(const store *s);
 /* Asks the kernel to start writing out what fd's file has in its cache (waits for nothing). */
 void store_flush_start(int fd);
 void store_flush_close(int fd);
-
-/* A thread that starts the writes of the database and its log every few milliseconds while a
- * large commit copies the log into the database. */
-typedef struct store_flusher {
-  pthread_t thread;
-  pthread_mutex_t lock;
-  pthread_cond_t cond;
-  int stop;
-  int db_fd, wal_fd;
-} store_flusher;
-/* 0 (call store_flusher_stop after the commit), or -1: nothing started. */
-int store_flusher_start(store_flusher *f, const store *s);
-void store_flusher_stop(store_flusher *f);
 
 /* ---- chunks (store_chunks.c) ---- */
 
