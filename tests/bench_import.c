@@ -24,7 +24,7 @@
  * handing events over), which together are the parse side; the importing thread after the trace's
  * end (the store's commit); the thread that computes the file's digest meanwhile; and the rest of
  * the process, the store's writer threads (one packs and stores the chunks, one writes their text
- * form for the events view, store.c) and the commit's flusher. The table shows the best run of
+ * form for the events view, store.c). The table shows the best run of
  * each figure (the machine may be shared), and what the import would reach on two free cores with
  * a store side of a given cost: the busiest thread, or half the CPU time of them all, whichever
  * is more.
