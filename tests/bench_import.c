@@ -23,7 +23,8 @@
  * importing thread up to the end of the trace (field mapping, interning, the category rules,
  * handing events over), which together are the parse side; the importing thread after the trace's
  * end (the store's commit); the thread that computes the file's digest meanwhile; and the rest of
- * the process, the store's writer thread inserting the events. The table shows the best run of
+ * the process, the store's writer threads (one packs and stores the chunks, one writes their text
+ * form for the events view, store.c). The table shows the best run of
  * each figure (the machine may be shared), and what the import would reach on two free cores with
  * a store side of a given cost: the busiest thread, or half the CPU time of them all, whichever
  * is more.
@@ -42,7 +43,7 @@ typedef struct figures {
   double parse, commit; /* the importing thread's CPU up to the trace's end, and after it (the commit) */
   double reader;        /* the importer's reading and parsing thread ("memplay-jsonl") */
   double dthread;       /* the digest's thread ("memplay-digest") */
-  double writer;        /* the rest: the store's writer thread */
+  double writer;        /* the rest: the store's writer and text threads */
 } figures;
 
 /*
@@ -235,7 +236,7 @@ int main(int argc, char **argv) {
   row("  parse side: the importing thread's CPU to the trace's end", best.parse, ev, "ns/event <= 450");
   row("  the importing thread's CPU after it (the commit)", best.commit, ev, "");
   row("  the digest's thread", best.dthread, ev, "");
-  row("  the store's writer thread (the rest of the process)", best.writer, ev, "");
+  row("  the store's writer and text threads (the rest of the process)", best.writer, ev, "");
   row("  the file's digest, timed alone", best.digest, ev, "");
   /* Two free cores: the busier thread sets the pace while there is work for both cores. */
   double threads[] = {best.reader, best.parse, best.dthread};

@@ -369,12 +369,22 @@ static int store_progress(void *arg) {
   return sqlite3_memory_used() > STORE_MAX_SQLITE_MEMORY;
 }
 
+/* SQLite's page cache of the connection: STORE_CACHE_KIB, or STORE_WRITER_CACHE_KIB while a
+ * writer thread runs (writer_start). 0, or -1. */
+#define STORE_CACHE_KIB 65536
+#define STORE_WRITER_CACHE_KIB 16384
+static int store_cache_kib(store *s, int kib) {
+  char sql[64];
+  snprintf(sql, sizeof sql, "PRAGMA cache_size = -%d", kib);
+  return store_exec(s, sql);
+}
+
 /* A store opened for writing: its pragmas (larger pages for a new file: bulk loads and scans of
  * the event chunks are faster), then the migrations up to this memplay's schema. 0, or -1. */
 static int open_for_writing(store *s, int fresh, int ver, char *err, size_t errlen) {
   if ((fresh && store_exec(s, "PRAGMA page_size = 16384")) || store_exec(s, "PRAGMA journal_mode = WAL") ||
       store_exec(s, "PRAGMA synchronous = NORMAL") || store_exec(s, "PRAGMA foreign_keys = ON") ||
-      store_exec(s, "PRAGMA cache_size = -65536")) {
+      store_cache_kib(s, STORE_CACHE_KIB)) {
     snprintf(err, errlen, "cannot open store '%s': %s", s->path, s->err);
     return -1;
   }
@@ -664,6 +674,8 @@ typedef struct ev_batch {
   store_recorded rec[BATCH_RECORDED];
   int64_t rec_seq[BATCH_RECORDED];
   size_t nrec;
+  store_bytes text; /* the events' text form, made by the text thread */
+  int text_ready;   /* the text form is made (a batch of no events needs none) */
 } ev_batch;
 
 struct store_writer {
@@ -672,8 +684,8 @@ struct store_writer {
   int64_t first, next; /* seq of the first event, and of the next one appended */
   int64_t nrec;
   int64_t first_ts, last_ts;
-  /* the writer thread */
-  pthread_t thread;
+  /* the writer thread, and the text thread beside it */
+  pthread_t thread, text_thread;
   int running;
   pthread_mutex_t qlock;
   pthread_cond_t qcond;
@@ -683,6 +695,7 @@ struct store_writer {
   ev_batch *cur;
   int stop, failed;
   char err[STORE_ERRLEN];
+  int wal_fd; /* the write-ahead log, to start its writes early (store_flush.c); -1: none */
   chunk_io io; /* the writer thread's (and, while it is stopped, the importer's) */
   /* the observer, and the category changes it made to events already handed over */
   store_event_fn observe;
@@ -771,16 +784,44 @@ static int insert_batch_events(store_writer *w, const ev_batch *b) {
   if (!b->n) return 0;
   chunk_pack(&w->io, b->ev, b->n);
   pthread_mutex_lock(&w->s->conn_lock);
-  int rc = chunk_store(w->s, &w->io, w->trace_id, b->seq0, b->n);
+  int rc = chunk_store(w->s, &w->io, &b->text, w->trace_id, b->seq0, b->n);
   pthread_mutex_unlock(&w->s->conn_lock);
+  store_flush_start(w->wal_fd); /* store_flush.c */
   return rc;
+}
+
+static int needs_text(const ev_batch *b) { return b->n && !b->text_ready; }
+
+/* The text thread: makes the text form of each batch handed over, in order, while the writer
+ * thread packs and stores the one before (the two forms cost about the same). */
+static void *text_main(void *arg) {
+  store_writer *w = arg;
+  pthread_mutex_lock(&w->qlock);
+  for (;;) {
+    ev_batch *b = NULL;
+    for (size_t i = 0; i < w->nfull && !b; i++)
+      if (needs_text(w->full[(w->full_head + i) % NBATCHES])) b = w->full[(w->full_head + i) % NBATCHES];
+    if (!b) {
+      if (w->stop) break;
+      pthread_cond_wait(&w->qcond, &w->qlock);
+      continue;
+    }
+    pthread_mutex_unlock(&w->qlock);
+    store_chunk_text(b->ev, b->n, &b->text);
+    pthread_mutex_lock(&w->qlock);
+    b->text_ready = 1;
+    pthread_cond_broadcast(&w->qcond);
+  }
+  pthread_mutex_unlock(&w->qlock);
+  return NULL;
 }
 
 static void *writer_main(void *arg) {
   store_writer *w = arg;
   pthread_mutex_lock(&w->qlock);
   for (;;) {
-    while (!w->nfull && !w->stop) pthread_cond_wait(&w->qcond, &w->qlock);
+    while ((!w->nfull && !w->stop) || (w->nfull && needs_text(w->full[w->full_head])))
+      pthread_cond_wait(&w->qcond, &w->qlock);
     if (!w->nfull) break;
     ev_batch *b = w->full[w->full_head];
     w->full_head = (w->full_head + 1) % NBATCHES;
@@ -795,6 +836,7 @@ static void *writer_main(void *arg) {
     }
     pthread_mutex_lock(&w->qlock);
     b->n = b->nrec = 0;
+    b->text_ready = 0;
     w->free_list[w->nfree++] = b;
     pthread_cond_broadcast(&w->qcond);
   }
@@ -818,6 +860,14 @@ static int writer_resume_chunk(store_writer *w) {
   return 0;
 }
 
+static void writer_free_batches(store_writer *w) {
+  for (int i = 0; i < NBATCHES; i++) {
+    store_bytes_release(&w->batches[i]->text);
+    free(w->batches[i]);
+  }
+  w->cur = NULL;
+}
+
 /* Starts w's thread, after stopping the one running for another writer (one runs at a time). */
 static int writer_start(store_writer *w) {
   if (w->s->writer && w->s->writer != w && writer_stop(w->s->writer)) return -1;
@@ -826,19 +876,38 @@ static int writer_start(store_writer *w) {
   for (int i = 0; i < NBATCHES; i++) {
     w->batches[i] = sim_xmalloc(sizeof(ev_batch));
     w->batches[i]->n = w->batches[i]->nrec = 0;
+    w->batches[i]->text = (store_bytes){0};
+    w->batches[i]->text_ready = 0;
     w->free_list[w->nfree++] = w->batches[i];
   }
   w->cur = w->free_list[--w->nfree];
   if (writer_resume_chunk(w)) {
-    for (int i = 0; i < NBATCHES; i++) free(w->batches[i]);
-    w->cur = NULL;
+    writer_free_batches(w);
     return -1;
   }
+  /* A small page cache while the thread runs: SQLite then writes the chunks' pages out as the
+   * cache fills, in the writer thread beside the importer, instead of most of them at the commit,
+   * after the importer is done (the writer's CPU is about the same; the commit's halves). */
+  if (store_cache_kib(w->s, STORE_WRITER_CACHE_KIB)) {
+    writer_free_batches(w);
+    return -1;
+  }
+  w->wal_fd = store_flush_open_wal(w->s);
   pthread_mutex_init(&w->qlock, NULL);
   pthread_cond_init(&w->qcond, NULL);
-  if (pthread_create(&w->thread, NULL, writer_main, w)) {
-    for (int i = 0; i < NBATCHES; i++) free(w->batches[i]);
-    w->cur = NULL;
+  int started = pthread_create(&w->thread, NULL, writer_main, w) == 0;
+  if (started && pthread_create(&w->text_thread, NULL, text_main, w)) {
+    pthread_mutex_lock(&w->qlock);
+    w->stop = 1;
+    pthread_cond_broadcast(&w->qcond);
+    pthread_mutex_unlock(&w->qlock);
+    pthread_join(w->thread, NULL);
+    started = 0;
+  }
+  if (!started) {
+    store_cache_kib(w->s, STORE_CACHE_KIB);
+    store_flush_close(w->wal_fd);
+    writer_free_batches(w);
     pthread_mutex_destroy(&w->qlock);
     pthread_cond_destroy(&w->qcond);
     store_seterr(w->s, "cannot start the writer thread");
@@ -850,7 +919,8 @@ static int writer_start(store_writer *w) {
   return 0;
 }
 
-/* Hands the current batch to the writer and takes an empty one (its chunk starts at seq0). */
+/* Hands the current batch to the writer (and the text thread) and takes an empty one (its chunk
+ * starts at seq0). */
 static int writer_submit(store_writer *w, int take_new, int64_t seq0) {
   pthread_mutex_lock(&w->qlock);
   if (w->cur && (w->cur->n || w->cur->nrec)) {
@@ -903,13 +973,18 @@ static int writer_stop(store_writer *w) {
   pthread_cond_broadcast(&w->qcond);
   pthread_mutex_unlock(&w->qlock);
   pthread_join(w->thread, NULL);
+  pthread_join(w->text_thread, NULL);
   w->running = 0;
   w->s->async--;
   w->s->writer = NULL;
+  store_flush_close(w->wal_fd);
+  if (store_cache_kib(w->s, STORE_CACHE_KIB) && !w->failed) {
+    w->failed = 1;
+    snprintf(w->err, sizeof w->err, "%s", w->s->err);
+  }
   pthread_mutex_destroy(&w->qlock);
   pthread_cond_destroy(&w->qcond);
-  w->cur = NULL;
-  for (int i = 0; i < NBATCHES; i++) free(w->batches[i]);
+  writer_free_batches(w);
   if (w->failed) {
     store_seterr(w->s, "%s", w->err);
     return -1;

@@ -23,12 +23,11 @@ static void chunk_io_room(chunk_io *io) {
 
 int chunk_pack(chunk_io *io, const sim_event *ev, size_t n) {
   store_chunk_encode(&io->enc, ev, n, &io->blob);
-  store_chunk_text(ev, n, &io->text);
   io->crc = io_crc32(io->blob.p, io->blob.n);
   return 0;
 }
 
-int chunk_store(store *s, chunk_io *io, int64_t trace_id, int64_t seq0, size_t n) {
+int chunk_store(store *s, chunk_io *io, const store_bytes *text, int64_t trace_id, int64_t seq0, size_t n) {
   sqlite3_stmt *q = store_stmt(s, "INSERT OR REPLACE INTO event_chunks(trace_id, chunk, first_seq, n, codec, crc32, data) "
                                   "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)");
   if (!q) return -1;
@@ -46,14 +45,16 @@ int chunk_store(store *s, chunk_io *io, int64_t trace_id, int64_t seq0, size_t n
   sqlite3_bind_int64(q, 1, trace_id);
   sqlite3_bind_int64(q, 2, seq0 >> STORE_CHUNK_SHIFT);
   sqlite3_bind_int64(q, 3, seq0);
-  sqlite3_bind_text(q, 4, (const char *)io->text.p, (int)io->text.n, SQLITE_STATIC);
+  sqlite3_bind_text(q, 4, (const char *)text->p, (int)text->n, SQLITE_STATIC);
   if (sqlite3_step(q) != SQLITE_DONE) return store_fail(s, q, "cannot store events");
   sqlite3_reset(q);
   return 0;
 }
 
 int chunk_put(store *s, chunk_io *io, int64_t trace_id, int64_t seq0, const sim_event *ev, size_t n) {
-  return chunk_pack(io, ev, n) || chunk_store(s, io, trace_id, seq0, n) ? -1 : 0;
+  chunk_pack(io, ev, n);
+  store_chunk_text(ev, n, &io->text);
+  return chunk_store(s, io, &io->text, trace_id, seq0, n);
 }
 
 /* ---- reading one chunk -------------------------------------------------------------------------- */

@@ -53,6 +53,15 @@ void store_seterr(store *s, const char *fmt, ...) __attribute__((format(printf, 
 int store_lock(store *s);
 void store_unlock(store *s, int token);
 
+/* ---- the log's writes started early (store_flush.c) ---- */
+
+/* The store's write-ahead log opened to start its writes: a file descriptor, or -1 (none, or no
+ * sync_file_range on this system: the calls below then do nothing). Never the database file. */
+int store_flush_open_wal(const store *s);
+/* Asks the kernel to start writing out what fd's file has in its cache (waits for nothing). */
+void store_flush_start(int fd);
+void store_flush_close(int fd);
+
 /* ---- chunks (store_chunks.c) ---- */
 
 /* What reading and writing chunks keeps between them: the encoder, a chunk's packed and text
@@ -70,10 +79,13 @@ typedef struct chunk_meta {
   size_t n;
 } chunk_meta;
 
-/* Packs n events into io's blob and text (no SQL: the writer thread does this without the lock). */
+/* Packs n events into io's blob and its checksum (no SQL: the writer thread does this without the
+ * lock). Their text form (store_chunk_text) is made apart: the writer's importer makes it. */
 int chunk_pack(chunk_io *io, const sim_event *ev, size_t n);
-/* Stores what chunk_pack made as the chunk of stored seqs seq0 .. seq0 + n - 1, replacing it. */
-int chunk_store(store *s, chunk_io *io, int64_t trace_id, int64_t seq0, size_t n);
+/* Stores what chunk_pack made, with the same events' text form, as the chunk of stored seqs
+ * seq0 .. seq0 + n - 1, replacing it. */
+int chunk_store(store *s, chunk_io *io, const store_bytes *text, int64_t trace_id, int64_t seq0, size_t n);
+/* Packs, writes as text and stores n events (chunk_pack, store_chunk_text, chunk_store). */
 int chunk_put(store *s, chunk_io *io, int64_t trace_id, int64_t seq0, const sim_event *ev, size_t n);
 /* Reads the first chunk of trace_id at or after from_chunk into io->ev, its seqs counted from
  * base: 1, 0 when there is none, -1 (a chunk that fails its checks is an error naming the trace
