@@ -44,8 +44,11 @@ void sim_grow(void **arr, size_t *cap, size_t need, size_t elem) {
 }
 
 static inline size_t slot_of(uint64_t key, size_t cap) {
-  /* Fibonacci hashing: addresses that are multiples of large powers of two spread well. */
-  return (size_t)((key * UINT64_C(0x9E3779B97F4A7C15)) >> 17) & (cap - 1);
+  /* Fibonacci hashing, the home taken from the product's top bits: those depend on every bit of
+   * the key, so addresses that are multiples of large powers of two spread over every slot (lower
+   * bits of the product are zero for such keys: taking them left 2 MiB-aligned addresses 1/16 of
+   * the slots). cap is a power of two, at least 64. */
+  return (size_t)((key * UINT64_C(0x9E3779B97F4A7C15)) >> (64 - (unsigned)__builtin_ctzll(cap)));
 }
 
 void sim_map_init(sim_map *m) { memset(m, 0, sizeof *m); }
