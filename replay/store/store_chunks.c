@@ -85,14 +85,33 @@ static int chunk_fault(store *s, int64_t trace_id, int64_t chunk, const char *fm
   return -1;
 }
 
-int chunk_decode_row(store *s, sqlite3_stmt *q, int64_t trace_id, int64_t base, chunk_io *io, chunk_meta *m) {
-  m->chunk = sqlite3_column_int64(q, 0);
-  m->seq0 = sqlite3_column_int64(q, 1);
-  int64_t n = sqlite3_column_int64(q, 2);
-  int codec = sqlite3_column_int(q, 3);
-  uint32_t crc = (uint32_t)sqlite3_column_int64(q, 4);
-  const unsigned char *p = sqlite3_column_blob(q, 5);
-  size_t len = (size_t)sqlite3_column_bytes(q, 5);
+/* The packed bytes of the chunk in row rowid, read into b (kept between chunks). SQLite's own
+ * copy of a large value (sqlite3_column_blob) is a new allocation each time, a quarter megabyte
+ * whose pages the kernel faults in and zeroes anew: a tenth of a replay from the store. 0, or -1
+ * (a row whose data is not a blob is a damaged chunk). */
+static int chunk_blob_read(store *s, int64_t trace_id, int64_t chunk, int64_t rowid, store_bytes *b) {
+  sqlite3_blob *h;
+  if (sqlite3_blob_open(s->db, "main", "event_chunks", "data", rowid, 0, &h) != SQLITE_OK) {
+    char why[256];
+    snprintf(why, sizeof why, "%s", sqlite3_errmsg(s->db));
+    sqlite3_blob_close(h);
+    return chunk_fault(s, trace_id, chunk, "has no packed data to read (%s)", why);
+  }
+  size_t len = (size_t)sqlite3_blob_bytes(h);
+  if (len > b->cap) {
+    free(b->p);
+    b->p = sim_xmalloc(len);
+    b->cap = len;
+  }
+  b->n = len;
+  int rc = len ? sqlite3_blob_read(h, b->p, (int)len, 0) : SQLITE_OK;
+  sqlite3_blob_close(h);
+  return rc == SQLITE_OK ? 0 : store_fail(s, NULL, "cannot read events");
+}
+
+/* Checks and decodes a chunk whose row said n, codec and crc, its bytes p[0..len). */
+static int chunk_decode_bytes(store *s, int64_t trace_id, int64_t base, chunk_io *io, chunk_meta *m, int64_t n,
+                              int codec, uint32_t crc, const unsigned char *p, size_t len) {
   if (codec != STORE_CHUNK_CODEC)
     return chunk_fault(s, trace_id, m->chunk, "is of codec %d, which this memplay does not know", codec);
   if (n < 1 || n > STORE_CHUNK_EVENTS || m->seq0 >> STORE_CHUNK_SHIFT != m->chunk ||
@@ -110,8 +129,16 @@ int chunk_decode_row(store *s, sqlite3_stmt *q, int64_t trace_id, int64_t base, 
   return 0;
 }
 
+int chunk_decode_row(store *s, sqlite3_stmt *q, int64_t trace_id, int64_t base, chunk_io *io, chunk_meta *m) {
+  m->chunk = sqlite3_column_int64(q, 0);
+  m->seq0 = sqlite3_column_int64(q, 1);
+  const unsigned char *p = sqlite3_column_blob(q, 5);
+  return chunk_decode_bytes(s, trace_id, base, io, m, sqlite3_column_int64(q, 2), sqlite3_column_int(q, 3),
+                            (uint32_t)sqlite3_column_int64(q, 4), p, (size_t)sqlite3_column_bytes(q, 5));
+}
+
 int chunk_get(store *s, chunk_io *io, int64_t trace_id, int64_t from_chunk, int64_t base, chunk_meta *m) {
-  sqlite3_stmt *q = store_stmt(s, "SELECT chunk, first_seq, n, codec, crc32, data FROM event_chunks "
+  sqlite3_stmt *q = store_stmt(s, "SELECT chunk, first_seq, n, codec, crc32, rowid FROM event_chunks "
                                   "WHERE trace_id = ?1 AND chunk >= ?2 ORDER BY chunk LIMIT 1");
   if (!q) return -1;
   sqlite3_bind_int64(q, 1, trace_id);
@@ -122,8 +149,14 @@ int chunk_get(store *s, chunk_io *io, int64_t trace_id, int64_t from_chunk, int6
     return 0;
   }
   if (rc != SQLITE_ROW) return store_fail(s, q, "cannot read events");
-  rc = chunk_decode_row(s, q, trace_id, base, io, m);
-  sqlite3_reset(q);
+  m->chunk = sqlite3_column_int64(q, 0);
+  m->seq0 = sqlite3_column_int64(q, 1);
+  int64_t n = sqlite3_column_int64(q, 2), rowid = sqlite3_column_int64(q, 5);
+  int codec = sqlite3_column_int(q, 3);
+  uint32_t crc = (uint32_t)sqlite3_column_int64(q, 4);
+  sqlite3_reset(q); /* the blob is read by a handle of its own */
+  if (chunk_blob_read(s, trace_id, m->chunk, rowid, &io->blob)) return -1;
+  rc = chunk_decode_bytes(s, trace_id, base, io, m, n, codec, crc, io->blob.p, io->blob.n);
   return rc ? -1 : 1;
 }
 
@@ -320,34 +353,40 @@ static void copy_timed(void *arg, const sim_event *ev) {
 /* The trace's timed copies (what the copy fit reads): each chunk's checksum checked, then only
  * its enums, dur and size columns decoded. */
 static int copies_u(store *s, int64_t trace_id, void (*fn)(void *arg, const sim_event *ev), void *arg) {
-  sqlite3_stmt *q = store_stmt(s, "SELECT chunk, n, crc32, data FROM event_chunks WHERE trace_id = ?1 AND chunk >= ?2 "
+  sqlite3_stmt *q = store_stmt(s, "SELECT chunk, n, crc32, rowid FROM event_chunks WHERE trace_id = ?1 AND chunk >= ?2 "
                                   "ORDER BY chunk LIMIT 1");
   if (!q) return -1;
   copy_filter f = {fn, arg};
-  for (int64_t next = INT64_MIN;;) {
-    sqlite3_reset(q);
+  store_bytes b = {0};
+  int err = 0;
+  for (int64_t next = INT64_MIN; !err; ) {
     sqlite3_bind_int64(q, 1, trace_id);
     sqlite3_bind_int64(q, 2, next);
     int rc = sqlite3_step(q);
     if (rc == SQLITE_DONE) break;
-    if (rc != SQLITE_ROW) return store_fail(s, q, "cannot read the trace's copies");
-    int64_t chunk = sqlite3_column_int64(q, 0), n = sqlite3_column_int64(q, 1);
-    const unsigned char *p = sqlite3_column_blob(q, 3);
-    size_t len = (size_t)sqlite3_column_bytes(q, 3);
-    uint32_t crc = (uint32_t)sqlite3_column_int64(q, 2), got = io_crc32(p, len);
-    char why[256];
-    if (got != crc) rc = chunk_fault(s, trace_id, chunk, "fails its checksum (CRC-32 %08x stored, %08x computed)", crc, got);
-    else if (n < 0 || store_chunk_copies(p, len, (size_t)n, copy_timed, &f, why, sizeof why))
-      rc = chunk_fault(s, trace_id, chunk, "does not decode to its %lld events: %s", (long long)n, n < 0 ? "a negative count" : why);
-    else rc = 0;
-    if (rc) {
-      sqlite3_reset(q);
-      return -1;
+    if (rc != SQLITE_ROW) {
+      err = store_fail(s, q, "cannot read the trace's copies");
+      break;
     }
+    int64_t chunk = sqlite3_column_int64(q, 0), n = sqlite3_column_int64(q, 1), rowid = sqlite3_column_int64(q, 3);
+    uint32_t crc = (uint32_t)sqlite3_column_int64(q, 2);
+    sqlite3_reset(q); /* the blob is read by a handle of its own */
+    if (chunk_blob_read(s, trace_id, chunk, rowid, &b)) {
+      err = -1;
+      break;
+    }
+    uint32_t got = io_crc32(b.p, b.n);
+    char why[256];
+    if (got != crc)
+      err = chunk_fault(s, trace_id, chunk, "fails its checksum (CRC-32 %08x stored, %08x computed)", crc, got);
+    else if (n < 0 || store_chunk_copies(b.p, b.n, (size_t)n, copy_timed, &f, why, sizeof why))
+      err = chunk_fault(s, trace_id, chunk, "does not decode to its %lld events: %s", (long long)n,
+                        n < 0 ? "a negative count" : why);
     next = chunk + 1;
   }
   sqlite3_reset(q);
-  return 0;
+  store_bytes_release(&b);
+  return err;
 }
 
 int store_trace_copies(store *s, int64_t trace_id, void (*fn)(void *arg, const sim_event *ev), void *arg) {

@@ -53,6 +53,16 @@ sqlite3 "$DB" "UPDATE event_chunks SET n = n - 1 WHERE chunk = 2"
 expect 1 replay victim --no-save
 has "$T/err" "chunk 2 does not decode to its"
 expect 3 check-store
+# a chunk whose data is not bytes (a number): the reader's blob handle cannot open it; named, exit 1
+cp "$T/good.db" "$DB"
+sqlite3 "$DB" "UPDATE event_chunks SET data = 5 WHERE chunk = 1"
+for cmd in "replay victim --no-save" "replay victim --allocator ideal --no-save"; do
+  # shellcheck disable=SC2086
+  expect 1 $cmd
+  has "$T/err" "trace 'victim'"
+  has "$T/err" "chunk 1 has no packed data"
+done
+expect 3 check-store
 # its text form changed by hand: what SQL reads no longer matches
 cp "$T/good.db" "$DB"
 sqlite3 "$DB" "UPDATE event_rows SET rows = '[]' WHERE chunk = 0"
