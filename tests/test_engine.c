@@ -319,10 +319,9 @@ static void peak_state_taken_when_it_changes(void) {
   free(b.ev);
 }
 
-/* The same on the generated trace with a capacity that makes it run out now and then, through one
- * engine kept for every replay: each replay gives what a new engine gives. */
-static void kept_engine_matches_new_engines(void) {
-  gen_config gc = {60000, 7, 0};
+/* The generated trace of n events (seed), held in memory. */
+static evbuf generated(uint64_t n, uint64_t seed) {
+  gen_config gc = {n, seed, 0};
   gen *g = gen_new(&gc);
   evbuf b = {0};
   replay_source gs = gen_source(g);
@@ -332,6 +331,13 @@ static void kept_engine_matches_new_engines(void) {
     b.ev[b.n++] = ev;
   }
   gen_free(g);
+  return b;
+}
+
+/* The same on the generated trace with a capacity that makes it run out now and then, through one
+ * engine kept for every replay: each replay gives what a new engine gives. */
+static void kept_engine_matches_new_engines(void) {
+  evbuf b = generated(60000, 7);
   replay_engine *kept = replay_engine_new();
   /* a model run twice in a row is reset by the kept engine, not made again */
   const char *models[] = {"torch", "torch", "ideal", "bfc", "bfc", "torch", "async", "async", "cuda", "cuda"};
@@ -428,16 +434,7 @@ static void check_same_result(const replay_result *a, const replay_result *b) {
  * the event loop and keeps one device's figures in the totals: it must give what the checked and
  * the observed replays give, on one device and when a second comes part-way. */
 static void plain_replay_matches_checked_and_observed(void) {
-  gen_config gc = {20000, 11, 0};
-  gen *g = gen_new(&gc);
-  evbuf b = {0};
-  replay_source gs = gen_source(g);
-  sim_event ev;
-  while (replay_source_next(&gs, &ev) > 0) {
-    sim_grow((void **)&b.ev, &b.cap, b.n + 1, sizeof *b.ev);
-    b.ev[b.n++] = ev;
-  }
-  gen_free(g);
+  evbuf b = generated(20000, 11);
   evbuf two = {0}; /* the same, the second half's new allocations on device 2 */
   sim_grow((void **)&two.ev, &two.cap, b.n, sizeof *two.ev);
   memcpy(two.ev, b.ev, b.n * sizeof *b.ev);
