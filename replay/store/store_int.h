@@ -15,6 +15,9 @@ const char *store_migration_after(int version);
  * sqlite_* objects aside): 0 yes; 1 no, with the first object memplay did not make (or made
  * otherwise) described in what; -1 on an error (its message in what). */
 int store_schema_check(sqlite3 *db, int version, char *what, size_t n);
+/* The schema objects (type, name, SQL) of db, sorted, one per line of a single string (free it with
+ * sqlite3_free), or NULL. */
+char *store_schema_listing(sqlite3 *db);
 
 /* Interning of byte strings to ids, in memory, in front of the SQL tables. */
 typedef struct intern_entry {

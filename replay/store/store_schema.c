@@ -302,8 +302,7 @@ const char *store_migration_after(int version) {
 
 /* ---- the schema a store may have ---------------------------------------------------------------- */
 
-/* The schema objects (type, name, SQL) of db, sorted, one per row of a single string. */
-static char *schema_listing(sqlite3 *db) {
+char *store_schema_listing(sqlite3 *db) {
   sqlite3_stmt *q;
   const char *sql = "SELECT group_concat(type || ' ' || name || ' ' || coalesce(sql, ''), char(10)) FROM "
                     "(SELECT type, name, sql FROM sqlite_schema WHERE name NOT LIKE 'sqlite\\_%' ESCAPE '\\' "
@@ -360,7 +359,7 @@ int store_schema_check(sqlite3 *db, int version, char *what, size_t n) {
   for (int v = 1; v <= version && !rc; v++)
     rc = sqlite3_exec(ref, store_migration(v), NULL, NULL, NULL) != SQLITE_OK ||
          (store_migration_after(v) && sqlite3_exec(ref, store_migration_after(v), NULL, NULL, NULL) != SQLITE_OK);
-  char *mine = rc ? NULL : schema_listing(db), *want = rc ? NULL : schema_listing(ref);
+  char *mine = rc ? NULL : store_schema_listing(db), *want = rc ? NULL : store_schema_listing(ref);
   if (rc || !mine || !want) {
     snprintf(what, n, "%s", rc ? "cannot build the reference schema" : sqlite3_errmsg(mine ? ref : db));
     rc = -1;
