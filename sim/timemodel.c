@@ -27,6 +27,7 @@
 #define TM_DEP_TOLERANCE 2000      /* ns: a recorded start this close after a recorded end follows it */
 #define TM_SEG_RING 1024           /* recent attributed segments, to split them at step ends */
 #define TM_ITEM_CACHE_BITS 8       /* critical-path items looked up without the map */
+#define TM_KERNEL_NAMES (1 << 20)  /* kernels with a name id below this find their item by it */
 #define TM_FIXED_KINDS 16          /* event kinds whose unnamed items have a slot of their own (a power of two) */
 #define TM_MAX_DEVICES 64
 #define TM_MAX_ENGINES 16
@@ -147,6 +148,8 @@ struct sim_tm {
   uint64_t item_cache_key[1 << TM_ITEM_CACHE_BITS]; /* item hash + 1, 0 empty */
   size_t item_cache_idx[1 << TM_ITEM_CACHE_BITS];
   uint32_t item_fixed[16][TM_FIXED_KINDS]; /* items without name, dir or mem, by what and kind: index + 1, 0 none */
+  uint32_t *kernel_item;  /* a kernel's item by its name id: index + 1, 0 not yet */
+  size_t kernel_item_cap;
   tm_item_state *items;
   sim_tm_item *item_meta; /* what each item is (its totals are in items) */
   size_t nitems, items_cap;
@@ -248,7 +251,8 @@ __attribute__((noinline, cold)) static size_t item_new(sim_tm *tm, const tm_key 
     size_t cap = tm->items_cap;
     sim_grow((void **)&tm->items, &tm->items_cap, tm->nitems + 1, sizeof *tm->items);
     if (tm->items_cap != cap) tm->item_meta = sim_xrealloc(tm->item_meta, tm->items_cap * sizeof *tm->item_meta);
-    tm->items[tm->nitems] = (tm_item_state){.last_seq = -1, .order = -1, .cls = what_class[k->what]};
+    /* last_seq: no event's (seqs are -1 or more), so the first attribution starts an occurrence */
+    tm->items[tm->nitems] = (tm_item_state){.last_seq = INT64_MIN, .order = -1, .cls = what_class[k->what]};
     tm->item_meta[tm->nitems] = (sim_tm_item){.cls = what_class[k->what], .what = k->what, .kind = k->kind,
                                               .dir = k->dir, .mem = k->mem, .name = k->name};
     *slot = tm->nitems++;
@@ -275,16 +279,17 @@ static inline size_t item_index(sim_tm *tm, const tm_key *k) {
   return tm->item_cache_idx[c];
 }
 
-/* Attributes [t0, t1) (non-empty, from the frontier on) to item idx, for event seq. Each item
- * keeps its total, its occurrences (the attributions to one event make one) and the largest. */
-TM_HOT void emit_to(sim_tm *tm, int64_t t0, int64_t t1, size_t idx, int64_t seq) {
+/* Attributes [t0, t1) (non-empty, from the frontier on) to item idx of class cls, for event seq.
+ * Each item keeps its total, its occurrences (the attributions to one event make one) and the
+ * largest. Callers that know the item's class pass it as a constant. */
+TM_HOT void emit_to_cls(sim_tm *tm, int64_t t0, int64_t t1, size_t idx, int cls, int64_t seq) {
   tm_item_state *s = &tm->items[idx];
   int64_t dt = t1 - t0;
   tm->frontier = t1;
-  tm->cum[s->cls] += dt;
+  tm->cum[cls] += dt;
   s->total += dt;
-  if (seq != s->last_seq || s->count == 0) { /* a new occurrence */
-    if (s->count == 0) s->order = tm->nattributed++;
+  if (seq != s->last_seq) { /* a new occurrence (an item's first too: see item_new) */
+    if (__builtin_expect(s->count == 0, 0)) s->order = tm->nattributed++;
     if (s->cur > s->max) s->max = s->cur, s->max_seq = s->last_seq;
     s->cur = dt;
     s->last_seq = seq;
@@ -295,7 +300,11 @@ TM_HOT void emit_to(sim_tm *tm, int64_t t0, int64_t t1, size_t idx, int64_t seq)
   uint64_t i = tm->nsegs++ & (TM_SEG_RING - 1);
   tm->segs[i].t0 = t0;
   tm->segs[i].t1 = t1;
-  tm->segs[i].cls = s->cls;
+  tm->segs[i].cls = cls;
+}
+
+TM_HOT void emit_to(sim_tm *tm, int64_t t0, int64_t t1, size_t idx, int64_t seq) {
+  emit_to_cls(tm, t0, t1, idx, tm->items[idx].cls, seq);
 }
 
 /* Attributes [t0, t1) of predicted time to k; the part before the frontier is already explained. */
@@ -323,7 +332,7 @@ TM_HOT void emit_fixed(sim_tm *tm, int64_t t0, int64_t t1, int what, int kind, i
     tm_key k = key_of(what, kind, 0, 0, 0);
     emit_to(tm, t0, t1, item_index(tm, &k), seq);
   } else {
-    emit_to(tm, t0, t1, item_fixed(tm, what, kind), seq);
+    emit_to_cls(tm, t0, t1, item_fixed(tm, what, kind), what_class[what], seq);
   }
 }
 
@@ -368,12 +377,38 @@ static inline void walk_fixed(sim_tm *tm, int64_t t0, int64_t t1, int what, int 
   }
 }
 
+/* The item of operation o (a kernel or memset by name), through the item cache; a kernel's
+ * is then kept by its name id too. */
+__attribute__((noinline)) static size_t op_item_lookup(sim_tm *tm, const tm_op *o) {
+  tm_key k = key_of(o->what, o->kind, o->what == SIM_TM_W_KERNEL || o->what == SIM_TM_W_MEMSET ? o->name : 0, o->dir,
+                    o->mem);
+  size_t idx = item_index(tm, &k);
+  /* a kernel's key is its name alone: its kind is always a kernel's, it has no dir or mem */
+  if (o->what == SIM_TM_W_KERNEL && o->name >= 0 && o->name < TM_KERNEL_NAMES) {
+    size_t n = (size_t)o->name;
+    if (n >= tm->kernel_item_cap) {
+      size_t cap = tm->kernel_item_cap;
+      sim_grow((void **)&tm->kernel_item, &tm->kernel_item_cap, n + 1, sizeof *tm->kernel_item);
+      memset(tm->kernel_item + cap, 0, (tm->kernel_item_cap - cap) * sizeof *tm->kernel_item);
+    }
+    tm->kernel_item[n] = (uint32_t)idx + 1;
+  }
+  return idx;
+}
+
+/* The item of operation o: a kernel's by its name id once it has been looked up. */
+static inline size_t op_item(sim_tm *tm, const tm_op *o) {
+  if (o->what == SIM_TM_W_KERNEL && (uint64_t)o->name < tm->kernel_item_cap) {
+    uint32_t x = tm->kernel_item[o->name];
+    if (x) return x - 1;
+  }
+  return op_item_lookup(tm, o);
+}
+
 /* A piece of a walk that an operation ran in: its item is the operation (a kernel by name). */
 static inline void walk_op(sim_tm *tm, int64_t t0, int64_t t1, const tm_op *o) {
   if (t1 <= t0) return;
-  tm_key k = key_of(o->what, o->kind, o->what == SIM_TM_W_KERNEL || o->what == SIM_TM_W_MEMSET ? o->name : 0, o->dir,
-                    o->mem);
-  walk_push(tm, t0, t1, item_index(tm, &k), o->seq);
+  walk_push(tm, t0, t1, op_item(tm, o), o->seq);
 }
 
 /* Attributes the pieces of a walk, in time order (the walk found them last first). */
@@ -1178,6 +1213,7 @@ void sim_tm_free(sim_tm *tm) {
   free(tm->ops);
   free(tm->items);
   free(tm->item_meta);
+  free(tm->kernel_item);
   free(tm->walk);
   free(tm->steps);
   free(tm->step_rec_start);
