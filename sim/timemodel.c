@@ -136,7 +136,8 @@ struct sim_tm {
   size_t nstreams, streams_cap;
   sim_map stream_idx;
   uint64_t last_stream_key; /* key + 1 of the stream looked up last, 0 none */
-  size_t last_stream;
+  tm_stream *last_stream;   /* that stream (streams grow only in stream_lookup, which sets it) */
+  tm_device *last_dev;      /* and its device */
   tm_op *ops;
   int64_t nops;
   int64_t last_end, last_end_op; /* the latest-ending operation on any device */
@@ -192,7 +193,7 @@ static int64_t recorded_call(const sim_event *ev) {
 }
 
 static tm_op *op_get(sim_tm *tm, int64_t id) {
-  if (id < 0 || id >= tm->nops) return NULL; /* a slot is written once its first op is committed */
+  if ((uint64_t)id >= (uint64_t)tm->nops) return NULL; /* below 0 too */ /* a slot is written once its first op is committed */
   tm_op *o = &tm->ops[(uint64_t)id & (TM_OP_RING - 1)];
   return o->id == id ? o : NULL;
 }
@@ -574,14 +575,22 @@ static tm_stream *stream_lookup(sim_tm *tm, int device, int64_t stream, uint64_t
     *slot = tm->nstreams++;
   }
   tm->last_stream_key = key + 1;
-  tm->last_stream = (size_t)*slot;
-  return &tm->streams[*slot];
+  tm->last_stream = &tm->streams[*slot];
+  return tm->last_stream;
 }
 
-static inline tm_stream *stream_of(sim_tm *tm, int device, int64_t stream) {
-  uint64_t key = (uint64_t)stream ^ ((uint64_t)device << 56);
-  if (tm->last_stream_key == key + 1) return &tm->streams[tm->last_stream]; /* most events repeat the stream */
-  return stream_lookup(tm, device, stream, key);
+/* The stream of a device operation, and its device (*dv): most events repeat the last one. */
+static inline tm_stream *stream_of(sim_tm *tm, const sim_event *ev, tm_device **dv) {
+  int d = ev->device >= 0 && ev->device < TM_MAX_DEVICES ? ev->device : 0;
+  uint64_t key = (uint64_t)ev->stream ^ ((uint64_t)d << 56);
+  if (tm->last_stream_key == key + 1) {
+    *dv = tm->last_dev;
+    return tm->last_stream;
+  }
+  *dv = device_of(tm, ev, NULL);
+  tm_stream *st = stream_lookup(tm, d, ev->stream, key);
+  tm->last_dev = *dv;
+  return st;
 }
 
 static tm_stream *stream_find(sim_tm *tm, int device, int64_t stream) {
@@ -628,7 +637,7 @@ TM_HOT void op_start(sim_tm *tm, tm_device *dv, tm_stream *st, const sim_event *
   /* An operation that the recording shows started before the stream's last placed one (it was
    * launched before the trace began, and the trace places it at its device start) ran ahead of
    * it: it keeps its own time and does not hold the stream back. */
-  p->before = ev->dev_ts >= 0 && st->rec_last != TM_UNKNOWN && ev->dev_ts < st->rec_last;
+  p->before = ev->dev_ts >= 0 && ev->dev_ts < st->rec_last; /* an unknown rec_last is INT64_MIN */
   if (!p->before && st->ready > t) t = st->ready, pred = st->last_op;
   /* what the recording says it could have started at, by the same rules */
   int64_t rec_ready = TM_UNKNOWN, rec_start = ev->dev_ts;
@@ -795,9 +804,8 @@ static inline int64_t device_scaled(sim_tm *tm, const sim_event *ev, int64_t dur
 }
 
 static int64_t on_kernel(sim_tm *tm, const sim_event *ev, int64_t h, int64_t rec) {
-  int d;
-  tm_device *dv = device_of(tm, ev, &d);
-  tm_stream *st = stream_of(tm, d, ev->stream);
+  tm_device *dv;
+  tm_stream *st = stream_of(tm, ev, &dv);
   int blocked;
   int64_t t = launch_queue(tm, dv, h, ev, &blocked);
   int64_t own = call_overhead(tm, rec, blocked);
@@ -824,7 +832,7 @@ static int64_t on_kernel(sim_tm *tm, const sim_event *ev, int64_t h, int64_t rec
   op_start(tm, dv, st, ev, &p);
   op_commit(tm, dv, st, ev, &p, p.start + dur, ev->kind == SIM_EV_KERNEL ? SIM_TM_W_KERNEL : SIM_TM_W_MEMSET, 0, 0);
   tm->r.compute_busy_ns += dur;
-  emit_what(tm, t, t + own, SIM_TM_W_CALL, ev);
+  emit_fixed(tm, t, t + own, SIM_TM_W_CALL, ev->kind, ev->seq); /* a kernel's call: unnamed */
   return t + own;
 }
 
@@ -1018,9 +1026,8 @@ static int64_t on_copy(sim_tm *tm, const sim_event *ev, int64_t h, int64_t rec) 
     tm->r.blocked_copy_ns += c.dur;
     return h + c.dur;
   }
-  int d;
-  tm_device *dv = device_of(tm, ev, &d);
-  tm_stream *st = stream_of(tm, d, ev->stream);
+  tm_device *dv;
+  tm_stream *st = stream_of(tm, ev, &dv);
   /* A call that blocks records its wait in its duration: its own part is the launch overhead. */
   int blocked;
   int64_t t = launch_queue(tm, dv, h, ev, &blocked);
