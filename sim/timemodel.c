@@ -29,6 +29,7 @@
 #define TM_ITEM_CACHE_BITS 8       /* critical-path items looked up without the map */
 #define TM_KERNEL_NAMES (1 << 20)  /* kernels with a name id below this find their item by it */
 #define TM_FIXED_KINDS 16          /* event kinds whose unnamed items have a slot of their own (a power of two) */
+#define TM_NFIXED (SIM_TM__NWHAT * TM_FIXED_KINDS) /* those slots: the first items, what * TM_FIXED_KINDS + kind */
 #define TM_MAX_DEVICES 64
 #define TM_MAX_ENGINES 16
 #define TM_MAX_QUEUE 65536
@@ -148,7 +149,6 @@ struct sim_tm {
   sim_map item_idx;
   uint64_t item_cache_key[1 << TM_ITEM_CACHE_BITS]; /* item hash + 1, 0 empty */
   size_t item_cache_idx[1 << TM_ITEM_CACHE_BITS];
-  uint32_t item_fixed[16][TM_FIXED_KINDS]; /* items without name, dir or mem, by what and kind: index + 1, 0 none */
   uint32_t *kernel_item;  /* a kernel's item by its name id: index + 1, 0 not yet */
   size_t kernel_item_cap;
   tm_item_state *items;
@@ -261,16 +261,35 @@ __attribute__((noinline, cold)) static size_t item_new(sim_tm *tm, const tm_key 
   return (size_t)*slot;
 }
 
+/* The slot of the item of `what` for an event of kind `kind` (< TM_FIXED_KINDS): made with the model. */
+TM_HOT size_t item_fixed(sim_tm *tm, int what, int kind) {
+  (void)tm;
+  return (size_t)what * TM_FIXED_KINDS + (size_t)kind;
+}
+
+/* The items without name, direction or memory kind of the first TM_FIXED_KINDS event kinds,
+ * most attributions' (the host's gaps, calls by kind, device waits, launch latency), made with
+ * the model at fixed indices: an attribution to one needs no lookup. */
+static void items_fixed_init(sim_tm *tm) {
+  sim_grow((void **)&tm->items, &tm->items_cap, TM_NFIXED, sizeof *tm->items);
+  tm->item_meta = sim_xrealloc(tm->item_meta, tm->items_cap * sizeof *tm->item_meta);
+  for (int what = 0; what < SIM_TM__NWHAT; what++) {
+    for (int kind = 0; kind < TM_FIXED_KINDS; kind++) {
+      size_t i = item_fixed(tm, what, kind);
+      tm->items[i] = (tm_item_state){.last_seq = INT64_MIN, .order = -1, .cls = what_class[what]};
+      tm->item_meta[i] = (sim_tm_item){.cls = what_class[what], .what = what, .kind = kind};
+    }
+  }
+  tm->nitems = TM_NFIXED;
+}
+
 /* The index of k's item, made when first asked for (the items are reported in the order they
  * were first attributed time, kept in `order`). Items with neither name nor direction nor
  * memory kind, most of them, have a slot each; the others go through a small direct-mapped
  * cache in front of the map (most attributions repeat a few items). */
 static inline size_t item_index(sim_tm *tm, const tm_key *k) {
-  if (!(k->hash & ~(((uint64_t)TM_FIXED_KINDS - 1) << 40 | UINT64_C(0xf) << 48))) {
-    uint32_t *f = &tm->item_fixed[k->what & 0xf][k->kind & (TM_FIXED_KINDS - 1)];
-    if (!*f) *f = (uint32_t)item_new(tm, k) + 1;
-    return *f - 1;
-  }
+  if (!(k->hash & ~(((uint64_t)TM_FIXED_KINDS - 1) << 40 | UINT64_C(0xf) << 48)))
+    return (size_t)k->what * TM_FIXED_KINDS + (k->kind & (TM_FIXED_KINDS - 1));
   uint64_t hash = k->hash;
   uint64_t c = (hash * UINT64_C(0x9E3779B97F4A7C15)) >> (64 - TM_ITEM_CACHE_BITS);
   if (tm->item_cache_key[c] != hash + 1) {
@@ -313,16 +332,6 @@ TM_HOT void emit(sim_tm *tm, int64_t t0, int64_t t1, const tm_key *k, int64_t se
   if (t0 < tm->frontier) t0 = tm->frontier;
   if (t1 <= t0) return;
   emit_to(tm, t0, t1, item_index(tm, k), seq);
-}
-
-/* The slot of the item of `what` for an event of kind `kind` (< TM_FIXED_KINDS), made when first asked for. */
-TM_HOT size_t item_fixed(sim_tm *tm, int what, int kind) {
-  uint32_t *f = &tm->item_fixed[what][kind];
-  if (__builtin_expect(!*f, 0)) {
-    tm_key k = key_of(what, kind, 0, 0, 0);
-    *f = (uint32_t)item_new(tm, &k) + 1;
-  }
-  return *f - 1;
 }
 
 /* emit() for an item without name, direction or memory kind. */
@@ -509,7 +518,7 @@ static void step_open(sim_tm *tm, const sim_event *ev, int64_t h) {
   }
 }
 
-static void on_marker(sim_tm *tm, const sim_event *ev, int64_t h) {
+__attribute__((noinline)) static void on_marker(sim_tm *tm, const sim_event *ev, int64_t h) {
   if (ev->flags & SIM_EVF_STEP_END) {
     if (tm->open_step >= 0) {
       sim_tm_step *s = &tm->steps[tm->open_step];
@@ -579,17 +588,18 @@ static tm_stream *stream_lookup(sim_tm *tm, int device, int64_t stream, uint64_t
   return tm->last_stream;
 }
 
+/* stream_of() for another stream than the last: its device set up, the stream found or made. */
+__attribute__((noinline)) static tm_stream *stream_switch(sim_tm *tm, const sim_event *ev, int d, uint64_t key) {
+  tm->last_dev = device_of(tm, ev, NULL);
+  return stream_lookup(tm, d, ev->stream, key);
+}
+
 /* The stream of a device operation, and its device (*dv): most events repeat the last one. */
-static inline tm_stream *stream_of(sim_tm *tm, const sim_event *ev, tm_device **dv) {
+TM_HOT tm_stream *stream_of(sim_tm *tm, const sim_event *ev, tm_device **dv) {
   int d = ev->device >= 0 && ev->device < TM_MAX_DEVICES ? ev->device : 0;
   uint64_t key = (uint64_t)ev->stream ^ ((uint64_t)d << 56);
-  if (tm->last_stream_key == key + 1) {
-    *dv = tm->last_dev;
-    return tm->last_stream;
-  }
-  *dv = device_of(tm, ev, NULL);
-  tm_stream *st = stream_lookup(tm, d, ev->stream, key);
-  tm->last_dev = *dv;
+  tm_stream *st = tm->last_stream_key == key + 1 ? tm->last_stream : stream_switch(tm, ev, d, key);
+  *dv = tm->last_dev;
   return st;
 }
 
@@ -803,7 +813,7 @@ static inline int64_t device_scaled(sim_tm *tm, const sim_event *ev, int64_t dur
   return device_scaled_to(tm, ev, dur);
 }
 
-static int64_t on_kernel(sim_tm *tm, const sim_event *ev, int64_t h, int64_t rec) {
+TM_HOT int64_t on_kernel(sim_tm *tm, const sim_event *ev, int64_t h, int64_t rec) {
   tm_device *dv;
   tm_stream *st = stream_of(tm, ev, &dv);
   int blocked;
@@ -1016,7 +1026,7 @@ static int64_t copy_staged_d2h(sim_tm *tm, const sim_event *ev, tm_device *dv, t
   return t + tm->dev.sync_latency;
 }
 
-static int64_t on_copy(sim_tm *tm, const sim_event *ev, int64_t h, int64_t rec) {
+__attribute__((noinline)) static int64_t on_copy(sim_tm *tm, const sim_event *ev, int64_t h, int64_t rec) {
   const sim_device_profile *pf = &tm->dev;
   tm->r.copies_n++;
   copy_plan c;
@@ -1201,6 +1211,7 @@ sim_tm *sim_tm_new(const sim_tm_config *cfg) {
   tm->open_step = -1;
   tm->last_end = INT64_MIN;
   tm->last_end_op = -1;
+  items_fixed_init(tm);
   scaling_init(tm);
   tm->r.copies_fitted = cfg->copy_fit && !tm->scaling && cfg->copy_timing != SIM_TM_TIMING_PROFILE;
   tm->r.copy_fit = tm->r.copies_fitted ? cfg->copy_fit : NULL;
