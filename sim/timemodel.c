@@ -155,10 +155,10 @@ struct sim_tm {
   sim_tm_item *item_meta; /* what each item is (its totals are in items) */
   size_t nitems, items_cap;
   int64_t nattributed; /* items attributed some time so far */
-  struct {
-    int64_t t0, t1;
-    int cls;
-  } segs[TM_SEG_RING];
+  /* the ring of recent attributed segments, [t0, t1) of class cls, as three arrays: each store
+   * then takes the ring's index as it is */
+  int64_t seg_t0[TM_SEG_RING], seg_t1[TM_SEG_RING];
+  uint8_t seg_cls[TM_SEG_RING];
   uint64_t nsegs;
   tm_seg *walk;
   size_t nwalk, walk_cap;
@@ -318,9 +318,9 @@ TM_HOT void emit_to_cls(sim_tm *tm, int64_t t0, int64_t t1, size_t idx, int cls,
     s->cur += dt;
   }
   uint64_t i = tm->nsegs++ & (TM_SEG_RING - 1);
-  tm->segs[i].t0 = t0;
-  tm->segs[i].t1 = t1;
-  tm->segs[i].cls = cls;
+  tm->seg_t0[i] = t0;
+  tm->seg_t1[i] = t1;
+  tm->seg_cls[i] = (uint8_t)cls;
 }
 
 TM_HOT void emit_to(sim_tm *tm, int64_t t0, int64_t t1, size_t idx, int64_t seq) {
@@ -364,8 +364,8 @@ static void cum_at(sim_tm *tm, int64_t e, int64_t out[SIM_TM__NCLASS]) {
   uint64_t n = tm->nsegs < TM_SEG_RING ? tm->nsegs : TM_SEG_RING;
   for (uint64_t j = 0; j < n; j++) {
     uint64_t i = (tm->nsegs - 1 - j) % TM_SEG_RING;
-    if (tm->segs[i].t1 <= e) break;
-    out[tm->segs[i].cls] -= tm->segs[i].t1 - max64(tm->segs[i].t0, e);
+    if (tm->seg_t1[i] <= e) break;
+    out[tm->seg_cls[i]] -= tm->seg_t1[i] - max64(tm->seg_t0[i], e);
   }
 }
 
@@ -1246,27 +1246,31 @@ void sim_tm_event(sim_tm *tm, const sim_event *ev, const sim_tm_alloc *a, int ro
     tm->start = tm->frontier = h;
   }
   if (h > tm->frontier) emit_fixed(tm, tm->frontier, h, SIM_TM_W_HOST, 0, ev->seq);
-  int64_t rec = recorded_call(ev), end;
-  int replaced = role == SIM_TM_ROLE_ALLOCATOR_CALL || (ev->flags & SIM_EVF_DEVICE_API);
-  switch (ev->kind) {
-  case SIM_EV_KERNEL:
-  case SIM_EV_MEMSET: end = on_kernel(tm, ev, h, rec); break;
-  case SIM_EV_MEMCPY: end = on_copy(tm, ev, h, rec); break;
-  case SIM_EV_SYNC: end = allocator_calls(tm, ev, a, on_sync(tm, ev, h, rec)); break;
-  case SIM_EV_MARKER:
-    on_marker(tm, ev, h);
-    end = h;
-    break;
-  case SIM_EV_HOST_ALLOC:
-  case SIM_EV_HOST_FREE: end = on_host_memory(tm, ev, h, rec); break;
-  default: {
-    /* allocations, frees, empty_cache, api calls: their own recorded time (unless it was the
-     * recorded allocator's driver call, which the replayed allocator's calls replace), then
-     * what the replayed allocator's driver calls cost */
-    int64_t own = replaced || rec < 0 ? 0 : rec;
-    emit_what(tm, h, h + own, SIM_TM_W_CALL, ev);
-    end = allocator_calls(tm, ev, a, h + own);
-  }
+  int64_t rec, end;
+  if (ev->kind == SIM_EV_KERNEL || ev->kind == SIM_EV_MEMSET) { /* most events: recorded_call's rule for them */
+    rec = ev->api_dur >= 0 ? ev->api_dur : -1;
+    end = on_kernel(tm, ev, h, rec);
+  } else {
+    rec = recorded_call(ev);
+    int replaced = role == SIM_TM_ROLE_ALLOCATOR_CALL || (ev->flags & SIM_EVF_DEVICE_API);
+    switch (ev->kind) {
+    case SIM_EV_MEMCPY: end = on_copy(tm, ev, h, rec); break;
+    case SIM_EV_SYNC: end = allocator_calls(tm, ev, a, on_sync(tm, ev, h, rec)); break;
+    case SIM_EV_MARKER:
+      on_marker(tm, ev, h);
+      end = h;
+      break;
+    case SIM_EV_HOST_ALLOC:
+    case SIM_EV_HOST_FREE: end = on_host_memory(tm, ev, h, rec); break;
+    default: {
+      /* allocations, frees, empty_cache, api calls: their own recorded time (unless it was the
+       * recorded allocator's driver call, which the replayed allocator's calls replace), then
+       * what the replayed allocator's driver calls cost */
+      int64_t own = replaced || rec < 0 ? 0 : rec;
+      emit_what(tm, h, h + own, SIM_TM_W_CALL, ev);
+      end = allocator_calls(tm, ev, a, h + own);
+    }
+    }
   }
   int64_t m = end - h, recorded = rec < 0 ? 0 : rec;
   if (m != recorded) heap_push(tm, ev->ts + recorded, HEAP_ADJUST, m - recorded);
