@@ -126,6 +126,7 @@ struct sim_tm {
   sim_device_profile rec; /* the recorded device's, copied, when scaling */
   int scaling;            /* recorded durations are scaled from rec to dev */
   int unscaled;           /* kernel_scale is 1 */
+  int plain;              /* kernels take their recorded durations: unscaled, not scaling, no scenario's */
   /* host */
   int started;
   int64_t shift, start, frontier;
@@ -813,12 +814,9 @@ static inline int64_t device_scaled(sim_tm *tm, const sim_event *ev, int64_t dur
   return device_scaled_to(tm, ev, dur);
 }
 
-TM_HOT int64_t on_kernel(sim_tm *tm, const sim_event *ev, int64_t h, int64_t rec) {
-  tm_device *dv;
-  tm_stream *st = stream_of(tm, ev, &dv);
-  int blocked;
-  int64_t t = launch_queue(tm, dv, h, ev, &blocked);
-  int64_t own = call_overhead(tm, rec, blocked);
+/* A kernel's or memset's duration on the device, counted (the kernels, memsets, kernels without
+ * a recorded duration). Out of line: most replays take the plain path in on_kernel. */
+__attribute__((noinline)) static int64_t kernel_duration(sim_tm *tm, const sim_event *ev) {
   int64_t dur;
   if (ev->kind == SIM_EV_KERNEL) {
     /* held below 2^52 ns: never wraps, sums stay in range (at scale 1, exactly what the
@@ -838,6 +836,23 @@ TM_HOT int64_t on_kernel(sim_tm *tm, const sim_event *ev, int64_t h, int64_t rec
   int64_t set = scenario_duration(tm, ev);
   if (set >= 0) dur = set;
   else if (ev->dur <= 0 && ev->kind == SIM_EV_KERNEL) tm->r.ops_without_duration++;
+  return dur;
+}
+
+TM_HOT int64_t on_kernel(sim_tm *tm, const sim_event *ev, int64_t h, int64_t rec) {
+  tm_device *dv;
+  tm_stream *st = stream_of(tm, ev, &dv);
+  int blocked;
+  int64_t t = launch_queue(tm, dv, h, ev, &blocked);
+  int64_t own = call_overhead(tm, rec, blocked);
+  int64_t dur;
+  if (tm->plain && ev->kind == SIM_EV_KERNEL) { /* what kernel_duration gives then */
+    dur = ev->dur <= 0 ? 0 : ev->dur >= TM_MAX_DUR ? TM_MAX_DUR : ev->dur;
+    tm->r.kernels++;
+    if (ev->dur <= 0) tm->r.ops_without_duration++;
+  } else {
+    dur = kernel_duration(tm, ev);
+  }
   op_place p = {.avail = t + tm->dev.launch_latency, .link = LINK_NONE};
   op_start(tm, dv, st, ev, &p);
   op_commit(tm, dv, st, ev, &p, p.start + dur, ev->kind == SIM_EV_KERNEL ? SIM_TM_W_KERNEL : SIM_TM_W_MEMSET, 0, 0);
@@ -1213,6 +1228,7 @@ sim_tm *sim_tm_new(const sim_tm_config *cfg) {
   tm->last_end_op = -1;
   items_fixed_init(tm);
   scaling_init(tm);
+  tm->plain = tm->unscaled && !tm->scaling && !tm->cfg.duration;
   tm->r.copies_fitted = cfg->copy_fit && !tm->scaling && cfg->copy_timing != SIM_TM_TIMING_PROFILE;
   tm->r.copy_fit = tm->r.copies_fitted ? cfg->copy_fit : NULL;
   return tm;
