@@ -27,7 +27,9 @@
 #define TM_DEP_TOLERANCE 2000      /* ns: a recorded start this close after a recorded end follows it */
 #define TM_SEG_RING 1024           /* recent attributed segments, to split them at step ends */
 #define TM_ITEM_CACHE_BITS 8       /* critical-path items looked up without the map */
+#define TM_KERNEL_NAMES (1 << 20)  /* kernels with a name id below this find their item by it */
 #define TM_FIXED_KINDS 16          /* event kinds whose unnamed items have a slot of their own (a power of two) */
+#define TM_NFIXED (SIM_TM__NWHAT * TM_FIXED_KINDS) /* those slots: the first items, what * TM_FIXED_KINDS + kind */
 #define TM_MAX_DEVICES 64
 #define TM_MAX_ENGINES 16
 #define TM_MAX_QUEUE 65536
@@ -124,6 +126,7 @@ struct sim_tm {
   sim_device_profile rec; /* the recorded device's, copied, when scaling */
   int scaling;            /* recorded durations are scaled from rec to dev */
   int unscaled;           /* kernel_scale is 1 */
+  int plain;              /* kernels take their recorded durations: unscaled, not scaling, no scenario's */
   /* host */
   int started;
   int64_t shift, start, frontier;
@@ -135,7 +138,8 @@ struct sim_tm {
   size_t nstreams, streams_cap;
   sim_map stream_idx;
   uint64_t last_stream_key; /* key + 1 of the stream looked up last, 0 none */
-  size_t last_stream;
+  tm_stream *last_stream;   /* that stream (streams grow only in stream_lookup, which sets it) */
+  tm_device *last_dev;      /* and its device */
   tm_op *ops;
   int64_t nops;
   int64_t last_end, last_end_op; /* the latest-ending operation on any device */
@@ -146,15 +150,16 @@ struct sim_tm {
   sim_map item_idx;
   uint64_t item_cache_key[1 << TM_ITEM_CACHE_BITS]; /* item hash + 1, 0 empty */
   size_t item_cache_idx[1 << TM_ITEM_CACHE_BITS];
-  uint32_t item_fixed[16][TM_FIXED_KINDS]; /* items without name, dir or mem, by what and kind: index + 1, 0 none */
+  uint32_t *kernel_item;  /* a kernel's item by its name id: index + 1, 0 not yet */
+  size_t kernel_item_cap;
   tm_item_state *items;
   sim_tm_item *item_meta; /* what each item is (its totals are in items) */
   size_t nitems, items_cap;
   int64_t nattributed; /* items attributed some time so far */
-  struct {
-    int64_t t0, t1;
-    int cls;
-  } segs[TM_SEG_RING];
+  /* the ring of recent attributed segments, [t0, t1) of class cls, as three arrays: each store
+   * then takes the ring's index as it is */
+  int64_t seg_t0[TM_SEG_RING], seg_t1[TM_SEG_RING];
+  uint8_t seg_cls[TM_SEG_RING];
   uint64_t nsegs;
   tm_seg *walk;
   size_t nwalk, walk_cap;
@@ -189,7 +194,7 @@ static int64_t recorded_call(const sim_event *ev) {
 }
 
 static tm_op *op_get(sim_tm *tm, int64_t id) {
-  if (id < 0 || id >= tm->nops) return NULL; /* a slot is written once its first op is committed */
+  if ((uint64_t)id >= (uint64_t)tm->nops) return NULL; /* below 0 too */ /* a slot is written once its first op is committed */
   tm_op *o = &tm->ops[(uint64_t)id & (TM_OP_RING - 1)];
   return o->id == id ? o : NULL;
 }
@@ -248,7 +253,8 @@ __attribute__((noinline, cold)) static size_t item_new(sim_tm *tm, const tm_key 
     size_t cap = tm->items_cap;
     sim_grow((void **)&tm->items, &tm->items_cap, tm->nitems + 1, sizeof *tm->items);
     if (tm->items_cap != cap) tm->item_meta = sim_xrealloc(tm->item_meta, tm->items_cap * sizeof *tm->item_meta);
-    tm->items[tm->nitems] = (tm_item_state){.last_seq = -1, .order = -1, .cls = what_class[k->what]};
+    /* last_seq: no event's (seqs are -1 or more), so the first attribution starts an occurrence */
+    tm->items[tm->nitems] = (tm_item_state){.last_seq = INT64_MIN, .order = -1, .cls = what_class[k->what]};
     tm->item_meta[tm->nitems] = (sim_tm_item){.cls = what_class[k->what], .what = k->what, .kind = k->kind,
                                               .dir = k->dir, .mem = k->mem, .name = k->name};
     *slot = tm->nitems++;
@@ -256,16 +262,35 @@ __attribute__((noinline, cold)) static size_t item_new(sim_tm *tm, const tm_key 
   return (size_t)*slot;
 }
 
+/* The slot of the item of `what` for an event of kind `kind` (< TM_FIXED_KINDS): made with the model. */
+TM_HOT size_t item_fixed(sim_tm *tm, int what, int kind) {
+  (void)tm;
+  return (size_t)what * TM_FIXED_KINDS + (size_t)kind;
+}
+
+/* The items without name, direction or memory kind of the first TM_FIXED_KINDS event kinds,
+ * most attributions' (the host's gaps, calls by kind, device waits, launch latency), made with
+ * the model at fixed indices: an attribution to one needs no lookup. */
+static void items_fixed_init(sim_tm *tm) {
+  sim_grow((void **)&tm->items, &tm->items_cap, TM_NFIXED, sizeof *tm->items);
+  tm->item_meta = sim_xrealloc(tm->item_meta, tm->items_cap * sizeof *tm->item_meta);
+  for (int what = 0; what < SIM_TM__NWHAT; what++) {
+    for (int kind = 0; kind < TM_FIXED_KINDS; kind++) {
+      size_t i = item_fixed(tm, what, kind);
+      tm->items[i] = (tm_item_state){.last_seq = INT64_MIN, .order = -1, .cls = what_class[what]};
+      tm->item_meta[i] = (sim_tm_item){.cls = what_class[what], .what = what, .kind = kind};
+    }
+  }
+  tm->nitems = TM_NFIXED;
+}
+
 /* The index of k's item, made when first asked for (the items are reported in the order they
  * were first attributed time, kept in `order`). Items with neither name nor direction nor
  * memory kind, most of them, have a slot each; the others go through a small direct-mapped
  * cache in front of the map (most attributions repeat a few items). */
 static inline size_t item_index(sim_tm *tm, const tm_key *k) {
-  if (!(k->hash & ~(((uint64_t)TM_FIXED_KINDS - 1) << 40 | UINT64_C(0xf) << 48))) {
-    uint32_t *f = &tm->item_fixed[k->what & 0xf][k->kind & (TM_FIXED_KINDS - 1)];
-    if (!*f) *f = (uint32_t)item_new(tm, k) + 1;
-    return *f - 1;
-  }
+  if (!(k->hash & ~(((uint64_t)TM_FIXED_KINDS - 1) << 40 | UINT64_C(0xf) << 48)))
+    return (size_t)k->what * TM_FIXED_KINDS + (k->kind & (TM_FIXED_KINDS - 1));
   uint64_t hash = k->hash;
   uint64_t c = (hash * UINT64_C(0x9E3779B97F4A7C15)) >> (64 - TM_ITEM_CACHE_BITS);
   if (tm->item_cache_key[c] != hash + 1) {
@@ -275,16 +300,17 @@ static inline size_t item_index(sim_tm *tm, const tm_key *k) {
   return tm->item_cache_idx[c];
 }
 
-/* Attributes [t0, t1) (non-empty, from the frontier on) to item idx, for event seq. Each item
- * keeps its total, its occurrences (the attributions to one event make one) and the largest. */
-TM_HOT void emit_to(sim_tm *tm, int64_t t0, int64_t t1, size_t idx, int64_t seq) {
+/* Attributes [t0, t1) (non-empty, from the frontier on) to item idx of class cls, for event seq.
+ * Each item keeps its total, its occurrences (the attributions to one event make one) and the
+ * largest. Callers that know the item's class pass it as a constant. */
+TM_HOT void emit_to_cls(sim_tm *tm, int64_t t0, int64_t t1, size_t idx, int cls, int64_t seq) {
   tm_item_state *s = &tm->items[idx];
   int64_t dt = t1 - t0;
   tm->frontier = t1;
-  tm->cum[s->cls] += dt;
+  tm->cum[cls] += dt;
   s->total += dt;
-  if (seq != s->last_seq || s->count == 0) { /* a new occurrence */
-    if (s->count == 0) s->order = tm->nattributed++;
+  if (seq != s->last_seq) { /* a new occurrence (an item's first too: see item_new) */
+    if (__builtin_expect(s->count == 0, 0)) s->order = tm->nattributed++;
     if (s->cur > s->max) s->max = s->cur, s->max_seq = s->last_seq;
     s->cur = dt;
     s->last_seq = seq;
@@ -293,9 +319,13 @@ TM_HOT void emit_to(sim_tm *tm, int64_t t0, int64_t t1, size_t idx, int64_t seq)
     s->cur += dt;
   }
   uint64_t i = tm->nsegs++ & (TM_SEG_RING - 1);
-  tm->segs[i].t0 = t0;
-  tm->segs[i].t1 = t1;
-  tm->segs[i].cls = s->cls;
+  tm->seg_t0[i] = t0;
+  tm->seg_t1[i] = t1;
+  tm->seg_cls[i] = (uint8_t)cls;
+}
+
+TM_HOT void emit_to(sim_tm *tm, int64_t t0, int64_t t1, size_t idx, int64_t seq) {
+  emit_to_cls(tm, t0, t1, idx, tm->items[idx].cls, seq);
 }
 
 /* Attributes [t0, t1) of predicted time to k; the part before the frontier is already explained. */
@@ -303,16 +333,6 @@ TM_HOT void emit(sim_tm *tm, int64_t t0, int64_t t1, const tm_key *k, int64_t se
   if (t0 < tm->frontier) t0 = tm->frontier;
   if (t1 <= t0) return;
   emit_to(tm, t0, t1, item_index(tm, k), seq);
-}
-
-/* The slot of the item of `what` for an event of kind `kind` (< TM_FIXED_KINDS), made when first asked for. */
-TM_HOT size_t item_fixed(sim_tm *tm, int what, int kind) {
-  uint32_t *f = &tm->item_fixed[what][kind];
-  if (__builtin_expect(!*f, 0)) {
-    tm_key k = key_of(what, kind, 0, 0, 0);
-    *f = (uint32_t)item_new(tm, &k) + 1;
-  }
-  return *f - 1;
 }
 
 /* emit() for an item without name, direction or memory kind. */
@@ -323,7 +343,7 @@ TM_HOT void emit_fixed(sim_tm *tm, int64_t t0, int64_t t1, int what, int kind, i
     tm_key k = key_of(what, kind, 0, 0, 0);
     emit_to(tm, t0, t1, item_index(tm, &k), seq);
   } else {
-    emit_to(tm, t0, t1, item_fixed(tm, what, kind), seq);
+    emit_to_cls(tm, t0, t1, item_fixed(tm, what, kind), what_class[what], seq);
   }
 }
 
@@ -345,8 +365,8 @@ static void cum_at(sim_tm *tm, int64_t e, int64_t out[SIM_TM__NCLASS]) {
   uint64_t n = tm->nsegs < TM_SEG_RING ? tm->nsegs : TM_SEG_RING;
   for (uint64_t j = 0; j < n; j++) {
     uint64_t i = (tm->nsegs - 1 - j) % TM_SEG_RING;
-    if (tm->segs[i].t1 <= e) break;
-    out[tm->segs[i].cls] -= tm->segs[i].t1 - max64(tm->segs[i].t0, e);
+    if (tm->seg_t1[i] <= e) break;
+    out[tm->seg_cls[i]] -= tm->seg_t1[i] - max64(tm->seg_t0[i], e);
   }
 }
 
@@ -368,12 +388,38 @@ static inline void walk_fixed(sim_tm *tm, int64_t t0, int64_t t1, int what, int 
   }
 }
 
+/* The item of operation o (a kernel or memset by name), through the item cache; a kernel's
+ * is then kept by its name id too. */
+__attribute__((noinline)) static size_t op_item_lookup(sim_tm *tm, const tm_op *o) {
+  tm_key k = key_of(o->what, o->kind, o->what == SIM_TM_W_KERNEL || o->what == SIM_TM_W_MEMSET ? o->name : 0, o->dir,
+                    o->mem);
+  size_t idx = item_index(tm, &k);
+  /* a kernel's key is its name alone: its kind is always a kernel's, it has no dir or mem */
+  if (o->what == SIM_TM_W_KERNEL && o->name >= 0 && o->name < TM_KERNEL_NAMES) {
+    size_t n = (size_t)o->name;
+    if (n >= tm->kernel_item_cap) {
+      size_t cap = tm->kernel_item_cap;
+      sim_grow((void **)&tm->kernel_item, &tm->kernel_item_cap, n + 1, sizeof *tm->kernel_item);
+      memset(tm->kernel_item + cap, 0, (tm->kernel_item_cap - cap) * sizeof *tm->kernel_item);
+    }
+    tm->kernel_item[n] = (uint32_t)idx + 1;
+  }
+  return idx;
+}
+
+/* The item of operation o: a kernel's by its name id once it has been looked up. */
+static inline size_t op_item(sim_tm *tm, const tm_op *o) {
+  if (o->what == SIM_TM_W_KERNEL && (uint64_t)o->name < tm->kernel_item_cap) {
+    uint32_t x = tm->kernel_item[o->name];
+    if (x) return x - 1;
+  }
+  return op_item_lookup(tm, o);
+}
+
 /* A piece of a walk that an operation ran in: its item is the operation (a kernel by name). */
 static inline void walk_op(sim_tm *tm, int64_t t0, int64_t t1, const tm_op *o) {
   if (t1 <= t0) return;
-  tm_key k = key_of(o->what, o->kind, o->what == SIM_TM_W_KERNEL || o->what == SIM_TM_W_MEMSET ? o->name : 0, o->dir,
-                    o->mem);
-  walk_push(tm, t0, t1, item_index(tm, &k), o->seq);
+  walk_push(tm, t0, t1, op_item(tm, o), o->seq);
 }
 
 /* Attributes the pieces of a walk, in time order (the walk found them last first). */
@@ -473,7 +519,7 @@ static void step_open(sim_tm *tm, const sim_event *ev, int64_t h) {
   }
 }
 
-static void on_marker(sim_tm *tm, const sim_event *ev, int64_t h) {
+__attribute__((noinline)) static void on_marker(sim_tm *tm, const sim_event *ev, int64_t h) {
   if (ev->flags & SIM_EVF_STEP_END) {
     if (tm->open_step >= 0) {
       sim_tm_step *s = &tm->steps[tm->open_step];
@@ -539,14 +585,23 @@ static tm_stream *stream_lookup(sim_tm *tm, int device, int64_t stream, uint64_t
     *slot = tm->nstreams++;
   }
   tm->last_stream_key = key + 1;
-  tm->last_stream = (size_t)*slot;
-  return &tm->streams[*slot];
+  tm->last_stream = &tm->streams[*slot];
+  return tm->last_stream;
 }
 
-static inline tm_stream *stream_of(sim_tm *tm, int device, int64_t stream) {
-  uint64_t key = (uint64_t)stream ^ ((uint64_t)device << 56);
-  if (tm->last_stream_key == key + 1) return &tm->streams[tm->last_stream]; /* most events repeat the stream */
-  return stream_lookup(tm, device, stream, key);
+/* stream_of() for another stream than the last: its device set up, the stream found or made. */
+__attribute__((noinline)) static tm_stream *stream_switch(sim_tm *tm, const sim_event *ev, int d, uint64_t key) {
+  tm->last_dev = device_of(tm, ev, NULL);
+  return stream_lookup(tm, d, ev->stream, key);
+}
+
+/* The stream of a device operation, and its device (*dv): most events repeat the last one. */
+TM_HOT tm_stream *stream_of(sim_tm *tm, const sim_event *ev, tm_device **dv) {
+  int d = ev->device >= 0 && ev->device < TM_MAX_DEVICES ? ev->device : 0;
+  uint64_t key = (uint64_t)ev->stream ^ ((uint64_t)d << 56);
+  tm_stream *st = tm->last_stream_key == key + 1 ? tm->last_stream : stream_switch(tm, ev, d, key);
+  *dv = tm->last_dev;
+  return st;
 }
 
 static tm_stream *stream_find(sim_tm *tm, int device, int64_t stream) {
@@ -593,7 +648,7 @@ TM_HOT void op_start(sim_tm *tm, tm_device *dv, tm_stream *st, const sim_event *
   /* An operation that the recording shows started before the stream's last placed one (it was
    * launched before the trace began, and the trace places it at its device start) ran ahead of
    * it: it keeps its own time and does not hold the stream back. */
-  p->before = ev->dev_ts >= 0 && st->rec_last != TM_UNKNOWN && ev->dev_ts < st->rec_last;
+  p->before = ev->dev_ts >= 0 && ev->dev_ts < st->rec_last; /* an unknown rec_last is INT64_MIN */
   if (!p->before && st->ready > t) t = st->ready, pred = st->last_op;
   /* what the recording says it could have started at, by the same rules */
   int64_t rec_ready = TM_UNKNOWN, rec_start = ev->dev_ts;
@@ -759,13 +814,9 @@ static inline int64_t device_scaled(sim_tm *tm, const sim_event *ev, int64_t dur
   return device_scaled_to(tm, ev, dur);
 }
 
-static int64_t on_kernel(sim_tm *tm, const sim_event *ev, int64_t h, int64_t rec) {
-  int d;
-  tm_device *dv = device_of(tm, ev, &d);
-  tm_stream *st = stream_of(tm, d, ev->stream);
-  int blocked;
-  int64_t t = launch_queue(tm, dv, h, ev, &blocked);
-  int64_t own = call_overhead(tm, rec, blocked);
+/* A kernel's or memset's duration on the device, counted (the kernels, memsets, kernels without
+ * a recorded duration). Out of line: most replays take the plain path in on_kernel. */
+__attribute__((noinline)) static int64_t kernel_duration(sim_tm *tm, const sim_event *ev) {
   int64_t dur;
   if (ev->kind == SIM_EV_KERNEL) {
     /* held below 2^52 ns: never wraps, sums stay in range (at scale 1, exactly what the
@@ -785,11 +836,28 @@ static int64_t on_kernel(sim_tm *tm, const sim_event *ev, int64_t h, int64_t rec
   int64_t set = scenario_duration(tm, ev);
   if (set >= 0) dur = set;
   else if (ev->dur <= 0 && ev->kind == SIM_EV_KERNEL) tm->r.ops_without_duration++;
+  return dur;
+}
+
+TM_HOT int64_t on_kernel(sim_tm *tm, const sim_event *ev, int64_t h, int64_t rec) {
+  tm_device *dv;
+  tm_stream *st = stream_of(tm, ev, &dv);
+  int blocked;
+  int64_t t = launch_queue(tm, dv, h, ev, &blocked);
+  int64_t own = call_overhead(tm, rec, blocked);
+  int64_t dur;
+  if (tm->plain && ev->kind == SIM_EV_KERNEL) { /* what kernel_duration gives then */
+    dur = ev->dur <= 0 ? 0 : ev->dur >= TM_MAX_DUR ? TM_MAX_DUR : ev->dur;
+    tm->r.kernels++;
+    if (ev->dur <= 0) tm->r.ops_without_duration++;
+  } else {
+    dur = kernel_duration(tm, ev);
+  }
   op_place p = {.avail = t + tm->dev.launch_latency, .link = LINK_NONE};
   op_start(tm, dv, st, ev, &p);
   op_commit(tm, dv, st, ev, &p, p.start + dur, ev->kind == SIM_EV_KERNEL ? SIM_TM_W_KERNEL : SIM_TM_W_MEMSET, 0, 0);
   tm->r.compute_busy_ns += dur;
-  emit_what(tm, t, t + own, SIM_TM_W_CALL, ev);
+  emit_fixed(tm, t, t + own, SIM_TM_W_CALL, ev->kind, ev->seq); /* a kernel's call: unnamed */
   return t + own;
 }
 
@@ -973,7 +1041,7 @@ static int64_t copy_staged_d2h(sim_tm *tm, const sim_event *ev, tm_device *dv, t
   return t + tm->dev.sync_latency;
 }
 
-static int64_t on_copy(sim_tm *tm, const sim_event *ev, int64_t h, int64_t rec) {
+__attribute__((noinline)) static int64_t on_copy(sim_tm *tm, const sim_event *ev, int64_t h, int64_t rec) {
   const sim_device_profile *pf = &tm->dev;
   tm->r.copies_n++;
   copy_plan c;
@@ -983,9 +1051,8 @@ static int64_t on_copy(sim_tm *tm, const sim_event *ev, int64_t h, int64_t rec) 
     tm->r.blocked_copy_ns += c.dur;
     return h + c.dur;
   }
-  int d;
-  tm_device *dv = device_of(tm, ev, &d);
-  tm_stream *st = stream_of(tm, d, ev->stream);
+  tm_device *dv;
+  tm_stream *st = stream_of(tm, ev, &dv);
   /* A call that blocks records its wait in its duration: its own part is the launch overhead. */
   int blocked;
   int64_t t = launch_queue(tm, dv, h, ev, &blocked);
@@ -1159,7 +1226,9 @@ sim_tm *sim_tm_new(const sim_tm_config *cfg) {
   tm->open_step = -1;
   tm->last_end = INT64_MIN;
   tm->last_end_op = -1;
+  items_fixed_init(tm);
   scaling_init(tm);
+  tm->plain = tm->unscaled && !tm->scaling && !tm->cfg.duration;
   tm->r.copies_fitted = cfg->copy_fit && !tm->scaling && cfg->copy_timing != SIM_TM_TIMING_PROFILE;
   tm->r.copy_fit = tm->r.copies_fitted ? cfg->copy_fit : NULL;
   return tm;
@@ -1178,6 +1247,7 @@ void sim_tm_free(sim_tm *tm) {
   free(tm->ops);
   free(tm->items);
   free(tm->item_meta);
+  free(tm->kernel_item);
   free(tm->walk);
   free(tm->steps);
   free(tm->step_rec_start);
@@ -1192,27 +1262,31 @@ void sim_tm_event(sim_tm *tm, const sim_event *ev, const sim_tm_alloc *a, int ro
     tm->start = tm->frontier = h;
   }
   if (h > tm->frontier) emit_fixed(tm, tm->frontier, h, SIM_TM_W_HOST, 0, ev->seq);
-  int64_t rec = recorded_call(ev), end;
-  int replaced = role == SIM_TM_ROLE_ALLOCATOR_CALL || (ev->flags & SIM_EVF_DEVICE_API);
-  switch (ev->kind) {
-  case SIM_EV_KERNEL:
-  case SIM_EV_MEMSET: end = on_kernel(tm, ev, h, rec); break;
-  case SIM_EV_MEMCPY: end = on_copy(tm, ev, h, rec); break;
-  case SIM_EV_SYNC: end = allocator_calls(tm, ev, a, on_sync(tm, ev, h, rec)); break;
-  case SIM_EV_MARKER:
-    on_marker(tm, ev, h);
-    end = h;
-    break;
-  case SIM_EV_HOST_ALLOC:
-  case SIM_EV_HOST_FREE: end = on_host_memory(tm, ev, h, rec); break;
-  default: {
-    /* allocations, frees, empty_cache, api calls: their own recorded time (unless it was the
-     * recorded allocator's driver call, which the replayed allocator's calls replace), then
-     * what the replayed allocator's driver calls cost */
-    int64_t own = replaced || rec < 0 ? 0 : rec;
-    emit_what(tm, h, h + own, SIM_TM_W_CALL, ev);
-    end = allocator_calls(tm, ev, a, h + own);
-  }
+  int64_t rec, end;
+  if (ev->kind == SIM_EV_KERNEL || ev->kind == SIM_EV_MEMSET) { /* most events: recorded_call's rule for them */
+    rec = ev->api_dur >= 0 ? ev->api_dur : -1;
+    end = on_kernel(tm, ev, h, rec);
+  } else {
+    rec = recorded_call(ev);
+    int replaced = role == SIM_TM_ROLE_ALLOCATOR_CALL || (ev->flags & SIM_EVF_DEVICE_API);
+    switch (ev->kind) {
+    case SIM_EV_MEMCPY: end = on_copy(tm, ev, h, rec); break;
+    case SIM_EV_SYNC: end = allocator_calls(tm, ev, a, on_sync(tm, ev, h, rec)); break;
+    case SIM_EV_MARKER:
+      on_marker(tm, ev, h);
+      end = h;
+      break;
+    case SIM_EV_HOST_ALLOC:
+    case SIM_EV_HOST_FREE: end = on_host_memory(tm, ev, h, rec); break;
+    default: {
+      /* allocations, frees, empty_cache, api calls: their own recorded time (unless it was the
+       * recorded allocator's driver call, which the replayed allocator's calls replace), then
+       * what the replayed allocator's driver calls cost */
+      int64_t own = replaced || rec < 0 ? 0 : rec;
+      emit_what(tm, h, h + own, SIM_TM_W_CALL, ev);
+      end = allocator_calls(tm, ev, a, h + own);
+    }
+    }
   }
   int64_t m = end - h, recorded = rec < 0 ? 0 : rec;
   if (m != recorded) heap_push(tm, ev->ts + recorded, HEAP_ADJUST, m - recorded);
