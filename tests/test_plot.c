@@ -98,6 +98,7 @@ static void moment_at_oom(void) {
     blk_bytes += in;
   }
   CHECK_EQ(seg_bytes, (uint64_t)t.m.reserved);
+  CHECK_EQ(blk_bytes, seg_bytes); /* and together all of them */
   CHECK_EQ(free_bytes, t.m.free_bytes);
   CHECK(t.m.largest_free < t.m.oom_size); /* it did not fit */
   CHECK_EQ(t.m.block_bytes, t.m.allocated); /* torch counts the blocks it hands out */
