@@ -171,7 +171,7 @@ struct replay_engine {
   const replay_config *cfg;
   restored_block *restored; /* blocks of the start states */
   size_t nrestored, cap_restored;
-  live_table restored_at;   /* trace address -> the block (its index in `site`), until its allocation takes it */
+  sim_map restored_at;      /* trace address -> index + 1, until its allocation takes it */
   sim_walk_item *seg_items; /* one segment's items and handles, for its restore */
   uintptr_t *seg_handles;
   size_t seg_cap;
@@ -260,8 +260,7 @@ static int start_segment(engine *e, devstate *ds, int device, const replay_start
     for (size_t k = 1; k < n; k++) {
       sim_grow((void **)&e->restored, &e->cap_restored, e->nrestored + 1, sizeof *e->restored);
       e->restored[e->nrestored++] = (restored_block){h[k], it[k].addr, it[k].size, device, it[k].state};
-      int existed;
-      live_put(&e->restored_at, st->trace_addr[at + k], &existed)->site = (uint32_t)(e->nrestored - 1);
+      *sim_map_put(&e->restored_at, st->trace_addr[at + k], NULL) = e->nrestored;
     }
   }
   return rc == SIM_OK ? 0 : -1;
@@ -682,10 +681,9 @@ static void record_oom(engine *e, devstate *ds, const sim_event *ev) {
 /* A preexisting allocation whose block the device started with: it takes that block. 1 when it
  * did, 0 when no restored block is at its address (it is placed as any allocation). */
 static int take_restored(engine *e, const sim_event *ev, replay_outcome *out) {
-  live_entry *at = live_get(&e->restored_at, ev->addr);
-  if (!at) return 0;
-  const restored_block *rb = &e->restored[at->site];
-  live_del(&e->restored_at, at);
+  uint64_t idx;
+  if (!sim_map_del(&e->restored_at, ev->addr, &idx)) return 0;
+  const restored_block *rb = &e->restored[idx - 1];
   int existed;
   live_entry *le = live_put(&e->live, ev->addr, &existed);
   if (existed) { /* cannot happen: preexisting addresses are distinct */
@@ -1084,7 +1082,7 @@ static size_t replay_some(engine *e, const sim_event *evs, size_t n, int *rc) {
 replay_engine *replay_engine_new(void) {
   engine *e = sim_xcalloc(1, sizeof *e);
   live_init(&e->live, LIVE_START_BITS);
-  live_init(&e->restored_at, LIVE_SMALL_BITS);
+  sim_map_init(&e->restored_at);
   sim_map_init(&e->host);
   sim_map_init(&e->site_idx);
   return e;
@@ -1112,10 +1110,7 @@ static void engine_begin(engine *e, const replay_config *cfg, replay_source *src
   memset(res, 0, sizeof *res);
   live_begin(&e->live, src);
   e->nrestored = 0;
-  if (e->restored_at.len) {
-    memset(e->restored_at.slots, 0, (e->restored_at.mask + 1) * sizeof *e->restored_at.slots);
-    e->restored_at.len = 0;
-  }
+  sim_map_clear(&e->restored_at);
   sim_map_clear(&e->host);
   sim_map_clear(&e->site_idx);
   for (size_t i = 0; i < e->nsites; i++) /* the small-id index holds only the sites' own ids */
@@ -1249,7 +1244,7 @@ void replay_engine_free(replay_engine *e) {
   for (int d = 0; d < REPLAY_MAX_DEVICES; d++)
     if (e->devs[d].kept) model_drop(&e->devs[d]);
   live_release(&e->live);
-  live_release(&e->restored_at);
+  sim_map_release(&e->restored_at);
   free(e->restored);
   free(e->seg_items);
   free(e->seg_handles);
