@@ -263,10 +263,7 @@ __attribute__((noinline, cold)) static size_t item_new(sim_tm *tm, const tm_key 
 }
 
 /* The slot of the item of `what` for an event of kind `kind` (< TM_FIXED_KINDS): made with the model. */
-TM_HOT size_t item_fixed(sim_tm *tm, int what, int kind) {
-  (void)tm;
-  return (size_t)what * TM_FIXED_KINDS + (size_t)kind;
-}
+TM_HOT size_t item_fixed(int what, int kind) { return (size_t)what * TM_FIXED_KINDS + (size_t)kind; }
 
 /* The items without name, direction or memory kind of the first TM_FIXED_KINDS event kinds,
  * most attributions' (the host's gaps, calls by kind, device waits, launch latency), made with
@@ -276,7 +273,7 @@ static void items_fixed_init(sim_tm *tm) {
   tm->item_meta = sim_xrealloc(tm->item_meta, tm->items_cap * sizeof *tm->item_meta);
   for (int what = 0; what < SIM_TM__NWHAT; what++) {
     for (int kind = 0; kind < TM_FIXED_KINDS; kind++) {
-      size_t i = item_fixed(tm, what, kind);
+      size_t i = item_fixed(what, kind);
       tm->items[i] = (tm_item_state){.last_seq = INT64_MIN, .order = -1, .cls = what_class[what]};
       tm->item_meta[i] = (sim_tm_item){.cls = what_class[what], .what = what, .kind = kind};
     }
@@ -290,7 +287,7 @@ static void items_fixed_init(sim_tm *tm) {
  * cache in front of the map (most attributions repeat a few items). */
 static inline size_t item_index(sim_tm *tm, const tm_key *k) {
   if (!(k->hash & ~(((uint64_t)TM_FIXED_KINDS - 1) << 40 | UINT64_C(0xf) << 48)))
-    return (size_t)k->what * TM_FIXED_KINDS + (k->kind & (TM_FIXED_KINDS - 1));
+    return item_fixed(k->what, k->kind & (TM_FIXED_KINDS - 1));
   uint64_t hash = k->hash;
   uint64_t c = (hash * UINT64_C(0x9E3779B97F4A7C15)) >> (64 - TM_ITEM_CACHE_BITS);
   if (tm->item_cache_key[c] != hash + 1) {
@@ -335,16 +332,19 @@ TM_HOT void emit(sim_tm *tm, int64_t t0, int64_t t1, const tm_key *k, int64_t se
   emit_to(tm, t0, t1, item_index(tm, k), seq);
 }
 
-/* emit() for an item without name, direction or memory kind. */
+/* The item of `what` without name, direction or memory kind for an event of kind `kind`: its
+ * fixed slot, or (a kind past those) through the item cache. */
+TM_HOT size_t item_unnamed(sim_tm *tm, int what, int kind) {
+  if (__builtin_expect((unsigned)kind < TM_FIXED_KINDS, 1)) return item_fixed(what, kind);
+  tm_key k = key_of(what, kind, 0, 0, 0);
+  return item_index(tm, &k);
+}
+
+/* emit() for an item without name, direction or memory kind (its class is its what's). */
 TM_HOT void emit_fixed(sim_tm *tm, int64_t t0, int64_t t1, int what, int kind, int64_t seq) {
   if (t0 < tm->frontier) t0 = tm->frontier;
   if (t1 <= t0) return;
-  if (__builtin_expect((unsigned)kind >= TM_FIXED_KINDS, 0)) {
-    tm_key k = key_of(what, kind, 0, 0, 0);
-    emit_to(tm, t0, t1, item_index(tm, &k), seq);
-  } else {
-    emit_to_cls(tm, t0, t1, item_fixed(tm, what, kind), what_class[what], seq);
-  }
+  emit_to_cls(tm, t0, t1, item_unnamed(tm, what, kind), what_class[what], seq);
 }
 
 /* Attributes [t0, t1) to `what` done by event ev (a call, a sync: named after the call). */
@@ -379,13 +379,7 @@ static inline void walk_push(sim_tm *tm, int64_t t0, int64_t t1, size_t item, in
 
 /* A piece of a walk attributed to an item without name, direction or memory kind. */
 static inline void walk_fixed(sim_tm *tm, int64_t t0, int64_t t1, int what, int kind, int64_t seq) {
-  if (t1 <= t0) return;
-  if ((unsigned)kind < TM_FIXED_KINDS) {
-    walk_push(tm, t0, t1, item_fixed(tm, what, kind), seq);
-  } else {
-    tm_key k = key_of(what, kind, 0, 0, 0);
-    walk_push(tm, t0, t1, item_index(tm, &k), seq);
-  }
+  if (t1 > t0) walk_push(tm, t0, t1, item_unnamed(tm, what, kind), seq);
 }
 
 /* The item of operation o (a kernel or memset by name), through the item cache; a kernel's
