@@ -98,11 +98,7 @@ static int chunk_blob_read(store *s, int64_t trace_id, int64_t chunk, int64_t ro
     return chunk_fault(s, trace_id, chunk, "has no packed data to read (%s)", why);
   }
   size_t len = (size_t)sqlite3_blob_bytes(h);
-  if (len > b->cap) {
-    free(b->p);
-    b->p = sim_xmalloc(len);
-    b->cap = len;
-  }
+  sim_grow((void **)&b->p, &b->cap, len, 1);
   b->n = len;
   int rc = len ? sqlite3_blob_read(h, b->p, (int)len, 0) : SQLITE_OK;
   sqlite3_blob_close(h);
