@@ -77,6 +77,14 @@ typedef struct vres {
   uint64_t addr, size, hi;
 } vres;
 
+/* An event as the passes read it: the fields they use, its seq being its index (the trace is
+ * read from the store once, by scan_requests, and every pass after reads these). */
+typedef struct vev {
+  uint64_t addr, size;
+  int64_t stream;
+  uint8_t kind, flags;
+} vev;
+
 typedef struct validator {
   store *s;
   const store_trace *t;
@@ -103,9 +111,11 @@ typedef struct validator {
   sim_map dropped;   /* trace addresses the model could not place */
   sim_map waiting;   /* trace addresses freed but not yet completed */
   sim_map deferred;  /* completions left to the model's own synchronization (see replay_pass) */
+  vev *evs;          /* the trace's events, read once (scan_requests) */
+  size_t nevs, evs_cap;
+  size_t at;         /* the current pass's next event in evs */
   sim_event *ahead;  /* events read ahead of the one being replayed */
   size_t nahead, ahead_cap, ahead_at;
-  int eof;           /* the reader has returned its last event (it must not be asked again) */
   vres *resv;
   size_t nresv, resv_cap;
   uint64_t synth_next;
@@ -592,8 +602,8 @@ static int cmp_pre(const void *a, const void *b) {
   return x->addr < y->addr ? -1 : x->addr > y->addr;
 }
 
-/* Pass over the requests: the preexisting blocks, how the window treats each, and the recorded
- * peak of requested bytes. */
+/* The one read of the trace from the store: its events kept for the passes (vev), the
+ * preexisting blocks, how the window treats each, and the recorded peak of requested bytes. */
 static int scan_requests(validator *v) {
   store_reader *rd;
   if (store_reader_open(v->s, v->t->id, &rd)) return vfail(v, "%s", store_error(v->s));
@@ -606,6 +616,12 @@ static int scan_requests(validator *v) {
   sim_map_init(&req);
   int64_t requested = 0, peak = 0;
   while ((got = store_reader_next(rd, &ev)) > 0) {
+    if (ev.seq != (int64_t)v->nevs) { /* the reader counts seqs from 0, one by one */
+      got = -2;
+      break;
+    }
+    sim_grow((void **)&v->evs, &v->evs_cap, v->nevs + 1, sizeof *v->evs);
+    v->evs[v->nevs++] = (vev){.addr = ev.addr, .size = ev.size, .stream = ev.stream, .kind = ev.kind, .flags = ev.flags};
     if (ev.kind == SIM_EV_ALLOC && (ev.flags & SIM_EVF_PREEXISTING)) {
       int existed;
       uint64_t *slot = sim_map_put(&open, ev.addr, &existed);
@@ -640,6 +656,7 @@ static int scan_requests(validator *v) {
   store_reader_close(rd);
   sim_map_release(&open);
   sim_map_release(&req);
+  if (got == -2) return vfail(v, "cannot validate '%s': its events are not numbered in order", v->t->name);
   if (got < 0) return vfail(v, "%s", store_error(v->s));
   v->r->recorded_peak_requested = peak;
   return 0;
@@ -721,13 +738,10 @@ static int find_remainders(validator *v) {
   uint64_t open = 0;
   for (size_t i = 0; i < v->npre; i++) open += v->pre[i].uncertain;
   if (!open) return 0;
-  store_reader *rd;
-  if (store_reader_open(v->s, v->t->id, &rd)) return vfail(v, "%s", store_error(v->s));
-  sim_event ev;
-  int got = 0;
-  while (open && (got = store_reader_next(rd, &ev)) > 0) {
+  for (size_t k = 0; open && k < v->nevs; k++) {
+    const vev ev = v->evs[k];
     if (ev.flags & SIM_EVF_PREEXISTING) continue;
-    if (sim_event_is_free(&ev)) {
+    if (ev.kind == SIM_EV_FREE || ev.kind == SIM_EV_FREE_REQUESTED || ev.kind == SIM_EV_FREE_COMPLETED) {
       uint64_t *pi = sim_map_get(&v->pre_idx, ev.addr);
       if (pi && v->pre[*pi - 1].uncertain && !v->pre[*pi - 1].freed_now) {
         v->pre[*pi - 1].freed_now = 1;
@@ -753,9 +767,7 @@ static int find_remainders(validator *v) {
     p->uncertain = 0;
     open--;
   }
-  store_reader_close(rd);
   for (size_t i = 0; i < v->npre; i++) v->pre[i].freed_now = 0;
-  if (got < 0 && open) return vfail(v, "%s", store_error(v->s));
   return 0;
 }
 
@@ -1107,33 +1119,40 @@ static void pass_release(validator *v) {
   free(v->ahead);
   v->ahead = NULL;
   v->nahead = v->ahead_cap = v->ahead_at = 0;
-  v->eof = 0;
+  v->at = 0;
   free(v->resv);
   v->resv = NULL;
   v->nresv = v->resv_cap = 0;
 }
 
-/* The next event: one read ahead first, else the store's next. 1, 0 at the end, -1 on error. */
-static int read_event(validator *v, store_reader *rd, sim_event *ev) {
-  if (v->eof) return 0;
-  int got = store_reader_next(rd, ev);
-  if (got == 0) v->eof = 1;
-  return got;
+/* The pass's next event from those scan_requests kept: 1, 0 at the end. */
+static int read_event(validator *v, sim_event *ev) {
+  if (v->at >= v->nevs) return 0;
+  const vev *e = &v->evs[v->at];
+  sim_event_init(ev);
+  ev->seq = (int64_t)v->at++;
+  ev->addr = e->addr;
+  ev->size = e->size;
+  ev->stream = e->stream;
+  ev->kind = e->kind;
+  ev->flags = e->flags;
+  return 1;
 }
 
-static int next_event(validator *v, store_reader *rd, sim_event *ev) {
+/* The next event: one read ahead first, else the next kept one. 1, 0 at the end. */
+static int next_event(validator *v, sim_event *ev) {
   if (v->ahead_at < v->nahead) {
     *ev = v->ahead[v->ahead_at++];
     if (v->ahead_at == v->nahead) v->ahead_at = v->nahead = 0;
     return 1;
   }
-  return read_event(v, rd, ev);
+  return read_event(v, ev);
 }
 
-static int peek_event(validator *v, store_reader *rd, size_t k, sim_event *ev) {
+static int peek_event(validator *v, size_t k, sim_event *ev) {
   while (v->nahead - v->ahead_at <= k) {
     sim_grow((void **)&v->ahead, &v->ahead_cap, v->nahead + 1, sizeof *v->ahead);
-    int got = read_event(v, rd, &v->ahead[v->nahead]);
+    int got = read_event(v, &v->ahead[v->nahead]);
     if (got <= 0) return got;
     v->nahead++;
   }
@@ -1153,17 +1172,15 @@ static int peek_event(validator *v, store_reader *rd, size_t k, sim_event *ev) {
  * failing request cannot have seen the block free (and if the block could not serve it anyway,
  * either reading gives the same state).
  */
-static int plan_deferral(validator *v, store_reader *rd, const sim_event *first, size_t next_rec, int adjacent) {
+static void plan_deferral(validator *v, const sim_event *first, size_t next_rec, int adjacent) {
   size_t run = 1;
   sim_event nx;
-  int got;
   for (;;) {
-    if ((got = peek_event(v, rd, run - 1, &nx)) < 0) return vfail(v, "%s", store_error(v->s));
-    if (!got) return 1;
+    if (!peek_event(v, run - 1, &nx)) return;
     if (nx.kind != SIM_EV_FREE_COMPLETED || !sim_map_get(&v->waiting, nx.addr)) break;
     run++;
   }
-  if (run != v->waiting.len) return 1;
+  if (run != v->waiting.len) return;
   /* the gap before nx: releases, then a segment or an OOM */
   size_t i = next_rec;
   while (i < v->nrec && v->rec[i].before_seq < nx.seq) i++;
@@ -1173,16 +1190,15 @@ static int plan_deferral(validator *v, store_reader *rd, const sim_event *first,
     if (a == R_SEG_FREE || a == R_SEG_UNMAP) releases++;
     else if (a != R_OTHER) break;
   }
-  if (i >= v->nrec || v->rec[i].before_seq != nx.seq) return 1;
+  if (i >= v->nrec || v->rec[i].before_seq != nx.seq) return;
   int a = v->rec[i].action;
-  if (!(a == R_OOM || (releases && !adjacent && (a == R_SEG_ALLOC || a == R_SEG_MAP)))) return 1;
+  if (!(a == R_OOM || (releases && !adjacent && (a == R_SEG_ALLOC || a == R_SEG_MAP)))) return;
   *sim_map_put(&v->deferred, first->addr, NULL) = 0;
   for (size_t k = 0; k + 1 < run; k++) {
     sim_event e;
-    peek_event(v, rd, k, &e);
+    peek_event(v, k, &e);
     *sim_map_put(&v->deferred, e.addr, NULL) = 0;
   }
-  return 1;
 }
 
 /* After the request: completions the model's synchronization did not make, made now. */
@@ -1260,12 +1276,10 @@ static void recorded_peak_reserved(validator *v) {
  * recorded action not yet in a gap; *stopped: stopped at v->context_at. 0, or -1. */
 static int replay_requests(validator *v, size_t *next, int *stopped) {
   validate_result *r = v->r;
-  store_reader *rd;
-  if (store_reader_open(v->s, v->t->id, &rd)) return vfail(v, "%s", store_error(v->s));
   sim_event ev;
-  int got;
   uint64_t just_requested = UINT64_MAX; /* the address freed by the event before, if it was free_requested */
-  while ((got = next_event(v, rd, &ev)) > 0) {
+  v->at = 0;
+  while (next_event(v, &ev) > 0) {
     r->events++;
     if (ev.kind == SIM_EV_ALLOC && (ev.flags & SIM_EVF_PREEXISTING)) continue;
     if (v->context_at >= 0 && ev.seq >= v->context_at) {
@@ -1278,9 +1292,8 @@ static int replay_requests(validator *v, size_t *next, int *stopped) {
     if (ev.kind == SIM_EV_EMPTY_CACHE && *next < v->nrec && v->rec[*next].before_seq <= ev.seq) continue;
     int adjacent = ev.kind == SIM_EV_FREE_COMPLETED && ev.addr == just_requested;
     just_requested = ev.kind == SIM_EV_FREE_REQUESTED ? ev.addr : UINT64_MAX;
-    if (ev.kind == SIM_EV_FREE_COMPLETED && sim_map_get(&v->waiting, ev.addr) && !v->deferred.len &&
-        (got = plan_deferral(v, rd, &ev, *next, adjacent)) < 0)
-      break;
+    if (ev.kind == SIM_EV_FREE_COMPLETED && sim_map_get(&v->waiting, ev.addr) && !v->deferred.len)
+      plan_deferral(v, &ev, *next, adjacent);
     v->cur_seq = ev.seq;
     v->lo = *next;
     while (*next < v->nrec && v->rec[*next].before_seq <= ev.seq) (*next)++;
@@ -1301,8 +1314,6 @@ static int replay_requests(validator *v, size_t *next, int *stopped) {
     drop_unconsumed(v, v->lo, v->hi);
     if (v->deferred.len && ev.kind != SIM_EV_FREE_COMPLETED) complete_deferred(v);
   }
-  store_reader_close(rd);
-  if (got < 0) return vfail(v, "%s", store_error(v->s));
   return 0;
 }
 
@@ -1483,6 +1494,7 @@ static int validate_core(store *s, const store_trace *t, validate_result *r, rep
   }
   sim_map_release(&v.pre_idx);
   sim_map_release(&v.fstart);
+  free(v.evs);
   free(v.rec);
   free(v.fsegs);
   free(v.isegs);
