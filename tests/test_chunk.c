@@ -1,6 +1,7 @@
-/* test_chunk.c: the store's chunks of events: packing and unpacking, damage found, reading ranges and lent chunks, writer stops and category changes. */
+/* test_chunk.c: the store's chunks of events: packing and unpacking, damage found, reading ranges and lent chunks, writer stops and category changes, the copy fit's kept sums. */
 #include <unistd.h>
 
+#include "sim/copyfit.h"
 #include "store/chunk.h"
 #include "store/store.h"
 #include "test.h"
@@ -273,6 +274,124 @@ static void damage_is_an_error_naming_trace_and_chunk(void) {
   store_close(s);
 }
 
+/* A copy with awkward values (sizes up to 8 GiB, so that the sums of squares round), or now and
+ * then an event the fit does not count: an allocation, a copy without a duration or a size. */
+static void awkward_copy(sim_event *ev, int64_t i) {
+  static const uint8_t dirs[] = {SIM_COPY_H2D, SIM_COPY_D2H, SIM_COPY_D2D, SIM_COPY_P2P, SIM_COPY_H2D};
+  static const uint8_t mems[] = {SIM_MEM_PINNED, SIM_MEM_PAGEABLE, SIM_MEM_DEVICE, SIM_MEM_UNKNOWN};
+  uint64_t r = next_rand();
+  sim_event_init(ev);
+  ev->ts = i * 100;
+  ev->device = 0;
+  ev->kind = r % 7 == 0 ? SIM_EV_ALLOC : SIM_EV_MEMCPY;
+  ev->dir = dirs[r >> 8 & 3];
+  ev->mem = mems[r >> 12 & 3];
+  ev->size = r % 11 == 0 ? 0 : (r >> 20) % 3 ? (r >> 24) % 1000000 + 1 : (r >> 24) % (UINT64_C(8) << 30) + 1;
+  ev->dur = r % 13 == 0 ? 0 : (int64_t)(ev->size / (1 + (r >> 40) % 30)) + (int64_t)((r >> 50) % 5000);
+  ev->addr = ev->kind == SIM_EV_ALLOC ? (uint64_t)(i + 1) * 512 : 0;
+}
+
+static void fit_add(void *arg, const sim_event *ev) { sim_copy_fit_add(arg, ev); }
+
+/* The sums a replay reads (store_trace_copy_fit) against those of the events in seq order: kept
+ * by the writer across stops, a move to another device and category changes; made again from the
+ * chunks when copies come before the others (prepended); checked by check-store; read by a pass
+ * where none are kept or they do not add up; gone with the trace. */
+static void copy_sums_kept_equal_a_pass(void) {
+  store *s = open_new("sums.db");
+  CHECK(s != NULL);
+  if (!s) return;
+  const int64_t n = 3 * STORE_CHUNK_EVENTS + 321;
+  const int64_t stops[] = {7, STORE_CHUNK_EVENTS + 9, 2 * STORE_CHUNK_EVENTS + 1};
+  sim_copy_fit want, got, pass;
+  sim_copy_fit_init(&want);
+  char format[] = "generated", name[] = "copies", name2[] = "prepended";
+  store_trace meta = {.name = name, .source_format = format, .device_index = -1};
+  store_writer *w;
+  CHECK_EQ(store_begin(s), 0);
+  CHECK_EQ(store_writer_begin(s, &meta, &w), 0);
+  for (int64_t i = 0, k = 0; i < n; i++) {
+    if (k < 3 && stops[k] == i) CHECK_EQ(k++ == 1 ? store_writer_set_device(w, 2) : store_writer_flush(w), 0);
+    sim_event ev;
+    awkward_copy(&ev, i);
+    sim_copy_fit_add(&want, &ev);
+    CHECK_EQ(store_writer_event(w, &ev), 0);
+  }
+  int64_t id = store_writer_trace_id(w);
+  CHECK_EQ(store_writer_end(w), 0);
+  uint64_t changes[] = {(uint64_t)(STORE_CHUNK_EVENTS + 2) << 8 | SIM_CAT_ACTIVATION | SIM_CATSRC_USER << 4};
+  CHECK_EQ(store_set_categories(s, id, changes, 1), 0);
+  CHECK_EQ(store_commit(s), 0);
+  CHECK(want.copies > 1000);
+  CHECK_EQ(store_trace_copy_fit(s, id, &got), 1);
+  CHECK(!memcmp(&got, &want, sizeof got));
+  CHECK_EQ(store_trace_copy_fit(s, id, &got), 1); /* the same bits as a pass over the stored chunks */
+  sim_copy_fit_init(&pass);
+  CHECK_EQ(store_trace_copies(s, id, fit_add, &pass), 0);
+  CHECK(!memcmp(&pass, &want, sizeof pass));
+  store_check_totals tot = {0};
+  store_trace t;
+  char fault[512] = "";
+  CHECK_EQ(store_trace_find(s, "copies", &t), 0);
+  CHECK_EQ(store_check_trace(s, &t, on_fault, fault, &tot), 0);
+  CHECK_EQ(tot.faults, 0);
+  /* a sum changed by a bit: check-store says so */
+  CHECK_EQ(store_exec(s, "UPDATE copy_sums SET sxx = sxx * (1 + 1e-15) WHERE kind = 'd2d' AND large = 1"), 0);
+  CHECK_EQ(store_check_trace(s, &t, on_fault, fault, &tot), 0);
+  CHECK_EQ(tot.faults, 1);
+  CHECK(strstr(fault, "copy sums (copy_sums, class d2d at least 1 MiB) differ") != NULL);
+  /* rows that do not add up to timed_copies, or none kept: a pass, the same bits */
+  CHECK_EQ(store_exec(s, "UPDATE copy_sums SET n = n + 1 WHERE kind = 'd2d' AND large = 1"), 0);
+  CHECK_EQ(store_trace_copy_fit(s, id, &got), 0);
+  CHECK(!memcmp(&got, &want, sizeof got));
+  fault[0] = 0;
+  CHECK_EQ(store_check_trace(s, &t, on_fault, fault, &tot), 0);
+  CHECK_EQ(tot.faults, 2);
+  CHECK(strstr(fault, "do not add up") != NULL);
+  CHECK_EQ(store_exec(s, "UPDATE traces SET timed_copies = NULL"), 0);
+  CHECK_EQ(store_trace_copy_fit(s, id, &got), 0);
+  CHECK(!memcmp(&got, &want, sizeof got));
+  CHECK_EQ(store_check_trace(s, &t, on_fault, fault, &tot), 0);
+  CHECK_EQ(tot.faults, 2); /* none kept is no fault */
+  store_trace_clear(&t);
+  /* copies put before the others: the sums of the events in seq order, the prepended first */
+  meta.name = name2;
+  sim_event pre[3], evs[100];
+  CHECK_EQ(store_begin(s), 0);
+  CHECK_EQ(store_writer_begin(s, &meta, &w), 0);
+  CHECK_EQ(store_writer_leave_room(w), 0);
+  for (int i = 0; i < 100; i++) {
+    awkward_copy(&evs[i], i);
+    CHECK_EQ(store_writer_event(w, &evs[i]), 0);
+  }
+  for (int i = 0; i < 3; i++) {
+    awkward_copy(&pre[i], i);
+    pre[i].kind = SIM_EV_MEMCPY;
+    pre[i].size = pre[i].size ? pre[i].size : 4096;
+    pre[i].dur = pre[i].dur ? pre[i].dur : 1000;
+    CHECK_EQ(store_writer_prepend(w, &pre[i]), 0);
+  }
+  int64_t id2 = store_writer_trace_id(w);
+  CHECK_EQ(store_writer_end(w), 0);
+  CHECK_EQ(store_commit(s), 0);
+  sim_copy_fit_init(&want);
+  for (int i = 2; i >= 0; i--) sim_copy_fit_add(&want, &pre[i]);
+  for (int i = 0; i < 100; i++) sim_copy_fit_add(&want, &evs[i]);
+  CHECK_EQ(store_trace_copy_fit(s, id2, &got), 1);
+  CHECK(!memcmp(&got, &want, sizeof got));
+  /* gone with the trace */
+  CHECK_EQ(store_begin(s), 0);
+  CHECK_EQ(store_trace_delete(s, id2), 0);
+  CHECK_EQ(store_commit(s), 0);
+  sqlite3_stmt *q;
+  CHECK_EQ(sqlite3_prepare_v2(store_db(s), "SELECT count(*) FROM copy_sums WHERE trace_id = ?1", -1, &q, NULL), SQLITE_OK);
+  sqlite3_bind_int64(q, 1, id2);
+  CHECK_EQ(sqlite3_step(q), SQLITE_ROW);
+  CHECK_EQ(sqlite3_column_int(q, 0), 0);
+  sqlite3_finalize(q);
+  store_close(s);
+}
+
 int main(void) {
   const char *tmp = getenv("TMPDIR");
   snprintf(dir, sizeof dir, "%s/memplay-chunk-XXXXXX", tmp && *tmp ? tmp : "/tmp");
@@ -281,6 +400,7 @@ int main(void) {
   RUN(text_form_reads_as_sql_does);
   RUN(reads_ranges_and_lends_chunks);
   RUN(damage_is_an_error_naming_trace_and_chunk);
+  RUN(copy_sums_kept_equal_a_pass);
   char cmd[300];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   if (system(cmd)) return 1;

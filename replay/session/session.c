@@ -389,11 +389,10 @@ void session_take_result(session_run *run, replay_result *out) {
 /* ---- the pass ------------------------------------------------------------------------------- */
 
 /* On the device the trace was recorded on, its own copies say what the machine's links
- * delivered: they are fitted once per run (a read of the stored trace's copies) and the time
+ * delivered: they are fitted once per run (from the sums the store kept of the trace's copies
+ * when it was written, store_trace_copy_fit) and the time
  * model uses the fit instead of the profile's bandwidths (docs/timemodel.md). Scenarios'
  * derived traces are fitted from the stored trace they derive from. */
-static void copy_fit_add(void *arg, const sim_event *ev) { sim_copy_fit_add(arg, ev); }
-
 static void fit_copies(session *ses, session_run *run, const session_pass *pass) {
   if (run->copy_fit_done) return;
   run->copy_fit_done = 1;
@@ -406,7 +405,7 @@ static void fit_copies(session *ses, session_run *run, const session_pass *pass)
     sim_copy_fit_init(f);
     if (pass->stored) {
       for (size_t i = 0; i < pass->nstored; i++) sim_copy_fit_add(f, &pass->stored[i]);
-    } else if (store_trace_copies(ses->s, run->trace->id, copy_fit_add, f)) {
+    } else if (store_trace_copy_fit(ses->s, run->trace->id, f) < 0) {
       return;
     }
     if (f->copies) sim_copy_fit_solve(f, &run->device.p);

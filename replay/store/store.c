@@ -8,6 +8,7 @@
 #include <pthread.h>
 
 #include "io/frames.h"
+#include "sim/copyfit.h"
 #include "store_int.h"
 #include "store_schema_ref.h" /* made at build time by schema_ref_gen.c */
 
@@ -313,7 +314,7 @@ static int pragma_int(store *s, const char *sql, int *out) {
 static int migrate(store *s, int from) {
   if (store_exec(s, "BEGIN IMMEDIATE")) return -1;
   for (int v = from + 1; v <= store_schema_version; v++) {
-    if (store_exec(s, store_migration(v)) || (v == 4 && chunk_migrate_rows(s)) ||
+    if (store_exec(s, store_migration(v)) || (v == 4 && chunk_migrate_rows(s)) || (v == 5 && copy_sums_migrate(s)) ||
         (store_migration_after(v) && store_exec(s, store_migration_after(v)))) {
       char msg[STORE_ERRLEN];
       snprintf(msg, sizeof msg, "%s", s->err);
@@ -624,6 +625,7 @@ int store_trace_each(store *s, int (*fn)(void *arg, const store_trace *t), void 
 int store_trace_delete(store *s, int64_t id) {
   static const char *const sql[] = {
     "DELETE FROM event_chunks WHERE trace_id = ?1",        "DELETE FROM event_rows WHERE trace_id = ?1",
+    "DELETE FROM copy_sums WHERE trace_id = ?1",
     "DELETE FROM event_args WHERE trace_id = ?1",
     "DELETE FROM recorded WHERE trace_id = ?1",   "DELETE FROM segments WHERE trace_id = ?1",
     "DELETE FROM blocks WHERE trace_id = ?1",     "DELETE FROM trace_stats WHERE trace_id = ?1",
@@ -712,6 +714,12 @@ struct store_writer {
   /* events put before the others (store_writer_prepend), last seq first: pre[k] has seq STORE_ROOM - 1 - k */
   sim_event *pre;
   size_t npre, precap;
+  /* the copy fit's sums (store_copysums.c), added in seq order by the writer thread as it stores
+   * each chunk: fit_next is the seq of the next event to add (INT64_MIN: none stored yet);
+   * fit_redo: the chunks came out of order, the sums are made again from the stored chunks */
+  sim_copy_fit fit;
+  int64_t fit_next;
+  int fit_redo;
 };
 
 int store_lock(store *s) {
@@ -776,6 +784,7 @@ static int writer_begin_u(store *s, const store_trace *m, store_writer **out) {
   w->trace_id = sqlite3_last_insert_rowid(s->db);
   w->first_ts = INT64_MAX;
   w->last_ts = INT64_MIN;
+  w->fit_next = INT64_MIN;
   *out = w; /* its thread starts with its first event */
   return 0;
 }
@@ -785,10 +794,26 @@ int64_t store_writer_events(const store_writer *w) { return w->next - w->first; 
 
 static int insert_batch_recorded(store_writer *w, const ev_batch *b);
 
+/* A batch's events added to the copy fit's sums, those not added before: a chunk an earlier stop
+ * stored part-filled comes again whole (writer_resume_chunk), its first events as they were. A
+ * batch that does not continue the sums (a gap, or events before them) has them made again at the
+ * end, from the stored chunks. */
+static void writer_fit_batch(store_writer *w, const ev_batch *b) {
+  if (w->fit_redo) return;
+  if (w->fit_next == INT64_MIN) w->fit_next = b->seq0;
+  if (b->seq0 > w->fit_next || b->seq0 + (int64_t)b->n < w->fit_next) {
+    w->fit_redo = 1;
+    return;
+  }
+  for (size_t i = (size_t)(w->fit_next - b->seq0); i < b->n; i++) sim_copy_fit_add(&w->fit, &b->ev[i]);
+  w->fit_next = b->seq0 + (int64_t)b->n;
+}
+
 /* A batch's chunk, in the writer thread: packed outside the connection lock, stored inside it
  * (replacing the chunk when an earlier stop stored it part-filled). */
 static int insert_batch_events(store_writer *w, const ev_batch *b) {
   if (!b->n) return 0;
+  writer_fit_batch(w, b);
   chunk_pack(&w->io, b->ev, b->n);
   pthread_mutex_lock(&w->s->conn_lock);
   int rc = chunk_store(w->s, &w->io, &b->text, w->trace_id, b->seq0, b->n);
@@ -1233,8 +1258,18 @@ static void writer_free(store_writer *w) {
   free(w);
 }
 
+/* The copy fit's sums kept: those the writer thread added, unless events came before them that
+ * count (prepended copies) or the chunks came out of order; then a pass over the stored chunks. */
+static int writer_copy_sums(store_writer *w) {
+  sim_copy_fit pre;
+  sim_copy_fit_init(&pre);
+  for (size_t i = 0; i < w->npre; i++) sim_copy_fit_add(&pre, &w->pre[i]);
+  if (pre.copies || w->fit_redo) return copy_sums_of_trace(w->s, w->trace_id);
+  return copy_sums_put(w->s, w->trace_id, &w->fit);
+}
+
 static int writer_finish_u(store_writer *w) {
-  if (writer_store_prepended(w) || writer_late_categories(w)) return -1;
+  if (writer_store_prepended(w) || writer_late_categories(w) || writer_copy_sums(w)) return -1;
   sqlite3_stmt *q = store_stmt(w->s, "UPDATE traces SET event_count = ?1, first_ts = ?2, last_ts = ?3, "
                                      "first_seq = ?5 WHERE id = ?4");
   if (!q) return -1;

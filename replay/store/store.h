@@ -252,6 +252,13 @@ void store_summary_clear(store_summary *sum);
  * its kind, dir, mem, size and dur are filled in): what the time model fits link speeds from, read
  * without decoding the trace's other events. 0, or -1 (store_error says why). */
 int store_trace_copies(store *s, int64_t trace_id, void (*fn)(void *arg, const sim_event *ev), void *arg);
+/* The copy fit's sums over trace_id's timed copies (sim_copy_fit_add of its events in order; f is
+ * initialised here, nothing is solved): those the store kept when the events were written
+ * (copy_sums, a few rows), else, where none are kept or they do not add up, a pass over its copies
+ * (store_trace_copies). Either way the same bits. 1: the kept sums, 0: a pass, -1: an error
+ * (store_error says why). */
+struct sim_copy_fit;
+int store_trace_copy_fit(store *s, int64_t trace_id, struct sim_copy_fit *f);
 
 /* Sets the category of stored events: changes[i] = seq << 8 | category | cat_source << 4, seqs
  * as stored (not counted from first_seq), applied in order (of two changes to one event, the
@@ -272,8 +279,9 @@ typedef void (*store_fault_fn)(void *arg, const char *msg);
  * form. 0 (faults or not: counted in tot->faults), or -1 when the store cannot be read (store_error). */
 int store_check_integrity(store *s, store_fault_fn fault, void *arg, store_check_totals *tot);
 /* Every chunk of trace t decoded: its checksum, codec and count, the seqs continuing from one
- * chunk to the next from t->first_seq, the text form equal to the packed one, and the events
- * adding up to t->event_count. 0 (faults or not), or -1 when the store cannot be read. */
+ * chunk to the next from t->first_seq, the text form equal to the packed one, the events
+ * adding up to t->event_count, and the copy fit's kept sums (copy_sums) equal, bit for bit, to
+ * those of its decoded events. 0 (faults or not), or -1 when the store cannot be read. */
 int store_check_trace(store *s, const store_trace *t, store_fault_fn fault, void *arg, store_check_totals *tot);
 
 /* Sets the file a trace came from (NULL: none), e.g. when the file it was imported from is gone. */

@@ -1,9 +1,10 @@
-/* store_check.c: checking a store: SQLite's integrity check, and every chunk of events decoded against its checksum, count, seqs and text. */
+/* store_check.c: checking a store: SQLite's integrity check, and every chunk of events decoded against its checksum, count, seqs, text and the copy fit's sums. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "sim/copyfit.h"
 #include "store_int.h"
 
 static void report(store_fault_fn fault, void *arg, store_check_totals *tot, const char *fmt, ...)
@@ -90,7 +91,9 @@ int store_check_trace(store *s, const store_trace *t, store_fault_fn fault, void
   sqlite3_bind_int64(q, 1, t->id);
   chunk_io io = {0};
   int64_t expect = t->first_seq, events = 0;
-  int rc, err = 0;
+  int rc, err = 0, whole = 1; /* whole: every chunk decoded, so fit holds the sums of all its copies */
+  sim_copy_fit fit;
+  sim_copy_fit_init(&fit);
   tot->traces++;
   while (!err && (rc = sqlite3_step(q)) == SQLITE_ROW) {
     chunk_meta m;
@@ -100,8 +103,10 @@ int store_check_trace(store *s, const store_trace *t, store_fault_fn fault, void
       int64_t n = sqlite3_column_int64(q, 2);
       if (n > 0 && n <= STORE_CHUNK_EVENTS) events += n; /* counted as it claims, not faulted twice */
       expect = -1; /* the next chunk's start cannot be checked */
+      whole = 0;
       continue;
     }
+    for (size_t i = 0; i < m.n; i++) sim_copy_fit_add(&fit, &io.ev[i]);
     if (expect >= 0 && m.seq0 != expect)
       report(fault, arg, tot, "trace '%s' chunk %lld: starts at seq %lld where seq %lld was due", t->name,
              (long long)m.chunk, (long long)(m.seq0 - t->first_seq), (long long)(expect - t->first_seq));
@@ -117,6 +122,7 @@ int store_check_trace(store *s, const store_trace *t, store_fault_fn fault, void
   if (events != t->event_count)
     report(fault, arg, tot, "trace '%s': its chunks hold %lld events, its event_count says %lld", t->name,
            (long long)events, (long long)t->event_count);
+  if (whole && copy_sums_check(s, t, &fit, fault, arg, tot)) return -1;
   sqlite3_stmt *o = store_stmt(s, "SELECT chunk FROM event_rows r WHERE trace_id = ?1 AND NOT EXISTS "
                                   "(SELECT 1 FROM event_chunks c WHERE c.trace_id = r.trace_id AND c.chunk = r.chunk)");
   if (!o) return -1;

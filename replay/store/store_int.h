@@ -106,4 +106,21 @@ int chunk_set_device(store *s, int64_t trace_id, int device);
 /* Migration 4: the rows of schema 3's events table (renamed events_v3) into chunks. */
 int chunk_migrate_rows(store *s);
 
+/* ---- the copy fit's sums (store_copysums.c) ---- */
+
+/* Every chunk write keeps the events' kind, direction, memory kind, size and duration as the trace's
+ * writer stored them (category and device changes touch neither), so the sums the writer kept as
+ * it stored them stay true. */
+struct sim_copy_fit;
+/* Keeps f's sums (unsolved) as trace_id's: copy_sums and traces.timed_copies, replacing any. 0, or -1. */
+int copy_sums_put(store *s, int64_t trace_id, const struct sim_copy_fit *f);
+/* The sums of trace_id's stored copies, by a pass over its chunks, kept (copy_sums_put). 0, or -1. */
+int copy_sums_of_trace(store *s, int64_t trace_id);
+/* Migration 5: the sums of every trace already stored (one whose chunks cannot be read keeps none). */
+int copy_sums_migrate(store *s);
+/* Checks t's kept sums against events (the sums of its decoded events, in order): a fault when they
+ * differ or do not add up; none when no sums are kept. 0, or -1 when the store cannot be read. */
+int copy_sums_check(store *s, const store_trace *t, const struct sim_copy_fit *events, store_fault_fn fault, void *arg,
+                    store_check_totals *tot);
+
 #endif

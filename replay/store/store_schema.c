@@ -282,6 +282,23 @@ static const char *const migrations[] = {
   "         nullif(j.value ->> 11, -1) AS api_dur\n"
   "  FROM event_rows r, json_each(r.rows) j;\n"
   EVENTS_NAMED_SINCE_2,
+  /* 5: the copy fit's sums (sim/copyfit.h) of each trace's timed copies, kept when its events are
+   * written, so that a replay on the recorded device reads a few rows instead of every chunk's
+   * copies. timed_copies counts the copies summed; NULL: no sums kept (a replay reads the copies).
+   * store.c fills both for the traces already stored, between this SQL and the version's bump. */
+  "ALTER TABLE traces ADD COLUMN timed_copies INTEGER;\n"
+  "CREATE TABLE copy_sums(\n"
+  "  trace_id INTEGER NOT NULL,\n"
+  "  kind TEXT NOT NULL,\n" /* the time model's copy class: h2d_pinned, h2d_pageable, d2h_pinned, ... */
+  "  large INTEGER NOT NULL,\n" /* 0: below 1 MiB, 1: at least */
+  "  n INTEGER NOT NULL,\n"
+  "  sx REAL NOT NULL,\n" /* sums over the class's copies of bytes x and durations y (ns) */
+  "  sy REAL NOT NULL,\n"
+  "  sxx REAL NOT NULL,\n"
+  "  sxy REAL NOT NULL,\n"
+  "  syy REAL NOT NULL,\n"
+  "  PRIMARY KEY(trace_id, kind, large)\n"
+  ") WITHOUT ROWID;\n",
 };
 
 /* SQL that ends a migration after the step in C that store.c runs between (NULL: none). */

@@ -1,5 +1,5 @@
-# The store's chunks of events: a store of schema 3 migrated and answering as before, a damaged
-# chunk a clear error (never a crash), and check-store's verdicts.
+# The store's chunks of events: stores of schemas 3 and 4 migrated and answering as before, a
+# damaged chunk a clear error (never a crash), and check-store's verdicts.
 . "$TESTS_DIR/cli/lib.sh"
 
 # A store written by memplay of schema 3 (tests/data/store-v3.db.gz; store_v3_answers.sh says how).
@@ -7,18 +7,42 @@ gunzip -c "$MEMPLAY_SRC/tests/data/store-v3.db.gz" >"$T/v3.db"
 [ "$(sqlite3 "$T/v3.db" 'PRAGMA user_version')" = 3 ] || fail "the schema-3 store is not of schema 3"
 # read-only (compare --no-save, shards): refused with how to upgrade it, and left as it was
 v3sum=$(md5sum <"$T/v3.db")
-expect 1 --db "$T/v3.db" compare 'gen*' --policy torch --no-save && has "$T/err" "needs upgrading from schema version 3 to 4"
+schema=$("$MEMPLAY" --version | sed -E 's/.*schema version ([0-9]+).*/\1/')
+expect 1 --db "$T/v3.db" compare 'gen*' --policy torch --no-save && has "$T/err" "needs upgrading from schema version 3 to $schema"
 has "$T/err" "memplay check-store"
 [ "$(md5sum <"$T/v3.db")" = "$v3sum" ] || fail "a read-only open changed the store"
 # check-store upgrades it (one transaction) and finds it whole
 expect 0 --db "$T/v3.db" check-store || cat "$T/out" >&2
 has "$T/out" "3 traces, 5 chunks, 23,521 events: no faults"
-[ "$(sqlite3 "$T/v3.db" 'PRAGMA user_version')" = 4 ] || fail "not upgraded to schema 4"
+[ "$(sqlite3 "$T/v3.db" 'PRAGMA user_version')" = "$schema" ] || fail "not upgraded to schema $schema"
 [ "$(sqlite3 "$T/v3.db" "SELECT count(*) FROM sqlite_schema WHERE name = 'events_v3'")" = 0 ] || fail "schema 3's table is left"
 # replay, validate, export and SQL answer exactly as memplay of schema 3 did on the same store
 bash "$TESTS_DIR/cli/store_v3_answers.sh" "$MEMPLAY" "$T/v3.db" >"$T/v4.answers" 2>&1
 diff "$MEMPLAY_SRC/tests/data/store-v3.expected" "$T/v4.answers" >"$T/answers.diff" ||
   fail "the upgraded store answers otherwise: $(head -c 1500 "$T/answers.diff")"
+
+# A store written by memplay of schema 4 (tests/data/store-v4.db.gz; store_v4_answers.sh says how):
+# the upgrade keeps the copy fit's sums of each trace, and replays on the recorded device predict
+# the same times, to the nanosecond, from the kept sums and, with them gone, from the copies.
+gunzip -c "$MEMPLAY_SRC/tests/data/store-v4.db.gz" >"$T/v4.db"
+[ "$(sqlite3 "$T/v4.db" 'PRAGMA user_version')" = 4 ] || fail "the schema-4 store is not of schema 4"
+expect 0 --db "$T/v4.db" check-store || cat "$T/out" >&2
+has "$T/out" "2 traces, 3 chunks, 24,000 events: no faults"
+[ "$(sqlite3 "$T/v4.db" 'PRAGMA user_version')" = "$schema" ] || fail "not upgraded to schema $schema"
+[ "$(sqlite3 "$T/v4.db" "SELECT count(*), sum(timed_copies) FROM traces WHERE timed_copies IS NOT NULL")" = "2|38" ] ||
+  fail "the upgrade kept no copy sums: $(sqlite3 "$T/v4.db" "SELECT name, timed_copies FROM traces")"
+[ "$(sqlite3 "$T/v4.db" "SELECT count(*), sum(n) FROM copy_sums")" = "2|38" ] || fail "copy_sums: $(sqlite3 "$T/v4.db" "SELECT * FROM copy_sums")"
+for how in kept pass; do
+  [ $how = pass ] && sqlite3 "$T/v4.db" "UPDATE traces SET timed_copies = NULL"
+  bash "$TESTS_DIR/cli/store_v4_answers.sh" "$MEMPLAY" "$T/v4.db" >"$T/v5.answers" 2>&1
+  diff "$MEMPLAY_SRC/tests/data/store-v4.expected" "$T/v5.answers" >"$T/answers.diff" ||
+    fail "the upgraded store's times ($how sums) differ: $(head -c 1500 "$T/answers.diff")"
+done
+# a kept sum changed: check-store names the trace and the class
+expect 0 --db "$T/v4.db" gen --events 3000 --seed 2 --name fresh
+sqlite3 "$T/v4.db" "UPDATE copy_sums SET sy = sy + 1 WHERE trace_id = (SELECT id FROM traces WHERE name = 'fresh')"
+expect 3 --db "$T/v4.db" check-store
+has "$T/out" "trace 'fresh': its copy sums (copy_sums, class h2d_pinned below 1 MiB) differ from its copies'"
 
 # A damaged chunk: a clear error naming the trace and the chunk, exit 1, no crash.
 expect 0 gen --events 40000 --seed 3 --name victim
