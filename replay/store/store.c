@@ -805,7 +805,8 @@ static void writer_fit_batch(store_writer *w, const ev_batch *b) {
     w->fit_redo = 1;
     return;
   }
-  for (size_t i = (size_t)(w->fit_next - b->seq0); i < b->n; i++) sim_copy_fit_add(&w->fit, &b->ev[i]);
+  for (size_t i = (size_t)(w->fit_next - b->seq0); i < b->n; i++)
+    if (b->ev[i].kind == SIM_EV_MEMCPY) sim_copy_fit_add(&w->fit, &b->ev[i]); /* the only kind it counts */
   w->fit_next = b->seq0 + (int64_t)b->n;
 }
 
