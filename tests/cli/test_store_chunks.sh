@@ -38,6 +38,24 @@ for how in kept pass; do
   diff "$MEMPLAY_SRC/tests/data/store-v4.expected" "$T/v5.answers" >"$T/answers.diff" ||
     fail "the upgraded store's times ($how sums) differ: $(head -c 1500 "$T/answers.diff")"
 done
+# a damaged chunk does not stop the upgrade: that trace keeps no sums (its replay says what is
+# damaged), the others theirs
+gunzip -c "$MEMPLAY_SRC/tests/data/store-v4.db.gz" >"$T/v4bad.db"
+python3 - "$T/v4bad.db" <<'PY'
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+data, = db.execute("SELECT data FROM event_chunks WHERE trace_id = 2 AND chunk = 1").fetchone()
+b = bytearray(data)
+b[len(b) // 2] ^= 0x10
+db.execute("UPDATE event_chunks SET data = ? WHERE trace_id = 2 AND chunk = 1", (bytes(b),))
+db.commit()
+PY
+expect 3 --db "$T/v4bad.db" check-store
+has "$T/out" "trace 'gen20k' in store"
+[ "$(sqlite3 "$T/v4bad.db" "PRAGMA user_version; SELECT name || '=' || coalesce(timed_copies, 'none') FROM traces ORDER BY id")" = "$schema
+sample=6
+gen20k=none" ] || fail "the damaged store's upgrade: $(sqlite3 "$T/v4bad.db" "SELECT name, timed_copies FROM traces")"
+expect 1 --db "$T/v4bad.db" replay gen20k --no-save && has "$T/err" "chunk 1 fails its checksum"
 # a kept sum changed: check-store names the trace and the class
 expect 0 --db "$T/v4.db" gen --events 3000 --seed 2 --name fresh
 sqlite3 "$T/v4.db" "UPDATE copy_sums SET sy = sy + 1 WHERE trace_id = (SELECT id FROM traces WHERE name = 'fresh')"
