@@ -253,6 +253,7 @@ int store_reader_range(store *s, int64_t trace_id, int64_t from, int64_t to, sto
     }
     sqlite3_reset(fq);
   }
+  if (fq) store_readers_add(s, 1);
   store_unlock(s, tok);
   if (!fq) return -1;
   if (first < 0 || first >= STORE_MAX_EVENTS) first = 0;
@@ -331,6 +332,9 @@ int store_reader_next(store_reader *r, sim_event *ev) {
 
 void store_reader_close(store_reader *r) {
   if (!r) return;
+  int tok = store_lock(r->s);
+  store_readers_add(r->s, -1);
+  store_unlock(r->s, tok);
   chunk_io_release(&r->io);
   free(r);
 }
