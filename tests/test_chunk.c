@@ -317,11 +317,14 @@ static void reads_ranges_and_lends_chunks(void) {
                                {STORE_READER_SLICE, 2 * STORE_READER_SLICE},
                                {STORE_READER_SLICE - 1, STORE_READER_SLICE + 1},
                                {n - 1, n + 100},
+                               {n - 5, n - 5},
+                               {n + 5, -1}, /* past the end: no events, no error */
                                {n, -1}};
   for (size_t i = 0; i < sizeof ranges / sizeof ranges[0]; i++) {
     CHECK_EQ(store_reader_range(s, id, ranges[i][0], ranges[i][1], &r), 0);
     sim_event ev;
     int64_t expect = ranges[i][0], end = ranges[i][1] < 0 || ranges[i][1] > n ? n : ranges[i][1];
+    if (end < expect) end = expect; /* nothing to read */
     int got;
     while ((got = store_reader_next(r, &ev)) == 1) CHECK_EQ(ev.seq, expect++);
     CHECK_EQ(got, 0);

@@ -393,7 +393,7 @@ static int store_idle_cache_kib(const store *s) { return s->readers ? STORE_READ
 
 /*
  * A reader reads each page of a trace's chunks once, in order: kept in a large cache, every page
- * it reads is fresh memory that the kernel faults in and zeroes (5,600 page faults and a tenth
+ * it reads is fresh memory that the kernel faults in and zeroes (4,000 page faults and a tenth
  * of the CPU of a 1 M-event replay), though no page is read again. While a reader is open the
  * cache is small, so that the pages its reads go through are reused. Called with the
  * connection's lock held (store_lock); a read-only store keeps SQLite's own small cache.

@@ -347,9 +347,9 @@ static int reader_open_chunk(store_reader *r, const chunk_meta *m) {
   r->chunk = m->chunk;
   r->next = m->seq0;
   r->stop = m->seq0 + (int64_t)m->n < r->hi ? m->seq0 + (int64_t)m->n : r->hi;
-  r->pos = r->n = 0;
-  while (r->next < r->lo) { /* the range starts inside the chunk */
-    int64_t left = r->lo - r->next;
+  int64_t from = r->lo > r->next ? (r->lo < r->stop ? r->lo : r->stop) : r->next;
+  while (r->next < from) { /* the range starts inside the chunk */
+    int64_t left = from - r->next;
     if (reader_decode(r, left < READER_SLICE ? (size_t)left : READER_SLICE) < 0) return -1;
   }
   r->pos = r->n = 0;
