@@ -4,7 +4,7 @@
 #     through the include paths their libraries' dependencies give them);
 #  2. the libraries outside the project are included only where their folder links them:
 #     sim/ is the C library's only; SQLite in store/ and import/ (Nsight Systems exports are
-#     SQLite files); Lua in lua/; zlib in io/; CUDA and CUPTI in cuda/;
+#     SQLite files); Lua in lua/; zlib and ISA-L in io/; CUDA and CUPTI in cuda/;
 #  3. no allocator model is named by a string outside its own file (a fact about an allocator is
 #     a field of its ops table): no "async" comparison outside sim/alloc_async.c.
 set -euo pipefail
@@ -27,11 +27,12 @@ check_lib() {
 check_lib 'sqlite3\.h' '^replay/(store|import)/'
 check_lib '(lua|lauxlib|lualib)\.h' '^replay/lua/'
 check_lib 'zlib\.h' '^replay/io/'
+check_lib 'isa-l' '^replay/io/'
 check_lib '(cuda|cupti|cuda_runtime|cuda_runtime_api)[a-z_]*\.h' '^replay/cuda/'
 check_lib 'yajl/' '^replay/'
 while IFS= read -r hit; do
   bad "sim/ uses only the C library and POSIX: $hit"
-done < <(sources 'sim/*.[ch]' | xargs grep -nE '#include <(sqlite3|yajl|lua|lauxlib|zlib|cuda|cupti)' || true)
+done < <(sources 'sim/*.[ch]' | xargs grep -nE '#include <(sqlite3|yajl|lua|lauxlib|zlib|isa-l|cuda|cupti)' || true)
 
 while IFS= read -r hit; do bad "an allocator named by a string outside its own file: $hit"; done < <(
   sources 'sim/*.[ch]' 'replay/*.[ch]' 'cli/*.[ch]' | grep -v '^sim/alloc_async.c$' |

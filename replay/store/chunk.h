@@ -56,6 +56,26 @@ void store_chunk_encode(store_chunk_enc *e, const sim_event *ev, size_t n, store
  * with what is wrong in why (the bytes do not decode to exactly n events of the codec). */
 int store_chunk_decode(const unsigned char *p, size_t len, size_t n, int64_t seq0, sim_event *ev, char *why,
                        size_t whylen);
+/*
+ * A chunk unpacked a slice of events at a time, in order: a reader hands out slices that stay in
+ * the processor's cache while they are replayed, where a whole chunk's events (1.5 MB) do not.
+ * open reads the header and the dictionary (0, or -1 with why); next decodes the next k events
+ * into ev (room for k), numbering them from seq: 0, or -1 with why (the decoder is then done);
+ * the call that decodes the chunk's last event also checks that each column ends exactly there.
+ * release frees what it keeps between chunks (the dictionary). Start from {0}.
+ */
+#define STORE_CHUNK_COLUMNS 11
+typedef struct store_chunk_dec {
+  const unsigned char *p[STORE_CHUNK_COLUMNS], *end[STORE_CHUNK_COLUMNS]; /* each column's position, end */
+  int64_t ts, stream, step, dev_ts; /* the running values the differences apply to */
+  uint64_t addr;
+  struct store_chunk_small *dict; /* the dictionary as decoding stores it */
+  size_t ndict, dict_cap;
+  size_t n, done; /* the chunk's events, and how many are decoded */
+} store_chunk_dec;
+int store_chunk_dec_open(store_chunk_dec *d, const unsigned char *p, size_t len, size_t n, char *why, size_t whylen);
+int store_chunk_dec_next(store_chunk_dec *d, size_t k, int64_t seq, sim_event *ev, char *why, size_t whylen);
+void store_chunk_dec_release(store_chunk_dec *d);
 /* Calls fn for each copy (SIM_EV_MEMCPY) of a packed chunk of n events with only its kind, mem,
  * dir, size and dur filled in, decoding only the columns those come from. 0, or -1 with why. */
 int store_chunk_copies(const unsigned char *p, size_t len, size_t n, void (*fn)(void *arg, const sim_event *ev),

@@ -204,10 +204,14 @@ int store_reader_open(store *s, int64_t trace_id, store_reader **r);
 int store_reader_range(store *s, int64_t trace_id, int64_t from, int64_t to, store_reader **r);
 /* 1 with an event, 0 at the end, -1 on error (store_error). */
 int store_reader_next(store_reader *r, sim_event *ev);
-/* The events are decoded a chunk at a time (docs/trace-store.md) and lent without a copy: view
- * points *evs at the events of the current chunk not yet read and returns how many (0 at the
- * end, -1 on error); they stay valid until advance marks k of them read (replay/engine/source.h).
- * A chunk that fails its checksum or does not decode is an error naming the trace and the chunk. */
+/* The events are read a chunk at a time (docs/trace-store.md), decoded a slice of at most
+ * STORE_READER_SLICE events of one chunk at a time (a slice stays in the processor's cache while
+ * it is replayed) and lent without a copy: view points *evs at the events of the current slice
+ * not yet read and returns how many (0 at the end, -1 on error); they stay valid until advance
+ * marks k of them read (replay/engine/source.h). A chunk that fails its checksum is an error
+ * naming the trace and the chunk before any of its events is lent; one that does not decode
+ * (its checksum right: a chunk written wrongly) is such an error at the slice that does not. */
+#define STORE_READER_SLICE 1024
 ptrdiff_t store_reader_view(store_reader *r, const sim_event **evs);
 void store_reader_advance(store_reader *r, size_t k);
 void store_reader_close(store_reader *r);

@@ -105,9 +105,9 @@ static int chunk_blob_read(store *s, int64_t trace_id, int64_t chunk, int64_t ro
   return rc == SQLITE_OK ? 0 : store_fail(s, NULL, "cannot read events");
 }
 
-/* Checks and decodes a chunk whose row said n, codec and crc, its bytes p[0..len). */
-static int chunk_decode_bytes(store *s, int64_t trace_id, int64_t base, chunk_io *io, chunk_meta *m, int64_t n,
-                              int codec, uint32_t crc, const unsigned char *p, size_t len) {
+/* Checks a chunk whose row said n, codec and crc, its bytes p[0..len): 0, or -1. */
+static int chunk_check_bytes(store *s, int64_t trace_id, const chunk_meta *m, int64_t n, int codec, uint32_t crc,
+                             const unsigned char *p, size_t len) {
   if (codec != STORE_CHUNK_CODEC)
     return chunk_fault(s, trace_id, m->chunk, "is of codec %d, which this memplay does not know", codec);
   if (n < 1 || n > STORE_CHUNK_EVENTS || m->seq0 >> STORE_CHUNK_SHIFT != m->chunk ||
@@ -117,6 +117,13 @@ static int chunk_decode_bytes(store *s, int64_t trace_id, int64_t base, chunk_io
   uint32_t got = io_crc32(p, len);
   if (got != crc)
     return chunk_fault(s, trace_id, m->chunk, "fails its checksum (CRC-32 %08x stored, %08x computed)", crc, got);
+  return 0;
+}
+
+/* Checks and decodes a chunk whose row said n, codec and crc, its bytes p[0..len). */
+static int chunk_decode_bytes(store *s, int64_t trace_id, int64_t base, chunk_io *io, chunk_meta *m, int64_t n,
+                              int codec, uint32_t crc, const unsigned char *p, size_t len) {
+  if (chunk_check_bytes(s, trace_id, m, n, codec, crc, p, len)) return -1;
   chunk_io_room(io);
   char why[256];
   if (store_chunk_decode(p, len, (size_t)n, m->seq0 - base, io->ev, why, sizeof why))
@@ -133,7 +140,9 @@ int chunk_decode_row(store *s, sqlite3_stmt *q, int64_t trace_id, int64_t base, 
                             (uint32_t)sqlite3_column_int64(q, 4), p, (size_t)sqlite3_column_bytes(q, 5));
 }
 
-int chunk_get(store *s, chunk_io *io, int64_t trace_id, int64_t from_chunk, int64_t base, chunk_meta *m) {
+/* The first chunk of the trace from from_chunk on, its bytes read into io->blob and checked (not
+ * decoded): 1 with m (its n too), 0 when there is none, -1 on error. */
+static int chunk_fetch(store *s, chunk_io *io, int64_t trace_id, int64_t from_chunk, chunk_meta *m) {
   sqlite3_stmt *q = store_stmt(s, "SELECT chunk, first_seq, n, codec, crc32, rowid FROM event_chunks "
                                   "WHERE trace_id = ?1 AND chunk >= ?2 ORDER BY chunk LIMIT 1");
   if (!q) return -1;
@@ -151,9 +160,21 @@ int chunk_get(store *s, chunk_io *io, int64_t trace_id, int64_t from_chunk, int6
   int codec = sqlite3_column_int(q, 3);
   uint32_t crc = (uint32_t)sqlite3_column_int64(q, 4);
   sqlite3_reset(q); /* the blob is read by a handle of its own */
-  if (chunk_blob_read(s, trace_id, m->chunk, rowid, &io->blob)) return -1;
-  rc = chunk_decode_bytes(s, trace_id, base, io, m, n, codec, crc, io->blob.p, io->blob.n);
-  return rc ? -1 : 1;
+  if (chunk_blob_read(s, trace_id, m->chunk, rowid, &io->blob) ||
+      chunk_check_bytes(s, trace_id, m, n, codec, crc, io->blob.p, io->blob.n))
+    return -1;
+  m->n = (size_t)n;
+  return 1;
+}
+
+int chunk_get(store *s, chunk_io *io, int64_t trace_id, int64_t from_chunk, int64_t base, chunk_meta *m) {
+  int got = chunk_fetch(s, io, trace_id, from_chunk, m);
+  if (got <= 0) return got;
+  chunk_io_room(io);
+  char why[256];
+  if (store_chunk_decode(io->blob.p, io->blob.n, m->n, m->seq0 - base, io->ev, why, sizeof why))
+    return chunk_fault(s, trace_id, m->chunk, "does not decode to its %lld events: %s", (long long)m->n, why);
+  return 1;
 }
 
 /* ---- patching stored events ------------------------------------------------------------------- */
@@ -227,6 +248,10 @@ int store_set_categories(store *s, int64_t trace_id, uint64_t *changes, size_t n
 
 /* ---- the reader ------------------------------------------------------------------------------ */
 
+/* The events a reader decodes at a time: a slice that stays in the processor's cache (96 KiB)
+ * while the engine replays it, where a whole chunk's (1.5 MB) would not. */
+#define READER_SLICE STORE_READER_SLICE
+
 struct store_reader {
   store *s;
   int64_t trace_id;
@@ -236,8 +261,12 @@ struct store_reader {
   int64_t next_chunk;  /* the chunk to read next */
   int64_t expect;      /* the stored seq the next chunk must start at (-1: any) */
   int done;
-  chunk_io io;
-  size_t pos, n;       /* io.ev[pos .. n) not yet read */
+  chunk_io io;         /* the current chunk's bytes */
+  store_chunk_dec dec; /* ... being decoded */
+  int64_t chunk;       /* its number */
+  int64_t next, stop;  /* the stored seqs of it still to decode for the range: [next, stop) */
+  sim_event *slice;    /* READER_SLICE events */
+  size_t pos, n;       /* slice[pos .. n) not yet read */
 };
 
 int store_reader_range(store *s, int64_t trace_id, int64_t from, int64_t to, store_reader **out) {
@@ -253,6 +282,7 @@ int store_reader_range(store *s, int64_t trace_id, int64_t from, int64_t to, sto
     }
     sqlite3_reset(fq);
   }
+  if (fq) store_readers_add(s, 1);
   store_unlock(s, tok);
   if (!fq) return -1;
   if (first < 0 || first >= STORE_MAX_EVENTS) first = 0;
@@ -286,12 +316,52 @@ static int reader_end(store_reader *r, int64_t at) {
   return 0;
 }
 
+/* Decodes the current chunk's next k events (k <= READER_SLICE) into the slice: 1, or -1. */
+static int reader_decode(store_reader *r, size_t k) {
+  char why[256];
+  if (store_chunk_dec_next(&r->dec, k, r->next - r->first, r->slice, why, sizeof why)) {
+    r->done = 1;
+    r->next = r->stop;
+    return chunk_fault(r->s, r->trace_id, r->chunk, "does not decode to its %lld events: %s", (long long)r->dec.n,
+                       why);
+  }
+  r->next += (int64_t)k;
+  r->pos = 0;
+  r->n = k;
+  return 1;
+}
+
+/* The next slice of the current chunk's events in the range. 1, or -1 on error. */
+static int reader_slice(store_reader *r) {
+  int64_t left = r->stop - r->next;
+  return reader_decode(r, left < READER_SLICE ? (size_t)left : READER_SLICE);
+}
+
+/* Opens chunk m (its bytes in r->io.blob) for decoding, and decodes past its events before the
+ * range. 1, or -1 on error. */
+static int reader_open_chunk(store_reader *r, const chunk_meta *m) {
+  char why[256];
+  if (store_chunk_dec_open(&r->dec, r->io.blob.p, r->io.blob.n, m->n, why, sizeof why))
+    return chunk_fault(r->s, r->trace_id, m->chunk, "does not decode to its %lld events: %s", (long long)m->n, why);
+  if (!r->slice) r->slice = sim_xmalloc(READER_SLICE * sizeof *r->slice);
+  r->chunk = m->chunk;
+  r->next = m->seq0;
+  r->stop = m->seq0 + (int64_t)m->n < r->hi ? m->seq0 + (int64_t)m->n : r->hi;
+  int64_t from = r->lo > r->next ? (r->lo < r->stop ? r->lo : r->stop) : r->next;
+  while (r->next < from) { /* the range starts inside the chunk */
+    int64_t left = from - r->next;
+    if (reader_decode(r, left < READER_SLICE ? (size_t)left : READER_SLICE) < 0) return -1;
+  }
+  r->pos = r->n = 0;
+  return 1;
+}
+
 /* Loads the next chunk that holds events of the range. 1, 0 at the end, -1 on error. */
 static int reader_load(store_reader *r) {
   if (r->done) return 0;
   chunk_meta m;
   int tok = store_lock(r->s); /* a trace may be read while another is written (a derived trace saved) */
-  int got = chunk_get(r->s, &r->io, r->trace_id, r->next_chunk, r->first, &m);
+  int got = chunk_fetch(r->s, &r->io, r->trace_id, r->next_chunk, &m);
   store_unlock(r->s, tok);
   if (got <= 0) return got < 0 ? -1 : reader_end(r, r->expect);
   if (m.seq0 >= r->hi) return reader_end(r, r->expect);
@@ -300,20 +370,16 @@ static int reader_load(store_reader *r) {
                        (long long)(m.seq0 - r->first), (long long)(r->expect - r->first));
   r->next_chunk = m.chunk + 1;
   r->expect = m.seq0 + (int64_t)m.n;
-  /* the part of the chunk inside [lo, hi) */
-  r->pos = m.seq0 < r->lo ? (size_t)(r->lo - m.seq0) : 0;
-  r->n = r->expect > r->hi ? (size_t)(r->hi - m.seq0) : m.n;
-  if (r->pos > r->n) r->pos = r->n;
   if (r->expect >= r->hi) r->done = 1;
-  return 1;
+  return reader_open_chunk(r, &m);
 }
 
 ptrdiff_t store_reader_view(store_reader *r, const sim_event **evs) {
   while (r->pos == r->n) {
-    int rc = reader_load(r);
+    int rc = r->next < r->stop ? reader_slice(r) : reader_load(r);
     if (rc <= 0) return rc;
   }
-  *evs = r->io.ev + r->pos;
+  *evs = r->slice + r->pos;
   return (ptrdiff_t)(r->n - r->pos);
 }
 
@@ -325,13 +391,18 @@ int store_reader_next(store_reader *r, sim_event *ev) {
     ptrdiff_t k = store_reader_view(r, &v);
     if (k <= 0) return (int)k;
   }
-  *ev = r->io.ev[r->pos++];
+  *ev = r->slice[r->pos++];
   return 1;
 }
 
 void store_reader_close(store_reader *r) {
   if (!r) return;
+  int tok = store_lock(r->s);
+  store_readers_add(r->s, -1);
+  store_unlock(r->s, tok);
   chunk_io_release(&r->io);
+  store_chunk_dec_release(&r->dec);
+  free(r->slice);
   free(r);
 }
 

@@ -48,6 +48,7 @@ struct store {
   int async;                /* writer threads running: the connection is shared, use conn_lock */
   pthread_mutex_t conn_lock;
   store_writer *writer;      /* the writer whose thread is running, if any (at most one runs) */
+  int readers;               /* store_readers open: the page cache is small (store_readers_add) */
 };
 
 void store_seterr(store *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -55,6 +56,10 @@ void store_seterr(store *s, const char *fmt, ...) __attribute__((format(printf, 
 /* The connection lock, taken only while a writer thread runs; the token says whether it was. */
 int store_lock(store *s);
 void store_unlock(store *s, int token);
+
+/* A trace's reader opened (delta 1) or closed (-1): while any is open the connection's page
+ * cache is small, its pages reused. Called with the connection's lock held. */
+void store_readers_add(store *s, int delta);
 
 /* ---- the log's writes started early (store_flush.c) ---- */
 
