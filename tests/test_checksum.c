@@ -1,4 +1,4 @@
-/* test_checksum.c: io_crc32, whichever library computes it, gives zlib's crc32 on every length and alignment. */
+/* test_checksum.c: io_crc32 and the continued CRC-32 and Adler-32, whichever library computes them, give zlib's values on every length and alignment. */
 #include <zlib.h>
 
 #include "io/checksum.h"
@@ -48,9 +48,39 @@ static void agrees_with_zlib(void) {
   CHECK_EQ(io_crc32(zeros + 1, 17), zlib_crc(zeros + 1, 17));
 }
 
+/* A file's digest continues both sums block by block (io/input.c): cut anywhere, at any offset,
+ * each continued sum equals zlib's over the same bytes. */
+static void continued_sums_agree_with_zlib(void) {
+  static unsigned char buf[70000];
+  uint64_t r = 0x2545F4914F6CDD1Dull;
+  for (size_t i = 0; i < sizeof buf; i++) {
+    r ^= r << 13;
+    r ^= r >> 7;
+    r ^= r << 17;
+    buf[i] = (unsigned char)(r >> 56);
+  }
+  CHECK_EQ(io_adler32_update(1, "", 0), 1);
+  CHECK_EQ(io_adler32_update(1, "Wikipedia", 9), 0x11E60398u); /* the usual worked example */
+  int bad = 0;
+  size_t lens[] = {0, 1, 15, 16, 17, 255, 5552, 5553, 65536, sizeof buf - 16};
+  for (size_t k = 0; k < sizeof lens / sizeof lens[0]; k++)
+    for (size_t off = 0; off < 16; off += 5)
+      for (size_t cut = 0; cut <= lens[k]; cut += lens[k] / 3 + 1) {
+        const unsigned char *p = buf + off;
+        size_t n = lens[k];
+        uint32_t c = io_crc32_update(io_crc32_update(0, p, cut), p + cut, n - cut);
+        uint32_t a = io_adler32_update(io_adler32_update(1, p, cut), p + cut, n - cut);
+        if (c != zlib_crc(p, n) && bad++ < 5) fprintf(stderr, "continued crc of %zu bytes cut at %zu differs\n", n, cut);
+        if (a != (uint32_t)adler32(1, p, (uInt)n) && bad++ < 5)
+          fprintf(stderr, "continued adler of %zu bytes cut at %zu differs\n", n, cut);
+      }
+  CHECK_EQ(bad, 0);
+}
+
 int main(void) {
   printf("io_crc32 by %s\n", io_crc32_impl());
   RUN(known_values);
   RUN(agrees_with_zlib);
+  RUN(continued_sums_agree_with_zlib);
   TEST_MAIN_END();
 }

@@ -9,6 +9,7 @@
 #include <zlib.h>
 
 #include "sim/hashmap.h"
+#include "checksum.h"
 #include "input.h"
 
 #define BUFSZ (1u << 18)
@@ -266,11 +267,11 @@ int input_digest(const char *path, char *out, size_t n) {
   if (!f) return -1;
   unsigned char buf[1 << 16];
   uint64_t size = 0;
-  uLong crc = crc32(0L, Z_NULL, 0), adler = adler32(0L, Z_NULL, 0);
+  uint32_t crc = 0, adler = 1; /* zlib's CRC-32 and Adler-32 (io/checksum.h) */
   size_t got;
   while ((got = fread(buf, 1, sizeof buf, f)) > 0) {
-    crc = crc32(crc, buf, (uInt)got);
-    adler = adler32(adler, buf, (uInt)got);
+    crc = io_crc32_update(crc, buf, got);
+    adler = io_adler32_update(adler, buf, got);
     size += got;
   }
   int bad = ferror(f);
