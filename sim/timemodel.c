@@ -62,13 +62,16 @@ const char *sim_tm_copy_bucket_name(int b) { return b >= 0 && b < SIM_TM__NCB ? 
 
 /* ---- state ----------------------------------------------------------------------------------- */
 
+/* A device operation, kept in a ring of the last TM_OP_RING for walks back along the critical
+ * path (48 bytes: the ring is written at every launch). Operation `id` is in slot id % TM_OP_RING
+ * while fewer than TM_OP_RING operations followed it (op_get). */
 typedef struct tm_op {
-  int64_t id;    /* valid in its ring slot when equal to the slot's op number */
   int64_t start, end;
   int64_t avail; /* when its launch made it available on the device */
   int64_t pred;  /* the operation whose end set its start, -1 none */
-  int64_t seq, name;
-  uint8_t what, kind, dir, mem;
+  int64_t seq;   /* its event */
+  uint32_t item; /* its critical-path item */
+  uint8_t kind;  /* its event's kind */
 } tm_op;
 
 typedef struct tm_stream {
@@ -86,8 +89,9 @@ typedef struct tm_device {
   int64_t link_free[NLINKS], link_op[NLINKS], link_rec[NLINKS];
   int64_t engine_free[TM_MAX_ENGINES], engine_op[TM_MAX_ENGINES], engine_rec[TM_MAX_ENGINES];
   int64_t bounce_free, bounce_op;
-  struct tm_queued { int64_t start, rec, op; } *q; /* the launch queue: the last launch_queue operations */
-  uint64_t nops, q_next; /* q_next: nops modulo the queue's length, the slot of the oldest */
+  /* The launch queue: the last launch_queue operations, oldest at q_old, in a ring from q to q_end.
+   * Slots not yet used hold an operation that started at INT64_MIN: none waits for them. */
+  struct tm_queued { int64_t start, rec, op; } *q, *q_old, *q_end;
 } tm_device;
 
 typedef struct tm_pending {
@@ -111,9 +115,10 @@ typedef struct tm_seg {
 } tm_seg;
 
 /* A critical-path item's running totals, touched at every attribution (what it is, the item
- * itself, is kept apart). cur: the time so far of the occurrence of event last_seq; max: the
- * largest finished one, of event max_seq; order: its place among the items by first attribution.
- * Laid out so that no two fields read together sit side by side: the compiler would read them
+ * itself, is kept apart). cur: the time so far of the occurrence of event last_seq (at first
+ * INT64_MAX, above any max, so that the first occurrence takes the rare branch that notes its
+ * order); max: the largest finished one, of event max_seq; order: its place among the items by
+ * first attribution. Laid out so that no two fields read together sit side by side: the compiler would read them
  * as one wide load, which has to wait for the two narrower stores before it to complete. */
 typedef struct tm_item_state {
   int64_t total, cur, count, last_seq, max, order, max_seq;
@@ -194,10 +199,11 @@ static int64_t recorded_call(const sim_event *ev) {
 }
 
 static tm_op *op_get(sim_tm *tm, int64_t id) {
-  if ((uint64_t)id >= (uint64_t)tm->nops) return NULL; /* below 0 too */ /* a slot is written once its first op is committed */
-  tm_op *o = &tm->ops[(uint64_t)id & (TM_OP_RING - 1)];
-  return o->id == id ? o : NULL;
+  /* committed (below nops; below 0 too) and not yet overwritten: slots are written in id order */
+  if ((uint64_t)id >= (uint64_t)tm->nops || tm->nops - id > TM_OP_RING) return NULL;
+  return &tm->ops[(uint64_t)id & (TM_OP_RING - 1)];
 }
+
 
 /* ---- the pending-adjustment heap (recorded time order; adjustments before step ends) -------- */
 
@@ -254,7 +260,7 @@ __attribute__((noinline, cold)) static size_t item_new(sim_tm *tm, const tm_key 
     sim_grow((void **)&tm->items, &tm->items_cap, tm->nitems + 1, sizeof *tm->items);
     if (tm->items_cap != cap) tm->item_meta = sim_xrealloc(tm->item_meta, tm->items_cap * sizeof *tm->item_meta);
     /* last_seq: no event's (seqs are -1 or more), so the first attribution starts an occurrence */
-    tm->items[tm->nitems] = (tm_item_state){.last_seq = INT64_MIN, .order = -1, .cls = what_class[k->what]};
+    tm->items[tm->nitems] = (tm_item_state){.last_seq = INT64_MIN, .cur = INT64_MAX, .order = -1, .cls = what_class[k->what]};
     tm->item_meta[tm->nitems] = (sim_tm_item){.cls = what_class[k->what], .what = k->what, .kind = k->kind,
                                               .dir = k->dir, .mem = k->mem, .name = k->name};
     *slot = tm->nitems++;
@@ -274,7 +280,7 @@ static void items_fixed_init(sim_tm *tm) {
   for (int what = 0; what < SIM_TM__NWHAT; what++) {
     for (int kind = 0; kind < TM_FIXED_KINDS; kind++) {
       size_t i = item_fixed(what, kind);
-      tm->items[i] = (tm_item_state){.last_seq = INT64_MIN, .order = -1, .cls = what_class[what]};
+      tm->items[i] = (tm_item_state){.last_seq = INT64_MIN, .cur = INT64_MAX, .order = -1, .cls = what_class[what]};
       tm->item_meta[i] = (sim_tm_item){.cls = what_class[what], .what = what, .kind = kind};
     }
   }
@@ -307,8 +313,10 @@ TM_HOT void emit_to_cls(sim_tm *tm, int64_t t0, int64_t t1, size_t idx, int cls,
   tm->cum[cls] += dt;
   s->total += dt;
   if (seq != s->last_seq) { /* a new occurrence (an item's first too: see item_new) */
-    if (__builtin_expect(s->count == 0, 0)) s->order = tm->nattributed++;
-    if (s->cur > s->max) s->max = s->cur, s->max_seq = s->last_seq;
+    if (__builtin_expect(s->cur > s->max, 0)) { /* the largest so far ended, or (cur's start) there was none */
+      if (s->count) s->max = s->cur, s->max_seq = s->last_seq;
+      else s->order = tm->nattributed++;
+    }
     s->cur = dt;
     s->last_seq = seq;
     s->count++;
@@ -382,15 +390,14 @@ static inline void walk_fixed(sim_tm *tm, int64_t t0, int64_t t1, int what, int 
   if (t1 > t0) walk_push(tm, t0, t1, item_unnamed(tm, what, kind), seq);
 }
 
-/* The item of operation o (a kernel or memset by name), through the item cache; a kernel's
- * is then kept by its name id too. */
-__attribute__((noinline)) static size_t op_item_lookup(sim_tm *tm, const tm_op *o) {
-  tm_key k = key_of(o->what, o->kind, o->what == SIM_TM_W_KERNEL || o->what == SIM_TM_W_MEMSET ? o->name : 0, o->dir,
-                    o->mem);
+/* The item of a device operation of event ev (what: SIM_TM_W_KERNEL, _MEMSET or _COPY), through
+ * the item cache; a kernel's is then kept by its name id too. */
+__attribute__((noinline)) static uint32_t op_item_lookup(sim_tm *tm, const sim_event *ev, int what, int dir, int mem) {
+  tm_key k = key_of(what, ev->kind, what == SIM_TM_W_KERNEL || what == SIM_TM_W_MEMSET ? ev->name : 0, dir, mem);
   size_t idx = item_index(tm, &k);
   /* a kernel's key is its name alone: its kind is always a kernel's, it has no dir or mem */
-  if (o->what == SIM_TM_W_KERNEL && o->name >= 0 && o->name < TM_KERNEL_NAMES) {
-    size_t n = (size_t)o->name;
+  if (what == SIM_TM_W_KERNEL && ev->name >= 0 && ev->name < TM_KERNEL_NAMES) {
+    size_t n = (size_t)ev->name;
     if (n >= tm->kernel_item_cap) {
       size_t cap = tm->kernel_item_cap;
       sim_grow((void **)&tm->kernel_item, &tm->kernel_item_cap, n + 1, sizeof *tm->kernel_item);
@@ -398,22 +405,16 @@ __attribute__((noinline)) static size_t op_item_lookup(sim_tm *tm, const tm_op *
     }
     tm->kernel_item[n] = (uint32_t)idx + 1;
   }
-  return idx;
+  return (uint32_t)idx; /* items are far fewer than 2^32: each holds a distinct name or kind */
 }
 
-/* The item of operation o: a kernel's by its name id once it has been looked up. */
-static inline size_t op_item(sim_tm *tm, const tm_op *o) {
-  if (o->what == SIM_TM_W_KERNEL && (uint64_t)o->name < tm->kernel_item_cap) {
-    uint32_t x = tm->kernel_item[o->name];
+/* The item of a device operation: a kernel's by its name id once it has been looked up. */
+TM_HOT uint32_t op_item(sim_tm *tm, const sim_event *ev, int what, int dir, int mem) {
+  if (what == SIM_TM_W_KERNEL && (uint64_t)ev->name < tm->kernel_item_cap) {
+    uint32_t x = tm->kernel_item[ev->name];
     if (x) return x - 1;
   }
-  return op_item_lookup(tm, o);
-}
-
-/* A piece of a walk that an operation ran in: its item is the operation (a kernel by name). */
-static inline void walk_op(sim_tm *tm, int64_t t0, int64_t t1, const tm_op *o) {
-  if (t1 <= t0) return;
-  walk_push(tm, t0, t1, op_item(tm, o), o->seq);
+  return op_item_lookup(tm, ev, what, dir, mem);
 }
 
 /* Attributes the pieces of a walk, in time order (the walk found them last first). */
@@ -449,8 +450,8 @@ static void wait_for(sim_tm *tm, int64_t lo, int64_t hi, int64_t id, int tail, c
   }
   while (cur && t > lo) {
     int64_t s0 = max64(cur->start, lo);
-    if (t > s0) {
-      walk_op(tm, s0, t, cur);
+    if (t > s0) { /* the operation ran */
+      walk_push(tm, s0, t, cur->item, cur->seq);
       t = s0;
     }
     if (t <= lo) break;
@@ -553,6 +554,9 @@ static void device_init(sim_tm *tm, tm_device *dv) {
     dv->bounce_free = INT64_MIN;
     dv->bounce_op = -1;
     dv->q = sim_xmalloc((size_t)tm->queue * sizeof *dv->q);
+    for (int64_t k = 0; k < tm->queue; k++) dv->q[k] = (struct tm_queued){INT64_MIN, -1, -1};
+    dv->q_old = dv->q;
+    dv->q_end = dv->q + tm->queue;
   }
 }
 
@@ -687,8 +691,8 @@ TM_HOT int64_t op_commit(sim_tm *tm, tm_device *dv, tm_stream *st, const sim_eve
                         int what, int dir, int mem) {
   int64_t id = tm->nops++;
   tm_op *o = &tm->ops[(uint64_t)id & (TM_OP_RING - 1)];
-  *o = (tm_op){.id = id, .start = p->start, .end = end, .avail = p->avail, .pred = p->pred, .seq = ev->seq,
-               .name = ev->name, .what = (uint8_t)what, .kind = ev->kind, .dir = (uint8_t)dir, .mem = (uint8_t)mem};
+  *o = (tm_op){.start = p->start, .end = end, .avail = p->avail, .pred = p->pred, .seq = ev->seq,
+               .item = op_item(tm, ev, what, dir, mem), .kind = ev->kind};
   if (p->link != LINK_NONE && end > dv->link_free[p->link]) {
     dv->link_free[p->link] = end;
     dv->link_op[p->link] = id;
@@ -709,9 +713,8 @@ TM_HOT int64_t op_commit(sim_tm *tm, tm_device *dv, tm_stream *st, const sim_eve
   st->h_rec[h] = p->rec_end;
   st->h_end[h] = end;
   st->h_op[h] = id;
-  dv->q[dv->q_next] = (struct tm_queued){p->start, ev->dev_ts, id};
-  dv->nops++;
-  if (++dv->q_next == (uint64_t)tm->queue) dv->q_next = 0;
+  *dv->q_old = (struct tm_queued){p->start, ev->dev_ts, id};
+  if (++dv->q_old == dv->q_end) dv->q_old = dv->q;
   return id;
 }
 
@@ -748,9 +751,8 @@ static int64_t launch_wait(sim_tm *tm, int64_t h, const sim_event *ev, const str
 
 TM_HOT int64_t launch_queue(sim_tm *tm, tm_device *dv, int64_t h, const sim_event *ev, int *rec_blocked) {
   *rec_blocked = 0;
-  if (dv->nops < (uint64_t)tm->queue) return h;
-  const struct tm_queued *q = &dv->q[dv->q_next]; /* the oldest of the last launch_queue */
-  if (q->rec >= 0 && ev->ts >= 0 && q->rec > ev->ts) *rec_blocked = 1;
+  const struct tm_queued *q = dv->q_old; /* the oldest of the last launch_queue (or an unused slot) */
+  if (ev->ts >= 0 && q->rec > ev->ts) *rec_blocked = 1; /* a recorded start, then: above 0 */
   return q->start <= h ? h : launch_wait(tm, h, ev, q);
 }
 
@@ -833,7 +835,26 @@ __attribute__((noinline)) static int64_t kernel_duration(sim_tm *tm, const sim_e
   return dur;
 }
 
-TM_HOT int64_t on_kernel(sim_tm *tm, const sim_event *ev, int64_t h, int64_t rec) {
+/* The host's clock at event ev (its recorded time, moved by what earlier calls gained or lost),
+ * with the program's own code since the last thing the host did attributed up to it. */
+TM_HOT int64_t host_reaches(sim_tm *tm, const sim_event *ev) {
+  int64_t h = ev->ts + tm->shift;
+  if (h > tm->frontier) emit_fixed(tm, tm->frontier, h, SIM_TM_W_HOST, 0, ev->seq);
+  return h;
+}
+
+/* The call that began at h ended m later, against its recorded duration rec (< 0: none): what
+ * the host does after the call's recorded return moves by the difference. */
+static inline void call_returned(sim_tm *tm, const sim_event *ev, int64_t m, int64_t rec) {
+  int64_t recorded = rec < 0 ? 0 : rec;
+  if (m != recorded) heap_push(tm, ev->ts + recorded, HEAP_ADJUST, m - recorded);
+}
+
+/* A kernel or memset launch (most events): placed on its stream, its call attributed. Out of
+ * line, as each kind of event is: sim_tm_event only chooses. */
+__attribute__((noinline)) static void on_kernel(sim_tm *tm, const sim_event *ev) {
+  int64_t h = host_reaches(tm, ev);
+  int64_t rec = ev->api_dur >= 0 ? ev->api_dur : -1; /* recorded_call's rule for a kernel or memset */
   tm_device *dv;
   tm_stream *st = stream_of(tm, ev, &dv);
   int blocked;
@@ -851,8 +872,9 @@ TM_HOT int64_t on_kernel(sim_tm *tm, const sim_event *ev, int64_t h, int64_t rec
   op_start(tm, dv, st, ev, &p);
   op_commit(tm, dv, st, ev, &p, p.start + dur, ev->kind == SIM_EV_KERNEL ? SIM_TM_W_KERNEL : SIM_TM_W_MEMSET, 0, 0);
   tm->r.compute_busy_ns += dur;
-  emit_fixed(tm, t, t + own, SIM_TM_W_CALL, ev->kind, ev->seq); /* a kernel's call: unnamed */
-  return t + own;
+  /* a kernel's call: unnamed, of a kind below TM_FIXED_KINDS (no look-up path to compile) */
+  emit_fixed(tm, t, t + own, SIM_TM_W_CALL, ev->kind & (TM_FIXED_KINDS - 1), ev->seq);
+  call_returned(tm, ev, t + own - h, rec);
 }
 
 int sim_tm_copy_bucket(int dir, int mem) {
@@ -1248,42 +1270,74 @@ void sim_tm_free(sim_tm *tm) {
   free(tm);
 }
 
+/* Any event but a kernel's, a memset's or a plain call's. */
+__attribute__((noinline)) static void on_other(sim_tm *tm, const sim_event *ev, const sim_tm_alloc *a, int role) {
+  int64_t h = host_reaches(tm, ev);
+  int64_t rec = recorded_call(ev), end;
+  int replaced = role == SIM_TM_ROLE_ALLOCATOR_CALL || (ev->flags & SIM_EVF_DEVICE_API);
+  switch (ev->kind) {
+  case SIM_EV_MEMCPY: end = on_copy(tm, ev, h, rec); break;
+  case SIM_EV_SYNC: end = allocator_calls(tm, ev, a, on_sync(tm, ev, h, rec)); break;
+  case SIM_EV_MARKER:
+    on_marker(tm, ev, h);
+    end = h;
+    break;
+  case SIM_EV_HOST_ALLOC:
+  case SIM_EV_HOST_FREE: end = on_host_memory(tm, ev, h, rec); break;
+  default: {
+    /* allocations, frees, empty_cache, api calls: their own recorded time (unless it was the
+     * recorded allocator's driver call, which the replayed allocator's calls replace), then
+     * what the replayed allocator's driver calls cost */
+    int64_t own = replaced || rec < 0 ? 0 : rec;
+    emit_what(tm, h, h + own, SIM_TM_W_CALL, ev);
+    end = allocator_calls(tm, ev, a, h + own);
+  }
+  }
+  call_returned(tm, ev, end - h, rec);
+}
+
+/* The event kinds whose calls take their recorded time and nothing else, unless the allocator
+ * made driver calls for them or they stand for one (on_other's default, less API calls, whose
+ * items are named). */
+#define TM_PLAIN_CALLS                                                                                         \
+  (1u << SIM_EV_NONE | 1u << SIM_EV_ALLOC | 1u << SIM_EV_FREE_REQUESTED | 1u << SIM_EV_FREE_COMPLETED |       \
+   1u << SIM_EV_FREE | 1u << SIM_EV_EMPTY_CACHE)
+
+/* A call of one of TM_PLAIN_CALLS' kinds that made no driver call and stands for none: on_other's
+ * default for it (recorded_call's rule is then api_dur's, and the call ends as recorded). */
+__attribute__((noinline)) static void on_plain_call(sim_tm *tm, const sim_event *ev) {
+  int64_t h = host_reaches(tm, ev);
+  /* its kind is below TM_FIXED_KINDS (the mask says so: no look-up path to compile) */
+  if (ev->api_dur > 0) emit_fixed(tm, h, h + ev->api_dur, SIM_TM_W_CALL, ev->kind & (TM_FIXED_KINDS - 1), ev->seq);
+}
+
+static void event_catch_up(sim_tm *tm, const sim_event *ev, const sim_tm_alloc *a, int role);
+
 void sim_tm_event(sim_tm *tm, const sim_event *ev, const sim_tm_alloc *a, int role) {
-  if (tm->nheap && tm->heap[0].t <= ev->ts) advance_to(tm, ev->ts); /* most events have nothing to apply */
-  int64_t h = ev->ts + tm->shift;
+  if (__builtin_expect((tm->nheap && tm->heap[0].t <= ev->ts) || !tm->started, 0)) {
+    event_catch_up(tm, ev, a, role); /* most events have nothing to apply and are not the first */
+    return;
+  }
+  unsigned kind = ev->kind;
+  if (kind == SIM_EV_KERNEL || kind == SIM_EV_MEMSET) {
+    on_kernel(tm, ev);
+  } else if (kind < 32 && (TM_PLAIN_CALLS >> kind & 1) && role == SIM_TM_ROLE_NONE && !(ev->flags & SIM_EVF_DEVICE_API) &&
+             (!a || !(a->mallocs | a->frees | a->maps | a->unmaps))) {
+    on_plain_call(tm, ev);
+  } else {
+    on_other(tm, ev, a, role);
+  }
+}
+
+/* An event that first applies what recorded time up to it holds (calls that returned, steps
+ * that ended), or the first event, which starts the host's clock. Then the event itself. */
+__attribute__((noinline)) static void event_catch_up(sim_tm *tm, const sim_event *ev, const sim_tm_alloc *a, int role) {
+  if (tm->nheap && tm->heap[0].t <= ev->ts) advance_to(tm, ev->ts);
   if (!tm->started) {
     tm->started = 1;
-    tm->start = tm->frontier = h;
+    tm->start = tm->frontier = ev->ts + tm->shift;
   }
-  if (h > tm->frontier) emit_fixed(tm, tm->frontier, h, SIM_TM_W_HOST, 0, ev->seq);
-  int64_t rec, end;
-  if (ev->kind == SIM_EV_KERNEL || ev->kind == SIM_EV_MEMSET) { /* most events: recorded_call's rule for them */
-    rec = ev->api_dur >= 0 ? ev->api_dur : -1;
-    end = on_kernel(tm, ev, h, rec);
-  } else {
-    rec = recorded_call(ev);
-    int replaced = role == SIM_TM_ROLE_ALLOCATOR_CALL || (ev->flags & SIM_EVF_DEVICE_API);
-    switch (ev->kind) {
-    case SIM_EV_MEMCPY: end = on_copy(tm, ev, h, rec); break;
-    case SIM_EV_SYNC: end = allocator_calls(tm, ev, a, on_sync(tm, ev, h, rec)); break;
-    case SIM_EV_MARKER:
-      on_marker(tm, ev, h);
-      end = h;
-      break;
-    case SIM_EV_HOST_ALLOC:
-    case SIM_EV_HOST_FREE: end = on_host_memory(tm, ev, h, rec); break;
-    default: {
-      /* allocations, frees, empty_cache, api calls: their own recorded time (unless it was the
-       * recorded allocator's driver call, which the replayed allocator's calls replace), then
-       * what the replayed allocator's driver calls cost */
-      int64_t own = replaced || rec < 0 ? 0 : rec;
-      emit_what(tm, h, h + own, SIM_TM_W_CALL, ev);
-      end = allocator_calls(tm, ev, a, h + own);
-    }
-    }
-  }
-  int64_t m = end - h, recorded = rec < 0 ? 0 : rec;
-  if (m != recorded) heap_push(tm, ev->ts + recorded, HEAP_ADJUST, m - recorded);
+  sim_tm_event(tm, ev, a, role); /* applies nothing more (advance_to took every entry up to ev->ts) */
 }
 
 static int cmp_item(const void *a, const void *b) {
