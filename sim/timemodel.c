@@ -79,7 +79,7 @@ typedef struct tm_stream {
   int64_t id;
   int64_t ready, last_op; /* predicted end of its last operation */
   int64_t rec_ready;      /* recorded end of its last operation, TM_UNKNOWN */
-  int64_t rec_last;       /* recorded start of its last operation, TM_UNKNOWN */
+  int64_t rec_last;       /* recorded start of its last operation, below 0 unknown */
   int64_t h_rec[TM_HIST], h_end[TM_HIST], h_op[TM_HIST];
   uint32_t h_n;
 } tm_stream;
@@ -640,21 +640,36 @@ typedef struct op_place {
   int before;       /* the recording shows it ran before the stream's last placed operation */
 } op_place;
 
+/* An operation whose recorded start rec_start came later than the recording's own rules allow
+ * (rec_ready) waited for something: an operation of another stream the recording shows it
+ * followed (inferred), or what the trace does not show (kept). Returns its start, from t. */
+__attribute__((noinline)) static int64_t op_waited(sim_tm *tm, const tm_stream *st, int64_t rec_start, int64_t rec_ready,
+                                                  int64_t t, int64_t *pred) {
+  if (rec_start > rec_ready + TM_DEP_TOLERANCE && tm->cfg.infer_dependencies) {
+    uint32_t k = 0;
+    const tm_stream *dep = infer_dependency(tm, st, rec_start, rec_ready, &k);
+    if (dep) {
+      rec_ready = dep->h_rec[k];
+      tm->r.inferred_dependencies++;
+      if (dep->h_end[k] > t) t = dep->h_end[k], *pred = dep->h_op[k];
+    }
+  }
+  if (rec_start > rec_ready && tm->cfg.keep_device_waits) {
+    t += rec_start - rec_ready;
+    tm->r.device_waits++;
+    tm->r.device_wait_ns += rec_start - rec_ready;
+  }
+  return t;
+}
+
 /* Decides when an operation of stream st can start (the rules in the order the device applies them). */
 TM_HOT void op_start(sim_tm *tm, tm_device *dv, tm_stream *st, const sim_event *ev, op_place *p) {
-  int64_t t = p->avail, pred = -1;
+  int64_t t = p->avail, pred = -1, rec_start = ev->dev_ts;
   /* An operation that the recording shows started before the stream's last placed one (it was
    * launched before the trace began, and the trace places it at its device start) ran ahead of
    * it: it keeps its own time and does not hold the stream back. */
-  p->before = ev->dev_ts >= 0 && ev->dev_ts < st->rec_last; /* an unknown rec_last is INT64_MIN */
+  p->before = rec_start >= 0 && rec_start < st->rec_last; /* an unknown rec_last is below 0 */
   if (!p->before && st->ready > t) t = st->ready, pred = st->last_op;
-  /* what the recording says it could have started at, by the same rules */
-  int64_t rec_ready = TM_UNKNOWN, rec_start = ev->dev_ts;
-  if (rec_start >= 0 && ev->ts >= 0) {
-    rec_ready = max64(st->rec_ready, ev->ts + tm->dev.launch_latency);
-    if (p->link != LINK_NONE && dv->link_rec[p->link] != TM_UNKNOWN) rec_ready = max64(rec_ready, dv->link_rec[p->link]);
-  }
-  if (p->before) rec_ready = TM_UNKNOWN; /* nothing to compare its start with */
   if (p->bounce && dv->bounce_free > t) t = dv->bounce_free, pred = dv->bounce_op;
   if (p->link != LINK_NONE && dv->link_free[p->link] > t) t = dv->link_free[p->link], pred = dv->link_op[p->link];
   p->engine_k = -1;
@@ -665,21 +680,14 @@ TM_HOT void op_start(sim_tm *tm, tm_device *dv, tm_stream *st, const sim_event *
       if (dv->engine_free[j] < dv->engine_free[k]) k = j;
     p->engine_k = k;
     if (dv->engine_free[k] > t) t = dv->engine_free[k], pred = dv->engine_op[k];
-    if (rec_ready != TM_UNKNOWN && dv->engine_rec[k] != TM_UNKNOWN) rec_ready = max64(rec_ready, dv->engine_rec[k]);
   }
-  if (rec_ready != TM_UNKNOWN && rec_start > rec_ready + TM_DEP_TOLERANCE && tm->cfg.infer_dependencies) {
-    uint32_t k = 0;
-    const tm_stream *dep = infer_dependency(tm, st, rec_start, rec_ready, &k);
-    if (dep) {
-      rec_ready = dep->h_rec[k];
-      tm->r.inferred_dependencies++;
-      if (dep->h_end[k] > t) t = dep->h_end[k], pred = dep->h_op[k];
-    }
-  }
-  if (rec_ready != TM_UNKNOWN && rec_start > rec_ready && tm->cfg.keep_device_waits) {
-    t += rec_start - rec_ready;
-    tm->r.device_waits++;
-    tm->r.device_wait_ns += rec_start - rec_ready;
+  /* what the recording says it could have started at, by the same rules (nothing to compare
+   * with when it ran ahead of the stream) */
+  if (rec_start >= 0 && ev->ts >= 0 && !p->before) {
+    int64_t rec_ready = max64(st->rec_ready, ev->ts + tm->dev.launch_latency);
+    if (p->link != LINK_NONE && dv->link_rec[p->link] != TM_UNKNOWN) rec_ready = max64(rec_ready, dv->link_rec[p->link]);
+    if (p->engine && dv->engine_rec[p->engine_k] != TM_UNKNOWN) rec_ready = max64(rec_ready, dv->engine_rec[p->engine_k]);
+    if (rec_start > rec_ready) t = op_waited(tm, st, rec_start, rec_ready, t, &pred);
   }
   p->start = t;
   p->pred = pred;
@@ -708,7 +716,7 @@ TM_HOT int64_t op_commit(sim_tm *tm, tm_device *dv, tm_stream *st, const sim_eve
   st->ready = end;
   st->last_op = id;
   st->rec_ready = p->rec_end;
-  st->rec_last = ev->dev_ts >= 0 ? ev->dev_ts : TM_UNKNOWN;
+  st->rec_last = ev->dev_ts;
   uint32_t h = st->h_n++ % TM_HIST;
   st->h_rec[h] = p->rec_end;
   st->h_end[h] = end;
@@ -850,13 +858,10 @@ static inline void call_returned(sim_tm *tm, const sim_event *ev, int64_t m, int
   if (m != recorded) heap_push(tm, ev->ts + recorded, HEAP_ADJUST, m - recorded);
 }
 
-/* A kernel or memset launch (most events): placed on its stream, its call attributed. Out of
- * line, as each kind of event is: sim_tm_event only chooses. */
-__attribute__((noinline)) static void on_kernel(sim_tm *tm, const sim_event *ev) {
-  int64_t h = host_reaches(tm, ev);
+/* A kernel or memset launched at h on stream st of device dv: every rule. */
+__attribute__((noinline)) static void kernel_launch(sim_tm *tm, const sim_event *ev, int64_t h, tm_device *dv,
+                                                   tm_stream *st) {
   int64_t rec = ev->api_dur >= 0 ? ev->api_dur : -1; /* recorded_call's rule for a kernel or memset */
-  tm_device *dv;
-  tm_stream *st = stream_of(tm, ev, &dv);
   int blocked;
   int64_t t = launch_queue(tm, dv, h, ev, &blocked);
   int64_t own = call_overhead(tm, rec, blocked);
@@ -875,6 +880,30 @@ __attribute__((noinline)) static void on_kernel(sim_tm *tm, const sim_event *ev)
   /* a kernel's call: unnamed, of a kind below TM_FIXED_KINDS (no look-up path to compile) */
   emit_fixed(tm, t, t + own, SIM_TM_W_CALL, ev->kind & (TM_FIXED_KINDS - 1), ev->seq);
   call_returned(tm, ev, t + own - h, rec);
+}
+
+/* A kernel or memset launch (most events): placed on its stream, its call attributed. Out of
+ * line, as each kind of event is: sim_tm_event only chooses. The common case is kept apart, with
+ * what kernel_launch's rules come to for it: a kernel of a plain replay, with a recorded
+ * duration, launched into a queue with room (as the recording had). */
+__attribute__((noinline)) static void on_kernel(sim_tm *tm, const sim_event *ev) {
+  int64_t h = host_reaches(tm, ev);
+  tm_device *dv;
+  tm_stream *st = stream_of(tm, ev, &dv);
+  const struct tm_queued *q = dv->q_old; /* launch_queue's oldest */
+  int64_t dur = ev->dur;
+  if (!tm->plain || ev->kind != SIM_EV_KERNEL || dur <= 0 || dur >= TM_MAX_DUR || q->start > h ||
+      (ev->ts >= 0 && q->rec > ev->ts)) {
+    kernel_launch(tm, ev, h, dv, st);
+    return;
+  }
+  tm->r.kernels++;
+  op_place p = {.avail = h + tm->dev.launch_latency, .link = LINK_NONE};
+  op_start(tm, dv, st, ev, &p);
+  op_commit(tm, dv, st, ev, &p, p.start + dur, SIM_TM_W_KERNEL, 0, 0);
+  tm->r.compute_busy_ns += dur;
+  /* its call takes its recorded time (none: none), and so ends as recorded: nothing moves */
+  if (ev->api_dur > 0) emit_fixed(tm, h, h + ev->api_dur, SIM_TM_W_CALL, SIM_EV_KERNEL, ev->seq);
 }
 
 int sim_tm_copy_bucket(int dir, int mem) {
