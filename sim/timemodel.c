@@ -137,6 +137,7 @@ struct sim_tm {
   int64_t shift, start, frontier;
   tm_pending *heap;
   size_t nheap, heap_cap;
+  int64_t next_t; /* the earliest pending entry's time (INT64_MAX: none; INT64_MIN: not started) */
   /* device */
   tm_device devs[TM_MAX_DEVICES];
   tm_stream *streams;
@@ -167,7 +168,7 @@ struct sim_tm {
   uint8_t seg_cls[TM_SEG_RING];
   uint64_t nsegs;
   tm_seg *walk;
-  size_t nwalk, walk_cap;
+  size_t walk_cap;
   /* steps */
   sim_tm_step *steps;
   size_t nsteps, steps_cap;
@@ -199,8 +200,10 @@ static int64_t recorded_call(const sim_event *ev) {
 }
 
 static tm_op *op_get(sim_tm *tm, int64_t id) {
-  /* committed (below nops; below 0 too) and not yet overwritten: slots are written in id order */
-  if ((uint64_t)id >= (uint64_t)tm->nops || tm->nops - id > TM_OP_RING) return NULL;
+  /* committed (below nops) and not yet overwritten: slots are written in id order */
+  /* ids start at TM_OP_RING: none (-1) and the ids of every operation that left the ring are out
+   * of range alike */
+  if ((uint64_t)(tm->nops - 1 - id) >= TM_OP_RING) return NULL;
   return &tm->ops[(uint64_t)id & (TM_OP_RING - 1)];
 }
 
@@ -210,6 +213,9 @@ static tm_op *op_get(sim_tm *tm, int64_t id) {
 static int pend_less(const tm_pending *a, const tm_pending *b) {
   return a->t != b->t ? a->t < b->t : a->type < b->type;
 }
+
+/* The earliest pending entry's time, INT64_MAX when none is. */
+static inline int64_t heap_next(const sim_tm *tm) { return tm->nheap ? tm->heap[0].t : INT64_MAX; }
 
 static void heap_push(sim_tm *tm, int64_t t, int type, int64_t value) {
   sim_grow((void **)&tm->heap, &tm->heap_cap, tm->nheap + 1, sizeof *tm->heap);
@@ -223,6 +229,7 @@ static void heap_push(sim_tm *tm, int64_t t, int type, int64_t value) {
     tm->heap[p] = x;
     i = p;
   }
+  if (tm->started) tm->next_t = heap_next(tm);
 }
 
 static tm_pending heap_pop(sim_tm *tm) {
@@ -239,6 +246,7 @@ static tm_pending heap_pop(sim_tm *tm) {
     tm->heap[m] = x;
     i = m;
   }
+  if (tm->started) tm->next_t = heap_next(tm);
   return top;
 }
 
@@ -303,14 +311,9 @@ static inline size_t item_index(sim_tm *tm, const tm_key *k) {
   return tm->item_cache_idx[c];
 }
 
-/* Attributes [t0, t1) (non-empty, from the frontier on) to item idx of class cls, for event seq.
- * Each item keeps its total, its occurrences (the attributions to one event make one) and the
- * largest. Callers that know the item's class pass it as a constant. */
-TM_HOT void emit_to_cls(sim_tm *tm, int64_t t0, int64_t t1, size_t idx, int cls, int64_t seq) {
-  tm_item_state *s = &tm->items[idx];
-  int64_t dt = t1 - t0;
-  tm->frontier = t1;
-  tm->cum[cls] += dt;
+/* Adds dt of event seq to item s. Each item keeps its total, its occurrences (the attributions
+ * to one event make one) and the largest. */
+TM_HOT void item_add(sim_tm *tm, tm_item_state *s, int64_t dt, int64_t seq) {
   s->total += dt;
   if (seq != s->last_seq) { /* a new occurrence (an item's first too: see item_new) */
     if (__builtin_expect(s->cur > s->max, 0)) { /* the largest so far ended, or (cur's start) there was none */
@@ -323,10 +326,24 @@ TM_HOT void emit_to_cls(sim_tm *tm, int64_t t0, int64_t t1, size_t idx, int cls,
   } else {
     s->cur += dt;
   }
-  uint64_t i = tm->nsegs++ & (TM_SEG_RING - 1);
+}
+
+/* Notes the n-th attributed segment, [t0, t1) of class cls, in the ring of recent ones. */
+TM_HOT void seg_note(sim_tm *tm, uint64_t n, int64_t t0, int64_t t1, int cls) {
+  uint64_t i = n & (TM_SEG_RING - 1);
   tm->seg_t0[i] = t0;
   tm->seg_t1[i] = t1;
   tm->seg_cls[i] = (uint8_t)cls;
+}
+
+/* Attributes [t0, t1) (non-empty, from the frontier on) to item idx of class cls, for event seq.
+ * Callers that know the item's class pass it as a constant. */
+TM_HOT void emit_to_cls(sim_tm *tm, int64_t t0, int64_t t1, size_t idx, int cls, int64_t seq) {
+  int64_t dt = t1 - t0;
+  tm->frontier = t1;
+  tm->cum[cls] += dt;
+  item_add(tm, &tm->items[idx], dt, seq);
+  seg_note(tm, tm->nsegs++, t0, t1, cls);
 }
 
 TM_HOT void emit_to(sim_tm *tm, int64_t t0, int64_t t1, size_t idx, int64_t seq) {
@@ -378,16 +395,29 @@ static void cum_at(sim_tm *tm, int64_t e, int64_t out[SIM_TM__NCLASS]) {
   }
 }
 
-static inline void walk_push(sim_tm *tm, int64_t t0, int64_t t1, size_t item, int64_t seq) {
-  size_t n = tm->nwalk;
-  if (__builtin_expect(n == tm->walk_cap, 0)) sim_grow((void **)&tm->walk, &tm->walk_cap, n + 1, sizeof *tm->walk);
-  tm->walk[n] = (tm_seg){t0, t1, seq, item};
-  tm->nwalk = n + 1;
+/* A walk's pieces as it finds them, last first: kept in registers while it runs (tm->walk is
+ * the buffer, grown out of line). */
+typedef struct tm_walk {
+  tm_seg *w;
+  size_t n, cap;
+} tm_walk;
+
+__attribute__((noinline)) static tm_seg *walk_grow(sim_tm *tm, size_t n) {
+  sim_grow((void **)&tm->walk, &tm->walk_cap, n + 1, sizeof *tm->walk);
+  return tm->walk;
+}
+
+static inline void walk_push(sim_tm *tm, tm_walk *wk, int64_t t0, int64_t t1, size_t item, int64_t seq) {
+  if (__builtin_expect(wk->n == wk->cap, 0)) {
+    wk->w = walk_grow(tm, wk->n);
+    wk->cap = tm->walk_cap;
+  }
+  wk->w[wk->n++] = (tm_seg){t0, t1, seq, item};
 }
 
 /* A piece of a walk attributed to an item without name, direction or memory kind. */
-static inline void walk_fixed(sim_tm *tm, int64_t t0, int64_t t1, int what, int kind, int64_t seq) {
-  if (t1 > t0) walk_push(tm, t0, t1, item_unnamed(tm, what, kind), seq);
+static inline void walk_fixed(sim_tm *tm, tm_walk *wk, int64_t t0, int64_t t1, int what, int kind, int64_t seq) {
+  if (t1 > t0) walk_push(tm, wk, t0, t1, item_unnamed(tm, what, kind), seq);
 }
 
 /* The item of a device operation of event ev (what: SIM_TM_W_KERNEL, _MEMSET or _COPY), through
@@ -417,15 +447,29 @@ TM_HOT uint32_t op_item(sim_tm *tm, const sim_event *ev, int what, int dir, int 
   return op_item_lookup(tm, ev, what, dir, mem);
 }
 
-/* Attributes the pieces of a walk, in time order (the walk found them last first). */
-static void walk_emit(sim_tm *tm) {
-  const tm_seg *w = tm->walk;
-  for (size_t i = tm->nwalk; i-- > 0;) {
+/* Attributes the n pieces of a walk, in time order (the walk found them last first): emit_to's
+ * work, with the frontier and the ring's count kept in registers. */
+static void walk_emit(sim_tm *tm, const tm_seg *w, size_t n) {
+  int64_t f = tm->frontier;
+  uint64_t nsegs = tm->nsegs;
+  for (size_t i = n; i-- > 0;) {
     tm_seg g = w[i];
-    int64_t t0 = g.t0 < tm->frontier ? tm->frontier : g.t0;
-    if (g.t1 > t0) emit_to(tm, t0, g.t1, g.item, g.seq);
+    int64_t t0 = g.t0 < f ? f : g.t0;
+    if (g.t1 <= t0) continue;
+    tm_item_state *s = &tm->items[g.item];
+    int cls = s->cls;
+    tm->cum[cls] += g.t1 - t0;
+    item_add(tm, s, g.t1 - t0, g.seq);
+    seg_note(tm, nsegs++, t0, g.t1, cls);
+    f = g.t1;
   }
+  tm->frontier = f;
+  tm->nsegs = nsegs;
 }
+
+/* Operations are kernels, memsets and copies: their device waits' and launches' items are fixed. */
+_Static_assert(SIM_EV_KERNEL < TM_FIXED_KINDS && SIM_EV_MEMSET < TM_FIXED_KINDS && SIM_EV_MEMCPY < TM_FIXED_KINDS,
+               "an operation's kind has fixed items");
 
 /*
  * The host waited from lo to hi for device operation `id` (its end, or its start when hi is
@@ -435,44 +479,44 @@ static void walk_emit(sim_tm *tm) {
 static void wait_for(sim_tm *tm, int64_t lo, int64_t hi, int64_t id, int tail, const sim_event *ev) {
   if (hi <= max64(lo, tm->frontier)) return;
   lo = max64(lo, tm->frontier);
-  tm->nwalk = 0;
+  tm_walk wk = {tm->walk, 0, tm->walk_cap};
   int64_t t = hi;
   tm_op *cur = op_get(tm, id);
   if (cur && t > cur->end) {
     int64_t t0 = max64(cur->end, lo);
     if (tail == SIM_TM_W_SYNC) {
       tm_key k = key_of(tail, ev->kind, ev->name, 0, 0);
-      if (t > t0) walk_push(tm, t0, t, item_index(tm, &k), ev->seq);
+      if (t > t0) walk_push(tm, &wk, t0, t, item_index(tm, &k), ev->seq);
     } else {
-      walk_fixed(tm, t0, t, tail, ev->kind, ev->seq);
+      walk_fixed(tm, &wk, t0, t, tail, ev->kind, ev->seq);
     }
     t = max64(cur->end, lo);
   }
   while (cur && t > lo) {
     int64_t s0 = max64(cur->start, lo);
     if (t > s0) { /* the operation ran */
-      walk_push(tm, s0, t, cur->item, cur->seq);
+      walk_push(tm, &wk, s0, t, cur->item, cur->seq);
       t = s0;
     }
     if (t <= lo) break;
     tm_op *p = op_get(tm, cur->pred);
     if (p) {
       int64_t pe = max64(min64(p->end, t), lo);
-      walk_fixed(tm, pe, t, SIM_TM_W_DEVICE_WAIT, cur->kind, cur->seq);
+      if (t > pe) walk_push(tm, &wk, pe, t, item_fixed(SIM_TM_W_DEVICE_WAIT, cur->kind), cur->seq);
       t = pe;
       cur = p;
     } else {
       int64_t a = max64(cur->avail, lo);
-      walk_fixed(tm, a, t, SIM_TM_W_DEVICE_WAIT, cur->kind, cur->seq);
+      if (t > a) walk_push(tm, &wk, a, t, item_fixed(SIM_TM_W_DEVICE_WAIT, cur->kind), cur->seq);
       t = a;
       int64_t l = max64(cur->avail - tm->dev.launch_latency, lo);
-      walk_fixed(tm, l, t, SIM_TM_W_LAUNCH, cur->kind, cur->seq);
+      if (t > l) walk_push(tm, &wk, l, t, item_fixed(SIM_TM_W_LAUNCH, cur->kind), cur->seq);
       t = l;
       break;
     }
   }
-  walk_fixed(tm, lo, t, SIM_TM_W_DEVICE_WAIT, ev->kind, ev->seq);
-  walk_emit(tm);
+  walk_fixed(tm, &wk, lo, t, SIM_TM_W_DEVICE_WAIT, ev->kind, ev->seq);
+  walk_emit(tm, wk.w, wk.n);
 }
 
 /* ---- steps ------------------------------------------------------------------------------------ */
@@ -1271,6 +1315,8 @@ sim_tm *sim_tm_new(const sim_tm_config *cfg) {
   tm->open_step = -1;
   tm->last_end = INT64_MIN;
   tm->last_end_op = -1;
+  tm->nops = TM_OP_RING; /* the first operation's id (op_get) */
+  tm->next_t = INT64_MIN; /* the first event starts the clock */
   items_fixed_init(tm);
   scaling_init(tm);
   tm->plain = tm->unscaled && !tm->scaling && !tm->cfg.duration;
@@ -1340,13 +1386,8 @@ __attribute__((noinline)) static void on_plain_call(sim_tm *tm, const sim_event 
   if (ev->api_dur > 0) emit_fixed(tm, h, h + ev->api_dur, SIM_TM_W_CALL, ev->kind & (TM_FIXED_KINDS - 1), ev->seq);
 }
 
-static void event_catch_up(sim_tm *tm, const sim_event *ev, const sim_tm_alloc *a, int role);
-
-void sim_tm_event(sim_tm *tm, const sim_event *ev, const sim_tm_alloc *a, int role) {
-  if (__builtin_expect((tm->nheap && tm->heap[0].t <= ev->ts) || !tm->started, 0)) {
-    event_catch_up(tm, ev, a, role); /* most events have nothing to apply and are not the first */
-    return;
-  }
+/* Hands the event to the function for its kind. */
+static inline void event_dispatch(sim_tm *tm, const sim_event *ev, const sim_tm_alloc *a, int role) {
   unsigned kind = ev->kind;
   if (kind == SIM_EV_KERNEL || kind == SIM_EV_MEMSET) {
     on_kernel(tm, ev);
@@ -1365,8 +1406,17 @@ __attribute__((noinline)) static void event_catch_up(sim_tm *tm, const sim_event
   if (!tm->started) {
     tm->started = 1;
     tm->start = tm->frontier = ev->ts + tm->shift;
+    tm->next_t = heap_next(tm);
   }
-  sim_tm_event(tm, ev, a, role); /* applies nothing more (advance_to took every entry up to ev->ts) */
+  event_dispatch(tm, ev, a, role);
+}
+
+void sim_tm_event(sim_tm *tm, const sim_event *ev, const sim_tm_alloc *a, int role) {
+  if (__builtin_expect(ev->ts >= tm->next_t, 0)) { /* most events have nothing to apply and are not the first */
+    event_catch_up(tm, ev, a, role);
+    return;
+  }
+  event_dispatch(tm, ev, a, role);
 }
 
 static int cmp_item(const void *a, const void *b) {
