@@ -686,16 +686,21 @@ typedef struct op_place {
 
 /* An operation whose recorded start rec_start came later than the recording's own rules allow
  * (rec_ready) waited for something: an operation of another stream the recording shows it
- * followed (inferred), or what the trace does not show (kept). Returns its start, from t. */
-__attribute__((noinline)) static int64_t op_waited(sim_tm *tm, const tm_stream *st, int64_t rec_start, int64_t rec_ready,
-                                                  int64_t t, int64_t *pred) {
+ * followed (inferred), or what the trace does not show (kept). Its start, from t, and the
+ * operation that set it (returned in registers: the caller's stay there). */
+typedef struct tm_start {
+  int64_t t, pred;
+} tm_start;
+
+__attribute__((noinline)) static tm_start op_waited(sim_tm *tm, const tm_stream *st, int64_t rec_start,
+                                                   int64_t rec_ready, int64_t t, int64_t pred) {
   if (rec_start > rec_ready + TM_DEP_TOLERANCE && tm->cfg.infer_dependencies) {
     uint32_t k = 0;
     const tm_stream *dep = infer_dependency(tm, st, rec_start, rec_ready, &k);
     if (dep) {
       rec_ready = dep->h_rec[k];
       tm->r.inferred_dependencies++;
-      if (dep->h_end[k] > t) t = dep->h_end[k], *pred = dep->h_op[k];
+      if (dep->h_end[k] > t) t = dep->h_end[k], pred = dep->h_op[k];
     }
   }
   if (rec_start > rec_ready && tm->cfg.keep_device_waits) {
@@ -703,7 +708,7 @@ __attribute__((noinline)) static int64_t op_waited(sim_tm *tm, const tm_stream *
     tm->r.device_waits++;
     tm->r.device_wait_ns += rec_start - rec_ready;
   }
-  return t;
+  return (tm_start){t, pred};
 }
 
 /* Decides when an operation of stream st can start (the rules in the order the device applies them). */
@@ -731,7 +736,10 @@ TM_HOT void op_start(sim_tm *tm, tm_device *dv, tm_stream *st, const sim_event *
     int64_t rec_ready = max64(st->rec_ready, ev->ts + tm->dev.launch_latency);
     if (p->link != LINK_NONE && dv->link_rec[p->link] != TM_UNKNOWN) rec_ready = max64(rec_ready, dv->link_rec[p->link]);
     if (p->engine && dv->engine_rec[p->engine_k] != TM_UNKNOWN) rec_ready = max64(rec_ready, dv->engine_rec[p->engine_k]);
-    if (rec_start > rec_ready) t = op_waited(tm, st, rec_start, rec_ready, t, &pred);
+    if (rec_start > rec_ready) {
+      tm_start w = op_waited(tm, st, rec_start, rec_ready, t, pred);
+      t = w.t, pred = w.pred;
+    }
   }
   p->start = t;
   p->pred = pred;
