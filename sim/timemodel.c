@@ -268,7 +268,8 @@ __attribute__((noinline, cold)) static size_t item_new(sim_tm *tm, const tm_key 
     sim_grow((void **)&tm->items, &tm->items_cap, tm->nitems + 1, sizeof *tm->items);
     if (tm->items_cap != cap) tm->item_meta = sim_xrealloc(tm->item_meta, tm->items_cap * sizeof *tm->item_meta);
     /* last_seq: no event's (seqs are -1 or more), so the first attribution starts an occurrence */
-    tm->items[tm->nitems] = (tm_item_state){.last_seq = INT64_MIN, .cur = INT64_MAX, .order = -1, .cls = what_class[k->what]};
+    tm->items[tm->nitems] =
+        (tm_item_state){.last_seq = INT64_MIN, .cur = INT64_MAX, .order = -1, .cls = what_class[k->what]};
     tm->item_meta[tm->nitems] = (sim_tm_item){.cls = what_class[k->what], .what = k->what, .kind = k->kind,
                                               .dir = k->dir, .mem = k->mem, .name = k->name};
     *slot = tm->nitems++;
@@ -311,15 +312,19 @@ static inline size_t item_index(sim_tm *tm, const tm_key *k) {
   return tm->item_cache_idx[c];
 }
 
+/* An occurrence of item s ended that is the largest so far, or (cur's start value) s is
+ * attributed time for the first time. */
+__attribute__((noinline, cold)) static void item_new_max(sim_tm *tm, tm_item_state *s) {
+  if (s->count) s->max = s->cur, s->max_seq = s->last_seq;
+  else s->order = tm->nattributed++;
+}
+
 /* Adds dt of event seq to item s. Each item keeps its total, its occurrences (the attributions
  * to one event make one) and the largest. */
 TM_HOT void item_add(sim_tm *tm, tm_item_state *s, int64_t dt, int64_t seq) {
   s->total += dt;
   if (seq != s->last_seq) { /* a new occurrence (an item's first too: see item_new) */
-    if (__builtin_expect(s->cur > s->max, 0)) { /* the largest so far ended, or (cur's start) there was none */
-      if (s->count) s->max = s->cur, s->max_seq = s->last_seq;
-      else s->order = tm->nattributed++;
-    }
+    if (__builtin_expect(s->cur > s->max, 0)) item_new_max(tm, s);
     s->cur = dt;
     s->last_seq = seq;
     s->count++;
@@ -734,8 +739,10 @@ TM_HOT void op_start(sim_tm *tm, tm_device *dv, tm_stream *st, const sim_event *
    * with when it ran ahead of the stream) */
   if (rec_start >= 0 && ev->ts >= 0 && !p->before) {
     int64_t rec_ready = max64(st->rec_ready, ev->ts + tm->dev.launch_latency);
-    if (p->link != LINK_NONE && dv->link_rec[p->link] != TM_UNKNOWN) rec_ready = max64(rec_ready, dv->link_rec[p->link]);
-    if (p->engine && dv->engine_rec[p->engine_k] != TM_UNKNOWN) rec_ready = max64(rec_ready, dv->engine_rec[p->engine_k]);
+    if (p->link != LINK_NONE && dv->link_rec[p->link] != TM_UNKNOWN)
+      rec_ready = max64(rec_ready, dv->link_rec[p->link]);
+    if (p->engine && dv->engine_rec[p->engine_k] != TM_UNKNOWN)
+      rec_ready = max64(rec_ready, dv->engine_rec[p->engine_k]);
     if (rec_start > rec_ready) {
       tm_start w = op_waited(tm, st, rec_start, rec_ready, t, pred);
       t = w.t, pred = w.pred;
@@ -746,13 +753,14 @@ TM_HOT void op_start(sim_tm *tm, tm_device *dv, tm_stream *st, const sim_event *
   p->rec_end = rec_start >= 0 && ev->dur >= 0 ? rec_start + ev->dur : TM_UNKNOWN;
 }
 
-/* Records a placed operation [p->start, end) everywhere it occupies. Returns its id. */
+/* Records a placed operation [p->start, end), of critical-path item `item` (op_item), everywhere
+ * it occupies. Returns its id. */
 TM_HOT int64_t op_commit(sim_tm *tm, tm_device *dv, tm_stream *st, const sim_event *ev, const op_place *p, int64_t end,
-                        int what, int dir, int mem) {
+                        uint32_t item) {
   int64_t id = tm->nops++;
   tm_op *o = &tm->ops[(uint64_t)id & (TM_OP_RING - 1)];
   *o = (tm_op){.start = p->start, .end = end, .avail = p->avail, .pred = p->pred, .seq = ev->seq,
-               .item = op_item(tm, ev, what, dir, mem), .kind = ev->kind};
+               .item = item, .kind = ev->kind};
   if (p->link != LINK_NONE && end > dv->link_free[p->link]) {
     dv->link_free[p->link] = end;
     dv->link_op[p->link] = id;
@@ -927,7 +935,8 @@ __attribute__((noinline)) static void kernel_launch(sim_tm *tm, const sim_event 
   }
   op_place p = {.avail = t + tm->dev.launch_latency, .link = LINK_NONE};
   op_start(tm, dv, st, ev, &p);
-  op_commit(tm, dv, st, ev, &p, p.start + dur, ev->kind == SIM_EV_KERNEL ? SIM_TM_W_KERNEL : SIM_TM_W_MEMSET, 0, 0);
+  int what = ev->kind == SIM_EV_KERNEL ? SIM_TM_W_KERNEL : SIM_TM_W_MEMSET;
+  op_commit(tm, dv, st, ev, &p, p.start + dur, op_item(tm, ev, what, 0, 0));
   tm->r.compute_busy_ns += dur;
   /* a kernel's call: unnamed, of a kind below TM_FIXED_KINDS (no look-up path to compile) */
   emit_fixed(tm, t, t + own, SIM_TM_W_CALL, ev->kind & (TM_FIXED_KINDS - 1), ev->seq);
@@ -950,9 +959,10 @@ __attribute__((noinline)) static void on_kernel(sim_tm *tm, const sim_event *ev)
     return;
   }
   tm->r.kernels++;
+  uint32_t item = op_item(tm, ev, SIM_TM_W_KERNEL, 0, 0);
   op_place p = {.avail = h + tm->dev.launch_latency, .link = LINK_NONE};
   op_start(tm, dv, st, ev, &p);
-  op_commit(tm, dv, st, ev, &p, p.start + dur, SIM_TM_W_KERNEL, 0, 0);
+  op_commit(tm, dv, st, ev, &p, p.start + dur, item);
   tm->r.compute_busy_ns += dur;
   /* its call takes its recorded time (none: none), and so ends as recorded: nothing moves */
   if (ev->api_dur > 0) emit_fixed(tm, h, h + ev->api_dur, SIM_TM_W_CALL, SIM_EV_KERNEL, ev->seq);
@@ -1047,7 +1057,7 @@ static int64_t copy_direct(sim_tm *tm, const sim_event *ev, tm_device *dv, tm_st
   const sim_device_profile *pf = &tm->dev;
   op_start(tm, dv, st, ev, p);
   int64_t end = p->start + c->dur;
-  int64_t id = op_commit(tm, dv, st, ev, p, end, SIM_TM_W_COPY, c->dir, ev->mem);
+  int64_t id = op_commit(tm, dv, st, ev, p, end, op_item(tm, ev, SIM_TM_W_COPY, c->dir, ev->mem));
   tm->r.copy_busy_ns += c->dur;
   emit_what(tm, t, t + own, SIM_TM_W_CALL, ev);
   t += own;
@@ -1099,7 +1109,7 @@ static int64_t copy_staged_h2d(sim_tm *tm, const sim_event *ev, tm_device *dv, t
     left -= n;
   }
   *end = dma_end;
-  int64_t id = op_commit(tm, dv, st, ev, p, dma_end, SIM_TM_W_COPY, c->dir, ev->mem);
+  int64_t id = op_commit(tm, dv, st, ev, p, dma_end, op_item(tm, ev, SIM_TM_W_COPY, c->dir, ev->mem));
   dv->bounce_free = dma_end;
   dv->bounce_op = id;
   return t;
@@ -1131,7 +1141,7 @@ static int64_t copy_staged_d2h(sim_tm *tm, const sim_event *ev, tm_device *dv, t
     left -= n;
   } while (left > 0);
   *end = dma_end;
-  int64_t id = op_commit(tm, dv, st, ev, p, dma_end, SIM_TM_W_COPY, c->dir, ev->mem);
+  int64_t id = op_commit(tm, dv, st, ev, p, dma_end, op_item(tm, ev, SIM_TM_W_COPY, c->dir, ev->mem));
   dv->bounce_free = t;
   dv->bounce_op = id;
   emit_what(tm, t, t + tm->dev.sync_latency, SIM_TM_W_SYNC, ev);
@@ -1399,8 +1409,8 @@ static inline void event_dispatch(sim_tm *tm, const sim_event *ev, const sim_tm_
   unsigned kind = ev->kind;
   if (kind == SIM_EV_KERNEL || kind == SIM_EV_MEMSET) {
     on_kernel(tm, ev);
-  } else if (kind < 32 && (TM_PLAIN_CALLS >> kind & 1) && role == SIM_TM_ROLE_NONE && !(ev->flags & SIM_EVF_DEVICE_API) &&
-             (!a || !(a->mallocs | a->frees | a->maps | a->unmaps))) {
+  } else if (kind < 32 && (TM_PLAIN_CALLS >> kind & 1) && role == SIM_TM_ROLE_NONE &&
+             !(ev->flags & SIM_EVF_DEVICE_API) && (!a || !(a->mallocs | a->frees | a->maps | a->unmaps))) {
     on_plain_call(tm, ev);
   } else {
     on_other(tm, ev, a, role);
