@@ -118,8 +118,9 @@ typedef struct tm_seg {
  * itself, is kept apart). cur: the time so far of the occurrence of event last_seq (at first
  * INT64_MAX, above any max, so that the first occurrence takes the rare branch that notes its
  * order); max: the largest finished one, of event max_seq; order: its place among the items by
- * first attribution. Laid out so that no two fields read together sit side by side: the compiler would read them
- * as one wide load, which has to wait for the two narrower stores before it to complete. */
+ * first attribution. Laid out so that no two fields read together sit side by side: the
+ * compiler would read them as one wide load, which has to wait for the two narrower stores
+ * before it to complete. */
 typedef struct tm_item_state {
   int64_t total, cur, count, last_seq, max, order, max_seq;
   int cls;
@@ -200,13 +201,11 @@ static int64_t recorded_call(const sim_event *ev) {
 }
 
 static tm_op *op_get(sim_tm *tm, int64_t id) {
-  /* committed (below nops) and not yet overwritten: slots are written in id order */
-  /* ids start at TM_OP_RING: none (-1) and the ids of every operation that left the ring are out
-   * of range alike */
+  /* committed (below nops) and not yet overwritten (slots are written in id order); ids start
+   * at TM_OP_RING, so none (-1) and every id before the ring's are out of range alike */
   if ((uint64_t)(tm->nops - 1 - id) >= TM_OP_RING) return NULL;
   return &tm->ops[(uint64_t)id & (TM_OP_RING - 1)];
 }
-
 
 /* ---- the pending-adjustment heap (recorded time order; adjustments before step ends) -------- */
 
