@@ -200,11 +200,13 @@ static int64_t recorded_call(const sim_event *ev) {
   return -1;
 }
 
-static tm_op *op_get(sim_tm *tm, int64_t id) {
-  /* committed (below nops) and not yet overwritten (slots are written in id order); ids start
-   * at TM_OP_RING, so none (-1) and every id before the ring's are out of range alike */
-  if ((uint64_t)(tm->nops - 1 - id) >= TM_OP_RING) return NULL;
-  return &tm->ops[(uint64_t)id & (TM_OP_RING - 1)];
+/* Whether operation id is in the ring after nops operations: committed (below nops) and not yet
+ * overwritten (slots are written in id order). Ids start at TM_OP_RING, so none (-1) and every
+ * id before the ring's are out of range alike. */
+static inline int op_held(int64_t nops, int64_t id) { return (uint64_t)(nops - 1 - id) < TM_OP_RING; }
+
+static inline tm_op *op_get(sim_tm *tm, int64_t id) {
+  return op_held(tm->nops, id) ? &tm->ops[(uint64_t)id & (TM_OP_RING - 1)] : NULL;
 }
 
 /* ---- the pending-adjustment heap (recorded time order; adjustments before step ends) -------- */
@@ -496,6 +498,8 @@ static void wait_for(sim_tm *tm, int64_t lo, int64_t hi, int64_t id, int tail, c
     }
     t = max64(cur->end, lo);
   }
+  const int64_t nops = tm->nops; /* op_get, with the ring in registers: the walk writes only its buffer */
+  tm_op *const ops = tm->ops;
   while (cur && t > lo) {
     int64_t s0 = max64(cur->start, lo);
     if (t > s0) { /* the operation ran */
@@ -503,8 +507,8 @@ static void wait_for(sim_tm *tm, int64_t lo, int64_t hi, int64_t id, int tail, c
       t = s0;
     }
     if (t <= lo) break;
-    tm_op *p = op_get(tm, cur->pred);
-    if (p) {
+    if (op_held(nops, cur->pred)) {
+      tm_op *p = &ops[(uint64_t)cur->pred & (TM_OP_RING - 1)];
       int64_t pe = max64(min64(p->end, t), lo);
       if (t > pe) walk_push(tm, &wk, pe, t, item_fixed(SIM_TM_W_DEVICE_WAIT, cur->kind), cur->seq);
       t = pe;
