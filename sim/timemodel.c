@@ -62,13 +62,16 @@ const char *sim_tm_copy_bucket_name(int b) { return b >= 0 && b < SIM_TM__NCB ? 
 
 /* ---- state ----------------------------------------------------------------------------------- */
 
+/* A device operation, kept in a ring of the last TM_OP_RING for walks back along the critical
+ * path (48 bytes: the ring is written at every launch). Operation `id` is in slot id % TM_OP_RING
+ * while fewer than TM_OP_RING operations followed it (op_get). */
 typedef struct tm_op {
-  int64_t id;    /* valid in its ring slot when equal to the slot's op number */
   int64_t start, end;
   int64_t avail; /* when its launch made it available on the device */
   int64_t pred;  /* the operation whose end set its start, -1 none */
-  int64_t seq, name;
-  uint8_t what, kind, dir, mem;
+  int64_t seq;   /* its event */
+  uint32_t item; /* its critical-path item */
+  uint8_t kind;  /* its event's kind */
 } tm_op;
 
 typedef struct tm_stream {
@@ -76,7 +79,7 @@ typedef struct tm_stream {
   int64_t id;
   int64_t ready, last_op; /* predicted end of its last operation */
   int64_t rec_ready;      /* recorded end of its last operation, TM_UNKNOWN */
-  int64_t rec_last;       /* recorded start of its last operation, TM_UNKNOWN */
+  int64_t rec_last;       /* recorded start of its last operation, below 0 unknown */
   int64_t h_rec[TM_HIST], h_end[TM_HIST], h_op[TM_HIST];
   uint32_t h_n;
 } tm_stream;
@@ -86,8 +89,9 @@ typedef struct tm_device {
   int64_t link_free[NLINKS], link_op[NLINKS], link_rec[NLINKS];
   int64_t engine_free[TM_MAX_ENGINES], engine_op[TM_MAX_ENGINES], engine_rec[TM_MAX_ENGINES];
   int64_t bounce_free, bounce_op;
-  struct tm_queued { int64_t start, rec, op; } *q; /* the launch queue: the last launch_queue operations */
-  uint64_t nops, q_next; /* q_next: nops modulo the queue's length, the slot of the oldest */
+  /* The launch queue: the last launch_queue operations, oldest at q_old, in a ring from q to q_end.
+   * Slots not yet used hold an operation that started at INT64_MIN: none waits for them. */
+  struct tm_queued { int64_t start, rec, op; } *q, *q_old, *q_end;
 } tm_device;
 
 typedef struct tm_pending {
@@ -111,10 +115,12 @@ typedef struct tm_seg {
 } tm_seg;
 
 /* A critical-path item's running totals, touched at every attribution (what it is, the item
- * itself, is kept apart). cur: the time so far of the occurrence of event last_seq; max: the
- * largest finished one, of event max_seq; order: its place among the items by first attribution.
- * Laid out so that no two fields read together sit side by side: the compiler would read them
- * as one wide load, which has to wait for the two narrower stores before it to complete. */
+ * itself, is kept apart). cur: the time so far of the occurrence of event last_seq (at first
+ * INT64_MAX, above any max, so that the first occurrence takes the rare branch that notes its
+ * order); max: the largest finished one, of event max_seq; order: its place among the items by
+ * first attribution. Laid out so that no two fields read together sit side by side: the
+ * compiler would read them as one wide load, which has to wait for the two narrower stores
+ * before it to complete. */
 typedef struct tm_item_state {
   int64_t total, cur, count, last_seq, max, order, max_seq;
   int cls;
@@ -132,6 +138,7 @@ struct sim_tm {
   int64_t shift, start, frontier;
   tm_pending *heap;
   size_t nheap, heap_cap;
+  int64_t next_t; /* the earliest pending entry's time (INT64_MAX: none; INT64_MIN: not started) */
   /* device */
   tm_device devs[TM_MAX_DEVICES];
   tm_stream *streams;
@@ -162,7 +169,7 @@ struct sim_tm {
   uint8_t seg_cls[TM_SEG_RING];
   uint64_t nsegs;
   tm_seg *walk;
-  size_t nwalk, walk_cap;
+  size_t walk_cap;
   /* steps */
   sim_tm_step *steps;
   size_t nsteps, steps_cap;
@@ -193,10 +200,13 @@ static int64_t recorded_call(const sim_event *ev) {
   return -1;
 }
 
-static tm_op *op_get(sim_tm *tm, int64_t id) {
-  if ((uint64_t)id >= (uint64_t)tm->nops) return NULL; /* below 0 too */ /* a slot is written once its first op is committed */
-  tm_op *o = &tm->ops[(uint64_t)id & (TM_OP_RING - 1)];
-  return o->id == id ? o : NULL;
+/* Whether operation id is in the ring after nops operations: committed (below nops) and not yet
+ * overwritten (slots are written in id order). Ids start at TM_OP_RING, so none (-1) and every
+ * id before the ring's are out of range alike. */
+static inline int op_held(int64_t nops, int64_t id) { return (uint64_t)(nops - 1 - id) < TM_OP_RING; }
+
+static inline tm_op *op_get(sim_tm *tm, int64_t id) {
+  return op_held(tm->nops, id) ? &tm->ops[(uint64_t)id & (TM_OP_RING - 1)] : NULL;
 }
 
 /* ---- the pending-adjustment heap (recorded time order; adjustments before step ends) -------- */
@@ -204,6 +214,9 @@ static tm_op *op_get(sim_tm *tm, int64_t id) {
 static int pend_less(const tm_pending *a, const tm_pending *b) {
   return a->t != b->t ? a->t < b->t : a->type < b->type;
 }
+
+/* The earliest pending entry's time, INT64_MAX when none is. */
+static inline int64_t heap_next(const sim_tm *tm) { return tm->nheap ? tm->heap[0].t : INT64_MAX; }
 
 static void heap_push(sim_tm *tm, int64_t t, int type, int64_t value) {
   sim_grow((void **)&tm->heap, &tm->heap_cap, tm->nheap + 1, sizeof *tm->heap);
@@ -217,6 +230,7 @@ static void heap_push(sim_tm *tm, int64_t t, int type, int64_t value) {
     tm->heap[p] = x;
     i = p;
   }
+  if (tm->started) tm->next_t = heap_next(tm);
 }
 
 static tm_pending heap_pop(sim_tm *tm) {
@@ -233,6 +247,7 @@ static tm_pending heap_pop(sim_tm *tm) {
     tm->heap[m] = x;
     i = m;
   }
+  if (tm->started) tm->next_t = heap_next(tm);
   return top;
 }
 
@@ -254,7 +269,8 @@ __attribute__((noinline, cold)) static size_t item_new(sim_tm *tm, const tm_key 
     sim_grow((void **)&tm->items, &tm->items_cap, tm->nitems + 1, sizeof *tm->items);
     if (tm->items_cap != cap) tm->item_meta = sim_xrealloc(tm->item_meta, tm->items_cap * sizeof *tm->item_meta);
     /* last_seq: no event's (seqs are -1 or more), so the first attribution starts an occurrence */
-    tm->items[tm->nitems] = (tm_item_state){.last_seq = INT64_MIN, .order = -1, .cls = what_class[k->what]};
+    tm->items[tm->nitems] =
+        (tm_item_state){.last_seq = INT64_MIN, .cur = INT64_MAX, .order = -1, .cls = what_class[k->what]};
     tm->item_meta[tm->nitems] = (sim_tm_item){.cls = what_class[k->what], .what = k->what, .kind = k->kind,
                                               .dir = k->dir, .mem = k->mem, .name = k->name};
     *slot = tm->nitems++;
@@ -274,7 +290,7 @@ static void items_fixed_init(sim_tm *tm) {
   for (int what = 0; what < SIM_TM__NWHAT; what++) {
     for (int kind = 0; kind < TM_FIXED_KINDS; kind++) {
       size_t i = item_fixed(what, kind);
-      tm->items[i] = (tm_item_state){.last_seq = INT64_MIN, .order = -1, .cls = what_class[what]};
+      tm->items[i] = (tm_item_state){.last_seq = INT64_MIN, .cur = INT64_MAX, .order = -1, .cls = what_class[what]};
       tm->item_meta[i] = (sim_tm_item){.cls = what_class[what], .what = what, .kind = kind};
     }
   }
@@ -297,28 +313,43 @@ static inline size_t item_index(sim_tm *tm, const tm_key *k) {
   return tm->item_cache_idx[c];
 }
 
-/* Attributes [t0, t1) (non-empty, from the frontier on) to item idx of class cls, for event seq.
- * Each item keeps its total, its occurrences (the attributions to one event make one) and the
- * largest. Callers that know the item's class pass it as a constant. */
-TM_HOT void emit_to_cls(sim_tm *tm, int64_t t0, int64_t t1, size_t idx, int cls, int64_t seq) {
-  tm_item_state *s = &tm->items[idx];
-  int64_t dt = t1 - t0;
-  tm->frontier = t1;
-  tm->cum[cls] += dt;
+/* An occurrence of item s ended that is the largest so far, or (cur's start value) s is
+ * attributed time for the first time. */
+__attribute__((noinline, cold)) static void item_new_max(sim_tm *tm, tm_item_state *s) {
+  if (s->count) s->max = s->cur, s->max_seq = s->last_seq;
+  else s->order = tm->nattributed++;
+}
+
+/* Adds dt of event seq to item s. Each item keeps its total, its occurrences (the attributions
+ * to one event make one) and the largest. */
+TM_HOT void item_add(sim_tm *tm, tm_item_state *s, int64_t dt, int64_t seq) {
   s->total += dt;
   if (seq != s->last_seq) { /* a new occurrence (an item's first too: see item_new) */
-    if (__builtin_expect(s->count == 0, 0)) s->order = tm->nattributed++;
-    if (s->cur > s->max) s->max = s->cur, s->max_seq = s->last_seq;
+    if (__builtin_expect(s->cur > s->max, 0)) item_new_max(tm, s);
     s->cur = dt;
     s->last_seq = seq;
     s->count++;
   } else {
     s->cur += dt;
   }
-  uint64_t i = tm->nsegs++ & (TM_SEG_RING - 1);
+}
+
+/* Notes the n-th attributed segment, [t0, t1) of class cls, in the ring of recent ones. */
+TM_HOT void seg_note(sim_tm *tm, uint64_t n, int64_t t0, int64_t t1, int cls) {
+  uint64_t i = n & (TM_SEG_RING - 1);
   tm->seg_t0[i] = t0;
   tm->seg_t1[i] = t1;
   tm->seg_cls[i] = (uint8_t)cls;
+}
+
+/* Attributes [t0, t1) (non-empty, from the frontier on) to item idx of class cls, for event seq.
+ * Callers that know the item's class pass it as a constant. */
+TM_HOT void emit_to_cls(sim_tm *tm, int64_t t0, int64_t t1, size_t idx, int cls, int64_t seq) {
+  int64_t dt = t1 - t0;
+  tm->frontier = t1;
+  tm->cum[cls] += dt;
+  item_add(tm, &tm->items[idx], dt, seq);
+  seg_note(tm, tm->nsegs++, t0, t1, cls);
 }
 
 TM_HOT void emit_to(sim_tm *tm, int64_t t0, int64_t t1, size_t idx, int64_t seq) {
@@ -370,27 +401,39 @@ static void cum_at(sim_tm *tm, int64_t e, int64_t out[SIM_TM__NCLASS]) {
   }
 }
 
-static inline void walk_push(sim_tm *tm, int64_t t0, int64_t t1, size_t item, int64_t seq) {
-  size_t n = tm->nwalk;
-  if (__builtin_expect(n == tm->walk_cap, 0)) sim_grow((void **)&tm->walk, &tm->walk_cap, n + 1, sizeof *tm->walk);
-  tm->walk[n] = (tm_seg){t0, t1, seq, item};
-  tm->nwalk = n + 1;
+/* A walk's pieces as it finds them, last first: kept in registers while it runs (tm->walk is
+ * the buffer, grown out of line). */
+typedef struct tm_walk {
+  tm_seg *w;
+  size_t n, cap;
+} tm_walk;
+
+__attribute__((noinline)) static tm_seg *walk_grow(sim_tm *tm, size_t n) {
+  sim_grow((void **)&tm->walk, &tm->walk_cap, n + 1, sizeof *tm->walk);
+  return tm->walk;
+}
+
+static inline void walk_push(sim_tm *tm, tm_walk *wk, int64_t t0, int64_t t1, size_t item, int64_t seq) {
+  if (__builtin_expect(wk->n == wk->cap, 0)) {
+    wk->w = walk_grow(tm, wk->n);
+    wk->cap = tm->walk_cap;
+  }
+  wk->w[wk->n++] = (tm_seg){t0, t1, seq, item};
 }
 
 /* A piece of a walk attributed to an item without name, direction or memory kind. */
-static inline void walk_fixed(sim_tm *tm, int64_t t0, int64_t t1, int what, int kind, int64_t seq) {
-  if (t1 > t0) walk_push(tm, t0, t1, item_unnamed(tm, what, kind), seq);
+static inline void walk_fixed(sim_tm *tm, tm_walk *wk, int64_t t0, int64_t t1, int what, int kind, int64_t seq) {
+  if (t1 > t0) walk_push(tm, wk, t0, t1, item_unnamed(tm, what, kind), seq);
 }
 
-/* The item of operation o (a kernel or memset by name), through the item cache; a kernel's
- * is then kept by its name id too. */
-__attribute__((noinline)) static size_t op_item_lookup(sim_tm *tm, const tm_op *o) {
-  tm_key k = key_of(o->what, o->kind, o->what == SIM_TM_W_KERNEL || o->what == SIM_TM_W_MEMSET ? o->name : 0, o->dir,
-                    o->mem);
+/* The item of a device operation of event ev (what: SIM_TM_W_KERNEL, _MEMSET or _COPY), through
+ * the item cache; a kernel's is then kept by its name id too. */
+__attribute__((noinline)) static uint32_t op_item_lookup(sim_tm *tm, const sim_event *ev, int what, int dir, int mem) {
+  tm_key k = key_of(what, ev->kind, what == SIM_TM_W_KERNEL || what == SIM_TM_W_MEMSET ? ev->name : 0, dir, mem);
   size_t idx = item_index(tm, &k);
   /* a kernel's key is its name alone: its kind is always a kernel's, it has no dir or mem */
-  if (o->what == SIM_TM_W_KERNEL && o->name >= 0 && o->name < TM_KERNEL_NAMES) {
-    size_t n = (size_t)o->name;
+  if (what == SIM_TM_W_KERNEL && ev->name >= 0 && ev->name < TM_KERNEL_NAMES) {
+    size_t n = (size_t)ev->name;
     if (n >= tm->kernel_item_cap) {
       size_t cap = tm->kernel_item_cap;
       sim_grow((void **)&tm->kernel_item, &tm->kernel_item_cap, n + 1, sizeof *tm->kernel_item);
@@ -398,33 +441,41 @@ __attribute__((noinline)) static size_t op_item_lookup(sim_tm *tm, const tm_op *
     }
     tm->kernel_item[n] = (uint32_t)idx + 1;
   }
-  return idx;
+  return (uint32_t)idx; /* items are far fewer than 2^32: each holds a distinct name or kind */
 }
 
-/* The item of operation o: a kernel's by its name id once it has been looked up. */
-static inline size_t op_item(sim_tm *tm, const tm_op *o) {
-  if (o->what == SIM_TM_W_KERNEL && (uint64_t)o->name < tm->kernel_item_cap) {
-    uint32_t x = tm->kernel_item[o->name];
+/* The item of a device operation: a kernel's by its name id once it has been looked up. */
+TM_HOT uint32_t op_item(sim_tm *tm, const sim_event *ev, int what, int dir, int mem) {
+  if (what == SIM_TM_W_KERNEL && (uint64_t)ev->name < tm->kernel_item_cap) {
+    uint32_t x = tm->kernel_item[ev->name];
     if (x) return x - 1;
   }
-  return op_item_lookup(tm, o);
+  return op_item_lookup(tm, ev, what, dir, mem);
 }
 
-/* A piece of a walk that an operation ran in: its item is the operation (a kernel by name). */
-static inline void walk_op(sim_tm *tm, int64_t t0, int64_t t1, const tm_op *o) {
-  if (t1 <= t0) return;
-  walk_push(tm, t0, t1, op_item(tm, o), o->seq);
-}
-
-/* Attributes the pieces of a walk, in time order (the walk found them last first). */
-static void walk_emit(sim_tm *tm) {
-  const tm_seg *w = tm->walk;
-  for (size_t i = tm->nwalk; i-- > 0;) {
+/* Attributes the n pieces of a walk, in time order (the walk found them last first): emit_to's
+ * work, with the frontier and the ring's count kept in registers. */
+static void walk_emit(sim_tm *tm, const tm_seg *w, size_t n) {
+  int64_t f = tm->frontier;
+  uint64_t nsegs = tm->nsegs;
+  for (size_t i = n; i-- > 0;) {
     tm_seg g = w[i];
-    int64_t t0 = g.t0 < tm->frontier ? tm->frontier : g.t0;
-    if (g.t1 > t0) emit_to(tm, t0, g.t1, g.item, g.seq);
+    int64_t t0 = g.t0 < f ? f : g.t0;
+    if (g.t1 <= t0) continue;
+    tm_item_state *s = &tm->items[g.item];
+    int cls = s->cls;
+    tm->cum[cls] += g.t1 - t0;
+    item_add(tm, s, g.t1 - t0, g.seq);
+    seg_note(tm, nsegs++, t0, g.t1, cls);
+    f = g.t1;
   }
+  tm->frontier = f;
+  tm->nsegs = nsegs;
 }
+
+/* Operations are kernels, memsets and copies: their device waits' and launches' items are fixed. */
+_Static_assert(SIM_EV_KERNEL < TM_FIXED_KINDS && SIM_EV_MEMSET < TM_FIXED_KINDS && SIM_EV_MEMCPY < TM_FIXED_KINDS,
+               "an operation's kind has fixed items");
 
 /*
  * The host waited from lo to hi for device operation `id` (its end, or its start when hi is
@@ -434,44 +485,46 @@ static void walk_emit(sim_tm *tm) {
 static void wait_for(sim_tm *tm, int64_t lo, int64_t hi, int64_t id, int tail, const sim_event *ev) {
   if (hi <= max64(lo, tm->frontier)) return;
   lo = max64(lo, tm->frontier);
-  tm->nwalk = 0;
+  tm_walk wk = {tm->walk, 0, tm->walk_cap};
   int64_t t = hi;
   tm_op *cur = op_get(tm, id);
   if (cur && t > cur->end) {
     int64_t t0 = max64(cur->end, lo);
     if (tail == SIM_TM_W_SYNC) {
       tm_key k = key_of(tail, ev->kind, ev->name, 0, 0);
-      if (t > t0) walk_push(tm, t0, t, item_index(tm, &k), ev->seq);
+      if (t > t0) walk_push(tm, &wk, t0, t, item_index(tm, &k), ev->seq);
     } else {
-      walk_fixed(tm, t0, t, tail, ev->kind, ev->seq);
+      walk_fixed(tm, &wk, t0, t, tail, ev->kind, ev->seq);
     }
     t = max64(cur->end, lo);
   }
+  const int64_t nops = tm->nops; /* op_get, with the ring in registers: the walk writes only its buffer */
+  tm_op *const ops = tm->ops;
   while (cur && t > lo) {
     int64_t s0 = max64(cur->start, lo);
-    if (t > s0) {
-      walk_op(tm, s0, t, cur);
+    if (t > s0) { /* the operation ran */
+      walk_push(tm, &wk, s0, t, cur->item, cur->seq);
       t = s0;
     }
     if (t <= lo) break;
-    tm_op *p = op_get(tm, cur->pred);
-    if (p) {
+    if (op_held(nops, cur->pred)) {
+      tm_op *p = &ops[(uint64_t)cur->pred & (TM_OP_RING - 1)];
       int64_t pe = max64(min64(p->end, t), lo);
-      walk_fixed(tm, pe, t, SIM_TM_W_DEVICE_WAIT, cur->kind, cur->seq);
+      if (t > pe) walk_push(tm, &wk, pe, t, item_fixed(SIM_TM_W_DEVICE_WAIT, cur->kind), cur->seq);
       t = pe;
       cur = p;
     } else {
       int64_t a = max64(cur->avail, lo);
-      walk_fixed(tm, a, t, SIM_TM_W_DEVICE_WAIT, cur->kind, cur->seq);
+      if (t > a) walk_push(tm, &wk, a, t, item_fixed(SIM_TM_W_DEVICE_WAIT, cur->kind), cur->seq);
       t = a;
       int64_t l = max64(cur->avail - tm->dev.launch_latency, lo);
-      walk_fixed(tm, l, t, SIM_TM_W_LAUNCH, cur->kind, cur->seq);
+      if (t > l) walk_push(tm, &wk, l, t, item_fixed(SIM_TM_W_LAUNCH, cur->kind), cur->seq);
       t = l;
       break;
     }
   }
-  walk_fixed(tm, lo, t, SIM_TM_W_DEVICE_WAIT, ev->kind, ev->seq);
-  walk_emit(tm);
+  walk_fixed(tm, &wk, lo, t, SIM_TM_W_DEVICE_WAIT, ev->kind, ev->seq);
+  walk_emit(tm, wk.w, wk.n);
 }
 
 /* ---- steps ------------------------------------------------------------------------------------ */
@@ -553,6 +606,9 @@ static void device_init(sim_tm *tm, tm_device *dv) {
     dv->bounce_free = INT64_MIN;
     dv->bounce_op = -1;
     dv->q = sim_xmalloc((size_t)tm->queue * sizeof *dv->q);
+    for (int64_t k = 0; k < tm->queue; k++) dv->q[k] = (struct tm_queued){INT64_MIN, -1, -1};
+    dv->q_old = dv->q;
+    dv->q_end = dv->q + tm->queue;
   }
 }
 
@@ -636,21 +692,41 @@ typedef struct op_place {
   int before;       /* the recording shows it ran before the stream's last placed operation */
 } op_place;
 
+/* An operation whose recorded start rec_start came later than the recording's own rules allow
+ * (rec_ready) waited for something: an operation of another stream the recording shows it
+ * followed (inferred), or what the trace does not show (kept). Its start, from t, and the
+ * operation that set it (returned in registers: the caller's stay there). */
+typedef struct tm_start {
+  int64_t t, pred;
+} tm_start;
+
+__attribute__((noinline)) static tm_start op_waited(sim_tm *tm, const tm_stream *st, int64_t rec_start,
+                                                   int64_t rec_ready, int64_t t, int64_t pred) {
+  if (rec_start > rec_ready + TM_DEP_TOLERANCE && tm->cfg.infer_dependencies) {
+    uint32_t k = 0;
+    const tm_stream *dep = infer_dependency(tm, st, rec_start, rec_ready, &k);
+    if (dep) {
+      rec_ready = dep->h_rec[k];
+      tm->r.inferred_dependencies++;
+      if (dep->h_end[k] > t) t = dep->h_end[k], pred = dep->h_op[k];
+    }
+  }
+  if (rec_start > rec_ready && tm->cfg.keep_device_waits) {
+    t += rec_start - rec_ready;
+    tm->r.device_waits++;
+    tm->r.device_wait_ns += rec_start - rec_ready;
+  }
+  return (tm_start){t, pred};
+}
+
 /* Decides when an operation of stream st can start (the rules in the order the device applies them). */
 TM_HOT void op_start(sim_tm *tm, tm_device *dv, tm_stream *st, const sim_event *ev, op_place *p) {
-  int64_t t = p->avail, pred = -1;
+  int64_t t = p->avail, pred = -1, rec_start = ev->dev_ts;
   /* An operation that the recording shows started before the stream's last placed one (it was
    * launched before the trace began, and the trace places it at its device start) ran ahead of
    * it: it keeps its own time and does not hold the stream back. */
-  p->before = ev->dev_ts >= 0 && ev->dev_ts < st->rec_last; /* an unknown rec_last is INT64_MIN */
+  p->before = rec_start >= 0 && rec_start < st->rec_last; /* an unknown rec_last is below 0 */
   if (!p->before && st->ready > t) t = st->ready, pred = st->last_op;
-  /* what the recording says it could have started at, by the same rules */
-  int64_t rec_ready = TM_UNKNOWN, rec_start = ev->dev_ts;
-  if (rec_start >= 0 && ev->ts >= 0) {
-    rec_ready = max64(st->rec_ready, ev->ts + tm->dev.launch_latency);
-    if (p->link != LINK_NONE && dv->link_rec[p->link] != TM_UNKNOWN) rec_ready = max64(rec_ready, dv->link_rec[p->link]);
-  }
-  if (p->before) rec_ready = TM_UNKNOWN; /* nothing to compare its start with */
   if (p->bounce && dv->bounce_free > t) t = dv->bounce_free, pred = dv->bounce_op;
   if (p->link != LINK_NONE && dv->link_free[p->link] > t) t = dv->link_free[p->link], pred = dv->link_op[p->link];
   p->engine_k = -1;
@@ -661,34 +737,33 @@ TM_HOT void op_start(sim_tm *tm, tm_device *dv, tm_stream *st, const sim_event *
       if (dv->engine_free[j] < dv->engine_free[k]) k = j;
     p->engine_k = k;
     if (dv->engine_free[k] > t) t = dv->engine_free[k], pred = dv->engine_op[k];
-    if (rec_ready != TM_UNKNOWN && dv->engine_rec[k] != TM_UNKNOWN) rec_ready = max64(rec_ready, dv->engine_rec[k]);
   }
-  if (rec_ready != TM_UNKNOWN && rec_start > rec_ready + TM_DEP_TOLERANCE && tm->cfg.infer_dependencies) {
-    uint32_t k = 0;
-    const tm_stream *dep = infer_dependency(tm, st, rec_start, rec_ready, &k);
-    if (dep) {
-      rec_ready = dep->h_rec[k];
-      tm->r.inferred_dependencies++;
-      if (dep->h_end[k] > t) t = dep->h_end[k], pred = dep->h_op[k];
+  /* what the recording says it could have started at, by the same rules (nothing to compare
+   * with when it ran ahead of the stream) */
+  if (rec_start >= 0 && ev->ts >= 0 && !p->before) {
+    int64_t rec_ready = max64(st->rec_ready, ev->ts + tm->dev.launch_latency);
+    if (p->link != LINK_NONE && dv->link_rec[p->link] != TM_UNKNOWN)
+      rec_ready = max64(rec_ready, dv->link_rec[p->link]);
+    if (p->engine && dv->engine_rec[p->engine_k] != TM_UNKNOWN)
+      rec_ready = max64(rec_ready, dv->engine_rec[p->engine_k]);
+    if (rec_start > rec_ready) {
+      tm_start w = op_waited(tm, st, rec_start, rec_ready, t, pred);
+      t = w.t, pred = w.pred;
     }
-  }
-  if (rec_ready != TM_UNKNOWN && rec_start > rec_ready && tm->cfg.keep_device_waits) {
-    t += rec_start - rec_ready;
-    tm->r.device_waits++;
-    tm->r.device_wait_ns += rec_start - rec_ready;
   }
   p->start = t;
   p->pred = pred;
   p->rec_end = rec_start >= 0 && ev->dur >= 0 ? rec_start + ev->dur : TM_UNKNOWN;
 }
 
-/* Records a placed operation [p->start, end) everywhere it occupies. Returns its id. */
+/* Records a placed operation [p->start, end), of critical-path item `item` (op_item), everywhere
+ * it occupies. Returns its id. */
 TM_HOT int64_t op_commit(sim_tm *tm, tm_device *dv, tm_stream *st, const sim_event *ev, const op_place *p, int64_t end,
-                        int what, int dir, int mem) {
+                        uint32_t item) {
   int64_t id = tm->nops++;
   tm_op *o = &tm->ops[(uint64_t)id & (TM_OP_RING - 1)];
-  *o = (tm_op){.id = id, .start = p->start, .end = end, .avail = p->avail, .pred = p->pred, .seq = ev->seq,
-               .name = ev->name, .what = (uint8_t)what, .kind = ev->kind, .dir = (uint8_t)dir, .mem = (uint8_t)mem};
+  *o = (tm_op){.start = p->start, .end = end, .avail = p->avail, .pred = p->pred, .seq = ev->seq,
+               .item = item, .kind = ev->kind};
   if (p->link != LINK_NONE && end > dv->link_free[p->link]) {
     dv->link_free[p->link] = end;
     dv->link_op[p->link] = id;
@@ -704,14 +779,13 @@ TM_HOT int64_t op_commit(sim_tm *tm, tm_device *dv, tm_stream *st, const sim_eve
   st->ready = end;
   st->last_op = id;
   st->rec_ready = p->rec_end;
-  st->rec_last = ev->dev_ts >= 0 ? ev->dev_ts : TM_UNKNOWN;
+  st->rec_last = ev->dev_ts;
   uint32_t h = st->h_n++ % TM_HIST;
   st->h_rec[h] = p->rec_end;
   st->h_end[h] = end;
   st->h_op[h] = id;
-  dv->q[dv->q_next] = (struct tm_queued){p->start, ev->dev_ts, id};
-  dv->nops++;
-  if (++dv->q_next == (uint64_t)tm->queue) dv->q_next = 0;
+  *dv->q_old = (struct tm_queued){p->start, ev->dev_ts, id};
+  if (++dv->q_old == dv->q_end) dv->q_old = dv->q;
   return id;
 }
 
@@ -748,9 +822,8 @@ static int64_t launch_wait(sim_tm *tm, int64_t h, const sim_event *ev, const str
 
 TM_HOT int64_t launch_queue(sim_tm *tm, tm_device *dv, int64_t h, const sim_event *ev, int *rec_blocked) {
   *rec_blocked = 0;
-  if (dv->nops < (uint64_t)tm->queue) return h;
-  const struct tm_queued *q = &dv->q[dv->q_next]; /* the oldest of the last launch_queue */
-  if (q->rec >= 0 && ev->ts >= 0 && q->rec > ev->ts) *rec_blocked = 1;
+  const struct tm_queued *q = dv->q_old; /* the oldest of the last launch_queue (or an unused slot) */
+  if (ev->ts >= 0 && q->rec > ev->ts) *rec_blocked = 1; /* a recorded start, then: above 0 */
   return q->start <= h ? h : launch_wait(tm, h, ev, q);
 }
 
@@ -833,9 +906,25 @@ __attribute__((noinline)) static int64_t kernel_duration(sim_tm *tm, const sim_e
   return dur;
 }
 
-TM_HOT int64_t on_kernel(sim_tm *tm, const sim_event *ev, int64_t h, int64_t rec) {
-  tm_device *dv;
-  tm_stream *st = stream_of(tm, ev, &dv);
+/* The host's clock at event ev (its recorded time, moved by what earlier calls gained or lost),
+ * with the program's own code since the last thing the host did attributed up to it. */
+TM_HOT int64_t host_reaches(sim_tm *tm, const sim_event *ev) {
+  int64_t h = ev->ts + tm->shift;
+  if (h > tm->frontier) emit_fixed(tm, tm->frontier, h, SIM_TM_W_HOST, 0, ev->seq);
+  return h;
+}
+
+/* The call that began at h ended m later, against its recorded duration rec (< 0: none): what
+ * the host does after the call's recorded return moves by the difference. */
+static inline void call_returned(sim_tm *tm, const sim_event *ev, int64_t m, int64_t rec) {
+  int64_t recorded = rec < 0 ? 0 : rec;
+  if (m != recorded) heap_push(tm, ev->ts + recorded, HEAP_ADJUST, m - recorded);
+}
+
+/* A kernel or memset launched at h on stream st of device dv: every rule. */
+__attribute__((noinline)) static void kernel_launch(sim_tm *tm, const sim_event *ev, int64_t h, tm_device *dv,
+                                                   tm_stream *st) {
+  int64_t rec = ev->api_dur >= 0 ? ev->api_dur : -1; /* recorded_call's rule for a kernel or memset */
   int blocked;
   int64_t t = launch_queue(tm, dv, h, ev, &blocked);
   int64_t own = call_overhead(tm, rec, blocked);
@@ -849,10 +938,37 @@ TM_HOT int64_t on_kernel(sim_tm *tm, const sim_event *ev, int64_t h, int64_t rec
   }
   op_place p = {.avail = t + tm->dev.launch_latency, .link = LINK_NONE};
   op_start(tm, dv, st, ev, &p);
-  op_commit(tm, dv, st, ev, &p, p.start + dur, ev->kind == SIM_EV_KERNEL ? SIM_TM_W_KERNEL : SIM_TM_W_MEMSET, 0, 0);
+  int what = ev->kind == SIM_EV_KERNEL ? SIM_TM_W_KERNEL : SIM_TM_W_MEMSET;
+  op_commit(tm, dv, st, ev, &p, p.start + dur, op_item(tm, ev, what, 0, 0));
   tm->r.compute_busy_ns += dur;
-  emit_fixed(tm, t, t + own, SIM_TM_W_CALL, ev->kind, ev->seq); /* a kernel's call: unnamed */
-  return t + own;
+  /* a kernel's call: unnamed, of a kind below TM_FIXED_KINDS (no look-up path to compile) */
+  emit_fixed(tm, t, t + own, SIM_TM_W_CALL, ev->kind & (TM_FIXED_KINDS - 1), ev->seq);
+  call_returned(tm, ev, t + own - h, rec);
+}
+
+/* A kernel or memset launch (most events): placed on its stream, its call attributed. Out of
+ * line, as each kind of event is: sim_tm_event only chooses. The common case is kept apart, with
+ * what kernel_launch's rules come to for it: a kernel of a plain replay, with a recorded
+ * duration, launched into a queue with room (as the recording had). */
+__attribute__((noinline)) static void on_kernel(sim_tm *tm, const sim_event *ev) {
+  int64_t h = host_reaches(tm, ev);
+  tm_device *dv;
+  tm_stream *st = stream_of(tm, ev, &dv);
+  const struct tm_queued *q = dv->q_old; /* launch_queue's oldest */
+  int64_t dur = ev->dur;
+  if (!tm->plain || ev->kind != SIM_EV_KERNEL || dur <= 0 || dur >= TM_MAX_DUR || q->start > h ||
+      (ev->ts >= 0 && q->rec > ev->ts)) {
+    kernel_launch(tm, ev, h, dv, st);
+    return;
+  }
+  tm->r.kernels++;
+  uint32_t item = op_item(tm, ev, SIM_TM_W_KERNEL, 0, 0);
+  op_place p = {.avail = h + tm->dev.launch_latency, .link = LINK_NONE};
+  op_start(tm, dv, st, ev, &p);
+  op_commit(tm, dv, st, ev, &p, p.start + dur, item);
+  tm->r.compute_busy_ns += dur;
+  /* its call takes its recorded time (none: none), and so ends as recorded: nothing moves */
+  if (ev->api_dur > 0) emit_fixed(tm, h, h + ev->api_dur, SIM_TM_W_CALL, SIM_EV_KERNEL, ev->seq);
 }
 
 int sim_tm_copy_bucket(int dir, int mem) {
@@ -944,7 +1060,7 @@ static int64_t copy_direct(sim_tm *tm, const sim_event *ev, tm_device *dv, tm_st
   const sim_device_profile *pf = &tm->dev;
   op_start(tm, dv, st, ev, p);
   int64_t end = p->start + c->dur;
-  int64_t id = op_commit(tm, dv, st, ev, p, end, SIM_TM_W_COPY, c->dir, ev->mem);
+  int64_t id = op_commit(tm, dv, st, ev, p, end, op_item(tm, ev, SIM_TM_W_COPY, c->dir, ev->mem));
   tm->r.copy_busy_ns += c->dur;
   emit_what(tm, t, t + own, SIM_TM_W_CALL, ev);
   t += own;
@@ -996,7 +1112,7 @@ static int64_t copy_staged_h2d(sim_tm *tm, const sim_event *ev, tm_device *dv, t
     left -= n;
   }
   *end = dma_end;
-  int64_t id = op_commit(tm, dv, st, ev, p, dma_end, SIM_TM_W_COPY, c->dir, ev->mem);
+  int64_t id = op_commit(tm, dv, st, ev, p, dma_end, op_item(tm, ev, SIM_TM_W_COPY, c->dir, ev->mem));
   dv->bounce_free = dma_end;
   dv->bounce_op = id;
   return t;
@@ -1028,7 +1144,7 @@ static int64_t copy_staged_d2h(sim_tm *tm, const sim_event *ev, tm_device *dv, t
     left -= n;
   } while (left > 0);
   *end = dma_end;
-  int64_t id = op_commit(tm, dv, st, ev, p, dma_end, SIM_TM_W_COPY, c->dir, ev->mem);
+  int64_t id = op_commit(tm, dv, st, ev, p, dma_end, op_item(tm, ev, SIM_TM_W_COPY, c->dir, ev->mem));
   dv->bounce_free = t;
   dv->bounce_op = id;
   emit_what(tm, t, t + tm->dev.sync_latency, SIM_TM_W_SYNC, ev);
@@ -1220,6 +1336,8 @@ sim_tm *sim_tm_new(const sim_tm_config *cfg) {
   tm->open_step = -1;
   tm->last_end = INT64_MIN;
   tm->last_end_op = -1;
+  tm->nops = TM_OP_RING; /* the first operation's id (op_get) */
+  tm->next_t = INT64_MIN; /* the first event starts the clock */
   items_fixed_init(tm);
   scaling_init(tm);
   tm->plain = tm->unscaled && !tm->scaling && !tm->cfg.duration;
@@ -1248,42 +1366,78 @@ void sim_tm_free(sim_tm *tm) {
   free(tm);
 }
 
-void sim_tm_event(sim_tm *tm, const sim_event *ev, const sim_tm_alloc *a, int role) {
-  if (tm->nheap && tm->heap[0].t <= ev->ts) advance_to(tm, ev->ts); /* most events have nothing to apply */
-  int64_t h = ev->ts + tm->shift;
+/* Any event but a kernel's, a memset's or a plain call's. */
+__attribute__((noinline)) static void on_other(sim_tm *tm, const sim_event *ev, const sim_tm_alloc *a, int role) {
+  int64_t h = host_reaches(tm, ev);
+  int64_t rec = recorded_call(ev), end;
+  int replaced = role == SIM_TM_ROLE_ALLOCATOR_CALL || (ev->flags & SIM_EVF_DEVICE_API);
+  switch (ev->kind) {
+  case SIM_EV_MEMCPY: end = on_copy(tm, ev, h, rec); break;
+  case SIM_EV_SYNC: end = allocator_calls(tm, ev, a, on_sync(tm, ev, h, rec)); break;
+  case SIM_EV_MARKER:
+    on_marker(tm, ev, h);
+    end = h;
+    break;
+  case SIM_EV_HOST_ALLOC:
+  case SIM_EV_HOST_FREE: end = on_host_memory(tm, ev, h, rec); break;
+  default: {
+    /* allocations, frees, empty_cache, api calls: their own recorded time (unless it was the
+     * recorded allocator's driver call, which the replayed allocator's calls replace), then
+     * what the replayed allocator's driver calls cost */
+    int64_t own = replaced || rec < 0 ? 0 : rec;
+    emit_what(tm, h, h + own, SIM_TM_W_CALL, ev);
+    end = allocator_calls(tm, ev, a, h + own);
+  }
+  }
+  call_returned(tm, ev, end - h, rec);
+}
+
+/* The event kinds whose calls take their recorded time and nothing else, unless the allocator
+ * made driver calls for them or they stand for one (on_other's default, less API calls, whose
+ * items are named). */
+#define TM_PLAIN_CALLS                                                                                         \
+  (1u << SIM_EV_NONE | 1u << SIM_EV_ALLOC | 1u << SIM_EV_FREE_REQUESTED | 1u << SIM_EV_FREE_COMPLETED |       \
+   1u << SIM_EV_FREE | 1u << SIM_EV_EMPTY_CACHE)
+
+/* A call of one of TM_PLAIN_CALLS' kinds that made no driver call and stands for none: on_other's
+ * default for it (recorded_call's rule is then api_dur's, and the call ends as recorded). */
+__attribute__((noinline)) static void on_plain_call(sim_tm *tm, const sim_event *ev) {
+  int64_t h = host_reaches(tm, ev);
+  /* its kind is below TM_FIXED_KINDS (the mask says so: no look-up path to compile) */
+  if (ev->api_dur > 0) emit_fixed(tm, h, h + ev->api_dur, SIM_TM_W_CALL, ev->kind & (TM_FIXED_KINDS - 1), ev->seq);
+}
+
+/* Hands the event to the function for its kind. */
+static inline void event_dispatch(sim_tm *tm, const sim_event *ev, const sim_tm_alloc *a, int role) {
+  unsigned kind = ev->kind;
+  if (kind == SIM_EV_KERNEL || kind == SIM_EV_MEMSET) {
+    on_kernel(tm, ev);
+  } else if (kind < 32 && (TM_PLAIN_CALLS >> kind & 1) && role == SIM_TM_ROLE_NONE &&
+             !(ev->flags & SIM_EVF_DEVICE_API) && (!a || !(a->mallocs | a->frees | a->maps | a->unmaps))) {
+    on_plain_call(tm, ev);
+  } else {
+    on_other(tm, ev, a, role);
+  }
+}
+
+/* An event that first applies what recorded time up to it holds (calls that returned, steps
+ * that ended), or the first event, which starts the host's clock. Then the event itself. */
+__attribute__((noinline)) static void event_catch_up(sim_tm *tm, const sim_event *ev, const sim_tm_alloc *a, int role) {
+  if (tm->nheap && tm->heap[0].t <= ev->ts) advance_to(tm, ev->ts);
   if (!tm->started) {
     tm->started = 1;
-    tm->start = tm->frontier = h;
+    tm->start = tm->frontier = ev->ts + tm->shift;
+    tm->next_t = heap_next(tm);
   }
-  if (h > tm->frontier) emit_fixed(tm, tm->frontier, h, SIM_TM_W_HOST, 0, ev->seq);
-  int64_t rec, end;
-  if (ev->kind == SIM_EV_KERNEL || ev->kind == SIM_EV_MEMSET) { /* most events: recorded_call's rule for them */
-    rec = ev->api_dur >= 0 ? ev->api_dur : -1;
-    end = on_kernel(tm, ev, h, rec);
-  } else {
-    rec = recorded_call(ev);
-    int replaced = role == SIM_TM_ROLE_ALLOCATOR_CALL || (ev->flags & SIM_EVF_DEVICE_API);
-    switch (ev->kind) {
-    case SIM_EV_MEMCPY: end = on_copy(tm, ev, h, rec); break;
-    case SIM_EV_SYNC: end = allocator_calls(tm, ev, a, on_sync(tm, ev, h, rec)); break;
-    case SIM_EV_MARKER:
-      on_marker(tm, ev, h);
-      end = h;
-      break;
-    case SIM_EV_HOST_ALLOC:
-    case SIM_EV_HOST_FREE: end = on_host_memory(tm, ev, h, rec); break;
-    default: {
-      /* allocations, frees, empty_cache, api calls: their own recorded time (unless it was the
-       * recorded allocator's driver call, which the replayed allocator's calls replace), then
-       * what the replayed allocator's driver calls cost */
-      int64_t own = replaced || rec < 0 ? 0 : rec;
-      emit_what(tm, h, h + own, SIM_TM_W_CALL, ev);
-      end = allocator_calls(tm, ev, a, h + own);
-    }
-    }
+  event_dispatch(tm, ev, a, role);
+}
+
+void sim_tm_event(sim_tm *tm, const sim_event *ev, const sim_tm_alloc *a, int role) {
+  if (__builtin_expect(ev->ts >= tm->next_t, 0)) { /* most events have nothing to apply and are not the first */
+    event_catch_up(tm, ev, a, role);
+    return;
   }
-  int64_t m = end - h, recorded = rec < 0 ? 0 : rec;
-  if (m != recorded) heap_push(tm, ev->ts + recorded, HEAP_ADJUST, m - recorded);
+  event_dispatch(tm, ev, a, role);
 }
 
 static int cmp_item(const void *a, const void *b) {

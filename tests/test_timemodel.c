@@ -707,6 +707,43 @@ static void test_critical_path_items(void) {
   done(&x);
 }
 
+/* A walk back reaches the edge of the ring of recent operations (65,536 of them, TM_OP_RING):
+ * two devices, one stream each, take 80,000 back-to-back kernels in turn (each device's queue
+ * holds them all), then the host waits for both. The walk along device 1's chain finds every
+ * operation still in the ring, kernels 14,464 to 79,999; kernel 14,465's predecessor (14,463)
+ * has left it, so the wait before that kernel's start is a device wait. */
+static void test_op_ring_edge(void) {
+  run x;
+  start(&x);
+  x.p.launch_queue = 65536;
+  begin(&x);
+  for (int64_t k = 0; k < 80000; k++) { /* kernel k: device k % 2, its k / 2-th there */
+    sim_event ev = E(&x, SIM_EV_KERNEL, k);
+    ev.device = (int16_t)(k % 2), ev.stream = 0, ev.dur = 1000, ev.api_dur = 0, ev.name = 7;
+    feed(&x, ev);
+  }
+  sim_event s = E(&x, SIM_EV_SYNC, 80000); /* every device; no recorded duration */
+  s.device = -1, s.stream = -1, s.name = 9;
+  feed(&x, s);
+  finish(&x);
+  /* device 1's last kernel ends at 1 + 1000 (launch latency) + 40000 * 1000; the wake-up follows */
+  CHECK_EQ(x.r.total_ns, 40001001 + 500);
+  CHECK_EQ(x.r.breakdown[SIM_TM_HOST], 80000); /* the gaps between launches, 1 ns each */
+  /* kernels 14,465 to 79,999 of device 1: 32,768 of them, from 1 + 1000 + 7232 * 1000 on */
+  CHECK_EQ(x.r.breakdown[SIM_TM_COMPUTE], 32768 * 1000);
+  CHECK_EQ(x.r.breakdown[SIM_TM_SYNC], 7233001 - 80000 + 500); /* the device wait, the wake-up */
+  CHECK(x.r.nitems >= 3);
+  if (x.r.nitems >= 3) {
+    CHECK_EQ(x.r.items[0].what, SIM_TM_W_KERNEL);
+    CHECK_EQ(x.r.items[0].count, 32768);
+    CHECK_EQ(x.r.items[1].what, SIM_TM_W_DEVICE_WAIT);
+    CHECK_EQ(x.r.items[1].total_ns, 7233001 - 80000);
+    CHECK_EQ(x.r.items[1].max_seq, 14465); /* the kernel whose predecessor left the ring */
+  }
+  check_sums(&x);
+  done(&x);
+}
+
 int main(void) {
   RUN(test_stream_serialises);
   RUN(test_streams_overlap);
@@ -725,5 +762,6 @@ int main(void) {
   RUN(test_duration_override);
   RUN(test_device_tail);
   RUN(test_critical_path_items);
+  RUN(test_op_ring_edge);
   TEST_MAIN_END();
 }
