@@ -87,9 +87,11 @@ static void print_totals(check_ctx *x, const char *path) {
     putchar('\n');
     return;
   }
+  char faults[48] = "no faults";
+  if (x->tot.faults)
+    snprintf(faults, sizeof faults, "%lld fault%s found", (long long)x->tot.faults, x->tot.faults == 1 ? "" : "s");
   printf("checked store '%s': %lld traces, %lld chunks, %s events: %s\n", path, (long long)x->tot.traces,
-         (long long)x->tot.chunks, ev, x->tot.faults ? "" : "no faults");
-  if (x->tot.faults) printf("%lld fault%s found\n", (long long)x->tot.faults, x->tot.faults == 1 ? "" : "s");
+         (long long)x->tot.chunks, ev, faults);
 }
 
 int cmd_check_store(int argc, char **argv, cli *c) {

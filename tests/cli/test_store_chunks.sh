@@ -84,7 +84,7 @@ for cmd in "replay victim --no-save" "info victim" "export victim -o $T/x.jsonl"
 done
 expect 3 check-store
 has "$T/out" "fault: trace 'victim' in store"
-has "$T/out" "1 fault found"
+has "$T/out" "events: 1 fault found"
 expect 3 check-store "$DB" victim
 expect 3 --json check-store
 python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); assert r["fault_count"] == 1 and "chunk 1" in r["faults"][0], r' "$T/out" ||
