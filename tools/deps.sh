@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(build-essential cmake pkg-config libsqlite3-dev sqlite3 liblua5.4-dev libyajl-dev zlib1g-dev libbsd-dev
-          libisal-dev # ISA-L: the store's chunk checksums (CRC-32) several times faster than zlib's; the build falls back to zlib without it
+          libisal-dev # ISA-L: the store's chunk checksums and a file's digest (CRC-32, Adler-32) several times faster than zlib's; the build falls back to zlib without it
           parallel python3) # GNU parallel and python3: the sharded-sweep and pseudo-terminal checks of tests/cli/test_compare.sh
 missing=()
 for p in "${packages[@]}"; do
