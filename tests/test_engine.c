@@ -497,6 +497,8 @@ typedef struct ref_replay {
   int made[REF_DEVICES];
   ref_rec *recs;
   size_t nrecs, cap;
+  const replay_start *start; /* device 0's start, or NULL */
+  sim_placement *restored;   /* its blocks, by item (segments: zero) */
 } ref_replay;
 
 static ref_rec *ref_find(ref_replay *r, uint64_t addr) {
@@ -523,18 +525,51 @@ static void ref_since(const ref_replay *r, int d, const sim_device *was, int64_t
   o->reserved_delta += ref_reserved(r, d) - res;
 }
 
+/* Device d made, and device 0 given its start: each segment restored with its blocks, its memory
+ * held on the device. */
+static void ref_make(ref_replay *r, int d) {
+  char err[512];
+  sim_simdev_init(&r->dev[d], r->capacity, 0);
+  CHECK_EQ(sim_allocator_init(&r->a[d], r->spec, &r->dev[d], NULL, NULL, err, sizeof err), SIM_OK);
+  r->made[d] = 1;
+  const replay_start *st = r->start;
+  if (d || !st) return;
+  r->restored = sim_xcalloc(st->n, sizeof *r->restored);
+  for (size_t i = 0, j; i < st->n; i = j) {
+    for (j = i + 1; j < st->n && !st->items[j].is_segment; j++) {}
+    sim_walk_item it[8];
+    uintptr_t h[8];
+    memcpy(it, st->items + i, (j - i) * sizeof *it);
+    CHECK_EQ(r->a[0].ops->restore(r->a[0].ctx, it, j - i, h, err, sizeof err), SIM_OK);
+    sim_simdev_hold(&r->dev[0], it[0].addr, it[0].size, it[0].size);
+    for (size_t k = i + 1; k < j; k++) r->restored[k] = (sim_placement){it[k - i].addr, it[k - i].size, h[k - i]};
+  }
+}
+
+/* A preexisting allocation that takes a block device 0 started with: 1, or 0 (none at its address). */
+static int ref_take_restored(ref_replay *r, const sim_event *ev, replay_outcome *o) {
+  for (size_t k = 0; r->start && k < r->start->n; k++) {
+    if (r->start->trace_addr[k] != ev->addr || r->start->items[k].is_segment || !r->restored[k].handle) continue;
+    sim_grow((void **)&r->recs, &r->cap, r->nrecs + 1, sizeof *r->recs);
+    r->recs[r->nrecs++] = (ref_rec){ev->addr, r->restored[k].handle, 0, 1};
+    o->placement = r->restored[k];
+    r->restored[k].handle = 0; /* taken */
+    return 1;
+  }
+  return 0;
+}
+
 static void ref_alloc(ref_replay *r, const sim_event *ev, int d, replay_outcome *o) {
+  if ((ev->flags & SIM_EVF_PREEXISTING) && r->start) {
+    if (!r->made[d]) ref_make(r, d);
+    if (ref_take_restored(r, ev, o)) return;
+  }
   ref_rec *x = ref_find(r, ev->addr);
   if (x && x->state != 3) {
     o->ignored = 1;
     return;
   }
-  if (!r->made[d]) {
-    char err[512];
-    sim_simdev_init(&r->dev[d], r->capacity, 0);
-    CHECK_EQ(sim_allocator_init(&r->a[d], r->spec, &r->dev[d], NULL, NULL, err, sizeof err), SIM_OK);
-    r->made[d] = 1;
-  }
+  if (!r->made[d]) ref_make(r, d);
   sim_device was = r->dev[d];
   int64_t res = ref_reserved(r, d);
   sim_placement pl = {0, 0, 0};
@@ -593,6 +628,7 @@ static void ref_release(ref_replay *r) {
   for (int d = 0; d < REF_DEVICES; d++)
     if (r->made[d]) sim_allocator_release(&r->a[d]), sim_simdev_release(&r->dev[d]);
   free(r->recs);
+  free(r->restored);
 }
 
 /* A trace that exercises every field of the outcome: allocations of 512 B to 96 MiB on two devices
@@ -730,6 +766,61 @@ static void observers_told_what_the_model_did(void) {
   free(b.ev);
 }
 
+/* The same for torch from a recorded start on device 0 (two segments, three live blocks): the
+ * preexisting allocations take their blocks, and the first action on the device is told against
+ * the state it started in, not against an empty one; a kept engine restores it again. */
+static void observers_told_from_a_start_state(void) {
+  const uint64_t seg = UINT64_C(0x100000000000), small = UINT64_C(0x100100000000);
+  sim_walk_item items[] = {
+    {.is_segment = 1, .addr = seg, .size = 20 * MIB, .pool = 1},
+    {.addr = seg, .requested = 6 * MIB, .state = SIM_BLOCK_ALLOCATED},
+    {.addr = seg + 8 * MIB, .requested = 4 * MIB, .state = SIM_BLOCK_ALLOCATED},
+    {.is_segment = 1, .addr = small, .size = 2 * MIB, .pool = 0},
+    {.addr = small, .requested = 4096, .state = SIM_BLOCK_ALLOCATED},
+  };
+  uint64_t trace_addr[] = {0, 0xa000, 0xb000, 0, 0xc000};
+  replay_start st = {.device = 0, .items = items, .trace_addr = trace_addr, .n = 5, .nsegments = 2, .nblocks = 3};
+  evbuf b = {0}, more = outcome_trace(3000, 9);
+  for (size_t k = 0; k < 5; k++)
+    if (trace_addr[k]) add(&b, SIM_EV_ALLOC, trace_addr[k], items[k].requested)->flags = SIM_EVF_PREEXISTING;
+  add(&b, SIM_EV_FREE, 0xb000, 0); /* the device's first action */
+  for (size_t i = 0; i < more.n; i++) {
+    sim_event *e = add(&b, more.ev[i].kind, more.ev[i].addr, more.ev[i].size);
+    e->device = more.ev[i].device, e->stream = more.ev[i].stream;
+  }
+  add(&b, SIM_EV_FREE_REQUESTED, 0xc000, 0);
+  add(&b, SIM_EV_FREE_COMPLETED, 0xc000, 0);
+  sim_spec spec;
+  char err[512];
+  CHECK_EQ(sim_spec_parse(&spec, "torch", err, sizeof err), 0);
+  replay_outcome *want = sim_xcalloc(b.n, sizeof *want);
+  ref_replay ref = {.spec = &spec, .capacity = 600 * MIB, .start = &st};
+  for (size_t i = 0; i < b.n; i++) ref_event(&ref, &b.ev[i], &want[i]);
+  ref_release(&ref);
+  CHECK(want[0].placement.handle && want[3].reserved_delta == 0); /* taken, and a free into the cache */
+  outcome_log l = {sim_xcalloc(b.n, sizeof *l.o), 0};
+  replay_observer obs = {&l, log_event, NULL};
+  replay_engine *kept = replay_engine_new();
+  for (int run = 0; run < 2; run++) {
+    replay_config cfg = {.spec = &spec, .capacity = 600 * MIB, .observers = &obs, .nobservers = 1, .start = &st,
+                         .nstart = 1};
+    replay_array_source as;
+    replay_source src = replay_array_source_init(&as, b.ev, b.n);
+    replay_result r;
+    l.n = 0;
+    CHECK_EQ(replay_engine_run(kept, &cfg, &src, &r, err, sizeof err), 0);
+    CHECK_EQ(r.allocs >= 3, 1);
+    CHECK_EQ(outcomes_differ(run ? "start, kept" : "start", &l, want, b.n), 0);
+    replay_result_release(&r);
+  }
+  replay_engine_free(kept);
+  sim_spec_release(&spec);
+  free(want);
+  free(l.o);
+  free(b.ev);
+  free(more.ev);
+}
+
 int main(void) {
   RUN(peaks_and_composition);
   RUN(ooms_continue_or_stop);
@@ -742,5 +833,6 @@ int main(void) {
   RUN(kept_engine_matches_new_engines);
   RUN(plain_replay_matches_checked_and_observed);
   RUN(observers_told_what_the_model_did);
+  RUN(observers_told_from_a_start_state);
   TEST_MAIN_END();
 }
