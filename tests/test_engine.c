@@ -3,6 +3,7 @@
 
 #include "engine/engine.h"
 #include "gen/gen.h"
+#include "sim/device_sim.h"
 #include "sim/hashmap.h"
 #include "test.h"
 
@@ -475,6 +476,351 @@ static void plain_replay_matches_checked_and_observed(void) {
   free(two.ev);
 }
 
+/* ---- what observers are told, against the test's own replay of the model -------------------- */
+
+#define REF_DEVICES 2
+
+typedef struct ref_rec {
+  uint64_t addr;
+  uintptr_t handle;
+  int device, state; /* 1 live, 2 free requested, 3 dropped by an OOM */
+} ref_rec;
+
+/* The events replayed straight into one model per device, each action's outcome measured around
+ * it (the device's counters and the model's reserved bytes before and after): what the engine
+ * must tell its observers, found without it. */
+typedef struct ref_replay {
+  const sim_spec *spec;
+  uint64_t capacity;
+  sim_device dev[REF_DEVICES];
+  sim_allocator a[REF_DEVICES];
+  int made[REF_DEVICES];
+  ref_rec *recs;
+  size_t nrecs, cap;
+  const replay_start *start; /* device 0's start, or NULL */
+  sim_placement *restored;   /* its blocks, by item (segments: zero) */
+} ref_replay;
+
+static ref_rec *ref_find(ref_replay *r, uint64_t addr) {
+  for (size_t i = 0; i < r->nrecs; i++)
+    if (r->recs[i].addr == addr) return &r->recs[i];
+  return NULL;
+}
+
+static void ref_forget(ref_replay *r, ref_rec *x) { *x = r->recs[--r->nrecs]; }
+
+static int64_t ref_reserved(const ref_replay *r, int d) { return r->a[d].ops->stats(r->a[d].ctx)->reserved.current; }
+
+/* What device d did since `was` (its reserved bytes then: res), added to o. */
+static void ref_since(const ref_replay *r, int d, const sim_device *was, int64_t res, replay_outcome *o) {
+  const sim_device *n = &r->dev[d];
+  o->device_mallocs += n->mallocs - was->mallocs;
+  o->device_frees += n->frees - was->frees;
+  o->device_maps += n->maps - was->maps;
+  o->device_unmaps += n->unmaps - was->unmaps;
+  o->device_malloc_bytes += n->malloc_bytes - was->malloc_bytes;
+  o->device_free_bytes += n->free_bytes - was->free_bytes;
+  o->device_map_bytes += n->map_bytes - was->map_bytes;
+  o->device_unmap_bytes += n->unmap_bytes - was->unmap_bytes;
+  o->reserved_delta += ref_reserved(r, d) - res;
+}
+
+/* Device d made, and device 0 given its start: each segment restored with its blocks, its memory
+ * held on the device. */
+static void ref_make(ref_replay *r, int d) {
+  char err[512];
+  sim_simdev_init(&r->dev[d], r->capacity, 0);
+  CHECK_EQ(sim_allocator_init(&r->a[d], r->spec, &r->dev[d], NULL, NULL, err, sizeof err), SIM_OK);
+  r->made[d] = 1;
+  const replay_start *st = r->start;
+  if (d || !st) return;
+  r->restored = sim_xcalloc(st->n, sizeof *r->restored);
+  for (size_t i = 0, j; i < st->n; i = j) {
+    for (j = i + 1; j < st->n && !st->items[j].is_segment; j++) {}
+    sim_walk_item it[8];
+    uintptr_t h[8];
+    memcpy(it, st->items + i, (j - i) * sizeof *it);
+    CHECK_EQ(r->a[0].ops->restore(r->a[0].ctx, it, j - i, h, err, sizeof err), SIM_OK);
+    sim_simdev_hold(&r->dev[0], it[0].addr, it[0].size, it[0].size);
+    for (size_t k = i + 1; k < j; k++) r->restored[k] = (sim_placement){it[k - i].addr, it[k - i].size, h[k - i]};
+  }
+}
+
+/* A preexisting allocation that takes a block device 0 started with: 1, or 0 (none at its address). */
+static int ref_take_restored(ref_replay *r, const sim_event *ev, replay_outcome *o) {
+  for (size_t k = 0; r->start && k < r->start->n; k++) {
+    if (r->start->trace_addr[k] != ev->addr || r->start->items[k].is_segment || !r->restored[k].handle) continue;
+    sim_grow((void **)&r->recs, &r->cap, r->nrecs + 1, sizeof *r->recs);
+    r->recs[r->nrecs++] = (ref_rec){ev->addr, r->restored[k].handle, 0, 1};
+    o->placement = r->restored[k];
+    r->restored[k].handle = 0; /* taken */
+    return 1;
+  }
+  return 0;
+}
+
+static void ref_alloc(ref_replay *r, const sim_event *ev, int d, replay_outcome *o) {
+  if ((ev->flags & SIM_EVF_PREEXISTING) && r->start) {
+    if (!r->made[d]) ref_make(r, d);
+    if (ref_take_restored(r, ev, o)) return;
+  }
+  ref_rec *x = ref_find(r, ev->addr);
+  if (x && x->state != 3) {
+    o->ignored = 1;
+    return;
+  }
+  if (!r->made[d]) ref_make(r, d);
+  sim_device was = r->dev[d];
+  int64_t res = ref_reserved(r, d);
+  sim_placement pl = {0, 0, 0};
+  int rc = r->a[d].ops->alloc(r->a[d].ctx, ev->size, ev->stream, &pl);
+  if (!x) {
+    sim_grow((void **)&r->recs, &r->cap, r->nrecs + 1, sizeof *r->recs);
+    x = &r->recs[r->nrecs++];
+  }
+  *x = (ref_rec){ev->addr, pl.handle, d, rc == SIM_OK ? 1 : 3};
+  if (rc == SIM_OK) o->placement = pl;
+  else o->oom = 1;
+  ref_since(r, d, &was, res, o);
+}
+
+static void ref_free(ref_replay *r, const sim_event *ev, replay_outcome *o) {
+  ref_rec *x = ref_find(r, ev->addr);
+  int completes = ev->kind != SIM_EV_FREE_REQUESTED;
+  if (!x || x->state == 3 || (x->state == 2 && !completes)) {
+    o->ignored = 1;
+    if (x && x->state == 3 && completes) ref_forget(r, x);
+    return;
+  }
+  int d = x->device;
+  const sim_allocator_ops *ops = r->a[d].ops;
+  sim_device was = r->dev[d];
+  int64_t res = ref_reserved(r, d);
+  if (x->state == 1 && ops->free_requested) ops->free_requested(r->a[d].ctx, x->handle);
+  x->state = 2;
+  if (completes) {
+    ops->free_completed(r->a[d].ctx, x->handle);
+    ref_forget(r, x);
+  }
+  ref_since(r, d, &was, res, o);
+}
+
+static void ref_event(ref_replay *r, const sim_event *ev, replay_outcome *o) {
+  memset(o, 0, sizeof *o);
+  int d = ev->device < 0 ? 0 : ev->device;
+  if (ev->kind == SIM_EV_ALLOC) ref_alloc(r, ev, d, o);
+  else if (ev->kind == SIM_EV_FREE || ev->kind == SIM_EV_FREE_REQUESTED || ev->kind == SIM_EV_FREE_COMPLETED)
+    ref_free(r, ev, o);
+  else if (ev->kind == SIM_EV_SYNC || ev->kind == SIM_EV_EMPTY_CACHE)
+    for (int k = 0; k < REF_DEVICES; k++) {
+      const sim_allocator_ops *ops = r->a[k].ops;
+      if (!r->made[k] || (ev->device >= 0 && ev->device != k)) continue;
+      if (ev->kind == SIM_EV_SYNC ? !ops->synchronize : !ops->empty_cache) continue;
+      sim_device was = r->dev[k];
+      int64_t res = ref_reserved(r, k);
+      if (ev->kind == SIM_EV_SYNC) ops->synchronize(r->a[k].ctx, ev->stream);
+      else ops->empty_cache(r->a[k].ctx);
+      ref_since(r, k, &was, res, o);
+    }
+}
+
+static void ref_release(ref_replay *r) {
+  for (int d = 0; d < REF_DEVICES; d++)
+    if (r->made[d]) sim_allocator_release(&r->a[d]), sim_simdev_release(&r->dev[d]);
+  free(r->recs);
+  free(r->restored);
+}
+
+/* A trace that exercises every field of the outcome: allocations of 512 B to 96 MiB on two devices
+ * and three streams against a small capacity (OOMs, and frees of the dropped allocations), frees in
+ * two halves, duplicate allocations, unknown frees, double free requests, empty_cache and
+ * synchronize on one device or all, kernels. */
+static evbuf outcome_trace(size_t n, uint64_t seed) {
+  evbuf b = {0};
+  uint64_t *addrs = NULL, next = 0x10000;
+  size_t naddrs = 0, cap = 0;
+  uint64_t x = seed;
+  while (b.n < n) {
+    x = x * UINT64_C(6364136223846793005) + UINT64_C(1442695040888963407);
+    unsigned r = (unsigned)(x >> 33) % 100;
+    uint64_t pick = x >> 17;
+    sim_event *e;
+    if (r < 45 || naddrs == 0) {
+      uint64_t size = (UINT64_C(512) << ((x >> 40) % 18)) + (x >> 24) % 4096; /* 512 B to ~96 MiB */
+      if (r == 0 && naddrs) {
+        e = add(&b, SIM_EV_ALLOC, addrs[pick % naddrs], size); /* the address of a live one */
+      } else {
+        sim_grow((void **)&addrs, &cap, naddrs + 1, sizeof *addrs);
+        addrs[naddrs++] = next;
+        e = add(&b, SIM_EV_ALLOC, next, size);
+        next += 0x1000;
+      }
+      e->device = (int16_t)((x >> 50) % REF_DEVICES);
+      e->stream = (int64_t)((x >> 52) % 3);
+    } else if (r < 80) {
+      size_t i = pick % naddrs;
+      int halves = r >= 72;
+      e = add(&b, halves ? SIM_EV_FREE_REQUESTED : SIM_EV_FREE, addrs[i], 0);
+      if (halves && (x >> 45) % 4 == 0) continue; /* requested twice, or never completed */
+      if (halves) add(&b, SIM_EV_FREE_COMPLETED, addrs[i], 0);
+      addrs[i] = addrs[--naddrs];
+    } else if (r < 84) {
+      add(&b, SIM_EV_FREE, next + 0x800, 0); /* never allocated */
+    } else if (r < 88) {
+      e = add(&b, SIM_EV_EMPTY_CACHE, 0, 0);
+      e->device = (int16_t)((int)((x >> 50) % (REF_DEVICES + 1)) - 1);
+    } else if (r < 92) {
+      e = add(&b, SIM_EV_SYNC, 0, 0);
+      e->device = (int16_t)((int)((x >> 50) % (REF_DEVICES + 1)) - 1);
+      e->stream = (int64_t)((x >> 52) % 3);
+    } else {
+      add(&b, SIM_EV_KERNEL, 0, 0);
+    }
+  }
+  free(addrs);
+  return b;
+}
+
+typedef struct outcome_log {
+  replay_outcome *o;
+  size_t n;
+} outcome_log;
+
+static void log_event(void *ctx, const sim_event *ev, const replay_outcome *o) {
+  outcome_log *l = ctx;
+  (void)ev;
+  l->o[l->n++] = *o;
+}
+
+/* How many events' outcomes differ from the reference's (the first few printed). */
+static size_t outcomes_differ(const char *what, const outcome_log *l, const replay_outcome *want, size_t n) {
+  size_t bad = 0;
+  if (l->n != n) return n + 1;
+  for (size_t i = 0; i < n; i++) {
+    const replay_outcome *a = &l->o[i], *w = &want[i];
+    int same = a->oom == w->oom && a->ignored == w->ignored && a->device_mallocs == w->device_mallocs &&
+               a->device_frees == w->device_frees && a->device_maps == w->device_maps &&
+               a->device_unmaps == w->device_unmaps && a->device_malloc_bytes == w->device_malloc_bytes &&
+               a->device_free_bytes == w->device_free_bytes && a->device_map_bytes == w->device_map_bytes &&
+               a->device_unmap_bytes == w->device_unmap_bytes && a->reserved_delta == w->reserved_delta &&
+               a->placement.addr == w->placement.addr && a->placement.size == w->placement.size &&
+               !a->placement.handle == !w->placement.handle && a->category_bytes;
+    if (!same && bad++ < 3)
+      fprintf(stderr, "%s: event %zu: oom %d/%d ignored %d/%d mallocs %llu/%llu maps %llu/%llu reserved %+lld/%+lld "
+              "at %#llx/%#llx\n", what, i, a->oom, w->oom, a->ignored, w->ignored,
+              (unsigned long long)a->device_mallocs, (unsigned long long)w->device_mallocs,
+              (unsigned long long)a->device_maps, (unsigned long long)w->device_maps, (long long)a->reserved_delta,
+              (long long)w->reserved_delta, (unsigned long long)a->placement.addr,
+              (unsigned long long)w->placement.addr);
+  }
+  return bad;
+}
+
+/* Each event's outcome (the driver calls and their bytes, reserved_delta, the placement, oom,
+ * ignored) is what the model did for it, measured around its actions, for every model, with one
+ * observer or two, with the per-event check, and through a kept engine whose models are reset. */
+static void observers_told_what_the_model_did(void) {
+  evbuf b = outcome_trace(4000, 5);
+  const char *models[] = {"torch", "torch:expandable_segments:True", "bfc", "async", "cuda", "ideal"};
+  uint64_t seen[6] = {0}; /* over all models: ooms, ignored, mallocs, frees, maps, unmaps */
+  replay_outcome *want = sim_xcalloc(b.n, sizeof *want);
+  outcome_log l1 = {sim_xcalloc(b.n, sizeof *l1.o), 0}, l2 = {sim_xcalloc(b.n, sizeof *l2.o), 0};
+  replay_engine *kept = replay_engine_new();
+  for (size_t m = 0; m < sizeof models / sizeof *models; m++) {
+    sim_spec spec;
+    char err[512];
+    CHECK_EQ(sim_spec_parse(&spec, models[m], err, sizeof err), 0);
+    ref_replay ref = {.spec = &spec, .capacity = 600 * MIB};
+    for (size_t i = 0; i < b.n; i++) ref_event(&ref, &b.ev[i], &want[i]);
+    ref_release(&ref);
+    for (size_t i = 0; i < b.n; i++) {
+      const replay_outcome *w = &want[i];
+      uint64_t f[6] = {(uint64_t)w->oom, (uint64_t)w->ignored, w->device_mallocs, w->device_frees, w->device_maps,
+                       w->device_unmaps};
+      for (int k = 0; k < 6; k++) seen[k] += f[k];
+    }
+    replay_observer obs[2] = {{&l1, log_event, NULL}, {&l2, log_event, NULL}};
+    for (int run = 0; run < 4; run++) { /* two observers; one (the model kept, reset); checked; one, a new engine */
+      replay_config cfg = {.spec = &spec, .capacity = 600 * MIB, .observers = obs, .nobservers = run ? 1 : 2,
+                           .check_level = run == 2 ? 2 : 0};
+      replay_array_source as;
+      replay_source src = replay_array_source_init(&as, b.ev, b.n);
+      replay_result r;
+      l1.n = l2.n = 0;
+      int rc = run == 3 ? replay_run(&cfg, &src, &r, err, sizeof err) : replay_engine_run(kept, &cfg, &src, &r, err, sizeof err);
+      CHECK_EQ(rc, 0);
+      CHECK(r.ooms > 0);
+      char what[128];
+      snprintf(what, sizeof what, "%s, run %d", models[m], run);
+      CHECK_EQ(outcomes_differ(what, &l1, want, b.n), 0);
+      if (run == 0) CHECK_EQ(outcomes_differ(what, &l2, want, b.n), 0);
+      replay_result_release(&r);
+    }
+    sim_spec_release(&spec);
+  }
+  for (int k = 0; k < 6; k++) CHECK(seen[k] > 0);
+  replay_engine_free(kept);
+  free(want);
+  free(l1.o);
+  free(l2.o);
+  free(b.ev);
+}
+
+/* The same for torch from a recorded start on device 0 (two segments, three live blocks): the
+ * preexisting allocations take their blocks, and the first action on the device is told against
+ * the state it started in, not against an empty one; a kept engine restores it again. */
+static void observers_told_from_a_start_state(void) {
+  const uint64_t seg = UINT64_C(0x100000000000), small = UINT64_C(0x100100000000);
+  sim_walk_item items[] = {
+    {.is_segment = 1, .addr = seg, .size = 20 * MIB, .pool = 1},
+    {.addr = seg, .requested = 6 * MIB, .state = SIM_BLOCK_ALLOCATED},
+    {.addr = seg + 8 * MIB, .requested = 4 * MIB, .state = SIM_BLOCK_ALLOCATED},
+    {.is_segment = 1, .addr = small, .size = 2 * MIB, .pool = 0},
+    {.addr = small, .requested = 4096, .state = SIM_BLOCK_ALLOCATED},
+  };
+  uint64_t trace_addr[] = {0, 0xa000, 0xb000, 0, 0xc000};
+  replay_start st = {.device = 0, .items = items, .trace_addr = trace_addr, .n = 5, .nsegments = 2, .nblocks = 3};
+  evbuf b = {0}, more = outcome_trace(3000, 9);
+  for (size_t k = 0; k < 5; k++)
+    if (trace_addr[k]) add(&b, SIM_EV_ALLOC, trace_addr[k], items[k].requested)->flags = SIM_EVF_PREEXISTING;
+  add(&b, SIM_EV_FREE, 0xb000, 0); /* the device's first action */
+  for (size_t i = 0; i < more.n; i++) {
+    sim_event *e = add(&b, more.ev[i].kind, more.ev[i].addr, more.ev[i].size);
+    e->device = more.ev[i].device, e->stream = more.ev[i].stream;
+  }
+  add(&b, SIM_EV_FREE_REQUESTED, 0xc000, 0);
+  add(&b, SIM_EV_FREE_COMPLETED, 0xc000, 0);
+  sim_spec spec;
+  char err[512];
+  CHECK_EQ(sim_spec_parse(&spec, "torch", err, sizeof err), 0);
+  replay_outcome *want = sim_xcalloc(b.n, sizeof *want);
+  ref_replay ref = {.spec = &spec, .capacity = 600 * MIB, .start = &st};
+  for (size_t i = 0; i < b.n; i++) ref_event(&ref, &b.ev[i], &want[i]);
+  ref_release(&ref);
+  CHECK(want[0].placement.handle && want[3].reserved_delta == 0); /* taken, and a free into the cache */
+  outcome_log l = {sim_xcalloc(b.n, sizeof *l.o), 0};
+  replay_observer obs = {&l, log_event, NULL};
+  replay_engine *kept = replay_engine_new();
+  for (int run = 0; run < 2; run++) {
+    replay_config cfg = {.spec = &spec, .capacity = 600 * MIB, .observers = &obs, .nobservers = 1, .start = &st,
+                         .nstart = 1};
+    replay_array_source as;
+    replay_source src = replay_array_source_init(&as, b.ev, b.n);
+    replay_result r;
+    l.n = 0;
+    CHECK_EQ(replay_engine_run(kept, &cfg, &src, &r, err, sizeof err), 0);
+    CHECK_EQ(r.allocs >= 3, 1);
+    CHECK_EQ(outcomes_differ(run ? "start, kept" : "start", &l, want, b.n), 0);
+    replay_result_release(&r);
+  }
+  replay_engine_free(kept);
+  sim_spec_release(&spec);
+  free(want);
+  free(l.o);
+  free(b.ev);
+  free(more.ev);
+}
+
 int main(void) {
   RUN(peaks_and_composition);
   RUN(ooms_continue_or_stop);
@@ -486,5 +832,7 @@ int main(void) {
   RUN(peak_state_taken_when_it_changes);
   RUN(kept_engine_matches_new_engines);
   RUN(plain_replay_matches_checked_and_observed);
+  RUN(observers_told_what_the_model_did);
+  RUN(observers_told_from_a_start_state);
   TEST_MAIN_END();
 }

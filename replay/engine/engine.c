@@ -132,6 +132,14 @@ typedef struct model_key {
   char *opts;
 } model_key;
 
+/* What a device primitive had done, and the model's reserved bytes, as observers were last told
+ * (devstate.seen): what an allocator action did is the difference after it. */
+typedef struct dev_snap {
+  uint64_t mallocs, frees, maps, unmaps;
+  uint64_t malloc_bytes, free_bytes, map_bytes, unmap_bytes;
+  int64_t reserved;
+} dev_snap;
+
 typedef struct devstate {
   int used;
   int kept;      /* dev and a hold a model from an earlier run, made from key */
@@ -143,6 +151,10 @@ typedef struct devstate {
                                                    * it is the only device, the totals hold them:
                                                    * device_own) */
   replay_device_result *res;
+  /* The device as of the end of its last action (or of its making): its driver calls counted
+   * together in seen_calls, so that an action that made none (most) is told by one comparison. */
+  dev_snap seen;
+  uint64_t seen_calls;
 } devstate;
 
 typedef struct site_rec {
@@ -151,14 +163,6 @@ typedef struct site_rec {
   int64_t peak_bytes, peak_count; /* as captured at the peak */
   int dirty;
 } site_rec;
-
-/* What the device primitive had done before an allocator action, to tell observers what the
- * action did (taken only when there are observers). */
-typedef struct dev_snap {
-  uint64_t mallocs, frees, maps, unmaps;
-  uint64_t malloc_bytes, free_bytes, map_bytes, unmap_bytes;
-  int64_t reserved;
-} dev_snap;
 
 /* A block a device started with, waiting for the trace's preexisting allocation at its address. */
 typedef struct restored_block {
@@ -183,8 +187,16 @@ struct replay_engine {
   live_table live; /* trace address -> what is live */
   sim_map host;  /* host allocations: address -> size | mem << 56 */
   int64_t host_live[SIM_MEM__COUNT];
-  /* totals over devices */
-  int64_t allocated, reserved, requested, active;
+  /* What observers see of the event just handled (engine_begin points its category_bytes at
+   * cat_bytes). Its allocated, reserved and requested are the totals over devices, kept there
+   * for every replay; its other fields are zero between events: a handler sets only what its
+   * event changed, and outcome_rest puts back what was set (out_rare: more than the placement
+   * and reserved_delta). */
+  replay_outcome out;
+  int out_rare;
+  int64_t active; /* the fourth total */
+  replay_observer obs0; /* the first observer, and how many there are */
+  size_t nobs;
   int64_t cat_bytes[SIM_CAT__COUNT], cat_count[SIM_CAT__COUNT], catsrc_bytes[SIM_CATSRC__COUNT];
   /* call sites: small stack ids index an array, others go through the map */
   uint32_t *site_small; /* stack id -> site index + 1 */
@@ -204,8 +216,6 @@ struct replay_engine {
   replay_point cur;
   uint64_t cur_n, bucket;
   size_t max_points;
-  dev_snap snap; /* the device before the model's action, when observers want to know what it did */
-  replay_outcome idle; /* what observers see of an event that changes nothing: zeros and the totals */
   /* stopping at a moment (cfg->stop) */
   sim_event last;  /* the last event handled */
   int have_last, have_first;
@@ -237,6 +247,7 @@ static void sim_release(void *arg, int device, sim_device *dev) {
 }
 
 static inline void device_sync(engine *e, devstate *ds);
+static void seen_take(devstate *ds);
 
 /* Restores one segment and its blocks (items[0..n-1]) into the device's model. */
 static int start_segment(engine *e, devstate *ds, int device, const replay_start *st, size_t at, size_t n) {
@@ -312,8 +323,8 @@ static void device_peaks_from_totals(engine *e, devstate *ds) {
 
 /* The only device's own figures, which were the totals (device_sync keeps only those). */
 static void device_own(engine *e, devstate *ds) {
-  ds->allocated = e->allocated, ds->reserved = e->reserved;
-  ds->requested = e->requested, ds->active = e->active;
+  ds->allocated = e->out.allocated, ds->reserved = e->out.reserved;
+  ds->requested = e->out.requested, ds->active = e->active;
 }
 
 /* ---- models kept between runs ----------------------------------------------------------------
@@ -415,6 +426,7 @@ made:
     if (e->nused == 1) device_own(e, ds);
     device_peaks(ds); /* the start state, before the event that made the device */
   }
+  seen_take(ds); /* its first action is told from here */
   return ds;
 }
 
@@ -428,15 +440,15 @@ static inline devstate *device_get(engine *e, int device) {
 static inline void device_sync(engine *e, devstate *ds) {
   const sim_alloc_stats *st = ds->st;
   if (e->nused == 1) { /* the totals are the device's figures (its own copy waits: device_own) */
-    e->allocated = st->allocated.current;
-    e->reserved = st->reserved.current;
-    e->requested = st->requested.current;
+    e->out.allocated = st->allocated.current;
+    e->out.reserved = st->reserved.current;
+    e->out.requested = st->requested.current;
     e->active = st->active.current;
     return;
   }
-  e->allocated += st->allocated.current - ds->allocated;
-  e->reserved += st->reserved.current - ds->reserved;
-  e->requested += st->requested.current - ds->requested;
+  e->out.allocated += st->allocated.current - ds->allocated;
+  e->out.reserved += st->reserved.current - ds->reserved;
+  e->out.requested += st->requested.current - ds->requested;
   e->active += st->active.current - ds->active;
   ds->allocated = st->allocated.current;
   ds->reserved = st->reserved.current;
@@ -577,28 +589,42 @@ static void timeline_push(engine *e) {
 
 /* Counts an event into the current point, which starts at the first event of its bucket. */
 static inline void timeline_tick(engine *e, const sim_event *ev) {
-  if (e->cur_n == 0) e->cur = (replay_point){ev->seq, ev->ts, e->allocated, e->reserved, e->requested};
+  if (e->cur_n == 0) e->cur = (replay_point){ev->seq, ev->ts, e->out.allocated, e->out.reserved, e->out.requested};
   if (++e->cur_n >= e->bucket) timeline_push(e);
 }
 
 /* The same for an event that may have changed the totals: the point keeps their maxima. */
 static inline void timeline_add(engine *e, const sim_event *ev) {
   if (e->cur_n) {
-    if (e->allocated > e->cur.allocated) e->cur.allocated = e->allocated;
-    if (e->reserved > e->cur.reserved) e->cur.reserved = e->reserved;
-    if (e->requested > e->cur.requested) e->cur.requested = e->requested;
+    if (e->out.allocated > e->cur.allocated) e->cur.allocated = e->out.allocated;
+    if (e->out.reserved > e->cur.reserved) e->cur.reserved = e->out.reserved;
+    if (e->out.requested > e->cur.requested) e->cur.requested = e->out.requested;
   }
   timeline_tick(e, ev);
 }
 
-static inline void snap_take(dev_snap *s, const devstate *ds) {
+/* What an event asks of the engine. */
+enum { OP_NONE, OP_ALLOC, OP_FREE, OP_HOST, OP_DEVICE };
+
+/* ---- what observers are told of an action ---------------------------------------------------
+ * Only the models change a device's counters and reserved bytes, and only in an action (an
+ * allocation, a free, a synchronize or empty_cache), so the difference between the device now and
+ * as it was at the end of its previous action (or its making) is what the action did. */
+
+static inline uint64_t device_calls(const sim_device *d) { return d->mallocs + d->frees + d->maps + d->unmaps; }
+
+/* The device as it is now, as the baseline of its next action. */
+static void seen_take(devstate *ds) {
   const sim_device *d = &ds->dev;
-  *s = (dev_snap){d->mallocs, d->frees, d->maps, d->unmaps, d->malloc_bytes, d->free_bytes, d->map_bytes,
-                  d->unmap_bytes, ds->st->reserved.current};
+  ds->seen = (dev_snap){d->mallocs, d->frees, d->maps, d->unmaps, d->malloc_bytes, d->free_bytes, d->map_bytes,
+                        d->unmap_bytes, ds->st->reserved.current};
+  ds->seen_calls = device_calls(d);
 }
 
-static inline void snap_add(replay_outcome *out, const devstate *ds, const dev_snap *s) {
+/* An action that made driver calls (few do): their counts and bytes into the outcome. */
+__attribute__((noinline)) static void seen_calls(engine *e, devstate *ds, replay_outcome *out) {
   const sim_device *d = &ds->dev;
+  const dev_snap *s = &ds->seen;
   out->device_mallocs += d->mallocs - s->mallocs;
   out->device_frees += d->frees - s->frees;
   out->device_maps += d->maps - s->maps;
@@ -607,13 +633,36 @@ static inline void snap_add(replay_outcome *out, const devstate *ds, const dev_s
   out->device_free_bytes += d->free_bytes - s->free_bytes;
   out->device_map_bytes += d->map_bytes - s->map_bytes;
   out->device_unmap_bytes += d->unmap_bytes - s->unmap_bytes;
-  out->reserved_delta += ds->st->reserved.current - s->reserved;
+  seen_take(ds);
+  e->out_rare = 1;
+}
+
+/* After an action on ds: what it did into the outcome (an event's only action, `add` 0, or one of
+ * a device-wide action's, `add` 1: the changes of reserved bytes add up), ds's baseline moved on. */
+static inline void seen_note(engine *e, devstate *ds, replay_outcome *out, int add) {
+  int64_t r = ds->st->reserved.current;
+  if (add) out->reserved_delta += r - ds->seen.reserved;
+  else out->reserved_delta = r - ds->seen.reserved;
+  ds->seen.reserved = r;
+  if (device_calls(&ds->dev) != ds->seen_calls) seen_calls(e, ds, out);
+}
+
+/* The outcome back to its state between events (its totals aside) once the observers have seen
+ * it: what the event's handler may have set. */
+static inline void outcome_rest(engine *e, int op) {
+  replay_outcome *o = &e->out;
+  o->reserved_delta = 0;
+  if (op == OP_ALLOC) o->placement = (sim_placement){0, 0, 0};
+  if (e->out_rare) {
+    o->oom = o->ignored = 0;
+    o->device_mallocs = o->device_frees = o->device_maps = o->device_unmaps = 0;
+    o->device_malloc_bytes = o->device_free_bytes = o->device_map_bytes = o->device_unmap_bytes = 0;
+    e->out_rare = 0;
+  }
 }
 
 /* ---- events ----------------------------------------------------------------------------- */
 
-/* What an event asks of the engine. */
-enum { OP_NONE, OP_ALLOC, OP_FREE, OP_HOST, OP_DEVICE };
 static const uint8_t kind_op[256] = {
   [SIM_EV_ALLOC] = OP_ALLOC,
   [SIM_EV_FREE] = OP_FREE,
@@ -628,22 +677,22 @@ static const uint8_t kind_op[256] = {
 /* Called after every event that may have changed the totals (the others cannot raise a peak). */
 static inline void peaks(engine *e, const sim_event *ev) {
   replay_result *r = e->res;
-  if (e->allocated > r->peak_allocated) {
-    r->peak_allocated = e->allocated;
+  if (e->out.allocated > r->peak_allocated) {
+    r->peak_allocated = e->out.allocated;
     r->peak_allocated_seq = ev->seq;
     r->peak_ts = ev->ts;
-    r->at_peak_reserved = e->reserved;
+    r->at_peak_reserved = e->out.reserved;
     /* the rest when the state is about to change (peak_capture) */
     if (e->lazy_lf) e->pend_lf = 1, e->lf_lost = 0;
     else r->at_peak_largest_free = largest_free_all(e);
     e->pend_cats = 1;
   }
-  if (e->reserved > r->peak_reserved) {
-    r->peak_reserved = e->reserved;
+  if (e->out.reserved > r->peak_reserved) {
+    r->peak_reserved = e->out.reserved;
     r->peak_reserved_seq = ev->seq;
   }
-  if (e->requested > r->peak_requested) {
-    r->peak_requested = e->requested;
+  if (e->out.requested > r->peak_requested) {
+    r->peak_requested = e->out.requested;
     r->peak_requested_seq = ev->seq;
   }
   if (e->active > r->peak_active) r->peak_active = e->active;
@@ -703,7 +752,7 @@ static int take_restored(engine *e, const sim_event *ev, replay_outcome *out) {
     peak_capture(e);
     account(e, le, +1);
     /* the start state may be the peak: its composition fills in as its blocks are taken */
-    if (e->allocated >= e->res->peak_allocated) e->pend_cats = 1;
+    if (e->out.allocated >= e->res->peak_allocated) e->pend_cats = 1;
   }
   e->res->allocs++;
   if (out) out->placement = (sim_placement){rb->addr, rb->size, rb->handle};
@@ -719,9 +768,9 @@ static int take_restored(engine *e, const sim_event *ev, replay_outcome *out) {
  */
 static void peak_settle(engine *e, devstate *ds, int placed) {
   const sim_alloc_stats *st = ds->st;
-  int64_t was_allocated = e->nused == 1 ? e->allocated : ds->allocated; /* before the event */
-  int64_t was_reserved = e->nused == 1 ? e->reserved : ds->reserved;
-  if (placed && e->allocated + (st->allocated.current - was_allocated) > e->res->peak_allocated) return;
+  int64_t was_allocated = e->nused == 1 ? e->out.allocated : ds->allocated; /* before the event */
+  int64_t was_reserved = e->nused == 1 ? e->out.reserved : ds->reserved;
+  if (placed && e->out.allocated + (st->allocated.current - was_allocated) > e->res->peak_allocated) return;
   if (e->pend_lf) {
     if (!placed && st->allocated.current == was_allocated && st->reserved.current == was_reserved)
       e->res->at_peak_largest_free = largest_free_all(e);
@@ -744,18 +793,17 @@ __attribute__((always_inline)) static inline int do_alloc(engine *e, const sim_e
   live_entry *le = live_put(&e->live, ev->addr, &existed);
   if (existed && le->state != DROPPED) {
     e->res->duplicate_allocs++;
-    if (out) out->ignored = 1;
+    if (out) out->ignored = 1, e->out_rare = 1;
     return 0;
   }
   if (!ds && !(ds = device_get(e, ev->device))) {
     live_del(&e->live, le);
     return -1;
   }
-  if (out) snap_take(&e->snap, ds);
   if (!ev->size) peak_capture(e); /* an allocation of nothing sets no peak: no reason to wait */
-  sim_placement pl = {0, 0, 0};
-  int rc = ds->a.ops->alloc(ds->a.ctx, ev->size, ev->stream, &pl);
-  le->handle = pl.handle;
+  sim_placement own = {0, 0, 0}, *pl = out ? &out->placement : &own; /* the outcome's is zero before */
+  int rc = ds->a.ops->alloc(ds->a.ctx, ev->size, ev->stream, pl);
+  le->handle = pl->handle;
   le->size = ev->size;
   le->device = (int8_t)(ev->device < 0 ? 0 : ev->device);
   le->category = ev->category < SIM_CAT__COUNT ? ev->category : SIM_CAT_UNKNOWN;
@@ -768,11 +816,10 @@ __attribute__((always_inline)) static inline int do_alloc(engine *e, const sim_e
     if (e->pend_cats | e->pend_lf) peak_settle(e, ds, 1);
     account(e, le, +1);
     e->res->allocs++;
-    if (out) out->placement = pl;
   } else if (rc == SIM_EOOM) {
     le->state = DROPPED;
     oom = 1;
-    if (out) out->oom = 1;
+    if (out) out->oom = 1, out->placement = (sim_placement){0, 0, 0}, e->out_rare = 1;
     if (e->pend_lf) peak_settle(e, ds, 0);
     record_oom(e, ds, ev);
   } else {
@@ -781,7 +828,7 @@ __attribute__((always_inline)) static inline int do_alloc(engine *e, const sim_e
     return -1;
   }
   device_sync(e, ds);
-  if (out) snap_add(out, ds, &e->snap);
+  if (out) seen_note(e, ds, out, 0);
   return oom;
 }
 
@@ -789,25 +836,24 @@ __attribute__((always_inline)) static inline int do_free(engine *e, const sim_ev
   live_entry *le = live_get(&e->live, ev->addr);
   if (!le) {
     e->res->unknown_frees++;
-    if (out) out->ignored = 1;
+    if (out) out->ignored = 1, e->out_rare = 1;
     return 0;
   }
   int completes = ev->kind != SIM_EV_FREE_REQUESTED;
   if (le->state == DROPPED) {
     e->res->dropped_frees++;
-    if (out) out->ignored = 1;
+    if (out) out->ignored = 1, e->out_rare = 1;
     if (completes) live_del(&e->live, le);
     return 0;
   }
   if (le->state == REQUESTED && ev->kind == SIM_EV_FREE_REQUESTED) {
     e->res->unknown_frees++; /* requested twice */
-    if (out) out->ignored = 1;
+    if (out) out->ignored = 1, e->out_rare = 1;
     return 0;
   }
   devstate *ds = &e->devs[le->device];
   const sim_allocator_ops *ops = ds->a.ops;
   peak_capture(e);
-  if (out) snap_take(&e->snap, ds);
   if (le->state == LIVE) {
     if (ops->free_requested) ops->free_requested(ds->a.ctx, le->handle);
     account(e, le, -1);
@@ -819,7 +865,7 @@ __attribute__((always_inline)) static inline int do_free(engine *e, const sim_ev
     live_del(&e->live, le);
   }
   device_sync(e, ds);
-  if (out) snap_add(out, ds, &e->snap);
+  if (out) seen_note(e, ds, out, 0);
   return 0;
 }
 
@@ -858,11 +904,10 @@ static void do_device_action(engine *e, const sim_event *ev, replay_outcome *out
     if (ev->kind == SIM_EV_SYNC) fn = ops->synchronize;
     if (!fn && !(ev->kind == SIM_EV_EMPTY_CACHE && ops->empty_cache)) continue;
     peak_capture(e);
-    if (out) snap_take(&e->snap, ds);
     if (fn) fn(ds->a.ctx, ev->stream);
     else ops->empty_cache(ds->a.ctx);
     device_sync(e, ds);
-    if (out) snap_add(out, ds, &e->snap);
+    if (out) seen_note(e, ds, out, 1);
   }
 }
 
@@ -885,9 +930,9 @@ static int check_models(engine *e, const sim_event *ev) {
 static void state_fill(engine *e, replay_state *st, const sim_event *ev, int oom) {
   memset(st, 0, sizeof *st);
   st->event = ev;
-  st->allocated = e->allocated;
-  st->reserved = e->reserved;
-  st->requested = e->requested;
+  st->allocated = e->out.allocated;
+  st->reserved = e->out.reserved;
+  st->requested = e->out.requested;
   st->active = e->active;
   st->largest_free = largest_free_all(e);
   st->walkable = 1;
@@ -1009,37 +1054,29 @@ int replay_state_walk(const replay_state *st, replay_state_fn fn, void *arg) {
   return rc;
 }
 
-/* An outcome with nothing done yet (the totals are filled after the event). Field by field: the
- * compiler turns a memset of the struct into a `rep stos`, whose start-up cost was a tenth of the
- * engine's time per observed event. */
-static inline void outcome_clear(replay_outcome *o) {
-  o->oom = o->ignored = 0;
-  o->device_mallocs = o->device_frees = o->device_maps = o->device_unmaps = 0;
-  o->device_malloc_bytes = o->device_free_bytes = o->device_map_bytes = o->device_unmap_bytes = 0;
-  o->reserved_delta = 0;
-  o->placement = (sim_placement){0, 0, 0};
+/* The three copies of the event loop (replay_event's mode, a constant in each): the plain
+ * replay (no observers, no moment to stop at, no per-event check), the observed one (observers
+ * and nothing else: every replay that runs the time model), and the full one (any mix). */
+enum { MODE_PLAIN, MODE_OBSERVED, MODE_FULL };
+
+/* Tells the observers what the event did. */
+static inline void observers_tell(engine *e, const sim_event *ev) {
+  e->obs0.event(e->obs0.ctx, ev, &e->out);
+  for (size_t i = 1; i < e->nobs; i++) e->cfg->observers[i].event(e->cfg->observers[i].ctx, ev, &e->out);
 }
 
-/* Replays one event: 0 to go on, 1 to stop (at an OOM, when asked to), -1 on error. plain: the
- * replay has no observers, no moment to stop at and no per-event check (replay_events passes it as
- * a constant, so that the commonest replay's loop tests none of them). */
-__attribute__((always_inline)) static inline int replay_event(engine *e, const sim_event *ev, int plain) {
-  const replay_config *cfg = e->cfg;
+/* Replays one event: 0 to go on, 1 to stop (at an OOM, when asked to), 2 or 3 at the moment asked
+ * for (after or before the event), -1 on error. */
+__attribute__((always_inline)) static inline int replay_event(engine *e, const sim_event *ev, int mode) {
   int op = kind_op[ev->kind], rc = 0;
-  if (!plain && cfg->stop && stop_before(e, ev)) return 3;
-  if (op == OP_NONE && (plain || (!cfg->nobservers && !cfg->stop))) { /* kernels, copies, markers: nothing changes */
-    timeline_tick(e, ev);
+  int told = mode == MODE_OBSERVED || (mode == MODE_FULL && e->nobs);
+  if (mode == MODE_FULL && e->cfg->stop && stop_before(e, ev)) return 3;
+  if (op == OP_NONE && (mode != MODE_FULL || (!told && !e->cfg->stop))) {
+    timeline_tick(e, ev); /* kernels, copies, markers: nothing changes, the outcome is at rest */
+    if (mode == MODE_OBSERVED) observers_tell(e, ev);
     return 0;
   }
-  replay_outcome out, *o = NULL;
-  if (!plain && cfg->nobservers) {
-    if (op == OP_NONE) {
-      o = &e->idle;
-    } else {
-      outcome_clear(&out);
-      o = &out;
-    }
-  }
+  replay_outcome *o = told ? &e->out : NULL;
   if (op == OP_FREE) rc = do_free(e, ev, o); /* tests, not a jump table: frees and allocations are most events */
   else if (op == OP_ALLOC) rc = do_alloc(e, ev, o);
   else if (op == OP_HOST) do_host(e, ev);
@@ -1051,29 +1088,30 @@ __attribute__((always_inline)) static inline int replay_event(engine *e, const s
   } else {
     timeline_tick(e, ev);
   }
-  if (plain) return rc && cfg->stop_at_oom ? 1 : 0;
-  if (o) {
-    o->allocated = e->allocated;
-    o->reserved = e->reserved;
-    o->requested = e->requested;
-    o->category_bytes = e->cat_bytes;
+  if (told) {
+    observers_tell(e, ev);
+    outcome_rest(e, op);
   }
-  for (size_t i = 0; i < cfg->nobservers; i++) cfg->observers[i].event(cfg->observers[i].ctx, ev, o);
-  if (cfg->check_level >= 2 && check_models(e, ev)) return -1;
-  if (cfg->stop && stop_after(e, ev, rc)) return 2;
-  return rc && cfg->stop_at_oom ? 1 : 0;
+  if (mode == MODE_FULL) {
+    if (e->cfg->check_level >= 2 && check_models(e, ev)) return -1;
+    if (e->cfg->stop && stop_after(e, ev, rc)) return 2;
+  }
+  return rc && e->cfg->stop_at_oom ? 1 : 0;
 }
 
 /* Replays evs[0..n-1] until one asks to stop: how many were read, *rc what replay_event said of
- * the last. Two copies of the loop, the plain replay's without its tests. */
+ * the last. */
 static size_t replay_some(engine *e, const sim_event *evs, size_t n, int *rc) {
   const replay_config *cfg = e->cfg;
   size_t i = 0;
   int r = 0;
-  if (!cfg->nobservers && !cfg->stop && cfg->check_level < 2) {
-    while (i < n && !(r = replay_event(e, &evs[i], 1))) i++;
+  if (!cfg->stop && cfg->check_level < 2) {
+    if (!cfg->nobservers)
+      while (i < n && !(r = replay_event(e, &evs[i], MODE_PLAIN))) i++;
+    else
+      while (i < n && !(r = replay_event(e, &evs[i], MODE_OBSERVED))) i++;
   } else {
-    while (i < n && !(r = replay_event(e, &evs[i], 0))) i++;
+    while (i < n && !(r = replay_event(e, &evs[i], MODE_FULL))) i++;
   }
   *rc = r;
   return i;
@@ -1129,7 +1167,7 @@ static void engine_begin(engine *e, const replay_config *cfg, replay_source *src
     ds->kept = 1, ds->key = keep.key, ds->dev = keep.dev, ds->a = keep.a;
   }
   memset(e->host_live, 0, sizeof e->host_live);
-  e->allocated = e->reserved = e->requested = e->active = 0;
+  e->out.allocated = e->out.reserved = e->out.requested = e->active = 0;
   memset(e->cat_bytes, 0, sizeof e->cat_bytes);
   memset(e->cat_count, 0, sizeof e->cat_count);
   memset(e->catsrc_bytes, 0, sizeof e->catsrc_bytes);
@@ -1142,8 +1180,11 @@ static void engine_begin(engine *e, const replay_config *cfg, replay_source *src
   e->used_mask = 0;
   memset(&e->cur, 0, sizeof e->cur);
   e->cur_n = 0;
-  memset(&e->snap, 0, sizeof e->snap);
-  memset(&e->idle, 0, sizeof e->idle);
+  memset(&e->out, 0, sizeof e->out);
+  e->out.category_bytes = e->cat_bytes;
+  e->out_rare = 0;
+  e->obs0 = cfg->nobservers ? cfg->observers[0] : (replay_observer){0};
+  e->nobs = cfg->nobservers;
   memset(&e->last, 0, sizeof e->last);
   e->have_last = e->have_first = 0;
   e->first_ts = 0;
@@ -1207,8 +1248,8 @@ static void summarize(engine *e) {
   if (res->fragmentation < 0) res->fragmentation = 0;
   res->fragmentation_gmlake = res->peak_reserved > 0 ? 1.0 - (double)res->peak_active / (double)res->peak_reserved : 0;
   if (res->fragmentation_gmlake < 0) res->fragmentation_gmlake = 0;
-  res->final_allocated = e->allocated;
-  res->final_reserved = e->reserved;
+  res->final_allocated = e->out.allocated;
+  res->final_reserved = e->out.reserved;
 }
 
 /* Each device used: its call counts into the result, then its model and device released. */
