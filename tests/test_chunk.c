@@ -1,4 +1,4 @@
-/* test_chunk.c: the store's chunks of events: packing and unpacking, damage found, reading ranges and lent chunks, writer stops and category changes, the copy fit's kept sums. */
+/* test_chunk.c: the store's chunks of events: packing and unpacking (one-byte runs broken anywhere, faults inside blocks), damage found, reading ranges and lent chunks, writer stops and category changes, the copy fit's kept sums. */
 #include <unistd.h>
 
 #include "sim/copyfit.h"
@@ -194,6 +194,211 @@ static void decodes_near_every_edge(void) {
   CHECK(decoded < 400);
   store_bytes_release(&blob);
   store_chunk_enc_release(&enc);
+}
+
+/* Decodes a copy of blob of exactly its size (the sanitizer build sees any read past it) in
+ * slices of k events: 0, or -1 with why. */
+static int decode_in_slices(const store_bytes *blob, size_t n, size_t k, sim_event *out, char *why, size_t whylen) {
+  unsigned char *exact = malloc(blob->n ? blob->n : 1);
+  memcpy(exact, blob->p, blob->n);
+  store_chunk_dec d = {0};
+  int rc = store_chunk_dec_open(&d, exact, blob->n, n, why, whylen);
+  for (size_t i = 0; i < n && !rc; i += k)
+    rc = store_chunk_dec_next(&d, i + k <= n ? k : n - i, (int64_t)i, &out[i], why, whylen);
+  store_chunk_dec_release(&d);
+  free(exact);
+  return rc;
+}
+
+/* Events of one-byte values in every column (the words of eight that the decoder reads at once),
+ * the enums' dictionary of 130 entries so that the last entries' indices take two bytes. Blocks
+ * are read by columns only 320 bytes from the end of the last column (api_dur). */
+static void one_byte_events(sim_event *ev, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    sim_event *e = &ev[i];
+    sim_event_init(e);
+    e->seq = (int64_t)i;
+    e->kind = SIM_EV_KERNEL;
+    e->device = 0;
+    e->flags = (uint8_t)(i < 130 ? i : 0);
+    e->ts = (int64_t)i * 20;
+    e->dur = 3;
+    e->size = 5;
+    e->stack = 7;
+    e->name = 9;
+    e->step = 0;
+    e->dev_ts = (int64_t)i * 20 + 1;
+    e->api_dur = 2;
+  }
+}
+
+/* Sets event e's field f (0: the enums, then ts, dur, addr, size, stream, stack, name, step,
+ * dev_ts, api_dur) to a value whose varint takes len bytes (len 2: an index past 127). */
+static void widen_field(sim_event *e, int f, int len) {
+  uint64_t big = UINT64_C(1) << (7 * (len - 1)), zbig = big >> 1; /* zigzag: twice the magnitude */
+  switch (f) {
+  case 0: e->flags = 129; break;
+  case 1: e->ts += (int64_t)zbig; break;
+  case 2: e->dur = (int64_t)zbig; break;
+  case 3: e->addr = big; break;
+  case 4: e->size = big; break;
+  case 5: e->stream = (int64_t)zbig; break;
+  case 6: e->stack = (int64_t)(big < (uint64_t)INT64_MAX ? big : (uint64_t)INT64_MAX); break;
+  case 7: e->name = (int64_t)(big < (uint64_t)INT64_MAX ? big : (uint64_t)INT64_MAX); break;
+  case 8: e->step = (int32_t)(zbig < INT32_MAX ? zbig : INT32_MAX); break;
+  case 9: e->dev_ts += (int64_t)(zbig < (uint64_t)INT64_MAX / 2 ? zbig : (uint64_t)INT64_MAX / 2); break;
+  default: e->api_dur = (int64_t)(big < (uint64_t)INT64_MAX ? big : (uint64_t)INT64_MAX); break;
+  }
+}
+
+/* Runs of one-byte values broken by one longer value at each position of an eight-byte word, in
+ * each column, of every length; columns ending in the middle of a word; read whole and in
+ * slices that start anywhere in a block: every event decodes exactly. */
+static void one_byte_runs_broken_anywhere(void) {
+  enum { N = 1200 }; /* events 160 .. 270 are read column by column: 320 bytes from the end */
+  static sim_event in[N], out[N];
+  store_chunk_enc enc = {0};
+  store_bytes blob = {0};
+  char why[256];
+  int lens[] = {2, 3, 5, 8, 9, 10}, wrong = 0, tried = 0;
+  for (int f = 0; f < 11; f++)
+    for (int at = 0; at < 8; at++)
+      for (size_t l = 0; l < sizeof lens / sizeof lens[0]; l++) {
+        if (f == 0 && l) continue; /* an index has one length past 127 here */
+        one_byte_events(in, N);
+        widen_field(&in[160 + at], f, lens[l]);
+        widen_field(&in[200 + 8 * at + at], f, lens[l]); /* and one in another block, by itself */
+        store_chunk_encode(&enc, in, N, &blob);
+        size_t k = l % 2 ? 37 : N;
+        memset(out, 0xAB, sizeof out);
+        tried++;
+        if (decode_in_slices(&blob, N, k, out, why, sizeof why) || memcmp(in, out, sizeof in)) wrong++;
+      }
+  CHECK_EQ(wrong, 0);
+  CHECK_EQ(tried, 11 * 8 * 6 - 8 * 5);
+  /* columns that end at each position of a word, read at once and a few events at a time; the
+   * last column's values of ten bytes, so that all but the last 32 events are read by columns */
+  wrong = 0;
+  for (size_t n = 320; n < 345; n++) {
+    one_byte_events(in, n);
+    for (size_t i = 0; i < n; i++) in[i].api_dur = INT64_MAX - (int64_t)i;
+    store_chunk_encode(&enc, in, n, &blob);
+    for (size_t k = 1; k <= 64; k += 9) {
+      memset(out, 0xAB, sizeof out);
+      if (decode_in_slices(&blob, n, k == 64 ? n : k, out, why, sizeof why) || memcmp(in, out, n * sizeof *in))
+        wrong++;
+    }
+  }
+  CHECK_EQ(wrong, 0);
+  store_bytes_release(&blob);
+  store_chunk_enc_release(&enc);
+}
+
+/* A chunk of HAND_N events written by hand, column by column: one-byte values but for the bytes
+ * given for event at of column col, and for event at2 of column col2 (-1: none). */
+enum { HAND_N = 1024 }; /* events 64 .. 72 are read column by column: 320 bytes from the end */
+static void hand_chunk2(store_bytes *out, int col, size_t at, const unsigned char *bytes, size_t nbytes, int col2,
+                        size_t at2, const unsigned char *bytes2, size_t nbytes2) {
+  static unsigned char cols[11][HAND_N * 12 + 16];
+  size_t len[11];
+  for (int c = 0; c < 11; c++) {
+    unsigned char *o = cols[c];
+    if (c == 0) o = put_varint(put_varint(o, 1), 7 | UINT64_C(1) << 32); /* one entry: a kernel on device 0 */
+    for (size_t i = 0; i < HAND_N; i++) {
+      if (c == col && i == at) {
+        memcpy(o, bytes, nbytes);
+        o += nbytes;
+      } else if (c == col2 && i == at2) {
+        memcpy(o, bytes2, nbytes2);
+        o += nbytes2;
+      } else if (c != 3) { /* no event has an address */
+        *o++ = c == 8 && i == 0 ? 2 : 0; /* step: 0 from the first event on */
+      }
+    }
+    len[c] = (size_t)(o - cols[c]);
+  }
+  out->n = 0;
+  size_t need = 11 * 10 + 11 * sizeof cols[0];
+  if (out->cap < need) {
+    out->p = realloc(out->p, need);
+    out->cap = need;
+  }
+  unsigned char *o = out->p;
+  for (int c = 0; c < 11; c++) o = put_varint(o, len[c]);
+  for (int c = 0; c < 11; c++) {
+    memcpy(o, cols[c], len[c]);
+    o += len[c];
+  }
+  out->n = (size_t)(o - out->p);
+}
+static void hand_chunk(store_bytes *out, int col, size_t at, const unsigned char *bytes, size_t nbytes) {
+  hand_chunk2(out, col, at, bytes, nbytes, -1, 0, NULL, 0);
+}
+
+/* A value out of range, an index past the dictionary, a value past 64 bits: inside a block that
+ * the decoder reads column by column, at each position of a word, each is the same named error
+ * as event by event; two faults in a block name the first event's; a step of INT32_MAX, which
+ * the columns leave to the events, decodes. */
+static void faults_inside_blocks_named(void) {
+  static sim_event out[HAND_N];
+  store_bytes blob = {0};
+  char why[256];
+  static const unsigned char past64[] = {0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x7F};
+  unsigned char big[10], *e;
+  struct {
+    int col;
+    const char *want;
+  } cases[] = {{0, "its enums column names an entry its dictionary lacks"},
+               {6, "its stack column holds a value out of range"},
+               {7, "its name column holds a value out of range"},
+               {8, "its step column holds a value out of range"},
+               {9, "its dev_ts column holds a value out of range"},
+               {10, "its api_dur column holds a value out of range"},
+               {2, "its dur column is cut short"},
+               {1, "its ts column is cut short"}};
+  int wrong = 0;
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++)
+    for (size_t at = 64; at < 72; at++) {
+      int c = cases[k].col;
+      const unsigned char *bytes = big;
+      size_t nbytes;
+      switch (c) {
+      case 0: nbytes = (size_t)(put_varint(big, 1) - big); break;                                /* entry 1 of 1 */
+      case 6: case 7: nbytes = (size_t)(put_varint(big, UINT64_C(1) << 63) - big); break;        /* > INT64_MAX */
+      case 8: nbytes = (size_t)(put_varint(big, 3) - big); break;                                /* step 0 - 2 */
+      case 9: e = put_varint(big, 1 + 3); nbytes = (size_t)(e - big); break;                     /* dev_ts -2 */
+      case 10: nbytes = (size_t)(put_varint(big, (UINT64_C(1) << 63) + 2) - big); break;         /* > INT64_MAX + 1 */
+      default: bytes = past64; nbytes = sizeof past64;
+      }
+      /* a step or dev_ts of -2 that the next event's difference brings back to 0: out of range
+       * only inside the block */
+      static const unsigned char back_step[] = {4}, back_dev[] = {5};
+      if (c == 8 || c == 9) hand_chunk2(&blob, c, at, bytes, nbytes, c, at + 1, c == 8 ? back_step : back_dev, 1);
+      else hand_chunk(&blob, c, at, bytes, nbytes);
+      why[0] = 0;
+      if (decode_in_slices(&blob, HAND_N, HAND_N, out, why, sizeof why) != -1 || strcmp(why, cases[k].want)) {
+        fprintf(stderr, "column %d, event %zu: \"%s\"\n", c, at, why);
+        wrong++;
+      }
+    }
+  CHECK_EQ(wrong, 0);
+  /* two faults in a block: the first event's (api_dur) is named, not the first column's */
+  static const unsigned char api_big[] = {0x82, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01};
+  e = put_varint(big, UINT64_C(1) << 63);
+  hand_chunk2(&blob, 6, 71, big, (size_t)(e - big), 10, 70, api_big, sizeof api_big);
+  CHECK_EQ(decode_in_slices(&blob, HAND_N, HAND_N, out, why, sizeof why), -1);
+  CHECK_STR(why, "its api_dur column holds a value out of range");
+  hand_chunk2(&blob, 6, 69, big, (size_t)(e - big), 10, 70, api_big, sizeof api_big);
+  CHECK_EQ(decode_in_slices(&blob, HAND_N, HAND_N, out, why, sizeof why), -1);
+  CHECK_STR(why, "its stack column holds a value out of range");
+  /* a step of INT32_MAX is in range */
+  e = put_varint(big, (uint64_t)INT32_MAX * 2);
+  hand_chunk(&blob, 8, 77, big, (size_t)(e - big));
+  CHECK_EQ(decode_in_slices(&blob, HAND_N, 50, out, why, sizeof why), 0);
+  CHECK_EQ(out[77].step, INT32_MAX);
+  CHECK_EQ(out[78].step, INT32_MAX);
+  CHECK_EQ(out[76].step, 0);
+  store_bytes_release(&blob);
 }
 
 static void text_form_reads_as_sql_does(void) {
@@ -523,6 +728,8 @@ int main(void) {
   if (!mkdtemp(dir)) return 1;
   RUN(packs_and_unpacks_exactly);
   RUN(decodes_near_every_edge);
+  RUN(one_byte_runs_broken_anywhere);
+  RUN(faults_inside_blocks_named);
   RUN(text_form_reads_as_sql_does);
   RUN(reads_ranges_and_lends_chunks);
   RUN(damage_is_an_error_naming_trace_and_chunk);

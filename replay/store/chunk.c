@@ -272,6 +272,29 @@ static const unsigned char *get_long(const unsigned char *q, uint64_t *v) {
   return NULL;
 }
 
+/* Eight bytes from q as a little-endian word (one load where the machine is little-endian). */
+static inline uint64_t load8(const unsigned char *q) {
+  return (uint64_t)q[0] | (uint64_t)q[1] << 8 | (uint64_t)q[2] << 16 | (uint64_t)q[3] << 24 | (uint64_t)q[4] << 32 |
+         (uint64_t)q[5] << 40 | (uint64_t)q[6] << 48 | (uint64_t)q[7] << 56;
+}
+
+/*
+ * A varint of three bytes or more from q, whose ten bytes the caller knows are there: its end,
+ * or NULL when it runs past 64 bits. One of up to eight bytes is read as a word: its stop byte
+ * (the first < 0x80) found by a bit scan and its seven-bit groups gathered pairwise, without a
+ * branch on its length (a column of durations or sizes mixes lengths); a longer one byte by byte.
+ */
+static inline const unsigned char *get_multi(const unsigned char *q, uint64_t *v) {
+  uint64_t w = load8(q), stop = ~w & UINT64_C(0x8080808080808080);
+  if (!stop) return get_long(q, v);
+  uint64_t x = w & (stop ^ (stop - 1)) & UINT64_C(0x7f7f7f7f7f7f7f7f);
+  x = (x & UINT64_C(0x007f007f007f007f)) | (x & UINT64_C(0x7f007f007f007f00)) >> 1;
+  x = (x & UINT64_C(0x00003fff00003fff)) | (x & UINT64_C(0x3fff00003fff0000)) >> 2;
+  x = (x & UINT64_C(0x000000000fffffff)) | (x & UINT64_C(0x0fffffff00000000)) >> 4;
+  *v = x;
+  return q + (__builtin_ctzll(stop) >> 3) + 1;
+}
+
 /*
  * The next value of column c into v. Unchecked (checked == 0): the caller has made sure that
  * ten bytes can be read at every column's position, so only the value's own bytes are looked
@@ -288,7 +311,7 @@ static const unsigned char *get_long(const unsigned char *q, uint64_t *v) {
       } else if (q_[1] < 0x80) {                                                                               \
         (v) = (uint64_t)(q_[0] & 0x7f) | (uint64_t)q_[1] << 7;                                                 \
         r->p[c] = q_ + 2;                                                                                      \
-      } else if (!(r->p[c] = get_long(q_, &(v)))) {                                                            \
+      } else if (!(r->p[c] = get_multi(q_, &(v)))) {                                                           \
         return FAULT(F_CUT, c);                                                                                \
       }                                                                                                        \
     } else if (get(&r->p[c], end[c], &(v))) {                                                                  \
@@ -373,11 +396,223 @@ static int fault(dec *d, int f) {
 }
 
 /*
- * Events i0 .. i1 of the chunk, event by event, a value from each column (measured: a third
- * faster than decoding the columns one after another, which walks the chunk's events eleven
- * times; docs/trace-store.md). Blocks of events far enough from the end of the bytes are read
- * without a bounds check a value; the rest, near the end, with them. The last events of the
- * chunk also check that every column ends exactly where its values do.
+ * A block of BLOCK events far enough from the end of the bytes, decoded a column at a time: the
+ * columns whose values are nearly always one byte (enums, stream, stack, name, step) each in its
+ * own loop, eight values tested at once and, when each is one byte, stored unrolled straight
+ * into their fields of the block's events (which stay in the cache); then the six columns that
+ * mix lengths together, event by event (rows_mixed), few enough that their positions and running
+ * values stay in registers. Values out of range, an index past the dictionary or an address of
+ * 0 only mark the block wrong; it is then decoded again event by event (decode_one) from where
+ * it started, which names the first fault as it always has. The codec is unchanged.
+ */
+#define ONE_BYTE_ALL UINT64_C(0x8080808080808080)
+
+/* One value from q (ten bytes readable) into v, q moved past it; NULL from the calling function
+ * when the value runs past 64 bits. */
+#define COL_ONE(q, v)                                                                                          \
+  do {                                                                                                         \
+    if ((q)[0] < 0x80) {                                                                                       \
+      (v) = (q)[0];                                                                                            \
+      (q) += 1;                                                                                                \
+    } else if ((q)[1] < 0x80) {                                                                                \
+      (v) = (uint64_t)((q)[0] & 0x7f) | (uint64_t)(q)[1] << 7;                                                 \
+      (q) += 2;                                                                                                \
+    } else if (!((q) = get_multi((q), &(v)))) {                                                                \
+      return NULL;                                                                                             \
+    }                                                                                                          \
+  } while (0)
+
+/* The zigzag-coded values of one byte, decoded. */
+#define UNZZ_2(k) (k), -(k)-1
+#define UNZZ_8(k) UNZZ_2(k), UNZZ_2((k) + 1), UNZZ_2((k) + 2), UNZZ_2((k) + 3)
+#define UNZZ_32(k) UNZZ_8(k), UNZZ_8((k) + 4), UNZZ_8((k) + 8), UNZZ_8((k) + 12)
+static const int8_t unzz_byte[128] = {UNZZ_32(0), UNZZ_32(16), UNZZ_32(32), UNZZ_32(48)};
+
+/* The BLOCK values of a column from q, BODY run for each with u the value and i its event's
+ * index in the block: eight at a time, unrolled, when the next eight bytes are each a value
+ * (one_ is then 1: UNZZ decodes from the table, and u is below DICT_MIN). */
+#define UNZZ(u) (one_ ? (int64_t)unzz_byte[(u) & 127] : unzz(u))
+#define VALUE_AT(q, j, BODY)                                                                                   \
+  do {                                                                                                         \
+    const size_t i = i_ + (j);                                                                                 \
+    const uint64_t u = (q)[j];                                                                                 \
+    const int one_ = 1;                                                                                        \
+    (void)one_;                                                                                                \
+    BODY;                                                                                                      \
+  } while (0)
+#define FOR_VALUES(q, BODY)                                                                                    \
+  for (size_t i_ = 0; i_ < BLOCK;) {                                                                           \
+    if (!(load8(q) & ONE_BYTE_ALL)) {                                                                          \
+      VALUE_AT(q, 0, BODY);                                                                                    \
+      VALUE_AT(q, 1, BODY);                                                                                    \
+      VALUE_AT(q, 2, BODY);                                                                                    \
+      VALUE_AT(q, 3, BODY);                                                                                    \
+      VALUE_AT(q, 4, BODY);                                                                                    \
+      VALUE_AT(q, 5, BODY);                                                                                    \
+      VALUE_AT(q, 6, BODY);                                                                                    \
+      VALUE_AT(q, 7, BODY);                                                                                    \
+      (q) += 8;                                                                                                \
+      i_ += 8;                                                                                                 \
+    } else {                                                                                                   \
+      for (size_t e_ = i_ + 8; i_ < e_; i_++) {                                                                \
+        const size_t i = i_;                                                                                   \
+        const int one_ = 0;                                                                                    \
+        (void)one_;                                                                                            \
+        uint64_t u;                                                                                            \
+        COL_ONE(q, u);                                                                                         \
+        BODY;                                                                                                  \
+      }                                                                                                        \
+    }                                                                                                          \
+  }
+
+/* What the block's columns share: the dictionary, and what the enums column finds out. */
+/* The entries a decoder's dictionary has at least, those past the chunk's marked NOT_AN_ENTRY
+ * in has_addr: an index of one byte reads one without a test, and a larger one past the
+ * dictionary reads the entry just past it. */
+#define DICT_MIN 128
+#define NOT_AN_ENTRY 2
+
+typedef struct blk {
+  const small *dict;
+  size_t ndict;
+  uint64_t wrong;    /* nonzero: a value out of range */
+} blk;
+
+/* The enums column: each event's small fields and padding, its seq, and in its address whether
+ * it has one (rows_mixed reads it there and writes the address). */
+static const unsigned char *col_enums(const unsigned char *q, blk *b, int64_t seq, sim_event *ev) {
+  uint64_t seen = 0, none = 0;
+  const small *dict = b->dict;
+  size_t ndict = b->ndict;
+  FOR_VALUES(q, {
+    const small *e = &dict[one_ || u < ndict ? u : ndict];
+    unsigned char *at = (unsigned char *)&ev[i] + SMALL_AT;
+    memcpy(at, &e->bytes, 8);
+    memcpy(at + 8, &none, 4); /* the padding, as sim_event_init leaves it */
+    ev[i].seq = seq + (int64_t)i;
+    ev[i].addr = e->has_addr; /* for rows_mixed: 1 when the addr column gives the event its address */
+    seen |= e->has_addr;
+  });
+  b->wrong |= seen & NOT_AN_ENTRY;
+  return q;
+}
+
+/* A column of differences from the previous event's value, into the field at offset off. */
+static inline __attribute__((always_inline)) const unsigned char *col_diff(const unsigned char *q, int64_t *prev,
+                                                                           size_t off, sim_event *ev) {
+  uint64_t x = (uint64_t)*prev;
+  FOR_VALUES(q, {
+    x += (uint64_t)UNZZ(u);
+    memcpy((unsigned char *)&ev[i] + off, &x, 8);
+  });
+  *prev = (int64_t)x;
+  return q;
+}
+
+/* A column of values as they are, into the field at offset off; the values' bits or-ed into *seen. */
+static inline __attribute__((always_inline)) const unsigned char *col_plain(const unsigned char *q, size_t off,
+                                                                            uint64_t *seen, sim_event *ev) {
+  uint64_t all = 0;
+  FOR_VALUES(q, {
+    all |= u;
+    memcpy((unsigned char *)&ev[i] + off, &u, 8);
+  });
+  *seen |= all;
+  return q;
+}
+
+/* The step column: differences, each step -1 or a 32-bit value. */
+static const unsigned char *col_step(const unsigned char *q, blk *b, int64_t *prev, sim_event *ev) {
+  uint64_t x = (uint64_t)*prev, wrong = 0;
+  FOR_VALUES(q, {
+    x += (uint64_t)UNZZ(u);
+    wrong |= x + 1; /* checked below: from -1 to INT32_MAX - 1 (INT32_MAX is rare: the block by events) */
+    ev[i].step = (int32_t)x;
+  });
+  *prev = (int64_t)x;
+  b->wrong |= wrong >> 31;
+  return q;
+}
+
+/*
+ * The columns whose values mix lengths (ts, dur, addr, size, dev_ts, api_dur), event by event:
+ * with six columns, rather than eleven, their positions and running values stay in registers,
+ * and each column's branches on a value's length are told apart by the predictor.
+ */
+static const unsigned char *const *rows_mixed(run *r, blk *b, sim_event *ev) {
+  const unsigned char *ts_p = r->p[C_TS], *dur_p = r->p[C_DUR], *addr_p = r->p[C_ADDR], *size_p = r->p[C_SIZE];
+  const unsigned char *dev_p = r->p[C_DEVTS], *api_p = r->p[C_APIDUR];
+  uint64_t ts = (uint64_t)r->ts, addr = r->addr, dev = (uint64_t)r->dev, wrong = 0, zero = 0;
+  for (size_t i = 0; i < BLOCK; i++) {
+    sim_event *v = &ev[i];
+    uint64_t u;
+    COL_ONE(ts_p, u);
+    ts += (uint64_t)unzz(u);
+    v->ts = (int64_t)ts;
+    COL_ONE(dur_p, u);
+    v->dur = unzz(u);
+    if (v->addr) {
+      COL_ONE(addr_p, u);
+      addr += (uint64_t)unzz(u);
+      zero |= !addr;
+      v->addr = addr;
+    }
+    COL_ONE(size_p, u);
+    v->size = u;
+    COL_ONE(dev_p, u);
+    if (u) dev += (uint64_t)unzz(u - 1);
+    wrong |= dev;
+    v->dev_ts = u ? (int64_t)dev : -1;
+    COL_ONE(api_p, u);
+    wrong |= (uint64_t)(u > (uint64_t)INT64_MAX + 1) << 63;
+    v->api_dur = (int64_t)(u - 1);
+  }
+  r->p[C_TS] = ts_p;
+  r->p[C_DUR] = dur_p;
+  r->p[C_ADDR] = addr_p;
+  r->p[C_SIZE] = size_p;
+  r->p[C_DEVTS] = dev_p;
+  r->p[C_APIDUR] = api_p;
+  r->ts = (int64_t)ts;
+  r->addr = addr;
+  r->dev = (int64_t)dev;
+  b->wrong |= wrong >> 63 | zero;
+  return r->p;
+}
+
+/* Every column of a block: 0, or -1 when something in it is wrong (the events are then not all
+ * written, nor r all moved). */
+static int block_columns(run *r, blk *b, int64_t seq, sim_event *ev) {
+  uint64_t big = 0;
+  if (!(r->p[C_ENUMS] = col_enums(r->p[C_ENUMS], b, seq, ev)) || b->wrong) return -1;
+  if (!(r->p[C_STREAM] = col_diff(r->p[C_STREAM], &r->stream, offsetof(sim_event, stream), ev))) return -1;
+  if (!(r->p[C_STACK] = col_plain(r->p[C_STACK], offsetof(sim_event, stack), &big, ev))) return -1;
+  if (!(r->p[C_NAME] = col_plain(r->p[C_NAME], offsetof(sim_event, name), &big, ev))) return -1;
+  if (!(r->p[C_STEP] = col_step(r->p[C_STEP], b, &r->step, ev))) return -1;
+  if (!rows_mixed(r, b, ev)) return -1;
+  return b->wrong || big >> 63 ? -1 : 0;
+}
+
+/* Events ev[0 .. BLOCK) by columns, or when something in them is wrong, again event by event
+ * from where the block started, so that the fault is the one decode_one names: F_OK or it. */
+static int decode_block(run *r, const unsigned char *const *end, const small *dict, size_t ndict, int64_t seq,
+                        sim_event *ev) {
+  run start = *r;
+  blk b = {.dict = dict, .ndict = ndict};
+  if (!block_columns(r, &b, seq, ev)) return F_OK;
+  *r = start;
+  for (size_t i = 0; i < BLOCK; i++) {
+    ev[i].seq = seq + (int64_t)i;
+    int f = decode_one(r, end, 0, dict, ndict, &ev[i]);
+    if (f != F_OK) return f;
+  }
+  return F_OK; /* what the columns left to it was in range after all (a step of INT32_MAX) */
+}
+
+/*
+ * Events of the chunk in order: blocks far enough from the end of the bytes by columns
+ * (decode_block), the rest, near the end, event by event with a bounds check a value. The last
+ * events of the chunk also check that every column ends exactly where its values do.
  */
 static int decode_events(store_chunk_dec *sd, dec *d, size_t k, int64_t seq, sim_event *ev) {
   run r = {.ts = sd->ts, .stream = sd->stream, .step = sd->step, .dev = sd->dev_ts, .addr = sd->addr};
@@ -386,12 +621,8 @@ static int decode_events(store_chunk_dec *sd, dec *d, size_t k, int64_t seq, sim
   size_t ndict = sd->ndict, i = 0;
   const unsigned char *limit = sd->end[C__COUNT - 1]; /* the columns' last byte + 1 */
   int f = F_OK;
-  while (i + BLOCK <= k && block_fits(&r, limit)) {
-    for (size_t e = i + BLOCK; i < e; i++) {
-      ev[i].seq = seq + (int64_t)i;
-      if ((f = decode_one(&r, sd->end, 0, dict, ndict, &ev[i])) != F_OK) return fault(d, f);
-    }
-  }
+  for (; i + BLOCK <= k && block_fits(&r, limit); i += BLOCK)
+    if ((f = decode_block(&r, sd->end, dict, ndict, seq + (int64_t)i, &ev[i])) != F_OK) return fault(d, f);
   for (int c = 0; c < C__COUNT; c++)
     if (r.p[c] > sd->end[c]) return bad(d, c, "is cut short");
   for (; i < k; i++) {
@@ -429,8 +660,10 @@ int store_chunk_dec_open(store_chunk_dec *sd, const unsigned char *p, size_t len
   sd->n = sd->done = 0;
   int rc = decode_open(&d, p, len, n, &dict, &ndict);
   if (!rc) {
-    sim_grow((void **)&sd->dict, &sd->dict_cap, ndict ? ndict : 1, sizeof *sd->dict);
+    size_t have = DICT_MIN > ndict + 1 ? DICT_MIN : ndict + 1;
+    sim_grow((void **)&sd->dict, &sd->dict_cap, have, sizeof *sd->dict);
     small_from_dict(dict, ndict, sd->dict);
+    for (size_t i = ndict; i < have; i++) sd->dict[i] = (small){.bytes = 0, .has_addr = NOT_AN_ENTRY};
     sd->ndict = ndict;
     memcpy(sd->p, d.p, sizeof sd->p);
     memcpy(sd->end, d.end, sizeof sd->end);
