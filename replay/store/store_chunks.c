@@ -248,10 +248,6 @@ int store_set_categories(store *s, int64_t trace_id, uint64_t *changes, size_t n
 
 /* ---- the reader ------------------------------------------------------------------------------ */
 
-/* The events a reader decodes at a time: a slice that stays in the processor's cache (96 KiB)
- * while the engine replays it, where a whole chunk's (1.5 MB) would not. */
-#define READER_SLICE STORE_READER_SLICE
-
 struct store_reader {
   store *s;
   int64_t trace_id;
@@ -265,7 +261,7 @@ struct store_reader {
   store_chunk_dec dec; /* ... being decoded */
   int64_t chunk;       /* its number */
   int64_t next, stop;  /* the stored seqs of it still to decode for the range: [next, stop) */
-  sim_event *slice;    /* READER_SLICE events */
+  sim_event *slice;    /* STORE_READER_SLICE events */
   size_t pos, n;       /* slice[pos .. n) not yet read */
 };
 
@@ -316,8 +312,10 @@ static int reader_end(store_reader *r, int64_t at) {
   return 0;
 }
 
-/* Decodes the current chunk's next k events (k <= READER_SLICE) into the slice: 1, or -1. */
-static int reader_decode(store_reader *r, size_t k) {
+/* Decodes the current chunk's next events, up to the stored seq `to` and at most a slice's worth,
+ * into the slice: 1, or -1. */
+static int reader_decode(store_reader *r, int64_t to) {
+  size_t k = to - r->next < STORE_READER_SLICE ? (size_t)(to - r->next) : STORE_READER_SLICE;
   char why[256];
   if (store_chunk_dec_next(&r->dec, k, r->next - r->first, r->slice, why, sizeof why)) {
     r->done = 1;
@@ -331,27 +329,19 @@ static int reader_decode(store_reader *r, size_t k) {
   return 1;
 }
 
-/* The next slice of the current chunk's events in the range. 1, or -1 on error. */
-static int reader_slice(store_reader *r) {
-  int64_t left = r->stop - r->next;
-  return reader_decode(r, left < READER_SLICE ? (size_t)left : READER_SLICE);
-}
-
 /* Opens chunk m (its bytes in r->io.blob) for decoding, and decodes past its events before the
  * range. 1, or -1 on error. */
 static int reader_open_chunk(store_reader *r, const chunk_meta *m) {
   char why[256];
   if (store_chunk_dec_open(&r->dec, r->io.blob.p, r->io.blob.n, m->n, why, sizeof why))
     return chunk_fault(r->s, r->trace_id, m->chunk, "does not decode to its %lld events: %s", (long long)m->n, why);
-  if (!r->slice) r->slice = sim_xmalloc(READER_SLICE * sizeof *r->slice);
+  if (!r->slice) r->slice = sim_xmalloc(STORE_READER_SLICE * sizeof *r->slice);
   r->chunk = m->chunk;
   r->next = m->seq0;
   r->stop = m->seq0 + (int64_t)m->n < r->hi ? m->seq0 + (int64_t)m->n : r->hi;
   int64_t from = r->lo > r->next ? (r->lo < r->stop ? r->lo : r->stop) : r->next;
-  while (r->next < from) { /* the range starts inside the chunk */
-    int64_t left = from - r->next;
-    if (reader_decode(r, left < READER_SLICE ? (size_t)left : READER_SLICE) < 0) return -1;
-  }
+  while (r->next < from) /* the range starts inside the chunk */
+    if (reader_decode(r, from) < 0) return -1;
   r->pos = r->n = 0;
   return 1;
 }
@@ -376,7 +366,7 @@ static int reader_load(store_reader *r) {
 
 ptrdiff_t store_reader_view(store_reader *r, const sim_event **evs) {
   while (r->pos == r->n) {
-    int rc = r->next < r->stop ? reader_slice(r) : reader_load(r);
+    int rc = r->next < r->stop ? reader_decode(r, r->stop) : reader_load(r);
     if (rc <= 0) return rc;
   }
   *evs = r->slice + r->pos;
