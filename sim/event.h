@@ -133,8 +133,10 @@ int sim_cat_source_from_name(const char *name);
 
 /* True for the kinds that place or release device memory through an allocator model. */
 static inline int sim_event_is_alloc(const sim_event *ev) { return ev->kind == SIM_EV_ALLOC; }
-static inline int sim_event_is_free(const sim_event *ev) {
-  return ev->kind == SIM_EV_FREE || ev->kind == SIM_EV_FREE_REQUESTED || ev->kind == SIM_EV_FREE_COMPLETED;
+/* Whether an event of this kind frees (any of the three kinds of free). */
+static inline int sim_kind_is_free(int kind) {
+  return kind == SIM_EV_FREE || kind == SIM_EV_FREE_REQUESTED || kind == SIM_EV_FREE_COMPLETED;
 }
+static inline int sim_event_is_free(const sim_event *ev) { return sim_kind_is_free(ev->kind); }
 
 #endif

@@ -741,7 +741,7 @@ static int find_remainders(validator *v) {
   for (size_t k = 0; open && k < v->nevs; k++) {
     const vev ev = v->evs[k];
     if (ev.flags & SIM_EVF_PREEXISTING) continue;
-    if (ev.kind == SIM_EV_FREE || ev.kind == SIM_EV_FREE_REQUESTED || ev.kind == SIM_EV_FREE_COMPLETED) {
+    if (sim_kind_is_free(ev.kind)) {
       uint64_t *pi = sim_map_get(&v->pre_idx, ev.addr);
       if (pi && v->pre[*pi - 1].uncertain && !v->pre[*pi - 1].freed_now) {
         v->pre[*pi - 1].freed_now = 1;
