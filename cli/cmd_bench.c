@@ -124,7 +124,8 @@ static int replay_timed(const sim_allocator_ops *ops, replay_source *src, replay
   sim_spec spec;
   if (sim_spec_parse(&spec, ops->name, err, n)) return -1;
   sim_tm_config tc = {.device = sim_device_builtin("H100"), .keep_device_waits = 1, .infer_dependencies = 1,
-                      .malloc_syncs = 1, .kernel_scale = 1, .batch_size = 1};
+                      .malloc_syncs = 1, .kernel_scale = 1, .batch_size = 1,
+                      .events_hint = (int64_t)src->length_hint};
   time_observer to;
   time_observer_init(&to, &tc, NULL);
   replay_observer hook = time_observer_hook(&to);

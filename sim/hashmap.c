@@ -2,6 +2,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <string.h>
 
 #include "hashmap.h"
@@ -33,6 +34,18 @@ void *sim_xrealloc(void *p, size_t n) {
     abort();
   }
   return q;
+}
+
+#define HUGE_PAGE ((size_t)2 << 20)
+
+void *sim_xmalloc_huge(size_t n) {
+  size_t whole = (n + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
+  void *p = aligned_alloc(HUGE_PAGE, whole ? whole : HUGE_PAGE);
+  if (!p) return sim_xmalloc(n);
+#ifdef MADV_HUGEPAGE
+  madvise(p, whole, MADV_HUGEPAGE); /* advice: where it is not taken, the pages are small */
+#endif
+  return p;
 }
 
 void sim_grow(void **arr, size_t *cap, size_t need, size_t elem) {

@@ -1328,8 +1328,9 @@ sim_tm *sim_tm_new(const sim_tm_config *cfg) {
   tm->unscaled = !(tm->cfg.kernel_scale > 0) || tm->cfg.kernel_scale == 1.0;
   tm->queue = tm->dev.launch_queue < 1 ? 1 : tm->dev.launch_queue > TM_MAX_QUEUE ? TM_MAX_QUEUE : tm->dev.launch_queue;
   /* Left unwritten (op_get reads only slots of committed ops): a short replay touches only the
-   * pages it uses, instead of the whole ring's 4 MiB. */
-  tm->ops = sim_xmalloc(TM_OP_RING * sizeof *tm->ops);
+   * pages it uses, instead of the whole ring's 3 MiB; a long one writes all of it. */
+  tm->ops = cfg->events_hint >= (int64_t)TM_OP_RING ? sim_xmalloc_huge(TM_OP_RING * sizeof *tm->ops)
+                                                    : sim_xmalloc(TM_OP_RING * sizeof *tm->ops);
   sim_map_init(&tm->stream_idx);
   sim_map_init(&tm->item_idx);
   sim_map_init(&tm->pinned);

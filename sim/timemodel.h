@@ -111,6 +111,10 @@ typedef struct sim_tm_config {
   /* Copy times fitted from the trace's own copies (copyfit.h), used instead of the profile's
    * bandwidths where a class has a fit; NULL none. Borrowed: must outlive the model. */
   const struct sim_copy_fit *copy_fit;
+  /* How many events the model will be given, when known (0: unknown). A replay long enough to
+   * write the whole ring of recent operations gets the ring in huge pages (sim_xmalloc_huge); a
+   * short one touches only the small pages it writes. Predictions do not depend on it. */
+  int64_t events_hint;
 } sim_tm_config;
 
 /* What the allocator did while the replay handled the event (replay_outcome's counts). */

@@ -470,6 +470,7 @@ int session_execute(session *ses, session_run *run, const session_pass *pass, ch
     run->tcfg.recorded_device = run->has_recorded_device ? &run->recorded_device.p : NULL;
     fit_copies(ses, run, pass);
     run->tcfg.copy_fit = run->copy_fit;
+    run->tcfg.events_hint = pass->source ? (int64_t)pass->source->length_hint : run->trace ? run->trace->event_count : 0;
     time_observer_init(&tobs, &run->tcfg, pass->names ? pass->names : &ses->names);
     obs[cfg.nobservers++] = time_observer_hook(&tobs);
   }
