@@ -2,59 +2,11 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/mman.h>
 #include <string.h>
 
 #include "hashmap.h"
 
 #define EMPTY UINT64_MAX
-
-void *sim_xmalloc(size_t n) {
-  void *p = malloc(n ? n : 1);
-  if (!p) {
-    fputs("memplay: out of memory\n", stderr);
-    abort();
-  }
-  return p;
-}
-
-void *sim_xcalloc(size_t n, size_t size) {
-  void *p = calloc(n ? n : 1, size ? size : 1);
-  if (!p) {
-    fputs("memplay: out of memory\n", stderr);
-    abort();
-  }
-  return p;
-}
-
-void *sim_xrealloc(void *p, size_t n) {
-  void *q = realloc(p, n ? n : 1);
-  if (!q) {
-    fputs("memplay: out of memory\n", stderr);
-    abort();
-  }
-  return q;
-}
-
-#define HUGE_PAGE ((size_t)2 << 20)
-
-void *sim_xmalloc_huge(size_t n) {
-  size_t whole = (n + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
-  void *p = aligned_alloc(HUGE_PAGE, whole ? whole : HUGE_PAGE);
-  if (!p) return sim_xmalloc(n);
-#ifdef MADV_HUGEPAGE
-  madvise(p, whole, MADV_HUGEPAGE); /* advice: where it is not taken, the pages are small */
-#endif
-  return p;
-}
-
-void sim_grow(void **arr, size_t *cap, size_t need, size_t elem) {
-  if (need <= *cap) return;
-  size_t n = *cap ? *cap : 16;
-  while (n < need) n *= 2;
-  *arr = sim_xrealloc(*arr, n * elem);
-  *cap = n;
-}
 
 static inline size_t slot_of(uint64_t key, size_t cap) {
   /* Fibonacci hashing, the home taken from the product's top bits: those depend on every bit of

@@ -39,13 +39,13 @@ void sim_map_del_slot(sim_map *m, uint64_t *val);
 /* Iteration: for (size_t i = 0; sim_map_next(m, &i, &k, &v);) ... (no changes while iterating) */
 int sim_map_next(const sim_map *m, size_t *iter, uint64_t *key, uint64_t *val);
 
-/* Allocation that never returns NULL: memplay stops with a message when memory runs out. */
+/* Allocation that never returns NULL: memplay stops with a message when memory runs out (xalloc.c). */
 void *sim_xmalloc(size_t n);
 void *sim_xcalloc(size_t n, size_t size);
 void *sim_xrealloc(void *p, size_t n);
-/* n bytes for a table the caller will write all of (free with free()): aligned to 2 MiB and, where
- * the system has them, in huge pages, so that writing it takes a page fault per 2 MiB instead of
- * one per 4 KiB (each costs microseconds on a virtual machine). */
+/* n bytes for a table the caller will write all of, however small (free with free()): aligned to
+ * 2 MiB and, where the system has them, in huge pages, so that writing it takes a page fault per
+ * 2 MiB instead of one per 4 KiB (each costs microseconds, more on a virtual machine). */
 void *sim_xmalloc_huge(size_t n);
 /* Grows *arr (of *cap elements of elem bytes) to hold at least need elements. */
 void sim_grow(void **arr, size_t *cap, size_t need, size_t elem);
