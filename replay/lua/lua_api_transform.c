@@ -523,6 +523,17 @@ static void cache_append(lua_State *L, lscratch *sc, lmem *m, size_t *cap, const
   m->n += k;
 }
 
+/* Room for the n events the source says it holds, taken at once: a large array in huge pages
+ * (sim_xmalloc_huge), written through without a page fault per 4 KiB, nor the copies of growing. */
+static void cache_reserve(lua_State *L, lscratch *sc, lmem *m, size_t *cap, size_t n) {
+  if (n < 2 || n > SIZE_MAX / sizeof *m->evs) return;
+  size_t bytes = n * sizeof *m->evs;
+  lua_host_reserve(L, bytes); /* raises past the budget */
+  m->reserved += bytes;
+  m->evs = sc->p[1] = bytes >= ((size_t)2 << 20) ? sim_xmalloc_huge(bytes) : sim_xmalloc(bytes);
+  *cap = n;
+}
+
 int lapi_trace_cache(lua_State *L) {
   ltrace *t = lapi_check_trace(L, 1);
   lscratch *sc = lapi_scratch(L);
@@ -537,6 +548,7 @@ int lapi_trace_cache(lua_State *L) {
   m->refs = 1;
   m->h = lua_host_from(L);
   size_t cap = 0;
+  cache_reserve(L, sc, m, &cap, sc->src.length_hint);
   sim_event ev;
   if (sc->src.view) { /* a source that lends its events: copied a block at a time */
     const sim_event *evs;

@@ -375,6 +375,11 @@ ptrdiff_t store_reader_view(store_reader *r, const sim_event **evs) {
 
 void store_reader_advance(store_reader *r, size_t k) { r->pos += k; }
 
+size_t store_reader_length(const store_reader *r) {
+  int64_t end = r->first + r->count < r->hi ? r->first + r->count : r->hi;
+  return end > r->lo ? (size_t)(end - r->lo) : 0;
+}
+
 int store_reader_next(store_reader *r, sim_event *ev) {
   if (r->pos == r->n) {
     const sim_event *v;

@@ -35,7 +35,7 @@ int store_source_open(replay_source *src, store *s, int64_t trace_id) {
     free(x);
     return -1;
   }
-  *src = (replay_source){
-    .next = ss_next, .error = ss_error, .close = ss_close, .ctx = x, .view = ss_view, .advance = ss_advance, .rewind = ss_rewind};
+  *src = (replay_source){.next = ss_next, .error = ss_error, .close = ss_close, .ctx = x, .view = ss_view,
+                         .advance = ss_advance, .rewind = ss_rewind, .length_hint = store_reader_length(x->r)};
   return 0;
 }
