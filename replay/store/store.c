@@ -435,6 +435,30 @@ static void harden(sqlite3 *db) {
   sqlite3_progress_handler(db, 100000, store_progress, NULL);
 }
 
+/* What opening a store reads before it uses it, in one read transaction: the header (a memplay
+ * store, a schema version this memplay knows: *ver) and that its schema is memplay's own
+ * (*ntables objects; none in a new file). 0, or -1 with err set. */
+static int check_header(store *s, int *ver, int *ntables, char *err, size_t errlen) {
+  int app = 0;
+  if (pragma_int(s, "PRAGMA application_id", &app) || pragma_int(s, "PRAGMA user_version", ver) ||
+      pragma_int(s, "SELECT count(*) FROM sqlite_schema", ntables)) {
+    snprintf(err, errlen, "cannot open store '%s': %s", s->path,
+             strstr(s->err, "file is not a database") ? "not a memplay store (not an SQLite database)" : s->err);
+    return -1;
+  }
+  if (app != STORE_APPLICATION_ID && !(app == 0 && *ver == 0 && *ntables == 0)) {
+    snprintf(err, errlen, "cannot open store '%s': not a memplay store (application_id %d)", s->path, app);
+    return -1;
+  }
+  if (*ver > store_schema_version) {
+    snprintf(err, errlen,
+             "cannot open store '%s': it was written by a newer memplay (schema version %d; this one knows up to %d)",
+             s->path, *ver, store_schema_version);
+    return -1;
+  }
+  return *ntables > 0 ? schema_trusted(s, *ver, err, errlen) : 0;
+}
+
 int store_open(store **out, const char *path, int flags, char *err, size_t errlen) {
   *out = NULL;
   store *s = sim_xcalloc(1, sizeof *s);
@@ -461,27 +485,15 @@ int store_open(store **out, const char *path, int flags, char *err, size_t errle
   }
   harden(s->db);
 
-  int app = 0, ver = 0, ntables = 0;
-  if (pragma_int(s, "PRAGMA application_id", &app) || pragma_int(s, "PRAGMA user_version", &ver) ||
-      pragma_int(s, "SELECT count(*) FROM sqlite_schema", &ntables)) {
-    snprintf(err, errlen, "cannot open store '%s': %s", path,
-             strstr(s->err, "file is not a database") ? "not a memplay store (not an SQLite database)" : s->err);
+  int ver = 0, ntables = 0;
+  if (store_read_begin(s)) {
+    snprintf(err, errlen, "cannot open store '%s': %s", path, s->err);
     store_close(s);
     return -1;
   }
-  if (app != STORE_APPLICATION_ID && !(app == 0 && ver == 0 && ntables == 0)) {
-    snprintf(err, errlen, "cannot open store '%s': not a memplay store (application_id %d)", path, app);
-    store_close(s);
-    return -1;
-  }
-  if (ver > store_schema_version) {
-    snprintf(err, errlen,
-             "cannot open store '%s': it was written by a newer memplay (schema version %d; this one knows up to %d)",
-             path, ver, store_schema_version);
-    store_close(s);
-    return -1;
-  }
-  if (ntables > 0 && schema_trusted(s, ver, err, errlen)) {
+  int bad = check_header(s, &ver, &ntables, err, errlen);
+  store_read_end(s);
+  if (bad) {
     store_close(s);
     return -1;
   }
@@ -520,7 +532,26 @@ static int writer_stop(store_writer *w);
 
 /* ---- transactions ----------------------------------------------------------------------- */
 
+/* Ends the read transaction a span began, if it is still open. */
+static void read_tx_end(store *s) {
+  if (s->read_tx && !sqlite3_get_autocommit(s->db)) sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL);
+  s->read_tx = 0;
+}
+
+int store_read_begin(store *s) {
+  s->read_depth++;
+  if (!sqlite3_get_autocommit(s->db)) return 0; /* the outer span's, or a write's */
+  if (store_exec(s, "BEGIN")) return -1; /* the span's reads then take their locks one by one */
+  s->read_tx = 1;
+  return 0;
+}
+
+void store_read_end(store *s) {
+  if (s->read_depth > 0 && --s->read_depth == 0) read_tx_end(s);
+}
+
 int store_begin(store *s) {
+  read_tx_end(s);
   if (store_exec(s, "BEGIN IMMEDIATE")) return -1;
   s->in_tx = 1;
   return 0;

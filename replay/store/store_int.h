@@ -45,6 +45,8 @@ struct store {
   char *strbuf;       /* store_string's result */
   size_t strbuf_cap;
   int in_tx;
+  int read_depth;     /* store_read_begin spans open */
+  int read_tx;        /* the read transaction the outermost span began is open */
   int async;                /* writer threads running: the connection is shared, use conn_lock */
   pthread_mutex_t conn_lock;
   store_writer *writer;      /* the writer whose thread is running, if any (at most one runs) */
