@@ -415,6 +415,12 @@ static int open_for_writing(store *s, int fresh, int ver, char *err, size_t errl
     snprintf(err, errlen, "cannot open store '%s': %s", s->path, s->err);
     return -1;
   }
+  /* The log and its index stay beside the store when the last connection closes, emptied
+   * (store_close): otherwise every process creates both files and deletes them again, a third
+   * of the system time of a short replay. Closing still copies the log into the store, so the
+   * file store.db alone is complete once memplay has exited. */
+  int persist = 1;
+  sqlite3_file_control(s->db, "main", SQLITE_FCNTL_PERSIST_WAL, &persist);
   if (ver < store_schema_version && migrate(s, ver)) {
     snprintf(err, errlen, "%s", s->err);
     return -1;
@@ -521,6 +527,10 @@ void store_close(store *s) {
   while (sim_map_next(&s->stmts, &it, &k, &v)) sqlite3_finalize((sqlite3_stmt *)(uintptr_t)v);
   sim_map_release(&s->stmts);
   intern_reset_all(s);
+  /* The last connection's close copies the log into the store; with the log kept
+   * (SQLITE_FCNTL_PERSIST_WAL), a size limit of 0 then truncates it to nothing, so no old
+   * frames lie beside the store. */
+  if (s->db && !s->readonly) sqlite3_exec(s->db, "PRAGMA journal_size_limit = 0", NULL, NULL, NULL);
   if (s->db) sqlite3_close(s->db);
   free(s->strbuf);
   free(s->path);
