@@ -43,6 +43,23 @@ static void schema_listed_at_build_is_a_new_stores(void) {
   sqlite3_free(listing);
   char what[256];
   CHECK_EQ(store_schema_check(store_db(s), store_schema_version, what, sizeof what), 0);
+  /* what opening compares, row by row: the same answer as the listing, and no for any other */
+  CHECK_EQ(store_schema_lists_as(store_db(s), STORE_SCHEMA_REF), 1);
+  char *part = strdup(STORE_SCHEMA_REF);
+  part[strlen(part) - 1] = 0;
+  CHECK_EQ(store_schema_lists_as(store_db(s), part), 0);
+  free(part);
+  size_t n = strlen(STORE_SCHEMA_REF);
+  char *more = malloc(n + 2);
+  snprintf(more, n + 2, "%s\n", STORE_SCHEMA_REF);
+  CHECK_EQ(store_schema_lists_as(store_db(s), more), 0);
+  free(more);
+  CHECK_EQ(store_schema_lists_as(store_db(s), ""), 0);
+  CHECK_EQ(store_exec(s, "CREATE VIEW zz_extra AS SELECT 1"), 0);
+  CHECK_EQ(store_schema_lists_as(store_db(s), STORE_SCHEMA_REF), 0);
+  listing = store_schema_listing(store_db(s));
+  CHECK_EQ(store_schema_lists_as(store_db(s), listing), 1);
+  sqlite3_free(listing);
   store_close(s);
 }
 

@@ -351,10 +351,7 @@ static char *immutable_uri(const char *path) {
  * message naming the first object that is not. */
 static int schema_trusted(store *s, int ver, char *err, size_t errlen) {
   if (ver == STORE_SCHEMA_REF_VERSION) { /* the common case, without building the reference */
-    char *mine = store_schema_listing(s->db);
-    int same = mine && !strcmp(mine, STORE_SCHEMA_REF);
-    sqlite3_free(mine);
-    if (same) return 0;
+    if (store_schema_lists_as(s->db, STORE_SCHEMA_REF)) return 0;
   }
   char what[256];
   int sc = store_schema_check(s->db, ver, what, sizeof what);

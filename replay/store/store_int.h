@@ -18,6 +18,9 @@ int store_schema_check(sqlite3 *db, int version, char *what, size_t n);
 /* The schema objects (type, name, SQL) of db, sorted, one per line of a single string (free it with
  * sqlite3_free), or NULL. */
 char *store_schema_listing(sqlite3 *db);
+/* Whether store_schema_listing(db) would be exactly want (1, else 0), compared row by row as
+ * SQLite reads them, without building the listing. */
+int store_schema_lists_as(sqlite3 *db, const char *want);
 
 /* Interning of byte strings to ids, in memory, in front of the SQL tables. */
 typedef struct intern_entry {
