@@ -26,7 +26,7 @@ while [ $# -gt 0 ]; do
   --runs) runs=$2; shift 2 ;;
   --rounds) rounds=$2; shift 2 ;;
   --keep) keep=$2; shift 2 ;;
-  -h | --help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -h | --help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
   *) echo "bench-start.sh: unknown option '$1'" >&2; exit 2 ;;
   esac
 done
