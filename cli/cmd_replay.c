@@ -297,6 +297,11 @@ static int replay_sim(cli *c, store *s, store_trace *t, replay_opts *o) {
   char err[1024];
   int code = CLI_FAIL;
   o->req.trace = t;
+  /* What the replay reads (device profiles, the copy fit, the events, the labels its output
+   * names) in one read transaction, one snapshot of the store, as a comparison's workers do;
+   * storing the run ends it, and the output's reads begin another (store_read_begin). A failure
+   * to begin one leaves the reads to take their locks statement by statement. */
+  store_read_begin(s);
   int rc = session_prepare(ses, &o->req, &run, err, sizeof err);
   if (rc) {
     cli_error("%s", err);
@@ -328,11 +333,14 @@ static int replay_sim(cli *c, store *s, store_trace *t, replay_opts *o) {
               t->name, store_path(s), err);
     goto out;
   }
+  store_read_begin(s);
   print_result(c, ses, t, &run, &m, o->timeline, run_id);
+  store_read_end(s);
   /* An OOM (against the capacity, or an allocator's own limit) means the job does not fit: the
    * answer is "no". */
   code = run.result.ooms && !o->no_fail ? CLI_NO : CLI_OK;
 out:
+  store_read_end(s);
   session_run_release(&run);
   session_free(ses);
   return code;

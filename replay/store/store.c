@@ -351,10 +351,7 @@ static char *immutable_uri(const char *path) {
  * message naming the first object that is not. */
 static int schema_trusted(store *s, int ver, char *err, size_t errlen) {
   if (ver == STORE_SCHEMA_REF_VERSION) { /* the common case, without building the reference */
-    char *mine = store_schema_listing(s->db);
-    int same = mine && !strcmp(mine, STORE_SCHEMA_REF);
-    sqlite3_free(mine);
-    if (same) return 0;
+    if (store_schema_lists_as(s->db, STORE_SCHEMA_REF)) return 0;
   }
   char what[256];
   int sc = store_schema_check(s->db, ver, what, sizeof what);
@@ -415,6 +412,12 @@ static int open_for_writing(store *s, int fresh, int ver, char *err, size_t errl
     snprintf(err, errlen, "cannot open store '%s': %s", s->path, s->err);
     return -1;
   }
+  /* The log and its index stay beside the store when the last connection closes, emptied
+   * (store_close): otherwise every process creates both files and deletes them again, a third
+   * of the system time of a short replay. Closing still copies the log into the store, so the
+   * file store.db alone is complete once memplay has exited. */
+  int persist = 1;
+  sqlite3_file_control(s->db, "main", SQLITE_FCNTL_PERSIST_WAL, &persist);
   if (ver < store_schema_version && migrate(s, ver)) {
     snprintf(err, errlen, "%s", s->err);
     return -1;
@@ -433,6 +436,30 @@ static void harden(sqlite3 *db) {
   sqlite3_busy_timeout(db, 10000);
   sqlite3_extended_result_codes(db, 1);
   sqlite3_progress_handler(db, 100000, store_progress, NULL);
+}
+
+/* What opening a store reads before it uses it, in one read transaction: the header (a memplay
+ * store, a schema version this memplay knows: *ver) and that its schema is memplay's own
+ * (*ntables objects; none in a new file). 0, or -1 with err set. */
+static int check_header(store *s, int *ver, int *ntables, char *err, size_t errlen) {
+  int app = 0;
+  if (pragma_int(s, "PRAGMA application_id", &app) || pragma_int(s, "PRAGMA user_version", ver) ||
+      pragma_int(s, "SELECT count(*) FROM sqlite_schema", ntables)) {
+    snprintf(err, errlen, "cannot open store '%s': %s", s->path,
+             strstr(s->err, "file is not a database") ? "not a memplay store (not an SQLite database)" : s->err);
+    return -1;
+  }
+  if (app != STORE_APPLICATION_ID && !(app == 0 && *ver == 0 && *ntables == 0)) {
+    snprintf(err, errlen, "cannot open store '%s': not a memplay store (application_id %d)", s->path, app);
+    return -1;
+  }
+  if (*ver > store_schema_version) {
+    snprintf(err, errlen,
+             "cannot open store '%s': it was written by a newer memplay (schema version %d; this one knows up to %d)",
+             s->path, *ver, store_schema_version);
+    return -1;
+  }
+  return *ntables > 0 ? schema_trusted(s, *ver, err, errlen) : 0;
 }
 
 int store_open(store **out, const char *path, int flags, char *err, size_t errlen) {
@@ -461,27 +488,15 @@ int store_open(store **out, const char *path, int flags, char *err, size_t errle
   }
   harden(s->db);
 
-  int app = 0, ver = 0, ntables = 0;
-  if (pragma_int(s, "PRAGMA application_id", &app) || pragma_int(s, "PRAGMA user_version", &ver) ||
-      pragma_int(s, "SELECT count(*) FROM sqlite_schema", &ntables)) {
-    snprintf(err, errlen, "cannot open store '%s': %s", path,
-             strstr(s->err, "file is not a database") ? "not a memplay store (not an SQLite database)" : s->err);
+  int ver = 0, ntables = 0;
+  if (store_read_begin(s)) {
+    snprintf(err, errlen, "cannot open store '%s': %s", path, s->err);
     store_close(s);
     return -1;
   }
-  if (app != STORE_APPLICATION_ID && !(app == 0 && ver == 0 && ntables == 0)) {
-    snprintf(err, errlen, "cannot open store '%s': not a memplay store (application_id %d)", path, app);
-    store_close(s);
-    return -1;
-  }
-  if (ver > store_schema_version) {
-    snprintf(err, errlen,
-             "cannot open store '%s': it was written by a newer memplay (schema version %d; this one knows up to %d)",
-             path, ver, store_schema_version);
-    store_close(s);
-    return -1;
-  }
-  if (ntables > 0 && schema_trusted(s, ver, err, errlen)) {
+  int bad = check_header(s, &ver, &ntables, err, errlen);
+  store_read_end(s);
+  if (bad) {
     store_close(s);
     return -1;
   }
@@ -509,6 +524,10 @@ void store_close(store *s) {
   while (sim_map_next(&s->stmts, &it, &k, &v)) sqlite3_finalize((sqlite3_stmt *)(uintptr_t)v);
   sim_map_release(&s->stmts);
   intern_reset_all(s);
+  /* The last connection's close copies the log into the store; with the log kept
+   * (SQLITE_FCNTL_PERSIST_WAL), a size limit of 0 then truncates it to nothing, so no old
+   * frames lie beside the store. */
+  if (s->db && !s->readonly) sqlite3_exec(s->db, "PRAGMA journal_size_limit = 0", NULL, NULL, NULL);
   if (s->db) sqlite3_close(s->db);
   free(s->strbuf);
   free(s->path);
@@ -520,7 +539,26 @@ static int writer_stop(store_writer *w);
 
 /* ---- transactions ----------------------------------------------------------------------- */
 
+/* Ends the read transaction a span began, if it is still open. */
+static void read_tx_end(store *s) {
+  if (s->read_tx && !sqlite3_get_autocommit(s->db)) sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL);
+  s->read_tx = 0;
+}
+
+int store_read_begin(store *s) {
+  s->read_depth++;
+  if (!sqlite3_get_autocommit(s->db)) return 0; /* the outer span's, or a write's */
+  if (store_exec(s, "BEGIN")) return -1; /* the span's reads then take their locks one by one */
+  s->read_tx = 1;
+  return 0;
+}
+
+void store_read_end(store *s) {
+  if (s->read_depth > 0 && --s->read_depth == 0) read_tx_end(s);
+}
+
 int store_begin(store *s) {
+  read_tx_end(s);
   if (store_exec(s, "BEGIN IMMEDIATE")) return -1;
   s->in_tx = 1;
   return 0;

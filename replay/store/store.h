@@ -54,6 +54,20 @@ int store_begin(store *s);
 int store_commit(store *s);
 void store_rollback(store *s);
 
+/*
+ * Reads that belong together, in one read transaction: one snapshot of the store, and its locks
+ * taken once rather than around every statement (in autocommit each statement is a read
+ * transaction of its own). Spans nest: inside a transaction already open (an outer span's, or
+ * store_begin's) a span adds nothing, and the outermost end closes the read transaction. A span
+ * holds no write lock and writes nothing itself: store_begin inside one first ends its read
+ * transaction (a write must not fail because the snapshot it read has gone stale), and a span
+ * begun after that begins a new one. While a snapshot is held, other connections' commits wait
+ * in the log for it to end before they reach the database file. 0, or -1 (store_error says
+ * why; the reads then go statement by statement, and the span is ended all the same).
+ */
+int store_read_begin(store *s);
+void store_read_end(store *s);
+
 /* Strings and call stacks are stored once. Ids are > 0; 0 means none. */
 int64_t store_intern_string(store *s, const char *str, size_t len);
 typedef struct store_frame {

@@ -18,6 +18,9 @@ int store_schema_check(sqlite3 *db, int version, char *what, size_t n);
 /* The schema objects (type, name, SQL) of db, sorted, one per line of a single string (free it with
  * sqlite3_free), or NULL. */
 char *store_schema_listing(sqlite3 *db);
+/* Whether store_schema_listing(db) would be exactly want (1, else 0), compared row by row as
+ * SQLite reads them, without building the listing. */
+int store_schema_lists_as(sqlite3 *db, const char *want);
 
 /* Interning of byte strings to ids, in memory, in front of the SQL tables. */
 typedef struct intern_entry {
@@ -45,6 +48,8 @@ struct store {
   char *strbuf;       /* store_string's result */
   size_t strbuf_cap;
   int in_tx;
+  int read_depth;     /* store_read_begin spans open */
+  int read_tx;        /* the read transaction the outermost span began is open */
   int async;                /* writer threads running: the connection is shared, use conn_lock */
   pthread_mutex_t conn_lock;
   store_writer *writer;      /* the writer whose thread is running, if any (at most one runs) */

@@ -319,11 +319,12 @@ const char *store_migration_after(int version) {
 
 /* ---- the schema a store may have ---------------------------------------------------------------- */
 
+/* The objects a listing names, in its order (store_schema_listing, store_schema_lists_as). */
+#define SCHEMA_OBJECTS "SELECT type, name, sql FROM sqlite_schema WHERE name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY type, name"
+
 char *store_schema_listing(sqlite3 *db) {
   sqlite3_stmt *q;
-  const char *sql = "SELECT group_concat(type || ' ' || name || ' ' || coalesce(sql, ''), char(10)) FROM "
-                    "(SELECT type, name, sql FROM sqlite_schema WHERE name NOT LIKE 'sqlite\\_%' ESCAPE '\\' "
-                    "ORDER BY type, name)";
+  const char *sql = "SELECT group_concat(type || ' ' || name || ' ' || coalesce(sql, ''), char(10)) FROM (" SCHEMA_OBJECTS ")";
   if (sqlite3_prepare_v2(db, sql, -1, &q, NULL) != SQLITE_OK) return NULL;
   char *out = NULL;
   if (sqlite3_step(q) == SQLITE_ROW) {
@@ -332,6 +333,32 @@ char *store_schema_listing(sqlite3 *db) {
   }
   sqlite3_finalize(q);
   return out;
+}
+
+/* Whether the rest of a listing, [*at, end), begins with the n bytes at p: then *at moves past them. */
+static int schema_takes(const char **at, const char *end, const char *p, size_t n) {
+  if ((size_t)(end - *at) < n || (n && memcmp(*at, p, n))) return 0;
+  *at += n;
+  return 1;
+}
+
+int store_schema_lists_as(sqlite3 *db, const char *want) {
+  sqlite3_stmt *q;
+  if (sqlite3_prepare_v2(db, SCHEMA_OBJECTS, -1, &q, NULL) != SQLITE_OK) return 0;
+  const char *at = want, *end = want + strlen(want);
+  int same = 1, rows = 0, rc;
+  while (same && (rc = sqlite3_step(q)) == SQLITE_ROW) {
+    for (int i = 0; i < 3 && same; i++) {
+      const char *sep = i ? " " : rows ? "\n" : "";
+      const char *v = (const char *)sqlite3_column_text(q, i);
+      size_t n = v ? (size_t)sqlite3_column_bytes(q, i) : 0;
+      same = schema_takes(&at, end, sep, strlen(sep)) && schema_takes(&at, end, v, n);
+    }
+    rows++;
+  }
+  if (same && rc != SQLITE_DONE) same = 0;
+  sqlite3_finalize(q);
+  return same && at == end;
 }
 
 /* The first object of db that the reference schema lacks or defines otherwise, said as
