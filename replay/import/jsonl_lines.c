@@ -309,6 +309,7 @@ static inline void line_reset(jline *l) {
 typedef struct bline {
   int64_t lineno;
   size_t field0, text0; /* where its fields and text start in the batch */
+  uint64_t seen;        /* its known keys */
   int n;
 } bline;
 
@@ -409,7 +410,7 @@ static void batch_add(jbatch *b, const jline *l, int64_t lineno) {
   if (b->nfields + (size_t)l->n > b->fcap)
     sim_grow((void **)&b->fields, &b->fcap, b->nfields + (size_t)l->n, sizeof *b->fields);
   if (b->tlen + l->blen > b->tcap) sim_grow((void **)&b->text, &b->tcap, b->tlen + l->blen, 1);
-  b->lines[b->nlines++] = (bline){lineno, b->nfields, b->tlen, l->n};
+  b->lines[b->nlines++] = (bline){lineno, b->nfields, b->tlen, l->seen, l->n};
   memcpy(b->fields + b->nfields, l->f, (size_t)l->n * sizeof *l->f);
   b->nfields += (size_t)l->n;
   if (l->blen) memcpy(b->text + b->tlen, l->buf, l->blen);
@@ -598,9 +599,9 @@ static inline size_t flat_skip(const unsigned char *s, size_t i, size_t n) {
   return i;
 }
 
-/* The fields of a flat line into fs (room for MAX_FIELDS), its text ended in t (a copy of s):
- * their number, or -1 when the line is not a flat object of known keys. */
-static int flat_fields(const key_index *x, const unsigned char *s, size_t n, jfield *fs, char *t) {
+/* The fields of a flat line into fs (room for MAX_FIELDS), its text ended in t (a copy of s), its
+ * keys in *seen: their number, or -1 when the line is not a flat object of known keys. */
+static int flat_fields(const key_index *x, const unsigned char *s, size_t n, jfield *fs, char *t, uint64_t *seen_out) {
   size_t i = flat_skip(s, 0, n);
   if (i >= n || s[i++] != '{') return -1;
   uint64_t seen = 0;
@@ -628,6 +629,7 @@ static int flat_fields(const key_index *x, const unsigned char *s, size_t n, jfi
       continue;
     }
     if (i >= n || s[i] != '}') return -1;
+    *seen_out = seen;
     return flat_skip(s, i + 1, n) == n ? nf + 1 : -1;
   }
 }
@@ -642,10 +644,11 @@ static int batch_add_flat(jsonl_reader *r, jbatch *b, const char *line, size_t l
   char *t = b->text + b->tlen;
   memcpy(t, line, len);
   t[len] = 0;
-  int n = flat_fields(&r->l.keys, (const unsigned char *)line, len, b->fields + b->nfields, t);
+  uint64_t seen;
+  int n = flat_fields(&r->l.keys, (const unsigned char *)line, len, b->fields + b->nfields, t, &seen);
   if (n < 0) return 0;
   sim_grow((void **)&b->lines, &b->lcap, b->nlines + 1, sizeof *b->lines);
-  b->lines[b->nlines++] = (bline){r->lineno, b->nfields, b->tlen, n};
+  b->lines[b->nlines++] = (bline){r->lineno, b->nfields, b->tlen, seen, n};
   b->nfields += (size_t)n;
   b->tlen += len + 1;
   return 1;
@@ -752,9 +755,8 @@ static jbatch *next_batch(jsonl_reader *r) {
 }
 
 int jsonl_reader_next(jsonl_reader *r, jsonl_view *v, int64_t *lineno) {
-  for (int i = 0; i < v->n; i++) /* the line before leaves nothing behind */
-    if (v->f[i].key >= 0) v->by_key[v->f[i].key] = 0;
   v->n = 0;
+  v->seen = 0;
   while (!r->cur || r->next == r->cur->nlines) {
     if (r->done || (r->cur && r->cur->end)) {
       jbatch *b = r->cur;
@@ -772,8 +774,9 @@ int jsonl_reader_next(jsonl_reader *r, jsonl_view *v, int64_t *lineno) {
   v->f = r->cur->fields + bl->field0;
   v->n = bl->n;
   v->buf = r->cur->text + bl->text0;
+  v->seen = bl->seen;
   for (int i = 0; i < v->n; i++)
-    if (v->f[i].key >= 0) v->by_key[v->f[i].key] = i + 1;
+    if (v->f[i].key >= 0) v->by_key[v->f[i].key] = i;
   *lineno = bl->lineno;
   return 1;
 }

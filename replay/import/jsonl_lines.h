@@ -77,7 +77,8 @@ typedef struct jsonl_view {
   jfield *f;
   int n;
   const char *buf;        /* the line's text: values, and keys memplay does not know */
-  int by_key[K__COUNT];   /* field index + 1 of each known key, 0 when absent */
+  uint64_t seen;          /* the known keys the line holds: bit k for key k */
+  int by_key[K__COUNT];   /* the field index of each key in seen (the others' are stale) */
 } jsonl_view;
 
 /* Whether the n bytes at a and b are the same (for short names: no call to memcmp). */
