@@ -101,6 +101,7 @@ static void key_index_init(key_index *x) {
   memset(x->slot, 0, sizeof x->slot);
   for (k = 0; k < K__COUNT; k++) {
     x->len[k] = (unsigned char)strlen(jsonl_key_names[k]);
+    if (x->len[k] >= sizeof x->w[k]) continue; /* too long for flat_key: its lines go to parse_line */
     memcpy(x->w[k], jsonl_key_names[k], x->len[k]);
     size_t h = key_slot(x->w[k][0], x->len[k]);
     while (x->slot[h]) h = (h + 1) % KEY_SLOTS;

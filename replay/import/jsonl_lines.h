@@ -57,6 +57,7 @@ enum jkey {
   K__COUNT
 };
 extern const char *const jsonl_key_names[K__COUNT];
+_Static_assert(K__COUNT <= 64, "a line's known keys are a 64-bit mask");
 
 /* A field's JSON type: nested values (J_RAW) are kept as JSON text. */
 enum { J_NULL, J_BOOL, J_NUM, J_STR, J_RAW };
