@@ -40,6 +40,7 @@ static double clock_s(clockid_t id) {
 
 typedef struct figures {
   double wall, digest; /* seconds: wall; the digest alone */
+  double wall_end;      /* the wall clock from the import's start to the trace's end (the rest is the commit) */
   double parse, commit; /* the importing thread's CPU up to the trace's end, and after it (the commit) */
   double reader;        /* the importer's reading and parsing thread ("memplay-jsonl") */
   double dthread;       /* the digest's thread ("memplay-digest") */
@@ -93,10 +94,12 @@ static void *sampler_main(void *arg) {
   return NULL;
 }
 
-/* The importing thread's CPU clock when the importer finished its trace. */
+/* The importing thread's CPU clock, and the wall clock, when the importer finished its trace. */
 static void on_trace(void *arg, int64_t id, const char *name, int64_t events) {
   (void)id, (void)name, (void)events;
-  *(double *)arg = clock_s(CLOCK_THREAD_CPUTIME_ID);
+  double *t = arg;
+  t[0] = clock_s(CLOCK_THREAD_CPUTIME_ID);
+  t[1] = clock_s(CLOCK_MONOTONIC);
 }
 
 static void die(const char *what, const char *why) {
@@ -148,18 +151,19 @@ static figures import_once(const char *path, const char *db) {
   sampler sp = {.stop = 0};
   if (pthread_create(&sp.thread, NULL, sampler_main, &sp)) die("cannot start a thread", strerror(errno));
   double w0 = clock_s(CLOCK_MONOTONIC), p0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
-  double t_end = 0;
+  double t_end[2] = {0, 0};
   import_ctx ic = {.s = s, .path = path, .name = "bench-jsonl", .policy = IMPORT_SAME_FILE | IMPORT_NAMES,
-                   .on_trace = on_trace, .arg = &t_end};
+                   .on_trace = on_trace, .arg = t_end};
   if (import_file(&ic, "jsonl")) die("import failed", ic.err);
   double t2 = clock_s(CLOCK_THREAD_CPUTIME_ID);
   f.wall = clock_s(CLOCK_MONOTONIC) - w0;
+  f.wall_end = t_end[1] - w0;
   sp.stop = 1;
   pthread_join(sp.thread, NULL);
   double p2 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
   f.digest = t1 - t0;
-  f.parse = t_end - t1;
-  f.commit = t2 - t_end;
+  f.parse = t_end[0] - t1;
+  f.commit = t2 - t_end[0];
   f.reader = sp.reader;
   f.dthread = sp.digest;
   f.writer = (p2 - p0) - (t2 - t1) - sp.self - sp.reader - sp.digest;
@@ -208,10 +212,11 @@ int main(int argc, char **argv) {
   }
   struct stat st;
   if (stat(path, &st)) die(path, strerror(errno));
-  figures best = {1e30, 1e30, 1e30, 1e30, 1e30, 1e30, 1e30};
+  figures best = {1e30, 1e30, 1e30, 1e30, 1e30, 1e30, 1e30, 1e30};
   for (int r = 0; r < runs; r++) {
     figures f = import_once(path, db);
     best.wall = min_d(best.wall, f.wall);
+    best.wall_end = min_d(best.wall_end, f.wall_end);
     best.digest = min_d(best.digest, f.digest);
     best.parse = min_d(best.parse, f.parse);
     best.commit = min_d(best.commit, f.commit);
@@ -232,6 +237,7 @@ int main(int argc, char **argv) {
          (long long)n, (double)st.st_size / 1e6, (double)st.st_size / ev, runs, load[0]);
   printf("%-64s %10s %14s  %s\n", "figure", "ns/event", "events/s", "goal");
   row("import, wall clock (one process)", best.wall, ev, "events/s >= 2,000,000");
+  row("  wall clock to the trace's end (the rest: the commit)", best.wall_end, ev, "");
   row("  parse side: the reading and parsing thread's CPU", best.reader, ev, "ns/event <= 450");
   row("  parse side: the importing thread's CPU to the trace's end", best.parse, ev, "ns/event <= 450");
   row("  the importing thread's CPU after it (the commit)", best.commit, ev, "");

@@ -35,14 +35,14 @@ typedef struct name_memo {
 typedef struct jctx {
   import_ctx *ic;
   jsonl_view l;
+  int nused; /* the line's fields read so far (each marked used) */
   int64_t lineno;
   const char *kind;
   name_memo memo[MEMO_SLOTS];
 } jctx;
 
-/* from_name(s) for field k, remembered. */
-static int name_value(jctx *j, int k, const char *s, int (*from_name)(const char *)) {
-  size_t n = strlen(s);
+/* from_name(s) for field k, remembered (n: the length of s). */
+static int name_value(jctx *j, int k, const char *s, size_t n, int (*from_name)(const char *)) {
   if (!n || n >= sizeof j->memo[0].text) return from_name(s);
   const unsigned char *u = (const unsigned char *)s;
   name_memo *m = &j->memo[((unsigned)k * 31u + n * 7u + u[0] + u[n / 2] * 5u + u[n - 1] * 11u) % MEMO_SLOTS];
@@ -58,11 +58,13 @@ static int name_value(jctx *j, int k, const char *s, int (*from_name)(const char
 static const char *fkey(const jsonl_view *l, const jfield *f) { return f->key >= 0 ? jsonl_key_names[f->key] : l->buf + f->koff; }
 static const char *fval(const jsonl_view *l, const jfield *f) { return l->buf + f->off; }
 
-static jfield *field(jctx *j, int key) {
-  int i = j->l.by_key[key];
-  if (!i) return NULL;
-  j->l.f[i - 1].used = 1;
-  return &j->l.f[i - 1];
+/* The line's field of key, marked used; NULL when the line has none. */
+static inline jfield *field(jctx *j, int key) {
+  if (!((j->l.seen >> key) & 1)) return NULL;
+  jfield *f = &j->l.f[j->l.by_key[key]];
+  j->nused += !f->used;
+  f->used = 1;
+  return f;
 }
 
 static int fail(jctx *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -81,14 +83,9 @@ static const char *type_name(int t) {
   return names[t];
 }
 
-/* Integer fields: absent leaves *out alone and returns 0; present but wrong is an error. */
-static int get_i64(jctx *j, int k, int64_t *out, int nonneg) {
-  jfield *f = field(j, k);
-  if (!f || f->type == J_NULL) return 0;
-  if (f->plain && (!nonneg || f->num >= 0)) { /* 18 digits are within IO_MAX_TIME_NS */
-    *out = f->num;
-    return 0;
-  }
+/* An integer field f of key k that is not a plain number of at most 18 digits (or is negative
+ * where it must not be): its value from its text, or the error. */
+static int i64_text(jctx *j, int k, const jfield *f, int64_t *out, int nonneg) {
   const char *v = fval(&j->l, f);
   if (f->type != J_NUM) return fail(j, "field '%s' must be an integer, not %s", jsonl_key_names[k], type_name(f->type));
   errno = 0;
@@ -102,18 +99,20 @@ static int get_i64(jctx *j, int k, int64_t *out, int nonneg) {
   return 0;
 }
 
-/* Addresses: a non-negative integer up to 2^64-1, or a "0x..." string. */
-static int get_addr(jctx *j, int k, uint64_t *out, int required) {
+/* Integer fields: absent leaves *out alone and returns 0; present but wrong is an error. */
+static inline int get_i64(jctx *j, int k, int64_t *out, int nonneg) {
   jfield *f = field(j, k);
-  if (!f || f->type == J_NULL) {
-    if (required) return fail(j, "an event of kind '%s' needs field '%s'", j->kind, jsonl_key_names[k]);
+  if (!f || f->type == J_NULL) return 0;
+  if (f->plain && (!nonneg || f->num >= 0)) { /* 18 digits are within IO_MAX_TIME_NS */
+    *out = f->num;
     return 0;
   }
+  return i64_text(j, k, f, out, nonneg);
+}
+
+/* An address field f of key k that is not a plain number: its value from its text, or the error. */
+static int addr_text(jctx *j, int k, const jfield *f, uint64_t *out) {
   const char *v = fval(&j->l, f);
-  if (f->plain && v[0] != '-') {
-    *out = (uint64_t)f->num;
-    return 0;
-  }
   errno = 0;
   char *end;
   if (f->type == J_NUM && v[0] != '-') {
@@ -134,22 +133,29 @@ static int get_addr(jctx *j, int k, uint64_t *out, int required) {
               f->type == J_STR ? "'" : "");
 }
 
+static int field_missing(jctx *j, int k) {
+  return fail(j, "an event of kind '%s' needs field '%s'", j->kind, jsonl_key_names[k]);
+}
+
+/* Addresses: a non-negative integer up to 2^64-1, or a "0x..." string. */
+static inline int get_addr(jctx *j, int k, uint64_t *out, int required) {
+  jfield *f = field(j, k);
+  if (!f || f->type == J_NULL) return required ? field_missing(j, k) : 0;
+  if (f->plain && fval(&j->l, f)[0] != '-') {
+    *out = (uint64_t)f->num;
+    return 0;
+  }
+  return addr_text(j, k, f, out);
+}
+
 static int size_too_large(jctx *j, int k, const char *v) {
   return fail(j, "field '%s' is %s bytes, more than memplay's limit of 2^48 (256 TiB) for one size", jsonl_key_names[k], v);
 }
 
-/* Sizes: a non-negative integer, or a string with a unit ("4KiB"), up to IO_MAX_BYTES. */
-static int get_size(jctx *j, int k, uint64_t *out, int required) {
-  jfield *f = field(j, k);
-  if (!f || f->type == J_NULL) {
-    if (required) return fail(j, "an event of kind '%s' needs field '%s'", j->kind, jsonl_key_names[k]);
-    return 0;
-  }
+/* A size field f of key k that is not a plain number within the limit: its value from its text
+ * (a size with a unit), or the error. */
+static int size_text(jctx *j, int k, const jfield *f, uint64_t *out) {
   const char *v = fval(&j->l, f);
-  if (f->plain && v[0] != '-' && (uint64_t)f->num <= IO_MAX_BYTES) {
-    *out = (uint64_t)f->num;
-    return 0;
-  }
   if (f->type == J_NUM) {
     if (v[0] == '-') return fail(j, "field '%s' must not be negative (got %s)", jsonl_key_names[k], v);
     errno = 0;
@@ -168,12 +174,37 @@ static int get_size(jctx *j, int k, uint64_t *out, int required) {
               f->type == J_STR ? v : type_name(f->type));
 }
 
-static int get_str(jctx *j, int k, const char **out) {
+/* Sizes: a non-negative integer, or a string with a unit ("4KiB"), up to IO_MAX_BYTES. */
+static inline int get_size(jctx *j, int k, uint64_t *out, int required) {
   jfield *f = field(j, k);
-  if (!f || f->type == J_NULL) return 0;
-  if (f->type != J_STR) return fail(j, "field '%s' must be a string, not %s", jsonl_key_names[k], type_name(f->type));
-  *out = fval(&j->l, f);
-  return 0;
+  if (!f || f->type == J_NULL) return required ? field_missing(j, k) : 0;
+  if (f->plain && fval(&j->l, f)[0] != '-' && (uint64_t)f->num <= IO_MAX_BYTES) {
+    *out = (uint64_t)f->num;
+    return 0;
+  }
+  return size_text(j, k, f, out);
+}
+
+static int not_a_string(jctx *j, int k, const jfield *f) {
+  return fail(j, "field '%s' must be a string, not %s", jsonl_key_names[k], type_name(f->type));
+}
+
+/* A string field: its field (NULL when absent or null), or *bad set on an error. */
+static inline jfield *str_field(jctx *j, int k, int *bad) {
+  jfield *f = field(j, k);
+  if (!f || f->type == J_NULL) return NULL;
+  if (f->type != J_STR) {
+    *bad = not_a_string(j, k, f);
+    return NULL;
+  }
+  return f;
+}
+
+static inline int get_str(jctx *j, int k, const char **out) {
+  int bad = 0;
+  jfield *f = str_field(j, k, &bad);
+  if (f) *out = fval(&j->l, f);
+  return bad;
 }
 
 static int get_bool(jctx *j, int k, int *out) {
@@ -185,11 +216,12 @@ static int get_bool(jctx *j, int k, int *out) {
 }
 
 /* An enumerated name field. */
-static int get_enum(jctx *j, int k, int (*from_name)(const char *), uint8_t *out, const char *accepted) {
-  const char *s = NULL;
-  if (get_str(j, k, &s)) return -1;
-  if (!s) return 0;
-  int v = name_value(j, k, s, from_name);
+static inline int get_enum(jctx *j, int k, int (*from_name)(const char *), uint8_t *out, const char *accepted) {
+  int bad = 0;
+  jfield *f = str_field(j, k, &bad);
+  if (!f) return bad;
+  const char *s = fval(&j->l, f);
+  int v = name_value(j, k, s, f->len, from_name);
   if (v < 0) return fail(j, "field '%s' has unknown value '%s' (accepted: %s)", jsonl_key_names[k], s, accepted);
   *out = (uint8_t)v;
   return 0;
@@ -206,7 +238,8 @@ static int get_raw(jctx *j, int k, const char **out, int want_object) {
   return 0;
 }
 
-static int unused_fields(jctx *j) {
+static inline int unused_fields(jctx *j) {
+  if (j->nused == j->l.n) return 0;
   for (int i = 0; i < j->l.n; i++)
     if (!j->l.f[i].used) return fail(j, "unknown field '%s' in a '%s' line", fkey(&j->l, &j->l.f[i]), j->kind);
   return 0;
@@ -277,9 +310,9 @@ static int get_stack(jstate *st, int k, int64_t *out) {
   jfield *f = field(j, k);
   if (!f || f->type == J_NULL) return 0;
   if (f->type == J_NUM) {
-    f->used = 0;
     int64_t local = 0;
-    if (get_i64(j, k, &local, 1)) return -1;
+    if (f->plain && f->num >= 0) local = f->num;
+    else if (i64_text(j, k, f, &local, 1)) return -1;
     uint64_t *id = sim_map_get(&st->stacks, (uint64_t)local);
     if (!id) return fail(j, "stack %" PRId64 " is used before a \"stack\" line defines it", local);
     *out = (int64_t)*id;
@@ -586,16 +619,19 @@ static int stat_line(jstate *st) {
 static int handle_line(jstate *st, int first) {
   jctx *j = &st->j;
   j->kind = NULL;
-  if (j->l.by_key[K_memplay]) {
+  j->nused = 0;
+  if ((j->l.seen >> K_memplay) & 1) {
     if (!first) return fail(j, "a header line (with \"memplay\") must be the first line");
     j->kind = "header";
     return header(st);
   }
-  const char *kind = NULL;
-  if (get_str(j, K_kind, &kind)) return -1;
-  if (!kind) return fail(j, "missing field 'kind'");
+  int bad = 0;
+  jfield *kf = str_field(j, K_kind, &bad);
+  if (bad) return -1;
+  if (!kf) return fail(j, "missing field 'kind'");
+  const char *kind = fval(&j->l, kf);
   j->kind = kind;
-  int k = name_value(j, K_kind, kind, sim_event_kind_from_name);
+  int k = name_value(j, K_kind, kind, kf->len, sim_event_kind_from_name);
   if (k > 0) return event_line(st, k);
   static const char *const recorded[] = {"segment_alloc", "segment_free", "segment_map", "segment_unmap",
                                          "oom",           "snapshot",     "totals",      NULL};

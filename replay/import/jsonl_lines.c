@@ -16,13 +16,14 @@
 
 /*
  * A line becomes a flat list of fields (key, JSON type, text); nested values are captured as
- * JSON text. The scanner in front of yajl (io/jsonscan.h) takes a line that is one valid JSON
- * value whose strings are plain ASCII without escapes (nearly every line), calling the same
- * callbacks yajl would; any other line (escapes, other bytes, anything invalid, a callback that
- * refused something) is parsed again from its start by yajl, which decodes it or says what is
- * wrong, so that every message is yajl's or the callbacks'.
+ * JSON text. A flat object of known keys (nearly every line) is read by a pass of its own,
+ * straight into the batch (batch_add_flat, below). Any other line goes to the scanner in front of
+ * yajl (io/jsonscan.h), which takes a line that is one valid JSON value whose strings are plain
+ * ASCII without escapes, calling the same callbacks yajl would; any line the scanner declines
+ * (escapes, other bytes, anything invalid, a callback that refused something) is parsed again
+ * from its start by yajl, which decodes it or says what is wrong, so that every message is
+ * yajl's or the callbacks'.
  */
-
 
 /* Sorted, for the index by first letter. */
 const char *const jsonl_key_names[K__COUNT] = {
@@ -73,11 +74,21 @@ const char *const jsonl_key_names[K__COUNT] = {
   "value",
 };
 
-/* The known keys by first letter: first[c] .. first[c + 1] in key_names, and each one's length. */
+/* The known keys by first letter: first[c] .. first[c + 1] in key_names, and each one's length;
+ * and for the flat line (flat_key), each name as three zero-padded 8-byte words, in a table by
+ * a hash of its first word and length (linear probing, k + 1 in a slot, 0 empty). */
+#define KEY_WORDS 3 /* a known name is at most 23 bytes */
+#define KEY_SLOTS 128
 typedef struct key_index {
   unsigned char first[257];
   unsigned char len[K__COUNT];
+  uint64_t w[K__COUNT][KEY_WORDS];
+  unsigned char slot[KEY_SLOTS];
 } key_index;
+
+static inline size_t key_slot(uint64_t w0, size_t len) {
+  return (size_t)(((w0 ^ len) * UINT64_C(0x8baea17b98d5f6bd)) >> 57); /* no two known keys share a slot */
+}
 
 static void key_index_init(key_index *x) {
   int k = 0;
@@ -86,7 +97,16 @@ static void key_index_init(key_index *x) {
     while (k < K__COUNT && (unsigned char)jsonl_key_names[k][0] == c) k++;
   }
   x->first[256] = K__COUNT;
-  for (k = 0; k < K__COUNT; k++) x->len[k] = (unsigned char)strlen(jsonl_key_names[k]);
+  memset(x->w, 0, sizeof x->w);
+  memset(x->slot, 0, sizeof x->slot);
+  for (k = 0; k < K__COUNT; k++) {
+    x->len[k] = (unsigned char)strlen(jsonl_key_names[k]);
+    if (x->len[k] >= sizeof x->w[k]) continue; /* too long for flat_key: its lines go to parse_line */
+    memcpy(x->w[k], jsonl_key_names[k], x->len[k]);
+    size_t h = key_slot(x->w[k][0], x->len[k]);
+    while (x->slot[h]) h = (h + 1) % KEY_SLOTS;
+    x->slot[h] = (unsigned char)(k + 1);
+  }
 }
 
 static int key_of(const key_index *x, const unsigned char *s, size_t n) {
@@ -290,6 +310,7 @@ static inline void line_reset(jline *l) {
 typedef struct bline {
   int64_t lineno;
   size_t field0, text0; /* where its fields and text start in the batch */
+  uint64_t seen;        /* its known keys */
   int n;
 } bline;
 
@@ -390,11 +411,248 @@ static void batch_add(jbatch *b, const jline *l, int64_t lineno) {
   if (b->nfields + (size_t)l->n > b->fcap)
     sim_grow((void **)&b->fields, &b->fcap, b->nfields + (size_t)l->n, sizeof *b->fields);
   if (b->tlen + l->blen > b->tcap) sim_grow((void **)&b->text, &b->tcap, b->tlen + l->blen, 1);
-  b->lines[b->nlines++] = (bline){lineno, b->nfields, b->tlen, l->n};
+  b->lines[b->nlines++] = (bline){lineno, b->nfields, b->tlen, l->seen, l->n};
   memcpy(b->fields + b->nfields, l->f, (size_t)l->n * sizeof *l->f);
   b->nfields += (size_t)l->n;
   if (l->blen) memcpy(b->text + b->tlen, l->buf, l->blen);
   b->tlen += l->blen;
+}
+
+/*
+ * ---- the flat line, read straight into the batch ----------------------------------------------
+ *
+ * Nearly every line of a trace is one flat object of known keys whose values are numbers, plain
+ * ASCII strings without escapes, true, false or null. Such a line is read here in one pass: its
+ * bytes are copied once into the batch's text, each value's field points into the copy, and each
+ * value is ended there by a NUL written over the byte after it (its closing quote, the comma or the
+ * brace), so that the fields come out as parse_line and batch_add would make them. Anything else
+ * (a nested value, a key memplay does not know, a repeated key, an escape or another byte, too
+ * many fields, anything invalid) leaves the batch as it was and the line to parse_line, whose
+ * messages say what is wrong.
+ */
+
+static const uint64_t flat_ones = UINT64_C(0x0101010101010101), flat_highs = UINT64_C(0x8080808080808080);
+
+/* The bytes of w that are zero: the lowest flag is exact (a borrow flags only bytes above it). */
+static inline uint64_t zero_bytes(uint64_t w) { return (w - flat_ones) & ~w & flat_highs; }
+
+/* The low r bytes of a word (r of 0 to 8, or more). */
+static inline uint64_t low_bytes(ptrdiff_t r) {
+  return r <= 0 ? 0 : r >= 8 ? ~UINT64_C(0) : (UINT64_C(1) << (8 * r)) - 1;
+}
+
+static inline int flat_ws(unsigned char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
+
+/* The plain ASCII string whose opening quote is at s[i]: the index of its closing quote, or 0. */
+static size_t flat_string(const unsigned char *s, size_t i, size_t n) {
+  for (i++; i + 8 <= n; i += 8) {
+    uint64_t w;
+    memcpy(&w, s + i, 8);
+    /* a quote, a backslash, a control character or a byte above 127: the bytes from there one by one */
+    if (zero_bytes(w ^ (flat_ones * '"')) | zero_bytes(w ^ (flat_ones * '\\')) | ((w - flat_ones * 0x20) & ~w & flat_highs) |
+        (w & flat_highs))
+      break;
+  }
+  for (; i < n; i++) {
+    if (s[i] == '"') return i;
+    if (s[i] == '\\' || s[i] < 0x20 || s[i] >= 0x80) return 0;
+  }
+  return 0;
+}
+
+/* Eight digits' values (a byte each, the first lowest) as one number. */
+static inline uint64_t eight_digits(uint64_t d) {
+  d = d * 10 + (d >> 8); /* pairs */
+  return ((d & UINT64_C(0x000000FF000000FF)) * (100 + (UINT64_C(1000000) << 32)) +
+          ((d >> 16) & UINT64_C(0x000000FF000000FF)) * (1 + (UINT64_C(10000) << 32))) >> 32;
+}
+
+/* The digits from s[i] as a number in *v (wrapping past 19 digits): the index after them. Eight
+ * bytes at a time: a byte is a digit when neither adding 0x46 nor taking 0x30 sets its top bit. */
+static inline size_t flat_digits(const unsigned char *s, size_t i, size_t n, uint64_t *v) {
+  static const uint64_t pow10[9] = {1, 10, 100, 1000, 10000, 100000, 1000000, 10000000, 100000000};
+  uint64_t acc = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t w;
+    memcpy(&w, s + i, 8);
+    uint64_t m = ((w + flat_ones * 0x46) | (w - flat_ones * '0')) & flat_highs;
+    size_t k = m ? (size_t)__builtin_ctzll(m) >> 3 : 8;
+    if (k) acc = acc * pow10[k] + eight_digits((w - flat_ones * '0') << (8 * (8 - k))); /* as leading zeros */
+    if (k < 8) {
+      *v = acc;
+      return i + k;
+    }
+  }
+  for (; i < n && s[i] >= '0' && s[i] <= '9'; i++) acc = acc * 10 + (uint64_t)(s[i] - '0');
+  *v = acc;
+  return i;
+}
+
+/* The number at s[i] by the JSON grammar, -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?, into f
+ * (plain and num as cb_num sets them): the index after it, or 0. */
+static size_t flat_number(const unsigned char *s, size_t i, size_t n, jfield *f) {
+  size_t start = i, neg = s[i] == '-';
+  i += neg;
+  if (i >= n || s[i] < '0' || s[i] > '9') return 0;
+  uint64_t v = 0; /* wraps past 19 digits, when it is not used */
+  if (s[i] == '0') i++;
+  else i = flat_digits(s, i, n, &v);
+  size_t digits = i - start - neg;
+  f->plain = digits <= 18;
+  if (i < n && s[i] == '.') {
+    if (++i >= n || s[i] < '0' || s[i] > '9') return 0;
+    while (i < n && s[i] >= '0' && s[i] <= '9') i++;
+    f->plain = 0;
+  }
+  if (i < n && (s[i] == 'e' || s[i] == 'E')) {
+    i++;
+    if (i < n && (s[i] == '+' || s[i] == '-')) i++;
+    if (i >= n || s[i] < '0' || s[i] > '9') return 0;
+    while (i < n && s[i] >= '0' && s[i] <= '9') i++;
+    f->plain = 0;
+  }
+  if (f->plain) f->num = neg ? -(int64_t)v : (int64_t)v;
+  return i;
+}
+
+/* The value at s[i] (not at the end) into f, its text ended in t: the index after it, or 0. */
+static size_t flat_value(const unsigned char *s, size_t i, size_t n, jfield *f, char *t) {
+  f->off = (uint32_t)i;
+  f->plain = 0;
+  unsigned char c = s[i];
+  size_t e;
+  if (c == '"') {
+    e = flat_string(s, i, n);
+    if (!e) return 0;
+    f->type = J_STR;
+    f->off = (uint32_t)(i + 1);
+    f->len = (uint32_t)(e - i - 1);
+    t[e] = 0;
+    return e + 1;
+  }
+  if (c == '-' || (c >= '0' && c <= '9')) {
+    e = flat_number(s, i, n, f);
+    f->type = J_NUM;
+  } else if (c == 't' && n - i >= 4 && !memcmp(s + i, "true", 4)) {
+    e = i + 4;
+    f->type = J_BOOL;
+    t[i] = '1';
+    t[i + 1] = 0;
+  } else if (c == 'f' && n - i >= 5 && !memcmp(s + i, "false", 5)) {
+    e = i + 5;
+    f->type = J_BOOL;
+    t[i] = '0';
+    t[i + 1] = 0;
+  } else if (c == 'n' && n - i >= 4 && !memcmp(s + i, "null", 4)) {
+    e = i + 4;
+    f->type = J_NULL;
+    t[i] = 0;
+  } else {
+    return 0; /* a nested value, or not JSON */
+  }
+  if (!e || e >= n || !(s[e] == ',' || s[e] == '}' || flat_ws(s[e]))) return 0; /* the token must end here */
+  if (f->type == J_NUM) {
+    f->len = (uint32_t)(e - i);
+    t[e] = 0; /* over the comma, brace or space that follows: already read from s */
+  } else {
+    f->len = f->type == J_NULL ? 0 : 1;
+  }
+  return e;
+}
+
+/* The known key whose string starts at s[i] (its opening quote), with the index of its closing
+ * quote in *e; -1 for any other string (parse_line then reads the line). The first quote after
+ * the name ends it: a string that holds more (an escaped quote) is not a known name. */
+static int flat_key(const key_index *x, const unsigned char *s, size_t i, size_t n, size_t *e) {
+  const unsigned char *p = s + i + 1;
+  size_t avail = n - i - 1;
+  unsigned char pad[8 * KEY_WORDS];
+  if (avail < sizeof pad) { /* the line's end is near: the words from a zero-padded copy */
+    memset(pad, 0, sizeof pad);
+    memcpy(pad, p, avail);
+    p = pad;
+  }
+  uint64_t w[KEY_WORDS] = {0, 0, 0};
+  ptrdiff_t len = -1;
+  for (int j = 0; j < KEY_WORDS; j++) { /* to the word with the quote, the bytes after it cleared */
+    memcpy(&w[j], p + 8 * j, 8);
+    uint64_t q = zero_bytes(w[j] ^ (flat_ones * '"'));
+    if (q) {
+      len = 8 * j + (__builtin_ctzll(q) >> 3);
+      w[j] &= low_bytes(len - 8 * j);
+      break;
+    }
+  }
+  if (len < 1 || (size_t)len >= avail) return -1;
+  for (size_t h = key_slot(w[0], (size_t)len); x->slot[h]; h = (h + 1) % KEY_SLOTS) {
+    int k = x->slot[h] - 1;
+    if (x->len[k] == len && x->w[k][0] == w[0] && x->w[k][1] == w[1] && x->w[k][2] == w[2]) {
+      *e = i + 1 + (size_t)len;
+      return k;
+    }
+  }
+  return -1;
+}
+
+/* The index of the first byte from s[i] that is not JSON whitespace. */
+static inline size_t flat_skip(const unsigned char *s, size_t i, size_t n) {
+  while (i < n && flat_ws(s[i])) i++;
+  return i;
+}
+
+/* The fields of a flat line into fs (room for MAX_FIELDS), its text ended in t (a copy of s), its
+ * keys in *seen: their number, or -1 when the line is not a flat object of known keys. */
+static int flat_fields(const key_index *x, const unsigned char *s, size_t n, jfield *fs, char *t, uint64_t *seen_out) {
+  size_t i = flat_skip(s, 0, n);
+  if (i >= n || s[i++] != '{') return -1;
+  uint64_t seen = 0;
+  for (int nf = 0;; nf++) {
+    if (i < n && s[i] != '"') i = flat_skip(s, i, n);
+    if (i >= n || s[i] != '"' || nf == MAX_FIELDS) return -1; /* an empty object is parse_line's too */
+    size_t e;
+    int k = flat_key(x, s, i, n, &e);
+    if (k < 0 || (seen >> k) & 1) return -1;
+    seen |= UINT64_C(1) << k;
+    i = e + 1;
+    if (i < n && s[i] != ':') i = flat_skip(s, i, n);
+    if (i >= n || s[i] != ':') return -1;
+    i = flat_skip(s, i + 1, n);
+    if (i >= n) return -1;
+    jfield *f = &fs[nf];
+    f->key = k;
+    f->koff = 0;
+    f->used = 0;
+    i = flat_value(s, i, n, f, t);
+    if (!i) return -1;
+    if (i < n && s[i] != ',' && s[i] != '}') i = flat_skip(s, i, n);
+    if (i < n && s[i] == ',') {
+      i++;
+      continue;
+    }
+    if (i >= n || s[i] != '}') return -1;
+    *seen_out = seen;
+    return flat_skip(s, i + 1, n) == n ? nf + 1 : -1;
+  }
+}
+
+/* A flat line read straight into b: 1, or 0 (b as it was) for parse_line to read it. */
+static int batch_add_flat(jsonl_reader *r, jbatch *b, const char *line, size_t len) {
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+  return 0; /* the words above are read little-endian */
+#endif
+  if (b->nfields + MAX_FIELDS > b->fcap) sim_grow((void **)&b->fields, &b->fcap, b->nfields + MAX_FIELDS, sizeof *b->fields);
+  if (b->tlen + len + 1 > b->tcap) sim_grow((void **)&b->text, &b->tcap, b->tlen + len + 1, 1);
+  char *t = b->text + b->tlen;
+  memcpy(t, line, len);
+  t[len] = 0;
+  uint64_t seen;
+  int n = flat_fields(&r->l.keys, (const unsigned char *)line, len, b->fields + b->nfields, t, &seen);
+  if (n < 0) return 0;
+  sim_grow((void **)&b->lines, &b->lcap, b->nlines + 1, sizeof *b->lines);
+  b->lines[b->nlines++] = (bline){r->lineno, b->nfields, b->tlen, seen, n};
+  b->nfields += (size_t)n;
+  b->tlen += len + 1;
+  return 1;
 }
 
 /* Reads and parses lines into b until it is full, the input ends, or a line fails. */
@@ -420,7 +678,7 @@ static void batch_fill(jsonl_reader *r, jbatch *b) {
     r->lineno++;
     size_t sp = 0;
     while (sp < len && isspace((unsigned char)line[sp])) sp++;
-    if (sp == len) continue;
+    if (sp == len || batch_add_flat(r, b, line, len)) continue;
     if (parse_line(r, b, line, len)) {
       b->end = 1;
       break;
@@ -498,9 +756,8 @@ static jbatch *next_batch(jsonl_reader *r) {
 }
 
 int jsonl_reader_next(jsonl_reader *r, jsonl_view *v, int64_t *lineno) {
-  for (int i = 0; i < v->n; i++) /* the line before leaves nothing behind */
-    if (v->f[i].key >= 0) v->by_key[v->f[i].key] = 0;
   v->n = 0;
+  v->seen = 0;
   while (!r->cur || r->next == r->cur->nlines) {
     if (r->done || (r->cur && r->cur->end)) {
       jbatch *b = r->cur;
@@ -518,8 +775,9 @@ int jsonl_reader_next(jsonl_reader *r, jsonl_view *v, int64_t *lineno) {
   v->f = r->cur->fields + bl->field0;
   v->n = bl->n;
   v->buf = r->cur->text + bl->text0;
+  v->seen = bl->seen;
   for (int i = 0; i < v->n; i++)
-    if (v->f[i].key >= 0) v->by_key[v->f[i].key] = i + 1;
+    if (v->f[i].key >= 0) v->by_key[v->f[i].key] = i;
   *lineno = bl->lineno;
   return 1;
 }

@@ -57,6 +57,7 @@ enum jkey {
   K__COUNT
 };
 extern const char *const jsonl_key_names[K__COUNT];
+_Static_assert(K__COUNT <= 64, "a line's known keys are a 64-bit mask");
 
 /* A field's JSON type: nested values (J_RAW) are kept as JSON text. */
 enum { J_NULL, J_BOOL, J_NUM, J_STR, J_RAW };
@@ -77,7 +78,8 @@ typedef struct jsonl_view {
   jfield *f;
   int n;
   const char *buf;        /* the line's text: values, and keys memplay does not know */
-  int by_key[K__COUNT];   /* field index + 1 of each known key, 0 when absent */
+  uint64_t seen;          /* the known keys the line holds: bit k for key k */
+  int by_key[K__COUNT];   /* the field index of each key in seen (the others' are stale) */
 } jsonl_view;
 
 /* Whether the n bytes at a and b are the same (for short names: no call to memcmp). */

@@ -1,6 +1,6 @@
-# The JSON Lines importer's two parsers agree: a line of plain ASCII strings goes through the fast
-# scanner, a line with escapes or other bytes through yajl, and the same trace written either way
-# is stored the same; yajl still checks UTF-8; a value after a line's object is refused, at the
+# The JSON Lines importer's parsers agree: a flat line of known keys goes through a pass of its own,
+# another line of plain ASCII strings through the fast scanner, a line with escapes or other bytes
+# through yajl, and the same trace written any of these ways is stored the same; yajl still checks UTF-8; a value after a line's object is refused, at the
 # end of the file too. A large file is read and parsed on a thread of its own: the same trace as
 # without it, and the same first failing line, whether the reading thread or the importer finds it.
 . "$TESTS_DIR/cli/lib.sh"
@@ -30,6 +30,38 @@ tail -n +2 "$T/plain.out" >"$T/plain.body"
 tail -n +2 "$T/escaped.out" >"$T/escaped.body"
 cmp -s "$T/plain.body" "$T/escaped.body" || fail "the scanner and yajl stored different traces: $(diff "$T/plain.body" "$T/escaped.body" | head -5)"
 [ "$(wc -l <"$T/plain.body")" -gt 4000 ] || fail "the export is short: $(wc -l <"$T/plain.body") lines"
+
+# the flat lines' own pass (every line of known keys and plain values): spaces after ',' and ':'
+# (Python's json.dumps), tabs around the object and CRLF endings store the same trace
+python3 - "$S" "$T/spaced.jsonl" <<'EOF'
+import json, sys
+with open(sys.argv[1]) as f, open(sys.argv[2], 'w', newline='') as out:
+    for i, line in enumerate(f):
+        out.write(('\t' if i % 2 else '') + json.dumps(json.loads(line)) + (' \r\n' if i % 3 else '\n'))
+EOF
+grep -q '"kind": "alloc", "ts": ' "$T/spaced.jsonl" || fail "the spaced copy has no spaces"
+expect 0 import "$T/spaced.jsonl" --name spaced
+expect 0 export spaced -o "$T/spaced.out"
+tail -n +2 "$T/spaced.out" >"$T/spaced.body"
+cmp -s "$T/plain.body" "$T/spaced.body" || fail "the spaced copy stored another trace: $(diff "$T/plain.body" "$T/spaced.body" | head -5)"
+# values that pass (booleans, null, an address of 20 digits, -0 for a time), and lines that fail,
+# each with the message it had before the flat lines' pass
+printf '%s\n' '{"kind":"segment","device":0,"addr":4096,"size":1048576,"expandable":true,"pool":"large","stack":null}' \
+  '{"kind":"alloc","ts":-0,"addr":18446744073709551615,"size":8,"category":null}' \
+  '{"kind":"free","ts":1,"addr":"0xffffffffffffffff"}' >"$T/values.jsonl"
+expect 0 import "$T/values.jsonl" --name values
+[ "$(sqlite3 "$DB" "SELECT expandable, pool FROM segments")" = "1|large" ] || fail "the segment: $(sqlite3 "$DB" "SELECT * FROM segments")"
+bad_line() { # LINE MESSAGE: a file whose second line is LINE fails with MESSAGE
+  printf '%s\n' '{"kind":"alloc","ts":1,"addr":1,"size":8}' "$1" >"$T/bad.jsonl"
+  expect 1 import "$T/bad.jsonl"
+  has "$T/err" "bad.jsonl:2: $2"
+}
+bad_line '{"kind":"alloc","ts":1234567890123456789012,"addr":2,"size":8}' "field 'ts' must be an integer, not '1234567890123456789012'"
+bad_line '{"kind":"alloc","ts":2,"addr":2,"size":8,"addr":3}' "field 'addr' appears twice"
+bad_line '{"kind":"alloc","ts":2,"addr":01,"size":8}' "invalid JSON: parse error: after key and value, inside map, I expect ',' or '}' (at column 32)"
+bad_line '{"kind":"alloc","ts":2,"addr":-0,"size":8}' "field 'addr' must be a non-negative integer or a \"0x...\" string, not -0"
+bad_line '{"kind":"alloc","ts":2,"addr":2,"size":1e3}' "field 'size' must be a whole number of bytes, not '1e3'"
+bad_line '{"kind":"alloc","ts":2,"addr":2,"size":8,"bogus":1}' "unknown field 'bogus' in a 'alloc' line"
 
 # a name in UTF-8 (yajl's, which checks it) is kept as it is
 printf '%s\n' '{"kind":"alloc","addr":1,"size":8,"name":"caf\u00e9"}' '{"kind":"kernel","name":"gemm_café"}' >"$T/utf8.jsonl"
