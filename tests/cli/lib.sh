@@ -31,6 +31,19 @@ expect() {
   return 0
 }
 
+# import_killed DELAY FILE ARGS...: starts `memplay import FILE ARGS...`, kills it (SIGKILL) after
+# DELAY seconds and waits for it: 0 when it was killed, 1 when it had already finished.
+import_killed() {
+  local delay=$1 killed=1
+  shift
+  "$MEMPLAY" import "$@" >/dev/null 2>&1 &
+  local pid=$!
+  sleep "$delay"
+  if kill -9 "$pid" 2>/dev/null; then killed=0; fi
+  wait "$pid" 2>/dev/null
+  return "$killed"
+}
+
 # has FILE TEXT: FILE contains TEXT.
 has() {
   grep -qF -- "$2" "$1" || fail "$(basename "$1") lacks '$2': $(head -c 400 "$1")"

@@ -56,11 +56,7 @@ expect 0 --db "$T/gen.db" gen --events 200000 --seed 2 --name big
 expect 0 --db "$T/gen.db" export big -o "$T/big.jsonl"
 killed=0 runs=3
 for delay in 0.05 0.1 0.15; do
-  "$MEMPLAY" import "$T/big.jsonl" --name big >/dev/null 2>&1 &
-  pid=$!
-  sleep "$delay"
-  if kill -9 "$pid" 2>/dev/null; then killed=$((killed + 1)); fi
-  wait "$pid" 2>/dev/null
+  if import_killed "$delay" "$T/big.jsonl" --name big; then killed=$((killed + 1)); fi
   [ "$(q "$DB" 'PRAGMA integrity_check')" = ok ] || fail "store damaged after a kill at $delay s"
   expect 0 replay small --allocator ideal --quiet
   runs=$((runs + 1))

@@ -9,11 +9,7 @@ expect 0 --db "$T/big.db" gen --events 400000 --seed 5 --name big
 expect 0 --db "$T/big.db" export big -o "$T/big.jsonl"
 interrupted=0
 for delay in 0.05 0.1 0.2 0.3; do
-  "$MEMPLAY" import "$T/big.jsonl" --name big >/dev/null 2>&1 &
-  pid=$!
-  sleep "$delay"
-  if kill -9 "$pid" 2>/dev/null; then interrupted=$((interrupted + 1)); fi
-  wait "$pid" 2>/dev/null
+  if import_killed "$delay" "$T/big.jsonl" --name big; then interrupted=$((interrupted + 1)); fi
   [ "$(sqlite3 "$DB" 'PRAGMA integrity_check')" = ok ] || fail "store damaged after kill at $delay s"
   if [ "$(sqlite3 "$DB" "SELECT count(*) FROM traces WHERE name = 'big'")" = 1 ]; then
     # it finished before the kill: it must then be complete, and is removed for the next round
