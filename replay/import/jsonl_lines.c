@@ -445,19 +445,8 @@ static inline int flat_ws(unsigned char c) { return c == ' ' || c == '\t' || c =
 
 /* The plain ASCII string whose opening quote is at s[i]: the index of its closing quote, or 0. */
 static size_t flat_string(const unsigned char *s, size_t i, size_t n) {
-  for (i++; i + 8 <= n; i += 8) {
-    uint64_t w;
-    memcpy(&w, s + i, 8);
-    /* a quote, a backslash, a control character or a byte above 127: the bytes from there one by one */
-    if (zero_bytes(w ^ (flat_ones * '"')) | zero_bytes(w ^ (flat_ones * '\\')) | ((w - flat_ones * 0x20) & ~w & flat_highs) |
-        (w & flat_highs))
-      break;
-  }
-  for (; i < n; i++) {
-    if (s[i] == '"') return i;
-    if (s[i] == '\\' || s[i] < 0x20 || s[i] >= 0x80) return 0;
-  }
-  return 0;
+  ptrdiff_t k = jsonscan_plain_string((const char *)s + i + 1, n - i - 1, 1);
+  return k < 0 ? 0 : i + 1 + (size_t)k;
 }
 
 /* Eight digits' values (a byte each, the first lowest) as one number. */

@@ -60,41 +60,16 @@ static inline void skip_ws(scan *s) {
     }                                            \
   } while (0)
 
-/* Whether any byte of w is a quote, a backslash or a control character (below 0x20). */
-static inline uint64_t special_bytes(uint64_t w) {
-  const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
-  uint64_t q = w ^ (ones * '"'), b = w ^ (ones * '\\');
-  return ((q - ones) & ~q & highs) | ((b - ones) & ~b & highs) | ((w - ones * 0x20) & ~w & highs);
-}
-
 /* A string without escapes or control characters: its bytes between the quotes, or 0. */
 static int string(scan *s, const char **str, size_t *len) {
-  const char *q = ++s->p, *e = s->end;
-  /* eight bytes at a time to the first byte that needs a look */
-  while (e - q >= 8) {
-    uint64_t w;
-    memcpy(&w, q, 8);
-    uint64_t m = special_bytes(w);
-    if (m) {
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-      /* the lowest flag marks the first such byte exactly (borrows only flag bytes above it) */
-      q += __builtin_ctzll(m) >> 3;
-#endif
-      break;
-    }
-    q += 8;
-  }
-  for (; q < e; q++) {
-    unsigned char c = (unsigned char)*q;
-    if (c == '"') {
-      *str = s->p;
-      *len = (size_t)(q - s->p);
-      s->p = q + 1;
-      return 1;
-    }
-    if (c == '\\' || c < 0x20) return 0;
-  }
-  return short_input(s);
+  const char *q = ++s->p;
+  ptrdiff_t k = jsonscan_plain_string(q, (size_t)(s->end - q), 0);
+  if (k == -2) return short_input(s);
+  if (k < 0) return 0;
+  *str = q;
+  *len = (size_t)k;
+  s->p = q + k + 1;
+  return 1;
 }
 
 static inline int digit(char c) { return c >= '0' && c <= '9'; }

@@ -3,6 +3,8 @@
 #define REPLAY_JSONSCAN_H
 
 #include <stddef.h>
+#include <stdint.h>
+#include <string.h>
 #include <yajl/yajl_parse.h>
 
 /*
@@ -19,6 +21,38 @@
  */
 
 #define JSONSCAN_MAX_DEPTH 32
+
+/*
+ * The body of a string without escapes or control characters, from s[0] (just after its opening
+ * quote): its length up to the closing quote; -1 when an escape or a control character (or, with
+ * ascii, a byte above 127) comes first; -2 when the bytes end before a quote. Eight bytes at a
+ * time to the first byte that needs a look: of a word's flags the lowest is exact (a borrow flags
+ * only bytes above it).
+ */
+static inline ptrdiff_t jsonscan_plain_string(const char *s, size_t n, int ascii) {
+  const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
+  size_t i = 0;
+  while (n - i >= 8) {
+    uint64_t w;
+    memcpy(&w, s + i, 8);
+    uint64_t q = w ^ (ones * '"'), b = w ^ (ones * '\\');
+    uint64_t m = ((q - ones) & ~q & highs) | ((b - ones) & ~b & highs) | ((w - ones * 0x20) & ~w & highs);
+    if (ascii) m |= w & highs;
+    if (m) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+      i += (size_t)__builtin_ctzll(m) >> 3;
+#endif
+      break;
+    }
+    i += 8;
+  }
+  for (; i < n; i++) {
+    unsigned char c = (unsigned char)s[i];
+    if (c == '"') return (ptrdiff_t)i;
+    if (c == '\\' || c < 0x20 || (ascii && c >= 0x80)) return -1;
+  }
+  return -2;
+}
 
 /*
  * The length of the JSON object or array that starts at buf[0] ('{' or '['), found by matching
