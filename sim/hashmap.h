@@ -43,9 +43,10 @@ int sim_map_next(const sim_map *m, size_t *iter, uint64_t *key, uint64_t *val);
 void *sim_xmalloc(size_t n);
 void *sim_xcalloc(size_t n, size_t size);
 void *sim_xrealloc(void *p, size_t n);
-/* n bytes for a table the caller will write all of, however small (free with free()): aligned to
+/* n bytes for a table the caller will write all of (free with free()): from 2 MiB up, aligned to
  * 2 MiB and, where the system has them, in huge pages, so that writing it takes a page fault per
- * 2 MiB instead of one per 4 KiB (each costs microseconds, more on a virtual machine). */
+ * 2 MiB instead of one per 4 KiB (each costs microseconds, more on a virtual machine); a smaller
+ * table as sim_xmalloc gives it. */
 void *sim_xmalloc_huge(size_t n);
 /* Grows *arr (of *cap elements of elem bytes) to hold at least need elements. */
 void sim_grow(void **arr, size_t *cap, size_t need, size_t elem);

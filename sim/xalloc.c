@@ -36,8 +36,8 @@ void *sim_xcalloc(size_t n, size_t size) { return checked(calloc(n ? n : 1, size
 void *sim_xrealloc(void *p, size_t n) { return checked(realloc(p, n ? n : 1)); }
 
 void *sim_xmalloc_huge(size_t n) {
+  if (n < HUGE_PAGE) return sim_xmalloc(n); /* a huge page would stand mostly empty */
   size_t whole = (n + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
-  if (!whole) whole = HUGE_PAGE;
   void *p = aligned_alloc(HUGE_PAGE, whole);
   return p ? advise(p, whole) : sim_xmalloc(n);
 }

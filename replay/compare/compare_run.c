@@ -168,12 +168,11 @@ static int cache_load(trace_cache *tc, store *s, const store_trace *t, char *err
   replay_source src;
   if (store_source_open(&src, s, t->id)) return snprintf(err, errlen, "%s", store_error(s)), -1;
   size_t want = t->event_count > 0 ? (size_t)t->event_count : 1;
-  if (want > tc->cap && want * sizeof *tc->events >= ((size_t)2 << 20)) { /* written through: in huge pages */
+  if (want > tc->cap) { /* written through: a large one in huge pages */
     free(tc->events);
     tc->events = sim_xmalloc_huge(want * sizeof *tc->events);
     tc->cap = want;
   }
-  sim_grow((void **)&tc->events, &tc->cap, want, sizeof *tc->events);
   ptrdiff_t k = 1;
   if (src.view) { /* a source that lends its events: copied a block at a time */
     const sim_event *evs;

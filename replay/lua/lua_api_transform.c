@@ -530,7 +530,7 @@ static void cache_reserve(lua_State *L, lscratch *sc, lmem *m, size_t *cap, size
   size_t bytes = n * sizeof *m->evs;
   lua_host_reserve(L, bytes); /* raises past the budget */
   m->reserved += bytes;
-  m->evs = sc->p[1] = bytes >= ((size_t)2 << 20) ? sim_xmalloc_huge(bytes) : sim_xmalloc(bytes);
+  m->evs = sc->p[1] = sim_xmalloc_huge(bytes);
   *cap = n;
 }
 
