@@ -801,24 +801,164 @@ static void observers_told_from_a_start_state(void) {
   outcome_log l = {sim_xcalloc(b.n, sizeof *l.o), 0};
   replay_observer obs = {&l, log_event, NULL};
   replay_engine *kept = replay_engine_new();
-  for (int run = 0; run < 2; run++) {
+  replay_plan plan;
+  CHECK_EQ(replay_plan_build(&plan, b.ev, b.n), 0);
+  for (int run = 0; run < 4; run++) { /* then the same planned */
     replay_config cfg = {.spec = &spec, .capacity = 600 * MIB, .observers = &obs, .nobservers = 1, .start = &st,
                          .nstart = 1};
     replay_array_source as;
-    replay_source src = replay_array_source_init(&as, b.ev, b.n);
+    replay_source src = replay_array_source_planned(&as, b.ev, b.n, run >= 2 ? &plan : NULL);
     replay_result r;
     l.n = 0;
     CHECK_EQ(replay_engine_run(kept, &cfg, &src, &r, err, sizeof err), 0);
     CHECK_EQ(r.allocs >= 3, 1);
-    CHECK_EQ(outcomes_differ(run ? "start, kept" : "start", &l, want, b.n), 0);
+    const char *what[] = {"start", "start, kept", "start, planned", "start, planned, kept"};
+    CHECK_EQ(outcomes_differ(what[run], &l, want, b.n), 0);
     replay_result_release(&r);
   }
+  replay_plan_release(&plan);
   replay_engine_free(kept);
   sim_spec_release(&spec);
   free(want);
   free(l.o);
   free(b.ev);
   free(more.ev);
+}
+
+/* ---- a planned replay (source.h: replay_plan) ------------------------------------------------- */
+
+/* What a plan numbers on a trace of every case: records taken back most recently freed first, a
+ * duplicate allocation and a free naming the record their address holds, a free of nothing and
+ * the other kinds naming none. */
+static void plan_numbers_the_records(void) {
+  evbuf b = {0};
+  add(&b, SIM_EV_ALLOC, 0xa0, 10);
+  add(&b, SIM_EV_ALLOC, 0xb0, 10);
+  add(&b, SIM_EV_ALLOC, 0xa0, 10); /* a duplicate */
+  add(&b, SIM_EV_FREE_REQUESTED, 0xa0, 0);
+  add(&b, SIM_EV_ALLOC, 0xc0, 10);
+  add(&b, SIM_EV_FREE_COMPLETED, 0xa0, 0); /* record 0 back */
+  add(&b, SIM_EV_FREE, 0xd0, 0);           /* never allocated */
+  add(&b, SIM_EV_KERNEL, 0, 0);
+  add(&b, SIM_EV_FREE, 0xb0, 0); /* record 1 back */
+  add(&b, SIM_EV_ALLOC, 0xe0, 10);
+  add(&b, SIM_EV_ALLOC, 0xf0, 10);
+  add(&b, SIM_EV_FREE_COMPLETED, 0xa0, 0); /* already freed */
+  add(&b, SIM_EV_HOST_ALLOC, 0xe0, 10);
+  add(&b, SIM_EV_FREE_REQUESTED, 0xf0, 0);
+  add(&b, SIM_EV_FREE_REQUESTED, 0xf0, 0); /* requested twice: the record is still held */
+  const uint32_t N = REPLAY_PLAN_NONE;
+  const uint32_t want[] = {0, 1, 0, 0, 2, 0, N, N, 1, 1, 0, N, N, 0, 0};
+  replay_plan p;
+  CHECK_EQ(replay_plan_build(&p, b.ev, b.n), 0);
+  CHECK(p.events == b.ev && p.n == b.n);
+  CHECK_EQ(p.nslots, 3);
+  for (size_t i = 0; i < b.n; i++) CHECK_EQ(p.slot[i], want[i]);
+  replay_plan_release(&p);
+  CHECK(p.slot == NULL);
+  replay_plan_release(&p); /* a released plan may be released again */
+  CHECK_EQ(replay_plan_build(&p, b.ev, 0), 0);
+  CHECK_EQ(p.nslots, 0);
+  replay_plan_release(&p);
+  free(b.ev);
+}
+
+/* Lends the first half of its events from one array and the rest from a copy: a planned replay
+ * of the first array leaves its plan half-way. */
+typedef struct split_source {
+  const sim_event *a, *b;
+  size_t n, half, pos;
+} split_source;
+
+static ptrdiff_t split_view(void *ctx, const sim_event **evs) {
+  split_source *s = ctx;
+  *evs = (s->pos < s->half ? s->a : s->b) + s->pos;
+  return (ptrdiff_t)((s->pos < s->half ? s->half : s->n) - s->pos);
+}
+
+static void split_advance(void *ctx, size_t k) { ((split_source *)ctx)->pos += k; }
+
+static int split_next(void *ctx, sim_event *ev) {
+  split_source *s = ctx;
+  const sim_event *evs;
+  if (split_view(s, &evs) <= 0) return 0;
+  *ev = *evs;
+  s->pos++;
+  return 1;
+}
+
+static int split_rewind(void *ctx) {
+  ((split_source *)ctx)->pos = 0;
+  return 0;
+}
+
+/* One replay of t under cfg: planned (0: no plan; 1: the plan; 2: the plan, left half-way), by the
+ * kept engine or a new one; the observer's log of outcomes in l. */
+static int replay_planned(replay_engine *kept, const replay_config *cfg, const evbuf *t, const evbuf *copy,
+                          const replay_plan *plan, int planned, replay_result *r) {
+  char err[512];
+  replay_array_source as;
+  split_source ss = {t->ev, copy->ev, t->n, t->n / 2, 0};
+  replay_source src = replay_array_source_planned(&as, t->ev, t->n, planned ? plan : NULL);
+  if (planned == 2)
+    src = (replay_source){.next = split_next, .ctx = &ss, .view = split_view, .advance = split_advance,
+                          .rewind = split_rewind, .length_hint = t->n, .plan = plan};
+  int rc = kept ? replay_engine_run(kept, cfg, &src, r, err, sizeof err) : replay_run(cfg, &src, r, err, sizeof err);
+  if (rc) fprintf(stderr, "replay: %s\n", err);
+  return rc;
+}
+
+/* A planned replay gives what the engine's hash table gives, plain and observed, kept or new, with
+ * OOMs, duplicates, frees of nothing and requests twice (outcome_trace), on one device and
+ * several, and when the source leaves the plan half-way. */
+static void planned_replay_matches_unplanned(void) {
+  evbuf traces[] = {generated(20000, 11), outcome_trace(6000, 3)};
+  const char *models[] = {"torch", "ideal", "bfc", "async", "cuda", "torch:expandable_segments:True"};
+  uint64_t caps[] = {UINT64_MAX, 600 * MIB};
+  replay_engine *kept = replay_engine_new();
+  for (size_t t = 0; t < 2; t++) {
+    evbuf *b = &traces[t], copy = {0};
+    sim_grow((void **)&copy.ev, &copy.cap, b->n, sizeof *copy.ev);
+    memcpy(copy.ev, b->ev, b->n * sizeof *b->ev);
+    copy.n = b->n;
+    replay_plan plan;
+    CHECK_EQ(replay_plan_build(&plan, b->ev, b->n), 0);
+    outcome_log want = {sim_xcalloc(b->n, sizeof *want.o), 0}, got = {sim_xcalloc(b->n, sizeof *got.o), 0};
+    for (size_t c = 0; c < 2; c++)
+      for (size_t m = 0; m < sizeof models / sizeof *models; m++) {
+        sim_spec spec;
+        char err[512];
+        CHECK_EQ(sim_spec_parse(&spec, models[m], err, sizeof err), 0);
+        replay_observer ow = {&want, log_event, NULL}, og = {&got, log_event, NULL};
+        replay_config plain = {.spec = &spec, .capacity = caps[c], .timeline_points = 64, .top_sites = 5};
+        replay_config base = plain, observed = plain;
+        base.observers = &ow, base.nobservers = 1;
+        observed.observers = &og, observed.nobservers = 1;
+        replay_result r0, r;
+        want.n = 0;
+        CHECK_EQ(replay_planned(NULL, &base, b, &copy, &plan, 0, &r0), 0);
+        if (c) CHECK(r0.ooms > 0);
+        for (int k = 0; k < 8; k++) { /* planned, then left half-way; plain, then observed; kept, then new */
+          got.n = 0;
+          CHECK_EQ(replay_planned(k & 4 ? NULL : kept, k & 2 ? &observed : &plain, b, &copy, &plan, 1 + (k & 1), &r), 0);
+          check_same_result(&r0, &r);
+          if (k & 2) {
+            char what[160];
+            snprintf(what, sizeof what, "%s, trace %zu, cap %zu, way %d", models[m], t, c, k);
+            CHECK_EQ(outcomes_differ(what, &got, want.o, b->n), 0);
+          }
+          replay_result_release(&r);
+        }
+        replay_result_release(&r0);
+        sim_spec_release(&spec);
+      }
+    replay_plan_release(&plan);
+    free(want.o);
+    free(got.o);
+    free(copy.ev);
+    free(b->ev);
+  }
+  replay_engine_free(kept);
 }
 
 int main(void) {
@@ -834,5 +974,7 @@ int main(void) {
   RUN(plain_replay_matches_checked_and_observed);
   RUN(observers_told_what_the_model_did);
   RUN(observers_told_from_a_start_state);
+  RUN(plan_numbers_the_records);
+  RUN(planned_replay_matches_unplanned);
   TEST_MAIN_END();
 }

@@ -7,6 +7,7 @@
 #include "sim/device_sim.h"
 #include "sim/hashmap.h"
 #include "engine.h"
+#include "live.h"
 
 /*
  * The engine knows allocators only through sim_allocator_ops and events only through
@@ -14,113 +15,6 @@
  * one model instance per device, the peaks of the totals, the composition of live memory at
  * the peak, and a timeline whose resolution halves whenever it fills.
  */
-
-/* ---- the live allocations ----------------------------------------------------------------
- * Trace address -> what the engine knows of the allocation, the record in the slot itself (one
- * look-up, one cache line): open addressing, linear probing, backward-shift deletion (no
- * tombstones), at most a quarter full: probes stay short, and their ends predictable (half full
- * cost 3 to 6 ns more per event of the generated trace, a quarter 128 bytes per live record). */
-
-enum { EMPTY = 0, LIVE = 1, REQUESTED = 2, DROPPED = 3 };
-
-/* The table starts at 1,024 slots (32 KiB) and doubles as the live set grows. A source that
- * says how many events it holds bounds the live set: a short trace gets a table of four slots per
- * event instead (at least 64). Larger starts cost more than they save: a table sized by a long
- * trace's length spreads the few allocations live at a time over memory the caches do not hold
- * (2^16 slots made the generated trace's replay three times slower; docs/performance.md). */
-#define LIVE_START_BITS 10
-#define LIVE_SMALL_BITS 6
-
-typedef struct live_entry {
-  uint64_t addr;
-  uint64_t size;
-  uintptr_t handle;
-  uint32_t site; /* index into the site table */
-  int8_t device; /* < REPLAY_MAX_DEVICES */
-  uint8_t category, cat_source, state; /* state EMPTY: a free slot */
-} live_entry;
-
-_Static_assert(sizeof(live_entry) == 32 && REPLAY_MAX_DEVICES <= 127, "two records per cache line");
-
-typedef struct live_table {
-  live_entry *slots;
-  size_t mask;  /* slots - 1 (a power of two) */
-  unsigned shift; /* 64 - log2(slots): a key's home is the top bits of its Fibonacci hash */
-  size_t len;
-} live_table;
-
-static inline size_t live_home(const live_table *t, uint64_t addr) {
-  return (size_t)((addr * UINT64_C(0x9E3779B97F4A7C15)) >> t->shift);
-}
-
-static void live_init(live_table *t, unsigned bits) {
-  t->slots = sim_xcalloc((size_t)1 << bits, sizeof *t->slots);
-  t->mask = ((size_t)1 << bits) - 1;
-  t->shift = 64 - bits;
-  t->len = 0;
-}
-
-static void live_release(live_table *t) {
-  free(t->slots);
-  memset(t, 0, sizeof *t);
-}
-
-static void live_grow(live_table *t) {
-  live_table old = *t;
-  live_init(t, 64 - old.shift + 1);
-  for (size_t i = 0; i <= old.mask; i++) {
-    if (old.slots[i].state == EMPTY) continue;
-    size_t j = live_home(t, old.slots[i].addr);
-    while (t->slots[j].state != EMPTY) j = (j + 1) & t->mask;
-    t->slots[j] = old.slots[i];
-  }
-  t->len = old.len;
-  free(old.slots);
-}
-
-/* The record of addr, or NULL. */
-static inline live_entry *live_get(live_table *t, uint64_t addr) {
-  for (size_t j = live_home(t, addr);; j = (j + 1) & t->mask) {
-    live_entry *le = &t->slots[j];
-    if (le->state == EMPTY) return NULL;
-    if (le->addr == addr) return le;
-  }
-}
-
-/* The record of addr, or a new one (state LIVE until the caller says otherwise): *existed says
- * which. The pointer holds until the next live_put or live_del. */
-static inline live_entry *live_put(live_table *t, uint64_t addr, int *existed) {
-  if ((t->len + 1) * 4 > t->mask + 1) live_grow(t);
-  for (size_t j = live_home(t, addr);; j = (j + 1) & t->mask) {
-    live_entry *le = &t->slots[j];
-    if (le->state == EMPTY) {
-      le->addr = addr;
-      le->state = LIVE;
-      t->len++;
-      *existed = 0;
-      return le;
-    }
-    if (le->addr == addr) {
-      *existed = 1;
-      return le;
-    }
-  }
-}
-
-/* Empties a record's slot, pulling later members of its probe run back into the hole. */
-static inline void live_del(live_table *t, live_entry *le) {
-  size_t hole = (size_t)(le - t->slots);
-  for (size_t k = (hole + 1) & t->mask; t->slots[k].state != EMPTY; k = (k + 1) & t->mask) {
-    size_t home = live_home(t, t->slots[k].addr);
-    /* k moves into the hole unless its home lies cyclically in (hole, k] */
-    if (((k - home) & t->mask) >= ((k - hole) & t->mask)) {
-      t->slots[hole] = t->slots[k];
-      hole = k;
-    }
-  }
-  t->slots[hole].state = EMPTY;
-  t->len--;
-}
 
 /* What a kept model was made from, by value: a later run whose configuration gives the same
  * resets it rather than making another (replay_engine_run). opts: the SPEC's options and the
@@ -185,6 +79,8 @@ struct replay_engine {
   int nused;
   uint64_t used_mask; /* bit d: device d is in use */
   live_table live; /* trace address -> what is live */
+  live_dense dense; /* the same, numbered by a plan (live.h) */
+  const replay_plan *plan; /* the run's plan, while the engine follows it */
   sim_map host;  /* host allocations: address -> size | mem << 56 */
   int64_t host_live[SIM_MEM__COUNT];
   /* What observers see of the event just handled (engine_begin points its category_bytes at
@@ -729,12 +625,12 @@ static void record_oom(engine *e, devstate *ds, const sim_event *ev) {
  * when nobody observes the replay. */
 /* A preexisting allocation whose block the device started with: it takes that block. 1 when it
  * did, 0 when no restored block is at its address (it is placed as any allocation). */
-static int take_restored(engine *e, const sim_event *ev, replay_outcome *out) {
+static int take_restored(engine *e, const sim_event *ev, uint32_t slot, int planned, replay_outcome *out) {
   uint64_t idx;
   if (!sim_map_del(&e->restored_at, ev->addr, &idx)) return 0;
   const restored_block *rb = &e->restored[idx - 1];
   int existed;
-  live_entry *le = live_put(&e->live, ev->addr, &existed);
+  live_entry *le = planned ? dense_put(&e->dense, slot, ev->addr, &existed) : live_put(&e->live, ev->addr, &existed);
   if (existed) { /* cannot happen: preexisting addresses are distinct */
     e->res->duplicate_allocs++;
     return 1;
@@ -781,23 +677,26 @@ static void peak_settle(engine *e, devstate *ds, int placed) {
   if (placed) peak_capture(e);
 }
 
-__attribute__((always_inline)) static inline int do_alloc(engine *e, const sim_event *ev, replay_outcome *out) {
+/* planned: a constant; slot, the plan's record of the event (live.h). */
+__attribute__((always_inline)) static inline int do_alloc(engine *e, const sim_event *ev, uint32_t slot, int planned,
+                                                          replay_outcome *out) {
   int d = ev->device < 0 ? 0 : ev->device;
   devstate *ds = d < REPLAY_MAX_DEVICES && (e->used_mask >> d & 1) ? &e->devs[d] : NULL;
   if (!ds) peak_capture(e); /* a new device may start from a state */
   if ((ev->flags & SIM_EVF_PREEXISTING) && e->cfg->nstart) {
     if (!device_get(e, ev->device)) return -1; /* a device's start is restored when it is first used */
-    if (take_restored(e, ev, out)) return 0;
+    if (take_restored(e, ev, slot, planned, out)) return 0;
   }
   int existed;
-  live_entry *le = live_put(&e->live, ev->addr, &existed);
+  live_entry *le = planned ? dense_put(&e->dense, slot, ev->addr, &existed) : live_put(&e->live, ev->addr, &existed);
   if (existed && le->state != DROPPED) {
     e->res->duplicate_allocs++;
     if (out) out->ignored = 1, e->out_rare = 1;
     return 0;
   }
   if (!ds && !(ds = device_get(e, ev->device))) {
-    live_del(&e->live, le);
+    if (planned) dense_del(&e->dense, le);
+    else live_del(&e->live, le);
     return -1;
   }
   if (!ev->size) peak_capture(e); /* an allocation of nothing sets no peak: no reason to wait */
@@ -832,8 +731,9 @@ __attribute__((always_inline)) static inline int do_alloc(engine *e, const sim_e
   return oom;
 }
 
-__attribute__((always_inline)) static inline int do_free(engine *e, const sim_event *ev, replay_outcome *out) {
-  live_entry *le = live_get(&e->live, ev->addr);
+__attribute__((always_inline)) static inline int do_free(engine *e, const sim_event *ev, uint32_t slot, int planned,
+                                                         replay_outcome *out) {
+  live_entry *le = planned ? dense_get(&e->dense, slot) : live_get(&e->live, ev->addr);
   if (!le) {
     e->res->unknown_frees++;
     if (out) out->ignored = 1, e->out_rare = 1;
@@ -843,7 +743,8 @@ __attribute__((always_inline)) static inline int do_free(engine *e, const sim_ev
   if (le->state == DROPPED) {
     e->res->dropped_frees++;
     if (out) out->ignored = 1, e->out_rare = 1;
-    if (completes) live_del(&e->live, le);
+    if (completes && planned) dense_del(&e->dense, le);
+    else if (completes) live_del(&e->live, le);
     return 0;
   }
   if (le->state == REQUESTED && ev->kind == SIM_EV_FREE_REQUESTED) {
@@ -862,7 +763,8 @@ __attribute__((always_inline)) static inline int do_free(engine *e, const sim_ev
   if (completes) {
     ops->free_completed(ds->a.ctx, le->handle);
     e->res->frees++;
-    live_del(&e->live, le);
+    if (planned) dense_del(&e->dense, le);
+    else live_del(&e->live, le);
   }
   device_sync(e, ds);
   if (out) seen_note(e, ds, out, 0);
@@ -997,10 +899,14 @@ static int cmp_owner(const void *a, const void *b) {
 
 /* The live requests, sorted by device and handle, to find a block's owner. */
 static owner_entry *owners_sorted(engine *e, size_t *n) {
-  owner_entry *o = sim_xmalloc((e->live.len ? e->live.len : 1) * sizeof *o);
+  owner_entry *o = sim_xmalloc((e->live.len + e->dense.len + 1) * sizeof *o);
   size_t k = 0;
   for (size_t i = 0; i <= e->live.mask; i++) {
     const live_entry *le = &e->live.slots[i];
+    if (le->state == LIVE || le->state == REQUESTED) o[k++] = (owner_entry){le->handle, le};
+  }
+  for (size_t i = 0; e->plan && i < e->plan->nslots; i++) {
+    const live_entry *le = &e->dense.recs[i];
     if (le->state == LIVE || le->state == REQUESTED) o[k++] = (owner_entry){le->handle, le};
   }
   qsort(o, k, sizeof *o, cmp_owner);
@@ -1058,6 +964,9 @@ int replay_state_walk(const replay_state *st, replay_state_fn fn, void *arg) {
  * replay (no observers, no moment to stop at, no per-event check), the observed one (observers
  * and nothing else: every replay that runs the time model), and the full one (any mix). */
 enum { MODE_PLAIN, MODE_OBSERVED, MODE_FULL };
+/* Added to a mode: the records of the live allocations are the dense table's, at the plan's
+ * slots (never with MODE_FULL: a planned run has no moment to stop at and no per-event check). */
+enum { MODE_PLANNED = 4 };
 
 /* Tells the observers what the event did. */
 static inline void observers_tell(engine *e, const sim_event *ev) {
@@ -1067,7 +976,9 @@ static inline void observers_tell(engine *e, const sim_event *ev) {
 
 /* Replays one event: 0 to go on, 1 to stop (at an OOM, when asked to), 2 or 3 at the moment asked
  * for (after or before the event), -1 on error. */
-__attribute__((always_inline)) static inline int replay_event(engine *e, const sim_event *ev, int mode) {
+__attribute__((always_inline)) static inline int replay_event(engine *e, const sim_event *ev, uint32_t slot, int mode) {
+  const int planned = mode & MODE_PLANNED;
+  mode &= ~MODE_PLANNED;
   int op = kind_op[ev->kind], rc = 0;
   int told = mode == MODE_OBSERVED || (mode == MODE_FULL && e->nobs);
   if (mode == MODE_FULL && e->cfg->stop && stop_before(e, ev)) return 3;
@@ -1077,8 +988,8 @@ __attribute__((always_inline)) static inline int replay_event(engine *e, const s
     return 0;
   }
   replay_outcome *o = told ? &e->out : NULL;
-  if (op == OP_FREE) rc = do_free(e, ev, o); /* tests, not a jump table: frees and allocations are most events */
-  else if (op == OP_ALLOC) rc = do_alloc(e, ev, o);
+  if (op == OP_FREE) rc = do_free(e, ev, slot, planned, o); /* tests, not a jump table: frees and allocations are most events */
+  else if (op == OP_ALLOC) rc = do_alloc(e, ev, slot, planned, o);
   else if (op == OP_HOST) do_host(e, ev);
   else if (op == OP_DEVICE) do_device_action(e, ev, o);
   if (rc < 0) return -1;
@@ -1100,18 +1011,23 @@ __attribute__((always_inline)) static inline int replay_event(engine *e, const s
 }
 
 /* Replays evs[0..n-1] until one asks to stop: how many were read, *rc what replay_event said of
- * the last. */
-static size_t replay_some(engine *e, const sim_event *evs, size_t n, int *rc) {
+ * the last. slots: the plan's for these events, or NULL. */
+static size_t replay_some(engine *e, const sim_event *evs, const uint32_t *slots, size_t n, int *rc) {
   const replay_config *cfg = e->cfg;
   size_t i = 0;
   int r = 0;
-  if (!cfg->stop && cfg->check_level < 2) {
+  if (slots) {
     if (!cfg->nobservers)
-      while (i < n && !(r = replay_event(e, &evs[i], MODE_PLAIN))) i++;
+      while (i < n && !(r = replay_event(e, &evs[i], slots[i], MODE_PLAIN | MODE_PLANNED))) i++;
     else
-      while (i < n && !(r = replay_event(e, &evs[i], MODE_OBSERVED))) i++;
+      while (i < n && !(r = replay_event(e, &evs[i], slots[i], MODE_OBSERVED | MODE_PLANNED))) i++;
+  } else if (!cfg->stop && cfg->check_level < 2) {
+    if (!cfg->nobservers)
+      while (i < n && !(r = replay_event(e, &evs[i], 0, MODE_PLAIN))) i++;
+    else
+      while (i < n && !(r = replay_event(e, &evs[i], 0, MODE_OBSERVED))) i++;
   } else {
-    while (i < n && !(r = replay_event(e, &evs[i], MODE_FULL))) i++;
+    while (i < n && !(r = replay_event(e, &evs[i], 0, MODE_FULL))) i++;
   }
   *rc = r;
   return i;
@@ -1147,6 +1063,9 @@ static void engine_begin(engine *e, const replay_config *cfg, replay_source *src
                          size_t errlen) {
   memset(res, 0, sizeof *res);
   live_begin(&e->live, src);
+  /* a plan is followed only in the two plain copies of the event loop (replay_some) */
+  e->plan = src->plan && src->view && !cfg->stop && cfg->check_level < 2 ? src->plan : NULL;
+  if (e->plan) dense_begin(&e->dense, e->plan->nslots);
   e->nrestored = 0;
   sim_map_clear(&e->restored_at);
   sim_map_clear(&e->host);
@@ -1200,6 +1119,30 @@ static void engine_begin(engine *e, const replay_config *cfg, replay_source *src
   res->peak_allocated_seq = res->peak_reserved_seq = res->peak_requested_seq = -1;
 }
 
+/* The run stops following its plan (a view that is not the planned array's next events): the
+ * records held move to the hash table, which the rest of the run uses. */
+static void unplan(engine *e) {
+  for (uint32_t i = 0; i < e->plan->nslots; i++) {
+    const live_entry *d = &e->dense.recs[i];
+    if (d->state == EMPTY) continue;
+    int existed;
+    *live_put(&e->live, d->addr, &existed) = *d;
+  }
+  e->dense.len = 0;
+  e->plan = NULL;
+}
+
+/* The plan's slots of a view of n events, or NULL when the run does not (or no longer) follow one:
+ * the view must be the next events of the planned array (a run reads it from its first event). */
+static const uint32_t *view_slots(engine *e, const sim_event *evs, size_t n) {
+  if (!e->plan) return NULL;
+  uintptr_t at = ((uintptr_t)evs - (uintptr_t)e->plan->events) / sizeof *evs;
+  if ((uintptr_t)evs >= (uintptr_t)e->plan->events && at == e->res->events && n <= e->plan->n - at)
+    return e->plan->slot + at;
+  unplan(e);
+  return NULL;
+}
+
 /* Replays the source to its end: 0, 1 when stopped at an OOM, -1 on error. The events are taken
  * a view at a time where the source offers views, else one by one. */
 static int replay_events(engine *e, replay_source *src) {
@@ -1221,7 +1164,7 @@ static int replay_events(engine *e, replay_source *src) {
       rc = -1;
       break;
     }
-    size_t i = replay_some(e, evs, (size_t)n, &rc);
+    size_t i = replay_some(e, evs, src->view ? view_slots(e, evs, (size_t)n) : NULL, (size_t)n, &rc);
     if (rc == 3) rc = 2; /* stopped before that event: it was not read */
     else if (rc) i++;    /* the event that stopped the replay was read */
     e->res->events += i;
@@ -1285,6 +1228,7 @@ void replay_engine_free(replay_engine *e) {
   for (int d = 0; d < REPLAY_MAX_DEVICES; d++)
     if (e->devs[d].kept) model_drop(&e->devs[d]);
   live_release(&e->live);
+  dense_release(&e->dense);
   sim_map_release(&e->restored_at);
   free(e->restored);
   free(e->seg_items);
@@ -1379,10 +1323,15 @@ static int array_rewind(void *ctx) {
   return 0;
 }
 
-replay_source replay_array_source_init(replay_array_source *a, const sim_event *events, size_t n) {
+replay_source replay_array_source_planned(replay_array_source *a, const sim_event *events, size_t n,
+                                          const replay_plan *plan) {
   a->events = events;
   a->n = n;
   a->pos = 0;
   return (replay_source){.next = array_next, .ctx = a, .view = array_view, .advance = array_advance,
-                         .rewind = array_rewind, .length_hint = n};
+                         .rewind = array_rewind, .length_hint = n, .plan = plan};
+}
+
+replay_source replay_array_source_init(replay_array_source *a, const sim_event *events, size_t n) {
+  return replay_array_source_planned(a, events, n, NULL);
 }

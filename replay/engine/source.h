@@ -3,8 +3,11 @@
 #define REPLAY_SOURCE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "sim/event.h"
+
+typedef struct replay_plan replay_plan;
 
 /*
  * next() fills *ev and returns 1, returns 0 at the end, or -1 on error with a message that
@@ -31,6 +34,9 @@ typedef struct replay_source {
    * tables by (the live set of a short trace is small), never a promise (it reads to the end all
    * the same). */
   size_t length_hint;
+  /* For events lent by view() from one array: what the engine's record of each allocation is,
+   * worked out once for a trace replayed again and again (replay_plan_build). NULL: none. */
+  const replay_plan *plan;
 } replay_source;
 
 static inline int replay_source_next(replay_source *s, sim_event *ev) { return s->next(s->ctx, ev); }
@@ -45,5 +51,34 @@ typedef struct replay_array_source {
   size_t n, pos;
 } replay_array_source;
 replay_source replay_array_source_init(replay_array_source *a, const sim_event *events, size_t n);
+
+/*
+ * A plan of an array of events: which record of the engine's live allocations each event names.
+ * Which address is live at each event does not depend on the allocator (an allocation that did
+ * not fit still holds its address until its free completes), so a trace replayed many times (a
+ * cached trace, a comparison's) can number its allocations once: the engine then keeps them in a
+ * dense table, each record taken back by the next allocation (the most recently freed first, whose
+ * record is still in the processor's cache), instead of looking each address up in a hash table.
+ *
+ * slot[i] is the record of event i's allocation: for an allocation, its own (a new one, or the
+ * record its address already holds: a duplicate, or a reuse of an address an OOM dropped); for a
+ * free, the record of the address it frees, or REPLAY_PLAN_NONE when no allocation holds it; for
+ * any other event, REPLAY_PLAN_NONE. The engine follows the plan only when it replays the array
+ * from its first event, without a moment to stop at or a check after every event; the replay's
+ * result is the same either way.
+ */
+#define REPLAY_PLAN_NONE UINT32_MAX
+struct replay_plan {
+  const sim_event *events; /* the array planned (borrowed) */
+  size_t n;
+  uint32_t *slot;
+  uint32_t nslots; /* records the dense table needs: the most addresses held at once */
+};
+/* Plans events[0..n-1]: 0, or -1 (too many records to number: the array is replayed unplanned). */
+int replay_plan_build(replay_plan *p, const sim_event *events, size_t n);
+void replay_plan_release(replay_plan *p); /* a zeroed plan is allowed */
+/* An array source with its plan (plan may be NULL). */
+replay_source replay_array_source_planned(replay_array_source *a, const sim_event *events, size_t n,
+                                          const replay_plan *plan);
 
 #endif
