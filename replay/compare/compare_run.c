@@ -158,13 +158,23 @@ typedef struct trace_cache {
   int64_t trace_id; /* 0: empty */
   sim_event *events;
   size_t n, cap;
+  unsigned replays; /* of these events; the second plans them (plan), for the engine's dense table */
+  replay_plan plan;
 } trace_cache;
+
+/* The cached events as a source, planned once they are replayed again. */
+static replay_source cache_source(trace_cache *tc, replay_array_source *a) {
+  if (!tc->plan.slot && ++tc->replays >= 2) replay_plan_build(&tc->plan, tc->events, tc->n); /* or unplanned */
+  return replay_array_source_planned(a, tc->events, tc->n, tc->plan.slot ? &tc->plan : NULL);
+}
 
 /* The events of trace t in the cache (read now unless they are there): 0, or -1 with a message. */
 static int cache_load(trace_cache *tc, store *s, const store_trace *t, char *err, size_t errlen) {
   if (tc->trace_id == t->id) return 0;
   tc->trace_id = 0;
   tc->n = 0;
+  tc->replays = 0;
+  replay_plan_release(&tc->plan);
   replay_source src;
   if (store_source_open(&src, s, t->id)) return snprintf(err, errlen, "%s", store_error(s)), -1;
   size_t want = t->event_count > 0 ? (size_t)t->event_count : 1;
@@ -369,13 +379,13 @@ static void run_scenario_cell(workers *w, session *ses, store *s, trace_cache *t
 }
 
 /* The front end's own look at a cell that ran (cmp_request.cell_after), with a pass over the same events. */
-static void after_cell(workers *w, session *ses, const session_request *q, const session_run *run, const trace_cache *tc,
+static void after_cell(workers *w, session *ses, const session_request *q, const session_run *run, trace_cache *tc,
                        int cached, const cmp_cell *c) {
   if (!w->req->cell_after) return;
   replay_array_source events;
   replay_source src;
   session_pass again = {.source = cached ? &src : NULL, .stored_events = 1};
-  if (cached) src = replay_array_source_init(&events, tc->events, tc->n);
+  if (cached) src = cache_source(tc, &events);
   w->req->cell_after(w->req->cell_arg, c, ses, q, &run->result, &again);
 }
 
@@ -414,7 +424,7 @@ static void run_cell(workers *w, session *ses, store *s, trace_cache *tc, pendin
     return;
   }
   if (cached) {
-    src = replay_array_source_init(&events, tc->events, tc->n);
+    src = cache_source(tc, &events);
     pass.stored = tc->events;
     pass.nstored = tc->n;
   } else {
@@ -478,6 +488,7 @@ static void worker_loop(workers *w, store *s) {
   free(pl.p);
   if (snapshot) store_exec(s, "COMMIT");
   free(tc.events);
+  replay_plan_release(&tc.plan);
   session_free(ses);
   store_close(s);
 }

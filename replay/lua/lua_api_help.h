@@ -55,6 +55,8 @@ typedef struct ltrace {
   const sim_event *arr; /* t:cache()'s trace: its events in memory (owned by its node), which a replay
                            reads in place; NULL for any other trace */
   size_t narr;
+  unsigned replays;  /* of arr so far; the second plans it (plan), for the engine's dense table */
+  replay_plan plan;
 } ltrace;
 
 /* The replay result behind a result table: the session's run, and what the result names. */
