@@ -80,7 +80,9 @@ struct replay_engine {
   uint64_t used_mask; /* bit d: device d is in use */
   live_table live; /* trace address -> what is live */
   live_dense dense; /* the same, numbered by a plan (live.h) */
-  const replay_plan *plan; /* the run's plan, while the engine follows it */
+  /* 1: the run follows its source's plan (the dense table), -1: it does not (the hash table), 0:
+   * not decided yet (before the first view) */
+  int planned;
   sim_map host;  /* host allocations: address -> size | mem << 56 */
   int64_t host_live[SIM_MEM__COUNT];
   /* What observers see of the event just handled (engine_begin points its category_bytes at
@@ -905,7 +907,7 @@ static owner_entry *owners_sorted(engine *e, size_t *n) {
     const live_entry *le = &e->live.slots[i];
     if (le->state == LIVE || le->state == REQUESTED) o[k++] = (owner_entry){le->handle, le};
   }
-  for (size_t i = 0; e->plan && i < e->plan->nslots; i++) {
+  for (size_t i = 0; e->planned > 0 && i < e->dense.hi; i++) {
     const live_entry *le = &e->dense.recs[i];
     if (le->state == LIVE || le->state == REQUESTED) o[k++] = (owner_entry){le->handle, le};
   }
@@ -1064,8 +1066,8 @@ static void engine_begin(engine *e, const replay_config *cfg, replay_source *src
   memset(res, 0, sizeof *res);
   live_begin(&e->live, src);
   /* a plan is followed only in the two plain copies of the event loop (replay_some) */
-  e->plan = src->plan && src->view && !cfg->stop && cfg->check_level < 2 ? src->plan : NULL;
-  if (e->plan) dense_begin(&e->dense, e->plan->nslots);
+  e->planned = src->view_slots && !cfg->stop && cfg->check_level < 2 ? 0 : -1;
+  dense_begin(&e->dense, src->plan_records);
   e->nrestored = 0;
   sim_map_clear(&e->restored_at);
   sim_map_clear(&e->host);
@@ -1119,28 +1121,27 @@ static void engine_begin(engine *e, const replay_config *cfg, replay_source *src
   res->peak_allocated_seq = res->peak_reserved_seq = res->peak_requested_seq = -1;
 }
 
-/* The run stops following its plan (a view that is not the planned array's next events): the
- * records held move to the hash table, which the rest of the run uses. */
+/* The run stops following its plan (a view came without its numbers): the records held move to
+ * the hash table, which the rest of the run uses. */
 static void unplan(engine *e) {
-  for (uint32_t i = 0; i < e->plan->nslots; i++) {
+  for (size_t i = 0; i < e->dense.hi; i++) {
     const live_entry *d = &e->dense.recs[i];
     if (d->state == EMPTY) continue;
     int existed;
     *live_put(&e->live, d->addr, &existed) = *d;
   }
-  e->dense.len = 0;
-  e->plan = NULL;
+  dense_begin(&e->dense, 0);
+  e->planned = -1;
 }
 
-/* The plan's slots of a view of n events, or NULL when the run does not (or no longer) follow one:
- * the view must be the next events of the planned array (a run reads it from its first event). */
-static const uint32_t *view_slots(engine *e, const sim_event *evs, size_t n) {
-  if (!e->plan) return NULL;
-  uintptr_t at = ((uintptr_t)evs - (uintptr_t)e->plan->events) / sizeof *evs;
-  if ((uintptr_t)evs >= (uintptr_t)e->plan->events && at == e->res->events && n <= e->plan->n - at)
-    return e->plan->slot + at;
-  unplan(e);
-  return NULL;
+/* The plan's numbers of the events of the view just taken, or NULL when the run does not follow a
+ * plan: the first view decides, and a run that follows one leaves it at a view without numbers. */
+static const uint32_t *view_slots(engine *e, replay_source *src) {
+  if (e->planned < 0) return NULL;
+  const uint32_t *slots = src->view_slots(src->ctx);
+  if (!e->planned) e->planned = slots ? 1 : -1;
+  else if (!slots) unplan(e);
+  return slots;
 }
 
 /* Replays the source to its end: 0, 1 when stopped at an OOM, -1 on error. The events are taken
@@ -1164,7 +1165,7 @@ static int replay_events(engine *e, replay_source *src) {
       rc = -1;
       break;
     }
-    size_t i = replay_some(e, evs, src->view ? view_slots(e, evs, (size_t)n) : NULL, (size_t)n, &rc);
+    size_t i = replay_some(e, evs, src->view ? view_slots(e, src) : NULL, (size_t)n, &rc);
     if (rc == 3) rc = 2; /* stopped before that event: it was not read */
     else if (rc) i++;    /* the event that stopped the replay was read */
     e->res->events += i;
@@ -1323,13 +1324,20 @@ static int array_rewind(void *ctx) {
   return 0;
 }
 
+static const uint32_t *array_slots(void *ctx) {
+  replay_array_source *a = ctx;
+  return a->plan->slot + a->pos;
+}
+
 replay_source replay_array_source_planned(replay_array_source *a, const sim_event *events, size_t n,
                                           const replay_plan *plan) {
   a->events = events;
   a->n = n;
   a->pos = 0;
+  a->plan = plan && plan->events == events && plan->n == n ? plan : NULL;
   return (replay_source){.next = array_next, .ctx = a, .view = array_view, .advance = array_advance,
-                         .rewind = array_rewind, .length_hint = n, .plan = plan};
+                         .rewind = array_rewind, .length_hint = n, .view_slots = a->plan ? array_slots : NULL,
+                         .plan_records = a->plan ? a->plan->nslots : 0};
 }
 
 replay_source replay_array_source_init(replay_array_source *a, const sim_event *events, size_t n) {

@@ -124,18 +124,21 @@ static inline void live_del(live_table *t, live_entry *le) {
 
 typedef struct live_dense {
   live_entry *recs;
-  size_t cap, len; /* records allocated; records held */
+  size_t cap; /* records allocated */
+  size_t hi;  /* records [0, hi) may be in use (the highest number seen, plus one) */
+  size_t len; /* records held */
 } live_dense;
 
-/* The dense table for a plan of nslots records, every one EMPTY. */
-static inline void dense_begin(live_dense *t, size_t nslots) {
-  if (nslots > t->cap) {
+/* The dense table empty, with room for `want` records (a plan's count, or 0: it grows as numbers
+ * come). */
+static inline void dense_begin(live_dense *t, size_t want) {
+  memset(t->recs, 0, t->hi * sizeof *t->recs);
+  t->hi = t->len = 0;
+  if (want > t->cap) {
     free(t->recs);
-    t->cap = nslots;
-    t->recs = sim_xmalloc(t->cap * sizeof *t->recs);
+    t->recs = sim_xcalloc(want, sizeof *t->recs);
+    t->cap = want;
   }
-  memset(t->recs, 0, nslots * sizeof *t->recs);
-  t->len = 0;
 }
 
 static inline void dense_release(live_dense *t) {
@@ -143,8 +146,19 @@ static inline void dense_release(live_dense *t) {
   memset(t, 0, sizeof *t);
 }
 
+/* Room for record `slot` (all records past the old end EMPTY). */
+__attribute__((noinline)) static void dense_grow(live_dense *t, uint32_t slot) {
+  size_t cap = t->cap ? t->cap : 1024;
+  while (cap <= slot) cap *= 2;
+  t->recs = sim_xrealloc(t->recs, cap * sizeof *t->recs);
+  memset(t->recs + t->cap, 0, (cap - t->cap) * sizeof *t->recs);
+  t->cap = cap;
+}
+
 /* The record of slot, for an allocation of addr: *existed as live_put says it. */
 static inline live_entry *dense_put(live_dense *t, uint32_t slot, uint64_t addr, int *existed) {
+  if (slot >= t->cap) dense_grow(t, slot);
+  if (slot >= t->hi) t->hi = (size_t)slot + 1;
   live_entry *le = &t->recs[slot];
   *existed = le->state != EMPTY;
   if (!*existed) {
@@ -157,7 +171,7 @@ static inline live_entry *dense_put(live_dense *t, uint32_t slot, uint64_t addr,
 
 /* The record of slot for a free (REPLAY_PLAN_NONE: no allocation holds its address), or NULL. */
 static inline live_entry *dense_get(live_dense *t, uint32_t slot) {
-  if (slot == REPLAY_PLAN_NONE || t->recs[slot].state == EMPTY) return NULL;
+  if (slot >= t->hi || t->recs[slot].state == EMPTY) return NULL; /* REPLAY_PLAN_NONE is past hi */
   return &t->recs[slot];
 }
 

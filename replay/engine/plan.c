@@ -1,4 +1,4 @@
-/* plan.c: numbering an in-memory trace's allocations once, for the engine's dense table of live records. */
+/* plan.c: numbering a trace's allocations once, for the engine's dense table of live records (source.h). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -6,53 +6,56 @@
 #include "source.h"
 
 /*
- * One pass, as the engine's live table would go: an allocation of an address not held takes a
- * record (the one freed last, else a new one), an allocation of an address held names that
- * address's record, a free names the record of its address, and a free that completes gives the
- * record back. Which events these are depends on the trace alone (source.h).
+ * As the engine's live table would go: an allocation of an address not held takes a record (the
+ * one given back last, else a new one), an allocation of an address held names that address's
+ * record, a free names the record of its address, and a free that completes gives the record back.
  */
+void replay_planner_init(replay_planner *p) {
+  memset(p, 0, sizeof *p);
+  sim_map_init(&p->held);
+}
+
+uint32_t replay_planner_step(replay_planner *p, const sim_event *ev) {
+  if (ev->kind == SIM_EV_ALLOC) {
+    int existed;
+    uint64_t *v = sim_map_put(&p->held, ev->addr, &existed);
+    if (existed) return (uint32_t)*v;
+    if (p->nspare) *v = p->spare[--p->nspare];
+    else if (p->next < REPLAY_PLAN_NONE - 1) *v = p->next++;
+    else p->full = 1, *v = 0;
+    return (uint32_t)*v;
+  }
+  if (!sim_kind_is_free(ev->kind)) return REPLAY_PLAN_NONE;
+  uint64_t *v = sim_map_get(&p->held, ev->addr);
+  if (!v) return REPLAY_PLAN_NONE;
+  uint32_t slot = (uint32_t)*v;
+  if (ev->kind == SIM_EV_FREE_REQUESTED) return slot; /* still held until the free completes */
+  if (p->nspare == p->cap_spare) sim_grow((void **)&p->spare, &p->cap_spare, p->nspare + 1, sizeof *p->spare);
+  p->spare[p->nspare++] = slot;
+  sim_map_del_slot(&p->held, v);
+  return slot;
+}
+
+void replay_planner_release(replay_planner *p) {
+  sim_map_release(&p->held);
+  free(p->spare);
+  memset(p, 0, sizeof *p);
+}
+
 int replay_plan_build(replay_plan *p, const sim_event *events, size_t n) {
   memset(p, 0, sizeof *p);
-  sim_map held; /* address -> its record */
-  sim_map_init(&held);
-  uint32_t *spare = NULL; /* records given back, the last on top */
-  size_t nspare = 0, cap_spare = 0;
-  uint32_t next = 0;
+  replay_planner pl;
+  replay_planner_init(&pl);
   uint32_t *slot = sim_xmalloc((n ? n : 1) * sizeof *slot);
-  int rc = 0;
-  for (size_t i = 0; i < n && !rc; i++) {
-    const sim_event *ev = &events[i];
-    slot[i] = REPLAY_PLAN_NONE;
-    if (ev->kind == SIM_EV_ALLOC) {
-      int existed;
-      uint64_t *v = sim_map_put(&held, ev->addr, &existed);
-      if (!existed) {
-        if (nspare) {
-          *v = spare[--nspare];
-        } else if (next < REPLAY_PLAN_NONE - 1) {
-          *v = next++;
-        } else {
-          rc = -1;
-        }
-      }
-      slot[i] = (uint32_t)*v;
-    } else if (sim_kind_is_free(ev->kind)) {
-      uint64_t *v = sim_map_get(&held, ev->addr);
-      if (!v) continue;
-      slot[i] = (uint32_t)*v;
-      if (ev->kind == SIM_EV_FREE_REQUESTED) continue; /* still held until the free completes */
-      if (nspare == cap_spare) sim_grow((void **)&spare, &cap_spare, nspare + 1, sizeof *spare);
-      spare[nspare++] = slot[i];
-      sim_map_del_slot(&held, v);
-    }
-  }
-  sim_map_release(&held);
-  free(spare);
-  if (rc) {
+  for (size_t i = 0; i < n && !pl.full; i++) slot[i] = replay_planner_step(&pl, &events[i]);
+  int full = pl.full;
+  uint32_t records = pl.next;
+  replay_planner_release(&pl);
+  if (full) {
     free(slot);
     return -1;
   }
-  *p = (replay_plan){events, n, slot, next};
+  *p = (replay_plan){events, n, slot, records};
   return 0;
 }
 

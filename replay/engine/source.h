@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "sim/event.h"
+#include "sim/hashmap.h"
 
 typedef struct replay_plan replay_plan;
 
@@ -34,9 +35,11 @@ typedef struct replay_source {
    * tables by (the live set of a short trace is small), never a promise (it reads to the end all
    * the same). */
   size_t length_hint;
-  /* For events lent by view() from one array: what the engine's record of each allocation is,
-   * worked out once for a trace replayed again and again (replay_plan_build). NULL: none. */
-  const replay_plan *plan;
+  /* The plan's numbers (replay_plan, below) of the events the last view() lent, one per event, or
+   * NULL when it has none for them. NULL: the source has no plan. plan_records: how many records
+   * the plan numbers, when the source knows (0: unknown), a hint as length_hint is. */
+  const uint32_t *(*view_slots)(void *ctx);
+  size_t plan_records;
 } replay_source;
 
 static inline int replay_source_next(replay_source *s, sim_event *ev) { return s->next(s->ctx, ev); }
@@ -49,25 +52,41 @@ static inline void replay_source_close(replay_source *s) {
 typedef struct replay_array_source {
   const sim_event *events;
   size_t n, pos;
+  const replay_plan *plan;
 } replay_array_source;
 replay_source replay_array_source_init(replay_array_source *a, const sim_event *events, size_t n);
 
 /*
- * A plan of an array of events: which record of the engine's live allocations each event names.
- * Which address is live at each event does not depend on the allocator (an allocation that did
- * not fit still holds its address until its free completes), so a trace replayed many times (a
- * cached trace, a comparison's) can number its allocations once: the engine then keeps them in a
- * dense table, each record taken back by the next allocation (the most recently freed first, whose
- * record is still in the processor's cache), instead of looking each address up in a hash table.
+ * A plan of a trace: which record of the engine's live allocations each event names. Which
+ * address is live at each event does not depend on the allocator (an allocation that did not fit
+ * still holds its address until its free completes), so a trace can number its allocations once
+ * (a cached trace when it is replayed again, the store when it writes a trace): the engine then
+ * keeps them in a dense table, each record taken back by the next allocation (the most recently
+ * freed first, whose record is still in the processor's cache), instead of looking each address up
+ * in a hash table.
  *
- * slot[i] is the record of event i's allocation: for an allocation, its own (a new one, or the
- * record its address already holds: a duplicate, or a reuse of an address an OOM dropped); for a
- * free, the record of the address it frees, or REPLAY_PLAN_NONE when no allocation holds it; for
- * any other event, REPLAY_PLAN_NONE. The engine follows the plan only when it replays the array
- * from its first event, without a moment to stop at or a check after every event; the replay's
+ * An event's number: for an allocation, its record (a new one, or the record its address already
+ * holds: a duplicate, or a reuse of an address an OOM dropped); for a free, the record of the
+ * address it frees, or REPLAY_PLAN_NONE when no allocation holds it; for any other event,
+ * REPLAY_PLAN_NONE. The numbers hold for any run of consecutive events of the trace, not only from
+ * its first (at any event, the addresses such a run holds are among those the plan holds). The
+ * engine follows a plan in replays without a moment to stop at or a check after every event; the
  * result is the same either way.
+ *
+ * replay_planner numbers events one at a time, in order; replay_plan numbers an array of them.
  */
 #define REPLAY_PLAN_NONE UINT32_MAX
+typedef struct replay_planner {
+  sim_map held;         /* address -> its record */
+  uint32_t *spare;      /* records given back, the last on top */
+  size_t nspare, cap_spare;
+  uint32_t next;        /* records numbered so far */
+  int full;             /* more records than a number holds: the numbers are not to be used */
+} replay_planner;
+void replay_planner_init(replay_planner *p);
+uint32_t replay_planner_step(replay_planner *p, const sim_event *ev); /* ev's number */
+void replay_planner_release(replay_planner *p);                        /* a zeroed planner is allowed */
+
 struct replay_plan {
   const sim_event *events; /* the array planned (borrowed) */
   size_t n;
@@ -77,7 +96,7 @@ struct replay_plan {
 /* Plans events[0..n-1]: 0, or -1 (too many records to number: the array is replayed unplanned). */
 int replay_plan_build(replay_plan *p, const sim_event *events, size_t n);
 void replay_plan_release(replay_plan *p); /* a zeroed plan is allowed */
-/* An array source with its plan (plan may be NULL). */
+/* An array source with its plan (NULL: none; a plan of other events is not used). */
 replay_source replay_array_source_planned(replay_array_source *a, const sim_event *events, size_t n,
                                           const replay_plan *plan);
 
