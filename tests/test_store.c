@@ -31,6 +31,52 @@ static int64_t pragma(store *s, const char *sql) {
   return v;
 }
 
+static void print_fault(void *arg, const char *msg) {
+  (void)arg;
+  fprintf(stderr, "fault: %s\n", msg);
+}
+
+/* The trace's kept plan, as its reader lends it view by view, is the plan of its events read back
+ * (engine/source.h), for every event; and check-store finds no fault in it. */
+static void plan_kept_is_the_events(store *s, const char *name) {
+  store_trace t;
+  CHECK_EQ(store_trace_find(s, name, &t), 0);
+  CHECK(pragma(s, "SELECT count(*) FROM event_plans") > 0);
+  store_reader *r;
+  CHECK_EQ(store_reader_open(s, t.id, &r), 0);
+  size_t n = 0, cap = 0, unplanned = 0;
+  sim_event *evs = NULL;
+  uint32_t *kept = NULL;
+  const sim_event *v;
+  ptrdiff_t k;
+  while ((k = store_reader_view(r, &v)) > 0) {
+    const uint32_t *sl = store_reader_slots(r);
+    sim_grow((void **)&evs, &cap, n + (size_t)k, sizeof *evs);
+    kept = sim_xrealloc(kept, cap * sizeof *kept);
+    memcpy(evs + n, v, (size_t)k * sizeof *v);
+    for (ptrdiff_t i = 0; i < k; i++) kept[n + (size_t)i] = sl ? sl[i] : REPLAY_PLAN_NONE - 1;
+    unplanned += !sl;
+    n += (size_t)k;
+    store_reader_advance(r, (size_t)k);
+  }
+  CHECK_EQ(k, 0);
+  store_reader_close(r);
+  CHECK_EQ(unplanned, 0);
+  CHECK_EQ((int64_t)n, t.event_count);
+  replay_plan p;
+  CHECK_EQ(replay_plan_build(&p, evs, n), 0);
+  size_t differ = 0;
+  for (size_t i = 0; i < n; i++) differ += p.slot[i] != kept[i];
+  CHECK_EQ(differ, 0);
+  store_check_totals tot = {0};
+  CHECK_EQ(store_check_trace(s, &t, print_fault, NULL, &tot), 0);
+  CHECK_EQ(tot.faults, 0);
+  replay_plan_release(&p);
+  free(evs);
+  free(kept);
+  store_trace_clear(&t);
+}
+
 /* Opening a store compares its schema with the listing the build made (a store that differs, or
  * an older one, takes the full check): a new store lists exactly that, and the full check agrees. */
 static void schema_listed_at_build_is_a_new_stores(void) {
@@ -363,6 +409,8 @@ static void room_before_and_writers_in_turn(void) {
   CHECK_EQ(t.event_count, 22000);
   CHECK_EQ(pragma(s, "SELECT count(*) FROM events WHERE trace_id = 2 AND seq = size - 7000 * (size / 14000 + 1)"), 22000);
   store_trace_clear(&t);
+  plan_kept_is_the_events(s, "a"); /* numbered again at the end: events were put before the others */
+  plan_kept_is_the_events(s, "b"); /* numbered as its chunks were stored, between a's */
   store_close(s);
 }
 
@@ -423,6 +471,7 @@ static void text_and_packed_forms_agree(void) {
            (N - 5 + 4098) / 4099);
   sqlite3_finalize(q);
   store_reader_close(r);
+  plan_kept_is_the_events(s, "forms"); /* a chunk stored part-filled, then whole: its plan too */
   store_close(s);
 }
 

@@ -315,6 +315,7 @@ static int migrate(store *s, int from) {
   if (store_exec(s, "BEGIN IMMEDIATE")) return -1;
   for (int v = from + 1; v <= store_schema_version; v++) {
     if (store_exec(s, store_migration(v)) || (v == 4 && chunk_migrate_rows(s)) || (v == 5 && copy_sums_migrate(s)) ||
+        (v == 6 && plans_migrate(s)) ||
         (store_migration_after(v) && store_exec(s, store_migration_after(v)))) {
       char msg[STORE_ERRLEN];
       snprintf(msg, sizeof msg, "%s", s->err);
@@ -685,7 +686,7 @@ int store_trace_each(store *s, int (*fn)(void *arg, const store_trace *t), void 
 int store_trace_delete(store *s, int64_t id) {
   static const char *const sql[] = {
     "DELETE FROM event_chunks WHERE trace_id = ?1",        "DELETE FROM event_rows WHERE trace_id = ?1",
-    "DELETE FROM copy_sums WHERE trace_id = ?1",
+    "DELETE FROM copy_sums WHERE trace_id = ?1",           "DELETE FROM event_plans WHERE trace_id = ?1",
     "DELETE FROM event_args WHERE trace_id = ?1",
     "DELETE FROM recorded WHERE trace_id = ?1",   "DELETE FROM segments WHERE trace_id = ?1",
     "DELETE FROM blocks WHERE trace_id = ?1",     "DELETE FROM trace_stats WHERE trace_id = ?1",
@@ -780,6 +781,7 @@ struct store_writer {
   sim_copy_fit fit;
   int64_t fit_next;
   int fit_redo;
+  plan_writer plan; /* the trace's plan (store_plans.c), numbered the same way */
 };
 
 int store_lock(store *s) {
@@ -875,9 +877,11 @@ static void writer_fit_batch(store_writer *w, const ev_batch *b) {
 static int insert_batch_events(store_writer *w, const ev_batch *b) {
   if (!b->n) return 0;
   writer_fit_batch(w, b);
+  int planned = plan_writer_batch(&w->plan, b->ev, b->seq0, b->n);
   chunk_pack(&w->io, b->ev, b->n);
   pthread_mutex_lock(&w->s->conn_lock);
   int rc = chunk_store(w->s, &w->io, &b->text, w->trace_id, b->seq0, b->n);
+  if (!rc && planned) rc = plan_writer_store(w->s, &w->plan, w->trace_id);
   pthread_mutex_unlock(&w->s->conn_lock);
   store_flush_start(w->wal_fd); /* store_flush.c */
   return rc;
@@ -1314,6 +1318,7 @@ static int writer_set_u(store_writer *w, const char *column, int is_text, const 
 /* The late category changes and the trace's counts, once its thread has stopped. */
 static void writer_free(store_writer *w) {
   chunk_io_release(&w->io);
+  plan_writer_release(&w->plan);
   free(w->late);
   free(w->pre);
   free(w);
@@ -1329,8 +1334,12 @@ static int writer_copy_sums(store_writer *w) {
   return copy_sums_put(w->s, w->trace_id, &w->fit);
 }
 
+/* The plan the writer thread kept, unless events came before them or out of order: then numbered
+ * again from the stored chunks. */
+static int writer_plan(store_writer *w) { return w->npre || w->plan.redo ? plans_of_trace(w->s, w->trace_id) : 0; }
+
 static int writer_finish_u(store_writer *w) {
-  if (writer_store_prepended(w) || writer_late_categories(w) || writer_copy_sums(w)) return -1;
+  if (writer_store_prepended(w) || writer_late_categories(w) || writer_copy_sums(w) || writer_plan(w)) return -1;
   sqlite3_stmt *q = store_stmt(w->s, "UPDATE traces SET event_count = ?1, first_ts = ?2, last_ts = ?3, "
                                      "first_seq = ?5 WHERE id = ?4");
   if (!q) return -1;

@@ -228,6 +228,9 @@ int store_reader_next(store_reader *r, sim_event *ev);
 #define STORE_READER_SLICE 1024
 ptrdiff_t store_reader_view(store_reader *r, const sim_event **evs);
 void store_reader_advance(store_reader *r, size_t k);
+/* The plan's numbers (engine/source.h) of the events the last view lent, or NULL when their chunk
+ * keeps no plan. */
+const uint32_t *store_reader_slots(const store_reader *r);
 /* How many events the reader will hand out, as the trace records its count (a damaged trace may
  * end sooner, with an error). */
 size_t store_reader_length(const store_reader *r);

@@ -1,4 +1,4 @@
-/* store_check.c: checking a store: SQLite's integrity check, and every chunk of events decoded against its checksum, count, seqs, text and the copy fit's sums. */
+/* store_check.c: checking a store: SQLite's integrity check, and every chunk of events decoded against its checksum, count, seqs, text, the copy fit's sums and the plan. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,6 +49,9 @@ int store_check_integrity(store *s, store_fault_fn fault, void *arg, store_check
     {"SELECT 'trace ' || trace_id || ' chunk ' || chunk || ': events as text of no trace' FROM event_rows "
      "WHERE trace_id NOT IN (SELECT id FROM traces) ORDER BY trace_id, chunk",
      "event_rows"},
+    {"SELECT 'trace ' || trace_id || ' chunk ' || chunk || ': a plan of no trace' FROM event_plans "
+     "WHERE trace_id NOT IN (SELECT id FROM traces) ORDER BY trace_id, chunk",
+     "event_plans"},
   };
   for (size_t i = 0; i < sizeof checks / sizeof checks[0]; i++)
     if (faults_of(s, checks[i].sql, checks[i].what, fault, arg, tot)) return -1;
@@ -122,7 +125,7 @@ int store_check_trace(store *s, const store_trace *t, store_fault_fn fault, void
   if (events != t->event_count)
     report(fault, arg, tot, "trace '%s': its chunks hold %lld events, its event_count says %lld", t->name,
            (long long)events, (long long)t->event_count);
-  if (whole && copy_sums_check(s, t, &fit, fault, arg, tot)) return -1;
+  if (whole && (copy_sums_check(s, t, &fit, fault, arg, tot) || plans_check(s, t, fault, arg, tot))) return -1;
   sqlite3_stmt *o = store_stmt(s, "SELECT chunk FROM event_rows r WHERE trace_id = ?1 AND NOT EXISTS "
                                   "(SELECT 1 FROM event_chunks c WHERE c.trace_id = r.trace_id AND c.chunk = r.chunk)");
   if (!o) return -1;

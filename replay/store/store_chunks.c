@@ -263,6 +263,11 @@ struct store_reader {
   int64_t next, stop;  /* the stored seqs of it still to decode for the range: [next, stop) */
   sim_event *slice;    /* STORE_READER_SLICE events */
   size_t pos, n;       /* slice[pos .. n) not yet read */
+  /* the chunk's plan (store_plans.c), when it has one: its numbers decoded with the slice's events */
+  int planned;
+  store_bytes plan;
+  plan_cursor pc;
+  uint32_t *slots;     /* STORE_READER_SLICE numbers */
 };
 
 int store_reader_range(store *s, int64_t trace_id, int64_t from, int64_t to, store_reader **out) {
@@ -323,19 +328,31 @@ static int reader_decode(store_reader *r, int64_t to) {
     return chunk_fault(r->s, r->trace_id, r->chunk, "does not decode to its %lld events: %s", (long long)r->dec.n,
                        why);
   }
+  if (r->planned && (plan_cursor_slots(&r->pc, r->slice, k, r->slots, why, sizeof why) ||
+                     (r->dec.done == r->dec.n && plan_cursor_done(&r->pc, why, sizeof why)))) {
+    r->done = 1;
+    r->next = r->stop;
+    return chunk_fault(r->s, r->trace_id, r->chunk, "has a damaged plan (event_plans): it %s", why);
+  }
   r->next += (int64_t)k;
   r->pos = 0;
   r->n = k;
   return 1;
 }
 
-/* Opens chunk m (its bytes in r->io.blob) for decoding, and decodes past its events before the
- * range. 1, or -1 on error. */
-static int reader_open_chunk(store_reader *r, const chunk_meta *m) {
+/* Opens chunk m (its bytes in r->io.blob, its plan's in r->plan when r->planned) for decoding, and
+ * decodes past its events before the range. 1, or -1 on error. */
+static int reader_open_chunk(store_reader *r, const chunk_meta *m, uint32_t records, uint32_t crc) {
   char why[256];
   if (store_chunk_dec_open(&r->dec, r->io.blob.p, r->io.blob.n, m->n, why, sizeof why))
     return chunk_fault(r->s, r->trace_id, m->chunk, "does not decode to its %lld events: %s", (long long)m->n, why);
+  if (r->planned && records > (uint64_t)r->count)
+    return chunk_fault(r->s, r->trace_id, m->chunk, "has a damaged plan (event_plans): it claims %u records of the "
+                       "trace's %lld events", records, (long long)r->count);
+  if (r->planned && plan_cursor_open(&r->pc, &r->plan, crc, records, why, sizeof why))
+    return chunk_fault(r->s, r->trace_id, m->chunk, "has a damaged plan (event_plans): it %s", why);
   if (!r->slice) r->slice = sim_xmalloc(STORE_READER_SLICE * sizeof *r->slice);
+  if (r->planned && !r->slots) r->slots = sim_xmalloc(STORE_READER_SLICE * sizeof *r->slots);
   r->chunk = m->chunk;
   r->next = m->seq0;
   r->stop = m->seq0 + (int64_t)m->n < r->hi ? m->seq0 + (int64_t)m->n : r->hi;
@@ -350,9 +367,13 @@ static int reader_open_chunk(store_reader *r, const chunk_meta *m) {
 static int reader_load(store_reader *r) {
   if (r->done) return 0;
   chunk_meta m;
+  uint32_t records = 0, crc = 0;
   int tok = store_lock(r->s); /* a trace may be read while another is written (a derived trace saved) */
   int got = chunk_fetch(r->s, &r->io, r->trace_id, r->next_chunk, &m);
+  int planned = got > 0 ? plan_get(r->s, r->trace_id, m.chunk, &r->plan, &records, &crc) : 0;
   store_unlock(r->s, tok);
+  if (planned < 0) return -1;
+  r->planned = planned;
   if (got <= 0) return got < 0 ? -1 : reader_end(r, r->expect);
   if (m.seq0 >= r->hi) return reader_end(r, r->expect);
   if (r->expect >= 0 && m.seq0 != r->expect)
@@ -361,7 +382,7 @@ static int reader_load(store_reader *r) {
   r->next_chunk = m.chunk + 1;
   r->expect = m.seq0 + (int64_t)m.n;
   if (r->expect >= r->hi) r->done = 1;
-  return reader_open_chunk(r, &m);
+  return reader_open_chunk(r, &m, records, crc);
 }
 
 ptrdiff_t store_reader_view(store_reader *r, const sim_event **evs) {
@@ -374,6 +395,8 @@ ptrdiff_t store_reader_view(store_reader *r, const sim_event **evs) {
 }
 
 void store_reader_advance(store_reader *r, size_t k) { r->pos += k; }
+
+const uint32_t *store_reader_slots(const store_reader *r) { return r->planned ? r->slots + r->pos : NULL; }
 
 size_t store_reader_length(const store_reader *r) {
   int64_t end = r->first + r->count < r->hi ? r->first + r->count : r->hi;
@@ -398,6 +421,8 @@ void store_reader_close(store_reader *r) {
   chunk_io_release(&r->io);
   store_chunk_dec_release(&r->dec);
   free(r->slice);
+  free(r->slots);
+  store_bytes_release(&r->plan);
   free(r);
 }
 

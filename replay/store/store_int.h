@@ -4,6 +4,7 @@
 
 #include <pthread.h>
 
+#include "engine/source.h"
 #include "sim/hashmap.h"
 #include "chunk.h"
 #include "store.h"
@@ -132,5 +133,43 @@ int copy_sums_migrate(store *s);
  * differ or do not add up; none when no sums are kept. 0, or -1 when the store cannot be read. */
 int copy_sums_check(store *s, const store_trace *t, const struct sim_copy_fit *events, store_fault_fn fault, void *arg,
                     store_check_totals *tot);
+
+/* ---- the trace's plan (store_plans.c; engine/source.h's replay_plan) ---- */
+
+/* The writer thread's numbering of a trace as it stores its chunks, in seq order. */
+typedef struct plan_writer {
+  replay_planner planner;
+  uint32_t *slots; /* the numbers of the chunk being stored (STORE_CHUNK_EVENTS) */
+  int64_t seq0;    /* its first stored seq */
+  size_t n;        /* its events numbered */
+  int redo;        /* the chunks came out of order: numbered again from the stored chunks at the end */
+  store_bytes blob; /* the chunk's plan, packed */
+} plan_writer;
+void plan_writer_release(plan_writer *pw);
+/* Numbers a batch's events (the chunk from seq0, n events): 1 with its plan packed in pw->blob, 0
+ * when the trace must be numbered again at the end (redo). No SQL. */
+int plan_writer_batch(plan_writer *pw, const sim_event *ev, int64_t seq0, size_t n);
+/* Stores what plan_writer_batch packed as the plan of its chunk (under the connection's lock). */
+int plan_writer_store(store *s, const plan_writer *pw, int64_t trace_id);
+/* The trace's plan made again from its stored chunks, replacing any (a trace whose chunks cannot
+ * be read keeps none). 0, or -1. */
+int plans_of_trace(store *s, int64_t trace_id);
+/* Migration 6: the plan of every trace already stored. */
+int plans_migrate(store *s);
+/* The plan row of (trace_id, chunk) into b: 1 with its records and crc, 0 when there is none, -1. */
+int plan_get(store *s, int64_t trace_id, int64_t chunk, store_bytes *b, uint32_t *records, uint32_t *crc);
+/* Reading a chunk's plan: open checks its checksum; slots gives the numbers of the next k events
+ * (ev: those events, decoded); done checks that nothing is left. 0, or -1 with why. */
+typedef struct plan_cursor {
+  const unsigned char *p, *end;
+  uint32_t records;
+  unsigned width; /* bytes a number takes */
+} plan_cursor;
+int plan_cursor_open(plan_cursor *c, store_bytes *b, uint32_t crc, uint32_t records, char *why, size_t whylen);
+int plan_cursor_slots(plan_cursor *c, const sim_event *ev, size_t k, uint32_t *slots, char *why, size_t whylen);
+int plan_cursor_done(const plan_cursor *c, char *why, size_t whylen);
+/* Checks t's kept plan against its events (none kept: nothing to check). 0, or -1 when the store
+ * cannot be read. */
+int plans_check(store *s, const store_trace *t, store_fault_fn fault, void *arg, store_check_totals *tot);
 
 #endif

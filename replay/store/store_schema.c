@@ -299,6 +299,19 @@ static const char *const migrations[] = {
   "  syy REAL NOT NULL,\n"
   "  PRIMARY KEY(trace_id, kind, large)\n"
   ") WITHOUT ROWID;\n",
+  /* 6: each chunk's plan (engine/source.h: which record of the engine's live allocations each
+   * event names), kept when its events are written, so that a replay from the store keeps its live
+   * allocations in a dense table instead of looking each address up: for each event of the chunk
+   * that allocates or frees, a varint of its number plus one (0: none); records: how many records
+   * the trace has numbered up to the chunk's end. store.c numbers the traces already stored. */
+  "CREATE TABLE event_plans(\n"
+  "  trace_id INTEGER NOT NULL,\n"
+  "  chunk INTEGER NOT NULL,\n"
+  "  records INTEGER NOT NULL,\n"
+  "  crc32 INTEGER NOT NULL,\n"
+  "  data BLOB NOT NULL,\n"
+  "  PRIMARY KEY(trace_id, chunk)\n"
+  ");\n",
 };
 
 /* SQL that ends a migration after the step in C that store.c runs between (NULL: none). */

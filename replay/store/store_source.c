@@ -12,6 +12,7 @@ typedef struct ssrc {
 static int ss_next(void *ctx, sim_event *ev) { return store_reader_next(((ssrc *)ctx)->r, ev); }
 static ptrdiff_t ss_view(void *ctx, const sim_event **evs) { return store_reader_view(((ssrc *)ctx)->r, evs); }
 static void ss_advance(void *ctx, size_t k) { store_reader_advance(((ssrc *)ctx)->r, k); }
+static const uint32_t *ss_slots(void *ctx) { return store_reader_slots(((ssrc *)ctx)->r); }
 static const char *ss_error(void *ctx) { return store_error(((ssrc *)ctx)->s); }
 /* Back to the trace's first event: a new reader (the engine asks in rare cases, replay_engine_run). */
 static int ss_rewind(void *ctx) {
@@ -36,6 +37,7 @@ int store_source_open(replay_source *src, store *s, int64_t trace_id) {
     return -1;
   }
   *src = (replay_source){.next = ss_next, .error = ss_error, .close = ss_close, .ctx = x, .view = ss_view,
-                         .advance = ss_advance, .rewind = ss_rewind, .length_hint = store_reader_length(x->r)};
+                         .advance = ss_advance, .rewind = ss_rewind, .length_hint = store_reader_length(x->r),
+                         .view_slots = ss_slots};
   return 0;
 }
