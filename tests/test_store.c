@@ -475,6 +475,42 @@ static void text_and_packed_forms_agree(void) {
   store_close(s);
 }
 
+/* A chunk's plan takes one, two or four bytes a number as the trace's records need: a trace of
+ * each, the third changing width between chunks (16,384 records, then 70,000), each read back as
+ * the plan of its events, through the loops that widen many numbers at a time and their tails. */
+static void plans_of_every_width(void) {
+  store *s = open_new("widths.db");
+  if (!s) return;
+  store_begin(s);
+  const char *names[] = {"w1", "w2", "w4"};
+  const int events[] = {1000, 40000, 70000}, live[] = {250, 60000, 70000};
+  for (int t = 0; t < 3; t++) {
+    store_trace m = {.name = (char *)names[t], .source_format = (char *)"jsonl", .device_index = -1};
+    store_writer *w;
+    CHECK_EQ(store_writer_begin(s, &m, &w), 0);
+    int ok = 1;
+    for (int i = 0; i < events[t]; i++) { /* allocations of `live` addresses in turn, each freed before it comes again */
+      sim_event ev;
+      sim_event_init(&ev);
+      int round = i / live[t];
+      ev.kind = (uint8_t)(round % 2 ? SIM_EV_FREE : SIM_EV_ALLOC);
+      ev.addr = 0x1000 + (uint64_t)(i % live[t]) * 16;
+      ev.size = 64;
+      ev.ts = i;
+      if (i % 97 == 0) ev.kind = SIM_EV_KERNEL, ev.addr = 0, ev.size = 0;
+      ok &= store_writer_event(w, &ev) == 0;
+    }
+    CHECK(ok);
+    CHECK_EQ(store_writer_end(w), 0);
+  }
+  CHECK_EQ(store_commit(s), 0);
+  CHECK_EQ(pragma(s, "SELECT max(records) BETWEEN 200 AND 254 FROM event_plans WHERE trace_id = 1"), 1); /* one byte */
+  CHECK_EQ(pragma(s, "SELECT count(DISTINCT length(data) / (SELECT n FROM event_chunks c WHERE c.trace_id = 3 AND "
+                     "c.chunk = p.chunk)) FROM event_plans p WHERE trace_id = 3"), 2); /* two bytes, then four */
+  for (int t = 0; t < 3; t++) plan_kept_is_the_events(s, names[t]);
+  store_close(s);
+}
+
 /* A read span is one snapshot; nested spans share it; a write inside one (store_begin) first ends
  * it, so the write does not fail because another connection committed since the span began (as
  * it would, SQLITE_BUSY_SNAPSHOT, from a read transaction upgraded in place); and inside a
@@ -526,6 +562,7 @@ int main(void) {
   RUN(lookups_while_the_writer_runs);
   RUN(room_before_and_writers_in_turn);
   RUN(text_and_packed_forms_agree);
+  RUN(plans_of_every_width);
   RUN(read_spans_share_a_snapshot_and_yield_to_writes);
   char cmd[300];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);

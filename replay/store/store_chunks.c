@@ -328,7 +328,7 @@ static int reader_decode(store_reader *r, int64_t to) {
     return chunk_fault(r->s, r->trace_id, r->chunk, "does not decode to its %lld events: %s", (long long)r->dec.n,
                        why);
   }
-  if (r->planned && (plan_cursor_slots(&r->pc, r->slice, k, r->slots, why, sizeof why) ||
+  if (r->planned && (plan_cursor_slots(&r->pc, k, r->slots, why, sizeof why) ||
                      (r->dec.done == r->dec.n && plan_cursor_done(&r->pc, why, sizeof why)))) {
     r->done = 1;
     r->next = r->stop;
@@ -349,7 +349,7 @@ static int reader_open_chunk(store_reader *r, const chunk_meta *m, uint32_t reco
   if (r->planned && records > (uint64_t)r->count)
     return chunk_fault(r->s, r->trace_id, m->chunk, "has a damaged plan (event_plans): it claims %u records of the "
                        "trace's %lld events", records, (long long)r->count);
-  if (r->planned && plan_cursor_open(&r->pc, &r->plan, crc, records, why, sizeof why))
+  if (r->planned && plan_cursor_open(&r->pc, &r->plan, crc, records, m->n, why, sizeof why))
     return chunk_fault(r->s, r->trace_id, m->chunk, "has a damaged plan (event_plans): it %s", why);
   if (!r->slice) r->slice = sim_xmalloc(STORE_READER_SLICE * sizeof *r->slice);
   if (r->planned && !r->slots) r->slots = sim_xmalloc(STORE_READER_SLICE * sizeof *r->slots);

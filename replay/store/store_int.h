@@ -158,15 +158,17 @@ int plans_of_trace(store *s, int64_t trace_id);
 int plans_migrate(store *s);
 /* The plan row of (trace_id, chunk) into b: 1 with its records and crc, 0 when there is none, -1. */
 int plan_get(store *s, int64_t trace_id, int64_t chunk, store_bytes *b, uint32_t *records, uint32_t *crc);
-/* Reading a chunk's plan: open checks its checksum; slots gives the numbers of the next k events
- * (ev: those events, decoded); done checks that nothing is left. 0, or -1 with why. */
+/* Reading a chunk's plan: open checks its checksum; slots gives the numbers of the next k of the
+ * chunk's n events; done, after the last, checks that nothing is left. 0, or -1 with why. */
 typedef struct plan_cursor {
   const unsigned char *p, *end;
+  size_t size, n; /* the plan's bytes; the chunk's events */
   uint32_t records;
   unsigned width; /* bytes a number takes */
 } plan_cursor;
-int plan_cursor_open(plan_cursor *c, store_bytes *b, uint32_t crc, uint32_t records, char *why, size_t whylen);
-int plan_cursor_slots(plan_cursor *c, const sim_event *ev, size_t k, uint32_t *slots, char *why, size_t whylen);
+int plan_cursor_open(plan_cursor *c, const store_bytes *b, uint32_t crc, uint32_t records, size_t n, char *why,
+                     size_t whylen);
+int plan_cursor_slots(plan_cursor *c, size_t k, uint32_t *slots, char *why, size_t whylen);
 int plan_cursor_done(const plan_cursor *c, char *why, size_t whylen);
 /* Checks t's kept plan against its events (none kept: nothing to check). 0, or -1 when the store
  * cannot be read. */

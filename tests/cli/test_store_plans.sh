@@ -62,19 +62,38 @@ db = sqlite3.connect(sys.argv[1])
 tid, = db.execute("SELECT id FROM traces WHERE name = 'victim'").fetchone()
 data, records = db.execute("SELECT data, records FROM event_plans WHERE trace_id = ? AND chunk = 2", (tid,)).fetchone()
 b = bytearray(data)
-b[0], b[2] = b[2], b[0]  # two events' numbers swapped (each number takes two bytes at this size)
-b[1], b[3] = b[3], b[1]
+i = next(k for k in range(0, len(b) - 2, 2) if b[k:k + 2] != b[k + 2:k + 4])
+b[i:i + 2], b[i + 2:i + 4] = b[i + 2:i + 4], b[i:i + 2]  # two neighbours' numbers swapped (two bytes each here)
 assert bytes(b) != data
 db.execute("UPDATE event_plans SET data = ?, crc32 = ? WHERE trace_id = ? AND chunk = 2", (bytes(b), zlib.crc32(bytes(b)), tid))
 db.commit()
 PY
 expect 3 check-store
 has "$T/out" "trace 'victim' chunk 2: its plan (event_plans) does not number the chunk's allocations as its events do"
-# numbers past the records a chunk says it has, or more records than the trace has events: refused
+# numbers past the records a chunk says it has, a count whose numbers take another width, more
+# records than the trace has events: refused
 cp "$T/good.db" "$DB"
+sqlite3 "$DB" "UPDATE event_plans SET records = 2 WHERE trace_id = (SELECT id FROM traces WHERE name = 'sil_small_from_empty')"
+expect 1 replay sil_small_from_empty --no-save
+has "$T/err" "trace 'sil_small_from_empty' in store"
+has "$T/err" "has a damaged plan (event_plans): it numbers an event past the 2 records numbered"
 sqlite3 "$DB" "UPDATE event_plans SET records = 3 WHERE chunk = 0 AND trace_id = (SELECT id FROM traces WHERE name = 'victim')"
 expect 1 replay victim --no-save
 has "$T/err" "chunk 0 has a damaged plan (event_plans): it numbers an event past the 3 records numbered"
+# a plan two bytes short, its checksum made again
+cp "$T/good.db" "$DB"
+python3 - "$DB" <<'PY'
+import sqlite3, sys, zlib
+db = sqlite3.connect(sys.argv[1])
+tid, = db.execute("SELECT id FROM traces WHERE name = 'victim'").fetchone()
+data, = db.execute("SELECT data FROM event_plans WHERE trace_id = ? AND chunk = 0", (tid,)).fetchone()
+db.execute("UPDATE event_plans SET data = ?, crc32 = ? WHERE trace_id = ? AND chunk = 0", (data[:-2], zlib.crc32(data[:-2]), tid))
+db.commit()
+PY
+expect 1 replay victim --no-save
+has "$T/err" "chunk 0 has a damaged plan (event_plans): it holds 32766 bytes, not the 32768 of its 16384 events' numbers"
+expect 3 check-store
+has "$T/out" "trace 'victim' chunk 0: its plan (event_plans) holds"
 cp "$T/good.db" "$DB"
 sqlite3 "$DB" "UPDATE event_plans SET records = 99999999 WHERE chunk = 0 AND trace_id = (SELECT id FROM traces WHERE name = 'victim')"
 expect 1 replay victim --no-save
