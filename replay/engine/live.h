@@ -132,7 +132,7 @@ typedef struct live_dense {
 /* The dense table empty, with room for `want` records (a plan's count, or 0: it grows as numbers
  * come). */
 static inline void dense_begin(live_dense *t, size_t want) {
-  memset(t->recs, 0, t->hi * sizeof *t->recs);
+  if (t->hi) memset(t->recs, 0, t->hi * sizeof *t->recs);
   t->hi = t->len = 0;
   if (want > t->cap) {
     free(t->recs);
