@@ -1014,7 +1014,8 @@ __attribute__((always_inline)) static inline int replay_event(engine *e, const s
 
 /* Replays evs[0..n-1] until one asks to stop: how many were read, *rc what replay_event said of
  * the last. slots: the plan's for these events, or NULL. */
-static size_t replay_some(engine *e, const sim_event *evs, const uint32_t *slots, size_t n, int *rc) {
+__attribute__((always_inline)) static inline size_t replay_some(engine *e, const sim_event *evs, const uint32_t *slots,
+                                                             size_t n, int *rc) {
   const replay_config *cfg = e->cfg;
   size_t i = 0;
   int r = 0;
