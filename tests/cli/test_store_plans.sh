@@ -3,6 +3,9 @@
 # and without it the same, and a damaged plan a clear error naming the trace and the chunk.
 . "$TESTS_DIR/cli/lib.sh"
 
+# figures: the last replay's JSON result less its clock, keys sorted
+figures() { python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); r.pop("elapsed_s"); print(json.dumps(r, sort_keys=True))' "$T/out"; }
+
 schema=$("$MEMPLAY" --version | sed -E 's/.*schema version ([0-9]+).*/\1/')
 # A store written by memplay of schema 5 (tests/data/store-v5.db.gz; store_v5_answers.sh says how).
 gunzip -c "$MEMPLAY_SRC/tests/data/store-v5.db.gz" >"$T/v5.db"
@@ -32,21 +35,11 @@ expect 0 gen --events 40000 --seed 3 --name victim
 expect 0 check-store
 has "$T/out" "trace 'victim': 3 chunks, 40,000 events: ok"
 expect 0 replay victim --no-save --json
-python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); r.pop("elapsed_s"); print(json.dumps(r, sort_keys=True))' \
-  "$T/out" >"$T/planned.json"
+figures >"$T/planned.json"
 cp "$DB" "$T/good.db"
 
 # a damaged plan: a byte changed fails its checksum; replay says which trace and chunk, exit 1
-python3 - "$DB" <<'PY'
-import sqlite3, sys
-db = sqlite3.connect(sys.argv[1])
-tid, = db.execute("SELECT id FROM traces WHERE name = 'victim'").fetchone()
-data, = db.execute("SELECT data FROM event_plans WHERE trace_id = ? AND chunk = 1", (tid,)).fetchone()
-b = bytearray(data)
-b[len(b) // 2] ^= 0x10
-db.execute("UPDATE event_plans SET data = ? WHERE trace_id = ? AND chunk = 1", (bytes(b), tid))
-db.commit()
-PY
+python3 "$TESTS_DIR/cli/plan_edit.py" "$DB" victim 1 flip
 for a in torch ideal; do
   expect 1 replay victim --allocator $a --no-save
   has "$T/err" "trace 'victim'"
@@ -56,58 +49,42 @@ expect 3 check-store
 has "$T/out" "trace 'victim' chunk 1: its plan (event_plans) fails its checksum"
 # a plan whose checksum holds but whose numbers are not the events': check-store finds it
 cp "$T/good.db" "$DB"
-python3 - "$DB" <<'PY'
-import sqlite3, sys, zlib
-db = sqlite3.connect(sys.argv[1])
-tid, = db.execute("SELECT id FROM traces WHERE name = 'victim'").fetchone()
-data, records = db.execute("SELECT data, records FROM event_plans WHERE trace_id = ? AND chunk = 2", (tid,)).fetchone()
-b = bytearray(data)
-i = next(k for k in range(0, len(b) - 2, 2) if b[k:k + 2] != b[k + 2:k + 4])
-b[i:i + 2], b[i + 2:i + 4] = b[i + 2:i + 4], b[i:i + 2]  # two neighbours' numbers swapped (two bytes each here)
-assert bytes(b) != data
-db.execute("UPDATE event_plans SET data = ?, crc32 = ? WHERE trace_id = ? AND chunk = 2", (bytes(b), zlib.crc32(bytes(b)), tid))
-db.commit()
-PY
+python3 "$TESTS_DIR/cli/plan_edit.py" "$DB" victim 2 swap # two neighbours' numbers exchanged
 expect 3 check-store
 has "$T/out" "trace 'victim' chunk 2: its plan (event_plans) does not number the chunk's allocations as its events do"
-# numbers past the records a chunk says it has, a count whose numbers take another width, more
-# records than the trace has events: refused
+# refused SQL MESSAGE: the good store changed by SQL (V names victim's rows); replaying victim is
+# refused with MESSAGE, exit 1
+V="trace_id = (SELECT id FROM traces WHERE name = 'victim')"
+refused() {
+  cp "$T/good.db" "$DB"
+  sqlite3 "$DB" "$1"
+  expect 1 replay victim --no-save
+  has "$T/err" "$2"
+}
+# numbers past the records a chunk says it has (one byte a number, and a count whose numbers take
+# another width), more records than the trace has events, a plan that is not bytes: refused
 cp "$T/good.db" "$DB"
 sqlite3 "$DB" "UPDATE event_plans SET records = 2 WHERE trace_id = (SELECT id FROM traces WHERE name = 'sil_small_from_empty')"
 expect 1 replay sil_small_from_empty --no-save
 has "$T/err" "trace 'sil_small_from_empty' in store"
 has "$T/err" "has a damaged plan (event_plans): it numbers an event past the 2 records numbered"
-sqlite3 "$DB" "UPDATE event_plans SET records = 3 WHERE chunk = 0 AND trace_id = (SELECT id FROM traces WHERE name = 'victim')"
-expect 1 replay victim --no-save
-has "$T/err" "chunk 0 has a damaged plan (event_plans): it numbers an event past the 3 records numbered"
+refused "UPDATE event_plans SET records = 3 WHERE chunk = 0 AND $V" \
+  "chunk 0 has a damaged plan (event_plans): it numbers an event past the 3 records numbered"
+refused "UPDATE event_plans SET records = 99999999 WHERE chunk = 0 AND $V" \
+  "chunk 0 has a damaged plan (event_plans): it claims 99999999 records of the trace's 40000 events"
+refused "UPDATE event_plans SET data = 7 WHERE chunk = 1 AND $V" "chunk 1 has a damaged plan (event_plans)"
 # a plan two bytes short, its checksum made again
 cp "$T/good.db" "$DB"
-python3 - "$DB" <<'PY'
-import sqlite3, sys, zlib
-db = sqlite3.connect(sys.argv[1])
-tid, = db.execute("SELECT id FROM traces WHERE name = 'victim'").fetchone()
-data, = db.execute("SELECT data FROM event_plans WHERE trace_id = ? AND chunk = 0", (tid,)).fetchone()
-db.execute("UPDATE event_plans SET data = ?, crc32 = ? WHERE trace_id = ? AND chunk = 0", (data[:-2], zlib.crc32(data[:-2]), tid))
-db.commit()
-PY
+python3 "$TESTS_DIR/cli/plan_edit.py" "$DB" victim 0 short
 expect 1 replay victim --no-save
 has "$T/err" "chunk 0 has a damaged plan (event_plans): it holds 32766 bytes, not the 32768 of its 16384 events' numbers"
 expect 3 check-store
 has "$T/out" "trace 'victim' chunk 0: its plan (event_plans) holds"
+# a plan row missing: replayed without a plan from there, the same answer
 cp "$T/good.db" "$DB"
-sqlite3 "$DB" "UPDATE event_plans SET records = 99999999 WHERE chunk = 0 AND trace_id = (SELECT id FROM traces WHERE name = 'victim')"
-expect 1 replay victim --no-save
-has "$T/err" "chunk 0 has a damaged plan (event_plans): it claims 99999999 records of the trace's 40000 events"
-# a plan row that is not bytes, and one missing: the first refused, the second replayed without a plan
-cp "$T/good.db" "$DB"
-sqlite3 "$DB" "UPDATE event_plans SET data = 7 WHERE chunk = 1 AND trace_id = (SELECT id FROM traces WHERE name = 'victim')"
-expect 1 replay victim --no-save
-has "$T/err" "chunk 1 has a damaged plan (event_plans)"
-cp "$T/good.db" "$DB"
-sqlite3 "$DB" "DELETE FROM event_plans WHERE chunk = 1 AND trace_id = (SELECT id FROM traces WHERE name = 'victim')"
+sqlite3 "$DB" "DELETE FROM event_plans WHERE chunk = 1 AND $V"
 expect 0 replay victim --no-save --json
-python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); r.pop("elapsed_s"); print(json.dumps(r, sort_keys=True))' \
-  "$T/out" >"$T/partly.json"
+figures >"$T/partly.json"
 cmp -s "$T/planned.json" "$T/partly.json" || fail "a replay that leaves its plan half-way answers otherwise"
 expect 3 check-store
 has "$T/out" "trace 'victim' chunk 1: its plan (event_plans) is missing"
