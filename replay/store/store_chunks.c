@@ -342,14 +342,16 @@ static int reader_decode(store_reader *r, int64_t to) {
 
 /* Opens chunk m (its bytes in r->io.blob, its plan's in r->plan when r->planned) for decoding, and
  * decodes past its events before the range. 1, or -1 on error. */
-static int reader_open_chunk(store_reader *r, const chunk_meta *m, uint32_t records, uint32_t crc) {
+static int reader_open_chunk(store_reader *r, const chunk_meta *m, int64_t records, uint32_t crc) {
   char why[256];
   if (store_chunk_dec_open(&r->dec, r->io.blob.p, r->io.blob.n, m->n, why, sizeof why))
     return chunk_fault(r->s, r->trace_id, m->chunk, "does not decode to its %lld events: %s", (long long)m->n, why);
-  if (r->planned && records > (uint64_t)r->count)
-    return chunk_fault(r->s, r->trace_id, m->chunk, "has a damaged plan (event_plans): it claims %u records of the "
-                       "trace's %lld events", records, (long long)r->count);
-  if (r->planned && plan_cursor_open(&r->pc, &r->plan, crc, records, m->n, why, sizeof why))
+  /* no more records than events up to the chunk's end: the dense table is never larger than its trace */
+  int64_t upto = m->seq0 - r->first + (int64_t)m->n;
+  if (r->planned && (records < 0 || records > upto || records >= REPLAY_PLAN_NONE))
+    return chunk_fault(r->s, r->trace_id, m->chunk, "has a damaged plan (event_plans): it claims %lld records, more "
+                       "than the trace's %lld events up to its end", (long long)records, (long long)upto);
+  if (r->planned && plan_cursor_open(&r->pc, &r->plan, crc, (uint32_t)records, m->n, why, sizeof why))
     return chunk_fault(r->s, r->trace_id, m->chunk, "has a damaged plan (event_plans): it %s", why);
   if (!r->slice) r->slice = sim_xmalloc(STORE_READER_SLICE * sizeof *r->slice);
   if (r->planned && !r->slots) r->slots = sim_xmalloc(STORE_READER_SLICE * sizeof *r->slots);
@@ -367,7 +369,8 @@ static int reader_open_chunk(store_reader *r, const chunk_meta *m, uint32_t reco
 static int reader_load(store_reader *r) {
   if (r->done) return 0;
   chunk_meta m;
-  uint32_t records = 0, crc = 0;
+  int64_t records = 0;
+  uint32_t crc = 0;
   int tok = store_lock(r->s); /* a trace may be read while another is written (a derived trace saved) */
   int got = chunk_fetch(r->s, &r->io, r->trace_id, r->next_chunk, &m);
   int planned = got > 0 ? plan_get(r->s, r->trace_id, m.chunk, &r->plan, &records, &crc) : 0;

@@ -157,7 +157,7 @@ int plans_of_trace(store *s, int64_t trace_id);
 /* Migration 6: the plan of every trace already stored. */
 int plans_migrate(store *s);
 /* The plan row of (trace_id, chunk) into b: 1 with its records and crc, 0 when there is none, -1. */
-int plan_get(store *s, int64_t trace_id, int64_t chunk, store_bytes *b, uint32_t *records, uint32_t *crc);
+int plan_get(store *s, int64_t trace_id, int64_t chunk, store_bytes *b, int64_t *records, uint32_t *crc);
 /* Reading a chunk's plan: open checks its checksum; slots gives the numbers of the next k of the
  * chunk's n events; done, after the last, checks that nothing is left. 0, or -1 with why. */
 typedef struct plan_cursor {

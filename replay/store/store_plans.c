@@ -228,14 +228,14 @@ int plan_cursor_done(const plan_cursor *c, char *why, size_t whylen) {
 
 /* ---- checking ---------------------------------------------------------------------------------- */
 
-int plan_get(store *s, int64_t trace_id, int64_t chunk, store_bytes *b, uint32_t *records, uint32_t *crc) {
+int plan_get(store *s, int64_t trace_id, int64_t chunk, store_bytes *b, int64_t *records, uint32_t *crc) {
   sqlite3_stmt *q = store_stmt(s, "SELECT records, crc32, data FROM event_plans WHERE trace_id = ?1 AND chunk = ?2");
   if (!q) return -1;
   sqlite3_bind_int64(q, 1, trace_id);
   sqlite3_bind_int64(q, 2, chunk);
   int rc = sqlite3_step(q);
   if (rc == SQLITE_ROW) {
-    *records = (uint32_t)sqlite3_column_int64(q, 0);
+    *records = sqlite3_column_int64(q, 0);
     *crc = (uint32_t)sqlite3_column_int64(q, 1);
     size_t len = (size_t)sqlite3_column_bytes(q, 2);
     sim_grow((void **)&b->p, &b->cap, len + 1, 1);
@@ -260,15 +260,18 @@ static int has_plan(store *s, int64_t trace_id) {
 /* One chunk's kept plan against the numbers its events get (want): 0, or a fault reported (1). */
 static int plan_check_chunk(store *s, const store_trace *t, const chunk_meta *m, const uint32_t *want, uint32_t records, store_bytes *b, uint32_t *got,
                             store_fault_fn fault, void *arg, store_check_totals *tot) {
-  uint32_t kept_records = 0, crc = 0;
+  int64_t kept_records = 0;
+  uint32_t crc = 0;
   char why[256], msg[512];
   int row = plan_get(s, t->id, m->chunk, b, &kept_records, &crc);
   if (row < 0) return -1;
   plan_cursor c;
   if (!row) snprintf(why, sizeof why, "is missing");
-  else if (plan_cursor_open(&c, b, crc, kept_records, m->n, why, sizeof why) ||
+  else if (kept_records != records) snprintf(why, sizeof why, "says %lld records, where its events number %u",
+                                             (long long)kept_records, records);
+  else if (plan_cursor_open(&c, b, crc, records, m->n, why, sizeof why) ||
            plan_cursor_slots(&c, m->n, got, why, sizeof why) || plan_cursor_done(&c, why, sizeof why)) {}
-  else if (kept_records != records || memcmp(got, want, m->n * sizeof *got))
+  else if (memcmp(got, want, m->n * sizeof *got))
     snprintf(why, sizeof why, "does not number the chunk's allocations as its events do");
   else return 0;
   snprintf(msg, sizeof msg, "trace '%s' chunk %lld: its plan (event_plans) %s", t->name, (long long)m->chunk, why);

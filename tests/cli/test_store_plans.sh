@@ -71,7 +71,7 @@ has "$T/err" "has a damaged plan (event_plans): it numbers an event past the 2 r
 refused "UPDATE event_plans SET records = 3 WHERE chunk = 0 AND $V" \
   "chunk 0 has a damaged plan (event_plans): it numbers an event past the 3 records numbered"
 refused "UPDATE event_plans SET records = 99999999 WHERE chunk = 0 AND $V" \
-  "chunk 0 has a damaged plan (event_plans): it claims 99999999 records of the trace's 40000 events"
+  "chunk 0 has a damaged plan (event_plans): it claims 99999999 records, more than the trace's 16384 events up to its end"
 refused "UPDATE event_plans SET data = 7 WHERE chunk = 1 AND $V" "chunk 1 has a damaged plan (event_plans)"
 # a plan two bytes short, its checksum made again
 cp "$T/good.db" "$DB"
