@@ -164,7 +164,7 @@ typedef struct trace_cache {
 
 /* The cached events as a source, planned once they are replayed again. */
 static replay_source cache_source(trace_cache *tc, replay_array_source *a) {
-  if (!tc->plan.slot && ++tc->replays >= 2) replay_plan_build(&tc->plan, tc->events, tc->n); /* or unplanned */
+  if (++tc->replays == 2) replay_plan_build(&tc->plan, tc->events, tc->n); /* or unplanned */
   return replay_array_source_planned(a, tc->events, tc->n, tc->plan.slot ? &tc->plan : NULL);
 }
 

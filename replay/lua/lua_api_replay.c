@@ -180,7 +180,7 @@ int lapi_trace_replay(lua_State *L) {
   replay_source arr_src;
   lscratch *sc = NULL;
   if (t->arr) { /* a cached trace: the engine reads its array in place, planned once it is replayed again */
-    if (!t->plan.slot && ++t->replays >= 2) replay_plan_build(&t->plan, t->arr, t->narr); /* or unplanned */
+    if (++t->replays == 2) replay_plan_build(&t->plan, t->arr, t->narr); /* or unplanned */
     arr_src = replay_array_source_planned(&arr, t->arr, t->narr, t->plan.slot ? &t->plan : NULL);
     pass.source = &arr_src;
     if (own) pass.stored = t->arr, pass.nstored = t->narr;
