@@ -384,6 +384,7 @@ struct xf_node {
   xf_open_fn open;
   const sim_event *arr; /* an array base's events */
   size_t narr;
+  xf_plan *plan;        /* ... and where its owner keeps their plan, or NULL */
   void *arg;
   void (*release)(void *arg);
   /* scale, set_copy, scale_time */
@@ -502,36 +503,39 @@ static int bad(char *err, size_t errlen, const char *fmt, ...) {
   return 0;
 }
 
-typedef struct arrsrc {
-  const sim_event *a;
-  size_t n, pos;
-} arrsrc;
-
-static int arr_next(void *ctx, sim_event *ev) {
-  arrsrc *x = ctx;
-  if (x->pos >= x->n) return 0;
-  *ev = x->a[x->pos++];
-  return 1;
-}
+/* The array base's plan when its owner has made it, else NULL. */
+static const replay_plan *arr_plan(const xf_node *n) { return n->plan && n->plan->plan.slot ? &n->plan->plan : NULL; }
 
 static int arr_open(void *arg, replay_source *out, char *err, size_t errlen) {
   (void)err, (void)errlen;
   const xf_node *n = arg;
-  arrsrc *x = sim_xcalloc(1, sizeof *x);
-  x->a = n->arr;
-  x->n = n->narr;
-  *out = (replay_source){.next = arr_next, .error = NULL, .close = free, .ctx = x};
+  replay_array_source *x = sim_xcalloc(1, sizeof *x);
+  *out = replay_array_source_planned(x, n->arr, n->narr, arr_plan(n));
+  out->close = free;
   return 0;
 }
 
-xf_node *xf_base_array(const sim_event *evs, size_t n, void *arg, void (*release)(void *arg)) {
+xf_node *xf_base_array(const sim_event *evs, size_t n, void *arg, void (*release)(void *arg), xf_plan *plan) {
   xf_node *node = node_new(N_BASE, NULL);
   node->open = arr_open;
   node->arr = evs;
   node->narr = n;
   node->arg = arg;
   node->release = release;
+  node->plan = plan;
   return node;
+}
+
+const replay_plan *xf_plan_note(const xf_node *base) {
+  if (!base || base->kind != N_BASE || !base->plan) return NULL;
+  xf_plan *p = base->plan;
+  if (++p->replays == 2) replay_plan_build(&p->plan, base->arr, base->narr); /* or none: too many records */
+  return arr_plan(base);
+}
+
+void xf_plan_release(xf_plan *p) {
+  replay_plan_release(&p->plan);
+  p->replays = 0;
 }
 
 xf_node *xf_scale(xf_node *in, const xf_filter *f, double factor, uint64_t align, char *err, size_t errlen) {
@@ -809,6 +813,9 @@ typedef struct xstate {
   size_t nstages;
   const sim_event *arr; /* their array base, read directly */
   size_t arr_n, arr_pos;
+  const replay_plan *plan; /* its plan, when made and the stages keep kinds and addresses */
+  sim_event *view;      /* the events lent: arr[view_at ..) through the stages */
+  size_t view_at, view_n, view_pos;
 } xstate;
 
 static const char *x_error(void *ctx) {
@@ -830,6 +837,7 @@ static void x_close(void *ctx) {
   sim_map_release(&x->map2);
   free(x->q.a);
   free(x->block);
+  free(x->view);
   for (size_t i = 0; i < x->nstages; i++) sim_map_release(&x->stages[i].map);
   free(x->stages);
   free(x);
@@ -1243,14 +1251,48 @@ static int renumber_next(void *ctx, sim_event *ev) {
   return 1;
 }
 
-/* The stages over an array base: read the array here, one call per event. */
-static int stages_array_next(void *ctx, sim_event *ev) {
-  xstate *x = ctx;
-  if (x->arr_pos >= x->arr_n) return 0;
-  *ev = x->arr[x->arr_pos++];
+/* The stages over an array base: read the array here, a block at a time (view) or one event at a
+ * time (next, which takes what a view has left first). */
+enum { XF_VIEW = 1024 };
+
+static void stages_event(xstate *x, sim_event *ev) {
   uint32_t bit = 1u << ev->kind;
   for (size_t i = 0; i < x->nstages; i++)
     if (x->stages[i].kinds & bit) stage_apply(&x->stages[i], ev);
+}
+
+static ptrdiff_t stages_array_view(void *ctx, const sim_event **evs) {
+  xstate *x = ctx;
+  if (x->view_pos == x->view_n) {
+    if (!x->view) x->view = sim_xmalloc(XF_VIEW * sizeof *x->view);
+    size_t k = x->arr_n - x->arr_pos < XF_VIEW ? x->arr_n - x->arr_pos : XF_VIEW;
+    memcpy(x->view, x->arr + x->arr_pos, k * sizeof *x->view);
+    for (size_t i = 0; i < k; i++) stages_event(x, &x->view[i]);
+    x->view_at = x->arr_pos;
+    x->arr_pos += k;
+    x->view_n = k;
+    x->view_pos = 0;
+  }
+  *evs = x->view + x->view_pos;
+  return (ptrdiff_t)(x->view_n - x->view_pos);
+}
+
+static void stages_array_advance(void *ctx, size_t k) { ((xstate *)ctx)->view_pos += k; }
+
+static const uint32_t *stages_array_slots(void *ctx) {
+  xstate *x = ctx;
+  return x->plan->slot + x->view_at + x->view_pos;
+}
+
+static int stages_array_next(void *ctx, sim_event *ev) {
+  xstate *x = ctx;
+  if (x->view_pos < x->view_n) {
+    *ev = x->view[x->view_pos++];
+    return 1;
+  }
+  if (x->arr_pos >= x->arr_n) return 0;
+  *ev = x->arr[x->arr_pos++];
+  stages_event(x, ev);
   return 1;
 }
 
@@ -1294,10 +1336,14 @@ static int open_node(const xf_node *n, replay_source *out, char *err, size_t err
       sim_map_init(&x->stages[i].map);
       x->stages[i].track = -1;
     }
-    if (m->kind == N_BASE && m->arr) {
+    if (m->kind == N_BASE && m->arr) { /* the stages keep kinds and addresses: the array's plan is theirs */
       x->arr = m->arr;
       x->arr_n = m->narr;
-      *out = (replay_source){.next = stages_array_next, .error = x_error, .close = x_close, .ctx = x};
+      x->plan = arr_plan(m);
+      *out = (replay_source){.next = stages_array_next, .error = x_error, .close = x_close, .ctx = x,
+                             .view = stages_array_view, .advance = stages_array_advance, .length_hint = m->narr,
+                             .view_slots = x->plan ? stages_array_slots : NULL,
+                             .plan_records = x->plan ? x->plan->nslots : 0};
       return 0;
     }
     if (open_node(m, &x->in, err, errlen)) {

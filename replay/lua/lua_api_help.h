@@ -55,8 +55,6 @@ typedef struct ltrace {
   const sim_event *arr; /* t:cache()'s trace: its events in memory (owned by its node), which a replay
                            reads in place; NULL for any other trace */
   size_t narr;
-  unsigned replays;  /* of arr so far; the second plans it (plan), for the engine's dense table */
-  replay_plan plan;
 } ltrace;
 
 /* The replay result behind a result table: the session's run, and what the result names. */
@@ -84,6 +82,7 @@ typedef struct lfile {
 
 struct lua_ctx_private {
   lstore *main;
+  xf_plan held_plan; /* the plan of the events the caller holds (trace_events), made at their second replay */
   lvariant *variants;
   size_t nvariants, vcap;
   lfile *files;

@@ -179,9 +179,10 @@ int lapi_trace_replay(lua_State *L) {
   replay_array_source arr;
   replay_source arr_src;
   lscratch *sc = NULL;
-  if (t->arr) { /* a cached trace: the engine reads its array in place, planned once it is replayed again */
-    if (++t->replays == 2) replay_plan_build(&t->plan, t->arr, t->narr); /* or unplanned */
-    arr_src = replay_array_source_planned(&arr, t->arr, t->narr, t->plan.slot ? &t->plan : NULL);
+  /* a cached trace, or one-to-one transforms of one, is planned once it is replayed again (transform.h) */
+  const replay_plan *plan = xf_plan_note(t->base);
+  if (t->arr) { /* a cached trace: the engine reads its array in place */
+    arr_src = replay_array_source_planned(&arr, t->arr, t->narr, plan);
     pass.source = &arr_src;
     if (own) pass.stored = t->arr, pass.nstored = t->narr;
   } else {

@@ -15,7 +15,6 @@ int lapi_trace_gc(lua_State *L) {
   t->node = NULL;
   t->arr = NULL; /* its node held the array */
   t->narr = 0;
-  replay_plan_release(&t->plan);
   lstore_unref(t->ls);
   t->ls = NULL;
   store_trace_clear(&t->meta);

@@ -498,6 +498,7 @@ typedef struct lmem {
   int refs;
   sim_event *evs;
   size_t n;
+  xf_plan plan; /* the events' plan, made at their second replay (transform.h) */
   lua_host *h;     /* the array's bytes are reserved in its memory budget */
   size_t reserved;
 } lmem;
@@ -506,6 +507,7 @@ static void mbase_release(void *arg) {
   lmem *m = arg;
   if (--m->refs > 0) return;
   lua_host_unreserve(m->h, m->reserved);
+  xf_plan_release(&m->plan);
   free(m->evs);
   free(m);
 }
@@ -570,7 +572,7 @@ int lapi_trace_cache(lua_State *L) {
   ltrace *nt = lapi_new_trace(L);
   sc->p[0] = sc->p[1] = NULL;
   lapi_scratch_free(sc);
-  xf_node *n = xf_base_array(m->evs, m->n, m, mbase_release);
+  xf_node *n = xf_base_array(m->evs, m->n, m, mbase_release, &m->plan);
   /* A base of its own with the same meaning as t: lifetimes carry over only when t was not
    * transformed (the sequence numbers are the same). */
   lapi_set_trace(nt, n, n, t->ls, &t->meta, t->derived, t->derived ? NULL : t->lt);
