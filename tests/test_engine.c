@@ -863,6 +863,32 @@ static void plan_numbers_the_records(void) {
   free(b.ev);
 }
 
+/* A plan gathered from views as their events are copied out is the plan of those events; a view
+ * without numbers gives it up. */
+static void plan_gathered_from_views(void) {
+  evbuf b = outcome_trace(5000, 8);
+  replay_plan whole, got;
+  CHECK_EQ(replay_plan_build(&whole, b.ev, b.n), 0);
+  replay_plan_gather g = {0};
+  for (size_t at = 0; at < b.n; at += 1024) /* views of 1,024, the last shorter */
+    replay_plan_gather_add(&g, whole.slot + at, b.n - at < 1024 ? b.n - at : 1024);
+  CHECK_EQ(replay_plan_gather_end(&g, b.ev, b.n, &got), 0);
+  CHECK(got.events == b.ev && got.n == b.n && got.nslots == whole.nslots);
+  CHECK(got.slot && !memcmp(got.slot, whole.slot, b.n * sizeof *got.slot));
+  CHECK(g.slot == NULL); /* taken by the plan */
+  replay_plan_release(&got);
+  replay_plan_gather_add(&g, whole.slot, 1024);
+  replay_plan_gather_add(&g, NULL, 1024); /* a view without numbers */
+  replay_plan_gather_add(&g, whole.slot + 2048, 1024);
+  CHECK_EQ(replay_plan_gather_end(&g, b.ev, 3072, &got), -1);
+  CHECK(got.slot == NULL && g.slot == NULL);
+  replay_plan_gather_add(&g, whole.slot, 1024);
+  CHECK_EQ(replay_plan_gather_end(&g, b.ev, 2048, &got), -1); /* not as many as the events */
+  replay_plan_gather_release(&g);
+  replay_plan_release(&whole);
+  free(b.ev);
+}
+
 /* Lends the first half of its events from one array, with their numbers, and the rest from a copy
  * without: a planned replay leaves its plan half-way. */
 typedef struct split_source {
@@ -992,6 +1018,7 @@ int main(void) {
   RUN(observers_told_what_the_model_did);
   RUN(observers_told_from_a_start_state);
   RUN(plan_numbers_the_records);
+  RUN(plan_gathered_from_views);
   RUN(planned_replay_matches_unplanned);
   TEST_MAIN_END();
 }

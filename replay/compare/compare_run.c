@@ -164,7 +164,7 @@ typedef struct trace_cache {
 
 /* The cached events as a source, planned once they are replayed again. */
 static replay_source cache_source(trace_cache *tc, replay_array_source *a) {
-  if (++tc->replays == 2) replay_plan_build(&tc->plan, tc->events, tc->n); /* or unplanned */
+  if (!tc->plan.slot && ++tc->replays == 2) replay_plan_build(&tc->plan, tc->events, tc->n); /* or unplanned */
   return replay_array_source_planned(a, tc->events, tc->n, tc->plan.slot ? &tc->plan : NULL);
 }
 
@@ -184,11 +184,13 @@ static int cache_load(trace_cache *tc, store *s, const store_trace *t, char *err
     tc->cap = want;
   }
   ptrdiff_t k = 1;
+  replay_plan_gather g = {0}; /* the store's plan, lent with the events */
   if (src.view) { /* a source that lends its events: copied a block at a time */
     const sim_event *evs;
     while ((k = src.view(src.ctx, &evs)) > 0) {
       sim_grow((void **)&tc->events, &tc->cap, tc->n + (size_t)k, sizeof *tc->events);
       memcpy(tc->events + tc->n, evs, (size_t)k * sizeof *evs);
+      replay_plan_gather_add(&g, src.view_slots ? src.view_slots(src.ctx) : NULL, (size_t)k);
       tc->n += (size_t)k;
       src.advance(src.ctx, (size_t)k);
     }
@@ -204,6 +206,7 @@ static int cache_load(trace_cache *tc, store *s, const store_trace *t, char *err
     snprintf(err, errlen, "%s", m && *m ? m : store_error(s));
   }
   replay_source_close(&src);
+  if (k < 0 || replay_plan_gather_end(&g, tc->events, tc->n, &tc->plan)) replay_plan_gather_release(&g);
   if (k < 0) return -1;
   tc->trace_id = t->id;
   return 0;

@@ -63,3 +63,33 @@ void replay_plan_release(replay_plan *p) {
   free(p->slot);
   memset(p, 0, sizeof *p);
 }
+
+void replay_plan_gather_add(replay_plan_gather *g, const uint32_t *slots, size_t k) {
+  if (g->lost) return;
+  if (!slots) {
+    replay_plan_gather_release(g);
+    g->lost = 1;
+    return;
+  }
+  sim_grow((void **)&g->slot, &g->cap, g->n + k, sizeof *g->slot);
+  memcpy(g->slot + g->n, slots, k * sizeof *slots);
+  for (size_t i = 0; i < k; i++) /* the records: the largest number plus one */
+    if (slots[i] != REPLAY_PLAN_NONE && slots[i] >= g->records) g->records = slots[i] + 1;
+  g->n += k;
+}
+
+int replay_plan_gather_end(replay_plan_gather *g, const sim_event *events, size_t n, replay_plan *out) {
+  memset(out, 0, sizeof *out);
+  if (g->lost || g->n != n || !g->slot) {
+    replay_plan_gather_release(g);
+    return -1;
+  }
+  *out = (replay_plan){events, n, g->slot, g->records};
+  memset(g, 0, sizeof *g);
+  return 0;
+}
+
+void replay_plan_gather_release(replay_plan_gather *g) {
+  free(g->slot);
+  memset(g, 0, sizeof *g);
+}

@@ -96,6 +96,20 @@ struct replay_plan {
 /* Plans events[0..n-1]: 0, or -1 (too many records to number: the array is replayed unplanned). */
 int replay_plan_build(replay_plan *p, const sim_event *events, size_t n);
 void replay_plan_release(replay_plan *p); /* a zeroed plan is allowed */
+/* A plan taken from a source's views as its events are copied out (a cache of a stored trace, whose
+ * reader lends the store's plan): add each view's numbers (NULL: that view had none, and the plan
+ * is given up); end makes them the plan of the events copied (n: as many as were added), 0, or -1
+ * when some view had none (nothing kept). Start from {0}; release frees what end did not take. */
+typedef struct replay_plan_gather {
+  uint32_t *slot;
+  size_t n, cap;
+  uint32_t records;
+  int lost;
+} replay_plan_gather;
+void replay_plan_gather_add(replay_plan_gather *g, const uint32_t *slots, size_t k);
+int replay_plan_gather_end(replay_plan_gather *g, const sim_event *events, size_t n, replay_plan *out);
+void replay_plan_gather_release(replay_plan_gather *g);
+
 /* An array source with its plan (NULL: none; a plan of other events is not used). */
 replay_source replay_array_source_planned(replay_array_source *a, const sim_event *events, size_t n,
                                           const replay_plan *plan);

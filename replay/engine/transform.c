@@ -529,7 +529,7 @@ xf_node *xf_base_array(const sim_event *evs, size_t n, void *arg, void (*release
 const replay_plan *xf_plan_note(const xf_node *base) {
   if (!base || base->kind != N_BASE || !base->plan) return NULL;
   xf_plan *p = base->plan;
-  if (++p->replays == 2) replay_plan_build(&p->plan, base->arr, base->narr); /* or none: too many records */
+  if (!p->plan.slot && ++p->replays == 2) replay_plan_build(&p->plan, base->arr, base->narr); /* or none */
   return arr_plan(base);
 }
 

@@ -173,7 +173,8 @@ typedef struct xf_plan {
 } xf_plan;
 xf_node *xf_base_array(const sim_event *evs, size_t n, void *arg, void (*release)(void *arg), xf_plan *plan);
 /* A replay of a trace whose base is `base` (xf_node_base's leaf) is about to run: counts it
- * towards the base array's plan, made at the second. The plan when made, else NULL. */
+ * towards the base array's plan, made at the second unless the owner already holds one (taken
+ * from the store as the events were cached). The plan when there is one, else NULL. */
 const replay_plan *xf_plan_note(const xf_node *base);
 void xf_plan_release(xf_plan *p); /* a zeroed one is allowed */
 /* Sizes of matching allocations (and their frees): ceil(size * factor) rounded up to align

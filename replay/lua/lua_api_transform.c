@@ -498,7 +498,7 @@ typedef struct lmem {
   int refs;
   sim_event *evs;
   size_t n;
-  xf_plan plan; /* the events' plan, made at their second replay (transform.h) */
+  xf_plan plan; /* the events' plan: the store's, or made at their second replay (transform.h) */
   lua_host *h;     /* the array's bytes are reserved in its memory budget */
   size_t reserved;
 } lmem;
@@ -552,11 +552,14 @@ int lapi_trace_cache(lua_State *L) {
   size_t cap = 0;
   cache_reserve(L, sc, m, &cap, sc->src.length_hint);
   sim_event ev;
+  replay_plan_gather g = {0}; /* the store's plan, lent with the events (its numbers in sc->p[2] until kept) */
   if (sc->src.view) { /* a source that lends its events: copied a block at a time */
     const sim_event *evs;
     ptrdiff_t k;
     while ((k = sc->src.view(sc->src.ctx, &evs)) > 0) {
       cache_append(L, sc, m, &cap, evs, (size_t)k);
+      replay_plan_gather_add(&g, sc->src.view_slots ? sc->src.view_slots(sc->src.ctx) : NULL, (size_t)k);
+      sc->p[2] = g.slot;
       sc->src.advance(sc->src.ctx, (size_t)k);
     }
     if (k < 0) {
@@ -570,7 +573,8 @@ int lapi_trace_cache(lua_State *L) {
     while (lapi_scratch_next(L, sc, &ev, "cache") > 0) cache_append(L, sc, m, &cap, &ev, 1);
   }
   ltrace *nt = lapi_new_trace(L);
-  sc->p[0] = sc->p[1] = NULL;
+  replay_plan_gather_end(&g, m->evs, m->n, &m->plan.plan); /* or none: made at the second replay */
+  sc->p[0] = sc->p[1] = sc->p[2] = NULL;
   lapi_scratch_free(sc);
   xf_node *n = xf_base_array(m->evs, m->n, m, mbase_release, &m->plan);
   /* A base of its own with the same meaning as t: lifetimes carry over only when t was not
