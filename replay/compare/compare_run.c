@@ -369,8 +369,8 @@ static void run_scenario_cell(workers *w, session *ses, store *s, trace_cache *t
   char err[1024];
   /* the trace's events from the worker's memory, as plain cells read them */
   int cached = t->event_count <= CMP_CACHE_EVENTS && !cache_load(tc, s, t, err, sizeof err);
-  if (cmp_scenario_run(&sc, w->req, s, ses, t, cached ? tc->events : NULL, tc->n, p, &run, &step, &sps, err,
-                       sizeof err) ||
+  if (cmp_scenario_run(&sc, w->req, s, ses, t, cached ? tc->events : NULL, tc->n, tc->plan.slot ? &tc->plan : NULL,
+                       p, &run, &step, &sps, err, sizeof err) ||
       (fill_cell(c, run, step, sps), w->req->save && save_cell(w, ses, t, run, c, err, sizeof err))) {
     free(c->error);
     c->error = strdup(err);

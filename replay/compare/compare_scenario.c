@@ -24,7 +24,8 @@ static void set_params(cmp_scenario *sc, const cmp_request *req, const cmp_polic
 }
 
 int cmp_scenario_run(cmp_scenario *sc, const cmp_request *req, store *s, session *ses, const store_trace *t,
-                     const sim_event *evs, size_t nevs, const cmp_policy *p, const session_run **run,
+                     const sim_event *evs, size_t nevs, const replay_plan *plan, const cmp_policy *p,
+                     const session_run **run,
                      double *step_time_s, double *samples_per_s, char *err, size_t errlen) {
   memset(sc, 0, sizeof *sc);
   lua_ctx_init(&sc->cx);
@@ -37,6 +38,7 @@ int cmp_scenario_run(cmp_scenario *sc, const cmp_request *req, store *s, session
   sc->cx.ses = ses;
   sc->cx.trace_events = evs;
   sc->cx.ntrace_events = evs ? nevs : 0;
+  sc->cx.trace_plan = evs ? plan : NULL;
   sc->cx.device = p->device ? p->device : req->device;
   sc->cx.out = sc->sink;
   sc->cx.whatif = 1;

@@ -503,8 +503,12 @@ static int bad(char *err, size_t errlen, const char *fmt, ...) {
   return 0;
 }
 
-/* The array base's plan when its owner has made it, else NULL. */
-static const replay_plan *arr_plan(const xf_node *n) { return n->plan && n->plan->plan.slot ? &n->plan->plan : NULL; }
+/* The array base's plan when its owner has one (lent, or made) of these very events, else NULL. */
+static const replay_plan *arr_plan(const xf_node *n) {
+  if (!n->plan) return NULL;
+  const replay_plan *p = n->plan->lent ? n->plan->lent : &n->plan->plan;
+  return p->slot && p->events == n->arr && p->n == n->narr ? p : NULL;
+}
 
 static int arr_open(void *arg, replay_source *out, char *err, size_t errlen) {
   (void)err, (void)errlen;
@@ -529,13 +533,18 @@ xf_node *xf_base_array(const sim_event *evs, size_t n, void *arg, void (*release
 const replay_plan *xf_plan_note(const xf_node *base) {
   if (!base || base->kind != N_BASE || !base->plan) return NULL;
   xf_plan *p = base->plan;
-  if (!p->plan.slot && ++p->replays == 2) replay_plan_build(&p->plan, base->arr, base->narr); /* or none */
+  if (!arr_plan(base) && ++p->replays == 2) replay_plan_build(&p->plan, base->arr, base->narr); /* or none */
   return arr_plan(base);
+}
+
+const replay_plan *xf_base_plan(const xf_node *base) {
+  return base && base->kind == N_BASE ? arr_plan(base) : NULL;
 }
 
 void xf_plan_release(xf_plan *p) {
   replay_plan_release(&p->plan);
   p->replays = 0;
+  p->lent = NULL;
 }
 
 xf_node *xf_scale(xf_node *in, const xf_filter *f, double factor, uint64_t align, char *err, size_t errlen) {

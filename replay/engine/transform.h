@@ -168,14 +168,17 @@ xf_node *xf_base(xf_open_fn open, void *arg, void (*release)(void *arg));
  * set_copy, scale_time), lend their events a block at a time with the plan's numbers, which are
  * theirs too. */
 typedef struct xf_plan {
-  replay_plan plan; /* slot NULL until made */
+  replay_plan plan;         /* slot NULL until made */
   unsigned replays;
+  const replay_plan *lent;  /* or a plan of the same events the owner borrows (not freed here) */
 } xf_plan;
 xf_node *xf_base_array(const sim_event *evs, size_t n, void *arg, void (*release)(void *arg), xf_plan *plan);
 /* A replay of a trace whose base is `base` (xf_node_base's leaf) is about to run: counts it
  * towards the base array's plan, made at the second unless the owner already holds one (taken
  * from the store as the events were cached). The plan when there is one, else NULL. */
 const replay_plan *xf_plan_note(const xf_node *base);
+/* The base array's plan when its owner has one, without counting a replay (NULL: none). */
+const replay_plan *xf_base_plan(const xf_node *base);
 void xf_plan_release(xf_plan *p); /* a zeroed one is allowed */
 /* Sizes of matching allocations (and their frees): ceil(size * factor) rounded up to align
  * bytes (align >= 1). Matching copies and memsets get their size and duration scaled too. */

@@ -46,6 +46,7 @@ typedef struct lua_ctx {
   session *ses;
   const sim_event *trace_events;
   size_t ntrace_events;
+  const replay_plan *trace_plan; /* their plan (source.h), when the caller has one (borrowed, or NULL) */
   /* kept by the library */
   struct lua_ctx_private *p;
 } lua_ctx;

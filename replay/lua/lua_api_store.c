@@ -37,6 +37,7 @@ static int push_held_trace(lua_State *L, lua_ctx *cx) {
   snprintf(ref, sizeof ref, "%lld", (long long)cx->trace_id);
   int rc = store_trace_find(cx->p->main->s, ref, &t);
   if (rc) return luaL_error(L, "%s", rc < 0 ? store_error(cx->p->main->s) : "the trace is no longer in the store");
+  cx->p->held_plan.lent = cx->trace_plan;
   xf_node *n = xf_base_array(cx->trace_events, cx->ntrace_events, NULL, NULL, &cx->p->held_plan);
   lapi_set_trace(nt, n, n, cx->p->main, &t, 0, NULL);
   store_trace_clear(&t);

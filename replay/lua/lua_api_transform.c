@@ -540,8 +540,8 @@ int lapi_trace_cache(lua_State *L) {
   ltrace *t = lapi_check_trace(L, 1);
   lscratch *sc = lapi_scratch(L);
   replay_array_source held;
-  if (t->arr) { /* a cached trace: its array lent as it lies */
-    sc->src = replay_array_source_init(&held, t->arr, t->narr);
+  if (t->arr) { /* a cached trace: its array lent as it lies, with its plan when it has one */
+    sc->src = replay_array_source_planned(&held, t->arr, t->narr, xf_base_plan(t->base));
     sc->src_open = 1;
   } else {
     lapi_scratch_open(L, sc, t);

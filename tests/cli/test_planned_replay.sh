@@ -55,4 +55,16 @@ awk -F, 'NR > 1 { key = $2 FS $5; row = $4; for (i = 8; i <= 14; i++) row = row 
                   if (key in seen && seen[key] != row) bad = bad $0 "\n"; seen[key] = row; n++ }
          END { printf "%s", bad; if (n != 8) print "expected 8 cells, got " n }' "$T/out" >"$T/bad"
 [ -s "$T/bad" ] && fail "a planned cell differs from the unplanned one: $(cat "$T/bad")"
+# a comparison's scenario cells replay the cached events, and transforms of them, with the
+# comparison's plan (the store's): the same cells as from a copy of the store without plans
+cp "$DB" "$T/noplan.db"
+sqlite3 "$T/noplan.db" "DELETE FROM event_plans"
+for db in "$DB" "$T/noplan.db"; do
+  expect 0 --db "$db" compare kk_ctx128_fullstep bcrafton_warm_window --policy torch --policy bfc --scenario batch_size \
+    --set new_batch=16 --set batch=4 --jobs 1 --no-save --format csv
+  cut -d, -f1-15 "$T/out" >"$db.cells"
+done
+cmp -s "$DB.cells" "$T/noplan.db.cells" ||
+  fail "scenario cells differ with the store's plan: $(diff "$DB.cells" "$T/noplan.db.cells" | head -c 600)"
+grep -c '^[0-9]' "$DB.cells" | grep -qx 4 || fail "expected 4 scenario cells: $(cat "$DB.cells")"
 finish
