@@ -158,14 +158,12 @@ typedef struct trace_cache {
   int64_t trace_id; /* 0: empty */
   sim_event *events;
   size_t n, cap;
-  unsigned replays; /* of these events; the second plans them (plan), for the engine's dense table */
-  replay_plan plan;
+  replay_plan_kept kept; /* their plan: the store's, or made when they are replayed again */
 } trace_cache;
 
-/* The cached events as a source, planned once they are replayed again. */
+/* The cached events as a source, with their plan. */
 static replay_source cache_source(trace_cache *tc, replay_array_source *a) {
-  if (!tc->plan.slot && ++tc->replays == 2) replay_plan_build(&tc->plan, tc->events, tc->n); /* or unplanned */
-  return replay_array_source_planned(a, tc->events, tc->n, tc->plan.slot ? &tc->plan : NULL);
+  return replay_array_source_planned(a, tc->events, tc->n, replay_plan_kept_note(&tc->kept, tc->events, tc->n));
 }
 
 /* The events of trace t in the cache (read now unless they are there): 0, or -1 with a message. */
@@ -173,8 +171,7 @@ static int cache_load(trace_cache *tc, store *s, const store_trace *t, char *err
   if (tc->trace_id == t->id) return 0;
   tc->trace_id = 0;
   tc->n = 0;
-  tc->replays = 0;
-  replay_plan_release(&tc->plan);
+  replay_plan_kept_release(&tc->kept);
   replay_source src;
   if (store_source_open(&src, s, t->id)) return snprintf(err, errlen, "%s", store_error(s)), -1;
   size_t want = t->event_count > 0 ? (size_t)t->event_count : 1;
@@ -206,7 +203,7 @@ static int cache_load(trace_cache *tc, store *s, const store_trace *t, char *err
     snprintf(err, errlen, "%s", m && *m ? m : store_error(s));
   }
   replay_source_close(&src);
-  if (k < 0 || replay_plan_gather_end(&g, tc->events, tc->n, &tc->plan)) replay_plan_gather_release(&g);
+  if (k < 0 || replay_plan_gather_end(&g, tc->events, tc->n, &tc->kept.plan)) replay_plan_gather_release(&g);
   if (k < 0) return -1;
   tc->trace_id = t->id;
   return 0;
@@ -369,7 +366,7 @@ static void run_scenario_cell(workers *w, session *ses, store *s, trace_cache *t
   char err[1024];
   /* the trace's events from the worker's memory, as plain cells read them */
   int cached = t->event_count <= CMP_CACHE_EVENTS && !cache_load(tc, s, t, err, sizeof err);
-  if (cmp_scenario_run(&sc, w->req, s, ses, t, cached ? tc->events : NULL, tc->n, tc->plan.slot ? &tc->plan : NULL,
+  if (cmp_scenario_run(&sc, w->req, s, ses, t, cached ? tc->events : NULL, tc->n, replay_plan_kept_get(&tc->kept, tc->events, tc->n),
                        p, &run, &step, &sps, err, sizeof err) ||
       (fill_cell(c, run, step, sps), w->req->save && save_cell(w, ses, t, run, c, err, sizeof err))) {
     free(c->error);
@@ -491,7 +488,7 @@ static void worker_loop(workers *w, store *s) {
   free(pl.p);
   if (snapshot) store_exec(s, "COMMIT");
   free(tc.events);
-  replay_plan_release(&tc.plan);
+  replay_plan_kept_release(&tc.kept);
   session_free(ses);
   store_close(s);
 }

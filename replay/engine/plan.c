@@ -93,3 +93,19 @@ void replay_plan_gather_release(replay_plan_gather *g) {
   free(g->slot);
   memset(g, 0, sizeof *g);
 }
+
+const replay_plan *replay_plan_kept_get(const replay_plan_kept *k, const sim_event *events, size_t n) {
+  const replay_plan *p = k->lent ? k->lent : &k->plan;
+  return p->slot && p->events == events && p->n == n ? p : NULL;
+}
+
+const replay_plan *replay_plan_kept_note(replay_plan_kept *k, const sim_event *events, size_t n) {
+  if (!replay_plan_kept_get(k, events, n) && ++k->replays == 2) replay_plan_build(&k->plan, events, n); /* or none */
+  return replay_plan_kept_get(k, events, n);
+}
+
+void replay_plan_kept_release(replay_plan_kept *k) {
+  replay_plan_release(&k->plan);
+  k->replays = 0;
+  k->lent = NULL;
+}

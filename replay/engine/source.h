@@ -96,6 +96,22 @@ struct replay_plan {
 /* Plans events[0..n-1]: 0, or -1 (too many records to number: the array is replayed unplanned). */
 int replay_plan_build(replay_plan *p, const sim_event *events, size_t n);
 void replay_plan_release(replay_plan *p); /* a zeroed plan is allowed */
+/*
+ * A plan kept with events replayed again and again (a cached trace, a comparison's): made at their
+ * second replay unless one is there already (taken from the store as they were read, or lent by
+ * whoever lent the events). get gives the plan kept when it is one of events[0..n), else NULL;
+ * note counts a replay of them about to run, makes the plan at the second, and gives what get
+ * gives. Start from {0}.
+ */
+typedef struct replay_plan_kept {
+  replay_plan plan;        /* made or taken here (slot NULL: none) */
+  unsigned replays;
+  const replay_plan *lent; /* or one borrowed (not freed here) */
+} replay_plan_kept;
+const replay_plan *replay_plan_kept_get(const replay_plan_kept *k, const sim_event *events, size_t n);
+const replay_plan *replay_plan_kept_note(replay_plan_kept *k, const sim_event *events, size_t n);
+void replay_plan_kept_release(replay_plan_kept *k);
+
 /* A plan taken from a source's views as its events are copied out (a cache of a stored trace, whose
  * reader lends the store's plan): add each view's numbers (NULL: that view had none, and the plan
  * is given up); end makes them the plan of the events copied (n: as many as were added), 0, or -1

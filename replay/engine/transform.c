@@ -384,7 +384,7 @@ struct xf_node {
   xf_open_fn open;
   const sim_event *arr; /* an array base's events */
   size_t narr;
-  xf_plan *plan;        /* ... and where its owner keeps their plan, or NULL */
+  replay_plan_kept *plan; /* ... and where its owner keeps their plan, or NULL */
   void *arg;
   void (*release)(void *arg);
   /* scale, set_copy, scale_time */
@@ -503,12 +503,8 @@ static int bad(char *err, size_t errlen, const char *fmt, ...) {
   return 0;
 }
 
-/* The array base's plan when its owner has one (lent, or made) of these very events, else NULL. */
-static const replay_plan *arr_plan(const xf_node *n) {
-  if (!n->plan) return NULL;
-  const replay_plan *p = n->plan->lent ? n->plan->lent : &n->plan->plan;
-  return p->slot && p->events == n->arr && p->n == n->narr ? p : NULL;
-}
+/* The array base's plan when its owner has one of these very events, else NULL. */
+static const replay_plan *arr_plan(const xf_node *n) { return n->plan ? replay_plan_kept_get(n->plan, n->arr, n->narr) : NULL; }
 
 static int arr_open(void *arg, replay_source *out, char *err, size_t errlen) {
   (void)err, (void)errlen;
@@ -519,7 +515,7 @@ static int arr_open(void *arg, replay_source *out, char *err, size_t errlen) {
   return 0;
 }
 
-xf_node *xf_base_array(const sim_event *evs, size_t n, void *arg, void (*release)(void *arg), xf_plan *plan) {
+xf_node *xf_base_array(const sim_event *evs, size_t n, void *arg, void (*release)(void *arg), replay_plan_kept *plan) {
   xf_node *node = node_new(N_BASE, NULL);
   node->open = arr_open;
   node->arr = evs;
@@ -532,19 +528,11 @@ xf_node *xf_base_array(const sim_event *evs, size_t n, void *arg, void (*release
 
 const replay_plan *xf_plan_note(const xf_node *base) {
   if (!base || base->kind != N_BASE || !base->plan) return NULL;
-  xf_plan *p = base->plan;
-  if (!arr_plan(base) && ++p->replays == 2) replay_plan_build(&p->plan, base->arr, base->narr); /* or none */
-  return arr_plan(base);
+  return replay_plan_kept_note(base->plan, base->arr, base->narr);
 }
 
 const replay_plan *xf_base_plan(const xf_node *base) {
   return base && base->kind == N_BASE ? arr_plan(base) : NULL;
-}
-
-void xf_plan_release(xf_plan *p) {
-  replay_plan_release(&p->plan);
-  p->replays = 0;
-  p->lent = NULL;
 }
 
 xf_node *xf_scale(xf_node *in, const xf_filter *f, double factor, uint64_t align, char *err, size_t errlen) {

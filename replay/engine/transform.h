@@ -162,24 +162,16 @@ xf_node *xf_base(xf_open_fn open, void *arg, void (*release)(void *arg));
 /* A leaf over events held in memory (borrowed: arg's release frees them): one-to-one
  * transforms over it read the array themselves, without a source of its own between.
  *
- * plan (NULL: none) is where the array's owner keeps its plan (source.h), made by
- * xf_plan_note at the array's second replay: from then on, the sources opened over the array
- * itself, and over one-to-one transforms of it that change no kind or address (scale, resize,
- * set_copy, scale_time), lend their events a block at a time with the plan's numbers, which are
- * theirs too. */
-typedef struct xf_plan {
-  replay_plan plan;         /* slot NULL until made */
-  unsigned replays;
-  const replay_plan *lent;  /* or a plan of the same events the owner borrows (not freed here) */
-} xf_plan;
-xf_node *xf_base_array(const sim_event *evs, size_t n, void *arg, void (*release)(void *arg), xf_plan *plan);
-/* A replay of a trace whose base is `base` (xf_node_base's leaf) is about to run: counts it
- * towards the base array's plan, made at the second unless the owner already holds one (taken
- * from the store as the events were cached). The plan when there is one, else NULL. */
+ * plan (NULL: none) is where the array's owner keeps their plan (source.h): the sources opened
+ * over the array itself, and over one-to-one transforms of it that change no kind or address
+ * (scale, resize, set_copy, scale_time), lend their events a block at a time with the plan's
+ * numbers, which are theirs too. */
+xf_node *xf_base_array(const sim_event *evs, size_t n, void *arg, void (*release)(void *arg), replay_plan_kept *plan);
+/* A replay of a trace whose base is `base` (xf_node_base's leaf) is about to run: counted towards
+ * the base array's plan (replay_plan_kept_note). The plan when there is one, else NULL. */
 const replay_plan *xf_plan_note(const xf_node *base);
 /* The base array's plan when its owner has one, without counting a replay (NULL: none). */
 const replay_plan *xf_base_plan(const xf_node *base);
-void xf_plan_release(xf_plan *p); /* a zeroed one is allowed */
 /* Sizes of matching allocations (and their frees): ceil(size * factor) rounded up to align
  * bytes (align >= 1). Matching copies and memsets get their size and duration scaled too. */
 xf_node *xf_scale(xf_node *in, const xf_filter *f, double factor, uint64_t align, char *err, size_t errlen);

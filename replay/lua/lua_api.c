@@ -33,7 +33,7 @@ void lua_ctx_release(lua_ctx *cx) {
   free(p->files);
   for (size_t i = 0; i < p->nnotes; i++) free(p->notes[i]);
   free(p->notes);
-  xf_plan_release(&p->held_plan);
+  replay_plan_kept_release(&p->held_plan);
   if (p->own_ses) session_free(p->ses);
   if (p->main) {
     p->main->s = NULL; /* the command closes its store */

@@ -82,7 +82,7 @@ typedef struct lfile {
 
 struct lua_ctx_private {
   lstore *main;
-  xf_plan held_plan; /* the plan of the events the caller holds (trace_events), made at their second replay */
+  replay_plan_kept held_plan; /* the plan of the events the caller holds (trace_events): lent, or made */
   lvariant *variants;
   size_t nvariants, vcap;
   lfile *files;

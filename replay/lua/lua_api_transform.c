@@ -498,7 +498,7 @@ typedef struct lmem {
   int refs;
   sim_event *evs;
   size_t n;
-  xf_plan plan; /* the events' plan: the store's, or made at their second replay (transform.h) */
+  replay_plan_kept plan; /* the events' plan: the store's, or made at their second replay (source.h) */
   lua_host *h;     /* the array's bytes are reserved in its memory budget */
   size_t reserved;
 } lmem;
@@ -507,7 +507,7 @@ static void mbase_release(void *arg) {
   lmem *m = arg;
   if (--m->refs > 0) return;
   lua_host_unreserve(m->h, m->reserved);
-  xf_plan_release(&m->plan);
+  replay_plan_kept_release(&m->plan);
   free(m->evs);
   free(m);
 }
