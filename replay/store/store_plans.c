@@ -86,12 +86,18 @@ int plan_writer_store(store *s, const plan_writer *pw, int64_t trace_id) {
 
 /* ---- numbering a stored trace ------------------------------------------------------------------ */
 
-int plans_of_trace(store *s, int64_t trace_id) {
+/* The trace's plan rows removed: 0, or -1. */
+static int plans_delete(store *s, int64_t trace_id) {
   sqlite3_stmt *q = store_stmt(s, "DELETE FROM event_plans WHERE trace_id = ?1");
   if (!q) return -1;
   sqlite3_bind_int64(q, 1, trace_id);
   if (sqlite3_step(q) != SQLITE_DONE) return store_fail(s, q, "cannot store the trace's plan");
   sqlite3_reset(q);
+  return 0;
+}
+
+int plans_of_trace(store *s, int64_t trace_id) {
+  if (plans_delete(s, trace_id)) return -1;
   chunk_io io = {0};
   replay_planner pl;
   replay_planner_init(&pl);
@@ -105,12 +111,8 @@ int plans_of_trace(store *s, int64_t trace_id) {
     plan_pack(slots, m.n, pl.next, &b);
     rc = plan_store(s, trace_id, m.chunk, pl.next, &b);
   }
-  if (!rc && (got < 0 || pl.full)) { /* a damaged trace keeps no plan (its replays say what is damaged) */
-    q = store_stmt(s, "DELETE FROM event_plans WHERE trace_id = ?1");
-    if (!q) rc = -1;
-    else sqlite3_bind_int64(q, 1, trace_id), rc = sqlite3_step(q) == SQLITE_DONE ? 0 : store_fail(s, q, "cannot store the trace's plan");
-    if (q) sqlite3_reset(q);
-  }
+  if (!rc && (got < 0 || pl.full)) rc = plans_delete(s, trace_id); /* a damaged trace keeps no plan (its replays say
+                                                                        what is damaged) */
   free(slots);
   store_bytes_release(&b);
   replay_planner_release(&pl);
@@ -289,7 +291,7 @@ int plans_check(store *s, const store_trace *t, store_fault_fn fault, void *arg,
   uint32_t *want = sim_xmalloc(STORE_CHUNK_EVENTS * sizeof *want), *got = sim_xmalloc(STORE_CHUNK_EVENTS * sizeof *got);
   store_bytes b = {0};
   chunk_meta m;
-  int n, rc = 0, tok = store_lock(s);
+  int n, rc = 0;
   for (int64_t next = INT64_MIN; !rc && (n = chunk_get(s, &io, t->id, next, 0, &m)) > 0; next = m.chunk + 1) {
     for (size_t i = 0; i < m.n; i++) want[i] = replay_planner_step(&pl, &io.ev[i]);
     rc = plan_check_chunk(s, t, &m, want, pl.next, &b, got, fault, arg, tot);
@@ -312,7 +314,6 @@ int plans_check(store *s, const store_trace *t, store_fault_fn fault, void *arg,
     rc = r == SQLITE_DONE ? 0 : store_fail(s, q, "cannot check the store");
     sqlite3_reset(q);
   }
-  store_unlock(s, tok);
   free(want);
   free(got);
   store_bytes_release(&b);
