@@ -569,18 +569,24 @@ int store_begin(store *s) {
 }
 
 int store_commit(store *s) {
-  if (store_exec(s, "COMMIT")) {
+  /* an import's commit writes its pages to the log and copies the log into the database file:
+   * their writes are started as they go (store_flush.c) */
+  store_flusher f;
+  int flushing = s->bulk && !store_flusher_start(&f, s);
+  int rc = store_exec(s, "COMMIT");
+  if (flushing) store_flusher_stop(&f);
+  if (rc) {
     store_rollback(s);
     return -1;
   }
-  s->in_tx = 0;
+  s->in_tx = s->bulk = 0;
   return 0;
 }
 
 void store_rollback(store *s) {
   if (s->writer) writer_stop(s->writer); /* an importer that failed without aborting its writer */
   if (sqlite3_get_autocommit(s->db) == 0) sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
-  s->in_tx = 0;
+  s->in_tx = s->bulk = 0;
   /* Ids handed out inside the transaction no longer exist. */
   intern_reset_all(s);
 }
@@ -872,6 +878,28 @@ static void writer_fit_batch(store_writer *w, const ev_batch *b) {
   w->fit_next = b->seq0 + (int64_t)b->n;
 }
 
+/*
+ * The trace's row written again after each chunk, with the count of events stored so far, and its
+ * index entries with it (name and source_digest set to themselves). SQLite writes a page that
+ * its cache has not used for a while into the log before the commit; a page so written and
+ * changed again in the same transaction is overwritten in the log in place, and the commit then
+ * reads back every page the log holds after it to compute its checksums anew. The trace's row is
+ * written at the import's start and again at its end (its counts, its digest), so its pages went
+ * out early and the commit read back nearly the whole log (70 MB for 1 M generated events).
+ * Written after each chunk, they stay among the pages the cache has used last and go to the log
+ * once, at the commit.
+ */
+static int writer_keep_trace_row(store_writer *w, int64_t stored) {
+  sqlite3_stmt *q = store_stmt(w->s, "UPDATE traces SET event_count = ?2, name = name, source_digest = source_digest "
+                                     "WHERE id = ?1");
+  if (!q) return -1;
+  sqlite3_bind_int64(q, 1, w->trace_id);
+  sqlite3_bind_int64(q, 2, stored);
+  if (sqlite3_step(q) != SQLITE_DONE) return store_fail(w->s, q, "cannot update trace");
+  sqlite3_reset(q);
+  return 0;
+}
+
 /* A batch's chunk, in the writer thread: packed outside the connection lock, stored inside it
  * (replacing the chunk when an earlier stop stored it part-filled). */
 static int insert_batch_events(store_writer *w, const ev_batch *b) {
@@ -882,6 +910,7 @@ static int insert_batch_events(store_writer *w, const ev_batch *b) {
   pthread_mutex_lock(&w->s->conn_lock);
   int rc = chunk_store(w->s, &w->io, &b->text, w->trace_id, b->seq0, b->n);
   if (!rc && planned) rc = plan_writer_store(w->s, &w->plan, w->trace_id);
+  if (!rc) rc = writer_keep_trace_row(w, b->seq0 + (int64_t)b->n - w->first);
   pthread_mutex_unlock(&w->s->conn_lock);
   store_flush_start(w->wal_fd); /* store_flush.c */
   return rc;
@@ -1013,6 +1042,7 @@ static int writer_start(store_writer *w) {
   w->running = 1;
   w->s->async++;
   w->s->writer = w;
+  w->s->bulk = 1;
   return 0;
 }
 

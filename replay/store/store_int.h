@@ -3,6 +3,7 @@
 #define REPLAY_STORE_INT_H
 
 #include <pthread.h>
+#include <sys/types.h>
 
 #include "engine/source.h"
 #include "sim/hashmap.h"
@@ -55,6 +56,7 @@ struct store {
   pthread_mutex_t conn_lock;
   store_writer *writer;      /* the writer whose thread is running, if any (at most one runs) */
   int readers;               /* store_readers open: the page cache is small (store_readers_add) */
+  int bulk;                  /* the open transaction has stored events through a writer's thread */
 };
 
 void store_seterr(store *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -67,7 +69,7 @@ void store_unlock(store *s, int token);
  * cache is small, its pages reused. Called with the connection's lock held. */
 void store_readers_add(store *s, int delta);
 
-/* ---- the log's writes started early (store_flush.c) ---- */
+/* ---- the log's and the database file's writes started early (store_flush.c) ---- */
 
 /* The store's write-ahead log opened to start its writes: a file descriptor, or -1 (none, or no
  * sync_file_range on this system: the calls below then do nothing). Never the database file. */
@@ -75,6 +77,23 @@ int store_flush_open_wal(const store *s);
 /* Asks the kernel to start writing out what fd's file has in its cache (waits for nothing). */
 void store_flush_start(int fd);
 void store_flush_close(int fd);
+
+/* A thread that starts the writes of the log and of the database file every two milliseconds while
+ * a large transaction commits (the commit's copy of the log into the database file included). */
+typedef struct store_flusher {
+  pthread_t thread;
+  pthread_mutex_t lock;
+  pthread_cond_t cond;
+  int stop;
+  int wal_fd; /* the log, opened by store_flush_open_wal, or -1 */
+  int db_fd;  /* SQLite's own descriptor of the database file (never closed here), or -1 */
+  dev_t dev;  /* the database file's device and inode */
+  ino_t ino;
+} store_flusher;
+
+/* 0 with the thread running (stop it with store_flusher_stop), or -1: nothing to do here. */
+int store_flusher_start(store_flusher *f, const store *s);
+void store_flusher_stop(store_flusher *f);
 
 /* ---- chunks (store_chunks.c) ---- */
 

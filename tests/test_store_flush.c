@@ -1,0 +1,146 @@
+/* test_store_flush.c: how a large import reaches the disk: its pages go to the write-ahead log once,
+ * and its commit starts the writes of the log and of the database file through SQLite's own
+ * descriptor, which it leaves open. */
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "store/store.h"
+#include "store/store_int.h"
+#include "test.h"
+
+int test_failures;
+
+static char dir[256];
+
+static void path_of(char *buf, size_t n, const char *name) { snprintf(buf, n, "%s/%s", dir, name); }
+
+/* The events a trace holds, as its row says, or -1. */
+static int64_t events_of(store *s, const char *name) {
+  store_trace t;
+  if (store_trace_find(s, name, &t)) return -1;
+  int64_t n = t.event_count;
+  store_trace_clear(&t);
+  return n;
+}
+
+static store *open_new(const char *name) {
+  char p[512], err[STORE_ERRLEN];
+  path_of(p, sizeof p, name);
+  store *s = NULL;
+  if (store_open(&s, p, STORE_CREATE, err, sizeof err)) fprintf(stderr, "%s\n", err);
+  return s;
+}
+
+/* Bytes this process has read through read(2) and its kind so far (Linux's /proc/self/io), or -1. */
+static int64_t bytes_read(void) {
+  FILE *f = fopen("/proc/self/io", "r");
+  if (!f) return -1;
+  char line[128];
+  long long v = -1;
+  while (fgets(line, sizeof line, f))
+    if (sscanf(line, "rchar: %lld", &v) == 1) break;
+  fclose(f);
+  return v;
+}
+
+/* Events enough to pass the writer's page cache several times over (about 35 MB of pages). */
+static int write_big_trace(store *s, const char *name, int n) {
+  store_trace m = {.name = (char *)name, .source_format = (char *)"jsonl", .device_index = 0};
+  store_writer *w;
+  if (store_writer_begin(s, &m, &w)) return -1;
+  store_frame fr[1] = {{"step", "train.py", 12}};
+  int64_t stack = store_intern_stack(s, fr, 1);
+  for (int i = 0; i < n; i++) {
+    sim_event ev;
+    sim_event_init(&ev);
+    ev.kind = i % 2 ? SIM_EV_FREE : SIM_EV_ALLOC;
+    ev.addr = UINT64_C(0x7f0000000000) + (uint64_t)(i / 2) * 4096;
+    ev.size = 512 + (uint64_t)i * 7919 % 100000;
+    ev.ts = INT64_C(1700000000000000000) + (int64_t)i * 1377;
+    ev.dev_ts = ev.ts + 500;
+    ev.stack = stack;
+    ev.step = i / 5000;
+    if (store_writer_event(w, &ev)) {
+      store_writer_abort(w);
+      return -1;
+    }
+  }
+  return store_writer_end(w);
+}
+
+/*
+ * SQLite overwrites in place a page it has written into the log earlier in the same transaction,
+ * and its commit then reads back every page after it to compute the log's checksums again. The
+ * trace's row is written at the import's start and again at its end; the writer keeps it among
+ * the pages its cache has used last, so that the commit reads the log once (to copy it into the
+ * database file), not twice.
+ */
+static void a_large_import_goes_to_the_log_once(void) {
+  store *s = open_new("once.db");
+  if (!s) return;
+  CHECK_EQ(store_begin(s), 0);
+  CHECK_EQ(write_big_trace(s, "big", 500000), 0);
+  /* what an importer does at the end: the digest of its file, an index entry of the row */
+  CHECK_EQ(store_traces_set_digest(s, 0, "0123456789abcdef"), 0);
+  int64_t before = bytes_read();
+  CHECK_EQ(store_commit(s), 0);
+  int64_t after = bytes_read();
+  char wal[600];
+  snprintf(wal, sizeof wal, "%s/once.db-wal", dir);
+  struct stat st;
+  CHECK_EQ(stat(wal, &st), 0);
+  if (before < 0 || after < 0) {
+    fprintf(stderr, "  (no /proc/self/io here: the reads at the commit are not counted)\n");
+  } else {
+    /* the writer's cache is 16 MiB: the log holds more than it, so the cache spilled */
+    CHECK(st.st_size > 24 << 20);
+    fprintf(stderr, "  log %lld bytes, read at the commit %lld\n", (long long)st.st_size, (long long)(after - before));
+    CHECK(after - before < st.st_size + st.st_size / 2);
+  }
+  CHECK_EQ(events_of(s, "big"), 500000);
+  store_close(s);
+}
+
+/* The thread the commit runs beside finds the database file's own descriptor, and leaves it, and
+ * the log's, as they were. */
+static void the_flusher_uses_sqlites_descriptor_and_leaves_it_open(void) {
+  store *s = open_new("flush.db");
+  if (!s) return;
+  store_flusher f;
+  if (store_flusher_start(&f, s)) {
+    fprintf(stderr, "  (no sync_file_range here: nothing to start)\n");
+    store_close(s);
+    return;
+  }
+  int fd = f.db_fd;
+  store_flusher_stop(&f);
+  char p[512];
+  path_of(p, sizeof p, "flush.db");
+  struct stat want, got;
+  CHECK_EQ(stat(p, &want), 0);
+  CHECK(fd >= 0);
+  if (fd >= 0) {
+    CHECK(fcntl(fd, F_GETFD) != -1); /* still open */
+    CHECK_EQ(fstat(fd, &got), 0);
+    CHECK(got.st_ino == want.st_ino && got.st_dev == want.st_dev);
+  }
+  /* the connection works as before, its locks kept: a write and a read */
+  CHECK_EQ(store_begin(s), 0);
+  CHECK_EQ(write_big_trace(s, "small", 100), 0);
+  CHECK_EQ(store_commit(s), 0);
+  CHECK_EQ(events_of(s, "small"), 100);
+  store_close(s);
+}
+
+int main(void) {
+  const char *tmp = getenv("TMPDIR");
+  snprintf(dir, sizeof dir, "%s/memplay-flush-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+  if (!mkdtemp(dir)) return 1;
+  RUN(a_large_import_goes_to_the_log_once);
+  RUN(the_flusher_uses_sqlites_descriptor_and_leaves_it_open);
+  char cmd[300];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  if (system(cmd)) return 1;
+  TEST_MAIN_END();
+}
