@@ -880,7 +880,8 @@ static void writer_fit_batch(store_writer *w, const ev_batch *b) {
 
 /*
  * The trace's row written again after each chunk, with the count of events stored so far, and its
- * index entries with it (name and source_digest set to themselves). SQLite writes a page that
+ * index entries with it (name and source_digest, the columns of the indexes of traces, set to
+ * themselves: a column indexed later joins them). SQLite writes a page that
  * its cache has not used for a while into the log before the commit; a page so written and
  * changed again in the same transaction is overwritten in the log in place, and the commit then
  * reads back every page the log holds after it to compute its checksums anew. The trace's row is
