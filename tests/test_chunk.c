@@ -416,10 +416,27 @@ static void text_form_reads_as_sql_does(void) {
   e[1].size = e[1].addr = 0;
   e[1].stack = 0;
   e[1].api_dur = 7;
-  store_bytes text = {0};
+  /* times from the first event's, addresses from one below the lowest */
+  store_text text = {0};
   store_chunk_text(e, 2, &text);
-  CHECK_EQ(text.n, strlen("[[5,257,0,512,4096,0,0,3],[5,263,0,0,0,0,0,0,0,-1,-1,7]]"));
-  CHECK(!memcmp(text.p, "[[5,257,0,512,4096,0,0,3],[5,263,0,0,0,0,0,0,0,-1,-1,7]]", text.n));
+  CHECK_EQ(text.ts0, 5);
+  CHECK_EQ(text.addr0, 4095);
+  CHECK_EQ(text.rows.n, strlen("[[0,257,512,1,3],[0,263,0,0,0,0,8]]"));
+  CHECK(!memcmp(text.rows.p, "[[0,257,512,1,3],[0,263,0,0,0,0,8]]", text.rows.n));
+  /* a known dev_ts equal to the base is written (an unknown one is left off) */
+  e[1].dev_ts = 5;
+  store_chunk_text(e, 2, &text);
+  CHECK_EQ(text.rows.n, strlen("[[0,257,512,1,3],[0,263,0,0,0,0,8,0,0,0,0,0]]"));
+  CHECK(!memcmp(text.rows.p, "[[0,257,512,1,3],[0,263,0,0,0,0,8,0,0,0,0,0]]", text.rows.n));
+  /* addresses whose spread does not fit 64 bits (as SQL reads them, signed) count from 0 */
+  e[1].addr = UINT64_C(0x8000000000000000);
+  store_chunk_text(e, 2, &text);
+  CHECK_EQ(text.addr0, 0);
+  CHECK(!memcmp(text.rows.p, "[[0,257,512,4096,3],[0,263,0,-9223372036854775808,", 50));
+  e[1].addr = UINT64_C(0xfffffffffffff000); /* -4096: the spread fits */
+  store_chunk_text(e, 2, &text);
+  CHECK_EQ(text.addr0, -4097);
+  CHECK(!memcmp(text.rows.p, "[[0,257,512,8193,3],[0,263,0,1,", 31));
   /* numbers at their extremes, and every field present */
   sim_event x;
   sim_event_init(&x);
@@ -436,11 +453,13 @@ static void text_form_reads_as_sql_does(void) {
   x.dev_ts = 1;
   x.api_dur = 0;
   store_chunk_text(&x, 1, &text);
-  const char *want = "[[-9223372036854775808,1,32767,-8446744073709551616,999999999999999999,9223372036854775807,"
-                     "100,9,10,0,1,0]]";
-  CHECK_EQ(text.n, strlen(want));
-  CHECK(!memcmp(text.p, want, text.n));
-  store_bytes_release(&text);
+  /* dev_ts less the first ts does not fit 64 bits: times count from 0 */
+  const char *want = "[[-9223372036854775808,1,-8446744073709551616,1,9,1,1,32767,100,10,9223372036854775807,1]]";
+  CHECK_EQ(text.ts0, 0);
+  CHECK_EQ(text.addr0, 999999999999999998);
+  CHECK_EQ(text.rows.n, strlen(want));
+  CHECK(!memcmp(text.rows.p, want, text.rows.n));
+  store_text_release(&text);
 }
 
 static store *open_new(const char *name) {

@@ -22,6 +22,11 @@ void store_bytes_release(store_bytes *b) {
   memset(b, 0, sizeof *b);
 }
 
+void store_text_release(store_text *t) {
+  store_bytes_release(&t->rows);
+  t->ts0 = t->addr0 = 0;
+}
+
 void store_chunk_enc_release(store_chunk_enc *e) {
   free(e->keys);
   free(e->slots);
@@ -772,26 +777,51 @@ static inline char *put_int(char *o, int64_t v) {
   return o + n;
 }
 
-void store_chunk_text(const sim_event *ev, size_t n, store_bytes *out) {
-  sim_grow((void **)&out->p, &out->cap, n * 12 * 21 + 3, 1);
-  char *o = (char *)out->p;
+/* The bases a chunk's text counts times and addresses from (store_text): ts0 the first event's ts,
+ * unless some ts or dev_ts less it does not fit 64 bits; addr0 one less than the lowest address
+ * (taken as signed, as SQL reads it), so that every address left is at least 1 and 0 still says
+ * "none", unless the spread of the addresses does not fit. */
+static void text_bases(const sim_event *ev, size_t n, int64_t *ts0, int64_t *addr0) {
+  int64_t t0 = n ? ev[0].ts : 0, lo = INT64_MAX, hi = INT64_MIN, d;
+  int fits = 1;
+  for (size_t i = 0; i < n; i++) {
+    fits &= !__builtin_sub_overflow(ev[i].ts, t0, &d);
+    if (ev[i].dev_ts >= 0) fits &= !__builtin_sub_overflow(ev[i].dev_ts, t0, &d);
+    if (ev[i].addr) {
+      int64_t a = (int64_t)ev[i].addr;
+      lo = a < lo ? a : lo;
+      hi = a > hi ? a : hi;
+    }
+  }
+  *ts0 = fits ? t0 : 0;
+  *addr0 = lo != INT64_MAX && lo != INT64_MIN && !__builtin_sub_overflow(hi, lo - 1, &d) ? lo - 1 : 0;
+}
+
+/* An event's fields in the text's order (store_text), and which of them are absent. */
+enum { TX_TS, TX_INFO, TX_SIZE, TX_ADDR, TX_STACK, TX_STEP, TX_APIDUR, TX_DEVICE, TX_DUR, TX_NAME, TX_STREAM, TX_DEVTS, TX__N };
+
+void store_chunk_text(const sim_event *ev, size_t n, store_text *out) {
+  text_bases(ev, n, &out->ts0, &out->addr0);
+  sim_grow((void **)&out->rows.p, &out->rows.cap, n * TX__N * 21 + 3, 1);
+  char *o = (char *)out->rows.p;
   *o++ = '[';
   for (size_t i = 0; i < n; i++) {
     const sim_event *v = &ev[i];
-    int64_t f[12] = {v->ts,
-                     (int64_t)(enum_key(v) & 0xFFFFFFFFu),
-                     v->device,
-                     (int64_t)v->size,
-                     (int64_t)v->addr,
-                     v->stream,
-                     v->dur,
-                     v->stack > 0 ? v->stack : 0,
-                     v->name > 0 ? v->name : 0,
-                     v->step < 0 ? -1 : v->step,
-                     v->dev_ts < 0 ? -1 : v->dev_ts,
-                     v->api_dur < 0 ? -1 : v->api_dur};
-    int last = 11;
-    while (last > 2 && f[last] == (last >= 9 ? -1 : 0)) last--;
+    int64_t f[TX__N] = {[TX_TS] = v->ts - out->ts0,
+                        [TX_INFO] = (int64_t)(enum_key(v) & 0xFFFFFFFFu),
+                        [TX_SIZE] = (int64_t)v->size,
+                        [TX_ADDR] = v->addr ? (int64_t)v->addr - out->addr0 : 0,
+                        [TX_STACK] = v->stack > 0 ? v->stack : 0,
+                        [TX_STEP] = v->step < 0 ? 0 : (int64_t)v->step + 1,
+                        [TX_DEVICE] = v->device,
+                        [TX_DUR] = v->dur,
+                        [TX_NAME] = v->name > 0 ? v->name : 0,
+                        [TX_STREAM] = v->stream,
+                        [TX_APIDUR] = v->api_dur < 0 ? 0 : (int64_t)((uint64_t)v->api_dur + 1),
+                        [TX_DEVTS] = v->dev_ts >= 0 ? v->dev_ts - out->ts0 : 0};
+    int last = TX_DEVTS; /* a known dev_ts is written, whatever its value; an unknown one left off */
+    if (v->dev_ts < 0)
+      for (last = TX_STREAM; last > TX_INFO && !f[last];) last--;
     if (i) *o++ = ',';
     *o++ = '[';
     for (int k = 0; k <= last; k++) {
@@ -801,5 +831,5 @@ void store_chunk_text(const sim_event *ev, size_t n, store_bytes *out) {
     *o++ = ']';
   }
   *o++ = ']';
-  out->n = (size_t)(o - (char *)out->p);
+  out->rows.n = (size_t)(o - (char *)out->rows.p);
 }

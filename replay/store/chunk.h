@@ -80,10 +80,24 @@ void store_chunk_dec_release(store_chunk_dec *d);
  * dir, size and dur filled in, decoding only the columns those come from. 0, or -1 with why. */
 int store_chunk_copies(const unsigned char *p, size_t len, size_t n, void (*fn)(void *arg, const sim_event *ev),
                        void *arg, char *why, size_t whylen);
-/* The chunk as text for SQL (replacing out's contents): a JSON array with one array per event,
- * [ts, info & 0xFFFFFFFF, device, size, addr, stream, dur, stack_id, name_id, step, dev_ts,
- * api_dur], absent values written as 0 (size to name_id) or -1 (step, dev_ts, api_dur) and left
- * off at the end of an array. The events view (store_schema.c) reads it. */
-void store_chunk_text(const sim_event *ev, size_t n, store_bytes *out);
+/* The chunk as text for SQL: what the events view (store_schema.c) reads. rows is a JSON array
+ * with one array per event,
+ *
+ *   [ts - ts0, info & 0xFFFFFFFF, size, addr - addr0, stack_id, step + 1, api_dur + 1, device, dur,
+ *    name_id, stream, dev_ts - ts0]
+ *
+ * every absent value written as 0 (an unknown step or api_dur too, hence their + 1), and left off
+ * at the end of an array (ts and info always stay; an unknown dev_ts, the last, always goes). ts0
+ * is the first event's ts and addr0 one less than the chunk's lowest address (addresses taken as
+ * signed, as SQL reads them), so that times and addresses take a few digits; either is 0 where a
+ * difference would not fit 64 bits. The fields come in the order of how often real traces have
+ * them (docs/trace-store.md). */
+typedef struct store_text {
+  store_bytes rows;
+  int64_t ts0, addr0;
+} store_text;
+void store_text_release(store_text *t);
+/* Makes the text form of n events (replacing out's contents). */
+void store_chunk_text(const sim_event *ev, size_t n, store_text *out);
 
 #endif

@@ -315,7 +315,7 @@ static int migrate(store *s, int from) {
   if (store_exec(s, "BEGIN IMMEDIATE")) return -1;
   for (int v = from + 1; v <= store_schema_version; v++) {
     if (store_exec(s, store_migration(v)) || (v == 4 && chunk_migrate_rows(s)) || (v == 5 && copy_sums_migrate(s)) ||
-        (v == 6 && plans_migrate(s)) ||
+        (v == 6 && plans_migrate(s)) || (v == 7 && text_migrate(s)) ||
         (store_migration_after(v) && store_exec(s, store_migration_after(v)))) {
       char msg[STORE_ERRLEN];
       snprintf(msg, sizeof msg, "%s", s->err);
@@ -750,7 +750,7 @@ typedef struct ev_batch {
   store_recorded rec[BATCH_RECORDED];
   int64_t rec_seq[BATCH_RECORDED];
   size_t nrec;
-  store_bytes text; /* the events' text form, made by the text thread */
+  store_text text;  /* the events' text form, made by the text thread */
   int text_ready;   /* the text form is made (a batch of no events needs none) */
 } ev_batch;
 
@@ -989,7 +989,7 @@ static int writer_resume_chunk(store_writer *w) {
 
 static void writer_free_batches(store_writer *w) {
   for (int i = 0; i < NBATCHES; i++) {
-    store_bytes_release(&w->batches[i]->text);
+    store_text_release(&w->batches[i]->text);
     free(w->batches[i]);
   }
   w->cur = NULL;
@@ -1003,7 +1003,7 @@ static int writer_start(store_writer *w) {
   for (int i = 0; i < NBATCHES; i++) {
     w->batches[i] = sim_xmalloc(sizeof(ev_batch));
     w->batches[i]->n = w->batches[i]->nrec = 0;
-    w->batches[i]->text = (store_bytes){0};
+    w->batches[i]->text = (store_text){0};
     w->batches[i]->text_ready = 0;
     w->free_list[w->nfree++] = w->batches[i];
   }

@@ -61,7 +61,7 @@ int store_check_integrity(store *s, store_fault_fn fault, void *arg, store_check
 /* The chunk's text form must be the packed events written as text. */
 static int check_text(store *s, const store_trace *t, const chunk_meta *m, chunk_io *io, store_fault_fn fault,
                       void *arg, store_check_totals *tot) {
-  sqlite3_stmt *q = store_stmt(s, "SELECT first_seq, rows FROM event_rows WHERE trace_id = ?1 AND chunk = ?2");
+  sqlite3_stmt *q = store_stmt(s, "SELECT first_seq, ts0, addr0, rows FROM event_rows WHERE trace_id = ?1 AND chunk = ?2");
   if (!q) return -1;
   sqlite3_bind_int64(q, 1, t->id);
   sqlite3_bind_int64(q, 2, m->chunk);
@@ -73,9 +73,11 @@ static int check_text(store *s, const store_trace *t, const chunk_meta *m, chunk
     return store_fail(s, q, "cannot check the store");
   } else {
     store_chunk_text(io->ev, m->n, &io->text);
-    const void *text = sqlite3_column_text(q, 1);
-    size_t len = (size_t)sqlite3_column_bytes(q, 1);
-    if (sqlite3_column_int64(q, 0) != m->seq0 || len != io->text.n || (len && memcmp(text, io->text.p, len)))
+    const void *text = sqlite3_column_text(q, 3);
+    size_t len = (size_t)sqlite3_column_bytes(q, 3);
+    if (sqlite3_column_int64(q, 0) != m->seq0 || sqlite3_column_int64(q, 1) != io->text.ts0 ||
+        sqlite3_column_int64(q, 2) != io->text.addr0 || len != io->text.rows.n ||
+        (len && memcmp(text, io->text.rows.p, len)))
       report(fault, arg, tot,
              "trace '%s' chunk %lld: its events as text (event_rows, what SQL reads) differ from the packed ones",
              t->name, (long long)m->chunk);

@@ -12,7 +12,7 @@
 void chunk_io_release(chunk_io *io) {
   store_chunk_enc_release(&io->enc);
   store_bytes_release(&io->blob);
-  store_bytes_release(&io->text);
+  store_text_release(&io->text);
   free(io->ev);
   memset(io, 0, sizeof *io);
 }
@@ -27,7 +27,8 @@ int chunk_pack(chunk_io *io, const sim_event *ev, size_t n) {
   return 0;
 }
 
-int chunk_store(store *s, chunk_io *io, const store_bytes *text, int64_t trace_id, int64_t seq0, size_t n) {
+/* The packed form chunk_pack made, as the chunk of stored seqs seq0 .. seq0 + n - 1. */
+static int chunk_store_packed(store *s, chunk_io *io, int64_t trace_id, int64_t seq0, size_t n) {
   sqlite3_stmt *q = store_stmt(s, "INSERT OR REPLACE INTO event_chunks(trace_id, chunk, first_seq, n, codec, crc32, data) "
                                   "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)");
   if (!q) return -1;
@@ -40,12 +41,20 @@ int chunk_store(store *s, chunk_io *io, const store_bytes *text, int64_t trace_i
   sqlite3_bind_blob(q, 7, io->blob.p, (int)io->blob.n, SQLITE_STATIC);
   if (sqlite3_step(q) != SQLITE_DONE) return store_fail(s, q, "cannot store events");
   sqlite3_reset(q);
-  q = store_stmt(s, "INSERT OR REPLACE INTO event_rows(trace_id, chunk, first_seq, rows) VALUES (?1, ?2, ?3, ?4)");
+  return 0;
+}
+
+int chunk_store(store *s, chunk_io *io, const store_text *text, int64_t trace_id, int64_t seq0, size_t n) {
+  if (chunk_store_packed(s, io, trace_id, seq0, n)) return -1;
+  sqlite3_stmt *q = store_stmt(s, "INSERT OR REPLACE INTO event_rows(trace_id, chunk, first_seq, ts0, addr0, rows) "
+                   "VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
   if (!q) return -1;
   sqlite3_bind_int64(q, 1, trace_id);
   sqlite3_bind_int64(q, 2, seq0 >> STORE_CHUNK_SHIFT);
   sqlite3_bind_int64(q, 3, seq0);
-  sqlite3_bind_text(q, 4, (const char *)text->p, (int)text->n, SQLITE_STATIC);
+  sqlite3_bind_int64(q, 4, text->ts0);
+  sqlite3_bind_int64(q, 5, text->addr0);
+  sqlite3_bind_text(q, 6, (const char *)text->rows.p, (int)text->rows.n, SQLITE_STATIC);
   if (sqlite3_step(q) != SQLITE_DONE) return store_fail(s, q, "cannot store events");
   sqlite3_reset(q);
   return 0;
@@ -511,6 +520,22 @@ static void row_event(sqlite3_stmt *q, sim_event *ev) {
   ev->api_dur = sqlite3_column_type(q, 11) == SQLITE_NULL ? -1 : sqlite3_column_int64(q, 11);
 }
 
+/* A chunk as migration 4 leaves it: packed, and in the text table of its schema with no events, for
+ * migration 7 to write from the packed form (store_text_upgrade.c; this memplay writes no other
+ * text form). */
+static int chunk_put_v4(store *s, chunk_io *io, int64_t trace_id, int64_t seq0, size_t n) {
+  chunk_pack(io, io->ev, n);
+  if (chunk_store_packed(s, io, trace_id, seq0, n)) return -1;
+  sqlite3_stmt *q = store_stmt(s, "INSERT INTO event_rows(trace_id, chunk, first_seq, rows) VALUES (?1, ?2, ?3, '[]')");
+  if (!q) return -1;
+  sqlite3_bind_int64(q, 1, trace_id);
+  sqlite3_bind_int64(q, 2, seq0 >> STORE_CHUNK_SHIFT);
+  sqlite3_bind_int64(q, 3, seq0);
+  if (sqlite3_step(q) != SQLITE_DONE) return store_fail(s, q, "cannot store events");
+  sqlite3_reset(q);
+  return 0;
+}
+
 int chunk_migrate_rows(store *s) {
   sqlite3_stmt *q;
   if (sqlite3_prepare_v2(s->db,
@@ -532,7 +557,7 @@ int chunk_migrate_rows(store *s) {
         rc = -1;
         break;
       }
-      rc = chunk_put(s, &io, trace, seq0, io.ev, n);
+      rc = chunk_put_v4(s, &io, trace, seq0, n);
       n = 0;
     }
     if (!n) {
@@ -542,7 +567,7 @@ int chunk_migrate_rows(store *s) {
     row_event(q, &io.ev[n++]);
   }
   if (!rc && step != SQLITE_DONE) rc = store_fail(s, q, "cannot read the events of schema 3");
-  if (!rc && n) rc = chunk_put(s, &io, trace, seq0, io.ev, n);
+  if (!rc && n) rc = chunk_put_v4(s, &io, trace, seq0, n);
   sqlite3_finalize(q);
   chunk_io_release(&io);
   return rc;

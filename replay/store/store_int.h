@@ -101,7 +101,8 @@ void store_flusher_stop(store_flusher *f);
  * forms, and room for a chunk's events. */
 typedef struct chunk_io {
   store_chunk_enc enc;
-  store_bytes blob, text;
+  store_bytes blob;
+  store_text text;
   uint32_t crc;
   sim_event *ev; /* STORE_CHUNK_EVENTS */
 } chunk_io;
@@ -117,7 +118,7 @@ typedef struct chunk_meta {
 int chunk_pack(chunk_io *io, const sim_event *ev, size_t n);
 /* Stores what chunk_pack made, with the same events' text form, as the chunk of stored seqs
  * seq0 .. seq0 + n - 1, replacing it. */
-int chunk_store(store *s, chunk_io *io, const store_bytes *text, int64_t trace_id, int64_t seq0, size_t n);
+int chunk_store(store *s, chunk_io *io, const store_text *text, int64_t trace_id, int64_t seq0, size_t n);
 /* Packs, writes as text and stores n events (chunk_pack, store_chunk_text, chunk_store). */
 int chunk_put(store *s, chunk_io *io, int64_t trace_id, int64_t seq0, const sim_event *ev, size_t n);
 /* Reads the first chunk of trace_id at or after from_chunk into io->ev, its seqs counted from
@@ -135,6 +136,9 @@ int chunk_set_categories(store *s, int64_t trace_id, const uint64_t *changes, si
 int chunk_set_device(store *s, int64_t trace_id, int device);
 /* Migration 4: the rows of schema 3's events table (renamed events_v3) into chunks. */
 int chunk_migrate_rows(store *s);
+/* Migration 7: every chunk's text form of schema 6 written again in the shorter form
+ * (store_text_upgrade.c). */
+int text_migrate(store *s);
 
 /* ---- the copy fit's sums (store_copysums.c) ---- */
 

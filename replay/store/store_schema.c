@@ -312,6 +312,27 @@ static const char *const migrations[] = {
   "  data BLOB NOT NULL,\n"
   "  PRIMARY KEY(trace_id, chunk)\n"
   ");\n",
+  /* 7: a shorter text form (chunk.h, store_text): times and addresses count from the chunk's ts0
+   * and addr0, every absent value is 0, and the fields most often absent come last, where they are
+   * left off; the events view reads the same columns from it. store.c writes the stored texts
+   * again between this SQL and the version's bump (text_migrate). */
+  "DROP VIEW events_named;\n"
+  "DROP VIEW events;\n"
+  "ALTER TABLE event_rows ADD COLUMN ts0 INTEGER NOT NULL DEFAULT 0;\n"
+  "ALTER TABLE event_rows ADD COLUMN addr0 INTEGER NOT NULL DEFAULT 0;\n"
+  "CREATE VIEW events AS\n"
+  "  SELECT (r.trace_id << 32) + r.first_seq + j.key AS id, r.trace_id AS trace_id, r.first_seq + j.key AS seq,\n"
+  "         r.ts0 + (j.value ->> 0) AS ts, nullif(j.value ->> 8, 0) AS dur,\n"
+  "         nullif(r.addr0 + (j.value ->> 3), r.addr0) AS addr, nullif(j.value ->> 2, 0) AS size,\n"
+  "         nullif(j.value ->> 10, 0) AS stream, (j.value ->> 1) | ((coalesce(j.value ->> 7, 0) + 1) << 32) AS info,\n"
+  "         (j.value ->> 1) & 255 AS kind, ((j.value ->> 1) >> 8) & 15 AS mem, ((j.value ->> 1) >> 12) & 15 AS dir,\n"
+  "         ((j.value ->> 1) >> 16) & 15 AS category, ((j.value ->> 1) >> 20) & 15 AS cat_source,\n"
+  "         ((j.value ->> 1) >> 24) & 255 AS flags, coalesce(j.value ->> 7, 0) AS device,\n"
+  "         nullif(j.value ->> 4, 0) AS stack_id, nullif(j.value ->> 9, 0) AS name_id,\n"
+  "         nullif(j.value ->> 5, 0) - 1 AS step, r.ts0 + (j.value ->> 11) AS dev_ts,\n"
+  "         nullif(j.value ->> 6, 0) - 1 AS api_dur\n"
+  "  FROM event_rows r, json_each(r.rows) j;\n"
+  EVENTS_NAMED_SINCE_2,
 };
 
 /* SQL that ends a migration after the step in C that store.c runs between (NULL: none). */

@@ -24,9 +24,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (store_chunk_decode(blob.p, blob.n, n, 0, again, why, sizeof why) != 0 ||
         (n && memcmp(ev, again, n * sizeof *ev) != 0))
       abort();
-    store_bytes text = {0};
+    store_text text = {0};
     store_chunk_text(ev, n, &text);
-    store_bytes_release(&text);
+    store_text_release(&text);
     store_bytes_release(&blob);
     store_chunk_enc_release(&enc);
   } else if (!why[0]) {
