@@ -797,8 +797,11 @@ static void text_bases(const sim_event *ev, size_t n, int64_t *ts0, int64_t *add
   *addr0 = lo != INT64_MAX && lo != INT64_MIN && !__builtin_sub_overflow(hi, lo - 1, &d) ? lo - 1 : 0;
 }
 
-/* An event's fields in the text's order (store_text), and which of them are absent. */
-enum { TX_TS, TX_INFO, TX_SIZE, TX_ADDR, TX_STACK, TX_STEP, TX_APIDUR, TX_DEVICE, TX_DUR, TX_NAME, TX_STREAM, TX_DEVTS, TX__N };
+/* An event's fields in the text's order (store_text). */
+enum {
+  TX_TS, TX_INFO, TX_SIZE, TX_ADDR, TX_STACK, TX_STEP, TX_APIDUR, TX_DEVICE, TX_DUR, TX_NAME, TX_STREAM, TX_DEVTS,
+  TX__N
+};
 
 void store_chunk_text(const sim_event *ev, size_t n, store_text *out) {
   text_bases(ev, n, &out->ts0, &out->addr0);

@@ -47,7 +47,7 @@ static int chunk_store_packed(store *s, chunk_io *io, int64_t trace_id, int64_t 
 int chunk_store(store *s, chunk_io *io, const store_text *text, int64_t trace_id, int64_t seq0, size_t n) {
   if (chunk_store_packed(s, io, trace_id, seq0, n)) return -1;
   sqlite3_stmt *q = store_stmt(s, "INSERT OR REPLACE INTO event_rows(trace_id, chunk, first_seq, ts0, addr0, rows) "
-                   "VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
+                                  "VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
   if (!q) return -1;
   sqlite3_bind_int64(q, 1, trace_id);
   sqlite3_bind_int64(q, 2, seq0 >> STORE_CHUNK_SHIFT);
