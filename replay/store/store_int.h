@@ -139,6 +139,9 @@ int chunk_migrate_rows(store *s);
 /* Migration 7: every chunk's text form of schema 6 written again in the shorter form
  * (store_text_upgrade.c). */
 int text_migrate(store *s);
+/* Schema 6's text of a chunk, len bytes, into ev (room for STORE_CHUNK_EVENTS): its events, or -1
+ * for a text that is not as schema 6 wrote it. */
+long store_text_v6_read(const unsigned char *text, size_t len, sim_event *ev);
 
 /* ---- the copy fit's sums (store_copysums.c) ---- */
 

@@ -103,8 +103,7 @@ static const yajl_callbacks v6_callbacks = {
   .yajl_end_array = on_end_array,
 };
 
-/* Schema 6's text of a chunk into ev (room for STORE_CHUNK_EVENTS): its events, or -1. */
-static long v6_read(const unsigned char *text, size_t len, sim_event *ev) {
+long store_text_v6_read(const unsigned char *text, size_t len, sim_event *ev) {
   v6_reader r = {.ev = ev};
   yajl_handle h = yajl_alloc(&v6_callbacks, NULL, &r);
   int ok = h && yajl_parse(h, text, len) == yajl_status_ok && yajl_complete_parse(h) == yajl_status_ok;
@@ -121,7 +120,7 @@ static int upgrade_chunk(store *s, chunk_io *io, sim_event *tev, int64_t trace_i
   sqlite3_bind_int64(q, 1, trace_id);
   sqlite3_bind_int64(q, 2, chunk);
   if (sqlite3_step(q) != SQLITE_ROW) return store_fail(s, q, "cannot read the events' text");
-  long n = v6_read(sqlite3_column_text(q, 0), (size_t)sqlite3_column_bytes(q, 0), tev);
+  long n = store_text_v6_read(sqlite3_column_text(q, 0), (size_t)sqlite3_column_bytes(q, 0), tev);
   int agrees = n >= 0 && (sqlite3_column_type(q, 1) == SQLITE_NULL || sqlite3_column_int64(q, 1) == n);
   sqlite3_reset(q);
   const sim_event *ev = tev;
