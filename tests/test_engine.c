@@ -431,6 +431,36 @@ static void check_same_result(const replay_result *a, const replay_result *b) {
   }
 }
 
+/* Every figure of two results of the same events but the timeline and the state at the peak (its
+ * largest free block, categories and call sites), which a lean replay does not keep. */
+static void check_same_figures(const replay_result *a, const replay_result *b) {
+  replay_result x = *a, y = *b;
+  x.ntimeline = y.ntimeline = 0;
+  x.at_peak_largest_free = y.at_peak_largest_free = 0;
+  memset(x.category_bytes, 0, sizeof x.category_bytes), memset(y.category_bytes, 0, sizeof y.category_bytes);
+  memset(x.category_count, 0, sizeof x.category_count), memset(y.category_count, 0, sizeof y.category_count);
+  memset(x.catsrc_bytes, 0, sizeof x.catsrc_bytes), memset(y.catsrc_bytes, 0, sizeof y.catsrc_bytes);
+  x.nsites = y.nsites = 0;
+  check_same_result(&x, &y);
+  CHECK_EQ(a->fragmentation, b->fragmentation);
+  CHECK_EQ(a->fragmentation_gmlake, b->fragmentation_gmlake);
+  CHECK_EQ(a->device_maps, b->device_maps);
+  CHECK_EQ(a->device_unmaps, b->device_unmaps);
+}
+
+/* A lean replay's result against a full one of the same events: the same figures, and nothing of
+ * what it does not keep. */
+static void check_lean_result(const replay_result *full, const replay_result *lean) {
+  check_same_figures(full, lean);
+  CHECK(full->ntimeline > 0);
+  CHECK_EQ(lean->ntimeline, 0);
+  CHECK_EQ(lean->nsites, 0);
+  CHECK_EQ(lean->at_peak_largest_free, 0);
+  int64_t cats = 0;
+  for (int i = 0; i < SIM_CAT__COUNT; i++) cats |= lean->category_bytes[i] | lean->category_count[i];
+  CHECK_EQ(cats, 0);
+}
+
 /* The plain replay (no observers, no moment to stop at, no per-event check) runs its own copy of
  * the event loop and keeps one device's figures in the totals: it must give what the checked and
  * the observed replays give, on one device and when a second comes part-way. */
@@ -942,7 +972,9 @@ static int replay_planned(replay_engine *kept, const replay_config *cfg, const e
 
 /* A planned replay gives what the engine's hash table gives, plain and observed, kept or new, with
  * OOMs, duplicates, frees of nothing and requests twice (outcome_trace), on one device and
- * several, and when the source leaves the plan half-way. */
+ * several, and when the source leaves the plan half-way. So does a lean one (replay_config.lean),
+ * planned or not, but for the timeline and the state at the peak, which it does not keep; with a
+ * per-event check it is a full replay. */
 static void planned_replay_matches_unplanned(void) {
   evbuf traces[] = {generated(20000, 11), outcome_trace(6000, 3)};
   const char *models[] = {"torch", "ideal", "bfc", "async", "cuda", "torch:expandable_segments:True"};
@@ -963,17 +995,23 @@ static void planned_replay_matches_unplanned(void) {
         CHECK_EQ(sim_spec_parse(&spec, models[m], err, sizeof err), 0);
         replay_observer ow = {&want, log_event, NULL}, og = {&got, log_event, NULL};
         replay_config plain = {.spec = &spec, .capacity = caps[c], .timeline_points = 64, .top_sites = 5};
-        replay_config base = plain, observed = plain;
+        replay_config base = plain, observed = plain, lean = plain, lean_observed = plain, lean_checked = plain;
         base.observers = &ow, base.nobservers = 1;
         observed.observers = &og, observed.nobservers = 1;
+        lean.lean = lean_observed.lean = lean_checked.lean = 1;
+        lean_observed.observers = &og, lean_observed.nobservers = 1;
+        lean_checked.check_level = 2;
         replay_result r0, r;
         want.n = 0;
         CHECK_EQ(replay_planned(NULL, &base, b, &copy, &plan, 0, &r0), 0);
         if (c) CHECK(r0.ooms > 0);
-        for (int k = 0; k < 8; k++) { /* planned, then left half-way; plain, then observed; kept, then new */
+        for (int k = 0; k < 24; k++) { /* planned, then left half-way; plain, then observed; kept, then new;
+                                          full, lean, lean unplanned */
+          const replay_config *cfg = k & 2 ? (k >= 8 ? &lean_observed : &observed) : (k >= 8 ? &lean : &plain);
           got.n = 0;
-          CHECK_EQ(replay_planned(k & 4 ? NULL : kept, k & 2 ? &observed : &plain, b, &copy, &plan, 1 + (k & 1), &r), 0);
-          check_same_result(&r0, &r);
+          CHECK_EQ(replay_planned(k & 4 ? NULL : kept, cfg, b, &copy, &plan, k >= 16 ? 0 : 1 + (k & 1), &r), 0);
+          if (k < 8) check_same_result(&r0, &r);
+          else check_lean_result(&r0, &r);
           if (k & 2) {
             char what[160];
             snprintf(what, sizeof what, "%s, trace %zu, cap %zu, way %d", models[m], t, c, k);
@@ -981,6 +1019,9 @@ static void planned_replay_matches_unplanned(void) {
           }
           replay_result_release(&r);
         }
+        CHECK_EQ(replay_planned(NULL, &lean_checked, b, &copy, &plan, 0, &r), 0);
+        check_same_result(&r0, &r); /* checked: lean is ignored */
+        replay_result_release(&r);
         replay_result_release(&r0);
         /* the plan's numbers of the whole trace hold for a run that starts a third of the way in */
         size_t from = b->n / 3;

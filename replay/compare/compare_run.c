@@ -407,6 +407,9 @@ static void run_cell(workers *w, session *ses, store *s, trace_cache *tc, pendin
   q.device = p->device ? p->device : w->req->device;
   q.capacity = p->capacity != UINT64_MAX ? p->capacity : w->req->capacity;
   q.timing = w->req->timing;
+  /* a cell that is not stored, and that no report looks into (its timeline, its state at the peak),
+   * is only its metrics (fill_cell): the engine keeps nothing else */
+  q.lean = !w->req->save && !w->req->cell_after && !w->req->cell_observer;
   if (w->req->scenario_path) {
     run_scenario_cell(w, ses, s, tc, &t, p, c);
     store_trace_clear(&t);

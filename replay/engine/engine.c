@@ -110,6 +110,7 @@ struct replay_engine {
    * allocation (it is then lost when the allocation changes the models but sets no new peak,
    * lf_lost, and taken by a second pass over the source: only on a source that can rewind). */
   int pend_cats, pend_lf, lazy_lf, lf_lost;
+  int lean; /* replay_config.lean, in a run that can be lean (no moment to stop at, no per-event check) */
   /* timeline */
   replay_point cur;
   uint64_t cur_n, bucket;
@@ -572,8 +573,9 @@ static const uint8_t kind_op[256] = {
   [SIM_EV_EMPTY_CACHE] = OP_DEVICE,
 };
 
-/* Called after every event that may have changed the totals (the others cannot raise a peak). */
-static inline void peaks(engine *e, const sim_event *ev) {
+/* Called after every event that may have changed the totals (the others cannot raise a peak).
+ * lean: a constant (replay_config.lean): no state at the peak is wanted. */
+__attribute__((always_inline)) static inline void peaks(engine *e, const sim_event *ev, int lean) {
   replay_result *r = e->res;
   if (e->out.allocated > r->peak_allocated) {
     r->peak_allocated = e->out.allocated;
@@ -581,9 +583,11 @@ static inline void peaks(engine *e, const sim_event *ev) {
     r->peak_ts = ev->ts;
     r->at_peak_reserved = e->out.reserved;
     /* the rest when the state is about to change (peak_capture) */
-    if (e->lazy_lf) e->pend_lf = 1, e->lf_lost = 0;
-    else r->at_peak_largest_free = largest_free_all(e);
-    e->pend_cats = 1;
+    if (!lean) {
+      if (e->lazy_lf) e->pend_lf = 1, e->lf_lost = 0;
+      else r->at_peak_largest_free = largest_free_all(e);
+      e->pend_cats = 1;
+    }
   }
   if (e->out.reserved > r->peak_reserved) {
     r->peak_reserved = e->out.reserved;
@@ -650,7 +654,7 @@ static int take_restored(engine *e, const sim_event *ev, uint32_t slot, int plan
     peak_capture(e);
     account(e, le, +1);
     /* the start state may be the peak: its composition fills in as its blocks are taken */
-    if (e->out.allocated >= e->res->peak_allocated) e->pend_cats = 1;
+    if (e->out.allocated >= e->res->peak_allocated && !e->lean) e->pend_cats = 1;
   }
   e->res->allocs++;
   if (out) out->placement = (sim_placement){rb->addr, rb->size, rb->handle};
@@ -679,9 +683,10 @@ static void peak_settle(engine *e, devstate *ds, int placed) {
   if (placed) peak_capture(e);
 }
 
-/* planned: a constant; slot, the plan's record of the event (live.h). */
+/* planned: a constant; slot, the plan's record of the event (live.h). lean: a constant
+ * (replay_config.lean): the categories and call sites of live memory are not followed. */
 __attribute__((always_inline)) static inline int do_alloc(engine *e, const sim_event *ev, uint32_t slot, int planned,
-                                                          replay_outcome *out) {
+                                                          int lean, replay_outcome *out) {
   int d = ev->device < 0 ? 0 : ev->device;
   devstate *ds = d < REPLAY_MAX_DEVICES && (e->used_mask >> d & 1) ? &e->devs[d] : NULL;
   if (!ds) peak_capture(e); /* a new device may start from a state */
@@ -713,9 +718,11 @@ __attribute__((always_inline)) static inline int do_alloc(engine *e, const sim_e
   int oom = 0;
   if (rc == SIM_OK) {
     le->state = LIVE;
-    le->site = site_of(e, ev->stack);
-    if (e->pend_cats | e->pend_lf) peak_settle(e, ds, 1);
-    account(e, le, +1);
+    if (!lean) {
+      le->site = site_of(e, ev->stack);
+      if (e->pend_cats | e->pend_lf) peak_settle(e, ds, 1);
+      account(e, le, +1);
+    }
     e->res->allocs++;
   } else if (rc == SIM_EOOM) {
     le->state = DROPPED;
@@ -734,7 +741,7 @@ __attribute__((always_inline)) static inline int do_alloc(engine *e, const sim_e
 }
 
 __attribute__((always_inline)) static inline int do_free(engine *e, const sim_event *ev, uint32_t slot, int planned,
-                                                         replay_outcome *out) {
+                                                         int lean, replay_outcome *out) {
   live_entry *le = planned ? dense_get(&e->dense, slot) : live_get(&e->live, ev->addr);
   if (!le) {
     e->res->unknown_frees++;
@@ -756,10 +763,10 @@ __attribute__((always_inline)) static inline int do_free(engine *e, const sim_ev
   }
   devstate *ds = &e->devs[le->device];
   const sim_allocator_ops *ops = ds->a.ops;
-  peak_capture(e);
+  if (!lean) peak_capture(e);
   if (le->state == LIVE) {
     if (ops->free_requested) ops->free_requested(ds->a.ctx, le->handle);
-    account(e, le, -1);
+    if (!lean) account(e, le, -1);
     le->state = REQUESTED;
   }
   if (completes) {
@@ -966,9 +973,11 @@ int replay_state_walk(const replay_state *st, replay_state_fn fn, void *arg) {
  * replay (no observers, no moment to stop at, no per-event check), the observed one (observers
  * and nothing else: every replay that runs the time model), and the full one (any mix). */
 enum { MODE_PLAIN, MODE_OBSERVED, MODE_FULL };
-/* Added to a mode: the records of the live allocations are the dense table's, at the plan's
- * slots (never with MODE_FULL: a planned run has no moment to stop at and no per-event check). */
-enum { MODE_PLANNED = 4 };
+/* Added to a mode (never to MODE_FULL: a run that follows a plan or is lean has no moment to stop
+ * at and no per-event check): MODE_PLANNED, the records of the live allocations are the dense
+ * table's, at the plan's slots; MODE_LEAN, no timeline and no state at the peak are kept
+ * (replay_config.lean). */
+enum { MODE_PLANNED = 4, MODE_LEAN = 8 };
 
 /* Tells the observers what the event did. */
 static inline void observers_tell(engine *e, const sim_event *ev) {
@@ -979,26 +988,26 @@ static inline void observers_tell(engine *e, const sim_event *ev) {
 /* Replays one event: 0 to go on, 1 to stop (at an OOM, when asked to), 2 or 3 at the moment asked
  * for (after or before the event), -1 on error. */
 __attribute__((always_inline)) static inline int replay_event(engine *e, const sim_event *ev, uint32_t slot, int mode) {
-  const int planned = mode & MODE_PLANNED;
-  mode &= ~MODE_PLANNED;
+  const int planned = mode & MODE_PLANNED, lean = mode & MODE_LEAN;
+  mode &= ~(MODE_PLANNED | MODE_LEAN);
   int op = kind_op[ev->kind], rc = 0;
   int told = mode == MODE_OBSERVED || (mode == MODE_FULL && e->nobs);
   if (mode == MODE_FULL && e->cfg->stop && stop_before(e, ev)) return 3;
   if (op == OP_NONE && (mode != MODE_FULL || (!told && !e->cfg->stop))) {
-    timeline_tick(e, ev); /* kernels, copies, markers: nothing changes, the outcome is at rest */
+    if (!lean) timeline_tick(e, ev); /* kernels, copies, markers: nothing changes, the outcome is at rest */
     if (mode == MODE_OBSERVED) observers_tell(e, ev);
     return 0;
   }
   replay_outcome *o = told ? &e->out : NULL;
-  if (op == OP_FREE) rc = do_free(e, ev, slot, planned, o); /* tests, not a jump table: frees and allocations are most events */
-  else if (op == OP_ALLOC) rc = do_alloc(e, ev, slot, planned, o);
+  if (op == OP_FREE) rc = do_free(e, ev, slot, planned, lean, o); /* tests, not a jump table: frees and allocations are most events */
+  else if (op == OP_ALLOC) rc = do_alloc(e, ev, slot, planned, lean, o);
   else if (op == OP_HOST) do_host(e, ev);
   else if (op == OP_DEVICE) do_device_action(e, ev, o);
   if (rc < 0) return -1;
   if (op != OP_HOST && op != OP_NONE) {
-    peaks(e, ev);
-    timeline_add(e, ev);
-  } else {
+    peaks(e, ev, lean);
+    if (!lean) timeline_add(e, ev);
+  } else if (!lean) {
     timeline_tick(e, ev);
   }
   if (told) {
@@ -1014,26 +1023,34 @@ __attribute__((always_inline)) static inline int replay_event(engine *e, const s
 
 /* Replays evs[0..n-1] until one asks to stop: how many were read, *rc what replay_event said of
  * the last. slots: the plan's for these events, or NULL. */
+/* The loop of one mode (a constant) over evs[0..n-1]. */
+__attribute__((always_inline)) static inline size_t replay_loop(engine *e, const sim_event *evs, const uint32_t *slots,
+                                                             size_t n, int mode, int *rc) {
+  size_t i = 0;
+  int r = 0;
+  if (mode & MODE_PLANNED)
+    while (i < n && !(r = replay_event(e, &evs[i], slots[i], mode))) i++;
+  else
+    while (i < n && !(r = replay_event(e, &evs[i], 0, mode))) i++;
+  *rc = r;
+  return i;
+}
+
 __attribute__((always_inline)) static inline size_t replay_some(engine *e, const sim_event *evs, const uint32_t *slots,
                                                              size_t n, int *rc) {
   const replay_config *cfg = e->cfg;
-  size_t i = 0;
-  int r = 0;
-  if (slots) {
-    if (!cfg->nobservers)
-      while (i < n && !(r = replay_event(e, &evs[i], slots[i], MODE_PLAIN | MODE_PLANNED))) i++;
-    else
-      while (i < n && !(r = replay_event(e, &evs[i], slots[i], MODE_OBSERVED | MODE_PLANNED))) i++;
-  } else if (!cfg->stop && cfg->check_level < 2) {
-    if (!cfg->nobservers)
-      while (i < n && !(r = replay_event(e, &evs[i], 0, MODE_PLAIN))) i++;
-    else
-      while (i < n && !(r = replay_event(e, &evs[i], 0, MODE_OBSERVED))) i++;
-  } else {
-    while (i < n && !(r = replay_event(e, &evs[i], 0, MODE_FULL))) i++;
+  if (cfg->stop || cfg->check_level >= 2) return replay_loop(e, evs, NULL, n, MODE_FULL, rc); /* never planned */
+  switch ((cfg->nobservers ? MODE_OBSERVED : MODE_PLAIN) | (slots ? MODE_PLANNED : 0) | (e->lean ? MODE_LEAN : 0)) {
+  case MODE_PLAIN: return replay_loop(e, evs, slots, n, MODE_PLAIN, rc);
+  case MODE_PLAIN | MODE_PLANNED: return replay_loop(e, evs, slots, n, MODE_PLAIN | MODE_PLANNED, rc);
+  case MODE_PLAIN | MODE_LEAN: return replay_loop(e, evs, slots, n, MODE_PLAIN | MODE_LEAN, rc);
+  case MODE_PLAIN | MODE_PLANNED | MODE_LEAN:
+    return replay_loop(e, evs, slots, n, MODE_PLAIN | MODE_PLANNED | MODE_LEAN, rc);
+  case MODE_OBSERVED: return replay_loop(e, evs, slots, n, MODE_OBSERVED, rc);
+  case MODE_OBSERVED | MODE_PLANNED: return replay_loop(e, evs, slots, n, MODE_OBSERVED | MODE_PLANNED, rc);
+  case MODE_OBSERVED | MODE_LEAN: return replay_loop(e, evs, slots, n, MODE_OBSERVED | MODE_LEAN, rc);
+  default: return replay_loop(e, evs, slots, n, MODE_OBSERVED | MODE_PLANNED | MODE_LEAN, rc);
   }
-  *rc = r;
-  return i;
 }
 
 replay_engine *replay_engine_new(void) {
@@ -1094,6 +1111,7 @@ static void engine_begin(engine *e, const replay_config *cfg, replay_source *src
   memset(e->cat_count, 0, sizeof e->cat_count);
   memset(e->catsrc_bytes, 0, sizeof e->catsrc_bytes);
   e->pend_cats = e->pend_lf = e->lf_lost = 0;
+  e->lean = cfg->lean && !cfg->stop && cfg->check_level < 2;
   /* the largest free block waits past allocations when a second pass can take it if lost: on a
    * simulated device, a source that rewinds, a replay to the end */
   e->lazy_lf = src->rewind && !cfg->make_device && !cfg->stop;

@@ -111,6 +111,12 @@ typedef struct replay_config {
   size_t top_sites;             /* call sites kept at the peak (0: 10; REPLAY_NO_SITES: none) */
   size_t max_ooms;              /* OOMs described in detail (0: 100) */
   int check_level;              /* 2: run the model's full invariant check after every event */
+  /* 1 (lean): the result holds its peaks and totals, the OOMs and the device's calls, and nothing
+   * kept event by event for the rest: no timeline, no state at the peak (categories, call sites,
+   * largest free block), and observers see no category bytes. For a caller that reads none of
+   * them (a comparison's cells that are not stored): about 30% of a replay of
+   * kk_ctx128_fullstep. Ignored with stop or check_level 2. */
+  int lean;
   replay_observer *observers;
   size_t nobservers;
   const replay_start *start;    /* the devices' starting states, or NULL: every device starts empty */

@@ -341,6 +341,7 @@ int session_prepare(session *ses, const session_request *req, session_run *run, 
   run->timeline_points = req->timeline_points;
   run->top_sites = req->top_sites;
   run->max_ooms = req->max_ooms;
+  run->lean = req->lean;
   run->tcfg = time_defaults();
   if (req->shared_device && req->capacity == UINT64_MAX) {
     snprintf(err, errlen, "shared_device needs a capacity (the GPU's memory)");
@@ -436,6 +437,7 @@ static replay_config engine_config(const session_run *run, const sim_spec *spec)
     .top_sites = run->top_sites,
     .max_ooms = run->max_ooms,
     .check_level = run->check ? 2 : 0,
+    .lean = run->lean,
   };
 }
 

@@ -65,6 +65,8 @@ typedef struct session_request {
   int stop_at_oom, check;         /* stop at the first OOM; check the model's invariants after every event */
   int live_start;                 /* a recorded window starts from its live blocks, not the rebuilt state */
   size_t timeline_points, top_sites, max_ooms; /* 0: the engine's defaults (top_sites: SESSION_NO_SITES) */
+  int lean; /* the result's peaks, totals, OOMs and device calls only (replay_config.lean): no timeline
+               and no state at the peak, for a caller that reads neither */
 } session_request;
 
 /* top_sites: keep no call site at the peak (the result's top sites are an empty list). */
@@ -96,6 +98,7 @@ typedef struct session_run {
   int stop_at_oom, check;
   int live_start;
   size_t timeline_points, top_sites, max_ooms;
+  int lean;
   const char *capacity_source; /* where capacity came from: "option" (the user's SIZE), "device" (the
                                   profile's memory less its context_bytes), "memory_limit" (the
                                   allocator's own limit, with no device), NULL: unlimited */

@@ -242,18 +242,25 @@ expect 1 compare 'job*' --policy torch --baseline "$T/nosuch.json" && has "$T/er
 [ ! -e "$T/x.json" ] || fail "a refused compare wrote its results file"
 [ "$(store_digest)" = "$digest" ] || fail "a refused compare changed the store"
 
-# A cell answers as replay does: the same peaks and the same step time (its copies fitted from
-# the events the worker holds, replay's from the store).
-expect 0 replay job2 --allocator torch --json --no-save
-cp "$T/out" "$T/replay_job2.json"
-expect 0 compare job2 --policy torch --json --no-save
-python3 - "$T/replay_job2.json" "$T/out" <<'PY' || fail "a compare cell differs from replay"
+# A cell answers as replay does: the same peaks, fragmentation, driver calls, OOMs and step time
+# (its copies fitted from the events the worker holds, replay's from the store). A cell that is not
+# stored is a lean replay (no timeline, no state at the peak); on a device too small, with OOMs, too.
+for cap in "" "--capacity 600MiB"; do
+  want=0 && [ -n "$cap" ] && want=3 # a predicted OOM is the answer "no"
+  # shellcheck disable=SC2086
+  expect $want replay job2 --allocator torch --json --no-save $cap
+  cp "$T/out" "$T/replay_job2.json"
+  # shellcheck disable=SC2086
+  expect $want compare job2 --policy torch --json --no-save $cap
+  python3 - "$T/replay_job2.json" "$T/out" "$cap" <<'PY' || fail "a compare cell differs from replay ($cap)"
 import json, sys
 r = json.load(open(sys.argv[1]))
 c = json.load(open(sys.argv[2]))["cells"][0]
-for k in ("peak_allocated_bytes", "peak_reserved_bytes", "step_time_s"):
+for k in ("peak_allocated_bytes", "peak_reserved_bytes", "fragmentation", "device_mallocs", "ooms", "step_time_s"):
     assert r[k] == c[k], (k, r[k], c[k])
+assert (r["ooms"] > 0) == bool(sys.argv[3]), r["ooms"]
 PY
+done
 
 # Progress: one line redrawn on a terminal's stderr, nothing in a pipe.
 expect 0 compare 'job*' --policy torch --no-save
