@@ -275,7 +275,20 @@ static void test_replay(void) {
      "assert(a.peak_reserved_bytes == b.peak_reserved_bytes and a.events == b.events and a.at_peak.top_sites[1].site == b.at_peak.top_sites[1].site)\n"
      "assert(#t:replay{top_sites = 0}.at_peak.top_sites == 0 and #t:replay{}.at_peak.top_sites == 10)\n"
      "local cc = c:cache()\n" /* a cached trace cached again: copied from the array it lends */
-     "assert(cc:count() == t:count() and cc:replay{allocator = 'torch'}.peak_reserved_bytes == b.peak_reserved_bytes)\n");
+     "assert(cc:count() == t:count() and cc:replay{allocator = 'torch'}.peak_reserved_bytes == b.peak_reserved_bytes)\n"
+     /* lean: the same figures, nothing kept at the peak but its totals, no timeline */
+     "for _, src in ipairs{t, c} do\n"
+     "  local full, lean = src:replay{allocator = 'torch'}, src:replay{allocator = 'torch', lean = true}\n"
+     "  assert(lean.lean == true and full.lean == nil and lean.timeline_points == 0)\n"
+     "  for _, k in ipairs{'events', 'allocs', 'frees', 'peak_allocated_bytes', 'peak_reserved_bytes', 'peak_active_bytes',\n"
+     "                      'fragmentation', 'fragmentation_gmlake', 'device_mallocs', 'ooms', 'final_reserved_bytes'} do\n"
+     "    assert(lean[k] == full[k], k)\n"
+     "  end\n"
+     "  assert(lean.at_peak.reserved_bytes == full.at_peak.reserved_bytes and lean.at_peak.by_category == nil)\n"
+     "  assert(lean.at_peak.top_sites == nil and full.at_peak.top_sites[1] ~= nil)\n"
+     "end\n");
+  fails("local t = memplay.trace()\nlocal r = t:replay{lean = true}\nlocal x = r.timeline",
+        "a lean replay's result has no timeline");
   fails("local t = memplay.trace()\nlocal r = t:replay{}\nlocal x = r.peak_allocated", "has no field 'peak_allocated'");
   fails("local t = memplay.trace()\nt:replay{alocator = 'cuda'}", "unknown option 'alocator'");
   fails("local t = memplay.trace()\nt:replay{allocator = 'nope'}", "unknown allocator 'nope'");
@@ -355,6 +368,7 @@ static void test_result_table_as_json(void) {
                         "local none = c:replay{allocator = 'cuda', top_sites = 0}\n"
                         "assert(#none.at_peak.top_sites == 0 and none.peak_allocated_bytes > 0)\n"
                         "rec('no_sites', none)\n"
+                        "rec('lean', c:replay{allocator = 'torch', lean = true})\n"
                         "local keys = {}\n"
                         "for k in pairs(c:replay{allocator = 'bfc'}) do keys[k] = true end\n"
                         "assert(keys.at_peak and keys.oom_list and keys.devices and not keys.timeline)\n"),
@@ -380,7 +394,7 @@ static void test_result_table_as_json(void) {
   yajl_val all = yajl_tree_parse(text, err, sizeof err);
   const char *vpath[] = {"variants", NULL};
   yajl_val vs = all ? yajl_tree_get(all, vpath, yajl_t_array) : NULL;
-  CHECK(vs && vs->u.array.len == nj && nj == 5);
+  CHECK(vs && vs->u.array.len == nj && nj == 6);
   for (size_t i = 0; vs && i < vs->u.array.len && i < nj; i++) {
     yajl_val v = vs->u.array.values[i], lv = yajl_tree_parse(lua_json[i], err, sizeof err);
     CHECK(lv != NULL);

@@ -1111,7 +1111,7 @@ static void engine_begin(engine *e, const replay_config *cfg, replay_source *src
   memset(e->cat_count, 0, sizeof e->cat_count);
   memset(e->catsrc_bytes, 0, sizeof e->catsrc_bytes);
   e->pend_cats = e->pend_lf = e->lf_lost = 0;
-  e->lean = cfg->lean && !cfg->stop && cfg->check_level < 2;
+  e->lean = res->lean = cfg->lean && !cfg->stop && cfg->check_level < 2;
   /* the largest free block waits past allocations when a second pass can take it if lost: on a
    * simulated device, a source that rewinds, a replay to the end */
   e->lazy_lf = src->rewind && !cfg->make_device && !cfg->stop;

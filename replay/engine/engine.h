@@ -160,6 +160,8 @@ typedef struct replay_result {
   uint64_t ooms;            /* allocations that did not fit */
   int stopped_at_oom;
   int stopped;              /* stopped at cfg->stop's moment (after capturing it) */
+  int lean;                 /* a lean replay (replay_config.lean): no timeline and, at the peak, only
+                               the event, its time and the two totals */
   /* Peaks of the totals over all devices (for one device: that device's). */
   int64_t peak_allocated, peak_reserved, peak_requested, peak_active;
   int64_t peak_allocated_seq, peak_reserved_seq, peak_requested_seq;

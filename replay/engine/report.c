@@ -327,7 +327,8 @@ static void summary_json(yajl_gen g, const run_meta *m, const replay_result *r) 
   if (m->samples_per_s >= 0) jsonw_kdouble(g, "samples_per_s", m->samples_per_s);
 }
 
-/* Live memory at the peak of allocated bytes: by category, by how the category was found, by call site. */
+/* Live memory at the peak of allocated bytes: by category, by how the category was found, by call
+ * site (a lean replay kept none of them: its event, time and totals only). */
 static void at_peak_json(yajl_gen g, const replay_names *names, const replay_result *r) {
   jsonw_str(g, "at_peak");
   yajl_gen_map_open(g);
@@ -335,6 +336,10 @@ static void at_peak_json(yajl_gen g, const replay_names *names, const replay_res
   jsonw_kint(g, "ts", r->peak_ts);
   jsonw_kint(g, "allocated_bytes", r->peak_allocated);
   jsonw_kint(g, "reserved_bytes", r->at_peak_reserved);
+  if (r->lean) {
+    yajl_gen_map_close(g);
+    return;
+  }
   jsonw_kuint(g, "largest_free_block_bytes", r->at_peak_largest_free);
   jsonw_str(g, "by_category");
   yajl_gen_map_open(g);
@@ -434,7 +439,8 @@ void report_json(yajl_gen g, const replay_names *names, const run_meta *m, const
   host_and_skipped_json(g, r);
   devices_json(g, r);
   jsonw_kuint(g, "timeline_points", r->ntimeline);
-  if (timeline) timeline_json(g, r);
+  if (r->lean) jsonw_kbool(g, "lean", 1);
+  else if (timeline) timeline_json(g, r);
   if (m->time) time_json(g, names, m);
   jsonw_kdouble(g, "elapsed_s", r->elapsed_s);
 }

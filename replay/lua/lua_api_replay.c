@@ -28,13 +28,16 @@ int lapi_result_gc(lua_State *L) {
 
 /* Keys a result may lack (a missing one reads as nil; any other unknown key is an error). */
 static const char *const optional_keys[] = {"step_time_s", "samples_per_s", "time", "device", "trace_id",
-                                            "capacity_bytes", "run_id", "name", NULL};
+                                            "capacity_bytes", "run_id", "name", "lean", NULL};
 
 int lapi_result_index(lua_State *L) {
   const char *k = lua_type(L, 2) == LUA_TSTRING ? lua_tostring(L, 2) : NULL;
   if (k && lapi_result_build(L, 1, k)) return 1;
   for (size_t i = 0; k && optional_keys[i]; i++)
     if (!strcmp(k, optional_keys[i])) return 0;
+  const lresult *lr = k && !strcmp(k, "timeline") ? lapi_result_of(L, 1) : NULL;
+  if (lr && lr->run.result.lean)
+    return luaL_error(L, "a lean replay's result has no timeline (replay without lean = true to keep one)");
   return luaL_error(L, "a replay result has no field '%s' (see docs/lua-api.md, \"Results\")", k ? k : "?");
 }
 
@@ -60,7 +63,8 @@ int lapi_result_pairs(lua_State *L) {
 
 static const char *const replay_keys[] = {"allocator", "capacity",     "stop_at_oom", "timeline_points", "top_sites",
                                           "max_ooms",  "check",        "total_memory", "environment",    "shared_device",
-                                          "device",    "timing",       "batch",        "live_start",     NULL};
+                                          "device",    "timing",       "batch",        "live_start",     "lean",
+                                          NULL};
 
 /* Checks that the options table at idx names only known options. */
 static void check_keys(lua_State *L, int idx) {
@@ -71,7 +75,8 @@ static void check_keys(lua_State *L, int idx) {
     for (size_t i = 0; ok && replay_keys[i]; i++)
       if (!strcmp(lua_tostring(L, -1), replay_keys[i])) goto known;
     luaL_error(L, "replay: unknown option '%s' (known: allocator, capacity, device, timing, batch, total_memory, "
-                  "shared_device, stop_at_oom, timeline_points, top_sites, max_ooms, check, environment, live_start)",
+                  "shared_device, stop_at_oom, timeline_points, top_sites, max_ooms, check, environment, live_start, "
+                  "lean)",
                ok ? lua_tostring(L, -1) : "?");
   known:;
   }
@@ -104,7 +109,9 @@ static void read_sizes_and_switches(lua_State *L, int idx, session_request *req)
   req->use_environment = lua_toboolean(L, -1);
   lua_getfield(L, idx, "shared_device");
   req->shared_device = lua_toboolean(L, -1);
-  lua_pop(L, 4);
+  lua_getfield(L, idx, "lean");
+  req->lean = lua_toboolean(L, -1);
+  lua_pop(L, 5);
   if (req->shared_device && req->capacity == UINT64_MAX)
     luaL_error(L, "replay: shared_device needs a capacity (the GPU's memory)");
   lua_Integer points = 0, top = 0, max_ooms = 0;

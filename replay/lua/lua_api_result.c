@@ -184,6 +184,7 @@ static void set_figures(lua_State *L, const replay_result *r) {
   set_uint(L, "duplicate_allocs", r->duplicate_allocs);
   lua_setfield(L, -2, "skipped");
   set_uint(L, "timeline_points", r->ntimeline);
+  if (r->lean) set_bool(L, "lean", 1);
   set_num(L, "elapsed_s", r->elapsed_s);
 }
 
@@ -216,6 +217,7 @@ static void push_at_peak(lua_State *L, lresult *lr) {
   set_int(L, "ts", r->peak_ts);
   set_int(L, "allocated_bytes", r->peak_allocated);
   set_int(L, "reserved_bytes", r->at_peak_reserved);
+  if (r->lean) return; /* nothing else was kept */
   set_uint(L, "largest_free_block_bytes", r->at_peak_largest_free);
   lua_newtable(L);
   for (int c = 0; c < SIM_CAT__COUNT; c++)
@@ -335,6 +337,7 @@ int lapi_result_build(lua_State *L, int idx, const char *k) {
     lua_pushnil(L);
     return 1;
   }
+  if (lr->run.result.lean && !heavy_keys[i + 1]) return 0; /* a lean replay kept no timeline */
   luaL_checkstack(L, 8, "result");
   switch (i) {
   case 0: push_at_peak(L, lr); break;
