@@ -160,6 +160,13 @@ static int export_run(const export_opts *o, store *s, FILE *f, char *err, size_t
     else snprintf(err, errlen, "%s", store_error(s));
     return CLI_FAIL;
   }
+  if (row.lean) {
+    snprintf(err, errlen, "run %lld was a lean replay: it kept no timeline to export (replay without lean = true)",
+             (long long)row.id);
+    replay_result_release(&r);
+    store_run_row_clear(&row);
+    return CLI_FAIL;
+  }
   char label[512];
   snprintf(label, sizeof label, "run %lld: %s under %s", (long long)row.id, row.trace_name ? row.trace_name : "?",
            row.allocator ? row.allocator : "?");

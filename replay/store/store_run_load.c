@@ -13,8 +13,8 @@ static char *text_col(sqlite3_stmt *q, int i) {
 }
 
 static int load_row(store *s, int64_t id, store_run_row *row) {
-  sqlite3_stmt *q = store_stmt(s, "SELECT trace_id, trace_name, kind, allocator, capacity, backend, scenario, variant "
-                                  "FROM runs WHERE id = ?1");
+  sqlite3_stmt *q = store_stmt(s, "SELECT trace_id, trace_name, kind, allocator, capacity, backend, scenario, variant, "
+                                  "CASE WHEN json_valid(result) THEN coalesce(result ->> '$.lean', 0) ELSE 0 END FROM runs WHERE id = ?1");
   if (!q) return -1;
   sqlite3_reset(q);
   sqlite3_bind_int64(q, 1, id);
@@ -33,6 +33,7 @@ static int load_row(store *s, int64_t id, store_run_row *row) {
   row->backend = text_col(q, 5);
   row->scenario = text_col(q, 6);
   row->variant = text_col(q, 7);
+  row->lean = sqlite3_column_int(q, 8) != 0;
   sqlite3_reset(q);
   return 0;
 }

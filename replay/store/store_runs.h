@@ -25,6 +25,7 @@ typedef struct store_run_row {
   int64_t id, trace_id;
   char *trace_name, *kind, *allocator, *backend, *scenario, *variant; /* NULL where not stored */
   uint64_t capacity; /* UINT64_MAX: unlimited */
+  int lean;          /* a lean replay's run: it kept no timeline (replay_config.lean) */
 } store_run_row;
 
 /* Reads run id: its row, and its stored timeline and OOMs into r (with the peak the timeline

@@ -106,6 +106,12 @@ expect 0 export "run:$run" --format csv
 has "$T/out" "event,time_s,allocated,reserved"
 expect 1 export run:99999 --format csv
 has "$T/err" "there is no run 99999"
+# a lean replay's run (a script's t:replay{lean = true}) kept no timeline: refused, with why
+printf 'memplay.variant("lean", memplay.store():trace("sample"):replay{allocator = "torch", lean = true})\n' >"$T/lean.lua"
+expect 0 run "$T/lean.lua"
+lean_run=$(sqlite3 "$DB" "SELECT max(id) FROM runs")
+expect 1 export "run:$lean_run" --format csv
+has "$T/err" "run $lean_run was a lean replay: it kept no timeline to export"
 expect 2 export "run:$run" --format jsonl
 expect 2 export run:x --format csv
 expect 2 export sample --format svg
