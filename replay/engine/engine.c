@@ -1036,21 +1036,21 @@ __attribute__((always_inline)) static inline size_t replay_loop(engine *e, const
   return i;
 }
 
+/* The loop of a mode (a constant), lean or not as the run is. */
+__attribute__((always_inline)) static inline size_t replay_loop_lean(engine *e, const sim_event *evs,
+                                                                  const uint32_t *slots, size_t n, int mode, int *rc) {
+  return e->lean ? replay_loop(e, evs, slots, n, mode | MODE_LEAN, rc) : replay_loop(e, evs, slots, n, mode, rc);
+}
+
 __attribute__((always_inline)) static inline size_t replay_some(engine *e, const sim_event *evs, const uint32_t *slots,
                                                              size_t n, int *rc) {
   const replay_config *cfg = e->cfg;
   if (cfg->stop || cfg->check_level >= 2) return replay_loop(e, evs, NULL, n, MODE_FULL, rc); /* never planned */
-  switch ((cfg->nobservers ? MODE_OBSERVED : MODE_PLAIN) | (slots ? MODE_PLANNED : 0) | (e->lean ? MODE_LEAN : 0)) {
-  case MODE_PLAIN: return replay_loop(e, evs, slots, n, MODE_PLAIN, rc);
-  case MODE_PLAIN | MODE_PLANNED: return replay_loop(e, evs, slots, n, MODE_PLAIN | MODE_PLANNED, rc);
-  case MODE_PLAIN | MODE_LEAN: return replay_loop(e, evs, slots, n, MODE_PLAIN | MODE_LEAN, rc);
-  case MODE_PLAIN | MODE_PLANNED | MODE_LEAN:
-    return replay_loop(e, evs, slots, n, MODE_PLAIN | MODE_PLANNED | MODE_LEAN, rc);
-  case MODE_OBSERVED: return replay_loop(e, evs, slots, n, MODE_OBSERVED, rc);
-  case MODE_OBSERVED | MODE_PLANNED: return replay_loop(e, evs, slots, n, MODE_OBSERVED | MODE_PLANNED, rc);
-  case MODE_OBSERVED | MODE_LEAN: return replay_loop(e, evs, slots, n, MODE_OBSERVED | MODE_LEAN, rc);
-  default: return replay_loop(e, evs, slots, n, MODE_OBSERVED | MODE_PLANNED | MODE_LEAN, rc);
-  }
+  if (slots)
+    return cfg->nobservers ? replay_loop_lean(e, evs, slots, n, MODE_OBSERVED | MODE_PLANNED, rc)
+                           : replay_loop_lean(e, evs, slots, n, MODE_PLAIN | MODE_PLANNED, rc);
+  return cfg->nobservers ? replay_loop_lean(e, evs, NULL, n, MODE_OBSERVED, rc)
+                         : replay_loop_lean(e, evs, NULL, n, MODE_PLAIN, rc);
 }
 
 replay_engine *replay_engine_new(void) {

@@ -44,13 +44,12 @@ static int chunk_store_packed(store *s, chunk_io *io, int64_t trace_id, int64_t 
   return 0;
 }
 
-int chunk_store(store *s, chunk_io *io, const store_text *text, int64_t trace_id, int64_t seq0, size_t n) {
-  if (chunk_store_packed(s, io, trace_id, seq0, n)) return -1;
+int chunk_store_text(store *s, const store_text *text, int64_t trace_id, int64_t chunk, int64_t seq0) {
   sqlite3_stmt *q = store_stmt(s, "INSERT OR REPLACE INTO event_rows(trace_id, chunk, first_seq, ts0, addr0, rows) "
                                   "VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
   if (!q) return -1;
   sqlite3_bind_int64(q, 1, trace_id);
-  sqlite3_bind_int64(q, 2, seq0 >> STORE_CHUNK_SHIFT);
+  sqlite3_bind_int64(q, 2, chunk);
   sqlite3_bind_int64(q, 3, seq0);
   sqlite3_bind_int64(q, 4, text->ts0);
   sqlite3_bind_int64(q, 5, text->addr0);
@@ -58,6 +57,11 @@ int chunk_store(store *s, chunk_io *io, const store_text *text, int64_t trace_id
   if (sqlite3_step(q) != SQLITE_DONE) return store_fail(s, q, "cannot store events");
   sqlite3_reset(q);
   return 0;
+}
+
+int chunk_store(store *s, chunk_io *io, const store_text *text, int64_t trace_id, int64_t seq0, size_t n) {
+  if (chunk_store_packed(s, io, trace_id, seq0, n)) return -1;
+  return chunk_store_text(s, text, trace_id, seq0 >> STORE_CHUNK_SHIFT, seq0);
 }
 
 int chunk_put(store *s, chunk_io *io, int64_t trace_id, int64_t seq0, const sim_event *ev, size_t n) {

@@ -119,6 +119,8 @@ int chunk_pack(chunk_io *io, const sim_event *ev, size_t n);
 /* Stores what chunk_pack made, with the same events' text form, as the chunk of stored seqs
  * seq0 .. seq0 + n - 1, replacing it. */
 int chunk_store(store *s, chunk_io *io, const store_text *text, int64_t trace_id, int64_t seq0, size_t n);
+/* Stores the text form of chunk `chunk` alone (event_rows), its first stored seq seq0, replacing it. */
+int chunk_store_text(store *s, const store_text *text, int64_t trace_id, int64_t chunk, int64_t seq0);
 /* Packs, writes as text and stores n events (chunk_pack, store_chunk_text, chunk_store). */
 int chunk_put(store *s, chunk_io *io, int64_t trace_id, int64_t seq0, const sim_event *ev, size_t n);
 /* Reads the first chunk of trace_id at or after from_chunk into io->ev, its seqs counted from

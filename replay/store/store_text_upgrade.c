@@ -114,14 +114,15 @@ long store_text_v6_read(const unsigned char *text, size_t len, sim_event *ev) {
 /* One chunk's text rewritten (see above); tev: room for STORE_CHUNK_EVENTS. 0, or -1 on an SQL
  * error. */
 static int upgrade_chunk(store *s, chunk_io *io, sim_event *tev, int64_t trace_id, int64_t chunk) {
-  sqlite3_stmt *q = store_stmt(s, "SELECT r.rows, c.n FROM event_rows r LEFT JOIN event_chunks c USING (trace_id, chunk) "
-                                  "WHERE r.trace_id = ?1 AND r.chunk = ?2");
+  sqlite3_stmt *q = store_stmt(s, "SELECT r.rows, c.n, r.first_seq FROM event_rows r "
+                                  "LEFT JOIN event_chunks c USING (trace_id, chunk) WHERE r.trace_id = ?1 AND r.chunk = ?2");
   if (!q) return -1;
   sqlite3_bind_int64(q, 1, trace_id);
   sqlite3_bind_int64(q, 2, chunk);
   if (sqlite3_step(q) != SQLITE_ROW) return store_fail(s, q, "cannot read the events' text");
   long n = store_text_v6_read(sqlite3_column_text(q, 0), (size_t)sqlite3_column_bytes(q, 0), tev);
   int agrees = n >= 0 && (sqlite3_column_type(q, 1) == SQLITE_NULL || sqlite3_column_int64(q, 1) == n);
+  int64_t seq0 = sqlite3_column_int64(q, 2);
   sqlite3_reset(q);
   const sim_event *ev = tev;
   chunk_meta m;
@@ -132,16 +133,7 @@ static int upgrade_chunk(store *s, chunk_io *io, sim_event *tev, int64_t trace_i
     return 0; /* damaged both ways: left for check-store to report */
   }
   store_chunk_text(ev, (size_t)n, &io->text);
-  q = store_stmt(s, "UPDATE event_rows SET ts0 = ?3, addr0 = ?4, rows = ?5 WHERE trace_id = ?1 AND chunk = ?2");
-  if (!q) return -1;
-  sqlite3_bind_int64(q, 1, trace_id);
-  sqlite3_bind_int64(q, 2, chunk);
-  sqlite3_bind_int64(q, 3, io->text.ts0);
-  sqlite3_bind_int64(q, 4, io->text.addr0);
-  sqlite3_bind_text(q, 5, (const char *)io->text.rows.p, (int)io->text.rows.n, SQLITE_STATIC);
-  if (sqlite3_step(q) != SQLITE_DONE) return store_fail(s, q, "cannot write the events' text");
-  sqlite3_reset(q);
-  return 0;
+  return chunk_store_text(s, &io->text, trace_id, chunk, seq0); /* the row's own key and first seq */
 }
 
 int text_migrate(store *s) {
