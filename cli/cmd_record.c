@@ -62,6 +62,7 @@ static int record_parse(int argc, char **argv, cli *c, record_args *a, int *code
 
 #ifdef MEMPLAY_HAVE_CUDA
 #include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -106,6 +107,46 @@ static char *find_recorder(const char *given, char *err, size_t errlen) {
            "cannot find %s beside memplay or in %s/%s: name it with --recorder or MEMPLAY_RECORDER", RECORDER_NAME,
            exe, MEMPLAY_RECORDER_RELDIR);
   return NULL;
+}
+
+/* Loads the recorder in a child process, as the driver will load it into the recorded program, so
+ * that a library that cannot be loaded (CUPTI missing, a symbol left unresolved) is reported
+ * before the program runs, not found out afterwards as a program that left no trace. The child
+ * keeps whatever the library's loading does away from memplay. 0, or -1 after writing err. */
+static int recorder_loads(const char *lib, char *err, size_t errlen) {
+  int fd[2];
+  pid_t pid = pipe(fd) ? -1 : fork();
+  if (pid < 0) {
+    snprintf(err, errlen, "cannot check the recorder '%s': %s", lib, strerror(errno));
+    return -1;
+  }
+  if (pid == 0) {
+    close(fd[0]);
+    void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+    const char *why = !h ? dlerror() : dlsym(h, "InitializeInjection") ? "" : "it has no InitializeInjection";
+    if (!why) why = "unknown loader error";
+    (void)!write(fd[1], why, strlen(why));
+    _exit(0);
+  }
+  close(fd[1]);
+  char why[1024];
+  size_t n = 0;
+  while (n < sizeof why - 1) {
+    ssize_t r = read(fd[0], why + n, sizeof why - 1 - n);
+    if (r > 0)
+      n += (size_t)r;
+    else if (!(r < 0 && errno == EINTR))
+      break;
+  }
+  why[n] = 0;
+  close(fd[0]);
+  int st = 0;
+  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  }
+  if (n == 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0) return 0;
+  snprintf(err, errlen, "the recorder '%s' cannot be loaded: %s", lib,
+           n ? why : "loading it ended the checking process abnormally");
+  return -1;
 }
 
 static const char *base_name(const char *path) {
@@ -289,21 +330,27 @@ static int run_program(char **argv, const char *lib, const char *dir, char *err,
   return status;
 }
 
-/* Checks what recording needs before the program runs: the CUDA driver, the recorder library (its
- * path in *lib), the store, and a free name. The store, or NULL after the message. */
+/* Checks what recording needs before the program runs: the recorder library (its path in *lib, and
+ * that it loads), the CUDA driver, the store, and a free name. The store, or NULL after the message. */
 static store *record_open(cli *c, const record_args *a, char **lib) {
-  char err[2048];
+  char err[2048], lerr[8192];
+  /* The recorder is checked first: its check forks, which is safest before CUDA starts threads. */
+  *lib = find_recorder(a->recorder, lerr, sizeof lerr);
+  if (*lib && recorder_loads(*lib, lerr, sizeof lerr)) {
+    free(*lib);
+    *lib = NULL;
+  }
+  if (!*lib) {
+    cli_error("%s", lerr);
+    return NULL;
+  }
   cudart_info *info = calloc(1, sizeof *info);
   int probe = cudart_probe(info, err, sizeof err);
   free(info);
   if (probe) {
     cli_error("cannot record '%s': %s", a->cmd[0], err);
-    return NULL;
-  }
-  char lerr[8192];
-  *lib = find_recorder(a->recorder, lerr, sizeof lerr);
-  if (!*lib) {
-    cli_error("%s", lerr);
+    free(*lib);
+    *lib = NULL;
     return NULL;
   }
   store *s = cli_open_store(c, 1);

@@ -99,6 +99,14 @@ run 1 record --recorder "$RECORDER" -- /nonexistent/program
 has "$T/err" "cannot run '/nonexistent/program'"
 run 1 record --recorder "$T/nope.so" -- true
 has "$T/err" "cannot use the recorder"
+# A recorder that cannot be loaded is reported with the loader's reason, and nothing is run.
+run 1 record --recorder "$UNLOADABLE_RECORDER" -- touch "$T/ran"
+has "$T/err" "cannot be loaded: $UNLOADABLE_RECORDER: undefined symbol: memplay_test_symbol_nothing_defines"
+[ ! -e "$T/ran" ] || fail "the program ran with a recorder that cannot be loaded"
+echo "not a library" >"$T/text.so"
+run 1 record --recorder "$T/text.so" -- touch "$T/ran"
+has "$T/err" "the recorder '$T/text.so' cannot be loaded: "
+[ ! -e "$T/ran" ] || fail "the program ran with a recorder that is not a library"
 FAKE_CUDA_NO_DRIVER=1 run 1 record --recorder "$RECORDER" -- true
 has "$T/err" "no NVIDIA driver"
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The recorder library, without a GPU: it exports the injection entry point and nothing else of
-# memplay's, carries no sanitizer runtime, and every library it needs resolves.
+# memplay's own, carries no sanitizer runtime, and every library and symbol it needs resolves.
 set -euo pipefail
 lib="$RECORDER"
 [ -f "$lib" ] || { echo "FAIL: no recorder at $lib"; exit 1; }
@@ -15,5 +15,8 @@ if command -v ldd >/dev/null; then
   if echo "$deps" | grep -q "not found"; then echo "FAIL: unresolved libraries:"; echo "$deps"; exit 1; fi
   if echo "$deps" | grep -Eq "libasan|libubsan"; then echo "FAIL: the recorder needs a sanitizer runtime"; exit 1; fi
   echo "$deps" | grep -q libcupti || { echo "FAIL: the recorder does not load CUPTI"; exit 1; }
+  # Every symbol it uses resolves (the driver loads it and says nothing when it cannot).
+  unresolved=$(ldd -r "$lib" 2>&1 | grep "undefined symbol" || true)
+  [ -z "$unresolved" ] || { echo "FAIL: the recorder leaves symbols unresolved:"; echo "$unresolved"; exit 1; }
 fi
-echo "ok: $(basename "$lib") exports InitializeInjection; its libraries resolve"
+echo "ok: $(basename "$lib") exports InitializeInjection; its libraries and symbols resolve"
