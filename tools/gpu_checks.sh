@@ -2,11 +2,13 @@
 # gpu_checks.sh BUNDLE OUT: the measurements docs/accuracy.md and docs/gpu.md report from a real
 # GPU, in one run: the GPU test (tests/gpu/test_device.sh), a full calibration, replays on the
 # GPU of the sample and of real traces predicted against measured, a small CUDA program recorded,
-# and a small PyTorch job recorded three ways (memplay record, record with the caching allocator
-# off, PyTorch's own snapshot). BUNDLE is what tools/gpu_bundle.sh made (with real traces, if
-# any, under BUNDLE/traces); everything measured lands in OUT, with OUT/gpu.db the store.
+# the parts an earlier run left unmeasured (expandable segments, --capacity, --pace, the real pool
+# on two streams, repeats), and a small PyTorch job recorded three ways (memplay record, record
+# with the caching allocator off, PyTorch's own snapshot) and under its two other allocators.
+# BUNDLE is what tools/gpu_bundle.sh made (with real traces, if any, under BUNDLE/traces);
+# everything measured lands in OUT, with OUT/gpu.db the store.
 # Run from the source tree's root. Each step has its own time limit; a failed step is reported
-# and the others still run. GPU_CHECKS_TORCH=0 leaves out the PyTorch jobs (step 5).
+# and the others still run. GPU_CHECKS_TORCH=0 leaves out the PyTorch jobs (step 6).
 # Exit status: 0 when every step passed, 1 otherwise. tools/gpu-check.sh is the one command that
 # builds, bundles and runs this.
 set -uo pipefail
@@ -69,9 +71,41 @@ done
 step record_target 60 "${mp[@]}" record --name record_target --output "$O/record_target.jsonl" --json -- "$B/bin/gpu_record_target" 0
 [ -e "$O/record_target.jsonl" ] && step import_record_target 30 "${mp[@]}" import "$O/record_target.jsonl" --name record_target_file
 
-# 5. A small PyTorch job at two batch sizes, fp32 and bf16: recorded with PyTorch's snapshot at
+# 5. What an earlier run left unmeasured: expandable segments mapped through the backend, a
+#    capacity the device primitive enforces (OOMs and torch's retry), pacing to recorded times,
+#    the real pool with two streams with and without a release threshold, and the same replays
+#    repeated (how much measured times vary from run to run).
+ex=torch:expandable_segments:True
+step gpu_sample_torch_expandable 60 "${mp[@]}" replay sample --backend cuda --allocator "$ex" --json
+[ -e "$B/traces/kk_ctx128_fullstep.pickle" ] &&
+  step gpu_kk_ctx128_fullstep_torch_expandable 60 "${mp[@]}" replay kk_ctx128_fullstep --backend cuda --allocator "$ex" --scale fit --json
+step gpu_sample_cuda_capacity 60 "${mp[@]}" replay sample --backend cuda --allocator cuda --capacity 12GiB --no-fail --json
+step gpu_sample_torch_capacity 60 "${mp[@]}" replay sample --backend cuda --allocator torch --capacity 16GiB --no-fail --json
+step gpu_sample_cuda_pace 60 "${mp[@]}" replay sample --backend cuda --allocator cuda --pace --json
+python3 tests/gpu/gen_two_streams.py >"$O/two_streams.jsonl" &&
+  "${mp[@]}" import "$O/two_streams.jsonl" --name two_streams >/dev/null && for a in async async:release_threshold=max cuda; do
+  step "gpu_two_streams_${a//[:=]/_}" 60 "${mp[@]}" replay two_streams --backend cuda --allocator "$a" --json
+done
+for r in 2 3; do
+  step "gpu_sample_cuda_r$r" 60 "${mp[@]}" replay sample --backend cuda --allocator cuda --json
+  [ -e "$B/traces/kk_ctx128_fullstep.pickle" ] &&
+    step "gpu_kk_ctx128_fullstep_torch_r$r" 60 "${mp[@]}" replay kk_ctx128_fullstep --backend cuda --allocator torch --scale fit --json
+done
+
+# 6. A small PyTorch job at two batch sizes, fp32 and bf16: recorded with PyTorch's snapshot at
 #    the same time (the recorded cudaMallocs and the snapshot's segments are the same calls),
 #    and recorded again with the caching allocator off (one cudaMalloc per tensor).
+#    First, batch 8 in fp32 with PyTorch's expandable segments (the recorder sees cuMemMap) and
+#    with its cudaMallocAsync backend (stream-ordered allocations).
+if [ "${GPU_CHECKS_TORCH:-1}" != 0 ]; then
+  step record_torch_b8_fp32_expandable 120 env PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True \
+    "${mp[@]}" record --name torch_b8_fp32_expandable --json -- python3 tests/gpu/torch_train.py 8 fp32 "$O/torch_b8_fp32_expandable"
+  step record_torch_b8_fp32_mallocasync 120 env PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync \
+    "${mp[@]}" record --name torch_b8_fp32_mallocasync --json -- python3 tests/gpu/torch_train.py 8 fp32 "$O/torch_b8_fp32_mallocasync"
+  for n in torch_b8_fp32_expandable torch_b8_fp32_mallocasync; do
+    step "sim_$n" 30 "${mp[@]}" replay "$n" --no-save --json
+  done
+fi
 [ "${GPU_CHECKS_TORCH:-1}" = 0 ] || for b in 8 16; do
   for p in fp32 bf16; do
     j="torch_b${b}_$p"
