@@ -210,6 +210,7 @@ static void json_extra(yajl_gen g, const char *predictor, const backend_plan *p,
   jsonw_kuint(g, "memsets", m->memsets);
   jsonw_kuint(g, "syncs", m->syncs);
   jsonw_kuint(g, "host_allocs", m->host_allocs);
+  jsonw_kbool(g, "paced", m->paced);
   jsonw_kdouble(g, "pace_wait_s", m->pace_wait_s);
   yajl_gen_map_close(g);
   jsonw_str(g, "recorded");

@@ -419,6 +419,7 @@ static int host_buffers(brun *r) {
 int backend_cuda_run(const backend_run_config *cfg, const backend_plan *plan, backend_measured *m, char *err,
                      size_t errlen) {
   memset(m, 0, sizeof *m);
+  m->paced = cfg->pace != 0;
   m->peak_used_seq = -1;
   brun *r = sim_xcalloc(1, sizeof *r);
   r->cfg = cfg;

@@ -139,6 +139,7 @@ typedef struct backend_measured {
   uint64_t at_predicted_peak;   /* in use right after the plan's predicted_device_peak_seq */
   uint64_t samples;             /* cudaMemGetInfo readings */
   uint64_t kernels, copies, memsets, syncs, host_allocs, chunks;
+  int paced;                    /* --pace: events issued no earlier than their recorded host times */
   double pace_wait_s;           /* time spent waiting for recorded host times (--pace) */
   replay_result engine;         /* the model's own view of the run (allocated, reserved, OOMs) */
   char gpu_names[256];          /* "NVIDIA H100 80GB HBM3 (GPU 0)" */

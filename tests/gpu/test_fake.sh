@@ -50,6 +50,10 @@ FAKE_CUDA_MEMORY=$((16 << 30)) run 0 replay sample --backend cuda --allocator as
 has "$T/out" '"scale_fitted":true'
 has "$T/out" '"backend":"cuda"'
 has "$T/out" '"error_pct":{'
+has "$T/out" '"paced":false'
+# A paced run says so in what it stores.
+FAKE_CUDA_MEMORY=$((32 << 30)) run 0 replay sample --backend cuda --allocator cuda --pace --json --no-save
+has "$T/out" '"paced":true'
 
 # A CUDA call that fails names itself and the event.
 FAKE_CUDA_MEMORY=$((32 << 30)) FAKE_CUDA_FAIL=cuLaunchKernel:10 run 1 replay sample --backend cuda --allocator cuda --no-save
