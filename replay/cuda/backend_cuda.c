@@ -416,6 +416,22 @@ static int host_buffers(brun *r) {
   return 0;
 }
 
+/* Everything the run took is given back: the GPUs' memory and streams, the host buffers. */
+static void run_give_back(brun *r) {
+  for (int d = 0; d < REPLAY_MAX_DEVICES; d++) gpu_close(r, d);
+  size_t it = 0;
+  uint64_t k, v;
+  while (sim_map_next(&r->host, &it, &k, &v)) {
+    uint64_t *pinned = sim_map_get(&r->host_pinned, k);
+    if (pinned && *pinned) cudaFreeHost((void *)(uintptr_t)v);
+    else free((void *)(uintptr_t)v);
+  }
+  if (r->pinned) backend_rt_check(r, cudaFreeHost(r->pinned), "cudaFreeHost of the pinned copy buffer");
+  free(r->pageable);
+  sim_map_release(&r->host);
+  sim_map_release(&r->host_pinned);
+}
+
 int backend_cuda_run(const backend_run_config *cfg, const backend_plan *plan, backend_measured *m, char *err,
                      size_t errlen) {
   memset(m, 0, sizeof *m);
@@ -478,18 +494,7 @@ int backend_cuda_run(const backend_run_config *cfg, const backend_plan *plan, ba
   if (r->step > 0 && r->step - 1 < m->nsteps) m->step_s[r->step - 1] = (double)(end - r->step_t0) / 1e9;
   rc = 0;
 out:
-  for (int d = 0; d < REPLAY_MAX_DEVICES; d++) gpu_close(r, d);
-  size_t it = 0;
-  uint64_t k, v;
-  while (sim_map_next(&r->host, &it, &k, &v)) {
-    uint64_t *pinned = sim_map_get(&r->host_pinned, k);
-    if (pinned && *pinned) cudaFreeHost((void *)(uintptr_t)v);
-    else free((void *)(uintptr_t)v);
-  }
-  if (r->pinned) backend_rt_check(r, cudaFreeHost(r->pinned), "cudaFreeHost of the pinned copy buffer");
-  free(r->pageable);
-  sim_map_release(&r->host);
-  sim_map_release(&r->host_pinned);
+  run_give_back(r);
   if (r->failed || rc) {
     snprintf(err, errlen, "%s", r->err[0] ? r->err : "the replay on the GPU failed");
     rc = -1;
