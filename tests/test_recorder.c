@@ -281,6 +281,65 @@ static void test_lost_release_and_async(void) {
   rec_release(&st);
 }
 
+/* A mapped range that CUPTI reports twice, through the cuMemMap and cuMemUnmap callbacks and as
+ * activity records of an allocation and a release (as PyTorch's expandable segments were recorded on
+ * an H100), in either order: one alloc and one free, nothing counted as lost. */
+static void test_mapped_ranges_reported_twice(void) {
+  const uint64_t V = UINT64_C(0x300000000), W = UINT64_C(0x1940000000);
+  rec_state st;
+  rec_init(&st);
+  rec_context(&st, CTX, 0);
+  rec_record m = rec(REC_MAP, 40, 100, 100); /* the callback first */
+  m.addr = V;
+  m.bytes = 20 * MiB;
+  rec_add(&st, &m);
+  rec_record a = memory(REC_OP_ALLOCATION, REC_MEM_DEVICE, 0, 150, V, 20 * MiB);
+  rec_add(&st, &a);
+  rec_record u = rec(REC_UNMAP, 41, 300, 300);
+  u.addr = V;
+  u.bytes = 20 * MiB;
+  rec_add(&st, &u);
+  rec_record f = memory(REC_OP_RELEASE, REC_MEM_DEVICE, 0, 350, V, 20 * MiB);
+  rec_add(&st, &f);
+  a = memory(REC_OP_ALLOCATION, REC_MEM_DEVICE, 0, 500, W, 2 * MiB); /* the activity record first */
+  rec_add(&st, &a);
+  m = rec(REC_MAP, 42, 510, 510);
+  m.addr = W;
+  m.bytes = 2 * MiB;
+  rec_add(&st, &m);
+  f = memory(REC_OP_RELEASE, REC_MEM_DEVICE, 0, 700, W, 2 * MiB);
+  rec_add(&st, &f);
+  u = rec(REC_UNMAP, 43, 710, 710);
+  u.addr = W;
+  u.bytes = 2 * MiB;
+  rec_add(&st, &u);
+  rec_add_api(&st, 40, 100, 110, rec_api_name(&st, "cuMemMap"));
+  rec_add_api(&st, 41, 300, 310, rec_api_name(&st, "cuMemUnmap"));
+  rec_add_api(&st, 42, 510, 520, rec_api_name(&st, "cuMemMap"));
+  rec_add_api(&st, 43, 710, 720, rec_api_name(&st, "cuMemUnmap"));
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *out = open_memstream(&buf, &len);
+  rec_counts c;
+  char err[128];
+  CHECK_EQ(rec_write_jsonl(&st, out, NULL, &c, err, sizeof err), 0);
+  fclose(out);
+  CHECK_EQ(c.allocs, 2);
+  CHECK_EQ(c.frees, 2);
+  CHECK_EQ(c.unreleased_allocs, 0);
+  CHECK_EQ(c.unmatched_releases, 0);
+  CHECK_EQ(c.uncorrelated, 1); /* W's allocation, written from its activity record; the duplicates are not counted */
+  /* In order: V mapped, V unmapped, W allocated, W freed; each once. */
+  const char *v1 = strstr(buf, "\"kind\":\"alloc\""), *v2 = v1 ? strstr(v1 + 1, "\"kind\":\"free\"") : NULL;
+  const char *w1 = v2 ? strstr(v2 + 1, "\"kind\":\"alloc\"") : NULL, *w2 = w1 ? strstr(w1 + 1, "\"kind\":\"free\"") : NULL;
+  CHECK(v1 && v2 && w1 && w2);
+  CHECK(v1 && strstr(v1, "\"addr\":\"0x300000000\"") < v2);
+  CHECK(w1 && strstr(w1, "\"addr\":\"0x1940000000\"") < w2);
+  CHECK(w2 && !strstr(w2 + 1, "\"kind\":\"alloc\"") && !strstr(w2 + 1, "\"kind\":\"free\""));
+  free(buf);
+  rec_release(&st);
+}
+
 static void test_strings_and_filters(void) {
   rec_state st;
   rec_init(&st);
@@ -314,6 +373,7 @@ static void test_strings_and_filters(void) {
 int main(void) {
   RUN(test_conversion);
   RUN(test_lost_release_and_async);
+  RUN(test_mapped_ranges_reported_twice);
   RUN(test_strings_and_filters);
   TEST_MAIN_END();
 }

@@ -144,6 +144,7 @@ typedef struct wctx {
   rec_counts *c;
   sim_map dev_live;  /* address -> size; bit 63 set for cuMemMap ranges */
   sim_map host_live; /* address -> size */
+  sim_map unmapped;  /* address -> size: ranges freed at their cuMemUnmap, whose activity record may follow */
 } wctx;
 
 #define MAPPED (UINT64_C(1) << 63)
@@ -207,6 +208,11 @@ static void alloc_event(wctx *w, const order *o, int device, uint64_t addr, uint
   w->c->allocs++;
 }
 
+/* A record left unwritten as a second report of what another record wrote: not counted as placed. */
+static void duplicate(wctx *w, const order *o) {
+  if (!o->api) w->c->uncorrelated--;
+}
+
 static void memory(wctx *w, const order *o, const rec_record *r) {
   int device = device_of(w->st, r);
   int64_t stream = stream_of(w->st, r);
@@ -245,13 +251,26 @@ static void memory(wctx *w, const order *o, const rec_record *r) {
     if (r->op == REC_OP_ALLOCATION) w->c->static_allocs++;
     return;
   }
+  /* CUPTI may also report a mapped range (cuMemMap, cuMemUnmap) as an allocation and a release:
+   * the same memory, written once, at its map and its unmap. */
+  uint64_t *v = sim_map_get(&w->dev_live, r->addr);
   if (r->op == REC_OP_ALLOCATION) {
+    if (v && (*v & MAPPED) && (*v & ~MAPPED) == r->bytes) {
+      duplicate(w, o);
+      return;
+    }
     alloc_event(w, o, device, r->addr, r->bytes, stream, r->mem == REC_MEM_MANAGED ? "managed" : "device", 0);
     return;
   }
-  uint64_t *v = sim_map_get(&w->dev_live, r->addr);
-  if (!v || (*v & MAPPED)) { /* allocated before recording began, or a mapped range */
-    w->c->unmatched_releases++;
+  if (v && (*v & MAPPED)) { /* freed at its unmap */
+    duplicate(w, o);
+    return;
+  }
+  if (!v) { /* a mapped range already unmapped, or allocated before recording began */
+    if (sim_map_del(&w->unmapped, r->addr, NULL))
+      duplicate(w, o);
+    else
+      w->c->unmatched_releases++;
     return;
   }
   uint64_t size = *v;
@@ -270,6 +289,7 @@ static void unmap(wctx *w, const order *o, const rec_record *r) {
     uint64_t size = *v & ~MAPPED;
     sim_map_del(&w->dev_live, at, NULL);
     free_event(w, o, device, at, size, 0);
+    *sim_map_put(&w->unmapped, at, NULL) = size;
     if (size == 0) return;
     at += size;
   }
@@ -469,13 +489,19 @@ static void write_events(wctx *w, const order *ord) {
     const rec_record *r = &st->recs[o->idx];
     switch (r->kind) {
     case REC_MEMORY: memory(w, o, r); break;
-    case REC_MAP:
-      if (sim_map_get(&w->dev_live, r->addr)) { /* already recorded as an allocation */
+    case REC_MAP: {
+      uint64_t *v = sim_map_get(&w->dev_live, r->addr);
+      if (v && *v == r->bytes) { /* its activity record came first: the same memory, freed at its unmap */
+        *v |= MAPPED;
+        break;
+      }
+      if (v) { /* something else still live there: its release was lost */
         w->c->unreleased_allocs++;
         break;
       }
       alloc_event(w, o, device_of(st, r), r->addr, r->bytes, 0, "device", MAPPED);
       break;
+    }
     case REC_UNMAP: unmap(w, o, r); break;
     case REC_MEMCPY: memcpy_event(w, o, r); break;
     case REC_MEMSET: memset_event(w, o, r); break;
@@ -512,13 +538,15 @@ int rec_write_jsonl(rec_state *st, FILE *out, const rec_meta *meta, rec_counts *
   rec_scan sc = {0};
   order_records(st, ord, c, &sc);
   write_header(st, out, meta, &sc);
-  wctx w = {st, out, sc.origin, c, {0}, {0}};
+  wctx w = {st, out, sc.origin, c, {0}, {0}, {0}};
   sim_map_init(&w.dev_live);
   sim_map_init(&w.host_live);
+  sim_map_init(&w.unmapped);
   write_events(&w, ord);
   write_stats(st, out, c);
   sim_map_release(&w.dev_live);
   sim_map_release(&w.host_live);
+  sim_map_release(&w.unmapped);
   free(ord);
   if (fflush(out) || ferror(out)) {
     snprintf(err, errlen, "cannot write the trace");
