@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# gpu-check.sh [OUT]: the one command for a machine with an NVIDIA GPU (docs/gpu.md, "Checking a
-# GPU"): builds memplay with CUDA, bundles it (tools/gpu_bundle.sh), runs tools/gpu_checks.sh on
-# three shared traces (replays through the `cuda` backend, predicted against measured; a
-# calibration into a profile; a small CUDA program recorded and imported; the GPU test), and
-# writes a summary. Everything lands under OUT (default gpu-check-DATE): build.log, bundle/,
-# results/ (each step's output, the store gpu.db), checks.log, summary.txt.
+# gpu-check.sh [--bundle DIR] [OUT]: the one command for a machine with an NVIDIA GPU (docs/gpu.md,
+# "Checking a GPU"): builds memplay with CUDA, bundles it (tools/gpu_bundle.sh), runs
+# tools/gpu_checks.sh on three shared traces (replays through the `cuda` backend, predicted against
+# measured; a calibration into a profile; a small CUDA program recorded and imported; the GPU
+# test), and writes a summary. Everything lands under OUT (default gpu-check-DATE): build.log,
+# bundle/, results/ (each step's output, the store gpu.db), checks.log, summary.txt.
+# With --bundle DIR it builds nothing and runs the build tools/gpu_bundle.sh put in DIR on another
+# machine: for a GPU machine where memplay's build dependencies cannot be installed.
 # Run from anywhere inside the source tree. MEMPLAY_TRACES: the shared traces' folder (default
 # ../shared/traces beside the checkout). MEMPLAY_GPU_TORCH=1 adds the PyTorch jobs of
 # gpu_checks.sh (they need PyTorch and take longer than the 8 minutes this command keeps to).
@@ -15,6 +17,12 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root" || exit 1
 budget=480
 start=$(date +%s)
+bundle=
+if [ "${1:-}" = --bundle ]; then
+  [ -n "${2:-}" ] || { echo "usage: tools/gpu-check.sh [--bundle DIR] [OUT]" >&2; exit 2; }
+  bundle=$(cd "$2" 2>/dev/null && pwd) || { echo "error: no bundle folder '$2'" >&2; exit 1; }
+  shift 2
+fi
 O=${1:-gpu-check-$(date -u +%Y%m%d-%H%M%S)}
 traces=${MEMPLAY_TRACES:-$root/../shared/traces}
 elapsed() { echo $(($(date +%s) - start)); }
@@ -32,18 +40,33 @@ gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
 for t in kk_ctx128_fullstep wed_medium_256_training niu_ctx150_fwdbwd_fp32; do
   [ -e "$traces/pytorch/$t.pickle" ] || fail "the shared trace '$traces/pytorch/$t.pickle' is missing: set MEMPLAY_TRACES to the shared traces' folder"
 done
+if [ -n "$bundle" ]; then # the bundle, or what the build needs, before anything is made
+  [ -x "$bundle/bin/memplay" ] || fail "'$bundle' is not a bundle: it has no bin/memplay (make one with tools/gpu_bundle.sh)"
+else
+  missing=
+  for h in sqlite3.h lua5.4/lua.h yajl/yajl_parse.h zlib.h; do
+    [ -e "/usr/include/$h" ] || missing="$missing $h"
+  done
+  [ -z "$missing" ] ||
+    fail "memplay's build dependencies are missing here (no$missing in /usr/include): install them (tools/deps.sh), or build and bundle memplay on another machine (tools/gpu_bundle.sh BUILD DIR) and run tools/gpu-check.sh --bundle DIR"
+fi
 mkdir -p "$O" && O=$(cd "$O" && pwd) || fail "cannot make the output folder '$O'"
 echo "gpu-check: $gpus GPU(s); everything goes to $O"
 
-# 1. The build, with the real-GPU parts (a missing CUDA toolkit is an error here).
-echo "build ..."
-{ cmake -S . -B "$O/build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMEMPLAY_CUDA=ON &&
-  cmake --build "$O/build" -j"$(nproc)"; } >"$O/build.log" 2>&1 ||
-  fail "the build failed: see $O/build.log"
-echo "build: done in $(elapsed) s"
+# 1. The build, with the real-GPU parts (a missing CUDA toolkit is an error here), and its bundle;
+#    or the bundle given.
+if [ -z "$bundle" ]; then
+  echo "build ..."
+  { cmake -S . -B "$O/build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMEMPLAY_CUDA=ON &&
+    cmake --build "$O/build" -j"$(nproc)"; } >"$O/build.log" 2>&1 ||
+    fail "the build failed: see $O/build.log"
+  echo "build: done in $(elapsed) s"
+  tools/gpu_bundle.sh "$O/build" "$O/bundle" >"$O/bundle.log" 2>&1 || fail "bundling failed: see $O/bundle.log"
+else
+  rm -rf "$O/bundle" && cp -r "$bundle" "$O/bundle" || fail "cannot copy the bundle into $O"
+fi
 
-# 2. The bundle, and the three traces it replays.
-tools/gpu_bundle.sh "$O/build" "$O/bundle" >"$O/bundle.log" 2>&1 || fail "bundling failed: see $O/bundle.log"
+# 2. The three traces the bundle replays.
 mkdir -p "$O/bundle/traces"
 for t in kk_ctx128_fullstep wed_medium_256_training niu_ctx150_fwdbwd_fp32; do
   cp "$traces/pytorch/$t.pickle" "$O/bundle/traces/" || fail "cannot copy $t"

@@ -1,9 +1,10 @@
-# tools/gpu-check.sh on a machine without a GPU: it says so, exits 1, and builds nothing.
+# tools/gpu-check.sh on a machine without a GPU: it says so, exits 1, and builds nothing; with a
+# GPU, a --bundle that is not one is refused before anything runs.
 . "$TESTS_DIR/cli/lib.sh"
 
 # No driver: nvidia-smi is not on the PATH (a PATH of the shell's own tools only).
 mkdir -p "$T/bin" "$T/work"
-for t in bash cat date dirname grep mkdir; do ln -s "$(command -v "$t")" "$T/bin/$t"; done
+for t in bash cat cp date dirname grep mkdir rm; do ln -s "$(command -v "$t")" "$T/bin/$t"; done
 PATH="$T/bin" bash "$MEMPLAY_SRC/tools/gpu-check.sh" "$T/work/out" >"$T/out" 2>"$T/err"
 rc=$?
 [ "$rc" = 1 ] || fail "gpu-check.sh without nvidia-smi exited $rc, wanted 1"
@@ -20,4 +21,17 @@ rc=$?
 has "$T/err" "no NVIDIA GPU is visible"
 has "$T/err" "CUDA_VISIBLE_DEVICES=''"
 [ -e "$T/work/out" ] && fail "gpu-check.sh without a GPU made its output folder"
+
+# A GPU, and a bundle that is not one, or none named.
+printf '#!/bin/sh\necho "GPU 0: Pretend GPU (UUID: GPU-0)"\n' >"$T/bin/nvidia-smi"
+mkdir -p "$T/traces/pytorch" "$T/notabundle"
+for t in kk_ctx128_fullstep wed_medium_256_training niu_ctx150_fwdbwd_fp32; do : >"$T/traces/pytorch/$t.pickle"; done
+PATH="$T/bin" MEMPLAY_TRACES="$T/traces" bash "$MEMPLAY_SRC/tools/gpu-check.sh" --bundle "$T/notabundle" "$T/work/out" >"$T/out" 2>"$T/err"
+rc=$?
+[ "$rc" = 1 ] || fail "gpu-check.sh --bundle of a folder without memplay exited $rc, wanted 1"
+has "$T/err" "is not a bundle: it has no bin/memplay"
+PATH="$T/bin" bash "$MEMPLAY_SRC/tools/gpu-check.sh" --bundle >"$T/out" 2>"$T/err"
+rc=$?
+[ "$rc" = 2 ] || fail "gpu-check.sh --bundle without a folder exited $rc, wanted 2"
+has "$T/err" "usage: tools/gpu-check.sh [--bundle DIR] [OUT]"
 finish
