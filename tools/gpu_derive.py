@@ -1,18 +1,20 @@
 #!/usr/bin/env python3
-"""derive.py: the tables of docs/accuracy.md ("Real GPU: predicted against measured") from one run of
-tools/gpu_checks.sh.
+"""gpu_derive.py: the tables of docs/accuracy.md ("Real GPU: predicted against measured") from one run
+of tools/gpu_checks.sh.
 
-    python3 docs/measurements/h200-2026-11-26/derive.py OUT [MEMPLAY]
+    python3 tools/gpu_derive.py MEASUREMENTS OUT [MEMPLAY]
 
-OUT is the folder tools/gpu_checks.sh wrote (its gpu.db is read from a copy, never changed);
-MEMPLAY the memplay binary (default build/memplay) used for the simulated replays and what-if
-scenarios the comparisons need. The step outputs are read from raw/ beside this script (the
-same files as in OUT). Writes the tables into tables/ beside this script and, in
-tables/commands.txt, every memplay command and SQL query it ran.
+MEASUREMENTS is the folder the measurements are kept in (docs/measurements/GPU-DATE): the step
+outputs are read from its raw/ (the same files as in OUT) and the tables written to its tables/,
+with tables/commands.txt listing every memplay command and SQL query run. OUT is the folder
+tools/gpu_checks.sh wrote (its gpu.db is read from a copy, never changed); MEMPLAY the memplay
+binary (default build/memplay) used for the simulated replays and what-if scenarios the
+comparisons need. A table whose steps the run did not make is left out.
 """
 import csv
 import json
 import os
+import re
 import shutil
 import sqlite3
 import statistics
@@ -20,9 +22,8 @@ import subprocess
 import sys
 import tempfile
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-RAW = os.path.join(HERE, "raw")
-TABLES = os.path.join(HERE, "tables")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RAW = TABLES = None  # MEASUREMENTS/raw and MEASUREMENTS/tables, set by main()
 JOBS = [(b, p) for b in (8, 16) for p in ("fp32", "bf16")]
 MiB = 1 << 20
 log = []
@@ -49,6 +50,16 @@ def write_csv(name, header, rows):
 def raw(name):
     with open(os.path.join(RAW, name)) as f:
         return json.load(f)
+
+
+def has_raw(name):
+    return os.path.exists(os.path.join(RAW, name))
+
+
+def gpu_model(cal):
+    """The GPU's model, from the calibrated profile's device name: "NVIDIA H100 80GB HBM3" -> "h100"."""
+    m = re.search(r"\b([A-Z]\d{2,3})\b", cal["match"])
+    return m.group(1).lower() if m else "gpu"
 
 
 def shown(arg):
@@ -128,7 +139,7 @@ def calibration(mp_fresh):
         v = cal[k]
         rows.append([k, unit, v, h200[k], pct(v, h200[k]), h100[k], pct(v, h100[k]), src])
     write_csv("calibration.csv",
-              ["field", "unit", "calibrated_h200", "builtin_h200", "calibrated_vs_builtin_h200_pct", "builtin_h100",
+              ["field", "unit", "calibrated_" + gpu_model(cal), "builtin_h200", "calibrated_vs_builtin_h200_pct", "builtin_h100",
                "calibrated_vs_builtin_h100_pct", "computed_from"], rows)
 
     # every measured point, and the line through them recomputed (ordinary least squares)
@@ -160,8 +171,9 @@ def calibration(mp_fresh):
 # ---- b. GPU replays ---------------------------------------------------------------------------------
 
 def gpu_replays(db):
+    """Every GPU replay; returns the first of each (trace, allocator), and all of them in order."""
     rows = []
-    runs = {}
+    runs, every = {}, []
     for rid, trace, alloc, res in q(db, "SELECT id, trace_name, allocator, result FROM runs WHERE backend = 'cuda' ORDER BY id"):
         r = json.loads(res)
         fmt_ = q(db, "SELECT source_format FROM traces WHERE name = ?", trace)[0][0]
@@ -182,8 +194,10 @@ def gpu_replays(db):
                      r["peak_reserved_bytes"], r["device_mallocs"], r["device_frees"],
                      rec["wall_s"], m["wall_s"], pct(m["wall_s"], rec["wall_s"]),
                      len(m["step_s"]), rm, mm, pct(mm, rm) if len(m["step_s"]) > 1 else None,
-                     kernels, m["copies"], m["memsets"], m["syncs"], m["host_allocs"]])
-        runs[(trace, alloc)] = r
+                     kernels, m["copies"], m["memsets"], m["syncs"], m["host_allocs"],
+                     r.get("capacity_bytes"), m.get("paced", ""), p["ooms"], r["ooms"]])
+        runs.setdefault((trace, alloc), r)
+        every.append((trace, alloc, r))
     write_csv("gpu_replays.csv",
               ["run_id", "trace", "format", "allocator", "scale", "scale_fitted",
                "predicted_device_peak_B", "measured_device_peak_B", "device_peak_error_pct",
@@ -192,8 +206,9 @@ def gpu_replays(db):
                "model_on_gpu_peak_reserved_B", "driver_allocs", "driver_frees",
                "recorded_wall_s", "measured_wall_s", "wall_error_pct",
                "steps", "recorded_median_step_s", "measured_median_step_s", "median_step_error_pct",
-               "kernels", "copies", "memsets", "syncs", "host_allocs"], rows)
-    return runs
+               "kernels", "copies", "memsets", "syncs", "host_allocs",
+               "capacity_B", "paced", "predicted_ooms", "ooms_on_gpu"], rows)
+    return runs, every
 
 
 def async_rules(path, merge_at_once):
@@ -263,7 +278,7 @@ def async_rules(path, merge_at_once):
 def async_model(mp, runs):
     """The async model against the real pool on the sample, and the model with every free made
     reusable at once (a synchronization after every free)."""
-    src = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(HERE))), "traces", "sample.jsonl")
+    src = os.path.join(ROOT, "traces", "sample.jsonl")
     tmp = tempfile.mkdtemp()
     sf = os.path.join(tmp, "sample_sync_after_free.jsonl")
     with open(src) as f, open(sf, "w") as o:
@@ -308,7 +323,7 @@ def niu_cuda_timeline(db, mp):
 
 # ---- c. time on the calibrated profile ---------------------------------------------------------------
 
-def sample_time(mp, runs):
+def sample_time(mp, runs, profile):
     rows = []
     for alloc in ("cuda", "async", "torch", "bfc"):
         m = runs[("sample", alloc)]["measured"]["step_s"]
@@ -317,7 +332,7 @@ def sample_time(mp, runs):
         if alloc in ("cuda", "torch"):
             variants.append(("malloc_syncs=false", ["--timing", "malloc_syncs=false"]))
         for label, extra in variants:
-            t = mp.json("replay", "sample", "--allocator", alloc, "--device", "H200", "--no-save", "--json", *extra)["time"]
+            t = mp.json("replay", "sample", "--allocator", alloc, "--device", profile, "--no-save", "--json", *extra)["time"]
             st = t["steps"]
             pro = t["total_s"] - sum(s["predicted_s"] for s in st)
             parts = [("before step 0", pro, m[0])]
@@ -329,7 +344,7 @@ def sample_time(mp, runs):
             for name, pred, meas in parts:
                 rows.append([alloc, label, name, pred, meas, pct(pred, meas)])
     write_csv("time_sample.csv",
-              ["allocator", "time model", "part", "predicted_s (calibrated H200)", "measured_s (GPU)",
+              ["allocator", "time model", "part", "predicted_s (calibrated %s)" % profile, "measured_s (GPU)",
                "error_pct (predicted-measured)/measured"], rows)
 
 
@@ -480,11 +495,87 @@ def pytorch(db, mp, runs):
                "replayed_from_allocated_B", "replayed_from_reserved_B"], rows)
 
 
+# ---- e. repeats, and PyTorch's two other allocators -------------------------------------------------
+
+def repeats(every):
+    """The same replay made more than once in the run: how much the measurements vary."""
+    groups = {}
+    for trace, alloc, r in every:
+        key = (trace, alloc, r.get("capacity_bytes"), r["measured"].get("paced", False))
+        groups.setdefault(key, []).append(r)
+    rows = []
+    for (trace, alloc, cap, paced), rs in groups.items():
+        if len(rs) < 2 or cap or paced:
+            continue
+        walls = [r["measured"]["wall_s"] for r in rs]
+        steps = [backend_median(r["measured"]["step_s"]) for r in rs]
+        peaks = [r["measured"]["device_peak_bytes"] for r in rs]
+        for n, r in enumerate(rs, 1):
+            rows.append([trace, alloc, n, peaks[n - 1], walls[n - 1], steps[n - 1], "", ""])
+        rows.append([trace, alloc, "spread", max(peaks) - min(peaks), max(walls) - min(walls), max(steps) - min(steps),
+                     pct(max(walls), min(walls)), pct(max(steps), min(steps))])
+    if rows:
+        write_csv("repeats.csv", ["trace", "allocator", "run", "measured_device_peak_B", "measured_wall_s",
+                                  "measured_median_step_s", "wall_max_vs_min_pct", "step_max_vs_min_pct"], rows)
+
+
+# job -> (the calls the framework's own allocator makes, the model that stands for it)
+OTHER_ALLOCATORS = {"torch_b8_fp32_expandable": ("cuMemMap", "cuda"),
+                    "torch_b8_fp32_mallocasync": ("cudaMallocAsync", "async:release_threshold=max")}
+
+
+def pytorch_allocators(db, mp):
+    """PyTorch under expandable segments and under its cudaMallocAsync backend, recorded: the
+    framework's own calls (maps, stream-ordered allocations) apart from the libraries' cudaMallocs,
+    against what PyTorch measured in the same process."""
+    tmp = tempfile.mkdtemp()
+    rows = []
+    for job, (api, model) in OTHER_ALLOCATORS.items():
+        if not has_raw(job + ".json") or not q(db, "SELECT 1 FROM traces WHERE name = ?", job):
+            continue
+        t = raw(job + ".json")
+        path = os.path.join(tmp, job + ".jsonl")
+        mp.run("export", job, "--format", "jsonl", "-o", path)
+        lines = [json.loads(x) for x in open(path)]
+        own, out, outside, nown = set(), [], [], 0
+        for e in lines:
+            k = e.get("kind")
+            if k == "alloc" and api not in (e.get("args") or {}).get("api", ""):
+                outside.append(e["size"])
+                continue
+            if k == "alloc":
+                own.add(e["addr"])
+                nown += 1
+            if k == "free" and e["addr"] not in own:
+                continue
+            out.append(e)
+        own_path = os.path.join(tmp, job + "_own.jsonl")
+        with open(own_path, "w") as f:
+            f.writelines(json.dumps(e) + "\n" for e in out)
+        log.append("%s exported, its %d allocations by other calls than %s dropped -> %s_own" % (job, len(outside), api, job))
+        mp.run("import", own_path, "--name", job + "_own")
+        whole = mp.json("replay", job, "--allocator", "cuda", "--no-save", "--json")
+        r = mp.json("replay", job + "_own", "--allocator", model, "--no-save", "--json")
+        rows.append([job, api, nown, len(outside), sum(outside), whole["peak_requested_bytes"],
+                     r["peak_requested_bytes"], model, r["peak_reserved_bytes"], t["max_allocated"], t["max_reserved"],
+                     pct(r["peak_requested_bytes"], t["max_allocated"]), pct(r["peak_requested_bytes"], t["max_reserved"]),
+                     pct(r["peak_reserved_bytes"], t["max_reserved"])])
+    shutil.rmtree(tmp)
+    if rows:
+        write_csv("pytorch_allocators.csv",
+                  ["job", "framework_calls", "framework_allocs", "other_allocs", "other_B", "recording_peak_live_B",
+                   "framework_peak_live_B", "model", "model_peak_reserved_B", "torch_max_allocated_B",
+                   "torch_max_reserved_B", "framework_live_vs_torch_allocated_pct",
+                   "framework_live_vs_torch_reserved_pct", "model_reserved_vs_torch_reserved_pct"], rows)
+
+
 def main():
-    if len(sys.argv) < 2:
+    global RAW, TABLES
+    if len(sys.argv) < 3:
         sys.exit(__doc__)
-    out = sys.argv[1]
-    exe = os.path.abspath(sys.argv[2] if len(sys.argv) > 2 else "build/memplay")
+    RAW, TABLES = os.path.join(sys.argv[1], "raw"), os.path.join(sys.argv[1], "tables")
+    out = sys.argv[2]
+    exe = os.path.abspath(sys.argv[3] if len(sys.argv) > 3 else "build/memplay")
     os.makedirs(TABLES, exist_ok=True)
     tmp = tempfile.mkdtemp()
     db_path = os.path.join(tmp, "gpu.db")
@@ -493,15 +584,20 @@ def main():
     mp = Memplay(exe, db_path)
     mp_fresh = Memplay(exe, os.path.join(tmp, "builtin.db"))
     calibration(mp_fresh)
-    runs = gpu_replays(db)
-    async_model(mp, runs)
-    niu_cuda_timeline(db, mp)
-    sample_time(mp, runs)
-    pytorch(db, mp, runs)
+    runs, every = gpu_replays(db)
+    if ("sample", "async") in runs:
+        async_model(mp, runs)
+    if ("niu_ctx150_fwdbwd_fp32", "cuda") in runs:
+        niu_cuda_timeline(db, mp)
+    sample_time(mp, runs, raw("calibrate.out")["name"])
+    if all(has_raw("torch_b%d_%s.json" % j) for j in JOBS):
+        pytorch(db, mp, runs)
+    repeats(every)
+    pytorch_allocators(db, mp)
     db.close()
     shutil.rmtree(tmp)
     with open(os.path.join(TABLES, "commands.txt"), "w") as f:
-        f.write("# every memplay command and SQL query derive.py ran, in order (COPY_OF_gpu.db: a copy of OUT/gpu.db)\n")
+        f.write("# every memplay command and SQL query gpu_derive.py ran, in order (COPY_OF_gpu.db: a copy of OUT/gpu.db)\n")
         f.write("\n".join(log) + "\n")
 
 

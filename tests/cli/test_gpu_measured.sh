@@ -6,7 +6,8 @@
 #    stays within the error published against what the GPU measured: the sample trace's device
 #    memory under cuda, async and torch, and its time on the calibrated H200 profile (made here
 #    from the committed calibration); with the real traces at hand (MEMPLAY_TRACES), the same for
-#    the kk, wed, niu and ntua replays.
+#    the kk, wed, niu and ntua replays;
+#  - the H100's measurements of what the H200 did not measure (section 6).
 . "$TESTS_DIR/cli/lib.sh"
 command -v sqlite3 >/dev/null || {
   echo "skipped: the sqlite3 shell is needed (tools/deps.sh installs it)"
@@ -104,4 +105,37 @@ if [ -n "${MEMPLAY_TRACES:-}" ] && [ -d "$MEMPLAY_TRACES" ]; then
 else
   echo "the real traces are not at hand (MEMPLAY_TRACES): their replays not checked"
 fi
+
+# 6. The H100's measurements (docs/measurements/h100-2026-11-26) of what the H200 did not measure:
+#    its recording of the CUDA program, expandable segments, --capacity and the real pool on two
+#    streams, each predicted as the GPU run was and within the published error (OOMs: at most
+#    the published excess).
+H="$MEMPLAY_SRC/docs/measurements/h100-2026-11-26/raw"
+expect 0 import "$H/record_target.jsonl" --name rec_h100
+has "$T/out" "12 events"
+[ "$(sqlite3 "$DB" "SELECT device_name FROM traces WHERE name = 'rec_h100'")" = "NVIDIA H100 80GB HBM3" ] ||
+  fail "rec_h100: the device is not kept"
+# gpu_check NAME MAXERR ALLOCATOR [OPTIONS...]: the prediction is the GPU run's, the measurement within MAXERR%.
+gpu_check() {
+  local g="$H/gpu_$1.out" e=$2
+  shift 2
+  expect 0 replay "$@" --no-fail --no-save --json
+  local pred want meas
+  pred=$(json_get peak_reserved_bytes)
+  want=$(jx "$g" '$.predicted.device_peak_bytes')
+  meas=$(jx "$g" '$.measured.device_peak_bytes')
+  [ "$pred" = "$want" ] || fail "$(basename "$g"): predicts $pred bytes, the GPU run was compared with $want"
+  within "$meas" "$pred" "$e" || fail "$(basename "$g"): measured $meas is $(err "$meas" "$pred") from $pred (published: within $e%)"
+  [ "$(json_get ooms)" = "$(jx "$g" '$.predicted.ooms')" ] || fail "$(basename "$g"): $(json_get ooms) OOMs predicted"
+}
+gpu_check sample_torch_expandable 0 sample --allocator torch:expandable_segments:True
+gpu_check sample_cuda_capacity 0 sample --allocator cuda --capacity 12GiB
+gpu_check sample_torch_capacity 0.013 sample --allocator torch --capacity 16GiB
+[ "$(jx "$H/gpu_sample_cuda_capacity.out" '$.ooms')" -le 844 ] && [ "$(jx "$H/gpu_sample_torch_capacity.out" '$.ooms')" -le 89 ] ||
+  fail "the OOMs on the GPU at a capacity are not the published ones"
+python3 "$MEMPLAY_SRC/tests/gpu/gen_two_streams.py" >"$T/two_streams.jsonl" || fail "gen_two_streams.py failed"
+expect 0 import "$T/two_streams.jsonl" --name two_streams
+gpu_check two_streams_async 25.49 two_streams --allocator async
+gpu_check two_streams_async_release_threshold_max 31.12 two_streams --allocator async:release_threshold=max
+gpu_check two_streams_cuda 0.41 two_streams --allocator cuda
 finish
