@@ -250,6 +250,26 @@ static void test_conversion(void) {
   rmdir(dir);
 }
 
+static void check_counts(const rec_counts *c, uint64_t allocs, uint64_t frees, uint64_t unreleased,
+                         uint64_t unmatched, uint64_t uncorrelated) {
+  CHECK_EQ(c->allocs, allocs);
+  CHECK_EQ(c->frees, frees);
+  CHECK_EQ(c->unreleased_allocs, unreleased);
+  CHECK_EQ(c->unmatched_releases, unmatched);
+  CHECK_EQ(c->uncorrelated, uncorrelated);
+}
+
+/* The trace the records convert to, as text (free it), and what was counted. */
+static char *converted(rec_state *st, rec_counts *c) {
+  char *buf = NULL, err[128];
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  CHECK(f != NULL);
+  CHECK_EQ(rec_write_jsonl(st, f, NULL, c, err, sizeof err), 0);
+  fclose(f);
+  return buf;
+}
+
 static void test_lost_release_and_async(void) {
   /* An address allocated twice with no release between: a free is written first, so the trace
    * stays consistent. All device allocations stream-ordered: the trace names the async pool. */
@@ -261,17 +281,9 @@ static void test_lost_release_and_async(void) {
   a.start = a.end = 200;
   a.bytes = 8192;
   rec_add(&st, &a);
-  char *buf = NULL;
-  size_t len = 0;
-  FILE *f = open_memstream(&buf, &len);
   rec_counts c;
-  char err[128];
-  CHECK_EQ(rec_write_jsonl(&st, f, NULL, &c, err, sizeof err), 0);
-  fclose(f);
-  CHECK_EQ(c.unreleased_allocs, 1);
-  CHECK_EQ(c.allocs, 2);
-  CHECK_EQ(c.frees, 1);
-  CHECK_EQ(c.uncorrelated, 2);
+  char *buf = converted(&st, &c);
+  check_counts(&c, 2, 1, 1, 0, 2);
   CHECK(strstr(buf, "\"allocator\":\"async\"") != NULL);
   const char *free_line = strstr(buf, "\"kind\":\"free\"");
   const char *second = strstr(buf, "\"size\":8192");
@@ -317,18 +329,10 @@ static void test_mapped_ranges_reported_twice(void) {
   rec_add_api(&st, 41, 300, 310, rec_api_name(&st, "cuMemUnmap"));
   rec_add_api(&st, 42, 510, 520, rec_api_name(&st, "cuMemMap"));
   rec_add_api(&st, 43, 710, 720, rec_api_name(&st, "cuMemUnmap"));
-  char *buf = NULL;
-  size_t len = 0;
-  FILE *out = open_memstream(&buf, &len);
   rec_counts c;
-  char err[128];
-  CHECK_EQ(rec_write_jsonl(&st, out, NULL, &c, err, sizeof err), 0);
-  fclose(out);
-  CHECK_EQ(c.allocs, 2);
-  CHECK_EQ(c.frees, 2);
-  CHECK_EQ(c.unreleased_allocs, 0);
-  CHECK_EQ(c.unmatched_releases, 0);
-  CHECK_EQ(c.uncorrelated, 1); /* W's allocation, written from its activity record; the duplicates are not counted */
+  char *buf = converted(&st, &c);
+  /* uncorrelated: W's allocation, written from its activity record; the duplicates are not counted */
+  check_counts(&c, 2, 2, 0, 0, 1);
   /* In order: V mapped, V unmapped, W allocated, W freed; each once. */
   const char *v1 = strstr(buf, "\"kind\":\"alloc\""), *v2 = v1 ? strstr(v1 + 1, "\"kind\":\"free\"") : NULL;
   const char *w1 = v2 ? strstr(v2 + 1, "\"kind\":\"alloc\"") : NULL, *w2 = w1 ? strstr(w1 + 1, "\"kind\":\"free\"") : NULL;
