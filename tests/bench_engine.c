@@ -32,7 +32,8 @@
  *     replay (replay_run) and one engine kept and reset between replays (replay_engine_run),
  *     the trace planned, and lean (replay_config.lean: peaks and totals only, as a comparison's
  *     cells that are not stored), in microseconds, against DynaPipe's allocator simulator on the
- *     same trace (~40 ms per replay, issue 17's measurement, docs/performance.md);
+ *     same trace (~40 ms per replay, issue 17's measurement, docs/performance.md); then the same
+ *     lean replay under `ideal`, the engine's own floor, and what that leaves the torch model;
  *  3. the time model on the generated trace `memplay bench` replays (an H100, as there): the
  *     engine with `ideal` alone, with the time model attached, and the difference, the time
  *     model's own cost in a replay; then the model alone, fed the events and what `ideal` did
@@ -134,7 +135,7 @@ static int bench_trace(const char *path, const events *t, int runs, const char *
   int reps = t->n ? (int)(2000000 / t->n) + 1 : 1;
   printf("1. the engine on %s: %zu events in memory, from an empty allocator (%d replays a run)\n\n", path, t->n, reps);
   printf("%-8s %12s %12s %14s %16s\n", "model", "ns/event", "us/replay", "M events/s", "planned ns/event");
-  double torch_fresh = -1, torch_reused = -1, torch_planned = -1, torch_lean = -1;
+  double torch_fresh = -1, torch_reused = -1, torch_planned = -1, torch_lean = -1, floor_lean = -1;
   replay_plan plan;
   if (replay_plan_build(&plan, t->ev, t->n)) {
     fprintf(stderr, "bench_engine: the trace cannot be planned\n");
@@ -151,6 +152,11 @@ static int bench_trace(const char *path, const events *t, int runs, const char *
       torch_planned = p;
       torch_fresh = engine_time(&spec, t, NULL, runs, reps, 0, 0, err, sizeof err);
       torch_lean = engine_time(&spec, t, &plan, runs, reps, 1, 1, err, sizeof err);
+      sim_spec ideal; /* the engine's own floor: the same lean replay under a model that does nothing */
+      if (!sim_spec_parse(&ideal, "ideal", err, sizeof err)) {
+        floor_lean = engine_time(&ideal, t, &plan, runs, reps, 1, 1, err, sizeof err);
+        sim_spec_release(&ideal);
+      }
     }
     sim_spec_release(&spec);
     if (s < 0 || p < 0) {
@@ -174,6 +180,13 @@ static int bench_trace(const char *path, const events *t, int runs, const char *
          DYNAPIPE_US / (torch_planned * 1e6), torch_planned * 1e6 <= DYNAPIPE_US / 150 ? "met" : "not met");
   printf("%-44s %12.1f %11.0fx %8s\n", "the same, lean (peaks and totals only)", torch_lean * 1e6,
          DYNAPIPE_US / (torch_lean * 1e6), torch_lean * 1e6 <= DYNAPIPE_US / 150 ? "met" : "not met");
+  if (floor_lean > 0) {
+    double left = DYNAPIPE_US / 150 - floor_lean * 1e6;
+    printf("%-44s %12.1f %11.0fx\n", "the engine alone: the same lean replay, ideal", floor_lean * 1e6,
+           DYNAPIPE_US / (floor_lean * 1e6));
+    printf("(the torch model's own share: %.1f ns an event; the goal leaves it %.1f)\n",
+           (torch_lean - floor_lean) * 1e9 / (double)t->n, left > 0 ? left * 1e3 / (double)t->n : 0.0);
+  }
   return 0;
 }
 
