@@ -106,7 +106,19 @@ typedef struct cli_gpu_opts {
   int set;      /* --scale or --pace given */
   double scale; /* --scale F; 0: --scale fit; 1 by default */
   int scale_given, pace;
+  FILE *device_calls; /* --device-calls: the open file, or NULL */
 } cli_gpu_opts;
+
+/* `replay --device-calls FILE`: a watcher (sim/allocator.h) writing one line per device call,
+ * "WHO DEVICE N OP SIZE ADDR STREAM RESULT USED_BEFORE USED_AFTER", WHO naming the replay
+ * ("sim", or "plan" and "gpu" for --backend cuda). */
+typedef struct cli_device_calls {
+  FILE *f;
+  const char *who;
+  sim_device_watch watch;
+} cli_device_calls;
+void cli_device_calls_init(cli_device_calls *l, FILE *f, const char *who);
+void cli_device_calls_header(FILE *f);
 /* Handles --backend, --scale, --pace; returns 0, or CLI_USAGE after the message. */
 int cli_gpu_option(cli_gpu_opts *g, int opt, const char *arg);
 int cli_replay_gpu(cli *c, const char *trace, const char *alloc, uint64_t capacity, int stop_at_oom, int save,

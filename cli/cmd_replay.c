@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "io/jsonw.h"
+#include "io/outfile.h"
 #include "plot/plot.h"
 #include "session/session.h"
 #include "cli.h"
@@ -11,7 +12,8 @@
 static const char *const replay_usage[] = {
   "memplay replay TRACE [--allocator SPEC] [--capacity SIZE] [--device NAME] [--timing OPTIONS] [--stop-at-oom]",
   "                     [--timeline] [--no-save] [--check] [--backend sim|cuda] [--scale F|fit] [--pace]",
-  "                     [--live-start] [--at peak|oom|EVENT_INDEX|TIME] [--no-fail] [--quiet] [--db FILE] [--json]",
+  "                     [--live-start] [--at peak|oom|EVENT_INDEX|TIME] [--device-calls FILE] [--no-fail] [--quiet]",
+  "                     [--db FILE] [--json]",
   "  --allocator SPEC  model and options, e.g. torch:expandable_segments:True or bfc:allow_growth=true",
   "                    (default: the allocator that recorded the trace, else ideal)",
   "  --capacity SIZE   device memory the process may use (default: the --device profile's, else unlimited)",
@@ -35,6 +37,9 @@ static const char *const replay_usage[] = {
   "  --at MOMENT       print the allocator's state at a moment instead (stores nothing): peak, oom (the first",
   "                    allocation that did not fit), an event index, or a time since the first event (1.5s, 250ms):",
   "                    every segment with its blocks, the pools, the largest free block, fragmentation",
+  "  --device-calls FILE  write every call the model makes to its device (malloc, free, reserve, map, unmap;",
+  "                    refused ones too) to FILE, one line each with the memory in use before and after; with",
+  "                    --backend cuda, the plan's calls and the GPU's (docs/gpu.md)",
   NULL,
 };
 const cli_usage cmd_replay_usage = {
@@ -59,6 +64,7 @@ static const struct option replay_options[] = {
   {"at", required_argument, NULL, 'A'},
   {"no-fail", no_argument, NULL, 'F'},
   {"quiet", no_argument, NULL, 'q'},
+  {"device-calls", required_argument, NULL, 'Y'},
   CLI_COMMON_OPTIONS,
   {NULL, 0, NULL, 0},
 };
@@ -179,6 +185,7 @@ typedef struct replay_opts {
   const char *at_text; /* --at */
   session_at at;
   cli_gpu_opts gpu;
+  const char *calls_path; /* --device-calls */
 } replay_opts;
 
 /* Parses the command line into *o; returns -1 to go on, else the exit code (usage, -h). */
@@ -211,6 +218,7 @@ static int parse_options(int argc, char **argv, cli *c, replay_opts *o) {
     }
     case 'F': o->no_fail = 1; break;
     case 'q': o->quiet = 1; break;
+    case 'Y': o->calls_path = optarg; break;
     case 'B':
     case 'X':
     case 'P':
@@ -318,8 +326,11 @@ static int replay_sim(cli *c, store *s, store_trace *t, replay_opts *o) {
   replay_progress prog = {.total = t->event_count > 0 ? (uint64_t)t->event_count : 0};
   cli_progress_init(&prog.line, "replay", "events", o->quiet);
   replay_observer obs = {.ctx = &prog, .event = progress_event};
-  session_pass pass = {.observers = &obs, .nobservers = 1};
-  rc = session_execute(ses, &run, prog.line.on ? &pass : NULL, err, sizeof err);
+  cli_device_calls calls;
+  cli_device_calls_init(&calls, o->gpu.device_calls, "sim");
+  session_pass pass = {.observers = prog.line.on ? &obs : NULL, .nobservers = prog.line.on,
+                       .watch = o->gpu.device_calls ? &calls.watch : NULL};
+  rc = session_execute(ses, &run, &pass, err, sizeof err);
   cli_progress_done(&prog.line);
   if (rc) {
     if (run.executed) cli_error("cannot replay '%s' under %s: %s", t->name, run.allocator, err);
@@ -346,6 +357,41 @@ out:
   return code;
 }
 
+/* The replay, on the GPU or in simulation, with the --device-calls file open around it. */
+static int replay_trace(cli *c, const char *trace, replay_opts *o) {
+  char err[1024];
+  outfile *calls = NULL;
+  if (o->calls_path) {
+    if (!(calls = outfile_open(o->calls_path, err, sizeof err))) {
+      cli_error("--device-calls: %s", err);
+      return CLI_FAIL;
+    }
+    o->gpu.device_calls = outfile_stream(calls);
+    cli_device_calls_header(o->gpu.device_calls);
+  }
+  int code;
+  if (o->gpu.on_gpu) {
+    code = cli_replay_gpu(c, trace, o->req.allocator, o->req.capacity, o->req.stop_at_oom, o->save, o->timeline,
+                          &o->gpu);
+  } else {
+    store_trace t;
+    store *s = cli_open_trace(c, trace, &t);
+    if (!s) {
+      outfile_abort(calls);
+      return CLI_FAIL;
+    }
+    code = replay_sim(c, s, &t, o);
+    store_trace_clear(&t);
+    store_close(s);
+  }
+  /* kept whatever the replay's outcome: the calls up to a failure are what explains it */
+  if (calls && outfile_commit(calls, err, sizeof err)) {
+    cli_error("--device-calls: %s", err);
+    return CLI_FAIL;
+  }
+  return code;
+}
+
 int cmd_replay(int argc, char **argv, cli *c) {
   replay_opts o;
   memset(&o, 0, sizeof o);
@@ -353,21 +399,14 @@ int cmd_replay(int argc, char **argv, cli *c) {
   if (code >= 0) return code;
   const char *trace = argv[optind];
   if (o.gpu.on_gpu && o.at_text) return cli_usage_error("replay", "--at applies to the simulated replay only");
-  if (o.gpu.on_gpu)
-    return cli_replay_gpu(c, trace, o.req.allocator, o.req.capacity, o.req.stop_at_oom, o.save, o.timeline, &o.gpu);
-  if (o.gpu.set) return cli_usage_error("replay", "--scale and --pace apply to '--backend cuda' only");
+  if (o.calls_path && o.at_text) return cli_usage_error("replay", "--device-calls follows a whole replay: it takes no --at");
+  if (!o.gpu.on_gpu && o.gpu.set) return cli_usage_error("replay", "--scale and --pace apply to '--backend cuda' only");
   if (o.at_text && (o.timeline || o.req.stop_at_oom))
     return cli_usage_error("replay", "--at shows one moment: it takes neither --timeline nor --stop-at-oom");
   char err[1024];
-  if (o.req.allocator && session_check_allocator(o.req.allocator, err, sizeof err))
+  if (!o.gpu.on_gpu && o.req.allocator && session_check_allocator(o.req.allocator, err, sizeof err))
     return cli_usage_error("replay", "%s", err);
-  if (o.req.timing && session_check_timing(o.req.timing, err, sizeof err))
+  if (!o.gpu.on_gpu && o.req.timing && session_check_timing(o.req.timing, err, sizeof err))
     return cli_usage_error("replay", "--timing: %s", err);
-  store_trace t;
-  store *s = cli_open_trace(c, trace, &t);
-  if (!s) return CLI_FAIL;
-  code = replay_sim(c, s, &t, &o);
-  store_trace_clear(&t);
-  store_close(s);
-  return code;
+  return replay_trace(c, trace, &o);
 }

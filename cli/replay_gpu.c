@@ -279,8 +279,13 @@ static int replay_on_gpu(cli *c, session *ses, session_run *run, const cudart_in
    * stream-ordered pool, the `async` model, whose options the pool takes too. */
   snprintf(predictor, sizeof predictor, "the '%s' model", run->allocator);
   gpu_ctx gc = {session_store(ses), t->id, info};
+  cli_device_calls plan_calls, gpu_calls;
+  cli_device_calls_init(&plan_calls, opts->device_calls, "plan");
+  cli_device_calls_init(&gpu_calls, opts->device_calls, "gpu");
+  const int log = opts->device_calls != NULL;
   backend_plan_config pc = {.ses = ses, .run = run, .scale = opts->scale_given ? opts->scale : 1.0,
-                            .open = open_events, .open_arg = &gc, .gpu_memory = gpu_memory, .gpu_arg = &gc};
+                            .open = open_events, .open_arg = &gc, .gpu_memory = gpu_memory, .gpu_arg = &gc,
+                            .watch = log ? &plan_calls.watch : NULL};
   if (backend_plan_make(&pc, &plan, err, sizeof err)) {
     cli_error("cannot plan the replay of '%s' on the GPU: %s", t->name, err);
     goto out;
@@ -295,7 +300,8 @@ static int replay_on_gpu(cli *c, session *ses, session_run *run, const cudart_in
     cli_error("not replaying '%s' on the GPU: %s", t->name, plan.why);
     goto out;
   }
-  backend_run_config rc = {.ses = ses, .run = run, .pace = opts->pace, .open = open_events, .open_arg = &gc};
+  backend_run_config rc = {.ses = ses, .run = run, .pace = opts->pace, .open = open_events, .open_arg = &gc,
+                           .watch = log ? &gpu_calls.watch : NULL};
   if (backend_cuda_run(&rc, &plan, &m, err, sizeof err)) {
     cli_error("cannot replay '%s' on the GPU under %s: %s", t->name, run->allocator, err);
     goto out;

@@ -39,9 +39,27 @@ typedef struct sim_device_ops {
   int (*unmap)(void *ctx, uint64_t addr, uint64_t size);
 } sim_device_ops;
 
+/* One call a model made to its device, as a watcher sees it (`replay --device-calls`). */
+typedef struct sim_device_call {
+  const char *op;                   /* "malloc", "free", "reserve", "unreserve", "map", "unmap" */
+  uint64_t size, addr;              /* addr: the one given, or the one handed out (0 when refused) */
+  int64_t stream;                   /* malloc and map; 0 for the others */
+  int rc;                           /* SIM_OK, SIM_EOOM, ... */
+  uint64_t used_before, used_after; /* the device's memory in use around the call */
+} sim_device_call;
+
+/* Told of every call through the sim_device_* wrappers, refused ones included. */
+typedef struct sim_device_watch {
+  void (*call)(void *arg, int device, uint64_t n, const sim_device_call *c); /* n: the device's nth call, from 1 */
+  void *arg;
+} sim_device_watch;
+
 typedef struct sim_device {
   const sim_device_ops *ops;
   void *ctx;
+  const sim_device_watch *watch; /* NULL: nobody watches; set by whoever made the device, after it */
+  int index;                     /* the trace's device number, for the watcher */
+  uint64_t calls;                /* calls seen by the watcher */
   /* What the models may ask about the card (cudaGetDeviceProperties, cudaMemGetInfo at start). */
   uint64_t total_memory; /* totalGlobalMem */
   uint64_t free_memory;  /* free memory when the process started allocating */

@@ -478,7 +478,8 @@ int backend_cuda_run(const backend_run_config *cfg, const backend_plan *plan, ba
                      .nobservers = 1,
                      .make_device = run_make_device,
                      .release_device = run_release_device,
-                     .device_arg = r};
+                     .device_arg = r,
+                     .watch = cfg->watch};
   int er = session_execute(cfg->ses, cfg->run, &sp, msg, sizeof msg);
   session_take_result(cfg->run, &m->engine);
   replay_source_close(&r->inner);

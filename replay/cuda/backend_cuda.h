@@ -78,6 +78,7 @@ typedef struct backend_plan_config {
   /* Free and total memory of GPU `device`; -1 with a message when there is no such GPU. */
   int (*gpu_memory)(void *arg, int device, uint64_t *free_bytes, uint64_t *total_bytes, char *err, size_t errlen);
   void *gpu_arg;
+  const sim_device_watch *watch; /* told of every device call of every simulated pass (NULL: none) */
 } backend_plan_config;
 
 typedef struct backend_gpu_plan {
@@ -127,6 +128,7 @@ typedef struct backend_run_config {
   int pace;                     /* wait for each event's recorded host time (relative to the first) */
   int (*open)(void *arg, replay_source *src, char *err, size_t errlen);
   void *open_arg;
+  const sim_device_watch *watch; /* told of every call the model makes to the GPU (NULL: none) */
 } backend_run_config;
 
 typedef struct backend_measured {

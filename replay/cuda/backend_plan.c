@@ -243,7 +243,7 @@ static int run_pass(const backend_plan_config *cfg, gpu_mem *mem, backend_plan *
   backend_scaled sc;
   replay_source src = backend_scaled_source(&sc, inner, factor);
   session_pass sp = {.source = &src, .observers = &obs, .nobservers = 1, .make_device = plan_make_device,
-                     .release_device = plan_release_device, .device_arg = &ps};
+                     .release_device = plan_release_device, .device_arg = &ps, .watch = cfg->watch};
   int r = session_execute(cfg->ses, cfg->run, &sp, err, errlen);
   replay_source_close(&src);
   session_take_result(cfg->run, &p->predicted);

@@ -307,6 +307,9 @@ static devstate *device_new(engine *e, int device) {
     return NULL;
   }
 made:
+  ds->dev.watch = cfg->device_watch;
+  ds->dev.index = device;
+  ds->dev.calls = 0;
   ds->used = 1;
   e->used_mask |= UINT64_C(1) << device;
   if (e->nused == 1) { /* the first device's figures were the totals */

@@ -125,6 +125,7 @@ typedef struct replay_config {
   replay_device_factory make_device;
   void (*release_device)(void *arg, int device, sim_device *dev);
   void *device_arg;
+  const sim_device_watch *device_watch; /* told of every call a model makes to its device, or NULL */
 } replay_config;
 
 typedef struct replay_oom {

@@ -451,6 +451,7 @@ int session_execute(session *ses, session_run *run, const session_pass *pass, ch
   if (pass->ops) spec.ops = pass->ops;
   replay_config cfg = engine_config(run, &spec);
   cfg.stop = pass->stop;
+  cfg.device_watch = pass->watch;
   shared_pool pool;
   if (run->shared_device) {
     shared_pool_init(&pool, run->capacity, run->total_memory);

@@ -147,6 +147,7 @@ typedef struct session_pass {
   const sim_event *stored;
   size_t nstored;
   const replay_stop *stop;              /* a moment to stop at (NULL: the whole trace) */
+  const sim_device_watch *watch;        /* told of every call the model makes to its device (NULL: none) */
 } session_pass;
 
 /* A device profile by name, as session_prepare finds it: 0 found (*out), 1 absent, -1 error. */

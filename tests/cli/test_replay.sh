@@ -62,6 +62,26 @@ kinds_total=$(sed -n 's/.*"events_by_kind":{\([^}]*\)}.*/\1/p' "$T/out" | tr ','
 expect 0 info sample
 has "$T/out" "live at the peak, by category"
 
+# --device-calls: every call the model made to its device, refused ones too, with the memory in use
+# around each; its successful calls are the run's device calls, and the memory moves by whole pages.
+expect 3 replay sample --allocator torch --capacity 16GiB --no-save --json --device-calls "$T/calls.txt"
+mallocs=$(json_get device_mallocs)
+frees=$(json_get device_frees)
+[ "$(head -1 "$T/calls.txt")" = "# who device call op size addr stream result used_before used_after" ] ||
+  fail "device calls: header $(head -1 "$T/calls.txt")"
+[ "$(grep -c '^sim 0 [0-9]* malloc .* ok ' "$T/calls.txt")" = "$mallocs" ] || fail "device calls: not $mallocs mallocs"
+[ "$(grep -c '^sim 0 [0-9]* free .* ok ' "$T/calls.txt")" = "$frees" ] || fail "device calls: not $frees frees"
+[ "$(grep -c ' malloc .* oom ' "$T/calls.txt")" -gt 0 ] || fail "device calls: the refused mallocs are missing"
+awk '!/^#/ { n++; if ($3 != n) { print "call " n " numbered " $3; bad = 1 }
+             step = 2097152; want = int(($5 + step - 1) / step) * step
+             if ($8 == "ok" && $4 == "malloc" && $10 - $9 != want) { print "malloc " $5 " moved " $10 - $9; bad = 1 }
+             if ($8 == "ok" && $4 == "free" && $9 - $10 != want) { print "free " $5 " moved " $9 - $10; bad = 1 }
+             if ($8 == "oom" && $10 != $9) { print "a refused call moved memory"; bad = 1 } }
+     END { exit bad }' "$T/calls.txt" || fail "device calls: the memory in use does not follow the calls"
+expect 2 replay sample --at peak --device-calls "$T/calls2.txt" && has "$T/err" "--device-calls follows a whole replay"
+expect 1 replay sample --no-save --device-calls "$T/nosuchdir/calls.txt" && has "$T/err" "--device-calls:"
+[ ! -e "$T/calls2.txt" ] || fail "--at with --device-calls wrote a file"
+
 # errors
 expect 1 replay nosuch && has "$T/err" "no trace 'nosuch'"
 expect 2 replay sample --allocator nosuch && has "$T/err" "accepted: ideal, cuda"

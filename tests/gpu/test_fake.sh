@@ -51,6 +51,12 @@ has "$T/out" '"scale_fitted":true'
 has "$T/out" '"backend":"cuda"'
 has "$T/out" '"error_pct":{'
 has "$T/out" '"paced":false'
+# --device-calls on the GPU: the plan's calls and the GPU's, the same calls of the same sizes here.
+FAKE_CUDA_MEMORY=$((32 << 30)) run 0 replay sample --backend cuda --allocator torch --no-save --device-calls "$T/calls.txt"
+grep -q '^plan 0 1 malloc ' "$T/calls.txt" || fail "device calls: no plan lines"
+grep -q '^gpu 0 1 malloc ' "$T/calls.txt" || fail "device calls: no GPU lines"
+[ "$(awk '$1 == "plan" { print $4, $5 }' "$T/calls.txt")" = "$(awk '$1 == "gpu" { print $4, $5 }' "$T/calls.txt")" ] ||
+  fail "device calls: the plan's and the GPU's calls differ"
 # A paced run says so in what it stores.
 FAKE_CUDA_MEMORY=$((32 << 30)) run 0 replay sample --backend cuda --allocator cuda --pace --json --no-save
 has "$T/out" '"paced":true'
