@@ -79,8 +79,11 @@ ex=torch:expandable_segments:True
 step gpu_sample_torch_expandable 60 "${mp[@]}" replay sample --backend cuda --allocator "$ex" --json
 [ -e "$B/traces/kk_ctx128_fullstep.pickle" ] &&
   step gpu_kk_ctx128_fullstep_torch_expandable 60 "${mp[@]}" replay kk_ctx128_fullstep --backend cuda --allocator "$ex" --scale fit --json
-step gpu_sample_cuda_capacity 60 "${mp[@]}" replay sample --backend cuda --allocator cuda --capacity 12GiB --no-fail --json
-step gpu_sample_torch_capacity 60 "${mp[@]}" replay sample --backend cuda --allocator torch --capacity 16GiB --no-fail --json
+#    (with every device call of the plan and of the GPU, which say where the two part)
+step gpu_sample_cuda_capacity 60 "${mp[@]}" replay sample --backend cuda --allocator cuda --capacity 12GiB --no-fail --json \
+  --device-calls "$O/calls_sample_cuda_capacity.txt"
+step gpu_sample_torch_capacity 60 "${mp[@]}" replay sample --backend cuda --allocator torch --capacity 16GiB --no-fail --json \
+  --device-calls "$O/calls_sample_torch_capacity.txt"
 step gpu_sample_cuda_pace 60 "${mp[@]}" replay sample --backend cuda --allocator cuda --pace --json
 python3 tests/gpu/gen_two_streams.py >"$O/two_streams.jsonl" &&
   "${mp[@]}" import "$O/two_streams.jsonl" --name two_streams >/dev/null && for a in async async:release_threshold=max cuda; do
