@@ -78,6 +78,10 @@ awk '!/^#/ { n++; if ($3 != n) { print "call " n " numbered " $3; bad = 1 }
              if ($8 == "ok" && $4 == "free" && $9 - $10 != want) { print "free " $5 " moved " $9 - $10; bad = 1 }
              if ($8 == "oom" && $10 != $9) { print "a refused call moved memory"; bad = 1 } }
      END { exit bad }' "$T/calls.txt" || fail "device calls: the memory in use does not follow the calls"
+# expandable segments reserve address space and map pages: those calls are there too
+expect 0 replay sample --allocator torch:expandable_segments:True --no-save --json --device-calls "$T/calls3.txt"
+[ "$(grep -c '^sim 0 [0-9]* map .* ok ' "$T/calls3.txt")" = "$(json_get device_maps)" ] || fail "device calls: maps"
+grep -q '^sim 0 1 reserve [0-9]* 0x[0-9a-f]* 0 ok 0 0$' "$T/calls3.txt" || fail "device calls: the first reservation"
 expect 2 replay sample --at peak --device-calls "$T/calls2.txt" && has "$T/err" "--device-calls follows a whole replay"
 expect 1 replay sample --no-save --device-calls "$T/nosuchdir/calls.txt" && has "$T/err" "--device-calls:"
 [ ! -e "$T/calls2.txt" ] || fail "--at with --device-calls wrote a file"
