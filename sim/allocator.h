@@ -57,9 +57,6 @@ typedef struct sim_device_watch {
 typedef struct sim_device {
   const sim_device_ops *ops;
   void *ctx;
-  const sim_device_watch *watch; /* NULL: nobody watches; set by whoever made the device, after it */
-  int index;                     /* the trace's device number, for the watcher */
-  uint64_t calls;                /* calls seen by the watcher */
   /* What the models may ask about the card (cudaGetDeviceProperties, cudaMemGetInfo at start). */
   uint64_t total_memory; /* totalGlobalMem */
   uint64_t free_memory;  /* free memory when the process started allocating */
@@ -70,6 +67,9 @@ typedef struct sim_device {
   uint64_t malloc_bytes, free_bytes, map_bytes, unmap_bytes;
   /* Kept by the implementation: physical memory in use, as the driver takes it. */
   uint64_t used, used_peak;
+  const sim_device_watch *watch; /* NULL: nobody watches; set by whoever made the device, after it */
+  int index;                     /* the trace's device number, for the watcher */
+  uint64_t calls;                /* calls seen by the watcher */
 } sim_device;
 
 int sim_device_malloc(sim_device *d, uint64_t size, int64_t stream, uint64_t *addr);
