@@ -115,9 +115,13 @@ static char *find_recorder(const char *given, char *err, size_t errlen) {
  * keeps whatever the library's loading does away from memplay. 0, or -1 after writing err. */
 static int recorder_loads(const char *lib, char *err, size_t errlen) {
   int fd[2];
-  pid_t pid = pipe(fd) ? -1 : fork();
+  pid_t pid = pipe(fd) ? -2 : fork();
   if (pid < 0) {
     snprintf(err, errlen, "cannot check the recorder '%s': %s", lib, strerror(errno));
+    if (pid == -1) { /* the pipe was made, the fork failed */
+      close(fd[0]);
+      close(fd[1]);
+    }
     return -1;
   }
   if (pid == 0) {

@@ -400,13 +400,15 @@ int cmd_replay(int argc, char **argv, cli *c) {
   const char *trace = argv[optind];
   if (o.gpu.on_gpu && o.at_text) return cli_usage_error("replay", "--at applies to the simulated replay only");
   if (o.calls_path && o.at_text) return cli_usage_error("replay", "--device-calls follows a whole replay: it takes no --at");
-  if (!o.gpu.on_gpu && o.gpu.set) return cli_usage_error("replay", "--scale and --pace apply to '--backend cuda' only");
-  if (o.at_text && (o.timeline || o.req.stop_at_oom))
-    return cli_usage_error("replay", "--at shows one moment: it takes neither --timeline nor --stop-at-oom");
-  char err[1024];
-  if (!o.gpu.on_gpu && o.req.allocator && session_check_allocator(o.req.allocator, err, sizeof err))
-    return cli_usage_error("replay", "%s", err);
-  if (!o.gpu.on_gpu && o.req.timing && session_check_timing(o.req.timing, err, sizeof err))
-    return cli_usage_error("replay", "--timing: %s", err);
+  if (!o.gpu.on_gpu) { /* the GPU's replay checks its own options */
+    if (o.gpu.set) return cli_usage_error("replay", "--scale and --pace apply to '--backend cuda' only");
+    if (o.at_text && (o.timeline || o.req.stop_at_oom))
+      return cli_usage_error("replay", "--at shows one moment: it takes neither --timeline nor --stop-at-oom");
+    char err[1024];
+    if (o.req.allocator && session_check_allocator(o.req.allocator, err, sizeof err))
+      return cli_usage_error("replay", "%s", err);
+    if (o.req.timing && session_check_timing(o.req.timing, err, sizeof err))
+      return cli_usage_error("replay", "--timing: %s", err);
+  }
   return replay_trace(c, trace, &o);
 }

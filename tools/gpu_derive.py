@@ -300,7 +300,7 @@ def async_model(mp, runs):
             ["async model, a sync after every free", synced["peak_reserved_bytes"], synced["peak_reserved_bytes"] / MiB,
              synced["final_reserved_bytes"] / MiB, meas_peak / MiB, pct(meas_peak, synced["peak_reserved_bytes"]),
              meas_final / MiB]]
-    for label, merge in (("the model's rules re-implemented (derive.py async_rules)", False),
+    for label, merge in (("the model's rules re-implemented (gpu_derive.py async_rules)", False),
                          ("the same rules, a freed block merging with free neighbours at once", True)):
         peak = async_rules(src, merge)
         rows.append([label, peak, peak / MiB, "", meas_peak / MiB, pct(meas_peak, peak), meas_final / MiB])
