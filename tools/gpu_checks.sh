@@ -8,7 +8,8 @@
 # BUNDLE is what tools/gpu_bundle.sh made (with real traces, if any, under BUNDLE/traces);
 # everything measured lands in OUT, with OUT/gpu.db the store.
 # Run from the source tree's root. Each step has its own time limit; a failed step is reported
-# and the others still run. GPU_CHECKS_TORCH=0 leaves out the PyTorch jobs (step 6).
+# and the others still run. GPU_CHECKS_TORCH=0 leaves out the PyTorch jobs (step 6), GPU_CHECKS_JAX=0
+# the JAX job (step 7, tools/gpu_checks_jax.sh).
 # Exit status: 0 when every step passed, 1 otherwise. tools/gpu-check.sh is the one command that
 # builds, bundles and runs this.
 set -uo pipefail
@@ -41,6 +42,9 @@ mp=("$M" --db "$db")
   nvidia-smi --query-gpu=name,memory.total,memory.used,driver_version,pcie.link.gen.current,pcie.link.width.current --format=csv
   uname -a
   python3 -c 'import torch; print("torch", torch.__version__, torch.version.cuda)'
+  for f in tensorflow jax; do # record of TensorFlow or JAX needs them here
+    python3 -c "import $f; print('$f', $f.__version__)" 2>/dev/null || echo "$f: not installed"
+  done
 } >"$O/machine.txt" 2>&1
 
 # 1. The GPU test, as CI would run it on a machine with a GPU.
@@ -85,6 +89,14 @@ step gpu_sample_cuda_capacity 60 "${mp[@]}" replay sample --backend cuda --alloc
 step gpu_sample_torch_capacity 60 "${mp[@]}" replay sample --backend cuda --allocator torch --capacity 16GiB --no-fail --json \
   --device-calls "$O/calls_sample_torch_capacity.txt"
 step gpu_sample_cuda_pace 60 "${mp[@]}" replay sample --backend cuda --allocator cuda --pace --json
+#    Pacing that waits: a trace whose recorded host work (30 ms a step) exceeds the GPU's, paced
+#    and not, under cuda and torch, with the simulator's prediction of each beside it.
+python3 tests/gpu/gen_host_gaps.py >"$O/host_gaps.jsonl" &&
+  "${mp[@]}" import "$O/host_gaps.jsonl" --name host_gaps >/dev/null && for a in cuda torch; do
+  step "gpu_host_gaps_${a}_pace" 60 "${mp[@]}" replay host_gaps --backend cuda --allocator "$a" --pace --json
+  step "gpu_host_gaps_$a" 60 "${mp[@]}" replay host_gaps --backend cuda --allocator "$a" --json
+  step "sim_host_gaps_$a" 30 "${mp[@]}" replay host_gaps --allocator "$a" ${profile:+--device "$profile" --timing kernels=recorded} --no-save --json
+done
 python3 tests/gpu/gen_two_streams.py >"$O/two_streams.jsonl" &&
   "${mp[@]}" import "$O/two_streams.jsonl" --name two_streams >/dev/null && for a in async async:release_threshold=max cuda; do
   step "gpu_two_streams_${a//[:=]/_}" 60 "${mp[@]}" replay two_streams --backend cuda --allocator "$a" --json
@@ -115,6 +127,12 @@ fi
     step "record_$j" 120 "${mp[@]}" record --name "$j" --json -- python3 tests/gpu/torch_train.py "$b" "$p" "$O/$j" --snapshot
     step "record_${j}_nocache" 120 env PYTORCH_NO_CUDA_MEMORY_CACHING=1 \
       "${mp[@]}" record --name "${j}_nocache" --json -- python3 tests/gpu/torch_train.py "$b" "$p" "$O/${j}_nocache"
+    #    the recorded job replayed on the GPU at its recorded pace (Python's time between calls)
+    [ "$j" = torch_b8_fp32 ] && for pace in --pace ""; do
+      step "gpu_${j}_torch${pace:+_pace}" 60 "${mp[@]}" replay "$j" --backend cuda --allocator torch $pace --json
+    done
+    [ "$j" = torch_b8_fp32 ] && [ -n "$profile" ] &&
+      step "sim_${j}_torch" 30 "${mp[@]}" replay "$j" --allocator torch --device "$profile" --timing kernels=recorded --no-save --json
     if [ -e "$O/$j.pickle" ]; then
       "${mp[@]}" import "$O/$j.pickle" --name "${j}_snapshot" >"$O/import_${j}_snapshot.out" 2>&1 || failed=1
       step "validate_$j" 60 "${mp[@]}" validate "${j}_snapshot" --json
@@ -122,6 +140,12 @@ fi
     fi
   done
 done
+# 7. A small JAX job recorded under XLA's three allocator settings (tools/gpu_checks_jax.sh), where
+#    JAX is installed and sees the GPU (exit status 2 when it does not: not a failure).
+if [ "${GPU_CHECKS_JAX:-1}" != 0 ] && python3 -c 'import jax' 2>/dev/null; then
+  tools/gpu_checks_jax.sh "$B" "$O"
+  [ $? = 1 ] && failed=1
+fi
 sqlite3 "$db" "PRAGMA wal_checkpoint(TRUNCATE)" >/dev/null 2>&1
 echo "failed=$failed"
 exit "$failed"

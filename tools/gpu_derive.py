@@ -519,6 +519,73 @@ def repeats(every):
                                   "measured_median_step_s", "wall_max_vs_min_pct", "step_max_vs_min_pct"], rows)
 
 
+def pacing(every):
+    """Paced replays beside the same replay unpaced, with the recorded time and, where the run made
+    one (sim_TRACE_ALLOC.out), the simulator's prediction of the whole trace."""
+    rows = []
+    for trace, alloc, r in every:
+        paced = r["measured"].get("paced", False)
+        if r.get("capacity_bytes") or not paced and not any(t == trace and a == alloc and x["measured"].get("paced") for t, a, x in every):
+            continue
+        m, rec = r["measured"], r["recorded"]
+        sim = "sim_%s_%s.out" % (trace, alloc.split(":")[0])
+        pred = raw(sim)["time"]["total_s"] if paced and has_raw(sim) else None  # the model keeps the recorded pace
+        rows.append([trace, alloc, paced, rec["wall_s"], m["wall_s"], m.get("pace_wait_s"), pct(m["wall_s"], rec["wall_s"]),
+                     backend_median(rec["step_s"]), backend_median(m["step_s"]), pred, pct(pred, m["wall_s"]) if pred else None])
+    if rows:
+        write_csv("pacing.csv", ["trace", "allocator", "paced", "recorded_wall_s", "measured_wall_s", "pace_wait_s",
+                                 "measured_vs_recorded_pct", "recorded_median_step_s", "measured_median_step_s",
+                                 "predicted_wall_s", "predicted_vs_measured_pct"], rows)
+
+
+def jax_bfc(mp):
+    """The JAX job under XLA's three allocator settings (tools/gpu_checks_jax.sh): the device
+    allocations each recording holds against what JAX's allocator reported (memory_stats); then the
+    platform recording's maps alone (XLA's requests; its few cudaMallocs are other libraries') under
+    the `bfc` model, its regions against those the growing BFC allocator took."""
+    import gzip
+    if not has_raw("jax_growth.jsonl.gz"):
+        return
+    rows, tmp = [], tempfile.mkdtemp()
+    for how in ("default", "growth", "platform"):
+        st = raw("jax_%s.json" % how)["memory_stats"]
+        maps, mallocs, own, kept = [], 0, set(), []
+        with gzip.open(os.path.join(RAW, "jax_%s.jsonl.gz" % how), "rt") as f:
+            for line in f:
+                e = json.loads(line)
+                k = e.get("kind")
+                if k == "alloc" and (e.get("args") or {}).get("api") == "cuMemMap":
+                    maps.append(e["size"])
+                    own.add(e["addr"])
+                elif k == "alloc":
+                    mallocs += 1
+                    continue
+                elif k == "free" and e.get("addr") not in own:
+                    continue
+                kept.append(e)
+        sizes = " ".join(str(x // MiB) for x in maps) if len(maps) < 20 else "%d maps, %d of them 2 MiB" % (
+            len(maps), sum(x == 2 * MiB for x in maps))
+        rows.append(["recorded: " + how, len(maps), sum(maps), mallocs, sizes, st.get("num_allocs"),
+                     st.get("peak_bytes_in_use"), st.get("pool_bytes"), pct(sum(maps), st["pool_bytes"]) if st else None])
+        if how == "platform":
+            path = os.path.join(tmp, "jax_platform_maps.jsonl")
+            with open(path, "w") as f:
+                f.writelines(json.dumps(e) + "\n" for e in kept)
+            log.append("jax_platform's %d cudaMallocs (other libraries') and their frees dropped -> jax_platform_maps" % mallocs)
+            mp.run("import", path, "--name", "jax_platform_maps")
+    growth, default = raw("jax_growth.json")["memory_stats"], raw("jax_default.json")["memory_stats"]
+    for spec, ref in (("bfc:allow_growth=true", growth), ("bfc:memory_limit=%dB" % default["bytes_limit"], default)):
+        calls = os.path.join(tmp, "calls.txt")
+        r = mp.json("replay", "jax_platform_maps", "--allocator", spec, "--no-save", "--json", "--device-calls", calls)
+        regions = [int(c[4]) for c in (ln.split() for ln in open(calls) if not ln.startswith("#"))
+                   if c[3] == "malloc" and c[7] == "ok"]
+        rows.append(["model: " + spec, len(regions), r["peak_reserved_bytes"], "", " ".join(str(x // MiB) for x in regions),
+                     r["allocs"], r["peak_allocated_bytes"], ref["pool_bytes"], pct(r["peak_reserved_bytes"], ref["pool_bytes"])])
+    shutil.rmtree(tmp)
+    write_csv("jax_bfc.csv", ["what", "regions_or_maps", "bytes", "cudaMallocs", "MiB_each", "allocations",
+                              "peak_in_use_B", "jax_pool_bytes", "bytes_vs_jax_pool_pct"], rows)
+
+
 # job -> (the calls the framework's own allocator makes, the model that stands for it)
 OTHER_ALLOCATORS = {"torch_b8_fp32_expandable": ("cuMemMap", "cuda"),
                     "torch_b8_fp32_mallocasync": ("cudaMallocAsync", "async:release_threshold=max")}
@@ -593,6 +660,8 @@ def main():
     if all(has_raw("torch_b%d_%s.json" % j) for j in JOBS):
         pytorch(db, mp, runs)
     repeats(every)
+    pacing(every)
+    jax_bfc(mp)
     pytorch_allocators(db, mp)
     db.close()
     shutil.rmtree(tmp)

@@ -7,7 +7,8 @@
 #    memory under cuda, async and torch, and its time on the calibrated H200 profile (made here
 #    from the committed calibration); with the real traces at hand (MEMPLAY_TRACES), the same for
 #    the kk, wed, niu and ntua replays;
-#  - the H100's measurements of what the H200 did not measure (section 6).
+#  - the H100's measurements of what the H200 did not measure (section 6);
+#  - the second H200 run's (section 7): pacing that waits, and a JAX job recorded.
 . "$TESTS_DIR/cli/lib.sh"
 command -v sqlite3 >/dev/null || {
   echo "skipped: the sqlite3 shell is needed (tools/deps.sh installs it)"
@@ -138,4 +139,49 @@ expect 0 import "$T/two_streams.jsonl" --name two_streams
 gpu_check two_streams_async 25.49 two_streams --allocator async
 gpu_check two_streams_async_release_threshold_max 31.12 two_streams --allocator async:release_threshold=max
 gpu_check two_streams_cuda 0.41 two_streams --allocator cuda
+# 7. The second H200 run (docs/measurements/h200-2026-11-26b): a trace whose recorded host work
+#    exceeds the GPU's, paced (the prediction on that run's calibrated profile within the
+#    published error of the measured wall time, the device memory exact), and the JAX job recorded
+#    under XLA's platform allocator: its maps alone under the `bfc` model take the regions the
+#    growing BFC allocator took, from 64 MiB up, and three more small ones.
+G="$MEMPLAY_SRC/docs/measurements/h200-2026-11-26b/raw"
+sets=()
+while read -r kv; do sets+=(--set "$kv"); done < <(sqlite3 :memory: \
+  "SELECT key || '=' || value FROM json_each(readfile('$G/calibrate.out'), '\$.params') WHERE type IN ('integer', 'real')")
+expect 0 devices h200b-calibrated --from H200 "${sets[@]}"
+python3 "$MEMPLAY_SRC/tests/gpu/gen_host_gaps.py" >"$T/host_gaps.jsonl" || fail "gen_host_gaps.py failed"
+expect 0 import "$T/host_gaps.jsonl" --name host_gaps
+for row in "cuda 14.77" "torch 7.37"; do
+  set -- $row
+  g="$G/gpu_host_gaps_$1_pace.out"
+  [ "$(jx "$g" '$.measured.paced')" = 1 ] && awk -v w="$(jx "$g" '$.measured.pace_wait_s')" 'BEGIN { exit !(w > 0.1) }' ||
+    fail "host_gaps, $1: the GPU run did not wait for the recorded times"
+  expect 0 replay host_gaps --allocator "$1" --device h200b-calibrated --timing kernels=recorded --no-save --json
+  total=$(jx "$T/out" '$.time.total_s')
+  [ "$total" = "$(jx "$G/sim_host_gaps_$1.out" '$.time.total_s')" ] || fail "host_gaps, $1: predicts $total s, the run predicted otherwise"
+  within "$total" "$(jx "$g" '$.measured.wall_s')" "$2" || fail "host_gaps, $1: $total s is $(err "$total" "$(jx "$g" '$.measured.wall_s')") from the paced GPU run"
+  [ "$(json_get peak_reserved_bytes)" = "$(jx "$g" '$.measured.device_peak_bytes')" ] || fail "host_gaps, $1: device memory differs"
+done
+python3 - "$G/jax_platform.jsonl.gz" "$T/jax_maps.jsonl" <<'PY' || fail "cannot read the JAX recording"
+import gzip, json, sys
+own, out = set(), open(sys.argv[2], "w")
+for line in gzip.open(sys.argv[1], "rt"):
+    e = json.loads(line)
+    if e.get("kind") == "alloc":
+        if (e.get("args") or {}).get("api") != "cuMemMap":
+            continue
+        own.add(e["addr"])
+    elif e.get("kind") == "free" and e.get("addr") not in own:
+        continue
+    out.write(line)
+PY
+expect 0 import "$T/jax_maps.jsonl" --name jax_maps
+expect 0 replay jax_maps --allocator bfc:allow_growth=true --no-save --json --device-calls "$T/calls.txt"
+[ "$(json_get allocs)" = "$(jx "$G/jax_growth.json" '$.memory_stats.num_allocs')" ] || fail "jax: $(json_get allocs) allocations, JAX made another number"
+regions=$(awk '!/^#/ && $4 == "malloc" && $8 == "ok" { printf "%s%d", n++ ? " " : "", $5 / 1048576 }' "$T/calls.txt")
+[ "$regions" = "2 4 8 16 64 64 128 256 512 1024 2048" ] || fail "jax: the model's regions are $regions MiB"
+recorded=$(gzip -dc "$G/jax_growth.jsonl.gz" | grep -o '"size":[0-9]*,[^}]*"api":"cuMemMap"' | grep -o '^"size":[0-9]*' |
+  cut -d: -f2 | awk '{ printf "%s%d", n++ ? " " : "", $1 / 1048576 }')
+[ "$recorded" = "2 64 64 128 256 512 1024 2048" ] || fail "jax: the growing BFC's recorded regions read as $recorded MiB"
+[ "${regions#2 4 8 16 }" = "${recorded#2 }" ] || fail "jax: from 64 MiB up the regions differ: $regions against $recorded"
 finish
