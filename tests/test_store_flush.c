@@ -104,19 +104,23 @@ static void a_large_import_goes_to_the_log_once(void) {
 
 /* The thread the commit runs beside finds the database file's own descriptor, and leaves it, and
  * the log's, as they were. */
-static void the_flusher_uses_sqlites_descriptor_and_leaves_it_open(void) {
-  store *s = open_new("flush.db");
+static void flusher_leaves_descriptors_open(const char *name, int sync_ms) {
+  store *s = open_new(name);
   if (!s) return;
   store_flusher f;
-  if (store_flusher_start(&f, s)) {
+  if (store_flusher_start(&f, s, sync_ms)) {
     fprintf(stderr, "  (no sync_file_range here: nothing to start)\n");
     store_close(s);
     return;
   }
   int fd = f.db_fd;
+  if (sync_ms) { /* long enough for the thread to make both files durable a few times */
+    struct timespec pause = {0, 20 * 1000000};
+    nanosleep(&pause, NULL);
+  }
   store_flusher_stop(&f);
   char p[512];
-  path_of(p, sizeof p, "flush.db");
+  path_of(p, sizeof p, name);
   struct stat want, got;
   CHECK_EQ(stat(p, &want), 0);
   CHECK(fd >= 0);
@@ -133,12 +137,18 @@ static void the_flusher_uses_sqlites_descriptor_and_leaves_it_open(void) {
   store_close(s);
 }
 
+static void the_flusher_uses_sqlites_descriptor_and_leaves_it_open(void) { flusher_leaves_descriptors_open("flush.db", 0); }
+
+/* The same when it also makes the files durable every few milliseconds (fdatasync). */
+static void the_syncing_flusher_leaves_them_open_too(void) { flusher_leaves_descriptors_open("sync.db", 2); }
+
 int main(void) {
   const char *tmp = getenv("TMPDIR");
   snprintf(dir, sizeof dir, "%s/memplay-flush-XXXXXX", tmp && *tmp ? tmp : "/tmp");
   if (!mkdtemp(dir)) return 1;
   RUN(a_large_import_goes_to_the_log_once);
   RUN(the_flusher_uses_sqlites_descriptor_and_leaves_it_open);
+  RUN(the_syncing_flusher_leaves_them_open_too);
   char cmd[300];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   if (system(cmd)) return 1;

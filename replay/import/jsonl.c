@@ -248,7 +248,7 @@ static inline int unused_fields(jctx *j) {
 /* ---- the import --------------------------------------------------------------------------- */
 
 enum { A_LIVE = 1, A_REQUESTED = 2, A_FREED = 3 };
-#define MAX_FREED_REMEMBERED 65536
+#define MAX_FREED_REMEMBERED 4096
 
 typedef struct jstate {
   jctx j;

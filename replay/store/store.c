@@ -381,6 +381,12 @@ static int store_progress(void *arg) {
 #define STORE_CACHE_KIB 65536
 #define STORE_WRITER_CACHE_KIB 16384
 #define STORE_READER_CACHE_KIB 128
+/* How often an import's log, while its chunks are written, and its log and database file, while
+ * it commits, are made durable (store_flush.c): a virtual machine's disk may keep what it is given
+ * in the host's cache until the fsync, so the fsyncs the commit must make wait for all of it at
+ * once; made durable as they go, those find little left. */
+#define STORE_IMPORT_SYNC_MS 20
+#define STORE_COMMIT_SYNC_MS 5
 static int store_cache_kib(store *s, int kib) {
   char sql[64];
   snprintf(sql, sizeof sql, "PRAGMA cache_size = -%d", kib);
@@ -572,7 +578,7 @@ int store_commit(store *s) {
   /* an import's commit writes its pages to the log and copies the log into the database file:
    * their writes are started as they go (store_flush.c) */
   store_flusher f;
-  int flushing = s->bulk && !store_flusher_start(&f, s);
+  int flushing = s->bulk && !store_flusher_start(&f, s, STORE_COMMIT_SYNC_MS);
   int rc = store_exec(s, "COMMIT");
   if (flushing) store_flusher_stop(&f);
   if (rc) {
@@ -772,6 +778,8 @@ struct store_writer {
   int stop, failed;
   char err[STORE_ERRLEN];
   int wal_fd; /* the write-ahead log, to start its writes early (store_flush.c); -1: none */
+  store_flusher sync; /* while the thread runs, the log made durable as it grows (store_flush.c) */
+  int syncing;
   chunk_io io; /* the writer thread's (and, while it is stopped, the importer's) */
   /* the observer, and the category changes it made to events already handed over */
   store_event_fn observe;
@@ -1044,6 +1052,7 @@ static int writer_start(store_writer *w) {
   w->s->async++;
   w->s->writer = w;
   w->s->bulk = 1;
+  w->syncing = !store_flusher_start(&w->sync, w->s, STORE_IMPORT_SYNC_MS);
   return 0;
 }
 
@@ -1102,6 +1111,8 @@ static int writer_stop(store_writer *w) {
   pthread_mutex_unlock(&w->qlock);
   pthread_join(w->thread, NULL);
   pthread_join(w->text_thread, NULL);
+  if (w->syncing) store_flusher_stop(&w->sync);
+  w->syncing = 0;
   w->running = 0;
   w->s->async--;
   w->s->writer = NULL;

@@ -20,8 +20,13 @@
  * SYNC_FILE_RANGE_WRITE, which starts the writes and waits for nothing), and while the commit runs
  * a thread of its own asks the same of the log and of the database file every two milliseconds:
  * the disk works while the import parses and while the commit copies, and the fsyncs find little
- * left to do. The fsyncs are SQLite's as before, so durability is unchanged; where the call is
- * missing or fails, nothing changes.
+ * left to do. Started writes are not enough where the disk is a virtual machine's: it takes them
+ * into the host's cache at once and makes them durable only at an fsync, which then waits for all
+ * of them. So the same thread also makes the files durable (fdatasync) every few milliseconds,
+ * while the chunks are written (the log) and while the commit copies (both files). The commit's
+ * own fsyncs are SQLite's as before, so durability is unchanged (the extra ones only make durable
+ * sooner what is written anyway, and a log's frames count only once the commit's frame is
+ * written); where a call is missing or fails, nothing changes.
  *
  * The log is opened here: SQLite takes no locks on it. The database file is not: closing any
  * descriptor of a file drops every POSIX lock the process holds on it, SQLite's included. Its
@@ -88,11 +93,18 @@ static int still_the_file(const store_flusher *f) {
 
 static void *flusher_main(void *arg) {
   store_flusher *f = arg;
+  int tick = 0;
   pthread_mutex_lock(&f->lock);
   while (!f->stop) {
     pthread_mutex_unlock(&f->lock);
-    if (f->db_fd >= 0 && still_the_file(f)) store_flush_start(f->db_fd);
+    int db = f->db_fd >= 0 && still_the_file(f);
+    if (db) store_flush_start(f->db_fd);
     store_flush_start(f->wal_fd);
+    if (f->sync_ms > 0 && ++tick * 2 >= f->sync_ms) { /* what is written so far, made durable now */
+      tick = 0;
+      if (db) fdatasync(f->db_fd);
+      if (f->wal_fd >= 0) fdatasync(f->wal_fd);
+    }
     pthread_mutex_lock(&f->lock);
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);
@@ -109,9 +121,10 @@ static void *flusher_main(void *arg) {
 
 #endif
 
-int store_flusher_start(store_flusher *f, const store *s) {
+int store_flusher_start(store_flusher *f, const store *s, int sync_ms) {
 #ifdef SYNC_FILE_RANGE_WRITE
   f->stop = 0;
+  f->sync_ms = sync_ms;
   f->wal_fd = store_flush_open_wal(s);
   f->db_fd = find_open_descriptor(s->path, &f->dev, &f->ino);
   if (f->wal_fd < 0 && f->db_fd < 0) return -1;
@@ -124,6 +137,7 @@ int store_flusher_start(store_flusher *f, const store *s) {
 #else
   (void)f;
   (void)s;
+  (void)sync_ms;
 #endif
   return -1;
 }

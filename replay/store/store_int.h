@@ -78,13 +78,16 @@ int store_flush_open_wal(const store *s);
 void store_flush_start(int fd);
 void store_flush_close(int fd);
 
-/* A thread that starts the writes of the log and of the database file every two milliseconds while
- * a large transaction commits (the commit's copy of the log into the database file included). */
+/* A thread that starts the writes of the log and of the database file every two milliseconds, and
+ * every sync_ms milliseconds (0: never) waits for them to reach the disk (fdatasync), while a large
+ * import writes its chunks and while its transaction commits (the commit's copy of the log into the
+ * database file included). */
 typedef struct store_flusher {
   pthread_t thread;
   pthread_mutex_t lock;
   pthread_cond_t cond;
   int stop;
+  int sync_ms;
   int wal_fd; /* the log, opened by store_flush_open_wal, or -1 */
   int db_fd;  /* SQLite's own descriptor of the database file (never closed here), or -1 */
   dev_t dev;  /* the database file's device and inode */
@@ -92,7 +95,7 @@ typedef struct store_flusher {
 } store_flusher;
 
 /* 0 with the thread running (stop it with store_flusher_stop), or -1: nothing to do here. */
-int store_flusher_start(store_flusher *f, const store *s);
+int store_flusher_start(store_flusher *f, const store *s, int sync_ms);
 void store_flusher_stop(store_flusher *f);
 
 /* ---- chunks (store_chunks.c) ---- */
