@@ -13,28 +13,11 @@
 # Exit status: 0 when every step passed, 1 otherwise. tools/gpu-check.sh is the one command that
 # builds, bundles and runs this.
 set -uo pipefail
-B=$(cd "${1:?usage: tools/gpu_checks.sh BUNDLE OUT}" && pwd)
-O=${2:?usage: tools/gpu_checks.sh BUNDLE OUT}
-mkdir -p "$O" && O=$(cd "$O" && pwd)
-export PATH="$B/bin:$PATH" LD_LIBRARY_PATH="$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-M="$B/bin/memplay"
+. "$(dirname "$0")/gpu_step.sh" # bundle_env, step
+bundle_env "usage: tools/gpu_checks.sh BUNDLE OUT" "$@"
 db="$O/gpu.db"
 failed=0
 
-# step NAME LIMIT_S COMMAND...: runs COMMAND, its output in OUT/NAME.out and .err.
-step() {
-  local name=$1 limit=$2 t0 rc
-  shift 2
-  t0=$(date +%s%N)
-  timeout "$limit" "$@" >"$O/$name.out" 2>"$O/$name.err"
-  rc=$?
-  printf '%-34s rc=%-3s %6d ms\n' "$name" "$rc" $((($(date +%s%N) - t0) / 1000000))
-  if [ "$rc" != 0 ]; then
-    failed=1
-    tail -n 5 "$O/$name.err" | sed 's/^/    /'
-  fi
-  return "$rc"
-}
 mp=("$M" --db "$db")
 
 {

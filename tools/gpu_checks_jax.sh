@@ -8,26 +8,10 @@
 # this as its last step when JAX is installed; OUT/gpu.db is the same store.
 # Exit status: 0 when every step passed, 1 otherwise (2 when JAX sees no GPU: nothing was run).
 set -uo pipefail
-B=$(cd "${1:?usage: tools/gpu_checks_jax.sh BUNDLE OUT}" && pwd)
-O=${2:?usage: tools/gpu_checks_jax.sh BUNDLE OUT}
-mkdir -p "$O" && O=$(cd "$O" && pwd)
-export PATH="$B/bin:$PATH" LD_LIBRARY_PATH="$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-M="$B/bin/memplay"
+. "$(dirname "$0")/gpu_step.sh" # bundle_env, step
+bundle_env "usage: tools/gpu_checks_jax.sh BUNDLE OUT" "$@"
 mp=("$M" --db "$O/gpu.db")
 failed=0
-step() { # step NAME LIMIT_S COMMAND...: as in tools/gpu_checks.sh
-  local name=$1 limit=$2 t0 rc
-  shift 2
-  t0=$(date +%s%N)
-  timeout "$limit" "$@" >"$O/$name.out" 2>"$O/$name.err"
-  rc=$?
-  printf '%-34s rc=%-3s %6d ms\n' "$name" "$rc" $((($(date +%s%N) - t0) / 1000000))
-  if [ "$rc" != 0 ]; then
-    failed=1
-    tail -n 5 "$O/$name.err" | sed 's/^/    /'
-  fi
-  return "$rc"
-}
 python3 -c 'import jax; print("jax", jax.__version__, jax.devices())' >"$O/jax_machine.txt" 2>&1
 grep -q "Cuda\|cuda\|gpu" "$O/jax_machine.txt" || { echo "JAX sees no GPU: $(tail -n 1 "$O/jax_machine.txt")"; exit 2; }
 
