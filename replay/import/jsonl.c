@@ -248,7 +248,13 @@ static inline int unused_fields(jctx *j) {
 /* ---- the import --------------------------------------------------------------------------- */
 
 enum { A_LIVE = 1, A_REQUESTED = 2, A_FREED = 3 };
-#define MAX_FREED_REMEMBERED 4096
+#define MAX_FREED_REMEMBERED 65536 /* frees remembered, so that a double free is reported as one */
+
+/* The last frees of one kind of memory, oldest overwritten: read only to word an error. */
+typedef struct freed_ring {
+  uint64_t *addr;
+  size_t n, next;
+} freed_ring;
 
 typedef struct jstate {
   jctx j;
@@ -257,8 +263,8 @@ typedef struct jstate {
   const char *header_text; /* not used after the writer exists */
   store_trace meta;
   int have_header;
-  sim_map addrs, host;     /* address -> A_* */
-  size_t nfreed;
+  sim_map addrs, host;     /* live address -> A_LIVE or A_REQUESTED */
+  freed_ring addrs_freed, host_freed;
   sim_map stacks;          /* file-local stack id -> store id */
   int64_t last_ts;
 } jstate;
@@ -427,37 +433,38 @@ static int write_args(jstate *st, int64_t seq, const char *raw) {
   return rc;
 }
 
-/* Forgets old frees, keeping the live addresses (later double frees then read as frees of unknown
- * addresses). */
-static void forget_frees(jstate *st, sim_map *m) {
-  sim_map fresh;
-  sim_map_init(&fresh);
-  size_t it = 0;
-  uint64_t k, v;
-  while (sim_map_next(m, &it, &k, &v))
-    if (v != A_FREED) *sim_map_put(&fresh, k, NULL) = v;
-  sim_map_release(m);
-  *m = fresh;
-  st->nfreed = 0;
+static void freed_push(freed_ring *r, uint64_t a) {
+  if (!r->addr) r->addr = sim_xmalloc(MAX_FREED_REMEMBERED * sizeof *r->addr);
+  r->addr[r->next] = a;
+  r->next = (r->next + 1) % MAX_FREED_REMEMBERED;
+  if (r->n < MAX_FREED_REMEMBERED) r->n++;
 }
 
-/* Tracks allocation state so that bad frees are caught at the line that makes them. */
+static int freed_recently(const freed_ring *r, uint64_t a) {
+  for (size_t i = 0; i < r->n; i++)
+    if (r->addr[i] == a) return 1;
+  return 0;
+}
+
+/* Tracks allocation state so that bad frees are caught at the line that makes them. The table
+ * holds the live addresses only (a few thousand at most, so its look-ups stay in the processor's
+ * caches); the last frees are kept apart, in order, and read only to word an error. */
 static int track(jstate *st, sim_event *ev) {
   jctx *j = &st->j;
   int host = ev->kind == SIM_EV_HOST_ALLOC || ev->kind == SIM_EV_HOST_FREE;
   sim_map *m = host ? &st->host : &st->addrs;
-  int existed;
-  uint64_t *cur = sim_map_put(m, ev->addr, &existed); /* one look-up; an unknown address fails the import */
-  int state = existed ? (int)*cur : 0;
+  freed_ring *r = host ? &st->host_freed : &st->addrs_freed;
   uint64_t a = ev->addr;
-  switch (ev->kind) {
-  case SIM_EV_ALLOC:
-  case SIM_EV_HOST_ALLOC:
-    if (state == A_LIVE || state == A_REQUESTED)
-      return fail(j, "allocation at address %" PRIu64 ", which is still live (free it first)", a);
-    if (state == A_FREED) st->nfreed--;
+  if (ev->kind == SIM_EV_ALLOC || ev->kind == SIM_EV_HOST_ALLOC) {
+    int existed;
+    uint64_t *cur = sim_map_put(m, a, &existed);
+    if (existed) return fail(j, "allocation at address %" PRIu64 ", which is still live (free it first)", a);
     *cur = A_LIVE;
     return 0;
+  }
+  uint64_t *cur = sim_map_get(m, a);
+  int state = cur ? (int)*cur : freed_recently(r, a) ? A_FREED : 0;
+  switch (ev->kind) {
   case SIM_EV_FREE_REQUESTED:
     if (state == A_LIVE) {
       *cur = A_REQUESTED;
@@ -479,13 +486,8 @@ static int track(jstate *st, sim_event *ev) {
     return fail(j, "double free: address %" PRIu64 " was already freed", a);
   return fail(j, "free of address %" PRIu64 ", which was never allocated", a);
 freed:
-  *cur = A_FREED;
-  if (st->nfreed >= MAX_FREED_REMEMBERED) {
-    *cur = A_LIVE; /* kept through the clean-up, then freed */
-    forget_frees(st, m);
-    *sim_map_put(m, a, NULL) = A_FREED;
-  }
-  st->nfreed++;
+  sim_map_del_slot(m, cur);
+  freed_push(r, a);
   return 0;
 }
 
@@ -679,6 +681,8 @@ static int finish_trace(jstate *st, int rc) {
 static void jstate_free(jstate *st) {
   sim_map_release(&st->addrs);
   sim_map_release(&st->host);
+  free(st->addrs_freed.addr);
+  free(st->host_freed.addr);
   sim_map_release(&st->stacks);
   free(st->name);
   free(st->meta.name);

@@ -47,6 +47,17 @@ bad '{"kind":"alloc","addr":1,"size":8,"flags":["sideways"]}' "unknown flag"
 # double free, at the line of the second free
 printf '%s\n' '{"kind":"alloc","addr":5,"size":8}' '{"kind":"free","addr":5}' '{"kind":"free","addr":5}' >"$T/dbl.jsonl"
 expect 1 import "$T/dbl.jsonl" && has "$T/err" "dbl.jsonl:3: double free"
+# the importer remembers the last 65,536 frees: a double free within them is one, an older one
+# is a free of an address it does not know; a host free is told apart from a device free
+for k in 65535 65536; do
+  awk -v k=$k 'BEGIN { print "{\"kind\":\"alloc\",\"addr\":5,\"size\":8}"; print "{\"kind\":\"free\",\"addr\":5}"
+    for (i = 0; i < k; i++) { printf "{\"kind\":\"alloc\",\"addr\":%d,\"size\":8}\n{\"kind\":\"free\",\"addr\":%d}\n", 100 + i, 100 + i }
+    print "{\"kind\":\"free\",\"addr\":5}" }' >"$T/window$k.jsonl"
+done
+expect 1 import "$T/window65535.jsonl" && has "$T/err" "window65535.jsonl:131073: double free: address 5 was already freed"
+expect 1 import "$T/window65536.jsonl" && has "$T/err" "window65536.jsonl:131075: free of address 5, which was never allocated"
+printf '%s\n' '{"kind":"alloc","addr":5,"size":8}' '{"kind":"free","addr":5}' '{"kind":"host_free","addr":5,"mem":"pinned"}' >"$T/hostdbl.jsonl"
+expect 1 import "$T/hostdbl.jsonl" && has "$T/err" "hostdbl.jsonl:3: free of address 5, which was never allocated"
 # a newer version of the format
 printf '%s\n' '{"memplay":2}' >"$T/v2.jsonl"
 expect 1 import "$T/v2.jsonl" && has "$T/err" "v2.jsonl:1: unsupported memplay trace version 2"
