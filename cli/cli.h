@@ -105,7 +105,8 @@ typedef struct cli_gpu_opts {
   int on_gpu;   /* --backend cuda */
   int set;      /* --scale or --pace given */
   double scale; /* --scale F; 0: --scale fit; 1 by default */
-  int scale_given, pace;
+  int scale_given;
+  enum { CLI_PACE_NONE, CLI_PACE_CLOCK, CLI_PACE_GAPS } pace; /* --pace[=clock|gaps] */
   FILE *device_calls; /* --device-calls: the open file, or NULL */
 } cli_gpu_opts;
 

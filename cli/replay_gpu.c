@@ -30,7 +30,9 @@ int cli_gpu_option(cli_gpu_opts *g, int opt, const char *arg) {
   }
   case 'P':
     g->set = 1;
-    g->pace = 1;
+    if (!arg || !strcmp(arg, "clock")) g->pace = CLI_PACE_CLOCK;
+    else if (!strcmp(arg, "gaps")) g->pace = CLI_PACE_GAPS;
+    else return cli_usage_error("replay", "--pace takes 'clock' or 'gaps', not '%s'", arg);
     return 0;
   }
   return 0;
@@ -165,7 +167,10 @@ static void print_human(const store_trace *t, const char *alloc, const char *pre
     row_time(label, median_of(rec + k, p->nsteps - k), median_of(m->step_s + k, p->nsteps - k));
     free(rec);
   }
-  if (m->pace_wait_s > 0) printf("  (--pace: %s spent waiting for recorded host times)\n", cli_duration(a, sizeof a, m->pace_wait_s));
+  if (m->pace_wait_s > 0)
+    printf("  (--pace=%s: %s spent waiting for %s)\n", m->paced == BACKEND_PACE_GAPS ? "gaps" : "clock",
+           cli_duration(a, sizeof a, m->pace_wait_s),
+           m->paced == BACKEND_PACE_GAPS ? "the recorded host time between calls" : "recorded host times");
   printf("  performed: %llu kernels, %llu copies", (unsigned long long)m->kernels, (unsigned long long)m->copies);
   if (m->chunks) printf(" (%llu extra pieces of large ones)", (unsigned long long)m->chunks);
   printf(", %llu memsets, %llu synchronizations, %llu host allocations; device memory read %llu times\n",
@@ -210,7 +215,8 @@ static void json_extra(yajl_gen g, const char *predictor, const backend_plan *p,
   jsonw_kuint(g, "memsets", m->memsets);
   jsonw_kuint(g, "syncs", m->syncs);
   jsonw_kuint(g, "host_allocs", m->host_allocs);
-  jsonw_kbool(g, "paced", m->paced);
+  jsonw_kbool(g, "paced", m->paced != BACKEND_PACE_NONE);
+  if (m->paced) jsonw_kstr(g, "pace", m->paced == BACKEND_PACE_GAPS ? "gaps" : "clock");
   jsonw_kdouble(g, "pace_wait_s", m->pace_wait_s);
   yajl_gen_map_close(g);
   jsonw_str(g, "recorded");
@@ -300,7 +306,7 @@ static int replay_on_gpu(cli *c, session *ses, session_run *run, const cudart_in
     cli_error("not replaying '%s' on the GPU: %s", t->name, plan.why);
     goto out;
   }
-  backend_run_config rc = {.ses = ses, .run = run, .pace = opts->pace, .open = open_events, .open_arg = &gc,
+  backend_run_config rc = {.ses = ses, .run = run, .pace = opts->pace == CLI_PACE_GAPS ? BACKEND_PACE_GAPS : opts->pace ? BACKEND_PACE_CLOCK : BACKEND_PACE_NONE, .open = open_events, .open_arg = &gc,
                            .watch = log ? &gpu_calls.watch : NULL};
   if (backend_cuda_run(&rc, &plan, &m, err, sizeof err)) {
     cli_error("cannot replay '%s' on the GPU under %s: %s", t->name, run->allocator, err);

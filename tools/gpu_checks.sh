@@ -72,14 +72,9 @@ step gpu_sample_cuda_capacity 60 "${mp[@]}" replay sample --backend cuda --alloc
 step gpu_sample_torch_capacity 60 "${mp[@]}" replay sample --backend cuda --allocator torch --capacity 16GiB --no-fail --json \
   --device-calls "$O/calls_sample_torch_capacity.txt"
 step gpu_sample_cuda_pace 60 "${mp[@]}" replay sample --backend cuda --allocator cuda --pace --json
-#    Pacing that waits: a trace whose recorded host work (30 ms a step) exceeds the GPU's, paced
-#    and not, under cuda and torch, with the simulator's prediction of each beside it.
-python3 tests/gpu/gen_host_gaps.py >"$O/host_gaps.jsonl" &&
-  "${mp[@]}" import "$O/host_gaps.jsonl" --name host_gaps >/dev/null && for a in cuda torch; do
-  step "gpu_host_gaps_${a}_pace" 60 "${mp[@]}" replay host_gaps --backend cuda --allocator "$a" --pace --json
-  step "gpu_host_gaps_$a" 60 "${mp[@]}" replay host_gaps --backend cuda --allocator "$a" --json
-  step "sim_host_gaps_$a" 30 "${mp[@]}" replay host_gaps --allocator "$a" ${profile:+--device "$profile" --timing kernels=recorded} --no-save --json
-done
+#    Pacing that waits, by the recorded clock and by the recorded time between calls, against the
+#    time model (tools/gpu_checks_pace.sh).
+tools/gpu_checks_pace.sh "$B" "$O" || failed=1
 python3 tests/gpu/gen_two_streams.py >"$O/two_streams.jsonl" &&
   "${mp[@]}" import "$O/two_streams.jsonl" --name two_streams >/dev/null && for a in async async:release_threshold=max cuda; do
   step "gpu_two_streams_${a//[:=]/_}" 60 "${mp[@]}" replay two_streams --backend cuda --allocator "$a" --json
@@ -110,12 +105,6 @@ fi
     step "record_$j" 120 "${mp[@]}" record --name "$j" --json -- python3 tests/gpu/torch_train.py "$b" "$p" "$O/$j" --snapshot
     step "record_${j}_nocache" 120 env PYTORCH_NO_CUDA_MEMORY_CACHING=1 \
       "${mp[@]}" record --name "${j}_nocache" --json -- python3 tests/gpu/torch_train.py "$b" "$p" "$O/${j}_nocache"
-    #    the recorded job replayed on the GPU at its recorded pace (Python's time between calls)
-    [ "$j" = torch_b8_fp32 ] && for pace in --pace ""; do
-      step "gpu_${j}_torch${pace:+_pace}" 60 "${mp[@]}" replay "$j" --backend cuda --allocator torch $pace --json
-    done
-    [ "$j" = torch_b8_fp32 ] && [ -n "$profile" ] &&
-      step "sim_${j}_torch" 30 "${mp[@]}" replay "$j" --allocator torch --device "$profile" --timing kernels=recorded --no-save --json
     if [ -e "$O/$j.pickle" ]; then
       "${mp[@]}" import "$O/$j.pickle" --name "${j}_snapshot" >"$O/import_${j}_snapshot.out" 2>&1 || failed=1
       step "validate_$j" 60 "${mp[@]}" validate "${j}_snapshot" --json

@@ -520,20 +520,22 @@ def repeats(every):
 
 
 def pacing(every):
-    """Paced replays beside the same replay unpaced, with the recorded time and, where the run made
-    one (sim_TRACE_ALLOC.out), the simulator's prediction of the whole trace."""
+    """Each paced replay beside the same replay unpaced: the recorded time, the wait, and where the run
+    made one (sim_TRACE_ALLOC.out), the simulator's prediction of the whole trace, which keeps the
+    recorded host time between calls as --pace=gaps does."""
     rows = []
     for trace, alloc, r in every:
-        paced = r["measured"].get("paced", False)
-        if r.get("capacity_bytes") or not paced and not any(t == trace and a == alloc and x["measured"].get("paced") for t, a, x in every):
-            continue
         m, rec = r["measured"], r["recorded"]
+        mode = m.get("pace", "clock") if m.get("paced") else "none"
+        if r.get("capacity_bytes") or mode == "none" and not any(
+                t == trace and a == alloc and x["measured"].get("paced") for t, a, x in every):
+            continue
         sim = "sim_%s_%s.out" % (trace, alloc.split(":")[0])
-        pred = raw(sim)["time"]["total_s"] if paced and has_raw(sim) else None  # the model keeps the recorded pace
-        rows.append([trace, alloc, paced, rec["wall_s"], m["wall_s"], m.get("pace_wait_s"), pct(m["wall_s"], rec["wall_s"]),
+        pred = raw(sim)["time"]["total_s"] if mode != "none" and has_raw(sim) else None
+        rows.append([trace, alloc, mode, rec["wall_s"], m["wall_s"], m.get("pace_wait_s"), pct(m["wall_s"], rec["wall_s"]),
                      backend_median(rec["step_s"]), backend_median(m["step_s"]), pred, pct(pred, m["wall_s"]) if pred else None])
     if rows:
-        write_csv("pacing.csv", ["trace", "allocator", "paced", "recorded_wall_s", "measured_wall_s", "pace_wait_s",
+        write_csv("pacing.csv", ["trace", "allocator", "pace", "recorded_wall_s", "measured_wall_s", "pace_wait_s",
                                  "measured_vs_recorded_pct", "recorded_median_step_s", "measured_median_step_s",
                                  "predicted_wall_s", "predicted_vs_measured_pct"], rows)
 

@@ -353,8 +353,22 @@ static void run_event(void *ctx, const sim_event *ev, const replay_outcome *o) {
 
 /* ---- the source: pacing, step clocks, and stopping at the first failure ------------------------ */
 
+/* The host time a call took when it was recorded: a synchronization's or an API call's duration,
+ * else the API time it records (none: 0). */
+static int64_t recorded_call_ns(const sim_event *ev) {
+  if (ev->kind == SIM_EV_SYNC || ev->kind == SIM_EV_API) return ev->dur > 0 ? ev->dur : 0;
+  return ev->api_dur > 0 ? ev->api_dur : 0;
+}
+
 static void pace(brun *r, const sim_event *ev) {
-  int64_t target = r->t0 + (ev->ts - r->first_ts), now = now_ns();
+  int64_t now = now_ns(), target;
+  if (r->cfg->pace == BACKEND_PACE_GAPS) { /* now is when the previous call returned */
+    target = r->paced_any && ev->ts > r->prev_end_ts ? now + (ev->ts - r->prev_end_ts) : now;
+    r->prev_end_ts = ev->ts + recorded_call_ns(ev);
+    r->paced_any = 1;
+  } else {
+    target = r->t0 + (ev->ts - r->first_ts);
+  }
   if (target <= now) return;
   int64_t wait = target - now;
   if (wait > 200000) { /* sleep most of it, spin the rest */
@@ -435,7 +449,7 @@ static void run_give_back(brun *r) {
 int backend_cuda_run(const backend_run_config *cfg, const backend_plan *plan, backend_measured *m, char *err,
                      size_t errlen) {
   memset(m, 0, sizeof *m);
-  m->paced = cfg->pace != 0;
+  m->paced = cfg->pace;
   m->peak_used_seq = -1;
   brun *r = sim_xcalloc(1, sizeof *r);
   r->cfg = cfg;

@@ -120,12 +120,17 @@ uint64_t backend_plan_used_at(const backend_plan *p, int64_t seq);
 
 /* ---- the run on the GPU (backend_cuda.c: only in builds with CUDA) ------------------------- */
 
+/* --pace: none; CLOCK, each event issued no earlier than its recorded time after the first; GAPS,
+ * no earlier than the previous call's return plus the recorded time between that call's end and
+ * this event (the host's own work between calls kept, as the time model keeps it). */
+enum { BACKEND_PACE_NONE, BACKEND_PACE_CLOCK, BACKEND_PACE_GAPS };
+
 typedef struct backend_run_config {
   session *ses;
   session_run *run;             /* the plan's run: a model places blocks in segments it takes on the GPU; a
                                    model with SIM_ALLOC_DRIVER_POOL is replaced by the driver's own pool,
                                    given the model's options */
-  int pace;                     /* wait for each event's recorded host time (relative to the first) */
+  int pace;                     /* BACKEND_PACE_*: how events wait for their recorded host times */
   int (*open)(void *arg, replay_source *src, char *err, size_t errlen);
   void *open_arg;
   const sim_device_watch *watch; /* told of every call the model makes to the GPU (NULL: none) */
@@ -141,7 +146,7 @@ typedef struct backend_measured {
   uint64_t at_predicted_peak;   /* in use right after the plan's predicted_device_peak_seq */
   uint64_t samples;             /* cudaMemGetInfo readings */
   uint64_t kernels, copies, memsets, syncs, host_allocs, chunks;
-  int paced;                    /* --pace: events issued no earlier than their recorded host times */
+  int paced;                    /* --pace: BACKEND_PACE_CLOCK or _GAPS (0: not paced) */
   double pace_wait_s;           /* time spent waiting for recorded host times (--pace) */
   replay_result engine;         /* the model's own view of the run (allocated, reserved, OOMs) */
   char gpu_names[256];          /* "NVIDIA H100 80GB HBM3 (GPU 0)" */

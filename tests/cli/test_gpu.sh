@@ -16,6 +16,8 @@ expect 2 replay sample --scale 0
 expect 2 replay sample --scale 1.5
 expect 2 replay sample --scale 0.5 && has "$T/err" "'--backend cuda' only"
 expect 2 replay sample --pace
+expect 2 replay sample --pace=gaps && has "$T/err" "'--backend cuda' only"
+expect 2 replay sample --backend cuda --pace=sideways && has "$T/err" "--pace takes 'clock' or 'gaps', not 'sideways'"
 expect 2 replay sample --backend cuda --allocator bfc:bogus=1 && has "$T/err" "unknown option 'bogus'"
 expect 2 replay sample --backend cuda --allocator nosuch && has "$T/err" "unknown allocator 'nosuch'"
 

@@ -59,7 +59,20 @@ grep -q '^gpu 0 1 malloc ' "$T/calls.txt" || fail "device calls: no GPU lines"
   fail "device calls: the plan's and the GPU's calls differ"
 # A paced run says so in what it stores.
 FAKE_CUDA_MEMORY=$((32 << 30)) run 0 replay sample --backend cuda --allocator cuda --pace --json --no-save
-has "$T/out" '"paced":true'
+has "$T/out" '"paced":true,"pace":"clock"'
+# Pacing by the recorded host time between calls (--pace=gaps) on a trace with 30 ms of host work a
+# step: every gap is waited for, however late the replay runs (--pace=clock waits only for events
+# not yet due), so it takes at least the recorded host work, and no less than the clock's pacing.
+python3 "$MEMPLAY_SRC/tests/gpu/gen_host_gaps.py" >"$T/host_gaps.jsonl" && run 0 import "$T/host_gaps.jsonl" --name host_gaps
+FAKE_CUDA_MEMORY=$((32 << 30)) run 0 replay host_gaps --backend cuda --allocator torch --pace=clock --json --no-save
+clock=$(sqlite3 :memory: "SELECT json_extract(readfile('$T/out'), '\$.measured.wall_s')")
+FAKE_CUDA_MEMORY=$((32 << 30)) run 0 replay host_gaps --backend cuda --allocator torch --pace=gaps --json --no-save
+has "$T/out" '"paced":true,"pace":"gaps"'
+gaps=$(sqlite3 :memory: "SELECT json_extract(readfile('$T/out'), '\$.measured.wall_s') || ' ' || json_extract(readfile('$T/out'), '\$.measured.pace_wait_s')")
+awk -v g="$gaps" -v c="$clock" 'BEGIN { split(g, x, " "); exit !(x[2] >= 0.24 && x[1] >= 0.24 && x[1] >= c * 0.98) }' ||
+  fail "--pace=gaps: wall and wait $gaps s, --pace=clock $clock s"
+FAKE_CUDA_MEMORY=$((32 << 30)) run 0 replay host_gaps --backend cuda --allocator torch --pace=gaps --no-save
+has "$T/out" "(--pace=gaps: "
 
 # A CUDA call that fails names itself and the event.
 FAKE_CUDA_MEMORY=$((32 << 30)) FAKE_CUDA_FAIL=cuLaunchKernel:10 run 1 replay sample --backend cuda --allocator cuda --no-save
