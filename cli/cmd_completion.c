@@ -28,10 +28,10 @@ typedef struct usage_option {
 static int option_line(const char *line, usage_option *o) {
   while (*line == ' ') line++;
   if (strncmp(line, "--", 2)) return 0;
-  size_t n = strcspn(line, " ");
+  size_t n = strcspn(line, " "), name = strcspn(line, " ["); /* "--pace[=clock|gaps]": an optional value */
   if (n >= sizeof o->name) return 0;
-  memcpy(o->name, line, n);
-  o->name[n] = 0;
+  memcpy(o->name, line, name);
+  o->name[name] = 0;
   const char *p = line + n;
   while (*p == ' ') p++;
   o->arg[0] = 0;

@@ -658,7 +658,8 @@ def main():
         async_model(mp, runs)
     if ("niu_ctx150_fwdbwd_fp32", "cuda") in runs:
         niu_cuda_timeline(db, mp)
-    sample_time(mp, runs, raw("calibrate.out")["name"])
+    if ("sample", "cuda") in runs:
+        sample_time(mp, runs, raw("calibrate.out")["name"])
     if all(has_raw("torch_b%d_%s.json" % j) for j in JOBS):
         pytorch(db, mp, runs)
     repeats(every)

@@ -141,7 +141,8 @@ gpu_check two_streams_async_release_threshold_max 31.12 two_streams --allocator 
 gpu_check two_streams_cuda 0.41 two_streams --allocator cuda
 # 7. The second H200 run (docs/measurements/h200-2026-11-26b): a trace whose recorded host work
 #    exceeds the GPU's, paced (the prediction on that run's calibrated profile within the
-#    published error of the measured wall time, the device memory exact), and the JAX job recorded
+#    published error of the measured wall time, the device memory exact; from a third call, paced
+#    by the recorded time between calls, within 1.6% and 3%), and the JAX job recorded
 #    under XLA's platform allocator: its maps alone under the `bfc` model take the regions the
 #    growing BFC allocator took, from 64 MiB up, and three more small ones.
 G="$MEMPLAY_SRC/docs/measurements/h200-2026-11-26b/raw"
@@ -161,6 +162,23 @@ for row in "cuda 14.77" "torch 7.37"; do
   [ "$total" = "$(jx "$G/sim_host_gaps_$1.out" '$.time.total_s')" ] || fail "host_gaps, $1: predicts $total s, the run predicted otherwise"
   within "$total" "$(jx "$g" '$.measured.wall_s')" "$2" || fail "host_gaps, $1: $total s is $(err "$total" "$(jx "$g" '$.measured.wall_s')") from the paced GPU run"
   [ "$(json_get peak_reserved_bytes)" = "$(jx "$g" '$.measured.device_peak_bytes')" ] || fail "host_gaps, $1: device memory differs"
+done
+#    The third call (pacing/): --pace=gaps against the model on that call's calibration.
+P="$MEMPLAY_SRC/docs/measurements/h200-2026-11-26b/pacing/raw"
+sets=()
+while read -r kv; do sets+=(--set "$kv"); done < <(sqlite3 :memory: \
+  "SELECT key || '=' || value FROM json_each(readfile('$P/calibrate.out'), '\$.params') WHERE type IN ('integer', 'real')")
+expect 0 devices h200c-calibrated --from H200 "${sets[@]}"
+for row in "cuda 1.62 11.63" "torch 2.98 4.99"; do
+  set -- $row
+  expect 0 replay host_gaps --allocator "$1" --device h200c-calibrated --timing kernels=recorded --no-save --json
+  total=$(jx "$T/out" '$.time.total_s')
+  [ "$total" = "$(jx "$P/sim_host_gaps_$1.out" '$.time.total_s')" ] || fail "host_gaps, $1: predicts $total s on the third call's profile"
+  g="$P/gpu_host_gaps_$1_pace_gaps.out"
+  [ "$(jx "$g" '$.measured.pace')" = gaps ] || fail "host_gaps, $1: the gap-paced run is not marked so"
+  within "$total" "$(jx "$g" '$.measured.wall_s')" "$2" || fail "host_gaps, $1: $total s is $(err "$total" "$(jx "$g" '$.measured.wall_s')") from --pace=gaps"
+  within "$total" "$(jx "$P/gpu_host_gaps_$1_pace_clock.out" '$.measured.wall_s')" "$3" ||
+    fail "host_gaps, $1: the clock-paced run is further from the model than published"
 done
 python3 - "$G/jax_platform.jsonl.gz" "$T/jax_maps.jsonl" <<'PY' || fail "cannot read the JAX recording"
 import gzip, json, sys
