@@ -8,7 +8,9 @@
 #    from the committed calibration); with the real traces at hand (MEMPLAY_TRACES), the same for
 #    the kk, wed, niu and ntua replays;
 #  - the H100's measurements of what the H200 did not measure (section 6);
-#  - the second H200 run's (section 7): pacing that waits, and a JAX job recorded.
+#  - the second H200 run's (section 7): pacing that waits, and a JAX job recorded;
+#  - the same PyTorch jobs recorded on an H200 and an H100 (section 8): the H200's kernels scaled
+#    to the H100 by the model, against the H100's own.
 . "$TESTS_DIR/cli/lib.sh"
 command -v sqlite3 >/dev/null || {
   echo "skipped: the sqlite3 shell is needed (tools/deps.sh installs it)"
@@ -202,4 +204,19 @@ recorded=$(gzip -dc "$G/jax_growth.jsonl.gz" | grep -o '"size":[0-9]*,[^}]*"api"
   cut -d: -f2 | awk '{ printf "%s%d", n++ ? " " : "", $1 / 1048576 }')
 [ "$recorded" = "2 64 64 128 256 512 1024 2048" ] || fail "jax: the growing BFC's recorded regions read as $recorded MiB"
 [ "${regions#2 4 8 16 }" = "${recorded#2 }" ] || fail "jax: from 64 MiB up the regions differ: $regions against $recorded"
+# 8. docs/measurements/h100-2026-11-26b: each job's H200 recording on the built-in H100 profile;
+#    its kernels' predicted time stays the published one, within the published error of the
+#    H100's own recording (the sum of its kernels' durations, read with plain SQL).
+X="$MEMPLAY_SRC/docs/measurements/h100-2026-11-26b"
+for row in "torch_b8_fp32 2.57" "torch_b8_bf16 19.49"; do
+  set -- $row
+  expect 0 import "$X/h200_jobs/$1.jsonl.gz" --name "$1_h200"
+  expect 0 import "$X/raw/$1.jsonl.gz" --name "$1_h100"
+  expect 0 replay "$1_h200" --device H100 --no-save --json
+  pred=$(sqlite3 :memory: "SELECT sum(json_extract(value, '\$.predicted_s')) FROM json_each(json_extract(readfile('$T/out'), '\$.time.device_scaling.bounds'))")
+  h100=$(sqlite3 "$DB" "SELECT sum(dur) / 1e9 FROM events_named WHERE trace_id = (SELECT id FROM traces WHERE name = '$1_h100') AND kind = 'kernel'")
+  want=$(awk -F, -v j="$1" '$1 == j && $4 == "all kernels" { print $9 }' "$X/tables/cross_device.csv")
+  awk -v a="$pred" -v b="$want" 'BEGIN { d = a - b; exit !(d < 1e-6 && d > -1e-6) }' || fail "$1: predicts $pred s of kernels on the H100, published $want"
+  within "$pred" "$h100" "$2" || fail "$1: $pred s of kernels predicted is $(err "$pred" "$h100") from the H100's $h100 s"
+done
 finish
