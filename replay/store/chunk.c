@@ -735,6 +735,10 @@ static const char digit_pairs[] = "000102030405060708091011121314151617181920212
 /* An integer in decimal, written in place from its last digit, two digits at a time (the text
  * form is most of an import's writing). */
 static inline char *put_int(char *o, int64_t v) {
+  if ((uint64_t)v < 10) { /* 0 (an absent value) or one digit: four fields in ten, no count of digits */
+    *o = (char)('0' + v);
+    return o + 1;
+  }
   uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
   if (v < 0) *o++ = '-';
   static const uint64_t pow10[20] = {UINT64_C(1),
