@@ -24,9 +24,9 @@ import subprocess
 import sys
 import tempfile
 
-JOBS = ["torch_b%d_%s" % (b, p) for b in (8, 16) for p in ("fp32", "bf16")]
+JOBS = ["torch_b%d_%s" % (b, p) for b in (8, 16) for p in ("fp32", "bf16")] + ["membound"]
 MATRIX = ("gemm", "conv", "cudnn", "mma", "cutlass", "winograd", "fmha", "flash", "attention", "triton_mm", "triton_tem")
-BUCKETS = ((5e3, "under 5 us"), (20e3, "5-20 us"), (100e3, "20-100 us"), (float("inf"), "100 us and more"))
+BUCKETS = ((5e3, "under 5 us"), (20e3, "5-20 us"), (100e3, "20-100 us"), (1e6, "100 us-1 ms"), (float("inf"), "1 ms and more"))
 
 
 def kernels(path):

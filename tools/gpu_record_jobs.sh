@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # gpu_record_jobs.sh BUNDLE OUT: the GPU calibrated, and the small PyTorch job of tests/gpu/torch_train.py
-# recorded at batch 8 and 16 in fp32 and bf16, each recording exported as OUT/JOB.jsonl: what
+# recorded at batch 8 and 16 in fp32 and bf16, and tests/gpu/membound.py's memory-bound kernels of
+# every length (as membound), each recording exported as OUT/JOB.jsonl: what
 # tools/gpu_cross_device.py compares with the same jobs recorded on another GPU (the time model's
 # kernels scaled from one card to the other, against the other card's own kernel times). BUNDLE
 # and OUT as for tools/gpu_checks.sh. Exit status: 0 when every step passed, 1 otherwise.
@@ -21,5 +22,7 @@ for b in 8 16; do
       step "export_$j" 30 "${mp[@]}" export "$j" --format jsonl -o "$O/$j.jsonl"
   done
 done
+step record_membound 120 "${mp[@]}" record --name membound --json -- python3 tests/gpu/membound.py &&
+  step export_membound 30 "${mp[@]}" export membound --format jsonl -o "$O/membound.jsonl"
 echo "failed=$failed"
 exit "$failed"

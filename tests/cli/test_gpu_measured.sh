@@ -208,7 +208,7 @@ recorded=$(gzip -dc "$G/jax_growth.jsonl.gz" | grep -o '"size":[0-9]*,[^}]*"api"
 #    its kernels' predicted time stays the published one, within the published error of the
 #    H100's own recording (the sum of its kernels' durations, read with plain SQL).
 X="$MEMPLAY_SRC/docs/measurements/h100-2026-11-26b"
-for row in "torch_b8_fp32 2.57" "torch_b8_bf16 19.49"; do
+for row in "torch_b8_fp32 2.57" "torch_b8_bf16 19.49" "membound 1.35"; do
   set -- $row
   expect 0 import "$X/h200_jobs/$1.jsonl.gz" --name "$1_h200"
   expect 0 import "$X/raw/$1.jsonl.gz" --name "$1_h100"
