@@ -306,7 +306,9 @@ static int replay_on_gpu(cli *c, session *ses, session_run *run, const cudart_in
     cli_error("not replaying '%s' on the GPU: %s", t->name, plan.why);
     goto out;
   }
-  backend_run_config rc = {.ses = ses, .run = run, .pace = opts->pace == CLI_PACE_GAPS ? BACKEND_PACE_GAPS : opts->pace ? BACKEND_PACE_CLOCK : BACKEND_PACE_NONE, .open = open_events, .open_arg = &gc,
+  static const int pace[] = {[CLI_PACE_NONE] = BACKEND_PACE_NONE, [CLI_PACE_CLOCK] = BACKEND_PACE_CLOCK,
+                             [CLI_PACE_GAPS] = BACKEND_PACE_GAPS};
+  backend_run_config rc = {.ses = ses, .run = run, .pace = pace[opts->pace], .open = open_events, .open_arg = &gc,
                            .watch = log ? &gpu_calls.watch : NULL};
   if (backend_cuda_run(&rc, &plan, &m, err, sizeof err)) {
     cli_error("cannot replay '%s' on the GPU under %s: %s", t->name, run->allocator, err);

@@ -363,9 +363,8 @@ static int64_t recorded_call_ns(const sim_event *ev) {
 static void pace(brun *r, const sim_event *ev) {
   int64_t now = now_ns(), target;
   if (r->cfg->pace == BACKEND_PACE_GAPS) { /* now is when the previous call returned */
-    target = r->paced_any && ev->ts > r->prev_end_ts ? now + (ev->ts - r->prev_end_ts) : now;
+    target = ev->ts > r->prev_end_ts ? now + (ev->ts - r->prev_end_ts) : now;
     r->prev_end_ts = ev->ts + recorded_call_ns(ev);
-    r->paced_any = 1;
   } else {
     target = r->t0 + (ev->ts - r->first_ts);
   }
@@ -391,7 +390,7 @@ static int run_next(void *ctx, sim_event *ev) {
   }
   r->seq = ev->seq;
   if (r->t0 == 0) {
-    r->first_ts = ev->ts;
+    r->first_ts = r->prev_end_ts = ev->ts; /* the first event waits for nothing */
     r->t0 = now_ns();
   }
   if (r->cfg->pace) pace(r, ev);

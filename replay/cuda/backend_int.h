@@ -37,7 +37,6 @@ typedef struct brun {
   size_t step;             /* index of the step under way + 1 (0: none yet) */
   int64_t t0, step_t0, first_ts;
   int64_t prev_end_ts;     /* --pace=gaps: the recorded end of the previous event's call */
-  int paced_any;
   int64_t seq;             /* the event being performed */
   int failed;
   char err[1024];

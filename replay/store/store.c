@@ -777,8 +777,7 @@ struct store_writer {
   ev_batch *cur;
   int stop, failed;
   char err[STORE_ERRLEN];
-  int wal_fd; /* the write-ahead log, to start its writes early (store_flush.c); -1: none */
-  store_flusher sync; /* while the thread runs, the log made durable as it grows (store_flush.c) */
+  store_flusher sync; /* while the thread runs, the log written out and made durable as it grows (store_flush.c) */
   int syncing;
   chunk_io io; /* the writer thread's (and, while it is stopped, the importer's) */
   /* the observer, and the category changes it made to events already handed over */
@@ -921,7 +920,6 @@ static int insert_batch_events(store_writer *w, const ev_batch *b) {
   if (!rc && planned) rc = plan_writer_store(w->s, &w->plan, w->trace_id);
   if (!rc) rc = writer_keep_trace_row(w, b->seq0 + (int64_t)b->n - w->first);
   pthread_mutex_unlock(&w->s->conn_lock);
-  store_flush_start(w->wal_fd); /* store_flush.c */
   return rc;
 }
 
@@ -1027,7 +1025,6 @@ static int writer_start(store_writer *w) {
     writer_free_batches(w);
     return -1;
   }
-  w->wal_fd = store_flush_open_wal(w->s);
   pthread_mutex_init(&w->qlock, NULL);
   pthread_cond_init(&w->qcond, NULL);
   int started = pthread_create(&w->thread, NULL, writer_main, w) == 0;
@@ -1041,7 +1038,6 @@ static int writer_start(store_writer *w) {
   }
   if (!started) {
     store_cache_kib(w->s, store_idle_cache_kib(w->s));
-    store_flush_close(w->wal_fd);
     writer_free_batches(w);
     pthread_mutex_destroy(&w->qlock);
     pthread_cond_destroy(&w->qcond);
@@ -1116,7 +1112,6 @@ static int writer_stop(store_writer *w) {
   w->running = 0;
   w->s->async--;
   w->s->writer = NULL;
-  store_flush_close(w->wal_fd);
   if (store_cache_kib(w->s, store_idle_cache_kib(w->s)) && !w->failed) {
     w->failed = 1;
     snprintf(w->err, sizeof w->err, "%s", w->s->err);

@@ -15,18 +15,18 @@
  * An import writes its pages into the write-ahead log; its commit makes them durable there
  * (fsync), copies them into the database file and makes that durable (fsync again). Left alone,
  * the kernel keeps almost all of both in its cache until each fsync, and the commit then waits
- * for the disk to take each file at once. Instead the writer thread asks the kernel to start
- * writing the log out after each chunk it stores (Linux's sync_file_range with
- * SYNC_FILE_RANGE_WRITE, which starts the writes and waits for nothing), and while the commit runs
- * a thread of its own asks the same of the log and of the database file every two milliseconds:
- * the disk works while the import parses and while the commit copies, and the fsyncs find little
- * left to do. Started writes are not enough where the disk is a virtual machine's: it takes them
- * into the host's cache at once and makes them durable only at an fsync, which then waits for all
- * of them. So the same thread also makes the files durable (fdatasync) every few milliseconds,
- * while the chunks are written (the log) and while the commit copies (both files). The commit's
- * own fsyncs are SQLite's as before, so durability is unchanged (the extra ones only make durable
- * sooner what is written anyway, and a log's frames count only once the commit's frame is
- * written); where a call is missing or fails, nothing changes.
+ * for the disk to take each file at once. Instead a thread of its own runs beside the import's
+ * writer thread and beside the commit, and every two milliseconds asks the kernel to start
+ * writing out the log and the database file (Linux's sync_file_range with SYNC_FILE_RANGE_WRITE,
+ * which starts the writes and waits for nothing): the disk works while the import parses and
+ * while the commit copies, and the fsyncs find little left to do. Started writes are not enough
+ * where the disk is a virtual machine's: it takes them into the host's cache at once and makes
+ * them durable only at an fsync, which then waits for all of them. So the thread also makes the
+ * files durable (fdatasync) every few milliseconds: every 20 while the chunks are written, every 5
+ * while the commit copies. The commit's own fsyncs are SQLite's as before, so durability is
+ * unchanged (the extra ones only make durable sooner what is written anyway, and a log's frames
+ * count only once the commit's frame is written); where a call is missing or fails, nothing
+ * changes.
  *
  * The log is opened here: SQLite takes no locks on it. The database file is not: closing any
  * descriptor of a file drops every POSIX lock the process holds on it, SQLite's included. Its
@@ -35,7 +35,7 @@
  * a descriptor that has meanwhile come to name another file costs nothing but a useless request.
  */
 
-int store_flush_open_wal(const store *s) {
+static int store_flush_open_wal(const store *s) { /* -1: none, or no sync_file_range here */
 #ifdef SYNC_FILE_RANGE_WRITE
   size_t n = strlen(s->path) + 5;
   char *p = sim_xmalloc(n);
@@ -49,7 +49,7 @@ int store_flush_open_wal(const store *s) {
 #endif
 }
 
-void store_flush_start(int fd) {
+static void store_flush_start(int fd) {
 #ifdef SYNC_FILE_RANGE_WRITE
   if (fd >= 0) sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE);
 #else
@@ -57,7 +57,7 @@ void store_flush_start(int fd) {
 #endif
 }
 
-void store_flush_close(int fd) {
+static void store_flush_close(int fd) {
   if (fd >= 0) close(fd);
 }
 

@@ -71,13 +71,6 @@ void store_readers_add(store *s, int delta);
 
 /* ---- the log's and the database file's writes started early (store_flush.c) ---- */
 
-/* The store's write-ahead log opened to start its writes: a file descriptor, or -1 (none, or no
- * sync_file_range on this system: the calls below then do nothing). Never the database file. */
-int store_flush_open_wal(const store *s);
-/* Asks the kernel to start writing out what fd's file has in its cache (waits for nothing). */
-void store_flush_start(int fd);
-void store_flush_close(int fd);
-
 /* A thread that starts the writes of the log and of the database file every two milliseconds, and
  * every sync_ms milliseconds (0: never) waits for them to reach the disk (fdatasync), while a large
  * import writes its chunks and while its transaction commits (the commit's copy of the log into the
@@ -88,7 +81,7 @@ typedef struct store_flusher {
   pthread_cond_t cond;
   int stop;
   int sync_ms;
-  int wal_fd; /* the log, opened by store_flush_open_wal, or -1 */
+  int wal_fd; /* the log, opened here (never the database file), or -1 */
   int db_fd;  /* SQLite's own descriptor of the database file (never closed here), or -1 */
   dev_t dev;  /* the database file's device and inode */
   ino_t ino;
