@@ -57,7 +57,7 @@ typedef struct events {
 /* Imports path into a temporary store and reads its (first) trace into memory. 0, or -1. */
 static int load_trace(const char *path, events *out) {
   const char *tmp = getenv("TMPDIR");
-  char dir[4096], dbpath[4200], f[4300];
+  char dir[4096], dbpath[4200];
   snprintf(dir, sizeof dir, "%s/memplay-bench-engine-XXXXXX", tmp && *tmp ? tmp : "/tmp");
   if (!mkdtemp(dir)) {
     fprintf(stderr, "bench_engine: cannot make a temporary directory in '%s'\n", tmp && *tmp ? tmp : "/tmp");
@@ -93,11 +93,7 @@ static int load_trace(const char *path, events *out) {
   }
   store_trace_clear(&t);
   store_close(s);
-  const char *suffix[] = {"", "-wal", "-shm"};
-  for (int i = 0; i < 3; i++) {
-    snprintf(f, sizeof f, "%s%s", dbpath, suffix[i]);
-    unlink(f);
-  }
+  store_remove_files(dbpath);
   rmdir(dir);
   return rc;
 }

@@ -186,12 +186,7 @@ static void test_store_and_print(void) {
   CHECK(strstr(text, "the device reports 3") != NULL);
   free(text);
   free(p);
-  char side[300];
-  unlink(db);
-  snprintf(side, sizeof side, "%s-wal", db);
-  unlink(side);
-  snprintf(side, sizeof side, "%s-shm", db);
-  unlink(side);
+  store_remove_files(db);
   rmdir(dir);
 }
 

@@ -1,5 +1,5 @@
-/* test_store_flush.c: how a large import reaches the disk: its pages go to the write-ahead log once,
- * and its commit starts the writes of the log and of the database file through SQLite's own
+/* test_store_flush.c: how a large import reaches the disk: its pages go to the write-ahead log once
+ * (to the file itself when it is a new store's first), and its commit starts the writes of the log and of the database file through SQLite's own
  * descriptor, which it leaves open. */
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -79,6 +79,10 @@ static int write_big_trace(store *s, const char *name, int n) {
 static void a_large_import_goes_to_the_log_once(void) {
   store *s = open_new("once.db");
   if (!s) return;
+  /* a store that holds a trace already: imports into it go through the log */
+  CHECK_EQ(store_begin(s), 0);
+  CHECK_EQ(write_big_trace(s, "first", 100), 0);
+  CHECK_EQ(store_commit(s), 0);
   CHECK_EQ(store_begin(s), 0);
   CHECK_EQ(write_big_trace(s, "big", 500000), 0);
   /* what an importer does at the end: the digest of its file, an index entry of the row */
@@ -99,6 +103,89 @@ static void a_large_import_goes_to_the_log_once(void) {
     CHECK(after - before < st.st_size + st.st_size / 2);
   }
   CHECK_EQ(events_of(s, "big"), 500000);
+  store_close(s);
+}
+
+/* The connection's journal mode ("wal", "delete"), in buf. */
+static const char *journal_mode(store *s, char *buf, size_t n) {
+  sqlite3_stmt *st;
+  snprintf(buf, n, "?");
+  if (sqlite3_prepare_v2(s->db, "PRAGMA journal_mode", -1, &st, NULL) != SQLITE_OK) return buf;
+  if (sqlite3_step(st) == SQLITE_ROW) snprintf(buf, n, "%s", (const char *)sqlite3_column_text(st, 0));
+  sqlite3_finalize(st);
+  return buf;
+}
+
+/* The size of the file name + suffix in dir, or -1 when there is none. */
+static long long file_size(const char *name, const char *suffix) {
+  char p[600];
+  snprintf(p, sizeof p, "%s/%s%s", dir, name, suffix);
+  struct stat st;
+  return stat(p, &st) ? -1 : (long long)st.st_size;
+}
+
+/*
+ * A store just created has no reader to keep going: its first import writes its pages once,
+ * into the file, under a rollback journal that holds only the new store's few pages; the commit
+ * reads nothing back, and the store is in WAL mode from then on. An import that fails leaves
+ * the new store as it was, and closing it switches it to WAL mode as well.
+ */
+static void a_new_stores_first_import_goes_to_the_file_once(void) {
+  store *s = open_new("new.db");
+  if (!s) return;
+  char mode[16];
+  CHECK_STR(journal_mode(s, mode, sizeof mode), "delete");
+  long long empty = file_size("new.db", "");
+  CHECK_EQ(store_begin(s), 0);
+  CHECK_EQ(write_big_trace(s, "big", 500000), 0);
+  /* the writer's cache (16 MiB) spilled into the file itself (about 34 MB of pages in all); the
+   * journal holds the old pages */
+  CHECK(file_size("new.db", "") > 16 << 20);
+  CHECK(file_size("new.db", "-journal") >= 0 && file_size("new.db", "-journal") <= empty + 65536);
+  CHECK_EQ(file_size("new.db", "-wal"), -1);
+  /* the files as a memplay killed here would leave them, for below */
+  char cmd[1400];
+  snprintf(cmd, sizeof cmd, "cp '%s/new.db' '%s/hot.db' && cp '%s/new.db-journal' '%s/hot.db-journal'", dir, dir, dir, dir);
+  CHECK_EQ(system(cmd), 0);
+  int64_t before = bytes_read();
+  CHECK_EQ(store_commit(s), 0);
+  int64_t after = bytes_read();
+  if (before >= 0 && after >= 0) CHECK(after - before < 1 << 20);
+  CHECK_STR(journal_mode(s, mode, sizeof mode), "wal");
+  CHECK_EQ(file_size("new.db", "-journal"), -1);
+  CHECK_EQ(events_of(s, "big"), 500000);
+  /* the next import goes through the log */
+  CHECK_EQ(store_begin(s), 0);
+  CHECK_EQ(write_big_trace(s, "small", 100), 0);
+  CHECK_EQ(store_commit(s), 0);
+  CHECK(file_size("new.db", "-wal") > 0);
+  store_close(s);
+
+  s = open_new("failed.db");
+  if (!s) return;
+  CHECK_EQ(store_begin(s), 0);
+  CHECK_EQ(write_big_trace(s, "big", 300000), 0);
+  store_rollback(s);
+  CHECK_EQ(file_size("failed.db", ""), empty);
+  CHECK_EQ(file_size("failed.db", "-journal"), -1);
+  CHECK_EQ(events_of(s, "big"), -1);
+  CHECK_STR(journal_mode(s, mode, sizeof mode), "delete");
+  store_close(s);
+  s = open_new("failed.db");
+  if (!s) return;
+  CHECK_STR(journal_mode(s, mode, sizeof mode), "wal");
+  store_close(s);
+
+  /* killed before its commit: a read-only open says what to do; an open for writing undoes it */
+  char p[600], err[STORE_ERRLEN];
+  path_of(p, sizeof p, "hot.db");
+  CHECK(store_open(&s, p, STORE_READONLY, err, sizeof err) != 0);
+  CHECK(strstr(err, "was interrupted, and what it left must be undone") != NULL);
+  s = open_new("hot.db");
+  if (!s) return;
+  CHECK_EQ(events_of(s, "big"), -1);
+  CHECK_EQ(file_size("hot.db", "-journal"), -1);
+  CHECK_STR(journal_mode(s, mode, sizeof mode), "wal");
   store_close(s);
 }
 
@@ -147,6 +234,7 @@ int main(void) {
   snprintf(dir, sizeof dir, "%s/memplay-flush-XXXXXX", tmp && *tmp ? tmp : "/tmp");
   if (!mkdtemp(dir)) return 1;
   RUN(a_large_import_goes_to_the_log_once);
+  RUN(a_new_stores_first_import_goes_to_the_file_once);
   RUN(the_flusher_uses_sqlites_descriptor_and_leaves_it_open);
   RUN(the_syncing_flusher_leaves_them_open_too);
   char cmd[300];

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <pthread.h>
 
@@ -30,6 +31,9 @@ static int store_verbose_errors;
 void store_set_verbose(int on) { store_verbose_errors = on; }
 
 const char *store_reason(int code) {
+  if (code == SQLITE_READONLY_ROLLBACK) /* a hot journal that a read-only connection cannot roll back */
+    return "a command that wrote to the store was interrupted, and what it left must be undone before the store "
+           "can be read: run any command that writes to it (memplay check-store) once";
   switch (code & 0xff) {
   case SQLITE_BUSY:
   case SQLITE_LOCKED: return "the store is in use by another memplay or program: try again when it has finished";
@@ -413,12 +417,49 @@ void store_readers_add(store *s, int delta) {
   store_cache_kib(s, store_idle_cache_kib(s)); /* a failure costs speed only */
 }
 
+/*
+ * A store lives in WAL mode: an import writes its pages into the log, and readers in other
+ * processes go on reading the store as it was until the import commits. The price is that every
+ * page is written twice, into the log and then, at the commit, copied into the database file,
+ * with an fsync of each and the log's truncation after (about a third of a large import's wall
+ * time, docs/performance.md). A store this connection has just created has no reader to keep
+ * going and nothing to lose, so until its first import commits (store_commit) it keeps SQLite's
+ * rollback journal instead: the import's pages are written once, into the file, and the journal
+ * holds only the few pages the new store had (the schema), so that an import that fails or is
+ * killed still leaves the store as it was. Other commands on the store wait for that import
+ * (SQLite's locks; the busy timeout below). The switch to WAL happens at that commit, or when
+ * the connection closes if no import came.
+ */
+/* A change of journal mode: SQLite does not wait on the busy handler for the lock it needs, so
+ * while another connection holds it (a new store's first import, a reader of a store that is
+ * switching) it is tried again for as long as the busy timeout (harden, below). 0, or -1. */
+#define STORE_BUSY_MS 10000
+static int set_journal_mode(store *s, const char *sql) {
+  for (int waited = 0; waited < STORE_BUSY_MS; waited += 5) {
+    int rc = sqlite3_exec(s->db, sql, NULL, NULL, NULL);
+    if (rc == SQLITE_OK) return 0;
+    if ((rc & 0xff) != SQLITE_BUSY) break;
+    nanosleep(&(struct timespec){0, 5000000}, NULL);
+  }
+  return store_exec(s, sql); /* once more, for the message */
+}
+
+static int store_use_log(store *s) {
+  if (!s->journal) return 0;
+  s->journal = 0;
+  return set_journal_mode(s, "PRAGMA journal_mode = WAL") || store_exec(s, "PRAGMA synchronous = NORMAL");
+}
+
 /* A store opened for writing: its pragmas (larger pages for a new file: bulk loads and scans of
- * the event chunks are faster), then the migrations up to this memplay's schema. 0, or -1. */
+ * the event chunks are faster; the rollback journal until its first import, above), then the
+ * migrations up to this memplay's schema. 0, or -1. */
 static int open_for_writing(store *s, int fresh, int ver, char *err, size_t errlen) {
-  if ((fresh && store_exec(s, "PRAGMA page_size = 16384")) || store_exec(s, "PRAGMA journal_mode = WAL") ||
-      store_exec(s, "PRAGMA synchronous = NORMAL") || store_exec(s, "PRAGMA foreign_keys = ON") ||
-      store_cache_kib(s, STORE_CACHE_KIB)) {
+  s->journal = fresh;
+  /* FULL: a rollback journal is made durable before the file changes (WAL mode needs less) */
+  if ((fresh && store_exec(s, "PRAGMA page_size = 16384")) ||
+      set_journal_mode(s, fresh ? "PRAGMA journal_mode = DELETE" : "PRAGMA journal_mode = WAL") ||
+      store_exec(s, fresh ? "PRAGMA synchronous = FULL" : "PRAGMA synchronous = NORMAL") ||
+      store_exec(s, "PRAGMA foreign_keys = ON") || store_cache_kib(s, STORE_CACHE_KIB)) {
     snprintf(err, errlen, "cannot open store '%s': %s", s->path, s->err);
     return -1;
   }
@@ -443,7 +484,7 @@ static void harden(sqlite3 *db) {
   sqlite3_db_config(db, SQLITE_DBCONFIG_DQS_DDL, 0, NULL);
   sqlite3_db_config(db, SQLITE_DBCONFIG_DQS_DML, 0, NULL);
   sqlite3_db_config(db, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, NULL);
-  sqlite3_busy_timeout(db, 10000);
+  sqlite3_busy_timeout(db, STORE_BUSY_MS);
   sqlite3_extended_result_codes(db, 1);
   sqlite3_progress_handler(db, 100000, store_progress, NULL);
 }
@@ -537,12 +578,26 @@ void store_close(store *s) {
   /* The last connection's close copies the log into the store; with the log kept
    * (SQLITE_FCNTL_PERSIST_WAL), a size limit of 0 then truncates it to nothing, so no old
    * frames lie beside the store. */
-  if (s->db && !s->readonly) sqlite3_exec(s->db, "PRAGMA journal_size_limit = 0", NULL, NULL, NULL);
+  if (s->db && !s->readonly) {
+    store_use_log(s); /* a new store that no import wrote to */
+    sqlite3_exec(s->db, "PRAGMA journal_size_limit = 0", NULL, NULL, NULL);
+  }
   if (s->db) sqlite3_close(s->db);
   free(s->strbuf);
   free(s->path);
   pthread_mutex_destroy(&s->conn_lock);
   free(s);
+}
+
+void store_remove_files(const char *path) {
+  static const char *const side[] = {"", "-wal", "-shm", "-journal"};
+  size_t n = strlen(path) + 9;
+  char *p = sim_xmalloc(n);
+  for (size_t i = 0; i < sizeof side / sizeof *side; i++) {
+    snprintf(p, n, "%s%s", path, side[i]);
+    unlink(p);
+  }
+  free(p);
 }
 
 static int writer_stop(store_writer *w);
@@ -585,7 +640,10 @@ int store_commit(store *s) {
     store_rollback(s);
     return -1;
   }
+  int imported = s->bulk;
   s->in_tx = s->bulk = 0;
+  /* a new store's first import is in: WAL from now on (failing that, from its next open) */
+  if (imported) store_use_log(s);
   return 0;
 }
 

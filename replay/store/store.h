@@ -26,6 +26,9 @@ enum { STORE_CREATE = 1, STORE_READONLY = 2, STORE_IMMUTABLE = 4 };
 /* Opens (and with STORE_CREATE creates or migrates) the store at path. */
 int store_open(store **s, const char *path, int flags, char *err, size_t errlen);
 void store_close(store *s);
+/* Deletes the store at path and the files SQLite keeps beside it (its log, the log's index, a
+ * rollback journal): for temporary stores. */
+void store_remove_files(const char *path);
 sqlite3 *store_db(store *s);
 const char *store_path(const store *s);
 /* The last error, with the SQL that failed when there is one. */

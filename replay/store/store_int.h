@@ -57,6 +57,8 @@ struct store {
   store_writer *writer;      /* the writer whose thread is running, if any (at most one runs) */
   int readers;               /* store_readers open: the page cache is small (store_readers_add) */
   int bulk;                  /* the open transaction has stored events through a writer's thread */
+  int journal;               /* a store this connection created: in rollback-journal mode until its first
+                              * import commits or it closes (open_for_writing), then in WAL mode */
 };
 
 void store_seterr(store *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
