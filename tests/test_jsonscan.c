@@ -1,7 +1,10 @@
-/* test_jsonscan.c: the fast JSON scanner against yajl: same callbacks on what it accepts, nothing yajl rejects. */
+/* test_jsonscan.c: the fast JSON scanner against yajl: same callbacks on what it accepts, nothing yajl
+ * rejects; and the JSON writer's numbers and strings against printf's and the input's. */
+#include <inttypes.h>
 #include <yajl/yajl_parse.h>
 
 #include "io/jsonscan.h"
+#include "io/jsonw.h"
 #include "sim/hashmap.h"
 #include "test.h"
 
@@ -252,11 +255,52 @@ static void cancel(void) {
   }
 }
 
+/* Integers written by jsonw as printf writes them; strings, ASCII or not, as given (or fixed). */
+static void writer_values(void) {
+  const int64_t ints[] = {0, 1, -1, 9, 10, -10, 99, 12345678901234, INT64_MAX, INT64_MIN, INT64_MIN + 1};
+  for (size_t i = 0; i < sizeof ints / sizeof *ints; i++) {
+    yajl_gen g = jsonw_mem();
+    jsonw_int(g, ints[i]);
+    size_t n;
+    const char *t = jsonw_text(g, &n);
+    char want[32];
+    snprintf(want, sizeof want, "%" PRId64, ints[i]);
+    CHECK(n == strlen(want) && !memcmp(t, want, n));
+    yajl_gen_free(g);
+  }
+  const uint64_t uints[] = {0, 7, 1000, UINT64_MAX, UINT64_C(1) << 63};
+  for (size_t i = 0; i < sizeof uints / sizeof *uints; i++) {
+    yajl_gen g = jsonw_mem();
+    jsonw_uint(g, uints[i]);
+    size_t n;
+    const char *t = jsonw_text(g, &n);
+    char want[32];
+    snprintf(want, sizeof want, "%" PRIu64, uints[i]);
+    CHECK(n == strlen(want) && !memcmp(t, want, n));
+    yajl_gen_free(g);
+  }
+  static const struct { const char *in, *out; } strs[] = {
+    {"volta_sgemm_128x64_nn", "\"volta_sgemm_128x64_nn\""},
+    {"eight_by\xC3\xA9", "\"eight_by\xC3\xA9\""},             /* é after eight ASCII bytes */
+    {"longer than eight \xFF", "\"longer than eight \xEF\xBF\xBD\""}, /* a bad byte after them */
+    {"\xFF" "ab", "\"\xEF\xBF\xBD" "ab\""},
+  };
+  for (size_t i = 0; i < sizeof strs / sizeof *strs; i++) {
+    yajl_gen g = jsonw_mem();
+    jsonw_str(g, strs[i].in);
+    size_t n;
+    const char *t = jsonw_text(g, &n);
+    CHECK(n == strlen(strs[i].out) && !memcmp(t, strs[i].out, n));
+    yajl_gen_free(g);
+  }
+}
+
 int main(void) {
   RUN(generated_values);
   RUN(mutated_values);
   RUN(objects_in_a_stream);
   RUN(cancel);
+  RUN(writer_values);
   fprintf(stderr, "  %lld inputs: %lld accepted by the scanner (all confirmed by yajl), %lld declined\n",
           (long long)checked, (long long)accepted, (long long)declined);
   TEST_MAIN_END();

@@ -1,6 +1,7 @@
 /* export_jsonl.c: a stored trace written back as memplay JSON Lines, losslessly (docs/formats.md). */
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "sim/hashmap.h"
@@ -12,6 +13,9 @@ typedef struct xctx {
   FILE *out;
   yajl_gen g;
   sim_map stacks_done;
+  sim_map names; /* name id -> 1 + index in name_text: a trace names its kernels over and over */
+  char **name_text;
+  size_t nnames, names_cap;
   char *err;
   size_t errlen;
 } xctx;
@@ -29,6 +33,18 @@ static void end_line(xctx *x) {
   fputc('\n', x->out);
   yajl_gen_clear(x->g);
   yajl_gen_reset(x->g, NULL);
+}
+
+/* The text of a name id, looked up in the store once. NULL when the store has none. */
+static const char *name_of(xctx *x, int64_t id) {
+  int existed;
+  uint64_t *slot = sim_map_put(&x->names, (uint64_t)id, &existed);
+  if (existed) return x->name_text[*slot - 1];
+  const char *v = store_string(x->s, id);
+  sim_grow((void **)&x->name_text, &x->names_cap, x->nnames + 1, sizeof *x->name_text);
+  x->name_text[x->nnames++] = v ? strdup(v) : NULL;
+  *slot = x->nnames;
+  return x->name_text[*slot - 1];
 }
 
 /* Writes the definition line of a call stack the first time it is needed. */
@@ -142,7 +158,7 @@ static int event_line(xctx *x, const sim_event *ev, int64_t seq, sqlite3_stmt *a
   if (src != (cat ? SIM_CATSRC_SOURCE : SIM_CATSRC_NONE)) jsonw_kstr(g, "cat_source", sim_cat_source_name(src));
   if (stack) jsonw_kint(g, "stack", stack);
   if (ev->step >= 0) jsonw_kint(g, "step", ev->step);
-  const char *name = ev->name > 0 ? store_string(x->s, ev->name) : NULL;
+  const char *name = ev->name > 0 ? name_of(x, ev->name) : NULL;
   if (name) jsonw_kstr(g, "name", name);
   int flags = ev->flags;
   if (flags) {
@@ -249,12 +265,16 @@ static int final_state(xctx *x, int64_t trace_id) {
 }
 
 static int jsonl_write(store *s, const store_trace *t, FILE *out, char *err, size_t errlen) {
-  xctx x = {s, out, jsonw_mem(), {0}, err, errlen};
+  xctx x = {.s = s, .out = out, .g = jsonw_mem(), .err = err, .errlen = errlen};
   sim_map_init(&x.stacks_done);
+  sim_map_init(&x.names);
   sqlite3 *db = store_db(s);
   sqlite3_stmt *r = NULL, *a = NULL;
   store_reader *e = NULL;
   int rc = -1;
+  /* one snapshot, its locks taken once: the names and stacks looked up as events need them are
+   * statements of their own, each a read transaction in autocommit (four fcntl locks apiece) */
+  store_read_begin(s);
   if (store_reader_open(s, t->id, &e)) {
     snprintf(err, errlen, "cannot read trace '%s': %s", t->name, store_error(s));
     goto done;
@@ -297,8 +317,12 @@ done:
   store_reader_close(e);
   sqlite3_finalize(r);
   sqlite3_finalize(a);
+  store_read_end(s);
   yajl_gen_free(x.g);
   sim_map_release(&x.stacks_done);
+  sim_map_release(&x.names);
+  for (size_t i = 0; i < x.nnames; i++) free(x.name_text[i]);
+  free(x.name_text);
   return rc;
 }
 

@@ -72,6 +72,10 @@ size_t jsonw_utf8_fix(const char *s, size_t n, char *out) {
  * output is strict JSON and reads back as the same text. */
 static yajl_gen_status put_string(yajl_gen g, const unsigned char *s, size_t n) {
   size_t i = 0;
+  for (uint64_t w; i + 8 <= n; i += 8) { /* plain ASCII, eight bytes at a time */
+    memcpy(&w, s + i, 8);
+    if (w & UINT64_C(0x8080808080808080)) break;
+  }
   while (i < n && utf8_seq(s + i, n - i)) i += utf8_seq(s + i, n - i);
   if (i == n) return yajl_gen_string(g, s, n);
   size_t m = jsonw_utf8_fix((const char *)s, n, NULL);
@@ -88,12 +92,23 @@ void jsonw_str(yajl_gen g, const char *s) {
   else yajl_gen_null(g);
 }
 void jsonw_strn(yajl_gen g, const char *s, size_t n) { put_string(g, (const unsigned char *)s, n); }
-void jsonw_int(yajl_gen g, int64_t v) { yajl_gen_integer(g, (long long)v); }
+/* v's decimal digits, ending at end (written backwards): their first. printf's formatting was a
+ * fifth of an export's time. */
+static char *digits(uint64_t v, char *end) {
+  do *--end = (char)('0' + v % 10);
+  while (v /= 10);
+  return end;
+}
+
+void jsonw_int(yajl_gen g, int64_t v) {
+  char b[24], *end = b + sizeof b, *p = digits(v < 0 ? 0 - (uint64_t)v : (uint64_t)v, end);
+  if (v < 0) *--p = '-';
+  yajl_gen_number(g, p, (size_t)(end - p));
+}
 
 void jsonw_uint(yajl_gen g, uint64_t v) {
-  char b[32];
-  int n = snprintf(b, sizeof b, "%" PRIu64, v);
-  yajl_gen_number(g, b, (size_t)n);
+  char b[24], *end = b + sizeof b, *p = digits(v, end);
+  yajl_gen_number(g, p, (size_t)(end - p));
 }
 
 void jsonw_double(yajl_gen g, double v) {
