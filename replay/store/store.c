@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -513,8 +514,25 @@ static int check_header(store *s, int *ver, int *ntables, char *err, size_t errl
   return *ntables > 0 ? schema_trusted(s, *ver, err, errlen) : 0;
 }
 
+/* Whether a rollback journal with anything in it lies beside the store: what a memplay killed
+ * during a new store's first import leaves (open_for_writing). An immutable open would read the
+ * file as that import left it, so it is refused until a command that writes undoes it. */
+static int journal_left(const char *path) {
+  size_t n = strlen(path) + 9;
+  char *p = sim_xmalloc(n);
+  snprintf(p, n, "%s-journal", path);
+  struct stat st;
+  int left = !stat(p, &st) && st.st_size > 0;
+  free(p);
+  return left;
+}
+
 int store_open(store **out, const char *path, int flags, char *err, size_t errlen) {
   *out = NULL;
+  if ((flags & STORE_READONLY) && (flags & STORE_IMMUTABLE) && journal_left(path)) {
+    snprintf(err, errlen, "cannot open store '%s': %s", path, store_reason(SQLITE_READONLY_ROLLBACK));
+    return -1;
+  }
   store *s = sim_xcalloc(1, sizeof *s);
   pthread_mutexattr_t ma;
   pthread_mutexattr_init(&ma);
