@@ -255,29 +255,30 @@ static void cancel(void) {
   }
 }
 
+/* What g wrote is exactly want (g is freed). */
+static void check_written(yajl_gen g, const char *want) {
+  size_t n;
+  const char *t = jsonw_text(g, &n);
+  CHECK(n == strlen(want) && !memcmp(t, want, n));
+  yajl_gen_free(g);
+}
+
 /* Integers written by jsonw as printf writes them; strings, ASCII or not, as given (or fixed). */
 static void writer_values(void) {
   const int64_t ints[] = {0, 1, -1, 9, 10, -10, 99, 12345678901234, INT64_MAX, INT64_MIN, INT64_MIN + 1};
+  char want[32];
   for (size_t i = 0; i < sizeof ints / sizeof *ints; i++) {
     yajl_gen g = jsonw_mem();
     jsonw_int(g, ints[i]);
-    size_t n;
-    const char *t = jsonw_text(g, &n);
-    char want[32];
     snprintf(want, sizeof want, "%" PRId64, ints[i]);
-    CHECK(n == strlen(want) && !memcmp(t, want, n));
-    yajl_gen_free(g);
+    check_written(g, want);
   }
   const uint64_t uints[] = {0, 7, 1000, UINT64_MAX, UINT64_C(1) << 63};
   for (size_t i = 0; i < sizeof uints / sizeof *uints; i++) {
     yajl_gen g = jsonw_mem();
     jsonw_uint(g, uints[i]);
-    size_t n;
-    const char *t = jsonw_text(g, &n);
-    char want[32];
     snprintf(want, sizeof want, "%" PRIu64, uints[i]);
-    CHECK(n == strlen(want) && !memcmp(t, want, n));
-    yajl_gen_free(g);
+    check_written(g, want);
   }
   static const struct { const char *in, *out; } strs[] = {
     {"volta_sgemm_128x64_nn", "\"volta_sgemm_128x64_nn\""},
@@ -288,10 +289,7 @@ static void writer_values(void) {
   for (size_t i = 0; i < sizeof strs / sizeof *strs; i++) {
     yajl_gen g = jsonw_mem();
     jsonw_str(g, strs[i].in);
-    size_t n;
-    const char *t = jsonw_text(g, &n);
-    CHECK(n == strlen(strs[i].out) && !memcmp(t, strs[i].out, n));
-    yajl_gen_free(g);
+    check_written(g, strs[i].out);
   }
 }
 
