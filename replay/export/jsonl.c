@@ -273,7 +273,7 @@ static int jsonl_write(store *s, const store_trace *t, FILE *out, char *err, siz
   store_reader *e = NULL;
   int rc = -1;
   /* one snapshot, its locks taken once: the names and stacks looked up as events need them are
-   * statements of their own, each a read transaction in autocommit (four fcntl locks apiece) */
+   * statements of their own, each a read transaction in autocommit (four fcntl calls apiece) */
   store_read_begin(s);
   if (store_reader_open(s, t->id, &e)) {
     snprintf(err, errlen, "cannot read trace '%s': %s", t->name, store_error(s));

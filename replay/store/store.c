@@ -418,19 +418,6 @@ void store_readers_add(store *s, int delta) {
   store_cache_kib(s, store_idle_cache_kib(s)); /* a failure costs speed only */
 }
 
-/*
- * A store lives in WAL mode: an import writes its pages into the log, and readers in other
- * processes go on reading the store as it was until the import commits. The price is that every
- * page is written twice, into the log and then, at the commit, copied into the database file,
- * with an fsync of each and the log's truncation after (about a third of a large import's wall
- * time, docs/performance.md). A store this connection has just created has no reader to keep
- * going and nothing to lose, so until its first import commits (store_commit) it keeps SQLite's
- * rollback journal instead: the import's pages are written once, into the file, and the journal
- * holds only the few pages the new store had (the schema), so that an import that fails or is
- * killed still leaves the store as it was. Other commands on the store wait for that import
- * (SQLite's locks; the busy timeout below). The switch to WAL happens at that commit, or when
- * the connection closes if no import came.
- */
 /* A change of journal mode: SQLite does not wait on the busy handler for the lock it needs, so
  * while another connection holds it (a new store's first import, a reader of a store that is
  * switching) it is tried again for as long as the busy timeout (harden, below). 0, or -1. */
@@ -445,6 +432,19 @@ static int set_journal_mode(store *s, const char *sql) {
   return store_exec(s, sql); /* once more, for the message */
 }
 
+/*
+ * A store lives in WAL mode: an import writes its pages into the log, and readers in other
+ * processes go on reading the store as it was until the import commits. The price is that every
+ * page is written twice, into the log and then, at the commit, copied into the database file,
+ * with an fsync of each and the log's truncation after (nearly a third of a large import's wall
+ * time, docs/performance.md). A store this connection has just created has no reader to keep
+ * going and nothing to lose, so until its first import commits (store_commit) it keeps SQLite's
+ * rollback journal instead: the import's pages are written once, into the file, and the journal
+ * holds only the few pages the new store had (the schema), so that an import that fails or is
+ * killed still leaves the store as it was. Other commands on the store wait for that import
+ * (SQLite's locks; the busy timeout below). The switch to WAL happens at that commit, or when
+ * the connection closes if no import came.
+ */
 static int store_use_log(store *s) {
   if (!s->journal) return 0;
   s->journal = 0;
