@@ -41,12 +41,11 @@ for _, range in ipairs(steps) do
   local lo, hi = range[1], range[2]
   -- live activation bytes over the step: where they peak, forward ends
   local deltas, in_step = {}, {}
-  for i = 1, a.n do
-    if a.seq[i] >= lo and a.seq[i] <= hi then
-      in_step[#in_step + 1] = i
-      deltas[#deltas + 1] = {a.seq[i], a.size[i]}
-      if a.free_seq[i] >= 0 then deltas[#deltas + 1] = {a.free_seq[i], -a.size[i]} end
-    end
+  for i = memplay.lower_bound(a.seq, lo), a.n do -- allocations come in seq order
+    if a.seq[i] > hi then break end
+    in_step[#in_step + 1] = i
+    deltas[#deltas + 1] = {a.seq[i], a.size[i]}
+    if a.free_seq[i] >= 0 then deltas[#deltas + 1] = {a.free_seq[i], -a.size[i]} end
   end
   table.sort(deltas, function(x, y) return x[1] < y[1] or (x[1] == y[1] and x[2] < y[2]) end)
   local live, peak, fend = 0, -1, nil

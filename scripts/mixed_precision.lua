@@ -230,8 +230,9 @@ local n16, n32, bytes_saved, cache_bytes, cast_count, unknown_ops = 0, 0, 0, 0, 
 for _, range in ipairs(steps) do
   local lo, hi = range[1], range[2]
   local idx = {}
-  for i = 1, a.n do
-    if a.seq[i] >= lo and a.seq[i] <= hi then idx[#idx + 1] = i end
+  for i = memplay.lower_bound(a.seq, lo), a.n do -- allocations come in seq order
+    if a.seq[i] > hi then break end
+    idx[#idx + 1] = i
   end
   -- forward end and the step's end (where casts are dropped)
   local live, peak, fend, last = 0, -1, hi, lo

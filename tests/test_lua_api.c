@@ -139,6 +139,28 @@ static void test_events_and_summary(void) {
      "local lt = t:lifetimes()\n"
      "assert(lt.persistent_allocs > 0 and lt.transient_allocs > 0)\n"
      "assert(lt.persistent_allocs + lt.transient_allocs == s.allocs)\n");
+  /* a seq range of a cached trace is read from its first event: the same events as uncached,
+   * also for a cached derived trace (its inserted events carry seqs of their own) */
+  ok("local t = memplay.trace()\n"
+     "local function seqs(tr, f) local l = {}; for ev in tr:events(f) do l[#l + 1] = ev.seq end; return l end\n"
+     "local function same(x, y, f)\n"
+     "  local a, b = seqs(x, f), seqs(y, f)\n"
+     "  assert(#a == #b, #a .. ' against ' .. #b)\n"
+     "  for i = 1, #a do assert(a[i] == b[i]) end\n"
+     "  return a\n"
+     "end\n"
+     "local c = t:cache()\n"
+     "local d = t:insert_at{after = {[150] = {{kind = 'alloc', addr = memplay.fresh_addr(1), size = 512}}}}\n"
+     "local dc = d:cache()\n"
+     "for _, r in ipairs{{100, 250}, {-5, 3}, {19990, 30000}, {500, 500}, {0, 19999}} do\n"
+     "  local l = same(t, c, {seq = r})\n"
+     "  for _, q in ipairs(l) do assert(q >= r[1] and q <= r[2]) end\n"
+     "  same(t, c, {seq = r, kind = 'kernel'})\n"
+     "  same(d, dc, {seq = r})\n"
+     "end\n"
+     "assert(#seqs(c, {seq = {100, 250}}) == 151 and #seqs(c, {seq = {20000, 30000}}) == 0)\n"
+     "local all = 0; for _ in dc:events() do all = all + 1 end\n"
+     "assert(all == 20001)\n");
   fails("local t = memplay.trace()\nfor ev in t:events{kind = 'allocs'} do end", "unknown value 'allocs'");
   fails("local t = memplay.trace()\nt:count{knd = 'alloc'}", "unknown option 'knd'");
   fails("local t = memplay.trace()\nt:count('alloc')", "expects a table of options");
@@ -430,6 +452,9 @@ static void test_helpers(void) {
      "assert(memplay.parse_size('lots') == nil)\n"
      "assert(memplay.kernel_class('ampere_sgemm_128x64_tn') == 'matmul')\n"
      "assert(#memplay.kernel_classes() >= 8)\n"
+     "assert(memplay.lower_bound({1, 3, 3, 7}, 3) == 2 and memplay.lower_bound({1, 3, 3, 7}, 4) == 4)\n"
+     "assert(memplay.lower_bound({1, 3}, 0) == 1 and memplay.lower_bound({1, 3}, 9) == 3)\n"
+     "assert(memplay.lower_bound({}, 1) == 1 and memplay.lower_bound({1.5, 2.5}, 2) == 2)\n"
      "local names = {}\n"
      "for _, a in ipairs(memplay.allocators()) do names[a.name] = a end\n"
      "assert(names.ideal and names.cuda and names.ideal.summary)\n"
@@ -466,6 +491,8 @@ static void test_helpers(void) {
   fails("memplay.json({[{}] = 1})", "keys must be strings");
   fails("local t = {}\nt.t = t\nmemplay.json(t)", "nested too deeply");
   fails("memplay.bytes('x')", "bad argument #1 to 'bytes'");
+  fails("memplay.lower_bound({1, 'x', 3}, 2)", "element 2 of the list is not a number");
+  fails("memplay.lower_bound(5, 2)", "bad argument #1 to 'lower_bound'");
 }
 
 static void test_params(void) {

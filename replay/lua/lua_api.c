@@ -346,6 +346,28 @@ int lapi_mp_fresh_addr(lua_State *L) {
   return 1;
 }
 
+/* memplay.lower_bound(list, value): in a list of numbers in ascending order (an allocations
+ * column such as seq), the first index whose number is at least value; #list + 1 when none is.
+ * A scenario that takes each step's allocations then reads only those, not every allocation
+ * once per step. */
+int lapi_mp_lower_bound(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  lua_Number v = luaL_checknumber(L, 2);
+  lua_Integer lo = 1, hi = (lua_Integer)lua_rawlen(L, 1) + 1;
+  while (lo < hi) {
+    lua_Integer mid = lo + (hi - lo) / 2;
+    lua_rawgeti(L, 1, mid);
+    int isnum;
+    lua_Number x = lua_tonumberx(L, -1, &isnum);
+    lua_pop(L, 1);
+    if (!isnum) return luaL_error(L, "lower_bound: element %I of the list is not a number", mid);
+    if (x < v) lo = mid + 1;
+    else hi = mid;
+  }
+  lua_pushinteger(L, lo);
+  return 1;
+}
+
 int lapi_mp_kernel_class(lua_State *L) {
   lua_pushstring(L, xf_kernel_class_name(xf_kernel_class_of(luaL_checkstring(L, 1))));
   return 1;

@@ -55,6 +55,7 @@ typedef struct ltrace {
   const sim_event *arr; /* t:cache()'s trace: its events in memory (owned by its node), which a replay
                            reads in place; NULL for any other trace */
   size_t narr;
+  int seq_order;        /* arr lists its events in seq order: 1 yes, -1 no, 0 not checked yet */
 } ltrace;
 
 /* The replay result behind a result table: the session's run, and what the result names. */

@@ -51,13 +51,48 @@ static int events_iter(lua_State *L) {
   return 0;
 }
 
+/* Whether a trace held in memory lists its events in seq order (checked once: a cached derived
+ * trace may not). */
+static int seq_ordered(ltrace *t) {
+  if (!t->seq_order) {
+    t->seq_order = 1;
+    for (size_t i = 1; i < t->narr && t->seq_order > 0; i++)
+      if (t->arr[i].seq < t->arr[i - 1].seq) t->seq_order = -1;
+  }
+  return t->seq_order > 0;
+}
+
+/* In a trace held in seq order, the index of its first event whose seq is at least seq (above
+ * it, with after). */
+static size_t seq_index(const ltrace *t, int64_t seq, int after) {
+  size_t lo = 0, hi = t->narr;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (t->arr[mid].seq < seq || (after && t->arr[mid].seq == seq)) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+/* A seq range of a trace held in memory in seq order is read from its first event to its last,
+ * not over the whole trace (a scenario reading each checkpointed segment's kernels read the trace
+ * once per segment: checkpointing.lua). 1 when sc's source is that range; 0 otherwise. */
+static int open_seq_range(ltrace *t, lscratch *sc) {
+  if (!t->arr || (sc->f.seq_min == INT64_MIN && sc->f.seq_max == INT64_MAX) || !seq_ordered(t)) return 0;
+  size_t lo = seq_index(t, sc->f.seq_min, 0), hi = seq_index(t, sc->f.seq_max, 1);
+  replay_array_source *a = sc->p[5] = sim_xmalloc(sizeof *a);
+  sc->src = replay_array_source_init(a, t->arr + lo, hi > lo ? hi - lo : 0);
+  sc->src_open = 1;
+  return 1;
+}
+
 /* for ev in t:events{filter} do ... end: the scratch is the loop's to-be-closed value. */
 int lapi_trace_events(lua_State *L) {
   ltrace *t = lapi_check_trace(L, 1);
   lua_settop(L, 2);
   lscratch *sc = lapi_scratch(L); /* 3 */
   lapi_filter(L, 2, t, &sc->f, "events", NULL);
-  lapi_scratch_open(L, sc, t);
+  if (!open_seq_range(t, sc)) lapi_scratch_open(L, sc, t);
   lua_pushvalue(L, 3);
   lua_newtable(L); /* name cache */
   lua_pushvalue(L, 1); /* keeps the trace alive while iterating */

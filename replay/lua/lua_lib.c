@@ -34,6 +34,7 @@ static const luaL_Reg memplaylib[] = {
   {"parse_size", lapi_mp_parse_size},
   {"kernel_class", lapi_mp_kernel_class},
   {"fresh_addr", lapi_mp_fresh_addr},
+  {"lower_bound", lapi_mp_lower_bound},
   {"kernel_classes", lapi_mp_kernel_classes},
   {"allocators", lapi_mp_allocators},
   /* what the script writes (lua_api_out.c) */
