@@ -76,7 +76,8 @@ static size_t seq_index(const ltrace *t, int64_t seq, int after) {
 
 /* A seq range of a trace held in memory in seq order is read from its first event to its last,
  * not over the whole trace (a scenario reading each checkpointed segment's kernels read the trace
- * once per segment: checkpointing.lua). 1 when sc's source is that range; 0 otherwise. */
+ * once per segment: checkpointing.lua), by t:events and t:count. 1 when sc's source is that
+ * range; 0 otherwise. */
 static int open_seq_range(ltrace *t, lscratch *sc) {
   if (!t->arr || (sc->f.seq_min == INT64_MIN && sc->f.seq_max == INT64_MAX) || !seq_ordered(t)) return 0;
   size_t lo = seq_index(t, sc->f.seq_min, 0), hi = seq_index(t, sc->f.seq_max, 1);
@@ -108,7 +109,7 @@ int lapi_trace_count(lua_State *L) {
   lua_settop(L, 2);
   lscratch *sc = lapi_scratch(L);
   lapi_filter(L, 2, t, &sc->f, "count", NULL);
-  lapi_scratch_open(L, sc, t);
+  if (!open_seq_range(t, sc)) lapi_scratch_open(L, sc, t);
   sim_event ev;
   lua_Integer n = 0;
   uint64_t bytes = 0;
