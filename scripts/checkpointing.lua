@@ -122,28 +122,16 @@ for _, range in ipairs(steps) do
   end
 end
 
--- the addresses of recorded allocations, for the frees and re-allocations above
-local addr_of = {}
-do
-  local want_seq = {}
-  for _, map in ipairs{before, after} do
-    for _, list in pairs(map) do
-      for _, ev in ipairs(list) do if ev.seq_of then want_seq[a.seq[ev.seq_of]] = true end end
-    end
-  end
-  for ev in t:events{kind = 'alloc'} do
-    if want_seq[ev.seq] then addr_of[ev.seq] = ev.addr end
-  end
-  for _, map in ipairs{before, after} do
-    for _, list in pairs(map) do
-      for _, ev in ipairs(list) do
-        if ev.seq_of then
-          local i = ev.seq_of
-          ev.addr = addr_of[a.seq[i]]
-          ev.stream = a.stream[i]
-          if ev.kind == 'alloc' then ev.size = a.size[i]; ev.site = a.site[i] end
-          ev.seq_of = nil
-        end
+-- the recorded allocations' own addresses, for the frees and re-allocations above
+for _, map in ipairs{before, after} do
+  for _, list in pairs(map) do
+    for _, ev in ipairs(list) do
+      if ev.seq_of then
+        local i = ev.seq_of
+        ev.addr = a.addr[i]
+        ev.stream = a.stream[i]
+        if ev.kind == 'alloc' then ev.size = a.size[i]; ev.site = a.site[i] end
+        ev.seq_of = nil
       end
     end
   end

@@ -250,8 +250,8 @@ int lapi_trace_allocations(lua_State *L) {
   lapi_scratch_open(L, sc, t);
   lua_newtable(L);
   int top = lua_gettop(L);
-  static const char *const cols[] = {"seq", "size", "site", "category", "persistent", "free_seq", "stream", "ts", "step"};
-  enum { NCOL = 9 };
+  static const char *const cols[] = {"seq", "size", "site", "category", "persistent", "free_seq", "stream", "ts", "step", "addr"};
+  enum { NCOL = 10 };
   for (int i = 0; i < NCOL; i++) lua_newtable(L);
   sim_event ev;
   lua_Integer n = 0;
@@ -276,6 +276,8 @@ int lapi_trace_allocations(lua_State *L) {
       lua_rawseti(L, top + 8, n);
       lua_pushinteger(L, ev.step);
       lua_rawseti(L, top + 9, n);
+      lua_pushinteger(L, (lua_Integer)ev.addr);
+      lua_rawseti(L, top + 10, n);
       *sim_map_put(&sc->m1, ev.addr, NULL) = (uint64_t)n;
     } else if (sim_event_is_free(&ev) && ev.kind != SIM_EV_FREE_COMPLETED) {
       uint64_t row;
