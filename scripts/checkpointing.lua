@@ -24,6 +24,10 @@ local steps = {}
 for _, s in ipairs(t:steps()) do steps[#steps + 1] = {s.first_seq, s.last_seq} end
 if #steps == 0 then steps[1] = {0, math.maxinteger} end
 
+-- allocations in seq order (a recorded trace's are): each step's are read from its first
+local sorted = true
+for i = 2, a.n do if a.seq[i] < a.seq[i - 1] then sorted = false; break end end
+
 local before, after = {}, {}
 local function add(map, seq, ev)
   local l = map[seq]
@@ -41,11 +45,14 @@ for _, range in ipairs(steps) do
   local lo, hi = range[1], range[2]
   -- live activation bytes over the step: where they peak, forward ends
   local deltas, in_step = {}, {}
-  for i = memplay.lower_bound(a.seq, lo), a.n do -- allocations come in seq order
-    if a.seq[i] > hi then break end
-    in_step[#in_step + 1] = i
-    deltas[#deltas + 1] = {a.seq[i], a.size[i]}
-    if a.free_seq[i] >= 0 then deltas[#deltas + 1] = {a.free_seq[i], -a.size[i]} end
+  for i = sorted and memplay.lower_bound(a.seq, lo) or 1, a.n do
+    if a.seq[i] > hi then
+      if sorted then break end
+    elseif a.seq[i] >= lo then
+      in_step[#in_step + 1] = i
+      deltas[#deltas + 1] = {a.seq[i], a.size[i]}
+      if a.free_seq[i] >= 0 then deltas[#deltas + 1] = {a.free_seq[i], -a.size[i]} end
+    end
   end
   table.sort(deltas, function(x, y) return x[1] < y[1] or (x[1] == y[1] and x[2] < y[2]) end)
   local live, peak, fend = 0, -1, nil

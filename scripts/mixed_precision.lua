@@ -227,12 +227,19 @@ local fresh = 0
 local function fresh_addr() fresh = fresh + 1; return memplay.fresh_addr(fresh) end
 local n16, n32, bytes_saved, cache_bytes, cast_count, unknown_ops = 0, 0, 0, 0, 0, 0
 
+-- allocations in seq order (a recorded trace's are): each step's are read from its first
+local sorted = true
+for i = 2, a.n do if a.seq[i] < a.seq[i - 1] then sorted = false; break end end
+
 for _, range in ipairs(steps) do
   local lo, hi = range[1], range[2]
   local idx = {}
-  for i = memplay.lower_bound(a.seq, lo), a.n do -- allocations come in seq order
-    if a.seq[i] > hi then break end
-    idx[#idx + 1] = i
+  for i = sorted and memplay.lower_bound(a.seq, lo) or 1, a.n do
+    if a.seq[i] > hi then
+      if sorted then break end
+    elseif a.seq[i] >= lo then
+      idx[#idx + 1] = i
+    end
   end
   -- forward end and the step's end (where casts are dropped)
   local live, peak, fend, last = 0, -1, hi, lo
