@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "chunk.h"
+#include "io/decimal.h"
 #include "sim/hashmap.h"
 
 enum { C_ENUMS, C_TS, C_DUR, C_ADDR, C_SIZE, C_STREAM, C_STACK, C_NAME, C_STEP, C_DEVTS, C_APIDUR, C__COUNT };
@@ -728,59 +729,6 @@ int store_chunk_copies(const unsigned char *p, size_t len, size_t n, void (*fn)(
 
 /* ---- the text form ------------------------------------------------------------------------------ */
 
-static const char digit_pairs[] = "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
-                                  "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
-                                  "8081828384858687888990919293949596979899";
-
-/* An integer in decimal, written in place from its last digit, two digits at a time (the text
- * form is most of an import's writing). */
-static inline char *put_int(char *o, int64_t v) {
-  if ((uint64_t)v < 10) { /* 0 (an absent value) or one digit: four fields in ten, no count of digits */
-    *o = (char)('0' + v);
-    return o + 1;
-  }
-  uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
-  if (v < 0) *o++ = '-';
-  static const uint64_t pow10[20] = {UINT64_C(1),
-                                     UINT64_C(10),
-                                     UINT64_C(100),
-                                     UINT64_C(1000),
-                                     UINT64_C(10000),
-                                     UINT64_C(100000),
-                                     UINT64_C(1000000),
-                                     UINT64_C(10000000),
-                                     UINT64_C(100000000),
-                                     UINT64_C(1000000000),
-                                     UINT64_C(10000000000),
-                                     UINT64_C(100000000000),
-                                     UINT64_C(1000000000000),
-                                     UINT64_C(10000000000000),
-                                     UINT64_C(100000000000000),
-                                     UINT64_C(1000000000000000),
-                                     UINT64_C(10000000000000000),
-                                     UINT64_C(100000000000000000),
-                                     UINT64_C(1000000000000000000),
-                                     UINT64_C(10000000000000000000)};
-  /* the digits: log10 from the bit length (1233 / 4096 ~ log10(2)), then one comparison */
-  int bits = u ? 64 - __builtin_clzll(u) : 1, n = (bits * 1233) >> 12;
-  n += u >= pow10[n];
-  if (!n) n = 1;
-  char *q = o + n;
-  while (u >= 100) {
-    q -= 2;
-    q[0] = digit_pairs[2 * (u % 100)];
-    q[1] = digit_pairs[2 * (u % 100) + 1];
-    u /= 100;
-  }
-  if (u >= 10) {
-    q[-2] = digit_pairs[2 * u];
-    q[-1] = digit_pairs[2 * u + 1];
-  } else {
-    q[-1] = (char)('0' + u);
-  }
-  return o + n;
-}
-
 /* The bases a chunk's text counts times and addresses from (store_text): ts0 the first event's ts,
  * unless some ts or dev_ts less it does not fit 64 bits; addr0 one less than the lowest address
  * (taken as signed, as SQL reads it), so that every address left is at least 1 and 0 still says
@@ -833,7 +781,7 @@ void store_chunk_text(const sim_event *ev, size_t n, store_text *out) {
     *o++ = '[';
     for (int k = 0; k <= last; k++) {
       if (k) *o++ = ',';
-      o = put_int(o, f[k]);
+      o = decimal_i64(o, f[k]);
     }
     *o++ = ']';
   }

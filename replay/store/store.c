@@ -518,9 +518,7 @@ static int check_header(store *s, int *ver, int *ntables, char *err, size_t errl
  * during a new store's first import leaves (open_for_writing). An immutable open would read the
  * file as that import left it, so it is refused until a command that writes undoes it. */
 static int journal_left(const char *path) {
-  size_t n = strlen(path) + 9;
-  char *p = sim_xmalloc(n);
-  snprintf(p, n, "%s-journal", path);
+  char *p = store_side_path(path, "-journal");
   struct stat st;
   int left = !stat(p, &st) && st.st_size > 0;
   free(p);
@@ -607,15 +605,20 @@ void store_close(store *s) {
   free(s);
 }
 
+char *store_side_path(const char *path, const char *suffix) {
+  size_t n = strlen(path) + strlen(suffix) + 1;
+  char *p = sim_xmalloc(n);
+  snprintf(p, n, "%s%s", path, suffix);
+  return p;
+}
+
 void store_remove_files(const char *path) {
   static const char *const side[] = {"", "-wal", "-shm", "-journal"};
-  size_t n = strlen(path) + 9;
-  char *p = sim_xmalloc(n);
   for (size_t i = 0; i < sizeof side / sizeof *side; i++) {
-    snprintf(p, n, "%s%s", path, side[i]);
+    char *p = store_side_path(path, side[i]);
     unlink(p);
+    free(p);
   }
-  free(p);
 }
 
 static int writer_stop(store_writer *w);

@@ -37,9 +37,7 @@
 
 static int store_flush_open_wal(const store *s) { /* -1: none, or no sync_file_range here */
 #ifdef SYNC_FILE_RANGE_WRITE
-  size_t n = strlen(s->path) + 5;
-  char *p = sim_xmalloc(n);
-  snprintf(p, n, "%s-wal", s->path);
+  char *p = store_side_path(s->path, "-wal");
   int fd = open(p, O_RDONLY | O_CLOEXEC);
   free(p);
   return fd;

@@ -61,6 +61,10 @@ struct store {
                               * import commits or it closes (open_for_writing), then in WAL mode */
 };
 
+/* path with suffix appended ("-wal", "-journal"): the name of a file SQLite keeps beside the
+ * store. Caller frees. */
+char *store_side_path(const char *path, const char *suffix);
+
 void store_seterr(store *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* The connection lock, taken only while a writer thread runs; the token says whether it was. */
