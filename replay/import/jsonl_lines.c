@@ -304,7 +304,8 @@ static inline void line_reset(jline *l) {
 
 #define BATCH_LINES 1024            /* lines in a batch, at most */
 #define BATCH_TEXT (1u << 20)       /* a batch ends once it holds this much text */
-#define NBATCHES 4                  /* batches the thread may be ahead, the one being handled included */
+#define NBATCHES 8                  /* batches the thread may be ahead, the one being handled included (with 4,
+                                      * it waited for the importer while the store's threads took their turn) */
 #define THREAD_MIN_BYTES (4u << 20) /* a smaller file is read in the importer's own thread (gzip: an eighth) */
 
 typedef struct bline {

@@ -823,7 +823,11 @@ static char *unique_name_u(store *s, const char *base) {
  * statements it runs itself (interning misses, recorded actions, final state). Everything
  * stays in the caller's one transaction.
  */
-#define NBATCHES 4
+/* Batches in flight, the one being filled included: each holds a chunk (16,384 events), and the
+ * text thread makes one while the writer stores another, in bursts of a few milliseconds; with
+ * four, the importer and the reading thread behind it waited for them, and a core stood idle a
+ * fifth of an import's time (docs/performance.md, "Round thirteen"). */
+#define NBATCHES 8
 #define BATCH_RECORDED 1024 /* recorded allocator actions, which ride along */
 
 /* A batch is (part of) one chunk: the events of consecutive stored seqs from seq0, all in the
