@@ -79,11 +79,18 @@ const char *const jsonl_key_names[K__COUNT] = {
  * a hash of its first word and length (linear probing, k + 1 in a slot, 0 empty). */
 #define KEY_WORDS 3 /* a known name is at most 23 bytes */
 #define KEY_SLOTS 128
+#define KEY_NONE 0xFF
 typedef struct key_index {
   unsigned char first[257];
   unsigned char len[K__COUNT];
   uint64_t w[K__COUNT][KEY_WORDS];
   unsigned char slot[KEY_SLOTS];
+  /* The flat pass's guess of each key from the one before it (after[K__COUNT]: the first of a
+   * line), as the last line had them: lines of one kind repeat their keys in the same order. A
+   * guess is checked against the name and its closing quote as two masked words (quoted, qmask:
+   * the name's bytes and the quote), so only names of at most 15 bytes are guessed. */
+  unsigned char after[K__COUNT + 1];
+  uint64_t quoted[K__COUNT][2], qmask[K__COUNT][2];
 } key_index;
 
 static inline size_t key_slot(uint64_t w0, size_t len) {
@@ -106,6 +113,19 @@ static void key_index_init(key_index *x) {
     size_t h = key_slot(x->w[k][0], x->len[k]);
     while (x->slot[h]) h = (h + 1) % KEY_SLOTS;
     x->slot[h] = (unsigned char)(k + 1);
+  }
+  memset(x->after, KEY_NONE, sizeof x->after);
+  memset(x->quoted, 0, sizeof x->quoted);
+  memset(x->qmask, 0, sizeof x->qmask);
+  for (k = 0; k < K__COUNT; k++) {
+    size_t len = x->len[k];
+    if (len + 1 > sizeof x->quoted[k]) continue;
+    unsigned char q[16] = {0}, m[16] = {0};
+    memcpy(q, jsonl_key_names[k], len);
+    q[len] = '"';
+    memset(m, 0xFF, len + 1);
+    memcpy(x->quoted[k], q, sizeof q);
+    memcpy(x->qmask[k], m, sizeof m);
   }
 }
 
@@ -590,18 +610,34 @@ static inline size_t flat_skip(const unsigned char *s, size_t i, size_t n) {
   return i;
 }
 
+/* The key that followed prev on the last line, when the string at s[i] (its opening quote) is
+ * that name and its closing quote, with the quote's index in *e (as flat_key gives it); else -1. */
+static inline int flat_guess(const key_index *x, int prev, const unsigned char *s, size_t i, size_t n, size_t *e) {
+  int g = x->after[prev];
+  if (g == KEY_NONE || n - i < 17 || !x->qmask[g][0]) return -1; /* 16 bytes after the quote lie on the line */
+  uint64_t w0, w1;
+  memcpy(&w0, s + i + 1, 8);
+  memcpy(&w1, s + i + 9, 8);
+  if (((w0 ^ x->quoted[g][0]) & x->qmask[g][0]) | ((w1 ^ x->quoted[g][1]) & x->qmask[g][1])) return -1;
+  *e = i + 1 + x->len[g];
+  return g;
+}
+
 /* The fields of a flat line into fs (room for MAX_FIELDS), its text ended in t (a copy of s), its
  * keys in *seen: their number, or -1 when the line is not a flat object of known keys. */
-static int flat_fields(const key_index *x, const unsigned char *s, size_t n, jfield *fs, char *t, uint64_t *seen_out) {
+static int flat_fields(key_index *x, const unsigned char *s, size_t n, jfield *fs, char *t, uint64_t *seen_out) {
   size_t i = flat_skip(s, 0, n);
   if (i >= n || s[i++] != '{') return -1;
   uint64_t seen = 0;
+  int prev = K__COUNT;
   for (int nf = 0;; nf++) {
     if (i < n && s[i] != '"') i = flat_skip(s, i, n);
     if (i >= n || s[i] != '"' || nf == MAX_FIELDS) return -1; /* an empty object is parse_line's too */
     size_t e;
-    int k = flat_key(x, s, i, n, &e);
+    int k = flat_guess(x, prev, s, i, n, &e);
+    if (k < 0 && (k = flat_key(x, s, i, n, &e)) >= 0) x->after[prev] = (unsigned char)k;
     if (k < 0 || (seen >> k) & 1) return -1;
+    prev = k;
     seen |= UINT64_C(1) << k;
     i = e + 1;
     if (i < n && s[i] != ':') i = flat_skip(s, i, n);

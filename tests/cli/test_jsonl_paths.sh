@@ -44,6 +44,24 @@ expect 0 import "$T/spaced.jsonl" --name spaced
 expect 0 export spaced -o "$T/spaced.out"
 tail -n +2 "$T/spaced.out" >"$T/spaced.body"
 cmp -s "$T/plain.body" "$T/spaced.body" || fail "the spaced copy stored another trace: $(diff "$T/plain.body" "$T/spaced.body" | head -5)"
+# the flat pass guesses each key from the one before it on the last line: keys in another order
+# on every line (so that most guesses miss, and some hit a name that only starts the same) store
+# the same trace
+python3 - "$S" "$T/shuffled.jsonl" <<'EOF'
+import json, random, sys
+rng = random.Random(7)
+with open(sys.argv[1]) as f, open(sys.argv[2], 'w') as out:
+    for i, line in enumerate(f):
+        items = list(json.loads(line).items())
+        if i % 4:
+            rng.shuffle(items)
+        out.write(json.dumps(dict(items), separators=(',', ':')) + '\n')
+EOF
+cmp -s "$S" "$T/shuffled.jsonl" && fail "the shuffled copy is the sample"
+expect 0 import "$T/shuffled.jsonl" --name shuffled
+expect 0 export shuffled -o "$T/shuffled.out"
+tail -n +2 "$T/shuffled.out" >"$T/shuffled.body"
+cmp -s "$T/plain.body" "$T/shuffled.body" || fail "the shuffled copy stored another trace: $(diff "$T/plain.body" "$T/shuffled.body" | head -5)"
 # values that pass (booleans, null, an address of 20 digits, -0 for a time), and lines that fail,
 # each with the message it had before the flat lines' pass
 printf '%s\n' '{"kind":"segment","device":0,"addr":4096,"size":1048576,"expandable":true,"pool":"large","stack":null}' \
@@ -62,6 +80,14 @@ bad_line '{"kind":"alloc","ts":2,"addr":01,"size":8}' "invalid JSON: parse error
 bad_line '{"kind":"alloc","ts":2,"addr":-0,"size":8}' "field 'addr' must be a non-negative integer or a \"0x...\" string, not -0"
 bad_line '{"kind":"alloc","ts":2,"addr":2,"size":1e3}' "field 'size' must be a whole number of bytes, not '1e3'"
 bad_line '{"kind":"alloc","ts":2,"addr":2,"size":8,"bogus":1}' "unknown field 'bogus' in a 'alloc' line"
+# a key that starts as the guess does (the first line had "ts" after "kind") is not taken for it
+bad_line '{"kind":"alloc","tsx":2,"addr":2,"size":8}' "unknown field 'tsx' in a 'alloc' line"
+bad_line '{"kind":"alloc","t":2,"addr":2,"size":8}' "unknown field 't' in a 'alloc' line"
+# nor one of the same length that differs past its first eight bytes
+printf '%s\n' '{"kind":"segment","device":0,"addr":4096,"size":1048576,"requested_size":0}' \
+  '{"kind":"segment","device":0,"addr":8192,"size":1048576,"requested_sizX":0}' >"$T/guess.jsonl"
+expect 1 import "$T/guess.jsonl"
+has "$T/err" "guess.jsonl:2: unknown field 'requested_sizX' in a 'segment' line"
 
 # a name in UTF-8 (yajl's, which checks it) is kept as it is
 printf '%s\n' '{"kind":"alloc","addr":1,"size":8,"name":"caf\u00e9"}' '{"kind":"kernel","name":"gemm_café"}' >"$T/utf8.jsonl"
