@@ -293,7 +293,43 @@ static void writer_values(void) {
   }
 }
 
+/* jsonw_quote writes every string as jsonw_strn does through yajl: each single byte, then strings
+ * of random bytes weighted toward the ones that need care (escapes, UTF-8 lead and continuation
+ * bytes, bytes that are never UTF-8), of every length around the eight-byte steps. */
+static void quote_as_yajl(const char *s, size_t n) {
+  yajl_gen g = jsonw_mem();
+  jsonw_strn(g, s, n);
+  size_t want_n;
+  const char *want = jsonw_text(g, &want_n);
+  char *got = malloc(2 + 6 * n);
+  size_t got_n = (size_t)(jsonw_quote(got, s, n) - got);
+  CHECK(got_n == want_n && !memcmp(got, want, want_n));
+  free(got);
+  yajl_gen_free(g);
+}
+
+static void writer_quote(void) {
+  char one[1];
+  for (int c = 0; c < 256; c++) {
+    one[0] = (char)c;
+    quote_as_yajl(one, 1);
+  }
+  static const unsigned char pick[] = {'a', 'Z', ' ', '/', '"', '\\', '\n', '\t', 0x01, 0x1F, 0x7F, 0xC3, 0xA9, 0xE2,
+                                       0x82, 0xAC, 0xF0, 0x9F, 0x98, 0x80, 0xED, 0xA0, 0xF4, 0x90, 0xC0, 0xFF, 0x00};
+  uint64_t r = 0x9E3779B97F4A7C15u;
+  char buf[64];
+  for (int t = 0; t < 20000; t++) {
+    size_t n = (size_t)(t % 40);
+    for (size_t i = 0; i < n; i++) {
+      r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+      buf[i] = (char)(r % 3 ? 'a' + (int)(r >> 8) % 26 : (int)pick[(r >> 8) % sizeof pick]);
+    }
+    quote_as_yajl(buf, n);
+  }
+}
+
 int main(void) {
+  RUN(writer_quote);
   RUN(generated_values);
   RUN(mutated_values);
   RUN(objects_in_a_stream);

@@ -88,6 +88,65 @@ static yajl_gen_status put_string(yajl_gen g, const unsigned char *s, size_t n) 
   return st;
 }
 
+/* The bytes of s a JSON string must escape (as yajl does: the control characters, '"' and '\\'),
+ * or that may start an invalid UTF-8 sequence: none among the eight bytes of w. */
+static inline int plain_word(uint64_t w) {
+  const uint64_t ones = UINT64_C(0x0101010101010101), highs = UINT64_C(0x8080808080808080);
+  uint64_t q = w ^ (ones * '"'), b = w ^ (ones * '\\');
+  return !((((q - ones) & ~q) | ((b - ones) & ~b) | ((w - ones * 0x20) & ~w) | w) & highs);
+}
+
+char *jsonw_quote(char *o, const char *str, size_t n) {
+  static const char hex[] = "0123456789ABCDEF";
+  const unsigned char *s = (const unsigned char *)str;
+  *o++ = '"';
+  size_t i = 0;
+  for (uint64_t w; i + 8 <= n; i += 8) { /* plain ASCII that needs no escape, eight bytes at a time */
+    memcpy(&w, s + i, 8);
+    if (!plain_word(w)) break;
+    memcpy(o, &w, 8);
+    o += 8;
+  }
+  while (i < n) {
+    unsigned char c = s[i];
+    if (c >= 0x80) {
+      size_t k = utf8_seq(s + i, n - i);
+      if (k) {
+        memcpy(o, s + i, k);
+        o += k;
+        i += k;
+      } else {
+        memcpy(o, "\xEF\xBF\xBD", 3); /* U+FFFD, as put_string writes it */
+        o += 3;
+        i++;
+      }
+      continue;
+    }
+    i++;
+    if (c >= 0x20 && c != '"' && c != '\\') {
+      *o++ = (char)c;
+      continue;
+    }
+    *o++ = '\\';
+    switch (c) {
+    case '"': *o++ = '"'; break;
+    case '\\': *o++ = '\\'; break;
+    case '\b': *o++ = 'b'; break;
+    case '\f': *o++ = 'f'; break;
+    case '\n': *o++ = 'n'; break;
+    case '\r': *o++ = 'r'; break;
+    case '\t': *o++ = 't'; break;
+    default:
+      memcpy(o, "u00", 3);
+      o[3] = hex[c >> 4];
+      o[4] = hex[c & 15];
+      o += 5;
+    }
+  }
+  *o++ = '"';
+  return o;
+}
+
 void jsonw_str(yajl_gen g, const char *s) {
   if (s) put_string(g, (const unsigned char *)s, strlen(s));
   else yajl_gen_null(g);

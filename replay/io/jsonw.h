@@ -29,6 +29,11 @@ void jsonw_raw(yajl_gen g, const char *json);
  * at most 3n bytes). Returns the length. */
 size_t jsonw_utf8_fix(const char *s, size_t n, char *out);
 
+/* s (n bytes) as a JSON string literal at o, quotes included, exactly as jsonw_strn writes it
+ * (invalid UTF-8 as U+FFFD; '"', '\\' and control characters escaped as yajl escapes them), for
+ * output built without a generator: the byte after it. o has room for 2 + 6n bytes. */
+char *jsonw_quote(char *o, const char *s, size_t n);
+
 /* Writes a parsed yajl tree value. */
 void jsonw_tree(yajl_gen g, yajl_val v);
 
