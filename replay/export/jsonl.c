@@ -6,6 +6,7 @@
 
 #include "sim/hashmap.h"
 #include "exporter.h"
+#include "io/decimal.h"
 #include "io/jsonw.h"
 
 typedef struct xctx {
@@ -15,7 +16,10 @@ typedef struct xctx {
   sim_map stacks_done;
   sim_map names; /* name id -> 1 + index in name_text: a trace names its kernels over and over */
   char **name_text;
-  size_t nnames, names_cap;
+  size_t *name_len;
+  size_t nnames, names_cap, lens_cap;
+  char *line; /* an event's line, built without the generator (event_line) */
+  size_t line_cap;
   char *err;
   size_t errlen;
 } xctx;
@@ -35,15 +39,20 @@ static void end_line(xctx *x) {
   yajl_gen_reset(x->g, NULL);
 }
 
-/* The text of a name id, looked up in the store once. NULL when the store has none. */
-static const char *name_of(xctx *x, int64_t id) {
+/* The text of a name id, looked up in the store once, and its length in *len. NULL when the
+ * store has none. */
+static const char *name_of(xctx *x, int64_t id, size_t *len) {
   int existed;
   uint64_t *slot = sim_map_put(&x->names, (uint64_t)id, &existed);
-  if (existed) return x->name_text[*slot - 1];
-  const char *v = store_string(x->s, id);
-  sim_grow((void **)&x->name_text, &x->names_cap, x->nnames + 1, sizeof *x->name_text);
-  x->name_text[x->nnames++] = v ? strdup(v) : NULL;
-  *slot = x->nnames;
+  if (!existed) {
+    const char *v = store_string(x->s, id);
+    sim_grow((void **)&x->name_text, &x->names_cap, x->nnames + 1, sizeof *x->name_text);
+    sim_grow((void **)&x->name_len, &x->lens_cap, x->nnames + 1, sizeof *x->name_len);
+    x->name_text[x->nnames] = v ? strdup(v) : NULL;
+    x->name_len[x->nnames] = v ? strlen(v) : 0;
+    *slot = ++x->nnames;
+  }
+  *len = x->name_len[*slot - 1];
   return x->name_text[*slot - 1];
 }
 
@@ -126,64 +135,88 @@ static int recorded_line(xctx *x, sqlite3_stmt *r) {
   return 0;
 }
 
+/* An event's line is built in x->line, key by key, as the generator would write it (a third of an
+ * export's time went to the generator): "key":value pairs, strings by jsonw_quote. */
+#define PUT_KEY(o, lit) (memcpy((o), (lit), sizeof(lit) - 1), (o) + sizeof(lit) - 1)
+
+static char *put_name(char *o, const char *s) { return jsonw_quote(o, s, strlen(s)); }
+
+/* The event's extra fields from the args cursor that runs alongside, through the generator (their
+ * values are JSON as recorded), appended to the line at o: the end of the line so far. */
+static char *put_args(xctx *x, char *o, int64_t seq, sqlite3_stmt *a, int *a_row) {
+  yajl_gen g = x->g;
+  int opened = 0;
+  while (*a_row == SQLITE_ROW && sqlite3_column_int64(a, 0) <= seq) {
+    if (sqlite3_column_int64(a, 0) == seq) {
+      if (!opened) yajl_gen_map_open(g);
+      opened = 1;
+      jsonw_kraw(g, (const char *)sqlite3_column_text(a, 1), (const char *)sqlite3_column_text(a, 2));
+    }
+    *a_row = sqlite3_step(a);
+  }
+  if (!opened) return o;
+  yajl_gen_map_close(g);
+  size_t n, at = (size_t)(o - x->line);
+  const char *text = jsonw_text(g, &n);
+  sim_grow((void **)&x->line, &x->line_cap, at + n + 16, 1);
+  o = PUT_KEY(x->line + at, ",\"args\":");
+  memcpy(o, text, n);
+  yajl_gen_clear(g);
+  yajl_gen_reset(g, NULL);
+  return o + n;
+}
+
 /* One event (seq: as stored, for the args cursor). */
 static int event_line(xctx *x, const sim_event *ev, int64_t seq, sqlite3_stmt *a, int *a_row) {
   int kind = ev->kind;
   int host = kind == SIM_EV_HOST_ALLOC || kind == SIM_EV_HOST_FREE;
   int64_t stack = ev->stack;
   if (stack_def(x, stack)) return -1;
-  yajl_gen g = x->g;
-  yajl_gen_map_open(g);
-  jsonw_kstr(g, "kind", sim_event_kind_name(kind));
-  jsonw_kint(g, "ts", ev->ts);
-  if (ev->dur) jsonw_kint(g, "dur", ev->dur);
-  if (ev->dev_ts >= 0) jsonw_kint(g, "dev_ts", ev->dev_ts);
-  if (ev->api_dur >= 0) jsonw_kint(g, "api_dur", ev->api_dur);
+  size_t name_n = 0;
+  const char *name = ev->name > 0 ? name_of(x, ev->name, &name_n) : NULL;
+  /* the keys, 20 numbers, the enumerated names and the flags' names take well under 1 KiB */
+  sim_grow((void **)&x->line, &x->line_cap, 1024 + 6 * name_n, 1);
+  char *o = PUT_KEY(x->line, "{\"kind\":");
+  o = put_name(o, sim_event_kind_name(kind));
+  o = decimal_i64(PUT_KEY(o, ",\"ts\":"), ev->ts);
+  if (ev->dur) o = decimal_i64(PUT_KEY(o, ",\"dur\":"), ev->dur);
+  if (ev->dev_ts >= 0) o = decimal_i64(PUT_KEY(o, ",\"dev_ts\":"), ev->dev_ts);
+  if (ev->api_dur >= 0) o = decimal_i64(PUT_KEY(o, ",\"api_dur\":"), ev->api_dur);
   int64_t device = ev->device;
-  if (device != (host ? -1 : 0)) jsonw_kint(g, "device", device);
+  if (device != (host ? -1 : 0)) o = decimal_i64(PUT_KEY(o, ",\"device\":"), device);
   int64_t stream = ev->stream;
-  if (stream != (kind == SIM_EV_SYNC ? -1 : 0)) jsonw_kint(g, "stream", stream);
+  if (stream != (kind == SIM_EV_SYNC ? -1 : 0)) o = decimal_i64(PUT_KEY(o, ",\"stream\":"), stream);
   uint64_t addr = ev->addr, size = ev->size;
   int addressed = kind == SIM_EV_ALLOC || kind == SIM_EV_FREE || kind == SIM_EV_FREE_REQUESTED ||
                   kind == SIM_EV_FREE_COMPLETED || host;
-  if (addr || addressed) jsonw_kuint(g, "addr", addr);
-  if (size || kind == SIM_EV_ALLOC || kind == SIM_EV_HOST_ALLOC) jsonw_kuint(g, "size", size);
+  if (addr || addressed) o = decimal_u64(PUT_KEY(o, ",\"addr\":"), addr);
+  if (size || kind == SIM_EV_ALLOC || kind == SIM_EV_HOST_ALLOC) o = decimal_u64(PUT_KEY(o, ",\"size\":"), size);
   int mem = ev->mem;
   int mem_default = kind == SIM_EV_ALLOC ? SIM_MEM_DEVICE : host ? SIM_MEM_PINNED : SIM_MEM_UNKNOWN;
-  if (mem != mem_default) jsonw_kstr(g, "mem", sim_mem_kind_name(mem));
+  if (mem != mem_default) o = put_name(PUT_KEY(o, ",\"mem\":"), sim_mem_kind_name(mem));
   int dir = ev->dir;
-  if (dir) jsonw_kstr(g, "dir", sim_copy_dir_name(dir));
+  if (dir) o = put_name(PUT_KEY(o, ",\"dir\":"), sim_copy_dir_name(dir));
   int cat = ev->category, src = ev->cat_source;
-  if (cat) jsonw_kstr(g, "category", sim_category_name(cat));
-  if (src != (cat ? SIM_CATSRC_SOURCE : SIM_CATSRC_NONE)) jsonw_kstr(g, "cat_source", sim_cat_source_name(src));
-  if (stack) jsonw_kint(g, "stack", stack);
-  if (ev->step >= 0) jsonw_kint(g, "step", ev->step);
-  const char *name = ev->name > 0 ? name_of(x, ev->name) : NULL;
-  if (name) jsonw_kstr(g, "name", name);
+  if (cat) o = put_name(PUT_KEY(o, ",\"category\":"), sim_category_name(cat));
+  if (src != (cat ? SIM_CATSRC_SOURCE : SIM_CATSRC_NONE))
+    o = put_name(PUT_KEY(o, ",\"cat_source\":"), sim_cat_source_name(src));
+  if (stack) o = decimal_i64(PUT_KEY(o, ",\"stack\":"), stack);
+  if (ev->step >= 0) o = decimal_i64(PUT_KEY(o, ",\"step\":"), ev->step);
+  if (name) o = jsonw_quote(PUT_KEY(o, ",\"name\":"), name, name_n);
   int flags = ev->flags;
   if (flags) {
-    jsonw_str(g, "flags");
-    yajl_gen_array_open(g);
-    for (int b = 0; b < SIM_EVF__COUNT; b++)
-      if (flags & (1 << b)) jsonw_str(g, sim_event_flag_name(b));
-    yajl_gen_array_close(g);
-  }
-  /* extra fields, from the args cursor that runs alongside */
-  int opened = 0;
-  while (*a_row == SQLITE_ROW && sqlite3_column_int64(a, 0) <= seq) {
-    if (sqlite3_column_int64(a, 0) == seq) {
-      if (!opened) {
-        jsonw_str(g, "args");
-        yajl_gen_map_open(g);
-        opened = 1;
+    o = PUT_KEY(o, ",\"flags\":[");
+    for (int b = 0, first = 1; b < SIM_EVF__COUNT; b++)
+      if (flags & (1 << b)) {
+        if (!first) *o++ = ',';
+        first = 0;
+        o = put_name(o, sim_event_flag_name(b));
       }
-      jsonw_kraw(g, (const char *)sqlite3_column_text(a, 1), (const char *)sqlite3_column_text(a, 2));
-    }
-    *a_row = sqlite3_step(a);
+    *o++ = ']';
   }
-  if (opened) yajl_gen_map_close(g);
-  yajl_gen_map_close(g);
-  end_line(x);
+  o = put_args(x, o, seq, a, a_row);
+  o = PUT_KEY(o, "}\n");
+  fwrite(x->line, 1, (size_t)(o - x->line), x->out);
   return 0;
 }
 
@@ -323,6 +356,8 @@ done:
   sim_map_release(&x.names);
   for (size_t i = 0; i < x.nnames; i++) free(x.name_text[i]);
   free(x.name_text);
+  free(x.name_len);
+  free(x.line);
   return rc;
 }
 

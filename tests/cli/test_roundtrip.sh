@@ -31,6 +31,7 @@ cat >"$T/all.jsonl" <<'JSONL'
 {"kind":"kernel","ts":50,"name":"gemm","dur":1000,"dev_ts":150,"api_dur":4,"stream":3,"device":0}
 {"kind":"sync","ts":60,"stream":3,"dur":1100,"flags":["sync_event"]}
 {"kind":"api","ts":70,"name":"cudaGetDevice","dur":1}
+{"kind":"kernel","ts":75,"name":"k\"q\\\t\u0001é/","dur":2}
 {"kind":"totals","ts":80,"allocated":4096,"reserved":2097152}
 {"kind":"free_requested","ts":90,"addr":139637976727552,"stream":3}
 {"kind":"free_completed","ts":95,"addr":139637976727552,"stream":3}
@@ -45,8 +46,13 @@ cat >"$T/all.jsonl" <<'JSONL'
 {"kind":"stat","name":"kept_by_hand","severity":"info","value":3,"detail":"a note"}
 JSONL
 roundtrip "$T/all.jsonl" all
+# The export's lines, byte for byte as the JSON generator wrote them before event lines were built
+# by hand: flags, args (their keys in order), and a name with escapes and UTF-8.
+has "$T/all-a.jsonl" '{"kind":"memcpy","ts":30,"dur":100,"dev_ts":35,"stream":3,"size":1048576,"mem":"pinned","dir":"h2d","flags":["async"],"args":{"bw":{"gbps":10.5},"correlation":77}}'
+has "$T/all-a.jsonl" '{"kind":"kernel","ts":75,"dur":2,"name":"k\"q\\\t\u0001é/"}'
+has "$T/all-a.jsonl" '{"kind":"free_requested","ts":90,"stream":3,"addr":139637976727552}'
 expect 0 info all-a --json
-for k in '"events":14' '"name":"all-a"' '"batch_size":32' '"segment_alloc":1' '"kept_by_hand (info)":3'; do has "$T/out" "$k"; done
+for k in '"events":15' '"name":"all-a"' '"batch_size":32' '"segment_alloc":1' '"kept_by_hand (info)":3'; do has "$T/out" "$k"; done
 # The hand-written address forms all name one allocation.
 [ "$(sqlite3 "$DB" "SELECT count(DISTINCT addr) FROM events WHERE trace_id = (SELECT id FROM traces WHERE name = 'all-a') AND kind IN (1,2,3) AND addr != 9")" = 1 ] ||
   fail "hex and decimal addresses differ"
