@@ -384,7 +384,7 @@ static int store_progress(void *arg) {
  * writer thread runs (writer_start), or STORE_READER_CACHE_KIB while a trace's events are read
  * (store_readers_add). 0, or -1. */
 #define STORE_CACHE_KIB 65536
-#define STORE_WRITER_CACHE_KIB 16384
+#define STORE_WRITER_CACHE_KIB 4096 /* what is dirty at the commit is written then, alone: 16 MiB cost 60-67 ns an event */
 #define STORE_READER_CACHE_KIB 128
 /* How often an import's log, while its chunks are written, and its log and database file, while
  * it commits, are made durable (store_flush.c): a virtual machine's disk may keep what it is given
