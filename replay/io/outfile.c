@@ -15,10 +15,16 @@ struct outfile {
   char *dest;  /* the path renamed to (the symlink's target resolved); NULL when direct */
   char *tmp;   /* the temporary file beside dest; NULL when direct */
   FILE *f;
+  char *buf;   /* a file's stream buffer (freed after the stream is closed) */
   int is_stdout;
 };
 
+/* A file's stream writes this much at a time, not stdio's 4 KiB: an export of 125 MB made 30,442
+ * write calls. */
+#define OUTFILE_BUFFER (1u << 20)
+
 static void outfile_free(outfile *o) {
+  free(o->buf);
   free(o->shown);
   free(o->dest);
   free(o->tmp);
@@ -54,6 +60,8 @@ static int open_temp(outfile *o, const struct stat *old, char *err, size_t errle
     unlink(o->tmp);
     return -1;
   }
+  o->buf = sim_xmalloc(OUTFILE_BUFFER);
+  setvbuf(o->f, o->buf, _IOFBF, OUTFILE_BUFFER);
   return 0;
 }
 
