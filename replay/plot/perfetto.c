@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "io/decimal.h"
 #include "sim/hashmap.h"
 #include "plot.h"
 
@@ -98,18 +99,47 @@ replay_observer plot_perfetto_observer(plot_perfetto *p) { return (replay_observ
 
 static void json_string(FILE *f, const char *s) {
   fputc('"', f);
-  for (; s && *s; s++) {
-    unsigned char c = (unsigned char)*s;
+  while (s && *s) {
+    size_t run = 0; /* the bytes that need no escape, written at once */
+    while (s[run] && s[run] != '"' && s[run] != '\\' && (unsigned char)s[run] >= 0x20) run++;
+    fwrite(s, 1, run, f);
+    s += run;
+    if (!*s) break;
+    unsigned char c = (unsigned char)*s++;
     if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
-    else if (c < 0x20) fprintf(f, "\\u%04x", c);
-    else fputc(c, f);
+    else fprintf(f, "\\u%04x", c);
   }
   fputc('"', f);
 }
 
-/* Microseconds since the first event (the event index when the trace has no times). */
+/* Thousandths of a microsecond (nanoseconds) since the first event, or of the event index when the
+ * trace has no times; and the same in microseconds, as the tracks' order compares them. */
+static int64_t us_milli(const plot_perfetto *p, int64_t seq, int64_t ts) {
+  return p->has_ts ? ts - p->first_ts : seq * 1000;
+}
 static double us(const plot_perfetto *p, int64_t seq, int64_t ts) {
   return p->has_ts ? (double)(ts - p->first_ts) / 1e3 : (double)seq;
+}
+
+/* v thousandths as printf's "%.3f" writes v / 1e3, into b (32 bytes): without floating-point
+ * formatting, which took half an export's time, where that is exact (below 2^52 thousandths the
+ * double is within half a thousandth of v / 1000, so "%.3f" gives its digits); printf's own beyond. */
+static const char *milli_text(char *b, int64_t v) {
+  if (v <= -(INT64_C(1) << 52) || v >= (INT64_C(1) << 52)) {
+    snprintf(b, 32, "%.3f", (double)v / 1e3);
+    return b;
+  }
+  char *o = b;
+  uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+  if (v < 0) *o++ = '-';
+  o = decimal_u64(o, u / 1000);
+  unsigned r = (unsigned)(u % 1000);
+  o[0] = '.';
+  o[1] = (char)('0' + r / 100);
+  o[2] = (char)('0' + r / 10 % 10);
+  o[3] = (char)('0' + r % 10);
+  o[4] = 0;
+  return b;
 }
 
 static int cmp_item(const void *a, const void *b) {
@@ -143,47 +173,53 @@ static void item_name(const plot_perfetto *p, const pf_item *it, FILE *f) {
 }
 
 static void write_items(const plot_perfetto *p, FILE *f) {
-  char sz[32];
+  char sz[32], t[32], d[32];
   for (size_t i = 0; i < p->n; i++) {
     const pf_item *it = &p->items[i];
-    double t = us(p, it->seq, it->ts);
+    milli_text(t, us_milli(p, it->seq, it->ts));
     if (it->what == PF_SLICE) {
-      fprintf(f, ",\n{\"ph\":\"X\",\"pid\":1,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,\"cat\":\"%s\",\"name\":", it->tid, t,
-              p->has_ts ? (double)it->dur / 1e3 : 0.0, sim_event_kind_name(it->kind));
+      fprintf(f, ",\n{\"ph\":\"X\",\"pid\":1,\"tid\":%d,\"ts\":%s,\"dur\":%s,\"cat\":\"%s\",\"name\":", it->tid, t,
+              milli_text(d, p->has_ts ? it->dur : 0), sim_event_kind_name(it->kind));
       item_name(p, it, f);
       fprintf(f, ",\"args\":{\"event\":%" PRId64 ",\"bytes\":%" PRIu64 "}}", it->seq, it->size);
     } else if (it->what == PF_SYNC) {
-      fprintf(f, ",\n{\"ph\":\"i\",\"pid\":1,\"tid\":%d,\"ts\":%.3f,\"s\":\"%s\",\"cat\":\"sync\",\"name\":\"%s\","
+      fprintf(f, ",\n{\"ph\":\"i\",\"pid\":1,\"tid\":%d,\"ts\":%s,\"s\":\"%s\",\"cat\":\"sync\",\"name\":\"%s\","
                  "\"args\":{\"event\":%" PRId64 "}}",
               it->tid, t, it->tid ? "t" : "p", it->tid ? "stream synchronize" : "device synchronize", it->seq);
     } else {
-      fprintf(f, ",\n{\"ph\":\"i\",\"pid\":1,\"tid\":0,\"ts\":%.3f,\"s\":\"p\",\"cat\":\"oom\",\"name\":\"OOM %s\","
+      fprintf(f, ",\n{\"ph\":\"i\",\"pid\":1,\"tid\":0,\"ts\":%s,\"s\":\"p\",\"cat\":\"oom\",\"name\":\"OOM %s\","
                  "\"args\":{\"event\":%" PRId64 ",\"requested\":%" PRIu64 "}}",
               t, plot_bytes(sz, sizeof sz, (double)it->size), it->seq, it->size);
     }
   }
 }
 
-static void counter(const plot_perfetto *p, const plot_series *s, const plot_point *pt, double *last, FILE *f) {
+static void counter(const plot_perfetto *p, const plot_series *s, const plot_point *pt, double *last,
+                    int64_t *last_milli, FILE *f) {
   double t = us(p, pt->seq, pt->ts);
-  if (t < *last) t = *last; /* one track's samples in time order */
+  int64_t v = us_milli(p, pt->seq, pt->ts);
+  if (t < *last) t = *last, v = *last_milli; /* one track's samples in time order */
   *last = t;
-  fprintf(f, ",\n{\"ph\":\"C\",\"pid\":1,\"tid\":0,\"ts\":%.3f,\"name\":\"memory\",\"args\":{\"allocated\":%" PRId64
+  *last_milli = v;
+  char tb[32];
+  milli_text(tb, v);
+  fprintf(f, ",\n{\"ph\":\"C\",\"pid\":1,\"tid\":0,\"ts\":%s,\"name\":\"memory\",\"args\":{\"allocated\":%" PRId64
              ",\"reserved\":%" PRId64 "}}",
-          t, pt->allocated, pt->reserved);
+          tb, pt->allocated, pt->reserved);
   if (!s->has_categories) return;
-  fprintf(f, ",\n{\"ph\":\"C\",\"pid\":1,\"tid\":0,\"ts\":%.3f,\"name\":\"live by category\",\"args\":{", t);
+  fprintf(f, ",\n{\"ph\":\"C\",\"pid\":1,\"tid\":0,\"ts\":%s,\"name\":\"live by category\",\"args\":{", tb);
   for (int k = 0; k < SIM_CAT__COUNT; k++) fprintf(f, "%s\"%s\":%" PRId64, k ? "," : "", sim_category_name(k), pt->cat[k]);
   fprintf(f, "}}");
 }
 
 static void write_counters(const plot_perfetto *p, const plot_series *s, FILE *f) {
   double last = 0;
+  int64_t last_milli = 0;
   for (size_t i = 0; s && i < s->n; i++) {
     const plot_bucket *b = &s->buckets[i];
     const plot_point *a = b->lo.seq <= b->hi.seq ? &b->lo : &b->hi, *z = a == &b->lo ? &b->hi : &b->lo;
-    counter(p, s, a, &last, f);
-    if (z->seq != a->seq) counter(p, s, z, &last, f);
+    counter(p, s, a, &last, &last_milli, f);
+    if (z->seq != a->seq) counter(p, s, z, &last, &last_milli, f);
   }
 }
 

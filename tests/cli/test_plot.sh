@@ -95,6 +95,19 @@ has "$T/p.json" '"traceEvents":['
 has "$T/p.json" '"name":"thread_name","args":{"name":"stream 0"}'
 has "$T/p.json" '"cat":"oom","name":"OOM '
 has "$T/p.json" '"name":"memory","args":{"allocated":'
+# times as "%.3f" writes them, formatted without floating point: before the first event (a device
+# clock behind the host's), durations, and past 2^52 ns, where printf's own rounding is kept
+printf '%s\n' '{"kind":"alloc","ts":1000000,"addr":1,"size":4096}' \
+  '{"kind":"kernel","ts":1000100,"dev_ts":5,"name":"early\"q\\\t","dur":1234567}' \
+  '{"kind":"kernel","ts":1000200,"dev_ts":999999,"name":"justbefore","dur":1}' \
+  '{"kind":"kernel","ts":1000300,"dev_ts":1700000000123456789,"name":"epoch","dur":3}' \
+  '{"kind":"free","ts":1000600,"addr":1}' >"$T/times.jsonl"
+expect 0 import "$T/times.jsonl"
+expect 0 export times --format perfetto -o "$T/t.json"
+has "$T/t.json" '"ts":-999.995,"dur":1234.567,"cat":"kernel","name":"early\"q\\\u0009"'
+has "$T/t.json" '"ts":-0.001,"dur":0.001,'
+has "$T/t.json" '"ts":1700000000122456.750,"dur":0.003,'
+has "$T/t.json" '"ts":0.600,"name":"memory"'
 expect 0 export sample --format csv --allocator bfc
 has "$T/out" "event,time_s,allocated,reserved,unknown,parameter"
 expect 3 replay sample --allocator torch --capacity 16GiB --json
