@@ -14,10 +14,12 @@ typedef struct xctx {
   FILE *out;
   yajl_gen g;
   sim_map stacks_done;
-  sim_map names; /* name id -> 1 + index in name_text: a trace names its kernels over and over */
-  char **name_text;
-  size_t *name_len;
-  size_t nnames, names_cap, lens_cap;
+  sim_map names; /* name id -> 1 + index in name_list: a trace names its kernels over and over */
+  struct xname {
+    char *text; /* NULL when the store has none */
+    size_t len;
+  } *name_list;
+  size_t nnames, names_cap;
   char *line; /* an event's line, built without the generator (event_line) */
   size_t line_cap;
   char *err;
@@ -46,14 +48,12 @@ static const char *name_of(xctx *x, int64_t id, size_t *len) {
   uint64_t *slot = sim_map_put(&x->names, (uint64_t)id, &existed);
   if (!existed) {
     const char *v = store_string(x->s, id);
-    sim_grow((void **)&x->name_text, &x->names_cap, x->nnames + 1, sizeof *x->name_text);
-    sim_grow((void **)&x->name_len, &x->lens_cap, x->nnames + 1, sizeof *x->name_len);
-    x->name_text[x->nnames] = v ? strdup(v) : NULL;
-    x->name_len[x->nnames] = v ? strlen(v) : 0;
+    sim_grow((void **)&x->name_list, &x->names_cap, x->nnames + 1, sizeof *x->name_list);
+    x->name_list[x->nnames] = (struct xname){v ? strdup(v) : NULL, v ? strlen(v) : 0};
     *slot = ++x->nnames;
   }
-  *len = x->name_len[*slot - 1];
-  return x->name_text[*slot - 1];
+  *len = x->name_list[*slot - 1].len;
+  return x->name_list[*slot - 1].text;
 }
 
 /* Writes the definition line of a call stack the first time it is needed. */
@@ -354,9 +354,8 @@ done:
   yajl_gen_free(x.g);
   sim_map_release(&x.stacks_done);
   sim_map_release(&x.names);
-  for (size_t i = 0; i < x.nnames; i++) free(x.name_text[i]);
-  free(x.name_text);
-  free(x.name_len);
+  for (size_t i = 0; i < x.nnames; i++) free(x.name_list[i].text);
+  free(x.name_list);
   free(x.line);
   return rc;
 }

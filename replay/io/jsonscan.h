@@ -23,13 +23,12 @@
 #define JSONSCAN_MAX_DEPTH 32
 
 /*
- * The body of a string without escapes or control characters, from s[0] (just after its opening
- * quote): its length up to the closing quote; -1 when an escape or a control character (or, with
- * ascii, a byte above 127) comes first; -2 when the bytes end before a quote. Eight bytes at a
+ * The bytes from s[0] (of n) that a JSON string holds as they are: none is a quote, a backslash
+ * or a control character (nor, with ascii, a byte above 127); n when all are. Eight bytes at a
  * time to the first byte that needs a look: of a word's flags the lowest is exact (a borrow flags
  * only bytes above it).
  */
-static inline ptrdiff_t jsonscan_plain_string(const char *s, size_t n, int ascii) {
+static inline size_t jsonscan_plain_run(const char *s, size_t n, int ascii) {
   const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
   size_t i = 0;
   while (n - i >= 8) {
@@ -48,10 +47,20 @@ static inline ptrdiff_t jsonscan_plain_string(const char *s, size_t n, int ascii
   }
   for (; i < n; i++) {
     unsigned char c = (unsigned char)s[i];
-    if (c == '"') return (ptrdiff_t)i;
-    if (c == '\\' || c < 0x20 || (ascii && c >= 0x80)) return -1;
+    if (c == '"' || c == '\\' || c < 0x20 || (ascii && c >= 0x80)) break;
   }
-  return -2;
+  return i;
+}
+
+/*
+ * The body of a string without escapes or control characters, from s[0] (just after its opening
+ * quote): its length up to the closing quote; -1 when an escape or a control character (or, with
+ * ascii, a byte above 127) comes first; -2 when the bytes end before a quote.
+ */
+static inline ptrdiff_t jsonscan_plain_string(const char *s, size_t n, int ascii) {
+  size_t i = jsonscan_plain_run(s, n, ascii);
+  if (i == n) return -2;
+  return s[i] == '"' ? (ptrdiff_t)i : -1;
 }
 
 /*

@@ -6,6 +6,7 @@
 #include <yajl/yajl_parse.h>
 
 #include "decimal.h"
+#include "jsonscan.h"
 #include "jsonw.h"
 
 static void to_file(void *ctx, const char *s, size_t n) { fwrite(s, 1, n, ctx); }
@@ -88,26 +89,16 @@ static yajl_gen_status put_string(yajl_gen g, const unsigned char *s, size_t n) 
   return st;
 }
 
-/* The bytes of s a JSON string must escape (as yajl does: the control characters, '"' and '\\'),
- * or that may start an invalid UTF-8 sequence: none among the eight bytes of w. */
-static inline int plain_word(uint64_t w) {
-  const uint64_t ones = UINT64_C(0x0101010101010101), highs = UINT64_C(0x8080808080808080);
-  uint64_t q = w ^ (ones * '"'), b = w ^ (ones * '\\');
-  return !((((q - ones) & ~q) | ((b - ones) & ~b) | ((w - ones * 0x20) & ~w) | w) & highs);
-}
-
 char *jsonw_quote(char *o, const char *str, size_t n) {
   static const char hex[] = "0123456789ABCDEF";
   const unsigned char *s = (const unsigned char *)str;
   *o++ = '"';
-  size_t i = 0;
-  for (uint64_t w; i + 8 <= n; i += 8) { /* plain ASCII that needs no escape, eight bytes at a time */
-    memcpy(&w, s + i, 8);
-    if (!plain_word(w)) break;
-    memcpy(o, &w, 8);
-    o += 8;
-  }
-  while (i < n) {
+  for (size_t i = 0; i < n;) {
+    size_t run = jsonscan_plain_run(str + i, n - i, 1); /* plain ASCII that needs no escape */
+    memcpy(o, s + i, run);
+    o += run;
+    i += run;
+    if (i == n) break;
     unsigned char c = s[i];
     if (c >= 0x80) {
       size_t k = utf8_seq(s + i, n - i);
@@ -123,10 +114,6 @@ char *jsonw_quote(char *o, const char *str, size_t n) {
       continue;
     }
     i++;
-    if (c >= 0x20 && c != '"' && c != '\\') {
-      *o++ = (char)c;
-      continue;
-    }
     *o++ = '\\';
     switch (c) {
     case '"': *o++ = '"'; break;

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "io/decimal.h"
+#include "io/jsonscan.h"
 #include "sim/hashmap.h"
 #include "plot.h"
 
@@ -99,13 +100,12 @@ replay_observer plot_perfetto_observer(plot_perfetto *p) { return (replay_observ
 
 static void json_string(FILE *f, const char *s) {
   fputc('"', f);
-  while (s && *s) {
-    size_t run = 0; /* the bytes that need no escape, written at once */
-    while (s[run] && s[run] != '"' && s[run] != '\\' && (unsigned char)s[run] >= 0x20) run++;
-    fwrite(s, 1, run, f);
-    s += run;
-    if (!*s) break;
-    unsigned char c = (unsigned char)*s++;
+  for (size_t n = s ? strlen(s) : 0, i = 0; i < n; i++) {
+    size_t run = jsonscan_plain_run(s + i, n - i, 0); /* written at once */
+    fwrite(s + i, 1, run, f);
+    i += run;
+    if (i == n) break;
+    unsigned char c = (unsigned char)s[i];
     if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
     else fprintf(f, "\\u%04x", c);
   }
@@ -113,12 +113,9 @@ static void json_string(FILE *f, const char *s) {
 }
 
 /* Thousandths of a microsecond (nanoseconds) since the first event, or of the event index when the
- * trace has no times; and the same in microseconds, as the tracks' order compares them. */
+ * trace has no times. */
 static int64_t us_milli(const plot_perfetto *p, int64_t seq, int64_t ts) {
   return p->has_ts ? ts - p->first_ts : seq * 1000;
-}
-static double us(const plot_perfetto *p, int64_t seq, int64_t ts) {
-  return p->has_ts ? (double)(ts - p->first_ts) / 1e3 : (double)seq;
 }
 
 /* v thousandths as printf's "%.3f" writes v / 1e3, into b (32 bytes): without floating-point
@@ -194,13 +191,10 @@ static void write_items(const plot_perfetto *p, FILE *f) {
   }
 }
 
-static void counter(const plot_perfetto *p, const plot_series *s, const plot_point *pt, double *last,
-                    int64_t *last_milli, FILE *f) {
-  double t = us(p, pt->seq, pt->ts);
+static void counter(const plot_perfetto *p, const plot_series *s, const plot_point *pt, int64_t *last, FILE *f) {
   int64_t v = us_milli(p, pt->seq, pt->ts);
-  if (t < *last) t = *last, v = *last_milli; /* one track's samples in time order */
-  *last = t;
-  *last_milli = v;
+  if (v < *last) v = *last; /* one track's samples in time order */
+  *last = v;
   char tb[32];
   milli_text(tb, v);
   fprintf(f, ",\n{\"ph\":\"C\",\"pid\":1,\"tid\":0,\"ts\":%s,\"name\":\"memory\",\"args\":{\"allocated\":%" PRId64
@@ -213,13 +207,12 @@ static void counter(const plot_perfetto *p, const plot_series *s, const plot_poi
 }
 
 static void write_counters(const plot_perfetto *p, const plot_series *s, FILE *f) {
-  double last = 0;
-  int64_t last_milli = 0;
+  int64_t last = 0;
   for (size_t i = 0; s && i < s->n; i++) {
     const plot_bucket *b = &s->buckets[i];
     const plot_point *a = b->lo.seq <= b->hi.seq ? &b->lo : &b->hi, *z = a == &b->lo ? &b->hi : &b->lo;
-    counter(p, s, a, &last, &last_milli, f);
-    if (z->seq != a->seq) counter(p, s, z, &last, &last_milli, f);
+    counter(p, s, a, &last, f);
+    if (z->seq != a->seq) counter(p, s, z, &last, f);
   }
 }
 
