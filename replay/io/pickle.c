@@ -1062,7 +1062,7 @@ static inline int op_setitem(pickle *p) {
 /* SETITEMS into a dict, ADDITEMS into a set. */
 static inline int op_setitems(pickle *p, int op) {
   /* After a failure nothing runs again and pickle_free frees every object: no unwinding. */
-  size_t start;
+  size_t start = 0; /* set by pop_mark when it succeeds */
   if (pop_mark(p, &start)) return -1;
   size_t n = p->sp - start;
   int want = op == OP_SETITEMS ? PK_DICT : PK_SET;

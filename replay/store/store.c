@@ -176,30 +176,31 @@ static int64_t intern_string_u(store *s, const char *str, size_t len) {
   return id;
 }
 
-/* Interns a row of integers in `table` (frames or callsites) through the given SQL. */
-static int64_t intern_ints(store *s, intern_table *t, const int64_t *vals, int n, const char *select_sql,
+/* Interns a row of integers in `table` (frames or callsites) through the given SQL: the first nkey
+ * of vals[0..nall) identify it (select_sql's parameters), a new row stores all of them
+ * (insert_sql's). */
+static int64_t intern_ints(store *s, intern_table *t, const int64_t *vals, int nkey, int nall, const char *select_sql,
                            const char *insert_sql, const char *what) {
   uint64_t probe;
-  int64_t id = intern_find(t, vals, (size_t)n * sizeof *vals, &probe);
+  int64_t id = intern_find(t, vals, (size_t)nkey * sizeof *vals, &probe);
   if (id) return id;
   sqlite3_stmt *q = store_stmt(s, select_sql);
   if (!q) return -1;
-  for (int i = 0; i < n; i++) sqlite3_bind_int64(q, i + 1, vals[i]);
+  for (int i = 0; i < nkey; i++) sqlite3_bind_int64(q, i + 1, vals[i]);
   int rc = sqlite3_step(q);
   if (rc == SQLITE_ROW) {
     id = sqlite3_column_int64(q, 0);
   } else if (rc == SQLITE_DONE) {
     sqlite3_stmt *ins = store_stmt(s, insert_sql);
     if (!ins) return -1;
-    for (int i = 0; i < n; i++) sqlite3_bind_int64(ins, i + 1, vals[i]);
-    if (sqlite3_bind_parameter_count(ins) > n) sqlite3_bind_int64(ins, n + 1, vals[n]);
+    for (int i = 0; i < nall; i++) sqlite3_bind_int64(ins, i + 1, vals[i]);
     if (sqlite3_step(ins) != SQLITE_DONE) return store_fail(s, ins, what);
     id = sqlite3_last_insert_rowid(s->db);
   } else {
     return store_fail(s, q, what);
   }
   sqlite3_reset(q);
-  intern_add(t, probe, vals, (size_t)n * sizeof *vals, id);
+  intern_add(t, probe, vals, (size_t)nkey * sizeof *vals, id);
   return id;
 }
 
@@ -212,11 +213,11 @@ static int64_t intern_stack_u(store *s, const store_frame *frames, size_t n) {
     int64_t fid = intern_string_u(s, file, strlen(file));
     if (nid < 0 || fid < 0) return -1;
     int64_t fr[3] = {nid, fid, frames[i].line};
-    int64_t frame = intern_ints(s, &s->frames, fr, 3, "SELECT id FROM frames WHERE name_id=?1 AND file_id=?2 AND line=?3",
+    int64_t frame = intern_ints(s, &s->frames, fr, 3, 3, "SELECT id FROM frames WHERE name_id=?1 AND file_id=?2 AND line=?3",
                                 "INSERT INTO frames(name_id, file_id, line) VALUES (?1, ?2, ?3)", "cannot store frame");
     if (frame < 0) return -1;
     int64_t cs[3] = {parent, frame, (int64_t)(n - 1 - i)};
-    parent = intern_ints(s, &s->callsites, cs, 2, "SELECT id FROM callsites WHERE parent_id=?1 AND frame_id=?2",
+    parent = intern_ints(s, &s->callsites, cs, 2, 3, "SELECT id FROM callsites WHERE parent_id=?1 AND frame_id=?2",
                          "INSERT INTO callsites(parent_id, frame_id, depth) VALUES (?1, ?2, ?3)",
                          "cannot store call site");
     if (parent < 0) return -1;
