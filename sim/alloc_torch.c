@@ -351,14 +351,18 @@ static void free_all_waiting(torch *m) {
   }
 }
 
-/* free(): the program let go of the block. It stops counting as allocated now; it becomes
- * reusable at free_completed (at once for blocks without record_stream uses). */
-static void free_request(torch *m, tblock *block) {
+/* free(): the program let go of the block. It stops counting as allocated now... */
+static void mark_freed(torch *m, tblock *block) {
   sim_assert_internal(block->allocated && !block->waiting);
   block->allocated = 0;
   POOL_DEC(m, block->pool, allocation, 1);
   POOL_DEC(m, block->pool, allocated_bytes, block->size);
   if (block->size >= m->cfg.max_split_size) decrease_stat(&m->stats.oversize_allocations, 1);
+}
+
+/* ...and it becomes reusable at free_completed (at once for blocks without record_stream uses). */
+static void free_request(torch *m, tblock *block) {
+  mark_freed(m, block);
   waiting_add(m, block);
 }
 
@@ -382,6 +386,18 @@ static void torch_free_completed(void *ctx, uintptr_t handle) {
   if (b->allocated) free_request(m, b);
   if (!b->waiting) return;
   waiting_remove(m, b);
+  free_block(m, b);
+}
+
+/* A free no stream holds back: the block is let go of and reusable at once, as free_requested and
+ * free_completed leave it, without passing through the waiting list. */
+static void torch_free(void *ctx, uintptr_t handle) {
+  torch *m = ctx;
+  tblock *b = block_of(m, handle);
+  if (!b) return; /* nullptr, or a handle the model already let go of */
+  if (b->allocated) mark_freed(m, b);
+  else if (b->waiting) waiting_remove(m, b);
+  else return;
   free_block(m, b);
 }
 
@@ -922,4 +938,5 @@ const sim_allocator_ops sim_torch_ops = {
   .check = _torch_check,
   .restore = _torch_restore,
   .reset = torch_reset,
+  .free = torch_free,
 };

@@ -164,8 +164,8 @@ static inline void sim_gauge_add(sim_gauge *g, int64_t delta) {
 /* The version of sim_allocator_ops a table was written for. Fields are only ever added at the end
  * of the table, each with the version that added it, so that a table written for an older version
  * keeps working: a caller reads a field only from a table whose `version` is at least the one
- * that added it (sim_allocator_can_reset shows how). 3 added `reset`. */
-#define SIM_ALLOCATOR_VERSION 3
+ * that added it (sim_allocator_can_reset shows how). 3 added `reset`, 4 `free`. */
+#define SIM_ALLOCATOR_VERSION 4
 
 /* Facts about a real allocator that the code around a model acts on (sim_allocator_ops.traits),
  * so that no caller compares an allocator's name. */
@@ -263,10 +263,24 @@ typedef struct sim_allocator_ops {
    * instance is then unusable: destroy it). NULL, or a table of version < 3: the caller
    * destroys the instance and creates another. */
   int (*reset)(void *ctx);
+
+  /* Version 4. free_requested, then free_completed, of one handle, in one call: the program freed a
+   * block no other stream holds (a trace's plain free, or a request its completion follows at
+   * once). The model ends in exactly the state the two calls leave, for less work (no waiting list
+   * to pass through, one look-up of the handle). NULL: the caller makes the two calls. */
+  void (*free)(void *ctx, uintptr_t handle);
 } sim_allocator_ops;
 
 /* Whether ops has a reset op (a table written for version 3 or later, with the op filled in). */
 static inline int sim_allocator_can_reset(const sim_allocator_ops *ops) { return ops->version >= 3 && ops->reset; }
+
+/* What frees a handle at once under ops, request and completion together: its `free` op (a table
+ * of version 4 or later that has one), else free_completed when the model has no request step,
+ * else NULL (the caller makes the two calls). */
+static inline void (*sim_allocator_free_op(const sim_allocator_ops *ops))(void *, uintptr_t) {
+  if (ops->version >= 4 && ops->free) return ops->free;
+  return ops->free_requested ? NULL : ops->free_completed;
+}
 
 /* The registry of models (allocators.c), and the models themselves: code that must name the
  * allocator a trace was recorded by uses its ops table's name. */

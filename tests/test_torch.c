@@ -870,6 +870,87 @@ static void b19_expandable_max_split_roundup_release(void) {
 /* A single request larger than the address space an expandable segment reserves (1 1/8 of the
  * card) runs past the reservation's last block: out of memory, as the driver's refusal to map it
  * makes it on a real GPU. */
+/* ---- the free op: a request and its completion in one call ----------------------------------------- */
+
+/* Two models fed the same allocations; one frees through `free`, the other through free_requested
+ * then free_completed. Some requests wait (a stream holds the block) and complete later, by either
+ * op; some handles are stale. After every step both hold the same blocks, statistics and device
+ * calls, and their next allocations land at the same places. */
+static void free_op_equals_request_then_completion(void) {
+  static const char *specs[] = {"torch", "torch:expandable_segments:True", "torch:max_split_size_mb:40"};
+  for (size_t k = 0; k < sizeof specs / sizeof *specs; k++) {
+    tm one, two;
+    char err[SIM_ERRLEN];
+    if (open_model(&one, specs[k], 512 * MiB, 80 * GiB, NULL, err, sizeof err) ||
+        open_model(&two, specs[k], 512 * MiB, 80 * GiB, NULL, err, sizeof err)) {
+      fprintf(stderr, "cannot make '%s': %s\n", specs[k], err);
+      test_failures++;
+      return;
+    }
+    void (*free_op)(void *, uintptr_t) = sim_allocator_free_op(one.a.ops);
+    CHECK(free_op == one.a.ops->free && free_op != NULL);
+    enum { LIVE_MAX = 24 };
+    uintptr_t h1[LIVE_MAX], h2[LIVE_MAX], stale1 = 0, stale2 = 0;
+    int waiting[LIVE_MAX], n = 0, ooms = 0;
+    uint64_t x = 0x9e3779b97f4a7c15u + k;
+    for (int step = 0; step < 4000 && !test_failures; step++) {
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+      unsigned r = (unsigned)(x >> 40);
+      if (n < LIVE_MAX && (r % 8 < 4 || n == 0)) { /* allocate: small, medium, large */
+        uint64_t size = r % 3 == 0 ? 1 + (x >> 8) % MiB : r % 3 == 1 ? 1 + (x >> 8) % (12 * MiB) : 1 + (x >> 8) % (90 * MiB);
+        int64_t stream = (x >> 20) % 5 == 0 ? 7 : 0;
+        sim_placement p1, p2;
+        int rc1 = one.a.ops->alloc(one.a.ctx, size, stream, &p1), rc2 = two.a.ops->alloc(two.a.ctx, size, stream, &p2);
+        CHECK_EQ(rc1, rc2);
+        if (rc1 == SIM_OK && rc2 == SIM_OK) {
+          CHECK_EQ(p1.addr, p2.addr);
+          CHECK_EQ(p1.size, p2.size);
+          h1[n] = p1.handle, h2[n] = p2.handle, waiting[n] = 0, n++;
+        } else {
+          ooms++;
+        }
+      } else if (r % 8 < 7) { /* free one: at once, or its request only (a stream holds it) */
+        int i = (int)((x >> 24) % (unsigned)n);
+        if (!waiting[i] && r % 16 == 5) {
+          one.a.ops->free_requested(one.a.ctx, h1[i]);
+          two.a.ops->free_requested(two.a.ctx, h2[i]);
+          waiting[i] = 1;
+          continue;
+        }
+        free_op(one.a.ctx, h1[i]); /* a waiting one completes through it too */
+        if (!waiting[i]) two.a.ops->free_requested(two.a.ctx, h2[i]);
+        two.a.ops->free_completed(two.a.ctx, h2[i]);
+        stale1 = h1[i], stale2 = h2[i];
+        h1[i] = h1[n - 1], h2[i] = h2[n - 1], waiting[i] = waiting[n - 1], n--;
+      } else { /* a stale handle: nothing happens */
+        free_op(one.a.ctx, stale1);
+        two.a.ops->free_requested(two.a.ctx, stale2);
+        two.a.ops->free_completed(two.a.ctx, stale2);
+      }
+      char s1[2048];
+      snprintf(s1, sizeof s1, "%s", state(&one));
+      CHECK_STR(s1, state(&two));
+      CHECK_STR(one.dev.log, two.dev.log);
+      clear_log(&one), clear_log(&two);
+      CHECK_EQ(one.st->allocated.current, two.st->allocated.current);
+      CHECK_EQ(one.st->reserved.current, two.st->reserved.current);
+      CHECK_EQ(one.st->active.current, two.st->active.current);
+      CHECK_EQ(one.st->requested.current, two.st->requested.current);
+      CHECK_EQ(one.st->allocated.peak, two.st->allocated.peak);
+      CHECK_EQ(one.st->reserved.peak, two.st->reserved.peak);
+      if (step % 500 == 0) {
+        CHECK_EQ(one.a.ops->check(one.a.ctx, err, sizeof err), 0);
+        CHECK_EQ(one.a.ops->largest_free(one.a.ctx), two.a.ops->largest_free(two.a.ctx));
+      }
+    }
+    CHECK(ooms > 0); /* the capacity was reached: the paths that release cached blocks ran too */
+    CHECK(one.st->num_frees > 1000);
+    CHECK_EQ(one.st->num_frees, two.st->num_frees);
+    done(&one);
+    done(&two);
+  }
+}
+
 static void null_next_request_larger_than_the_device(void) {
   tm t;
   make(&t, "torch:expandable_segments:True");
@@ -907,5 +988,6 @@ int main(void) {
   RUN(restore_expandable_ranges);
   RUN(b19_expandable_max_split_roundup_release);
   RUN(null_next_request_larger_than_the_device);
+  RUN(free_op_equals_request_then_completion);
   TEST_MAIN_END();
 }

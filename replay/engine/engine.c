@@ -40,6 +40,7 @@ typedef struct devstate {
   model_key key;
   sim_device dev;
   sim_allocator a;
+  void (*free_now)(void *ctx, uintptr_t handle); /* sim_allocator_free_op: request and completion at once, or NULL */
   const sim_alloc_stats *st;
   int64_t allocated, reserved, requested, active; /* last seen, to turn changes into deltas (while
                                                    * it is the only device, the totals hold them:
@@ -320,6 +321,7 @@ made:
   for (; k > 0 && e->used[k - 1] > device; k--) e->used[k] = e->used[k - 1];
   e->used[k] = (uint8_t)device;
   ds->st = ds->a.ops->stats(ds->a.ctx);
+  ds->free_now = sim_allocator_free_op(ds->a.ops);
   ds->res = &e->res->devices[e->res->ndevices++];
   ds->res->device = device;
   if (cfg->nstart) {
@@ -749,16 +751,20 @@ __attribute__((always_inline)) static inline devstate *let_go(engine *e, live_en
                                                               int lean) {
   devstate *ds = &e->devs[le->device];
   const sim_allocator_ops *ops = ds->a.ops;
-  if (le->state == LIVE) {
-    if (ops->free_requested) ops->free_requested(ds->a.ctx, le->handle);
-    if (!lean) account(e, le, -1);
-    le->state = REQUESTED;
+  int live = le->state == LIVE;
+  if (live && !lean) account(e, le, -1);
+  if (live && completes && ds->free_now) {
+    ds->free_now(ds->a.ctx, le->handle); /* the request and its completion in one call */
+  } else {
+    if (live && ops->free_requested) ops->free_requested(ds->a.ctx, le->handle);
+    if (completes) ops->free_completed(ds->a.ctx, le->handle);
   }
   if (completes) {
-    ops->free_completed(ds->a.ctx, le->handle);
     e->res->frees++;
     if (planned) dense_del(&e->dense, le);
     else live_del(&e->live, le);
+  } else {
+    le->state = REQUESTED;
   }
   device_sync(e, ds);
   return ds;
