@@ -715,11 +715,13 @@ __attribute__((always_inline)) static inline int do_alloc(engine *e, const sim_e
   sim_placement own = {0, 0, 0}, *pl = out ? &out->placement : &own; /* the outcome's is zero before */
   int rc = ds->a.ops->alloc(ds->a.ctx, ev->size, ev->stream, pl);
   le->handle = pl->handle;
-  le->size = ev->size;
   le->device = (int8_t)(ev->device < 0 ? 0 : ev->device);
-  le->category = ev->category < SIM_CAT__COUNT ? ev->category : SIM_CAT_UNKNOWN;
-  le->cat_source = ev->cat_source < SIM_CATSRC__COUNT ? ev->cat_source : SIM_CATSRC_NONE;
-  le->site = 0;
+  if (!lean) { /* what the categories, call sites and a state's owners read */
+    le->size = ev->size;
+    le->category = ev->category < SIM_CAT__COUNT ? ev->category : SIM_CAT_UNKNOWN;
+    le->cat_source = ev->cat_source < SIM_CATSRC__COUNT ? ev->cat_source : SIM_CATSRC_NONE;
+    le->site = 0;
+  }
   int oom = 0;
   if (rc == SIM_OK) {
     le->state = LIVE;
