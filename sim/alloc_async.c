@@ -644,4 +644,5 @@ const sim_allocator_ops sim_async_ops = {
   .walk = async_walk,
   .check = async_check,
   .reset = async_reset,
+  .device_changed = sim_device_read_as_needed,
 };

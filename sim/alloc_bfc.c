@@ -79,8 +79,19 @@ typedef struct bfc_region {
   bfc_chunk *first; /* the chunk at ptr: never merged away while the region lives */
 } bfc_region;
 
+/* The settings as given: the options, then the environment. */
+typedef struct bfc_settings {
+  int allow_growth, gc, have_limit; /* gc: -1 not given */
+  uint64_t limit;
+  double fraction, frag_fraction;
+  int64_t system_mb;
+  int64_t env_system_mb; /* TF_DEVICE_MIN_SYS_MEMORY_IN_MB, when have_env_system_mb */
+  int have_env_system_mb;
+} bfc_settings;
+
 typedef struct bfc {
   sim_device *dev;
+  bfc_settings settings; /* as given (the limit is worked out again when the card changes) */
   /* settings, resolved once */
   uint64_t memory_limit;
   int allow_growth, garbage_collection;
@@ -506,14 +517,6 @@ static const char *bfc_env(const sim_alloc_config *cfg, const char *name) {
   return cfg && cfg->getenv ? cfg->getenv(name) : NULL;
 }
 
-/* The settings as given: the options, then the environment. */
-typedef struct bfc_settings {
-  int allow_growth, gc, have_limit; /* gc: -1 not given */
-  uint64_t limit;
-  double fraction, frag_fraction;
-  int64_t system_mb;
-} bfc_settings;
-
 /* memory_limit with its unit. A bare number is refused: TensorFlow's LogicalDeviceConfiguration
  * reads memory_limit=10240 as MiB while every other memplay size reads it as bytes, and either
  * guess is wrong for half the users by a factor of 1,048,576. */
@@ -600,12 +603,17 @@ static void bfc_read_environment(const sim_alloc_config *cfg, bfc_settings *s) {
     const char *v = bfc_env(cfg, "TF_ENABLE_GPU_GARBAGE_COLLECTION");
     s->gc = !(v && !strcmp(v, "false"));
   }
+  const char *sys = bfc_env(cfg, "TF_DEVICE_MIN_SYS_MEMORY_IN_MB");
+  s->have_env_system_mb = sys && *sys && !bfc_parse_int64(sys, &s->env_system_mb);
 }
 
-/* The memory limit: a logical device's own limit, else SingleVirtualDeviceMemoryLimit. */
-static int bfc_memory_limit(const sim_device *dev, const sim_alloc_config *cfg, bfc_settings *s, char *err,
-                            size_t errlen) {
-  if (s->have_limit) return 0;
+/* The memory limit: a logical device's own limit, else SingleVirtualDeviceMemoryLimit from the
+ * card's memory. */
+static int bfc_memory_limit(const sim_device *dev, const bfc_settings *s, uint64_t *out, char *err, size_t errlen) {
+  if (s->have_limit) {
+    *out = s->limit;
+    return 0;
+  }
   uint64_t available = dev->free_memory, total = dev->total_memory, limit;
   if (s->fraction > 1.0 && dev->cc_major < 6) {
     snprintf(err, errlen,
@@ -623,34 +631,39 @@ static int bfc_memory_limit(const sim_device *dev, const sim_alloc_config *cfg, 
     limit = v >= 9223372036854775807.0 ? (uint64_t)INT64_MAX : (uint64_t)v;
   }
   if (s->system_mb > 0) bfc_reserve_system(available, s->system_mb, &limit);
-  const char *sys = bfc_env(cfg, "TF_DEVICE_MIN_SYS_MEMORY_IN_MB");
-  int64_t mb;
-  if (sys && *sys && !bfc_parse_int64(sys, &mb)) bfc_reserve_system(available, mb, &limit);
+  if (s->have_env_system_mb) bfc_reserve_system(available, s->env_system_mb, &limit);
   if (limit > (uint64_t)INT64_MAX) limit = (uint64_t)INT64_MAX;
-  s->limit = limit;
+  *out = limit;
   return 0;
+}
+
+/* What the limit sets: the bound on a chunk's unused bytes, and the first region's size. */
+static void bfc_set_limit(bfc *m, uint64_t limit) {
+  const bfc_settings *s = &m->settings;
+  m->memory_limit = limit;
+  if (s->frag_fraction > 0) {
+    double bound = s->frag_fraction * (double)limit;
+    m->max_internal_fragmentation_bytes = bound >= 9223372036854775807.0 ? (uint64_t)INT64_MAX : (uint64_t)bound;
+  } else {
+    m->max_internal_fragmentation_bytes = BFC_DEFAULT_MAX_INTERNAL_FRAGMENTATION;
+  }
+  m->curr_region_allocation_bytes =
+    bfc_rounded_bytes(s->allow_growth ? (limit < BFC_GROWTH_FIRST_REGION ? limit : BFC_GROWTH_FIRST_REGION) : limit);
+  m->first_region_allocation_bytes = m->curr_region_allocation_bytes;
 }
 
 static int bfc_create(void **ctx, sim_device *dev, const sim_alloc_config *cfg, char *err, size_t errlen) {
   bfc_settings s = {.gc = -1};
   if (bfc_read_options(cfg, &s, err, errlen)) return SIM_EINVAL;
   bfc_read_environment(cfg, &s);
-  if (bfc_memory_limit(dev, cfg, &s, err, errlen)) return SIM_EINVAL;
-  uint64_t limit = s.limit;
+  uint64_t limit;
+  if (bfc_memory_limit(dev, &s, &limit, err, errlen)) return SIM_EINVAL;
   bfc *m = sim_xcalloc(1, sizeof *m);
   m->dev = dev;
-  m->memory_limit = limit;
+  m->settings = s;
   m->allow_growth = s.allow_growth;
   m->garbage_collection = s.gc;
-  if (s.frag_fraction > 0) {
-    double bound = s.frag_fraction * (double)limit;
-    m->max_internal_fragmentation_bytes = bound >= 9223372036854775807.0 ? (uint64_t)INT64_MAX : (uint64_t)bound;
-  } else {
-    m->max_internal_fragmentation_bytes = BFC_DEFAULT_MAX_INTERNAL_FRAGMENTATION;
-  }
-  m->curr_region_allocation_bytes =
-    bfc_rounded_bytes(s.allow_growth ? (limit < BFC_GROWTH_FIRST_REGION ? limit : BFC_GROWTH_FIRST_REGION) : limit);
-  m->first_region_allocation_bytes = m->curr_region_allocation_bytes;
+  bfc_set_limit(m, limit);
   m->next_allocation_id = 1;
   for (int b = 0; b < BFC_NUM_BINS; b++) RB_INIT(&m->bins[b]);
   *ctx = m;
@@ -673,6 +686,16 @@ static int bfc_reset(void *ctx) {
   m->next_allocation_id = 1;
   m->num_allocs = m->bytes_in_use = m->peak_bytes_in_use = m->largest_alloc_size = 0;
   memset(&m->st, 0, sizeof m->st);
+  return SIM_OK;
+}
+
+/* The card's memory changed (after a reset): the limit is worked out from it again. */
+static int bfc_device_changed(void *ctx) {
+  bfc *m = ctx;
+  uint64_t limit;
+  char err[SIM_ERRLEN];
+  if (bfc_memory_limit(m->dev, &m->settings, &limit, err, sizeof err)) return SIM_EINVAL;
+  bfc_set_limit(m, limit);
   return SIM_OK;
 }
 
@@ -868,4 +891,5 @@ const sim_allocator_ops sim_bfc_ops = {
   .check = bfc_check,
   .restore = bfc_restore,
   .reset = bfc_reset,
+  .device_changed = bfc_device_changed,
 };

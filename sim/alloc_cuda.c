@@ -155,4 +155,5 @@ const sim_allocator_ops sim_cuda_ops = {
   .describe_oom = cuda_describe_oom,
   .walk = cuda_walk,
   .reset = cuda_reset,
+  .device_changed = sim_device_read_as_needed,
 };

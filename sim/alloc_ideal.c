@@ -98,4 +98,5 @@ const sim_allocator_ops sim_ideal_ops = {
   .largest_free = ideal_largest_free,
   .describe_oom = ideal_describe_oom,
   .reset = ideal_reset,
+  .device_changed = sim_device_read_as_needed,
 };

@@ -697,6 +697,14 @@ static void release_expandable_segment(torch *m, tblock *block) {
 
 /* ---- the model's life ------------------------------------------------------------------------- */
 
+/* setMemoryFraction: the cap is a fraction of the card's memory (the device's capacity is read as
+ * segments are made). */
+static int torch_device_changed(void *ctx) {
+  torch *m = ctx;
+  if (m->cfg.set_fraction) m->allowed_memory_maximum = (uint64_t)(m->cfg.fraction * (double)m->dev->total_memory);
+  return SIM_OK;
+}
+
 static int torch_create(void **ctx, sim_device *dev, const sim_alloc_config *cfg, char *err, size_t n) {
   tconfig c;
   if (_torch_config_init(&c, cfg, err, n)) return SIM_EINVAL;
@@ -708,7 +716,7 @@ static int torch_create(void **ctx, sim_device *dev, const sim_alloc_config *cfg
   m->large_blocks.stats = &m->stats.type[LARGE_POOL];
   tfree_init(&m->small_blocks.blocks);
   tfree_init(&m->large_blocks.blocks);
-  if (c.set_fraction) m->allowed_memory_maximum = (uint64_t)(c.fraction * (double)dev->total_memory);
+  torch_device_changed(m);
   *ctx = m;
   return SIM_OK;
 }
@@ -939,4 +947,5 @@ const sim_allocator_ops sim_torch_ops = {
   .restore = _torch_restore,
   .reset = torch_reset,
   .free = torch_free,
+  .device_changed = torch_device_changed,
 };

@@ -164,7 +164,7 @@ static inline void sim_gauge_add(sim_gauge *g, int64_t delta) {
 /* The version of sim_allocator_ops a table was written for. Fields are only ever added at the end
  * of the table, each with the version that added it, so that a table written for an older version
  * keeps working: a caller reads a field only from a table whose `version` is at least the one
- * that added it (sim_allocator_can_reset shows how). 3 added `reset`, 4 `free`. */
+ * that added it (sim_allocator_can_reset shows how). 3 added `reset`, 4 `free` and `device_changed`. */
 #define SIM_ALLOCATOR_VERSION 4
 
 /* Facts about a real allocator that the code around a model acts on (sim_allocator_ops.traits),
@@ -258,7 +258,8 @@ typedef struct sim_allocator_ops {
    * installed go back the same way. The device's own state is its owner's: to replay again on a
    * simulated device exactly as on a new one, the caller then calls sim_simdev_reset
    * (device_sim.h), which zeroes its counters and hands out the same addresses again. After
-   * both, a replay makes the same decisions, at the same addresses, as on a new instance.
+   * both, a replay makes the same decisions, at the same addresses, as on a new instance (and,
+   * with device_changed below, as on a new instance on another device of the same kind).
    * Handles from before the reset must not be passed again. SIM_OK, or a SIM_E* code (the
    * instance is then unusable: destroy it). NULL, or a table of version < 3: the caller
    * destroys the instance and creates another. */
@@ -269,10 +270,27 @@ typedef struct sim_allocator_ops {
    * once). The model ends in exactly the state the two calls leave, for less work (no waiting list
    * to pass through, one look-up of the handle). NULL: the caller makes the two calls. */
   void (*free)(void *ctx, uintptr_t handle);
+  /* Version 4. After a reset, before the next replay: the device's capacity and the memory its card
+   * reports have changed (sim_simdev_resize; nothing else about it has). The model works out again
+   * whatever `create` worked out from them, so that the next replay is that of a new instance on
+   * the device as it is now. SIM_OK, or a SIM_E* code (the caller makes a new instance, which
+   * reports the problem). A model that reads those figures only as it places requests returns
+   * SIM_OK at once. NULL: the model cannot follow such a change (the caller makes a new instance):
+   * a comparison whose policies differ only in capacity keeps one model when it can. */
+  int (*device_changed)(void *ctx);
 } sim_allocator_ops;
 
 /* Whether ops has a reset op (a table written for version 3 or later, with the op filled in). */
 static inline int sim_allocator_can_reset(const sim_allocator_ops *ops) { return ops->version >= 3 && ops->reset; }
+
+/* device_changed for a model that reads its device's capacity and memory only as it places
+ * requests (options.c): SIM_OK. */
+int sim_device_read_as_needed(void *ctx);
+
+/* Whether ops has a device_changed op (version 4 or later, filled in). */
+static inline int sim_allocator_can_follow_device(const sim_allocator_ops *ops) {
+  return ops->version >= 4 && ops->device_changed;
+}
 
 /* What frees a handle at once under ops, request and completion together: its `free` op (a table
  * of version 4 or later that has one), else free_completed when the model has no request step,

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "device_sim.h"
+#include "internal/debug.h"
 #include "hashmap.h"
 
 /*
@@ -133,9 +134,20 @@ void sim_simdev_init(sim_device *d, uint64_t capacity, uint64_t total_memory) {
   d->ops = &simdev_ops;
   d->ctx = s;
   d->capacity = capacity;
-  d->total_memory = total_memory ? total_memory : (capacity == UINT64_MAX ? UINT64_C(80) << 30 : capacity);
+  d->total_memory = sim_simdev_total_memory(capacity, total_memory);
   d->free_memory = d->total_memory;
   d->cc_major = 9;
+}
+
+uint64_t sim_simdev_total_memory(uint64_t capacity, uint64_t total_memory) {
+  return total_memory ? total_memory : (capacity == UINT64_MAX ? UINT64_C(80) << 30 : capacity);
+}
+
+void sim_simdev_resize(sim_device *d, uint64_t capacity, uint64_t total_memory) {
+  sim_assert_internal(!d->used && !d->mallocs && !d->maps); /* just reset */
+  d->capacity = capacity;
+  d->total_memory = sim_simdev_total_memory(capacity, total_memory);
+  d->free_memory = d->total_memory;
 }
 
 void sim_simdev_hold(sim_device *d, uint64_t addr, uint64_t span, uint64_t used) {

@@ -19,6 +19,13 @@ void sim_simdev_release(sim_device *d);
  * sim_simdev_hold forgotten. Keeps its tables for reuse. For the replay after an allocator's
  * reset (allocator.h): reset the model first, which hands its memory back, then the device. */
 void sim_simdev_reset(sim_device *d);
+/* The total memory sim_simdev_init gives a device of `capacity` and `total_memory`: total_memory,
+ * or when 0 the capacity (80 GiB when unlimited). */
+uint64_t sim_simdev_total_memory(uint64_t capacity, uint64_t total_memory);
+/* Gives d, just reset (sim_simdev_reset), another capacity and total memory: it is then the device
+ * sim_simdev_init(d, capacity, total_memory) makes, the same in all else. Its model is then told
+ * (allocator.h, device_changed). */
+void sim_simdev_resize(sim_device *d, uint64_t capacity, uint64_t total_memory);
 /* Memory the process held before the replay began (a restored segment): `used` bytes count as
  * taken (beyond the capacity too: they were there), and no address in [addr, addr+span), nor
  * within twice the card's memory above it (room for a reservation made from there), is handed

@@ -18,7 +18,9 @@ int test_failures;
  * cache flushes, retries); what it did is written down as a transcript of numbers: each placement, each
  * refusal and its message, the largest free block every few events, then the statistics, the
  * device's counters and the walk of segments and blocks. The same instance is then reset (with
- * its device) after replaying another trace, and must write the same transcript again, twice.
+ * its device) after replaying another trace, and must write the same transcript again, twice;
+ * and so must an instance made for the other capacity on another card, reset, its device resized
+ * to this one and the model told (device_changed).
  */
 
 static const char *const specs[] = {
@@ -202,6 +204,23 @@ static void check_trace(const events *evs, const events *other, const char *what
         CHECK(same(&want, &got, specs[k], what));
       }
       uint64_t peak = (uint64_t)a.ops->stats(a.ctx)->reserved.peak;
+      sim_allocator_release(&a);
+      sim_simdev_release(&dev);
+      /* a model made for another capacity on a card of half the memory, reset, its device given
+       * this capacity and card and the model told: the same again (and the reverse: one made for
+       * this capacity replays the next round's) */
+      uint64_t other_capacity = round ? UINT64_MAX : peak / 4 * 3;
+      sim_simdev_init(&dev, other_capacity, TOTAL_MEMORY / 2);
+      CHECK_EQ(sim_allocator_init(&a, &spec, &dev, NULL, NULL, err, sizeof err), SIM_OK);
+      before.n = 0;
+      replay(&a, evs, &before);
+      reset(&a, 0);
+      CHECK(sim_allocator_can_follow_device(a.ops));
+      sim_simdev_resize(&dev, capacity, TOTAL_MEMORY);
+      CHECK_EQ(a.ops->device_changed(a.ctx), SIM_OK);
+      got.n = 0;
+      replay(&a, evs, &got);
+      CHECK(same(&want, &got, specs[k], round ? "made unlimited, resized to a capacity" : "made with a capacity, resized to none"));
       sim_allocator_release(&a);
       sim_simdev_release(&dev);
       capacity = peak / 4 * 3;

@@ -21,7 +21,6 @@
  * recorded settings, as text. */
 typedef struct model_key {
   const sim_allocator_ops *ops;
-  uint64_t capacity, total_memory;
   int cc_major, cc_minor;
   char *opts;
 } model_key;
@@ -245,8 +244,10 @@ static void key_append(char **t, size_t *n, size_t *cap, const char *a, const ch
   (*t)[*n] = 0;
 }
 
+/* What makes one model another: its options, the settings the trace recorded and the card's kind;
+ * not the device's capacity or memory, which a kept model is told of (device_fit). */
 static model_key key_of(const replay_config *cfg) {
-  model_key k = {cfg->spec->ops, cfg->capacity, cfg->total_memory, cfg->cc_major, cfg->cc_minor, NULL};
+  model_key k = {cfg->spec->ops, cfg->cc_major, cfg->cc_minor, NULL};
   size_t n = 0, cap = 0;
   key_append(&k.opts, &n, &cap, "spec", "");
   for (size_t i = 0; i < cfg->spec->nopts; i++) key_append(&k.opts, &n, &cap, cfg->spec->opts[i].key, cfg->spec->opts[i].value);
@@ -257,8 +258,7 @@ static model_key key_of(const replay_config *cfg) {
 }
 
 static int key_same(const model_key *a, const model_key *b) {
-  return a->ops == b->ops && a->capacity == b->capacity && a->total_memory == b->total_memory &&
-         a->cc_major == b->cc_major && a->cc_minor == b->cc_minor && !strcmp(a->opts, b->opts);
+  return a->ops == b->ops && a->cc_major == b->cc_major && a->cc_minor == b->cc_minor && !strcmp(a->opts, b->opts);
 }
 
 static int model_keepable(const replay_config *cfg, const devstate *ds) {
@@ -273,6 +273,18 @@ static void model_drop(devstate *ds) {
   ds->kept = 0;
 }
 
+/* The reset device of a kept model made the run's: its capacity and the card's memory, the model
+ * told when they change (a comparison's policies that differ in capacity). 1, or 0 when the model
+ * cannot follow. */
+static int device_fit(const replay_config *cfg, devstate *ds) {
+  sim_device *d = &ds->dev;
+  if (d->capacity == cfg->capacity && d->total_memory == sim_simdev_total_memory(cfg->capacity, cfg->total_memory))
+    return 1;
+  if (!sim_allocator_can_follow_device(ds->a.ops)) return 0;
+  sim_simdev_resize(d, cfg->capacity, cfg->total_memory);
+  return ds->a.ops->device_changed(ds->a.ctx) == SIM_OK;
+}
+
 /* The kept model of ds reset for this run: 1, or 0 when the run needs another (the kept one dropped). */
 static int model_reuse(const replay_config *cfg, devstate *ds) {
   model_key k = key_of(cfg);
@@ -280,10 +292,12 @@ static int model_reuse(const replay_config *cfg, devstate *ds) {
   free(k.opts);
   if (same && ds->a.ops->reset(ds->a.ctx) == SIM_OK) {
     sim_simdev_reset(&ds->dev);
-    free(ds->key.opts);
-    ds->key.opts = NULL;
-    ds->kept = 0;
-    return 1;
+    if (device_fit(cfg, ds)) {
+      free(ds->key.opts);
+      ds->key.opts = NULL;
+      ds->kept = 0;
+      return 1;
+    }
   }
   model_drop(ds);
   return 0;
