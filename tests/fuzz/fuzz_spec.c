@@ -12,9 +12,11 @@
  * The input is SPEC '\n' SETTINGS-JSON '\n' OPS: the SPEC as given to --allocator
  * ("torch:expandable_segments:True,max_split_size_mb:64"), the allocator settings a trace
  * recorded (a JSON object, as the store keeps them), and bytes that drive a few allocations and
- * frees on a 1 GiB simulated device. Parsing must accept or refuse with a message; a model
- * created must answer every request with a placement or an out-of-memory, and pass its own
- * invariant check at the end.
+ * frees on a 1 GiB simulated device (a free through the model's free op or its two steps, as
+ * a bit of each says). Parsing must accept or refuse with a message; a model created must answer
+ * every request with a placement or an out-of-memory, and pass its own invariant check at the
+ * end; then, when it can, be reset, its device given another capacity and card (from the first
+ * bytes) and told, and do the same work again.
  */
 static const char *no_env(const char *name) {
   (void)name;
@@ -31,14 +33,24 @@ static char *take_line(const uint8_t **p, const uint8_t *end) {
   return out;
 }
 
+/* Frees h at once: through the model's free op when it has one and `one_call`, else its two steps. */
+static void free_now(sim_allocator *a, uintptr_t h, int one_call) {
+  void (*op)(void *, uintptr_t) = sim_allocator_free_op(a->ops);
+  if (one_call && op) {
+    op(a->ctx, h);
+    return;
+  }
+  if (a->ops->free_requested) a->ops->free_requested(a->ctx, h);
+  a->ops->free_completed(a->ctx, h);
+}
+
 static void drive(sim_allocator *a, const uint8_t *p, const uint8_t *end) {
   uintptr_t live[16];
   int nlive = 0;
   for (int step = 0; p + 3 <= end && step < 64; step++, p += 3) {
     if ((p[0] & 3) != 0 && nlive > 0) {
       int i = p[1] % nlive;
-      if (a->ops->free_requested) a->ops->free_requested(a->ctx, live[i]);
-      a->ops->free_completed(a->ctx, live[i]);
+      free_now(a, live[i], p[0] & 4);
       live[i] = live[--nlive];
       continue;
     }
@@ -46,8 +58,7 @@ static void drive(sim_allocator *a, const uint8_t *p, const uint8_t *end) {
     sim_placement pl;
     if (a->ops->alloc(a->ctx, size, p[0] >> 6, &pl) == SIM_OK) {
       if (nlive == 16) {
-        if (a->ops->free_requested) a->ops->free_requested(a->ctx, live[0]);
-        a->ops->free_completed(a->ctx, live[0]);
+        free_now(a, live[0], p[0] & 8);
         live[0] = live[--nlive];
       }
       live[nlive++] = pl.handle;
@@ -79,6 +90,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     err[0] = 0;
     if (sim_allocator_init(&a, &spec, &dev, &st.recorded, no_env, err, sizeof err) == SIM_OK) {
       drive(&a, p, end);
+      if (p + 2 <= end && sim_allocator_can_reset(a.ops) && sim_allocator_can_follow_device(a.ops) &&
+          a.ops->reset(a.ctx) == SIM_OK) {
+        sim_simdev_reset(&dev);
+        sim_simdev_resize(&dev, (uint64_t)(p[0] + 1) << 24, p[1] & 1 ? UINT64_C(1) << 30 : 0);
+        if (a.ops->device_changed(a.ctx) == SIM_OK) drive(&a, p, end);
+      }
       sim_allocator_release(&a);
     } else if (!err[0]) {
       abort();
