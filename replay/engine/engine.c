@@ -661,19 +661,23 @@ static int take_restored(engine *e, const sim_event *ev, uint32_t slot, int plan
     return 1;
   }
   le->handle = rb->handle;
-  le->size = ev->size;
   le->device = (int8_t)rb->device;
-  le->category = ev->category < SIM_CAT__COUNT ? ev->category : SIM_CAT_UNKNOWN;
-  le->cat_source = ev->cat_source < SIM_CATSRC__COUNT ? ev->cat_source : SIM_CATSRC_NONE;
-  le->site = site_of(e, ev->stack);
+  if (!e->lean) { /* as do_alloc: what only the categories, call sites and owners read */
+    le->size = ev->size;
+    le->category = ev->category < SIM_CAT__COUNT ? ev->category : SIM_CAT_UNKNOWN;
+    le->cat_source = ev->cat_source < SIM_CATSRC__COUNT ? ev->cat_source : SIM_CATSRC_NONE;
+    le->site = site_of(e, ev->stack);
+  }
   if (rb->state == SIM_BLOCK_PENDING_FREE) {
     le->state = REQUESTED; /* freed before the window, not yet reusable */
   } else {
     le->state = LIVE;
-    peak_capture(e);
-    account(e, le, +1);
-    /* the start state may be the peak: its composition fills in as its blocks are taken */
-    if (e->out.allocated >= e->res->peak_allocated && !e->lean) e->pend_cats = 1;
+    if (!e->lean) {
+      peak_capture(e);
+      account(e, le, +1);
+      /* the start state may be the peak: its composition fills in as its blocks are taken */
+      if (e->out.allocated >= e->res->peak_allocated) e->pend_cats = 1;
+    }
   }
   e->res->allocs++;
   if (out) out->placement = (sim_placement){rb->addr, rb->size, rb->handle};
