@@ -91,10 +91,9 @@ typedef struct bfc_settings {
 
 typedef struct bfc {
   sim_device *dev;
-  bfc_settings settings; /* as given (the limit is worked out again when the card changes) */
-  /* settings, resolved once */
+  bfc_settings settings; /* as given, the environment's resolved (allow_growth, gc) */
+  /* what the settings make of the card's memory (worked out again when it changes) */
   uint64_t memory_limit;
-  int allow_growth, garbage_collection;
   uint64_t max_internal_fragmentation_bytes;
   /* growth */
   uint64_t curr_region_allocation_bytes;
@@ -288,7 +287,7 @@ static int bfc_extend(bfc *m, uint64_t rounded, int64_t stream) {
 
 /* DeallocateFreeRegions: give back regions whose chunks are all free, if that can help. */
 static int bfc_deallocate_free_regions(bfc *m, uint64_t rounded) {
-  if (!m->garbage_collection) return 0;
+  if (!m->settings.gc) return 0;
   uint64_t total_free = 0;
   for (size_t i = 0; i < m->nregions; i++) {
     const bfc_chunk *c = m->regions[i].first;
@@ -661,8 +660,6 @@ static int bfc_create(void **ctx, sim_device *dev, const sim_alloc_config *cfg, 
   bfc *m = sim_xcalloc(1, sizeof *m);
   m->dev = dev;
   m->settings = s;
-  m->allow_growth = s.allow_growth;
-  m->garbage_collection = s.gc;
   bfc_set_limit(m, limit);
   m->next_allocation_id = 1;
   for (int b = 0; b < BFC_NUM_BINS; b++) RB_INIT(&m->bins[b]);
@@ -850,8 +847,8 @@ int sim_bfc_get_info(const sim_allocator *a, sim_bfc_info *out) {
     .curr_region_allocation_bytes = m->curr_region_allocation_bytes,
     .max_internal_fragmentation_bytes = m->max_internal_fragmentation_bytes,
     .regions = m->nregions,
-    .allow_growth = m->allow_growth,
-    .garbage_collection = m->garbage_collection,
+    .allow_growth = m->settings.allow_growth,
+    .garbage_collection = m->settings.gc,
     .backpedal_started = m->started_backpedal,
   };
   return 0;

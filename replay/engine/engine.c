@@ -627,6 +627,15 @@ static inline void account(engine *e, const live_entry *le, int sign) {
   site_change(e, le->site, b, sign);
 }
 
+/* What an allocation's record keeps for the categories, the call sites and a stopped state's owners
+ * (a lean replay reads none of them and leaves them out). */
+static inline void note_owner(live_entry *le, const sim_event *ev, uint32_t site) {
+  le->size = ev->size;
+  le->category = ev->category < SIM_CAT__COUNT ? ev->category : SIM_CAT_UNKNOWN;
+  le->cat_source = ev->cat_source < SIM_CATSRC__COUNT ? ev->cat_source : SIM_CATSRC_NONE;
+  le->site = site;
+}
+
 static void record_oom(engine *e, devstate *ds, const sim_event *ev) {
   replay_result *r = e->res;
   r->ooms++;
@@ -662,12 +671,7 @@ static int take_restored(engine *e, const sim_event *ev, uint32_t slot, int plan
   }
   le->handle = rb->handle;
   le->device = (int8_t)rb->device;
-  if (!e->lean) { /* as do_alloc: what only the categories, call sites and owners read */
-    le->size = ev->size;
-    le->category = ev->category < SIM_CAT__COUNT ? ev->category : SIM_CAT_UNKNOWN;
-    le->cat_source = ev->cat_source < SIM_CATSRC__COUNT ? ev->cat_source : SIM_CATSRC_NONE;
-    le->site = site_of(e, ev->stack);
-  }
+  if (!e->lean) note_owner(le, ev, site_of(e, ev->stack));
   if (rb->state == SIM_BLOCK_PENDING_FREE) {
     le->state = REQUESTED; /* freed before the window, not yet reusable */
   } else {
@@ -734,12 +738,7 @@ __attribute__((always_inline)) static inline int do_alloc(engine *e, const sim_e
   int rc = ds->a.ops->alloc(ds->a.ctx, ev->size, ev->stream, pl);
   le->handle = pl->handle;
   le->device = (int8_t)(ev->device < 0 ? 0 : ev->device);
-  if (!lean) { /* what the categories, call sites and a state's owners read */
-    le->size = ev->size;
-    le->category = ev->category < SIM_CAT__COUNT ? ev->category : SIM_CAT_UNKNOWN;
-    le->cat_source = ev->cat_source < SIM_CATSRC__COUNT ? ev->cat_source : SIM_CATSRC_NONE;
-    le->site = 0;
-  }
+  if (!lean) note_owner(le, ev, 0);
   int oom = 0;
   if (rc == SIM_OK) {
     le->state = LIVE;
