@@ -29,7 +29,8 @@
  *    (segment) per growth; an allocation never spans two pieces; a piece goes back to the
  *    device only as a whole, once nothing in it is allocated or awaiting reuse;
  *  - placement is best fit by size, then address, among the blocks the stream may use;
- *    freed neighbours merge when they may be reused by the same streams;
+ *    free neighbours merge, but two frees pending on different streams: a free joins the free
+ *    memory beside it, which stays its stream's own until a synchronization;
  *  - a free is issued on the stream that allocated the block;
  *  - the replay learns of device progress only at synchronizations: with the opportunistic
  *    policy on, a synchronization shows every earlier free complete (the device has caught
@@ -203,18 +204,29 @@ static void async_sync_gauges(async_pool *p) {
   if (active > p->st.active.peak) p->st.active.peak = active;
 }
 
-/* Two free neighbours merge when every stream that may use one may use the other. */
+/* Two free neighbours merge unless they are frees pending on two different streams: memory
+ * every stream may use joins a stream's pending free, which that stream may use at once. */
 static int async_mergeable(const async_block *a, const async_block *b) {
-  if (a->state == AB_USED || b->state != a->state) return 0;
-  return a->state == AB_READY || a->stream == b->stream;
+  if (a->state == AB_USED || b->state == AB_USED) return 0;
+  if (a->state == AB_READY || b->state == AB_READY) return 1;
+  return a->stream == b->stream;
 }
 
-/* Merges b's free neighbours of the same kind into it; b is in no tree. */
+/* What `into` becomes after taking in `other`: pending on a stream when either was. */
+static void async_merge_kind(async_block *into, const async_block *other) {
+  if (other->state == AB_PENDING) {
+    into->state = AB_PENDING;
+    into->stream = other->stream;
+  }
+}
+
+/* Merges b's mergeable free neighbours into it; b is in no tree. */
 static async_block *async_coalesce(async_pool *p, async_block *b) {
   sim_assert_internal(b->state != AB_USED);
   async_block *n = b->next;
   if (n && async_mergeable(b, n)) {
     async_remove(p, n);
+    async_merge_kind(b, n);
     b->size += n->size;
     b->next = n->next;
     if (n->next) n->next->prev = b;
@@ -223,6 +235,7 @@ static async_block *async_coalesce(async_pool *p, async_block *b) {
   async_block *v = b->prev;
   if (v && async_mergeable(v, b)) {
     async_remove(p, v);
+    async_merge_kind(v, b);
     v->size += b->size;
     v->next = b->next;
     if (b->next) b->next->prev = v;

@@ -285,6 +285,39 @@ static void best_fit_and_merging(void) {
   fx_release(&f);
 }
 
+/* A free joins the free memory beside it at once, as the driver's pool measured on one stream
+ * (docs/accuracy.md); the memory it joined is then its stream's own until a synchronization. */
+static void free_joins_cached_memory(void) {
+  fx f;
+  sim_placement a, b, c, x, y;
+  fx_init(&f, "async:release_threshold=max", UINT64_MAX);
+  CHECK_EQ(fx_alloc(&f, 10 * MiB, 0, &a), SIM_OK);
+  CHECK_EQ(fx_alloc(&f, 10 * MiB, 0, &b), SIM_OK);
+  CHECK_EQ(fx_alloc(&f, 12 * MiB, 0, &c), SIM_OK); /* fills the first piece */
+  fx_free(&f, &a);
+  fx_sync(&f, 0); /* a: free for every stream */
+  fx_free(&f, &b); /* pending on stream 0, beside a */
+  walk_acc w = fx_walk(&f);
+  CHECK_EQ(w.pending, 1);
+  CHECK_EQ(w.ready, 0);
+  CHECK_EQ(f.a.ops->largest_free(f.a.ctx), 20 * MiB);
+  CHECK_EQ(fx_alloc(&f, 20 * MiB, 0, &x), SIM_OK); /* stream 0 takes both at once: no growth */
+  CHECK_EQ(x.addr, a.addr);
+  CHECK_EQ(f.dev.mallocs, 1);
+  fx_check(&f);
+  fx_free(&f, &x);
+  /* stream 1 may not use the joined memory before a synchronization, a's part included */
+  CHECK_EQ(fx_alloc(&f, 5 * MiB, 1, &y), SIM_OK);
+  CHECK_EQ(f.dev.mallocs, 2);
+  CHECK(y.addr != a.addr);
+  fx_sync(&f, -1);
+  w = fx_walk(&f);
+  CHECK_EQ(w.pending, 0);
+  CHECK_EQ(w.ready, 2); /* the first piece's 20 MiB, the second's 27 MiB */
+  fx_check(&f);
+  fx_release(&f);
+}
+
 static void zero_and_overflow(void) {
   fx f;
   fx_init(&f, "async", UINT64_MAX);
@@ -354,6 +387,7 @@ int main(void) {
   RUN(release_at_sync_threshold_zero);
   RUN(release_at_sync_threshold);
   RUN(best_fit_and_merging);
+  RUN(free_joins_cached_memory);
   RUN(zero_and_overflow);
   RUN(bad_options);
   RUN(random_workload);

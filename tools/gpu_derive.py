@@ -215,9 +215,10 @@ def async_rules(path, merge_at_once):
     """The async model's rules (sim/alloc_async.c) on a one-stream trace, re-implemented: sizes
     rounded to 512 B; best fit by (size, address) among free blocks; else a new piece of the
     smallest multiple of 32 MiB, which no block spans; at a synchronization, frees become free to
-    every stream and empty pieces are released. A freed block waits apart ('pending') until the
-    next synchronization and merges only with pending neighbours, unless merge_at_once. Returns the
-    peak of the pieces' bytes."""
+    every stream and empty pieces are released. A freed block waits ('pending') until the next
+    synchronization; with merge_at_once it merges with every free neighbour at once (the model
+    since 2026-11-27), without it only with pending neighbours (the model before). Returns the peak
+    of the pieces' bytes."""
     G = 32 * MiB
     blocks, pieces, live = {}, {}, {}  # blocks: address -> [size, piece, state U/P/R]
     top = reserved = peak = 0
@@ -300,8 +301,8 @@ def async_model(mp, runs):
             ["async model, a sync after every free", synced["peak_reserved_bytes"], synced["peak_reserved_bytes"] / MiB,
              synced["final_reserved_bytes"] / MiB, meas_peak / MiB, pct(meas_peak, synced["peak_reserved_bytes"]),
              meas_final / MiB]]
-    for label, merge in (("the model's rules re-implemented (gpu_derive.py async_rules)", False),
-                         ("the same rules, a freed block merging with free neighbours at once", True)):
+    for label, merge in (("the model's rules before 2026-11-27 re-implemented (gpu_derive.py async_rules): a free merging only with frees", False),
+                         ("the same rules, a freed block merging with free neighbours at once (the model since)", True)):
         peak = async_rules(src, merge)
         rows.append([label, peak, peak / MiB, "", meas_peak / MiB, pct(meas_peak, peak), meas_final / MiB])
     write_csv("async_sample.csv",

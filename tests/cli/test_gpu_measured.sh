@@ -60,16 +60,18 @@ expect 0 devices h200-calibrated --json
 [ "$(jx "$T/out" '$.h2d_pinned_bw')" = 55455776300.0 ] && [ "$(jx "$T/out" '$.launch_queue')" = 1088 ] ||
   fail "the calibrated figures did not reach the profile: $(head -c 300 "$T/out")"
 
-# 3. The sample: device memory predicted against the GPU's, per allocator (max error in %).
+# 3. The sample: device memory predicted against the GPU's, per allocator (max error in %; a
+#    third field: the prediction since the model changed after the run, docs/accuracy.md: the
+#    `async` model's frees join the free memory beside them at once).
 expect 0 import "$MEMPLAY_SRC/traces/sample.jsonl" --name sample
-for row in "cuda 0.011" "async 4.52" "torch 0"; do
+for row in "cuda 0.011" "async 0.17 19830669312" "torch 0"; do
   set -- $row
   g="$M/gpu_sample_$1.out"
   expect 0 replay sample --allocator "$1" --no-save --json
   pred=$(json_get peak_reserved_bytes)
-  want=$(jx "$g" '$.predicted.device_peak_bytes')
+  want=${3:-$(jx "$g" '$.predicted.device_peak_bytes')}
   meas=$(jx "$g" '$.measured.device_peak_bytes')
-  [ "$pred" = "$want" ] || fail "sample, $1: predicts $pred bytes, the GPU run was compared with $want"
+  [ "$pred" = "$want" ] || fail "sample, $1: predicts $pred bytes, wanted $want"
   within "$meas" "$pred" "$2" || fail "sample, $1: measured $meas is $(err "$meas" "$pred") from the prediction $pred (published: within $2%)"
 done
 
@@ -119,13 +121,14 @@ has "$T/out" "12 events"
 [ "$(sqlite3 "$DB" "SELECT device_name FROM traces WHERE name = 'rec_h100'")" = "NVIDIA H100 80GB HBM3" ] ||
   fail "rec_h100: the device is not kept"
 # gpu_check NAME MAXERR ALLOCATOR [OPTIONS...]: the prediction is the GPU run's, the measurement within MAXERR%.
+# With NOW set (NOW=BYTES gpu_check ...), the prediction is NOW instead: the model changed after the run.
 gpu_check() {
   local g="$H/gpu_$1.out" e=$2
   shift 2
   expect 0 replay "$@" --no-fail --no-save --json
   local pred want meas
   pred=$(json_get peak_reserved_bytes)
-  want=$(jx "$g" '$.predicted.device_peak_bytes')
+  want=${NOW:-$(jx "$g" '$.predicted.device_peak_bytes')}
   meas=$(jx "$g" '$.measured.device_peak_bytes')
   [ "$pred" = "$want" ] || fail "$(basename "$g"): predicts $pred bytes, the GPU run was compared with $want"
   within "$meas" "$pred" "$e" || fail "$(basename "$g"): measured $meas is $(err "$meas" "$pred") from $pred (published: within $e%)"
@@ -138,8 +141,8 @@ gpu_check sample_torch_capacity 0.013 sample --allocator torch --capacity 16GiB
   fail "the OOMs on the GPU at a capacity are not the published ones"
 python3 "$MEMPLAY_SRC/tests/gpu/gen_two_streams.py" >"$T/two_streams.jsonl" || fail "gen_two_streams.py failed"
 expect 0 import "$T/two_streams.jsonl" --name two_streams
-gpu_check two_streams_async 25.49 two_streams --allocator async
-gpu_check two_streams_async_release_threshold_max 31.12 two_streams --allocator async:release_threshold=max
+NOW=1241513984 gpu_check two_streams_async 21.46 two_streams --allocator async
+NOW=1040187392 gpu_check two_streams_async_release_threshold_max 6.66 two_streams --allocator async:release_threshold=max
 gpu_check two_streams_cuda 0.41 two_streams --allocator cuda
 # 7. The second H200 run (docs/measurements/h200-2026-11-26b): a trace whose recorded host work
 #    exceeds the GPU's, paced (the prediction on that run's calibrated profile within the

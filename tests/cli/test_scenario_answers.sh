@@ -15,7 +15,7 @@ grep -q "would need .* reserved .* with unlimited memory" "$T/out" || fail "no a
 
 # allocator_settings: time decides between settings of equal fit and peaks within 1%
 expect 0 whatif sample allocator_settings --device A100-40GB
-head -1 "$T/out" | grep -q "recommended torch expandable_segments (peak reserved within 1% of cudaMalloc per tensor's" ||
+head -1 "$T/out" | grep -qE "recommended torch expandable_segments \(peak reserved within 1% of [^']+'s \([0-9.]+ GiB against [0-9.]+ GiB\), and faster:" ||
   fail "time did not decide between equal peaks: $(head -1 "$T/out")"
 # fit decides first: at 19 GiB the lowest peak (bfc's) fails, and is not recommended
 expect 0 whatif sample allocator_settings --set capacity=19GiB --set 'settings=tensorflow bfc;torch default'
