@@ -11,9 +11,9 @@
 /*
  * The input is SPEC '\n' SETTINGS-JSON '\n' OPS: the SPEC as given to --allocator
  * ("torch:expandable_segments:True,max_split_size_mb:64"), the allocator settings a trace
- * recorded (a JSON object, as the store keeps them), and bytes that drive a few allocations and
- * frees on a 1 GiB simulated device (a free through the model's free op or its two steps, as
- * a bit of each says). Parsing must accept or refuse with a message; a model created must answer
+ * recorded (a JSON object, as the store keeps them), and bytes that drive a few allocations,
+ * frees and synchronizations on four streams of a 1 GiB simulated device (a free through the
+ * model's free op or its two steps, as a bit of each says). Parsing must accept or refuse with a message; a model created must answer
  * every request with a placement or an out-of-memory, and pass its own invariant check at the
  * end; then, when it can, be reset, its device given another capacity and card (from the first
  * bytes) and told, and do the same work again.
@@ -64,6 +64,7 @@ static void drive(sim_allocator *a, const uint8_t *p, const uint8_t *end) {
       live[nlive++] = pl.handle;
     }
     if (p[0] == 0xEE && a->ops->empty_cache) a->ops->empty_cache(a->ctx);
+    if ((p[0] & 0x30) == 0x30 && a->ops->synchronize) a->ops->synchronize(a->ctx, p[2] & 4 ? -1 : p[0] >> 6);
   }
   char err[512];
   if (a->ops->check && a->ops->check(a->ctx, err, sizeof err)) {
