@@ -4,25 +4,51 @@
 
 #include "device_sim.h"
 #include "internal/debug.h"
+#include "internal/rbtree.h"
 #include "hashmap.h"
 
 /*
- * What this assumes of the CUDA driver (docs/allocators.md):
+ * What this assumes of the CUDA driver (docs/allocators.md, "The simulated device"):
  *  - physical memory is taken in 2 MiB pages;
  *  - a cudaMalloc of 2 MiB or more gets pages of its own, its size rounded up to 2 MiB;
- *  - smaller cudaMallocs are packed, 512-byte aligned, into the page most recently opened for
- *    them; a page returns to the device when its last allocation is freed, except the open
- *    one, which the driver keeps for the next small request;
+ *  - smaller cudaMallocs share pages, 512-byte aligned: each takes the front of the smallest
+ *    hole that holds it in the pages already holding small allocations (the lowest address
+ *    among equal holes), else a new page; a page goes back to the device when its last
+ *    allocation is freed;
  *  - mapping (cuMemMap) takes exactly the bytes mapped; reserving address space takes none;
  *  - addresses are handed out upwards and never reused (nothing depends on their values), above
  *    those of the memory a replay starts with (sim_simdev_hold).
  */
+
+/* A piece of a page of small allocations: one allocation, or a hole between them. A page's
+ * pieces are a list in address order; the holes of every page are a tree by (size, address),
+ * so that the best fit is a lower bound. */
+typedef struct piece piece;
+struct piece {
+  RB_ENTRY(piece) link; /* in simdev.holes while a hole; the spare list's link otherwise */
+  uint64_t addr, size;
+  piece *prev, *next;   /* neighbours in the page */
+  int hole;
+};
+
+static int piece_cmp(const piece *a, const piece *b) {
+  if (a->size != b->size) return a->size < b->size ? -1 : 1;
+  return (a->addr > b->addr) - (a->addr < b->addr);
+}
+
+RB_HEAD(holes, piece);
+SIM_RB_GENERATE(holes, piece, link, piece_cmp)
+
+#define PIECES_PER_CHUNK 256
+
 typedef struct simdev {
   sim_device *dev;
-  uint64_t next_va;   /* next free virtual address, page aligned */
-  uint64_t open_page; /* page small allocations are packed into, 0 = none */
-  uint64_t open_off;  /* bytes of it handed out */
-  sim_map live;       /* small-allocation page -> live allocations in it */
+  uint64_t next_va;     /* next free virtual address, page aligned */
+  struct holes holes;   /* the holes of the pages of small allocations */
+  sim_map live;         /* address of a small allocation -> its piece */
+  piece **chunks;       /* the pieces' storage: stable addresses, kept across resets */
+  size_t nchunks, chunks_cap, used_pieces;
+  piece *spare;         /* pieces given back */
 } simdev;
 
 static uint64_t round_up(uint64_t v, uint64_t to) { return (v + to - 1) / to * to; }
@@ -41,6 +67,87 @@ static uint64_t new_va(simdev *s, uint64_t size) {
   return a;
 }
 
+static piece *piece_new(simdev *s, uint64_t addr, uint64_t size) {
+  piece *p = s->spare;
+  if (p) {
+    s->spare = RB_LEFT(p, link);
+  } else {
+    if (s->used_pieces == s->nchunks * PIECES_PER_CHUNK) {
+      sim_grow((void **)&s->chunks, &s->chunks_cap, s->nchunks + 1, sizeof *s->chunks);
+      s->chunks[s->nchunks++] = sim_xmalloc(PIECES_PER_CHUNK * sizeof(piece));
+    }
+    p = &s->chunks[s->used_pieces / PIECES_PER_CHUNK][s->used_pieces % PIECES_PER_CHUNK];
+    s->used_pieces++;
+  }
+  memset(p, 0, sizeof *p);
+  p->addr = addr;
+  p->size = size;
+  return p;
+}
+
+static void piece_delete(simdev *s, piece *p) {
+  RB_LEFT(p, link) = s->spare;
+  s->spare = p;
+}
+
+/* need (a multiple of the granule, under a page) from the best hole, or a new page. */
+static int small_malloc(simdev *s, uint64_t need, uint64_t *addr) {
+  piece key = {.size = need, .addr = 0};
+  piece *h = holes_RB_NFIND(&s->holes, &key);
+  if (h) {
+    holes_RB_REMOVE(&s->holes, h);
+  } else {
+    if (take(s, SIM_PAGE_SIZE)) return SIM_EOOM;
+    h = piece_new(s, new_va(s, SIM_PAGE_SIZE), SIM_PAGE_SIZE);
+  }
+  if (h->size > need) { /* the rest stays a hole, after the allocation */
+    piece *rest = piece_new(s, h->addr + need, h->size - need);
+    rest->hole = 1;
+    rest->prev = h;
+    rest->next = h->next;
+    if (h->next) h->next->prev = rest;
+    h->next = rest;
+    h->size = need;
+    holes_RB_INSERT(&s->holes, rest);
+  }
+  h->hole = 0;
+  *sim_map_put(&s->live, h->addr, NULL) = (uint64_t)(uintptr_t)h;
+  *addr = h->addr;
+  return SIM_OK;
+}
+
+/* Takes a hole beside p into p (p in no tree). */
+static void absorb(simdev *s, piece *p, piece *h) {
+  holes_RB_REMOVE(&s->holes, h);
+  if (h == p->next) {
+    p->next = h->next;
+    if (h->next) h->next->prev = p;
+  } else {
+    p->prev = h->prev;
+    if (h->prev) h->prev->next = p;
+    p->addr = h->addr;
+  }
+  p->size += h->size;
+  piece_delete(s, h);
+}
+
+static int small_free(simdev *s, uint64_t addr) {
+  uint64_t v;
+  if (!sim_map_del(&s->live, addr, &v)) return SIM_EINVAL;
+  piece *p = (piece *)(uintptr_t)v;
+  p->hole = 1;
+  if (p->next && p->next->hole) absorb(s, p, p->next);
+  if (p->prev && p->prev->hole) absorb(s, p, p->prev);
+  if (p->size == SIM_PAGE_SIZE) { /* the page's last allocation: the page goes back */
+    sim_assert_internal(!p->prev && !p->next);
+    piece_delete(s, p);
+    s->dev->used -= SIM_PAGE_SIZE;
+  } else {
+    holes_RB_INSERT(&s->holes, p);
+  }
+  return SIM_OK;
+}
+
 static int sd_malloc(void *ctx, uint64_t size, int64_t stream, uint64_t *addr) {
   simdev *s = ctx;
   (void)stream;
@@ -51,24 +158,7 @@ static int sd_malloc(void *ctx, uint64_t size, int64_t stream, uint64_t *addr) {
     *addr = new_va(s, pages);
     return SIM_OK;
   }
-  uint64_t need = round_up(size ? size : 1, SIM_DRIVER_GRANULE);
-  if (!s->open_page || s->open_off + need > SIM_PAGE_SIZE) {
-    if (take(s, SIM_PAGE_SIZE)) return SIM_EOOM;
-    /* The previous open page goes back once empty; if it is empty now, it goes now. */
-    if (s->open_page) {
-      uint64_t *n = sim_map_get(&s->live, s->open_page);
-      if (!n || !*n) {
-        sim_map_del(&s->live, s->open_page, NULL);
-        s->dev->used -= SIM_PAGE_SIZE;
-      }
-    }
-    s->open_page = new_va(s, SIM_PAGE_SIZE);
-    s->open_off = 0;
-  }
-  *addr = s->open_page + s->open_off;
-  s->open_off += need;
-  (*sim_map_put(&s->live, s->open_page, NULL))++;
-  return SIM_OK;
+  return small_malloc(s, round_up(size ? size : 1, SIM_DRIVER_GRANULE), addr);
 }
 
 static int sd_free(void *ctx, uint64_t addr, uint64_t size) {
@@ -77,18 +167,7 @@ static int sd_free(void *ctx, uint64_t addr, uint64_t size) {
     s->dev->used -= round_up(size, SIM_PAGE_SIZE);
     return SIM_OK;
   }
-  uint64_t page = addr & ~(SIM_PAGE_SIZE - 1);
-  uint64_t *n = sim_map_get(&s->live, page);
-  if (!n || !*n) return SIM_EINVAL;
-  if (--*n == 0) {
-    if (page == s->open_page) {
-      s->open_off = 0; /* kept open, and reused from its start */
-    } else {
-      sim_map_del(&s->live, page, NULL);
-      s->dev->used -= SIM_PAGE_SIZE;
-    }
-  }
-  return SIM_OK;
+  return small_free(s, addr);
 }
 
 static int sd_reserve(void *ctx, uint64_t size, uint64_t *addr) {
@@ -130,6 +209,7 @@ void sim_simdev_init(sim_device *d, uint64_t capacity, uint64_t total_memory) {
   simdev *s = sim_xcalloc(1, sizeof *s);
   s->dev = d;
   s->next_va = SIMDEV_FIRST_VA;
+  RB_INIT(&s->holes);
   sim_map_init(&s->live);
   d->ops = &simdev_ops;
   d->ctx = s;
@@ -161,8 +241,10 @@ void sim_simdev_hold(sim_device *d, uint64_t addr, uint64_t span, uint64_t used)
 void sim_simdev_reset(sim_device *d) {
   simdev *s = d->ctx;
   s->next_va = SIMDEV_FIRST_VA;
-  s->open_page = s->open_off = 0;
+  RB_INIT(&s->holes);
   sim_map_clear(&s->live);
+  s->used_pieces = 0;
+  s->spare = NULL;
   d->mallocs = d->frees = d->maps = d->unmaps = 0;
   d->malloc_bytes = d->free_bytes = d->map_bytes = d->unmap_bytes = 0;
   d->used = d->used_peak = 0;
@@ -172,6 +254,8 @@ void sim_simdev_release(sim_device *d) {
   simdev *s = d->ctx;
   if (s) {
     sim_map_release(&s->live);
+    for (size_t i = 0; i < s->nchunks; i++) free(s->chunks[i]);
+    free(s->chunks);
     free(s);
   }
   d->ctx = NULL;

@@ -370,7 +370,7 @@ static void device_reset(void) {
   CHECK_EQ(x, p);
   CHECK_EQ(sim_device_malloc(&a, 4096, 0, &y), SIM_OK);
   CHECK_EQ(sim_device_malloc(&b, 4096, 0, &q), SIM_OK);
-  CHECK_EQ(y, q); /* packed into the same open page */
+  CHECK_EQ(y, q); /* packed into the same page */
   sim_simdev_release(&a);
   sim_simdev_release(&b);
 }

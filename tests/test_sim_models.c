@@ -51,7 +51,7 @@ static void cuda_packs_small_requests_into_pages(void) {
   sim_device dev;
   make(&a, &spec, &dev, "cuda", UINT64_MAX);
   const sim_alloc_stats *st = a.ops->stats(a.ctx);
-  sim_placement p1, p2, p3;
+  sim_placement p1, p2, p3, p4, p5;
   /* As seen in a real nsys export: 1024 B, then 131072 B right after it in the same page. */
   CHECK_EQ(a.ops->alloc(a.ctx, 1024, 0, &p1), SIM_OK);
   CHECK_EQ(a.ops->alloc(a.ctx, 131072, 0, &p2), SIM_OK);
@@ -64,17 +64,34 @@ static void cuda_packs_small_requests_into_pages(void) {
   CHECK_EQ(dev.mallocs, 3);
   a.ops->free_completed(a.ctx, p3.handle);
   CHECK_EQ(st->reserved.current, 2 * MiB);
+  /* A hole freed in a page is used again: the smallest hole that holds the request. */
   a.ops->free_completed(a.ctx, p1.handle);
+  CHECK_EQ(a.ops->alloc(a.ctx, 2048, 0, &p4), SIM_OK); /* larger than the 1024-byte hole */
+  CHECK_EQ(p4.addr, p2.addr + 131072);
+  CHECK_EQ(a.ops->alloc(a.ctx, 600, 0, &p5), SIM_OK); /* 1024 bytes rounded: the hole at the start */
+  CHECK_EQ(p5.addr, p1.addr);
+  CHECK_EQ(st->reserved.current, 2 * MiB);
+  /* The page goes back with its last allocation, whatever order they are freed in. */
   a.ops->free_completed(a.ctx, p2.handle);
-  CHECK_EQ(st->reserved.current, 2 * MiB); /* the open page is kept */
+  a.ops->free_completed(a.ctx, p5.handle);
+  CHECK_EQ(st->reserved.current, 2 * MiB);
+  a.ops->free_completed(a.ctx, p4.handle);
+  CHECK_EQ(st->reserved.current, 0);
   CHECK_EQ(st->allocated.current, 0);
-  CHECK_EQ(dev.frees, 3);
-  /* A request that does not fit the open page opens another; the emptied old one goes back. */
-  sim_placement q1, q2;
+  CHECK_EQ(dev.frees, 5);
+  /* Across pages: 1.5 MiB leaves a hole of 0.5 MiB in its page, 1 MiB does not fit there and
+   * opens another, leaving 1 MiB; 400 KiB then goes to the smaller hole, 700 KiB to the other. */
+  sim_placement q1, q2, q3, q4;
   CHECK_EQ(a.ops->alloc(a.ctx, 1536 * 1024, 0, &q1), SIM_OK);
   CHECK_EQ(a.ops->alloc(a.ctx, 1024 * 1024, 0, &q2), SIM_OK);
   CHECK_EQ(st->reserved.current, 4 * MiB);
+  CHECK_EQ(a.ops->alloc(a.ctx, 400 * 1024, 0, &q3), SIM_OK);
+  CHECK_EQ(q3.addr, q1.addr + 1536 * 1024);
+  CHECK_EQ(a.ops->alloc(a.ctx, 700 * 1024, 0, &q4), SIM_OK);
+  CHECK_EQ(q4.addr, q2.addr + 1024 * 1024);
+  CHECK_EQ(st->reserved.current, 4 * MiB);
   a.ops->free_completed(a.ctx, q1.handle);
+  a.ops->free_completed(a.ctx, q3.handle);
   CHECK_EQ(st->reserved.current, 2 * MiB);
   CHECK_EQ(st->reserved.peak, 6 * MiB);
   done(&a, &spec, &dev);

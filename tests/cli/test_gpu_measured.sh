@@ -86,11 +86,13 @@ expect 0 replay sample --allocator torch --device h200-calibrated --timing kerne
 within "$(jx "$T/out" '$.time.total_s')" "$(jx "$M/gpu_sample_torch.out" '$.measured.wall_s')" 0.28 ||
   fail "sample under torch on h200-calibrated: $(jx "$T/out" '$.time.total_s') s against the measured"
 
-# 5. The real traces replayed on the GPU, when they are at hand (max error in %).
+# 5. The real traces replayed on the GPU, when they are at hand (max error in %; a fourth field:
+#    the prediction since the model changed after the run: the simulated device's small requests
+#    fill the holes freed in their pages, docs/accuracy.md).
 if [ -n "${MEMPLAY_TRACES:-}" ] && [ -d "$MEMPLAY_TRACES" ]; then
-  for row in "pytorch/kk_ctx128_fullstep.pickle torch 0" "pytorch/kk_ctx128_fullstep.pickle cuda 0.004" \
-    "pytorch/wed_medium_256_training.pickle torch 0" "pytorch/wed_medium_256_training.pickle cuda 0.023" \
-    "pytorch/niu_ctx150_fwdbwd_fp32.pickle torch 0" "pytorch/niu_ctx150_fwdbwd_fp32.pickle cuda 6.10" \
+  for row in "pytorch/kk_ctx128_fullstep.pickle torch 0" "pytorch/kk_ctx128_fullstep.pickle cuda 0 55354327040" \
+    "pytorch/wed_medium_256_training.pickle torch 0" "pytorch/wed_medium_256_training.pickle cuda 0 9118416896" \
+    "pytorch/niu_ctx150_fwdbwd_fp32.pickle torch 0" "pytorch/niu_ctx150_fwdbwd_fp32.pickle cuda 0.40 1061158912" \
     "nsys/ntua_a100_gemm_fo_memusage.sqlite torch 0" "nsys/ntua_a100_gemm_fo_memusage.sqlite cuda 0"; do
     set -- $row
     f="$MEMPLAY_TRACES/$1"
@@ -102,9 +104,9 @@ if [ -n "${MEMPLAY_TRACES:-}" ] && [ -d "$MEMPLAY_TRACES" ]; then
     # the GPU starts a window from its live blocks (it cannot hold the recorded cached segments)
     expect 0 replay "$name" --allocator "$2" --no-save --json --live-start
     pred=$(json_get peak_reserved_bytes)
-    want=$(jx "$g" '$.predicted.device_peak_bytes')
+    want=${4:-$(jx "$g" '$.predicted.device_peak_bytes')}
     meas=$(jx "$g" '$.measured.device_peak_bytes')
-    [ "$pred" = "$want" ] || fail "$name, $2: predicts $pred bytes, the GPU run was compared with $want"
+    [ "$pred" = "$want" ] || fail "$name, $2: predicts $pred bytes, wanted $want"
     within "$meas" "$pred" "$3" || fail "$name, $2: measured $meas is $(err "$meas" "$pred") from the prediction (published: within $3%)"
   done
 else
