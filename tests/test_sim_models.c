@@ -1,4 +1,6 @@
 /* test_sim_models.c: the `ideal` and `cuda` models and the simulated device's page rules. */
+#include <string.h>
+
 #include "sim/allocator.h"
 #include "sim/device_sim.h"
 #include "test.h"
@@ -133,10 +135,108 @@ static void device_counts_calls(void) {
   sim_simdev_release(&dev);
 }
 
+/* The simulated device's small requests against the rule written as a scan: every hole of every
+ * page of small allocations looked at, the smallest that holds the request taken (the lowest
+ * address among equal ones), else a new page; a page gone with its last allocation. Random
+ * requests of 1 byte to 3 MiB and frees in random order, on a device that runs out. */
+#define REF_PAGES 64
+#define REF_PER_PAGE 4096
+typedef struct ref_page {
+  uint64_t va;
+  size_t n;
+  uint64_t off[REF_PER_PAGE], len[REF_PER_PAGE]; /* live allocations, by offset */
+} ref_page;
+
+static ref_page *ref_find(ref_page *pg, size_t np, uint64_t va) {
+  for (size_t i = 0; i < np; i++)
+    if (pg[i].va == va) return &pg[i];
+  return NULL;
+}
+
+static void simdev_small_requests_take_the_best_hole(void) {
+  static ref_page pg[REF_PAGES];
+  size_t np = 0;
+  struct { uint64_t addr, size; } live[512];
+  size_t nlive = 0;
+  sim_device dev;
+  sim_simdev_init(&dev, 24 * MiB, 0);
+  uint64_t rng = 12345, used = 0;
+  int mismatches = 0, ooms = 0;
+  for (int step = 0; step < 40000 && mismatches < 5; step++) {
+    rng = rng * 6364136223846793005u + 1442695040888963407u;
+    uint64_t r = rng >> 33;
+    if (nlive && (r % 3 == 0 || nlive == 512)) { /* a free */
+      size_t i = (r >> 2) % nlive;
+      uint64_t addr = live[i].addr, size = live[i].size;
+      live[i] = live[--nlive];
+      CHECK_EQ(sim_device_free(&dev, addr, size), SIM_OK);
+      if (size >= 2 * MiB) {
+        used -= (size + 2 * MiB - 1) / (2 * MiB) * (2 * MiB);
+      } else {
+        ref_page *g = ref_find(pg, np, addr & ~(2 * MiB - 1));
+        size_t k = 0;
+        while (k < g->n && g->off[k] != addr - g->va) k++;
+        memmove(&g->off[k], &g->off[k + 1], (g->n - k - 1) * sizeof *g->off);
+        memmove(&g->len[k], &g->len[k + 1], (g->n - k - 1) * sizeof *g->len);
+        if (--g->n == 0) {
+          *g = pg[--np];
+          used -= 2 * MiB;
+        }
+      }
+    } else { /* a request: mostly small, some of a page or more */
+      uint64_t size = r % 8 == 0 ? 2 * MiB + (r >> 3) % MiB : r % 8 == 1 ? (r >> 3) % (2 * MiB) : 1 + (r >> 3) % 65536;
+      uint64_t need = (size + 511) / 512 * 512, addr;
+      ref_page *best = NULL;
+      uint64_t best_off = 0, best_gap = UINT64_MAX, best_addr = 0;
+      if (size < 2 * MiB)
+        for (size_t i = 0; i < np; i++)
+          for (size_t k = 0, at = 0; k <= pg[i].n; k++) {
+            uint64_t end = k < pg[i].n ? pg[i].off[k] : 2 * MiB, gap = end - at;
+            if (gap >= need && (gap < best_gap || (gap == best_gap && pg[i].va + at < best_addr))) {
+              best = &pg[i], best_off = at, best_gap = gap, best_addr = pg[i].va + at;
+            }
+            if (k < pg[i].n) at = pg[i].off[k] + pg[i].len[k];
+          }
+      uint64_t cost = size >= 2 * MiB ? (size + 2 * MiB - 1) / (2 * MiB) * (2 * MiB) : best ? 0 : 2 * MiB;
+      int rc = sim_device_malloc(&dev, size, 0, &addr);
+      if (used + cost > 24 * MiB) {
+        CHECK_EQ(rc, SIM_EOOM);
+        ooms++;
+        continue;
+      }
+      CHECK_EQ(rc, SIM_OK);
+      if (rc != SIM_OK) break;
+      used += cost;
+      if (size < 2 * MiB) {
+        if (!best) { /* a new page: page aligned, and not one held */
+          CHECK_EQ(addr % (2 * MiB), 0);
+          CHECK(ref_find(pg, np, addr) == NULL);
+          best = &pg[np++];
+          best->va = addr, best->n = 0, best_off = 0;
+        } else if (addr != best->va + best_off) {
+          mismatches++;
+          CHECK_EQ(addr, best->va + best_off);
+        }
+        size_t k = 0;
+        while (k < best->n && best->off[k] < best_off) k++;
+        memmove(&best->off[k + 1], &best->off[k], (best->n - k) * sizeof *best->off);
+        memmove(&best->len[k + 1], &best->len[k], (best->n - k) * sizeof *best->len);
+        best->off[k] = best_off, best->len[k] = need, best->n++;
+      }
+      live[nlive].addr = addr, live[nlive].size = size, nlive++;
+    }
+    CHECK_EQ(dev.used, used);
+    if (dev.used != used) break;
+  }
+  CHECK(ooms > 100); /* the device was full often */
+  sim_simdev_release(&dev);
+}
+
 int main(void) {
   RUN(ideal_counts_live_bytes);
   RUN(cuda_packs_small_requests_into_pages);
   RUN(cuda_runs_out_of_pages);
   RUN(device_counts_calls);
+  RUN(simdev_small_requests_take_the_best_hole);
   TEST_MAIN_END();
 }
