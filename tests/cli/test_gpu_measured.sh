@@ -10,7 +10,8 @@
 #  - the H100's measurements of what the H200 did not measure (section 6);
 #  - the second H200 run's (section 7): pacing that waits, and a JAX job recorded;
 #  - the same PyTorch jobs recorded on an H200 and an H100 (section 8): the H200's kernels scaled
-#    to the H100 by the model, against the H100's own.
+#    to the H100 by the model, against the H100's own;
+#  - those jobs recorded without PyTorch's cache, replayed on an H100 under `cuda` (section 9).
 . "$TESTS_DIR/cli/lib.sh"
 command -v sqlite3 >/dev/null || {
   echo "skipped: the sqlite3 shell is needed (tools/deps.sh installs it)"
@@ -223,5 +224,19 @@ for row in "torch_b8_fp32 2.57" "torch_b8_bf16 19.49" "membound 1.35"; do
   want=$(awk -F, -v j="$1" '$1 == j && $4 == "all kernels" { print $9 }' "$X/tables/cross_device.csv")
   awk -v a="$pred" -v b="$want" 'BEGIN { d = a - b; exit !(d < 1e-6 && d > -1e-6) }' || fail "$1: predicts $pred s of kernels on the H100, published $want"
   within "$pred" "$h100" "$2" || fail "$1: $pred s of kernels predicted is $(err "$pred" "$h100") from the H100's $h100 s"
+done
+# 9. docs/measurements/h100-2026-11-27/nocache: the PyTorch jobs recorded with the caching
+#    allocator off (one cudaMalloc per tensor, many under 2 MiB), replayed on the GPU under `cuda`:
+#    the prediction is the GPU run's plan, the measured device memory within the published error.
+N="$MEMPLAY_SRC/docs/measurements/h100-2026-11-27/nocache"
+for row in "torch_b8_fp32_nocache 0" "torch_b8_bf16_nocache 0.17" "torch_b16_fp32_nocache 0" "torch_b16_bf16_nocache 0.14"; do
+  set -- $row
+  expect 0 import "$N/$1.jsonl.gz" --name "$1"
+  expect 0 replay "$1" --allocator cuda --no-save --json
+  pred=$(json_get peak_reserved_bytes)
+  want=$(jx "$N/gpu_$1.out" '$.predicted.device_peak_bytes')
+  meas=$(jx "$N/gpu_$1.out" '$.measured.device_peak_bytes')
+  [ "$pred" = "$want" ] || fail "$1: predicts $pred bytes, the GPU run was compared with $want"
+  within "$meas" "$pred" "$2" || fail "$1: measured $meas is $(err "$meas" "$pred") from $pred (published: within $2%)"
 done
 finish
