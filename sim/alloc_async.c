@@ -72,6 +72,7 @@ struct async_seg {
   uint64_t addr, size;
   uint64_t seq;          /* growth order: the newest piece is released first */
   async_block *first;
+  async_seg *spare_next;  /* in the pool's spare records, once given back */
 };
 
 typedef struct async_stream {
@@ -104,6 +105,7 @@ typedef struct async_pool {
   size_t npages, pages_cap;
   size_t pages_used, page_used; /* pages handed out from (the last one partly); a reset keeps them */
   async_block *spare;
+  async_seg *spare_segs; /* records of pieces given back, for the next growth */
   uint64_t last_growth; /* the growth the last failed request asked for (for describe_oom) */
   sim_alloc_stats st;
 } async_pool;
@@ -136,8 +138,15 @@ static void async_block_delete(async_pool *p, async_block *b) {
  * the map. */
 #define ASYNC_FEW_STREAMS 8
 
-static async_stream *async_stream_get(async_pool *p, int64_t stream, int create) {
+static async_stream *async_stream_lookup(async_pool *p, int64_t stream, int create);
+
+static inline async_stream *async_stream_get(async_pool *p, int64_t stream, int create) {
   if (p->nstreams && p->streams[p->last_idx].stream == stream) return &p->streams[p->last_idx];
+  return async_stream_lookup(p, stream, create);
+}
+
+/* The stream's record when it is not the one looked up last. */
+static async_stream *async_stream_lookup(async_pool *p, int64_t stream, int create) {
   if (p->nstreams <= ASYNC_FEW_STREAMS) {
     for (size_t i = 0; i < p->nstreams; i++)
       if (p->streams[i].stream == stream) {
@@ -262,6 +271,11 @@ static async_block *async_better(async_block *a, async_block *b) {
   return async_block_cmp(a, b) <= 0 ? a : b;
 }
 
+static void async_seg_spare(async_pool *p, async_seg *s) {
+  s->spare_next = p->spare_segs;
+  p->spare_segs = s;
+}
+
 /* Grows the pool by the smallest multiple of 32 MiB that holds `rounded`. */
 static async_block *async_grow(async_pool *p, uint64_t rounded, int64_t stream) {
   uint64_t size = (rounded + ASYNC_GROWTH - 1) / ASYNC_GROWTH * ASYNC_GROWTH;
@@ -269,7 +283,9 @@ static async_block *async_grow(async_pool *p, uint64_t rounded, int64_t stream) 
   p->last_growth = size;
   uint64_t addr;
   if (sim_device_malloc(p->dev, size, stream, &addr) != SIM_OK) return NULL;
-  async_seg *seg = sim_xmalloc(sizeof *seg);
+  async_seg *seg = p->spare_segs;
+  if (seg) p->spare_segs = seg->spare_next;
+  else seg = sim_xmalloc(sizeof *seg);
   seg->addr = addr;
   seg->size = size;
   seg->seq = ++p->seg_seq;
@@ -402,7 +418,22 @@ static void async_release(async_pool *p, uint64_t keep) {
     if (s->first->state == AB_READY && s->first->size == s->size) empty[n++] = s;
   }
   if (!n) return;
-  qsort(empty, n, sizeof *empty, async_newer_first);
+  /* Newest first. Pieces found in address order are usually in growth order (the device hands
+   * out addresses upwards), or its reverse: those need no sort. */
+  size_t up = 1, down = 1;
+  for (size_t i = 1; i < n; i++) {
+    up += empty[i - 1]->seq < empty[i]->seq;
+    down += empty[i - 1]->seq > empty[i]->seq;
+  }
+  if (up == n) {
+    for (size_t i = 0, j = n - 1; i < j; i++, j--) {
+      async_seg *t = empty[i];
+      empty[i] = empty[j];
+      empty[j] = t;
+    }
+  } else if (down != n) {
+    qsort(empty, n, sizeof *empty, async_newer_first);
+  }
   size_t released = 0;
   for (; released < n && p->reserved > keep; released++) {
     async_seg *s = empty[released];
@@ -416,7 +447,7 @@ static void async_release(async_pool *p, uint64_t keep) {
   size_t kept = 0;
   for (size_t i = 0; i < p->nsegs; i++) {
     if (p->segs[i]->first) p->segs[kept++] = p->segs[i];
-    else free(p->segs[i]);
+    else async_seg_spare(p, p->segs[i]);
   }
   p->nsegs = kept;
 }
@@ -489,6 +520,10 @@ static void async_destroy(void *ctx) {
     sim_device_free(p->dev, p->segs[i]->addr, p->segs[i]->size);
     free(p->segs[i]);
   }
+  for (async_seg *s = p->spare_segs, *n; s; s = n) {
+    n = s->spare_next;
+    free(s);
+  }
   free(p->segs);
   free(p->empty);
   for (size_t i = 0; i < p->npages; i++) free(p->pages[i]);
@@ -505,7 +540,7 @@ static int async_reset(void *ctx) {
   sim_assert_valid(async_check, p);
   for (size_t i = 0; i < p->nsegs; i++) {
     sim_device_free(p->dev, p->segs[i]->addr, p->segs[i]->size);
-    free(p->segs[i]);
+    async_seg_spare(p, p->segs[i]);
   }
   p->nsegs = 0;
   p->seg_seq = p->reserved = 0;
