@@ -573,6 +573,14 @@ int store_open(store **out, const char *path, int flags, char *err, size_t errle
       store_close(s);
       return -1;
     }
+  } else if (ver == 0 && ntables == 0) {
+    /* An empty file: a new store whose first import was killed before the file had anything
+     * but its journal (SQLite does not count a journal beside an empty file as one to roll
+     * back), or a file no memplay has written to. */
+    if (journal_left(path)) snprintf(err, errlen, "cannot open store '%s': %s", path, store_reason(SQLITE_READONLY_ROLLBACK));
+    else snprintf(err, errlen, "cannot open store '%s' read-only: it is empty (import a trace into it first)", path);
+    store_close(s);
+    return -1;
   } else if (ver < store_schema_version) {
     snprintf(err, errlen,
              "cannot open store '%s' read-only: it needs upgrading from schema version %d to %d (open it once with "

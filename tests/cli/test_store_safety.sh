@@ -33,7 +33,7 @@ for delay in 0.1 0.2 0.3; do
   if [ -f "$T/new.db-journal" ]; then # a read-only command: the message, or (nothing written yet) no trace
     mp --db "$T/new.db" compare big --policy torch --no-save
     grep -q "was interrupted, and what it left must be undone" "$T/err" || grep -q "no trace matches 'big'" "$T/err" ||
-      fail "a read-only command on a killed new store's import: $(cat "$T/err")"
+      fail "a read-only command on a killed new store's import (kill at $delay s) exited $rc: stderr [$(cat "$T/err")], stdout [$(head -c 300 "$T/out")], journal $(stat -c %s "$T/new.db-journal" 2>/dev/null || echo gone) bytes, store $(stat -c %s "$T/new.db") bytes"
   fi
   expect 0 --db "$T/new.db" check-store || fail "check-store after a kill of a new store's import at $delay s"
   # killed before its commit: nothing; after it (while it closed): the whole trace
@@ -44,6 +44,22 @@ for delay in 0.1 0.2 0.3; do
   [ "$(sqlite3 "$T/new.db" 'PRAGMA integrity_check')" = ok ] || fail "new store damaged after a kill at $delay s"
 done
 [ "$new_killed" -gt 0 ] || echo "note: every import into a new store finished before it could be interrupted"
+
+# Killed sooner, while the new store's schema was being written, the import leaves an empty file
+# and its journal (which SQLite does not roll back beside an empty file): a read-only command says
+# so, not that an empty file needs upgrading; an empty file alone is said to be empty.
+rm -f "$T/new.db" "$T/new.db-journal" "$T/new.db-wal" "$T/new.db-shm"
+: >"$T/new.db"
+head -c 512 /dev/urandom >"$T/new.db-journal"
+expect 1 --db "$T/new.db" compare big --policy torch --no-save
+has "$T/err" "was interrupted, and what it left must be undone"
+expect 0 --db "$T/new.db" check-store
+has "$T/out" "0 traces"
+[ ! -e "$T/new.db-journal" ] || fail "the journal beside an empty new store is still there after check-store"
+rm -f "$T/new.db" "$T/new.db-wal" "$T/new.db-shm"
+: >"$T/new.db"
+expect 1 --db "$T/new.db" compare big --policy torch --no-save
+has "$T/err" "it is empty (import a trace into it first)"
 
 # Another command on a new store waits for its first import, then sees it whole.
 rm -f "$T/new.db" "$T/new.db-journal" "$T/new.db-wal" "$T/new.db-shm"
