@@ -6,6 +6,7 @@
 
 #include "allocator.h"
 #include "hashmap.h"
+#include "internal/arena.h"
 #include "internal/debug.h"
 #include "internal/rbtree.h"
 
@@ -71,8 +72,7 @@ SIM_RB_GENERATE(async_tree, async_block, link, async_block_cmp)
 struct async_seg {
   uint64_t addr, size;
   uint64_t seq;          /* growth order: the newest piece is released first */
-  async_block *first;
-  async_seg *spare_next;  /* in the pool's spare records, once given back */
+  async_block *first;    /* its first block (the spare records' link once given back) */
 };
 
 typedef struct async_stream {
@@ -100,39 +100,19 @@ typedef struct async_pool {
   async_seg **empty;  /* scratch for async_release: the pieces that hold nothing */
   size_t empty_cap;
   uint64_t seg_seq, reserved;
-  /* storage with stable addresses */
-  async_block **pages;
-  size_t npages, pages_cap;
-  size_t pages_used, page_used; /* pages handed out from (the last one partly); a reset keeps them */
-  async_block *spare;
-  async_seg *spare_segs; /* records of pieces given back, for the next growth */
+  /* storage with stable addresses, which a reset keeps */
+  sim_arena blocks, seg_records;
   uint64_t last_growth; /* the growth the last failed request asked for (for describe_oom) */
   sim_alloc_stats st;
 } async_pool;
 
 static async_block *async_block_new(async_pool *p) {
-  async_block *b = p->spare;
-  if (b) {
-    p->spare = b->next;
-  } else {
-    if (p->pages_used == 0 || p->page_used == ASYNC_CHUNKS_PER_PAGE) {
-      if (p->pages_used == p->npages) {
-        sim_grow((void **)&p->pages, &p->pages_cap, p->npages + 1, sizeof *p->pages);
-        p->pages[p->npages++] = sim_xmalloc(ASYNC_CHUNKS_PER_PAGE * sizeof(async_block));
-      }
-      p->pages_used++;
-      p->page_used = 0;
-    }
-    b = &p->pages[p->pages_used - 1][p->page_used++];
-  }
+  async_block *b = sim_arena_new(&p->blocks);
   memset(b, 0, sizeof *b);
   return b;
 }
 
-static void async_block_delete(async_pool *p, async_block *b) {
-  b->next = p->spare;
-  p->spare = b;
-}
+static void async_block_delete(async_pool *p, async_block *b) { sim_arena_delete(&p->blocks, b); }
 
 /* Programs use a few streams: the last one, then a scan of a few, answer most look-ups without
  * the map. */
@@ -271,11 +251,6 @@ static async_block *async_better(async_block *a, async_block *b) {
   return async_block_cmp(a, b) <= 0 ? a : b;
 }
 
-static void async_seg_spare(async_pool *p, async_seg *s) {
-  s->spare_next = p->spare_segs;
-  p->spare_segs = s;
-}
-
 /* Grows the pool by the smallest multiple of 32 MiB that holds `rounded`. */
 static async_block *async_grow(async_pool *p, uint64_t rounded, int64_t stream) {
   uint64_t size = (rounded + ASYNC_GROWTH - 1) / ASYNC_GROWTH * ASYNC_GROWTH;
@@ -283,9 +258,7 @@ static async_block *async_grow(async_pool *p, uint64_t rounded, int64_t stream) 
   p->last_growth = size;
   uint64_t addr;
   if (sim_device_malloc(p->dev, size, stream, &addr) != SIM_OK) return NULL;
-  async_seg *seg = p->spare_segs;
-  if (seg) p->spare_segs = seg->spare_next;
-  else seg = sim_xmalloc(sizeof *seg);
+  async_seg *seg = sim_arena_new(&p->seg_records);
   seg->addr = addr;
   seg->size = size;
   seg->seq = ++p->seg_seq;
@@ -447,7 +420,7 @@ static void async_release(async_pool *p, uint64_t keep) {
   size_t kept = 0;
   for (size_t i = 0; i < p->nsegs; i++) {
     if (p->segs[i]->first) p->segs[kept++] = p->segs[i];
-    else async_seg_spare(p, p->segs[i]);
+    else sim_arena_delete(&p->seg_records, p->segs[i]);
   }
   p->nsegs = kept;
 }
@@ -502,6 +475,8 @@ static int async_create(void **ctx, sim_device *dev, const sim_alloc_config *cfg
     if (rc) return SIM_EINVAL;
   }
   async_pool *p = sim_xcalloc(1, sizeof *p);
+  sim_arena_init(&p->blocks, sizeof(async_block), offsetof(async_block, next), ASYNC_CHUNKS_PER_PAGE);
+  sim_arena_init(&p->seg_records, sizeof(async_seg), offsetof(async_seg, first), 64);
   p->dev = dev;
   p->release_threshold = threshold;
   p->follow_event_dependencies = follow;
@@ -516,18 +491,11 @@ static int async_create(void **ctx, sim_device *dev, const sim_alloc_config *cfg
 static void async_destroy(void *ctx) {
   async_pool *p = ctx;
   sim_assert_valid(async_check, p);
-  for (size_t i = 0; i < p->nsegs; i++) {
-    sim_device_free(p->dev, p->segs[i]->addr, p->segs[i]->size);
-    free(p->segs[i]);
-  }
-  for (async_seg *s = p->spare_segs, *n; s; s = n) {
-    n = s->spare_next;
-    free(s);
-  }
+  for (size_t i = 0; i < p->nsegs; i++) sim_device_free(p->dev, p->segs[i]->addr, p->segs[i]->size);
   free(p->segs);
   free(p->empty);
-  for (size_t i = 0; i < p->npages; i++) free(p->pages[i]);
-  free(p->pages);
+  sim_arena_release(&p->blocks);
+  sim_arena_release(&p->seg_records);
   free(p->streams);
   sim_map_release(&p->stream_idx);
   free(p);
@@ -538,18 +506,15 @@ static void async_destroy(void *ctx) {
 static int async_reset(void *ctx) {
   async_pool *p = ctx;
   sim_assert_valid(async_check, p);
-  for (size_t i = 0; i < p->nsegs; i++) {
-    sim_device_free(p->dev, p->segs[i]->addr, p->segs[i]->size);
-    async_seg_spare(p, p->segs[i]);
-  }
+  for (size_t i = 0; i < p->nsegs; i++) sim_device_free(p->dev, p->segs[i]->addr, p->segs[i]->size);
   p->nsegs = 0;
   p->seg_seq = p->reserved = 0;
   RB_INIT(&p->ready);
   sim_map_clear(&p->stream_idx);
   p->nstreams = 0;
   p->pending_bytes = 0;
-  p->pages_used = p->page_used = 0;
-  p->spare = NULL;
+  sim_arena_clear(&p->blocks);
+  sim_arena_clear(&p->seg_records);
   p->last_growth = 0;
   memset(&p->st, 0, sizeof p->st);
   return SIM_OK;

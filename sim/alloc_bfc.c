@@ -7,6 +7,7 @@
 #include "alloc_bfc.h"
 #include "allocator.h"
 #include "hashmap.h"
+#include "internal/arena.h"
 #include "internal/debug.h"
 #include "internal/rbtree.h"
 
@@ -106,11 +107,7 @@ typedef struct bfc {
   /* regions in address order */
   bfc_region *regions;
   size_t nregions, regions_cap;
-  /* chunk storage: pages never move, so chunk pointers are stable handles; a reset keeps them */
-  bfc_chunk **pages;
-  size_t npages, pages_cap;
-  size_t pages_used, page_used; /* pages handed out from (the last one partly: page_used chunks) */
-  bfc_chunk *spare;
+  sim_arena chunks; /* chunk pointers are stable handles; a reset keeps the storage */
   uint64_t first_region_allocation_bytes; /* curr_region_allocation_bytes at create */
   /* TensorFlow's AllocatorStats */
   int64_t num_allocs, bytes_in_use, peak_bytes_in_use, largest_alloc_size;
@@ -130,20 +127,7 @@ static int bfc_bin_for_size(uint64_t bytes) {
 static uint64_t bfc_double(uint64_t v) { return v > UINT64_MAX / 2 ? UINT64_MAX : v * 2; }
 
 static bfc_chunk *bfc_chunk_new(bfc *m) {
-  bfc_chunk *c = m->spare;
-  if (c) {
-    m->spare = c->next;
-  } else {
-    if (m->pages_used == 0 || m->page_used == BFC_CHUNKS_PER_PAGE) {
-      if (m->pages_used == m->npages) {
-        sim_grow((void **)&m->pages, &m->pages_cap, m->npages + 1, sizeof *m->pages);
-        m->pages[m->npages++] = sim_xmalloc(BFC_CHUNKS_PER_PAGE * sizeof(bfc_chunk));
-      }
-      m->pages_used++;
-      m->page_used = 0;
-    }
-    c = &m->pages[m->pages_used - 1][m->page_used++];
-  }
+  bfc_chunk *c = sim_arena_new(&m->chunks);
   memset(c, 0, sizeof *c);
   c->allocation_id = -1;
   c->bin = -1;
@@ -153,8 +137,7 @@ static bfc_chunk *bfc_chunk_new(bfc *m) {
 static void bfc_chunk_delete(bfc *m, bfc_chunk *c) {
   c->allocation_id = -1;
   c->bin = -1;
-  c->next = m->spare;
-  m->spare = c;
+  sim_arena_delete(&m->chunks, c);
 }
 
 static void bfc_bin_insert(bfc *m, bfc_chunk *c) {
@@ -658,6 +641,7 @@ static int bfc_create(void **ctx, sim_device *dev, const sim_alloc_config *cfg, 
   uint64_t limit;
   if (bfc_memory_limit(dev, &s, &limit, err, errlen)) return SIM_EINVAL;
   bfc *m = sim_xcalloc(1, sizeof *m);
+  sim_arena_init(&m->chunks, sizeof(bfc_chunk), offsetof(bfc_chunk, next), BFC_CHUNKS_PER_PAGE);
   m->dev = dev;
   m->settings = s;
   bfc_set_limit(m, limit);
@@ -675,8 +659,7 @@ static int bfc_reset(void *ctx) {
   m->nregions = 0;
   for (int b = 0; b < BFC_NUM_BINS; b++) RB_INIT(&m->bins[b]);
   m->nonempty = 0;
-  m->pages_used = m->page_used = 0;
-  m->spare = NULL;
+  sim_arena_clear(&m->chunks);
   m->curr_region_allocation_bytes = m->first_region_allocation_bytes;
   m->total_region_allocated_bytes = 0;
   m->started_backpedal = 0;
@@ -700,8 +683,7 @@ static void bfc_destroy(void *ctx) {
   bfc *m = ctx;
   sim_assert_valid(bfc_check, m);
   for (size_t i = 0; i < m->nregions; i++) sim_device_free(m->dev, m->regions[i].ptr, m->regions[i].size);
-  for (size_t i = 0; i < m->npages; i++) free(m->pages[i]);
-  free(m->pages);
+  sim_arena_release(&m->chunks);
   free(m->regions);
   free(m);
 }

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "device_sim.h"
+#include "internal/arena.h"
 #include "internal/debug.h"
 #include "internal/rbtree.h"
 #include "hashmap.h"
@@ -25,9 +26,9 @@
  * so that the best fit is a lower bound. */
 typedef struct piece piece;
 struct piece {
-  RB_ENTRY(piece) link; /* in simdev.holes while a hole; the spare list's link otherwise */
+  RB_ENTRY(piece) link; /* in simdev.holes while a hole */
   uint64_t addr, size;
-  piece *prev, *next;   /* neighbours in the page */
+  piece *prev, *next;   /* neighbours in the page (next also links the spare records) */
   int hole;
 };
 
@@ -46,9 +47,7 @@ typedef struct simdev {
   uint64_t next_va;     /* next free virtual address, page aligned */
   struct holes holes;   /* the holes of the pages of small allocations */
   sim_map live;         /* address of a small allocation -> its piece */
-  piece **chunks;       /* the pieces' storage: stable addresses, kept across resets */
-  size_t nchunks, chunks_cap, used_pieces;
-  piece *spare;         /* pieces given back */
+  sim_arena pieces;     /* their storage, kept across resets */
 } simdev;
 
 static uint64_t round_up(uint64_t v, uint64_t to) { return (v + to - 1) / to * to; }
@@ -68,27 +67,14 @@ static uint64_t new_va(simdev *s, uint64_t size) {
 }
 
 static piece *piece_new(simdev *s, uint64_t addr, uint64_t size) {
-  piece *p = s->spare;
-  if (p) {
-    s->spare = RB_LEFT(p, link);
-  } else {
-    if (s->used_pieces == s->nchunks * PIECES_PER_CHUNK) {
-      sim_grow((void **)&s->chunks, &s->chunks_cap, s->nchunks + 1, sizeof *s->chunks);
-      s->chunks[s->nchunks++] = sim_xmalloc(PIECES_PER_CHUNK * sizeof(piece));
-    }
-    p = &s->chunks[s->used_pieces / PIECES_PER_CHUNK][s->used_pieces % PIECES_PER_CHUNK];
-    s->used_pieces++;
-  }
+  piece *p = sim_arena_new(&s->pieces);
   memset(p, 0, sizeof *p);
   p->addr = addr;
   p->size = size;
   return p;
 }
 
-static void piece_delete(simdev *s, piece *p) {
-  RB_LEFT(p, link) = s->spare;
-  s->spare = p;
-}
+static void piece_delete(simdev *s, piece *p) { sim_arena_delete(&s->pieces, p); }
 
 /* need (a multiple of the granule, under a page) from the best hole, or a new page. */
 static int small_malloc(simdev *s, uint64_t need, uint64_t *addr) {
@@ -211,6 +197,7 @@ void sim_simdev_init(sim_device *d, uint64_t capacity, uint64_t total_memory) {
   s->next_va = SIMDEV_FIRST_VA;
   RB_INIT(&s->holes);
   sim_map_init(&s->live);
+  sim_arena_init(&s->pieces, sizeof(piece), offsetof(piece, next), PIECES_PER_CHUNK);
   d->ops = &simdev_ops;
   d->ctx = s;
   d->capacity = capacity;
@@ -243,8 +230,7 @@ void sim_simdev_reset(sim_device *d) {
   s->next_va = SIMDEV_FIRST_VA;
   RB_INIT(&s->holes);
   sim_map_clear(&s->live);
-  s->used_pieces = 0;
-  s->spare = NULL;
+  sim_arena_clear(&s->pieces);
   d->mallocs = d->frees = d->maps = d->unmaps = 0;
   d->malloc_bytes = d->free_bytes = d->map_bytes = d->unmap_bytes = 0;
   d->used = d->used_peak = 0;
@@ -254,8 +240,7 @@ void sim_simdev_release(sim_device *d) {
   simdev *s = d->ctx;
   if (s) {
     sim_map_release(&s->live);
-    for (size_t i = 0; i < s->nchunks; i++) free(s->chunks[i]);
-    free(s->chunks);
+    sim_arena_release(&s->pieces);
     free(s);
   }
   d->ctx = NULL;
