@@ -516,8 +516,7 @@ static int check_header(store *s, int *ver, int *ntables, char *err, size_t errl
 }
 
 /* Whether a rollback journal with anything in it lies beside the store: what a memplay killed
- * during a new store's first import leaves (open_for_writing). An immutable open would read the
- * file as that import left it, so it is refused until a command that writes undoes it. */
+ * during a new store's first import leaves (open_for_writing). */
 static int journal_left(const char *path) {
   char *p = store_side_path(path, "-journal");
   struct stat st;
@@ -526,9 +525,19 @@ static int journal_left(const char *path) {
   return left;
 }
 
+/* Whether a read-only open would read the store as such an import left it, the journal unseen: an
+ * immutable open never looks at it, and SQLite does not count a journal beside an empty file (the
+ * import killed before the new store's schema reached it). Such an open is refused until a
+ * command that writes undoes the journal. */
+static int journal_unseen(const char *path, int flags) {
+  if (!(flags & STORE_READONLY) || !journal_left(path)) return 0;
+  struct stat st;
+  return (flags & STORE_IMMUTABLE) || (!stat(path, &st) && st.st_size == 0);
+}
+
 int store_open(store **out, const char *path, int flags, char *err, size_t errlen) {
   *out = NULL;
-  if ((flags & STORE_READONLY) && (flags & STORE_IMMUTABLE) && journal_left(path)) {
+  if (journal_unseen(path, flags)) {
     snprintf(err, errlen, "cannot open store '%s': %s", path, store_reason(SQLITE_READONLY_ROLLBACK));
     return -1;
   }
@@ -573,12 +582,8 @@ int store_open(store **out, const char *path, int flags, char *err, size_t errle
       store_close(s);
       return -1;
     }
-  } else if (ver == 0 && ntables == 0) {
-    /* An empty file: a new store whose first import was killed before the file had anything
-     * but its journal (SQLite does not count a journal beside an empty file as one to roll
-     * back), or a file no memplay has written to. */
-    if (journal_left(path)) snprintf(err, errlen, "cannot open store '%s': %s", path, store_reason(SQLITE_READONLY_ROLLBACK));
-    else snprintf(err, errlen, "cannot open store '%s' read-only: it is empty (import a trace into it first)", path);
+  } else if (ver == 0 && ntables == 0) { /* an empty file */
+    snprintf(err, errlen, "cannot open store '%s' read-only: it is empty (import a trace into it first)", path);
     store_close(s);
     return -1;
   } else if (ver < store_schema_version) {
