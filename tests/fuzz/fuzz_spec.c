@@ -13,10 +13,10 @@
  * ("torch:expandable_segments:True,max_split_size_mb:64"), the allocator settings a trace
  * recorded (a JSON object, as the store keeps them), and bytes that drive a few allocations,
  * frees and synchronizations on four streams of a 1 GiB simulated device (a free through the
- * model's free op or its two steps, as a bit of each says). Parsing must accept or refuse with a message; a model created must answer
- * every request with a placement or an out-of-memory, and pass its own invariant check at the
- * end; then, when it can, be reset, its device given another capacity and card (from the first
- * bytes) and told, and do the same work again.
+ * model's free op or its two steps, as a bit of each says). Parsing must accept or refuse with a
+ * message; a model created must answer every request with a placement or an out-of-memory, and
+ * pass its own invariant check at the end; then, when it can, be reset, its device given another
+ * capacity and card (from the first bytes) and told, and do the same work again.
  */
 static const char *no_env(const char *name) {
   (void)name;
