@@ -30,9 +30,13 @@ for delay in 0.1 0.2 0.3; do
   rm -f "$T/new.db" "$T/new.db-journal" "$T/new.db-wal" "$T/new.db-shm"
   import_killed "$delay" "$T/big.jsonl" --name big --db "$T/new.db" || continue
   new_killed=$((new_killed + 1))
-  if [ -f "$T/new.db-journal" ]; then # a read-only command: the message, or (nothing written yet) no trace
+  if [ -f "$T/new.db-journal" ]; then
+    # A read-only command: the message; or (nothing written yet) no trace; or, when the kill came
+    # after the commit, during the switch to the log (whose journal, just created, is not yet hot),
+    # the whole trace.
     mp --db "$T/new.db" compare big --policy torch --no-save
     grep -q "was interrupted, and what it left must be undone" "$T/err" || grep -q "no trace matches 'big'" "$T/err" ||
+      { [ "$rc" = 0 ] && [ "$(sqlite3 "$T/new.db" "SELECT event_count FROM traces WHERE name = 'big'")" = 400000 ]; } ||
       fail "a read-only command on a killed new store's import (kill at $delay s) exited $rc: stderr [$(cat "$T/err")], stdout [$(head -c 300 "$T/out")], journal $(stat -c %s "$T/new.db-journal" 2>/dev/null || echo gone) bytes, store $(stat -c %s "$T/new.db") bytes"
   fi
   expect 0 --db "$T/new.db" check-store || fail "check-store after a kill of a new store's import at $delay s"
@@ -60,6 +64,20 @@ rm -f "$T/new.db" "$T/new.db-wal" "$T/new.db-shm"
 : >"$T/new.db"
 expect 1 --db "$T/new.db" compare big --policy torch --no-save
 has "$T/err" "it is empty (import a trace into it first)"
+
+# Killed after its commit, while the switch to the log had only created its journal: the trace is
+# whole and a read-only command reads it; check-store removes the journal and the store is in WAL
+# mode.
+rm -f "$T/new.db" "$T/new.db-journal" "$T/new.db-wal" "$T/new.db-shm"
+expect 0 --db "$T/new.db" import "$MEMPLAY_SRC/traces/sample.jsonl" --name sample
+[ "$(sqlite3 "$T/new.db" 'PRAGMA journal_mode = DELETE')" = delete ] || fail "cannot put the store back in rollback mode"
+: >"$T/new.db-journal"
+expect 0 --db "$T/new.db" compare sample --policy torch --no-save
+has "$T/out" "sample"
+expect 0 --db "$T/new.db" check-store
+has "$T/out" "4,000 events: ok"
+[ ! -e "$T/new.db-journal" ] || fail "the empty journal beside a whole store is still there after check-store"
+[ "$(sqlite3 "$T/new.db" 'PRAGMA journal_mode')" = wal ] || fail "the store is not in WAL mode after check-store"
 
 # Another command on a new store waits for its first import, then sees it whole.
 rm -f "$T/new.db" "$T/new.db-journal" "$T/new.db-wal" "$T/new.db-shm"
