@@ -12,7 +12,8 @@
 static const char *const replay_usage[] = {
   "memplay replay TRACE [--allocator SPEC] [--capacity SIZE] [--device NAME] [--timing OPTIONS] [--stop-at-oom]",
   "                     [--timeline] [--no-save] [--check] [--backend sim|cuda] [--scale F|fit] [--pace[=clock|gaps]]",
-  "                     [--live-start] [--at peak|oom|EVENT_INDEX|TIME] [--device-calls FILE] [--no-fail] [--quiet]",
+  "                     [--live-start] [--at peak|oom|EVENT_INDEX|TIME] [--device-calls FILE] [--address-order auto|up|down]",
+  "                     [--no-fail] [--quiet]",
   "                     [--db FILE] [--json]",
   "  --allocator SPEC  model and options, e.g. torch:expandable_segments:True or bfc:allow_growth=true",
   "                    (default: the allocator that recorded the trace, else ideal)",
@@ -43,6 +44,11 @@ static const char *const replay_usage[] = {
   "  --device-calls FILE  write every call the model makes to its device (malloc, free, reserve, map, unmap;",
   "                    refused ones too) to FILE, one line each with the memory in use before and after; with",
   "                    --backend cuda, the plan's calls and the GPU's (docs/gpu.md)",
+  "  --address-order auto|up|down  which way the simulated driver hands out the addresses of cudaMallocs of",
+  "                    2 MiB or more, by which the torch and async models break ties between free blocks:",
+  "                    down, in slabs of 32 MiB multiples whose free ranges are reused lowest first, as the",
+  "                    Linux driver does; up, never reused; auto (the default): the way the trace's recorded",
+  "                    segments went, else down (docs/allocators.md, \"The simulated device\")",
   NULL,
 };
 const cli_usage cmd_replay_usage = {
@@ -68,6 +74,7 @@ static const struct option replay_options[] = {
   {"no-fail", no_argument, NULL, 'F'},
   {"quiet", no_argument, NULL, 'q'},
   {"device-calls", required_argument, NULL, 'Y'},
+  {"address-order", required_argument, NULL, 'O'},
   CLI_COMMON_OPTIONS,
   {NULL, 0, NULL, 0},
 };
@@ -136,6 +143,11 @@ static void print_human(const session *ses, const store_trace *t, const run_meta
   printf("  capacity            %s\n", report_capacity(cap, sizeof cap, m));
   for (size_t i = 0; i < m->nenv; i++) printf("  environment         %s (read as the framework reads it)\n", m->env[i]);
   if (m->note) printf("  note                %s\n", m->note);
+  if (m->address_order)
+    printf("  addresses           %s (%s)\n", m->address_order,
+           !strcmp(m->address_source, "option") ? "--address-order"
+           : !strcmp(m->address_source, "recorded") ? "the way the trace's recorded segments went"
+                                                    : "as the Linux driver hands them out");
   printf("  peak allocated      %-12s at event %lld\n", report_bytes(a, sizeof a, r->peak_allocated),
          (long long)r->peak_allocated_seq);
   printf("  peak reserved       %-12s at event %lld\n", report_bytes(a, sizeof a, r->peak_reserved),
@@ -222,6 +234,12 @@ static int parse_options(int argc, char **argv, cli *c, replay_opts *o) {
     case 'F': o->no_fail = 1; break;
     case 'q': o->quiet = 1; break;
     case 'Y': o->calls_path = optarg; break;
+    case 'O':
+      if (!strcmp(optarg, "auto")) o->req.address_order = SESSION_ADDRESSES_AUTO;
+      else if (!strcmp(optarg, "up")) o->req.address_order = SESSION_ADDRESSES_UP;
+      else if (!strcmp(optarg, "down")) o->req.address_order = SESSION_ADDRESSES_DOWN;
+      else return cli_usage_error("replay", "--address-order wants auto, up or down, not '%s'", optarg);
+      break;
     case 'B':
     case 'X':
     case 'P':

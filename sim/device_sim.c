@@ -17,7 +17,13 @@
  *    among equal holes), else a new page; a page goes back to the device when its last
  *    allocation is freed;
  *  - mapping (cuMemMap) takes exactly the bytes mapped; reserving address space takes none;
- *  - addresses are handed out upwards and never reused (nothing depends on their values), above
+ *  - the addresses of cudaMallocs of 2 MiB or more go one of two ways (sim_simdev_set_va_order):
+ *    as the Linux driver hands them out (SIM_VA_DOWN, the default): each takes the lowest free
+ *    range of address space that holds it, else a new slab, its size rounded up to 32 MiB, is
+ *    carved below all the others and it takes the slab's start, the rest of the slab staying
+ *    free; a cudaFree gives its range back; or upwards, never reused (SIM_VA_UP). The models that
+ *    break ties between free blocks by address (torch, async) decide by these values;
+ *  - other addresses (pages of small allocations, reservations) are handed out upwards, above
  *    those of the memory a replay starts with (sim_simdev_hold).
  */
 
@@ -40,11 +46,25 @@ static int piece_cmp(const piece *a, const piece *b) {
 RB_HEAD(holes, piece);
 SIM_RB_GENERATE(holes, piece, link, piece_cmp)
 
+
+#define SLAB (UINT64_C(32) << 20) /* the driver's address space is carved in multiples of this */
+
 #define PIECES_PER_CHUNK 256
+
+typedef struct vrange {
+  uint64_t addr, size;
+} vrange;
 
 typedef struct simdev {
   sim_device *dev;
   uint64_t next_va;     /* next free virtual address, page aligned */
+  int va_order;         /* SIM_VA_DOWN or SIM_VA_UP */
+  /* SIM_VA_DOWN: the free ranges of the slabs, in address order (an array: a replay keeps a few
+   * dozen, and a first fit scans them from the lowest anyway), and no range larger than
+   * ranges_max; the lowest slab's start (the next is carved below it) */
+  vrange *ranges;
+  size_t nranges, ranges_cap;
+  uint64_t ranges_max, slab_va;
   struct holes holes;   /* the holes of the pages of small allocations */
   sim_map live;         /* address of a small allocation -> its piece */
   sim_arena pieces;     /* their storage, kept across resets */
@@ -134,6 +154,68 @@ static int small_free(simdev *s, uint64_t addr) {
   return SIM_OK;
 }
 
+/* ---- the address space of large allocations, as the Linux driver hands it out (SIM_VA_DOWN) ---- */
+
+static void range_give(simdev *s, uint64_t addr, uint64_t size) {
+  vrange *r = s->ranges;
+  size_t lo = 0, hi = s->nranges; /* lo: the first range above addr */
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    if (r[mid].addr < addr) lo = mid + 1;
+    else hi = mid;
+  }
+  int after_prev = lo > 0 && r[lo - 1].addr + r[lo - 1].size == addr;
+  int before_next = lo < s->nranges && addr + size == r[lo].addr;
+  vrange *grown;
+  if (after_prev && before_next) { /* fills the gap between two ranges: one range */
+    r[lo - 1].size += size + r[lo].size;
+    memmove(&r[lo], &r[lo + 1], (s->nranges - lo - 1) * sizeof *r);
+    s->nranges--;
+    grown = &r[lo - 1];
+  } else if (after_prev) {
+    r[lo - 1].size += size;
+    grown = &r[lo - 1];
+  } else if (before_next) {
+    r[lo].addr = addr;
+    r[lo].size += size;
+    grown = &r[lo];
+  } else {
+    if (s->nranges == s->ranges_cap) sim_grow((void **)&s->ranges, &s->ranges_cap, s->nranges + 1, sizeof *s->ranges);
+    r = s->ranges;
+    memmove(&r[lo + 1], &r[lo], (s->nranges - lo) * sizeof *r);
+    r[lo] = (vrange){addr, size};
+    s->nranges++;
+    grown = &r[lo];
+  }
+  if (grown->size > s->ranges_max) s->ranges_max = grown->size;
+}
+
+/* The lowest free range that holds size (first fit by address), else a new slab below the others. */
+static uint64_t range_take(simdev *s, uint64_t size) {
+  if (size <= s->ranges_max) {
+    vrange *r = s->ranges;
+    for (size_t i = 0; i < s->nranges; i++) {
+      if (r[i].size >= size) {
+        uint64_t a = r[i].addr;
+        r[i].addr += size;
+        r[i].size -= size;
+        if (!r[i].size) {
+          memmove(&r[i], &r[i + 1], (s->nranges - i - 1) * sizeof *r);
+          s->nranges--;
+        }
+        return a;
+      }
+    }
+    s->ranges_max = 0; /* none held it: the bound made exact */
+    for (size_t i = 0; i < s->nranges; i++)
+      if (r[i].size > s->ranges_max) s->ranges_max = r[i].size;
+  }
+  uint64_t slab = round_up(size, SLAB);
+  s->slab_va -= slab;
+  if (slab > size) range_give(s, s->slab_va + size, slab - size);
+  return s->slab_va;
+}
+
 static int sd_malloc(void *ctx, uint64_t size, int64_t stream, uint64_t *addr) {
   simdev *s = ctx;
   (void)stream;
@@ -141,7 +223,7 @@ static int sd_malloc(void *ctx, uint64_t size, int64_t stream, uint64_t *addr) {
     uint64_t pages = round_up(size, SIM_PAGE_SIZE);
     if (pages < size) return SIM_EOOM; /* overflow */
     if (take(s, pages)) return SIM_EOOM;
-    *addr = new_va(s, pages);
+    *addr = s->va_order == SIM_VA_DOWN ? range_take(s, pages) : new_va(s, pages);
     return SIM_OK;
   }
   return small_malloc(s, round_up(size ? size : 1, SIM_DRIVER_GRANULE), addr);
@@ -151,6 +233,7 @@ static int sd_free(void *ctx, uint64_t addr, uint64_t size) {
   simdev *s = ctx;
   if (size >= SIM_PAGE_SIZE) {
     s->dev->used -= round_up(size, SIM_PAGE_SIZE);
+    if (s->va_order == SIM_VA_DOWN) range_give(s, addr, round_up(size, SIM_PAGE_SIZE));
     return SIM_OK;
   }
   return small_free(s, addr);
@@ -188,13 +271,13 @@ static const sim_device_ops simdev_ops = {
   .unmap = sd_unmap,
 };
 
-#define SIMDEV_FIRST_VA UINT64_C(0x7f0000000000)
+#define SIMDEV_FIRST_VA UINT64_C(0x7f0000000000) /* upwards from here; SIM_VA_DOWN's slabs below it */
 
 void sim_simdev_init(sim_device *d, uint64_t capacity, uint64_t total_memory) {
   memset(d, 0, sizeof *d);
   simdev *s = sim_xcalloc(1, sizeof *s);
   s->dev = d;
-  s->next_va = SIMDEV_FIRST_VA;
+  s->next_va = s->slab_va = SIMDEV_FIRST_VA;
   RB_INIT(&s->holes);
   sim_map_init(&s->live);
   sim_arena_init(&s->pieces, sizeof(piece), offsetof(piece, next), PIECES_PER_CHUNK);
@@ -221,13 +304,44 @@ void sim_simdev_hold(sim_device *d, uint64_t addr, uint64_t span, uint64_t used)
   simdev *s = d->ctx;
   d->used += used;
   if (d->used > d->used_peak) d->used_peak = d->used;
-  uint64_t end = round_up(addr + span, SIM_PAGE_SIZE) + 2 * round_up(d->total_memory, SIM_PAGE_SIZE);
+  uint64_t room = 2 * round_up(d->total_memory, SLAB);
+  uint64_t end = round_up(addr + span, SIM_PAGE_SIZE) + room;
   if (end > s->next_va) s->next_va = end;
+  /* SIM_VA_DOWN: new slabs go below the memory held, as the driver's went, where there is room */
+  uint64_t lo = addr / SLAB * SLAB;
+  if (lo < s->slab_va && lo >= room) s->slab_va = lo;
+}
+
+void sim_simdev_set_va_order(sim_device *d, int order) {
+  simdev *s = d->ctx;
+  sim_assert_internal(!d->mallocs && !d->used); /* a device just made or reset */
+  s->va_order = order;
+}
+
+int sim_simdev_va_order(const sim_device *d) { return ((const simdev *)d->ctx)->va_order; }
+
+void sim_va_votes_add(sim_va_votes *v, uint64_t addr, int is_new) {
+  if (v->seen && is_new) {
+    if (addr > v->hi) v->up++;
+    else if (addr < v->lo) v->down++;
+  }
+  if (!v->seen || addr < v->lo) v->lo = addr;
+  if (!v->seen || addr > v->hi) v->hi = addr;
+  v->seen = 1;
+}
+
+int sim_va_votes_order(const sim_va_votes *v) {
+  if (v->up + v->down < 3) return -1;
+  if (v->down >= 2 * v->up) return SIM_VA_DOWN;
+  if (v->up >= 2 * v->down) return SIM_VA_UP;
+  return -1;
 }
 
 void sim_simdev_reset(sim_device *d) {
   simdev *s = d->ctx;
-  s->next_va = SIMDEV_FIRST_VA;
+  s->next_va = s->slab_va = SIMDEV_FIRST_VA;
+  s->ranges_max = 0;
+  s->nranges = 0;
   RB_INIT(&s->holes);
   sim_map_clear(&s->live);
   sim_arena_clear(&s->pieces);
@@ -241,6 +355,7 @@ void sim_simdev_release(sim_device *d) {
   if (s) {
     sim_map_release(&s->live);
     sim_arena_release(&s->pieces);
+    free(s->ranges);
     free(s);
   }
   d->ctx = NULL;

@@ -32,4 +32,24 @@ void sim_simdev_resize(sim_device *d, uint64_t capacity, uint64_t total_memory);
  * out again. */
 void sim_simdev_hold(sim_device *d, uint64_t addr, uint64_t span, uint64_t used);
 
+/* Which way the addresses of cudaMallocs of 2 MiB or more go (docs/allocators.md, "The simulated
+ * device"): SIM_VA_DOWN (the default), as the Linux driver hands them out, in slabs carved
+ * downwards whose free ranges are reused lowest first; SIM_VA_UP, upwards and never reused. Set on
+ * a device just made or reset (before its memory is held); a reset keeps it. */
+enum { SIM_VA_DOWN, SIM_VA_UP };
+void sim_simdev_set_va_order(sim_device *d, int order);
+int sim_simdev_va_order(const sim_device *d);
+
+/* Which way a recording's driver handed out addresses, from the segments its allocator recorded,
+ * in order (sim_va_votes_add each segment_alloc as new, each segment_free as not): a new segment
+ * outside every segment seen before votes up or down. SIM_VA_UP or SIM_VA_DOWN when at least three
+ * voted and one way had twice the other's votes; else -1 (the recording does not tell). */
+typedef struct sim_va_votes {
+  uint64_t lo, hi;  /* the lowest and highest segment addresses seen */
+  uint64_t up, down;
+  int seen;
+} sim_va_votes;
+void sim_va_votes_add(sim_va_votes *v, uint64_t addr, int is_new);
+int sim_va_votes_order(const sim_va_votes *v);
+
 #endif

@@ -232,11 +232,142 @@ static void simdev_small_requests_take_the_best_hole(void) {
   sim_simdev_release(&dev);
 }
 
+/* SIM_VA_DOWN on the first calls PyTorch's caching allocator made on an H100
+ * (docs/measurements/h100-2026-11-26/capacity/torch.txt): each slab below the last, a request
+ * that fits the rest of a slab taking the lowest such rest, a freed range reused lowest first. */
+static void simdev_down_carves_slabs_below(void) {
+  sim_device dev;
+  sim_simdev_init(&dev, UINT64_MAX, 0);
+  sim_simdev_set_va_order(&dev, SIM_VA_DOWN);
+  uint64_t a[8];
+  CHECK_EQ(sim_device_malloc(&dev, 250 * MiB, 0, &a[0]), SIM_OK); /* a slab of 256 MiB */
+  CHECK_EQ(a[0] % (32 * MiB), 0);
+  CHECK_EQ(sim_device_malloc(&dev, 48 * MiB, 0, &a[1]), SIM_OK); /* 64 MiB below it */
+  CHECK_EQ(a[1], a[0] - 64 * MiB);
+  CHECK_EQ(sim_device_malloc(&dev, 2 * MiB, 0, &a[2]), SIM_OK); /* the lower rest (16 MiB), not the 6 MiB above */
+  CHECK_EQ(a[2], a[1] + 48 * MiB);
+  CHECK_EQ(sim_device_malloc(&dev, 16 * MiB, 0, &a[3]), SIM_OK); /* no rest holds it: a slab of 32 MiB */
+  CHECK_EQ(a[3], a[1] - 32 * MiB);
+  CHECK_EQ(sim_device_malloc(&dev, 15 * MiB, 0, &a[4]), SIM_OK); /* the lowest rest that holds 16 MiB */
+  CHECK_EQ(a[4], a[3] + 16 * MiB);
+  CHECK_EQ(sim_device_malloc(&dev, 3 * MiB, 0, &a[5]), SIM_OK); /* sizes in pages: 4 MiB of the 48's rest */
+  CHECK_EQ(a[5], a[2] + 2 * MiB);
+  CHECK_EQ(sim_device_free(&dev, a[1], 48 * MiB), SIM_OK);
+  CHECK_EQ(sim_device_malloc(&dev, 40 * MiB, 0, &a[6]), SIM_OK); /* the freed range is the lowest that holds it */
+  CHECK_EQ(a[6], a[1]);
+  CHECK_EQ(sim_device_free(&dev, a[2], 2 * MiB), SIM_OK);
+  CHECK_EQ(sim_device_free(&dev, a[5], 3 * MiB), SIM_OK);
+  /* 40 live at a[1]; free: 8 MiB after it, then 2 + 4 + 8 = 14 MiB joined: 22 MiB in one range */
+  CHECK_EQ(sim_device_malloc(&dev, 22 * MiB, 0, &a[7]), SIM_OK);
+  CHECK_EQ(a[7], a[1] + 40 * MiB);
+  CHECK_EQ(sim_simdev_va_order(&dev), SIM_VA_DOWN);
+  sim_simdev_reset(&dev); /* keeps the order; addresses start again */
+  CHECK_EQ(sim_simdev_va_order(&dev), SIM_VA_DOWN);
+  uint64_t again;
+  CHECK_EQ(sim_device_malloc(&dev, 250 * MiB, 0, &again), SIM_OK);
+  CHECK_EQ(again, a[0]);
+  sim_simdev_release(&dev);
+}
+
+/* SIM_VA_DOWN against a plain reference of the same rule (a list of free ranges in address order,
+ * scanned from the lowest) over random requests and frees of 2 to 150 MiB. */
+#define REF_RANGES 4096
+static void simdev_down_matches_reference(void) {
+  static struct { uint64_t addr, size; } fr[REF_RANGES], live[256];
+  size_t nf = 0, nlive = 0;
+  sim_device dev;
+  sim_simdev_init(&dev, UINT64_MAX, 0);
+  sim_simdev_set_va_order(&dev, SIM_VA_DOWN);
+  uint64_t rng = 777, slab = 0, top = 0;
+  int have_top = 0, mismatches = 0;
+  for (int step = 0; step < 30000 && mismatches < 5 && nf < REF_RANGES - 2; step++) {
+    rng = rng * 6364136223846793005u + 1442695040888963407u;
+    uint64_t r = rng >> 33;
+    if (nlive && (r % 2 == 0 || nlive == 256)) {
+      size_t i = (r >> 1) % nlive;
+      uint64_t addr = live[i].addr, size = live[i].size;
+      live[i] = live[--nlive];
+      CHECK_EQ(sim_device_free(&dev, addr, size), SIM_OK);
+      size = (size + 2 * MiB - 1) / (2 * MiB) * (2 * MiB);
+      addr -= top; /* the reference's own */
+      size_t k = 0;
+      while (k < nf && fr[k].addr - slab < addr - slab) k++; /* address order (slab: the lowest) */
+      memmove(&fr[k + 1], &fr[k], (nf - k) * sizeof fr[0]);
+      fr[k].addr = addr, fr[k].size = size, nf++;
+      if (k + 1 < nf && fr[k].addr + fr[k].size == fr[k + 1].addr) {
+        fr[k].size += fr[k + 1].size;
+        memmove(&fr[k + 1], &fr[k + 2], (nf - k - 2) * sizeof fr[0]), nf--;
+      }
+      if (k > 0 && fr[k - 1].addr + fr[k - 1].size == fr[k].addr) {
+        fr[k - 1].size += fr[k].size;
+        memmove(&fr[k], &fr[k + 1], (nf - k - 1) * sizeof fr[0]), nf--;
+      }
+      continue;
+    }
+    uint64_t size = 2 * MiB + (r >> 1) % (148 * MiB), need = (size + 2 * MiB - 1) / (2 * MiB) * (2 * MiB), want = 0;
+    size_t k = 0;
+    while (k < nf && fr[k].size < need) k++;
+    if (k < nf) {
+      want = fr[k].addr;
+      fr[k].addr += need, fr[k].size -= need;
+      if (!fr[k].size) memmove(&fr[k], &fr[k + 1], (nf - k - 1) * sizeof fr[0]), nf--;
+    } else {
+      uint64_t n = (need + 32 * MiB - 1) / (32 * MiB) * (32 * MiB);
+      slab -= n;
+      want = slab;
+      if (n > need) { /* the rest: below every range, so first */
+        memmove(&fr[1], &fr[0], nf * sizeof fr[0]);
+        fr[0].addr = slab + need, fr[0].size = n - need, nf++;
+        if (nf > 1 && fr[0].addr + fr[0].size == fr[1].addr) /* joins a free start of the slab above */
+          fr[0].size += fr[1].size, memmove(&fr[1], &fr[2], (nf - 2) * sizeof fr[0]), nf--;
+      }
+    }
+    uint64_t addr;
+    CHECK_EQ(sim_device_malloc(&dev, size, 0, &addr), SIM_OK);
+    if (!have_top) top = addr - want, have_top = 1; /* the reference's addresses are from the first slab's top */
+    if (addr - top != want) {
+      mismatches++;
+      CHECK_EQ(addr - top, want);
+    }
+    live[nlive].addr = addr, live[nlive].size = size, nlive++;
+  }
+  CHECK(nf > 10); /* the free ranges were many */
+  sim_simdev_release(&dev);
+}
+
+/* Which way a recording's segments went: new segments outside all seen vote; three votes and twice
+ * the other way's decide. */
+static void va_votes_decide(void) {
+  sim_va_votes v = {0};
+  uint64_t G = UINT64_C(1) << 30;
+  sim_va_votes_add(&v, 10 * G, 1); /* the first: no vote */
+  sim_va_votes_add(&v, 9 * G, 1);
+  sim_va_votes_add(&v, 8 * G, 1);
+  CHECK_EQ(sim_va_votes_order(&v), -1); /* two votes */
+  sim_va_votes_add(&v, 12 * G, 0); /* a free widens what was seen, and does not vote */
+  sim_va_votes_add(&v, 11 * G, 1); /* inside: no vote */
+  CHECK_EQ(v.up + v.down, 2);
+  sim_va_votes_add(&v, 7 * G, 1);
+  CHECK_EQ(sim_va_votes_order(&v), SIM_VA_DOWN);
+  sim_va_votes_add(&v, 13 * G, 1);
+  sim_va_votes_add(&v, 14 * G, 1); /* 3 down, 2 up: not twice */
+  CHECK_EQ(sim_va_votes_order(&v), -1);
+  sim_va_votes_add(&v, 15 * G, 1);
+  sim_va_votes_add(&v, 16 * G, 1);
+  sim_va_votes_add(&v, 17 * G, 1); /* 3 down, 5 up */
+  CHECK_EQ(sim_va_votes_order(&v), -1);
+  sim_va_votes_add(&v, 18 * G, 1); /* 6 up: twice */
+  CHECK_EQ(sim_va_votes_order(&v), SIM_VA_UP);
+}
+
 int main(void) {
   RUN(ideal_counts_live_bytes);
   RUN(cuda_packs_small_requests_into_pages);
   RUN(cuda_runs_out_of_pages);
   RUN(device_counts_calls);
   RUN(simdev_small_requests_take_the_best_hole);
+  RUN(simdev_down_carves_slabs_below);
+  RUN(simdev_down_matches_reference);
+  RUN(va_votes_decide);
   TEST_MAIN_END();
 }

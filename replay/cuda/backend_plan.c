@@ -93,6 +93,7 @@ static int plan_make_device(void *arg, int device, sim_device *dev, char *err, s
   if (device_memory(ps, device, err, errlen)) return -1;
   const gpu_mem *g = &ps->mem[device];
   sim_simdev_init(dev, ps->cfg->run->capacity, g->total_memory);
+  sim_simdev_set_va_order(dev, ps->cfg->run->address_order);
   dev->free_memory = g->free_memory;
   ps->devs[device] = dev;
   return 0;

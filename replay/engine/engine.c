@@ -136,6 +136,7 @@ static int sim_factory(void *arg, int device, sim_device *dev, char *err, size_t
   const replay_config *cfg = arg;
   (void)device, (void)err, (void)errlen;
   sim_simdev_init(dev, cfg->capacity, cfg->total_memory);
+  sim_simdev_set_va_order(dev, cfg->address_order);
   if (cfg->cc_major > 0) dev->cc_major = cfg->cc_major, dev->cc_minor = cfg->cc_minor;
   return 0;
 }
@@ -292,6 +293,7 @@ static int model_reuse(const replay_config *cfg, devstate *ds) {
   free(k.opts);
   if (same && ds->a.ops->reset(ds->a.ctx) == SIM_OK) {
     sim_simdev_reset(&ds->dev);
+    sim_simdev_set_va_order(&ds->dev, cfg->address_order);
     if (device_fit(cfg, ds)) {
       free(ds->key.opts);
       ds->key.opts = NULL;

@@ -104,6 +104,7 @@ typedef struct replay_config {
   uint64_t capacity;            /* bytes per device the process may take; UINT64_MAX: unlimited */
   uint64_t total_memory;        /* the card's memory as models see it (0: capacity, or 80 GiB) */
   int cc_major, cc_minor;       /* the card's compute capability (0: the simulated device's default) */
+  int address_order;            /* the simulated device's SIM_VA_DOWN (0) or SIM_VA_UP (sim/device_sim.h) */
   const sim_recorded *recorded; /* allocator settings recorded in the trace, as options (io/settings.h), or NULL */
   const char *(*getenv_fn)(const char *);
   int stop_at_oom;

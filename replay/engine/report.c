@@ -295,6 +295,10 @@ static void summary_json(yajl_gen g, const run_meta *m, const replay_result *r) 
     yajl_gen_map_close(g);
   }
   if (m->note) jsonw_kstr(g, "note", m->note);
+  if (m->address_order) {
+    jsonw_kstr(g, "address_order", m->address_order);
+    jsonw_kstr(g, "address_order_source", m->address_source);
+  }
   jsonw_kuint(g, "events", r->events);
   jsonw_kuint(g, "allocs", r->allocs);
   jsonw_kuint(g, "frees", r->frees);

@@ -22,6 +22,8 @@ typedef struct run_meta {
   const char *const *env;      /* environment settings the model read (NAME=value), nenv of them */
   size_t nenv;
   const char *note;            /* what the session changed in the request, or NULL */
+  const char *address_order;   /* the simulated driver's addresses: "up", "down", or NULL (not simulated) */
+  const char *address_source;  /* why: "option", "recorded", "default" (see session.h) */
   const char *device;    /* device profile name, or NULL */
   const char *backend;   /* sim, cuda */
   const char *scenario, *variant;

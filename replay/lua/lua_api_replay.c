@@ -64,7 +64,7 @@ int lapi_result_pairs(lua_State *L) {
 static const char *const replay_keys[] = {"allocator", "capacity",     "stop_at_oom", "timeline_points", "top_sites",
                                           "max_ooms",  "check",        "total_memory", "environment",    "shared_device",
                                           "device",    "timing",       "batch",        "live_start",     "lean",
-                                          NULL};
+                                          "address_order", NULL};
 
 /* Checks that the options table at idx names only known options. */
 static void check_keys(lua_State *L, int idx) {
@@ -76,7 +76,7 @@ static void check_keys(lua_State *L, int idx) {
       if (!strcmp(lua_tostring(L, -1), replay_keys[i])) goto known;
     luaL_error(L, "replay: unknown option '%s' (known: allocator, capacity, device, timing, batch, total_memory, "
                   "shared_device, stop_at_oom, timeline_points, top_sites, max_ooms, check, environment, live_start, "
-                  "lean)",
+                  "lean, address_order)",
                ok ? lua_tostring(L, -1) : "?");
   known:;
   }
@@ -97,6 +97,16 @@ static void read_sizes_and_switches(lua_State *L, int idx, session_request *req)
   lua_pop(L, 1);
   lua_getfield(L, idx, "total_memory");
   if (!lua_isnil(L, -1)) req->total_memory = lapi_check_size(L, -1, "replay: 'total_memory'");
+  lua_pop(L, 1);
+  static const char *const orders[] = {"auto", "up", "down", NULL}; /* SESSION_ADDRESSES_* */
+  lua_getfield(L, idx, "address_order");
+  if (!lua_isnil(L, -1)) {
+    const char *o = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "";
+    int k = 0;
+    while (orders[k] && strcmp(orders[k], o)) k++;
+    if (!orders[k]) luaL_error(L, "replay: 'address_order' must be 'auto', 'up' or 'down'");
+    req->address_order = k;
+  }
   lua_pop(L, 1);
   lua_getfield(L, idx, "stop_at_oom");
   req->stop_at_oom = lua_toboolean(L, -1);

@@ -143,6 +143,8 @@ static void set_settings(lua_State *L, const run_meta *m) {
     lua_setfield(L, -2, "environment");
   }
   set_str(L, "note", m->note);
+  set_str(L, "address_order", m->address_order);
+  set_str(L, "address_order_source", m->address_source);
   if (m->window_start) {
     lua_createtable(L, 0, 4);
     set_str(L, "state", m->window_start);

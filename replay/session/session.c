@@ -9,6 +9,7 @@
 #include "io/settings.h"
 #include "session.h"
 #include "sim/copyfit.h"
+#include "sim/device_sim.h"
 #include "sim/hashmap.h"
 #include "labels.h"
 #include "shared_device.h"
@@ -64,6 +65,11 @@ struct session {
     int have; /* 1: fitted (fit holds it), -1: the trace has no copies to fit */
     sim_copy_fit fit;
   } copies;
+  /* which way the recorded segments of the trace last asked about went (SIM_VA_*, -1: they do not tell) */
+  struct {
+    int64_t trace_id, events;
+    int have, order;
+  } addresses;
 };
 
 session *session_new(store *s) {
@@ -328,6 +334,38 @@ static void resolve_time(const session_request *req, session_run *run) {
   if (c->malloc_syncs < 0) c->malloc_syncs = !(run->spec->ops->traits & SIM_ALLOC_STREAM_ORDERED);
 }
 
+static void vote_segment(void *arg, uint64_t addr, int is_new) { sim_va_votes_add(arg, addr, is_new); }
+
+/* Which way the simulated driver hands out addresses: the request's; else the way the trace's
+ * recorded segments went (a snapshot's, on the platform it was taken on), read once per trace;
+ * else down, as the Linux driver goes (docs/allocators.md, "The simulated device"). */
+static int resolve_addresses(session *ses, const session_request *req, session_run *run, char *err, size_t errlen) {
+  if (req->address_order != SESSION_ADDRESSES_AUTO) {
+    run->address_order = req->address_order == SESSION_ADDRESSES_UP ? SIM_VA_UP : SIM_VA_DOWN;
+    run->address_source = "option";
+    return SESSION_OK;
+  }
+  int order = -1;
+  if (ses->s && req->trace && req->trace->id > 0) {
+    if (!ses->addresses.have || ses->addresses.trace_id != req->trace->id ||
+        ses->addresses.events != req->trace->event_count) {
+      sim_va_votes v = {0};
+      if (store_trace_segments(ses->s, req->trace->id, vote_segment, &v)) {
+        snprintf(err, errlen, "%s", store_error(ses->s));
+        return SESSION_EFAIL;
+      }
+      ses->addresses.trace_id = req->trace->id;
+      ses->addresses.events = req->trace->event_count;
+      ses->addresses.order = sim_va_votes_order(&v);
+      ses->addresses.have = 1;
+    }
+    order = ses->addresses.order;
+  }
+  run->address_order = order < 0 ? SIM_VA_DOWN : order;
+  run->address_source = order < 0 ? "default" : "recorded";
+  return SESSION_OK;
+}
+
 int session_prepare(session *ses, const session_request *req, session_run *run, char *err, size_t errlen) {
   memset(run, 0, sizeof *run);
   run->trace = req->trace;
@@ -355,6 +393,7 @@ int session_prepare(session *ses, const session_request *req, session_run *run, 
     return SESSION_EUSAGE;
   }
   rc = resolve_allocator(ses, req, run, err, errlen);
+  if (!rc) rc = resolve_addresses(ses, req, run, err, errlen);
   if (rc) return rc;
   if (run->capacity != UINT64_MAX && !run->capacity_source) run->capacity_source = "option";
   resolve_limit(run);
@@ -430,6 +469,7 @@ static replay_config engine_config(const session_run *run, const sim_spec *spec)
     .total_memory = run->total_memory,
     .cc_major = run->has_device ? run->device.p.cc_major : 0,
     .cc_minor = run->has_device ? run->device.p.cc_minor : 0,
+    .address_order = run->address_order,
     .recorded = run->recorded_options,
     .getenv_fn = run->getenv_fn,
     .stop_at_oom = run->stop_at_oom,
@@ -455,6 +495,7 @@ int session_execute(session *ses, session_run *run, const session_pass *pass, ch
   shared_pool pool;
   if (run->shared_device) {
     shared_pool_init(&pool, run->capacity, run->total_memory);
+    pool.address_order = run->address_order;
     cfg.make_device = shared_device_make;
     cfg.release_device = shared_device_release;
     cfg.device_arg = &pool;
@@ -618,6 +659,8 @@ run_meta session_meta(const session_run *run) {
                 .env = (const char *const *)run->env,
                 .nenv = run->nenv,
                 .note = run->note,
+                .address_order = run->address_source ? (run->address_order == SIM_VA_UP ? "up" : "down") : NULL,
+                .address_source = run->address_source,
                 .backend = "sim",
                 .step_time_s = -1,
                 .samples_per_s = -1};

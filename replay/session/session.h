@@ -57,6 +57,8 @@ typedef struct session_request {
   uint64_t total_memory;          /* the card's memory as models see it; 0: the named device's, else the
                                      trace's recorded, else the capacity */
   int shared_device;              /* each device index is a process sharing one GPU of `capacity` bytes */
+  int address_order;              /* which way the simulated driver hands out addresses: SESSION_ADDRESSES_AUTO
+                                     (0: the way the trace's recorded segments went, else down), _UP, _DOWN */
   const char *timing;             /* time model options (time_options_parse); used with a device profile */
   int64_t batch;                  /* samples per step for throughput; < 0: the timing options' batch=, else
                                      the trace's; >= 0: this value, whatever the timing options say */
@@ -68,6 +70,9 @@ typedef struct session_request {
   int lean; /* the result's peaks, totals, OOMs and device calls only (replay_config.lean): no timeline
                and no state at the peak, for a caller that reads neither */
 } session_request;
+
+/* session_request.address_order (sim/device_sim.h, SIM_VA_UP and SIM_VA_DOWN). */
+enum { SESSION_ADDRESSES_AUTO, SESSION_ADDRESSES_UP, SESSION_ADDRESSES_DOWN };
 
 /* top_sites: keep no call site at the peak (the result's top sites are an empty list). */
 #define SESSION_NO_SITES REPLAY_NO_SITES
@@ -95,6 +100,8 @@ typedef struct session_run {
   const char *(*getenv_fn)(const char *);
   uint64_t capacity, total_memory;
   int shared_device;
+  int address_order;           /* SIM_VA_UP or SIM_VA_DOWN */
+  const char *address_source;  /* why: "option", "recorded" (the trace's segments went that way), "default" */
   int stop_at_oom, check;
   int live_start;
   size_t timeline_points, top_sites, max_ooms;

@@ -10,6 +10,7 @@ void shared_pool_init(shared_pool *pool, uint64_t capacity, uint64_t total) {
   pool->capacity = capacity;
   pool->total = total ? total : capacity;
   pool->used = 0;
+  pool->address_order = SIM_VA_DOWN;
 }
 
 typedef struct shproc {
@@ -66,6 +67,7 @@ int shared_device_make(void *arg, int device, sim_device *dev, char *err, size_t
   p->outer = dev;
   uint64_t room = pool->capacity > pool->used ? pool->capacity - pool->used : 0;
   sim_simdev_init(&p->inner, room, pool->total);
+  sim_simdev_set_va_order(&p->inner, pool->address_order);
   memset(dev, 0, sizeof *dev);
   dev->ops = &shared_ops;
   dev->ctx = p;

@@ -14,6 +14,7 @@
  */
 typedef struct shared_pool {
   uint64_t capacity, total, used;
+  int address_order; /* each process's simulated device's (sim_simdev_set_va_order; SIM_VA_DOWN after init) */
 } shared_pool;
 
 /* A GPU of capacity bytes whose card has total bytes (0: capacity). */

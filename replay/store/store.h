@@ -287,6 +287,10 @@ int store_trace_copies(store *s, int64_t trace_id, void (*fn)(void *arg, const s
 struct sim_copy_fit;
 int store_trace_copy_fit(store *s, int64_t trace_id, struct sim_copy_fit *f);
 
+/* Calls fn for each segment_alloc (is_new 1) and segment_free (0) trace_id's allocator recorded, in
+ * order, with the segment's address. 0, or -1 (store_error says why). */
+int store_trace_segments(store *s, int64_t trace_id, void (*fn)(void *arg, uint64_t addr, int is_new), void *arg);
+
 /* Sets the category of stored events: changes[i] = seq << 8 | category | cat_source << 4, seqs
  * as stored (not counted from first_seq), applied in order (of two changes to one event, the
  * later wins); sorts changes by seq. Each chunk touched is decoded, changed

@@ -63,9 +63,10 @@ expect 0 devices h200-calibrated --json
 
 # 3. The sample: device memory predicted against the GPU's, per allocator (max error in %; a
 #    third field: the prediction since the model changed after the run, docs/accuracy.md: the
-#    `async` model's frees join the free memory beside them at once).
+#    `async` model's frees join the free memory beside them at once, and the simulated driver
+#    hands out addresses downwards, as the GPU's did).
 expect 0 import "$MEMPLAY_SRC/traces/sample.jsonl" --name sample
-for row in "cuda 0.011" "async 0.17 19830669312" "torch 0"; do
+for row in "cuda 0.011" "async 0 19864223744" "torch 0"; do
   set -- $row
   g="$M/gpu_sample_$1.out"
   expect 0 replay sample --allocator "$1" --no-save --json
@@ -124,7 +125,8 @@ has "$T/out" "12 events"
 [ "$(sqlite3 "$DB" "SELECT device_name FROM traces WHERE name = 'rec_h100'")" = "NVIDIA H100 80GB HBM3" ] ||
   fail "rec_h100: the device is not kept"
 # gpu_check NAME MAXERR ALLOCATOR [OPTIONS...]: the prediction is the GPU run's, the measurement within MAXERR%.
-# With NOW set (NOW=BYTES gpu_check ...), the prediction is NOW instead: the model changed after the run.
+# With NOW set (NOW=BYTES gpu_check ...), the prediction is NOW instead: the model changed after the run
+# (NOW_OOMS too, for the OOMs).
 gpu_check() {
   local g="$H/gpu_$1.out" e=$2
   shift 2
@@ -135,17 +137,17 @@ gpu_check() {
   meas=$(jx "$g" '$.measured.device_peak_bytes')
   [ "$pred" = "$want" ] || fail "$(basename "$g"): predicts $pred bytes, the GPU run was compared with $want"
   within "$meas" "$pred" "$e" || fail "$(basename "$g"): measured $meas is $(err "$meas" "$pred") from $pred (published: within $e%)"
-  [ "$(json_get ooms)" = "$(jx "$g" '$.predicted.ooms')" ] || fail "$(basename "$g"): $(json_get ooms) OOMs predicted"
+  [ "$(json_get ooms)" = "${NOW_OOMS:-$(jx "$g" '$.predicted.ooms')}" ] || fail "$(basename "$g"): $(json_get ooms) OOMs predicted"
 }
 gpu_check sample_torch_expandable 0 sample --allocator torch:expandable_segments:True
 gpu_check sample_cuda_capacity 0 sample --allocator cuda --capacity 12GiB
-gpu_check sample_torch_capacity 0.013 sample --allocator torch --capacity 16GiB
+NOW=17179869184 NOW_OOMS=89 gpu_check sample_torch_capacity 0 sample --allocator torch --capacity 16GiB
 [ "$(jx "$H/gpu_sample_cuda_capacity.out" '$.ooms')" -le 844 ] && [ "$(jx "$H/gpu_sample_torch_capacity.out" '$.ooms')" -le 89 ] ||
   fail "the OOMs on the GPU at a capacity are not the published ones"
 python3 "$MEMPLAY_SRC/tests/gpu/gen_two_streams.py" >"$T/two_streams.jsonl" || fail "gen_two_streams.py failed"
 expect 0 import "$T/two_streams.jsonl" --name two_streams
 NOW=1241513984 gpu_check two_streams_async 21.46 two_streams --allocator async
-NOW=1040187392 gpu_check two_streams_async_release_threshold_max 6.66 two_streams --allocator async:release_threshold=max
+NOW=1140850688 gpu_check two_streams_async_release_threshold_max 2.76 two_streams --allocator async:release_threshold=max
 gpu_check two_streams_cuda 0.41 two_streams --allocator cuda
 # 7. The second H200 run (docs/measurements/h200-2026-11-26b): a trace whose recorded host work
 #    exceeds the GPU's, paced (the prediction on that run's calibrated profile within the
@@ -239,4 +241,29 @@ for row in "torch_b8_fp32_nocache 0" "torch_b8_bf16_nocache 0.17" "torch_b16_fp3
   [ "$pred" = "$want" ] || fail "$1: predicts $pred bytes, the GPU run was compared with $want"
   within "$meas" "$pred" "$2" || fail "$1: measured $meas is $(err "$meas" "$pred") from $pred (published: within $2%)"
 done
+# 10. The simulated driver's addresses, downwards as the Linux driver hands them out (the default
+#    for a trace whose recorded segments do not say otherwise, docs/allocators.md): the torch
+#    replay at 16 GiB makes the H100's device calls, the same sizes and outcomes in the same order,
+#    605 of them (docs/measurements/h100-2026-11-26/capacity), so its OOMs and device memory are
+#    the GPU's; upwards it does not. The sample under async predicts the real pool's peak to the
+#    byte (all four runs measured 19,864,223,744 B).
+C="$MEMPLAY_SRC/docs/measurements/h100-2026-11-26/capacity"
+expect 3 replay sample --allocator torch --capacity 16GiB --no-save --json --device-calls "$T/calls"
+[ "$(json_get address_order)/$(json_get address_order_source)" = down/default ] ||
+  fail "the sample's addresses: $(json_get address_order), from $(json_get address_order_source)"
+[ "$(json_get ooms)" = 89 ] || fail "torch at 16 GiB, addresses down: $(json_get ooms) OOMs, the GPU's 89"
+[ "$(json_get peak_reserved_bytes)" = "$(jx "$H/gpu_sample_torch_capacity.out" '$.measured.device_peak_bytes')" ] ||
+  fail "torch at 16 GiB, addresses down: $(json_get peak_reserved_bytes) bytes, not the GPU's"
+awk '$1 == "gpu" { print $4, $5, $8 }' "$C/torch_capacity_16GiB.txt" >"$T/gpu_calls"
+awk '$1 == "sim" { print $4, $5, $8 }' "$T/calls" >"$T/sim_calls"
+[ "$(wc -l <"$T/gpu_calls")" = 605 ] || fail "the GPU's log of device calls is not the published one"
+cmp -s "$T/gpu_calls" "$T/sim_calls" || fail "torch at 16 GiB, addresses down: the device calls differ from the GPU's: $(diff "$T/gpu_calls" "$T/sim_calls" | head -4)"
+expect 3 replay sample --allocator torch --capacity 16GiB --address-order up --no-save --json --device-calls "$T/calls"
+[ "$(json_get ooms)" = 87 ] || fail "torch at 16 GiB, addresses up: $(json_get ooms) OOMs, published 87"
+awk '$1 == "sim" { print $4, $5, $8 }' "$T/calls" >"$T/sim_calls"
+! cmp -s "$T/gpu_calls" "$T/sim_calls" || fail "addresses up gave the GPU's calls too: the check above proves nothing"
+expect 0 replay sample --allocator async --no-save --json
+[ "$(json_get peak_reserved_bytes)" = 19864223744 ] || fail "async, addresses down: $(json_get peak_reserved_bytes) bytes, the real pool's 19864223744"
+expect 2 replay sample --address-order sideways --no-save
+has "$T/err" "--address-order wants auto, up or down"
 finish
