@@ -12,8 +12,8 @@
 static const char *const replay_usage[] = {
   "memplay replay TRACE [--allocator SPEC] [--capacity SIZE] [--device NAME] [--timing OPTIONS] [--stop-at-oom]",
   "                     [--timeline] [--no-save] [--check] [--backend sim|cuda] [--scale F|fit] [--pace[=clock|gaps]]",
-  "                     [--live-start] [--at peak|oom|EVENT_INDEX|TIME] [--device-calls FILE] [--address-order auto|up|down]",
-  "                     [--no-fail] [--quiet]",
+  "                     [--live-start] [--at peak|oom|EVENT_INDEX|TIME] [--device-calls FILE] [--no-fail] [--quiet]",
+  "                     [--address-order auto|up|down]",
   "                     [--db FILE] [--json]",
   "  --allocator SPEC  model and options, e.g. torch:expandable_segments:True or bfc:allow_growth=true",
   "                    (default: the allocator that recorded the trace, else ideal)",

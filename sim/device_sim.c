@@ -46,7 +46,6 @@ static int piece_cmp(const piece *a, const piece *b) {
 RB_HEAD(holes, piece);
 SIM_RB_GENERATE(holes, piece, link, piece_cmp)
 
-
 #define SLAB (UINT64_C(32) << 20) /* the driver's address space is carved in multiples of this */
 
 #define PIECES_PER_CHUNK 256
@@ -304,7 +303,7 @@ void sim_simdev_hold(sim_device *d, uint64_t addr, uint64_t span, uint64_t used)
   simdev *s = d->ctx;
   d->used += used;
   if (d->used > d->used_peak) d->used_peak = d->used;
-  uint64_t room = 2 * round_up(d->total_memory, SLAB);
+  uint64_t room = 2 * round_up(d->total_memory, SIM_PAGE_SIZE);
   uint64_t end = round_up(addr + span, SIM_PAGE_SIZE) + room;
   if (end > s->next_va) s->next_va = end;
   /* SIM_VA_DOWN: new slabs go below the memory held, as the driver's went, where there is room */
