@@ -58,9 +58,11 @@ typedef struct simdev {
   sim_device *dev;
   uint64_t next_va;     /* next free virtual address, page aligned */
   int va_order;         /* SIM_VA_DOWN or SIM_VA_UP */
-  /* SIM_VA_DOWN: the free ranges of the slabs, in address order (an array: a replay keeps a few
-   * dozen, and a first fit scans them from the lowest anyway), and no range larger than
-   * ranges_max; the lowest slab's start (the next is carved below it) */
+  int clearing;         /* sim_simdev_clearing until the reset */
+  /* SIM_VA_DOWN: the free ranges of the slabs, from the highest address down (an array: a replay
+   * keeps a few dozen to a few hundred, a first fit scans them from the lowest anyway, and a new
+   * slab's rest, the lowest, goes at its end), and no range larger than ranges_max; the lowest
+   * slab's start (the next is carved below it) */
   vrange *ranges;
   size_t nranges, ranges_cap;
   uint64_t ranges_max, slab_va;
@@ -157,28 +159,29 @@ static int small_free(simdev *s, uint64_t addr) {
 
 static void range_give(simdev *s, uint64_t addr, uint64_t size) {
   vrange *r = s->ranges;
-  size_t lo = 0, hi = s->nranges; /* lo: the first range above addr */
+  size_t lo = 0, hi = s->nranges; /* lo: the first range below addr (the array goes downwards) */
   while (lo < hi) {
     size_t mid = (lo + hi) / 2;
-    if (r[mid].addr < addr) lo = mid + 1;
+    if (r[mid].addr > addr) lo = mid + 1;
     else hi = mid;
   }
-  int after_prev = lo > 0 && r[lo - 1].addr + r[lo - 1].size == addr;
-  int before_next = lo < s->nranges && addr + size == r[lo].addr;
+  int above_lower = lo < s->nranges && r[lo].addr + r[lo].size == addr;
+  int below_upper = lo > 0 && addr + size == r[lo - 1].addr;
   vrange *grown;
-  if (after_prev && before_next) { /* fills the gap between two ranges: one range */
+  if (above_lower && below_upper) { /* fills the gap between two ranges: one range */
+    r[lo - 1].addr = r[lo].addr;
     r[lo - 1].size += size + r[lo].size;
     memmove(&r[lo], &r[lo + 1], (s->nranges - lo - 1) * sizeof *r);
     s->nranges--;
     grown = &r[lo - 1];
-  } else if (after_prev) {
-    r[lo - 1].size += size;
-    grown = &r[lo - 1];
-  } else if (before_next) {
-    r[lo].addr = addr;
+  } else if (above_lower) { /* a range grows in place, its order kept */
     r[lo].size += size;
     grown = &r[lo];
-  } else {
+  } else if (below_upper) {
+    r[lo - 1].addr = addr;
+    r[lo - 1].size += size;
+    grown = &r[lo - 1];
+  } else { /* a range of its own; a new slab's rest, the lowest, goes at the end */
     if (s->nranges == s->ranges_cap) sim_grow((void **)&s->ranges, &s->ranges_cap, s->nranges + 1, sizeof *s->ranges);
     r = s->ranges;
     memmove(&r[lo + 1], &r[lo], (s->nranges - lo) * sizeof *r);
@@ -193,7 +196,7 @@ static void range_give(simdev *s, uint64_t addr, uint64_t size) {
 static uint64_t range_take(simdev *s, uint64_t size) {
   if (size <= s->ranges_max) {
     vrange *r = s->ranges;
-    for (size_t i = 0; i < s->nranges; i++) {
+    for (size_t i = s->nranges; i-- > 0;) {
       if (r[i].size >= size) {
         uint64_t a = r[i].addr;
         r[i].addr += size;
@@ -232,7 +235,7 @@ static int sd_free(void *ctx, uint64_t addr, uint64_t size) {
   simdev *s = ctx;
   if (size >= SIM_PAGE_SIZE) {
     s->dev->used -= round_up(size, SIM_PAGE_SIZE);
-    if (s->va_order == SIM_VA_DOWN) range_give(s, addr, round_up(size, SIM_PAGE_SIZE));
+    if (s->va_order == SIM_VA_DOWN && !s->clearing) range_give(s, addr, round_up(size, SIM_PAGE_SIZE));
     return SIM_OK;
   }
   return small_free(s, addr);
@@ -319,6 +322,8 @@ void sim_simdev_set_va_order(sim_device *d, int order) {
 
 int sim_simdev_va_order(const sim_device *d) { return ((const simdev *)d->ctx)->va_order; }
 
+void sim_simdev_clearing(sim_device *d) { ((simdev *)d->ctx)->clearing = 1; }
+
 void sim_va_votes_add(sim_va_votes *v, uint64_t addr, int is_new) {
   if (v->seen && is_new) {
     if (addr > v->hi) v->up++;
@@ -341,6 +346,7 @@ void sim_simdev_reset(sim_device *d) {
   s->next_va = s->slab_va = SIMDEV_FIRST_VA;
   s->ranges_max = 0;
   s->nranges = 0;
+  s->clearing = 0;
   RB_INIT(&s->holes);
   sim_map_clear(&s->live);
   sim_arena_clear(&s->pieces);

@@ -267,6 +267,7 @@ static int model_keepable(const replay_config *cfg, const devstate *ds) {
 }
 
 static void model_drop(devstate *ds) {
+  sim_simdev_clearing(&ds->dev);
   sim_allocator_release(&ds->a);
   sim_release(NULL, 0, &ds->dev);
   free(ds->key.opts);
@@ -291,6 +292,7 @@ static int model_reuse(const replay_config *cfg, devstate *ds) {
   model_key k = key_of(cfg);
   int same = model_keepable(cfg, ds) && key_same(&k, &ds->key);
   free(k.opts);
+  if (same) sim_simdev_clearing(&ds->dev);
   if (same && ds->a.ops->reset(ds->a.ctx) == SIM_OK) {
     sim_simdev_reset(&ds->dev);
     sim_simdev_set_va_order(&ds->dev, cfg->address_order);
