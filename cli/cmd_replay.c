@@ -235,10 +235,8 @@ static int parse_options(int argc, char **argv, cli *c, replay_opts *o) {
     case 'q': o->quiet = 1; break;
     case 'Y': o->calls_path = optarg; break;
     case 'O':
-      if (!strcmp(optarg, "auto")) o->req.address_order = SESSION_ADDRESSES_AUTO;
-      else if (!strcmp(optarg, "up")) o->req.address_order = SESSION_ADDRESSES_UP;
-      else if (!strcmp(optarg, "down")) o->req.address_order = SESSION_ADDRESSES_DOWN;
-      else return cli_usage_error("replay", "--address-order wants auto, up or down, not '%s'", optarg);
+      if ((o->req.address_order = session_address_order_of(optarg)) < 0)
+        return cli_usage_error("replay", "--address-order wants auto, up or down, not '%s'", optarg);
       break;
     case 'B':
     case 'X':

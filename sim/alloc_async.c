@@ -391,8 +391,9 @@ static void async_release(async_pool *p, uint64_t keep) {
     if (s->first->state == AB_READY && s->first->size == s->size) empty[n++] = s;
   }
   if (!n) return;
-  /* Newest first. Pieces found in address order are usually in growth order (the device hands
-   * out addresses upwards), or its reverse: those need no sort. */
+  /* Newest first. Pieces found in address order are usually in the reverse of growth order (the
+   * device carves each below the last, as the Linux driver does), or in growth order (addresses
+   * upwards): those need no sort. */
   size_t up = 1, down = 1;
   for (size_t i = 1; i < n; i++) {
     up += empty[i - 1]->seq < empty[i]->seq;

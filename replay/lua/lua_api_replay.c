@@ -98,14 +98,10 @@ static void read_sizes_and_switches(lua_State *L, int idx, session_request *req)
   lua_getfield(L, idx, "total_memory");
   if (!lua_isnil(L, -1)) req->total_memory = lapi_check_size(L, -1, "replay: 'total_memory'");
   lua_pop(L, 1);
-  static const char *const orders[] = {"auto", "up", "down", NULL}; /* SESSION_ADDRESSES_* */
   lua_getfield(L, idx, "address_order");
   if (!lua_isnil(L, -1)) {
-    const char *o = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "";
-    int k = 0;
-    while (orders[k] && strcmp(orders[k], o)) k++;
-    if (!orders[k]) luaL_error(L, "replay: 'address_order' must be 'auto', 'up' or 'down'");
-    req->address_order = k;
+    req->address_order = session_address_order_of(lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL);
+    if (req->address_order < 0) luaL_error(L, "replay: 'address_order' must be 'auto', 'up' or 'down'");
   }
   lua_pop(L, 1);
   lua_getfield(L, idx, "stop_at_oom");

@@ -334,6 +334,13 @@ static void resolve_time(const session_request *req, session_run *run) {
   if (c->malloc_syncs < 0) c->malloc_syncs = !(run->spec->ops->traits & SIM_ALLOC_STREAM_ORDERED);
 }
 
+int session_address_order_of(const char *name) {
+  static const char *const names[] = {"auto", "up", "down"}; /* SESSION_ADDRESSES_*, in order */
+  for (int k = 0; k < 3; k++)
+    if (name && !strcmp(name, names[k])) return k;
+  return -1;
+}
+
 static void vote_segment(void *arg, uint64_t addr, int is_new) { sim_va_votes_add(arg, addr, is_new); }
 
 /* Which way the simulated driver hands out addresses: the request's; else the way the trace's

@@ -73,6 +73,8 @@ typedef struct session_request {
 
 /* session_request.address_order (sim/device_sim.h, SIM_VA_UP and SIM_VA_DOWN). */
 enum { SESSION_ADDRESSES_AUTO, SESSION_ADDRESSES_UP, SESSION_ADDRESSES_DOWN };
+/* The order a front end's option names: "auto", "up" or "down"; -1 for anything else. */
+int session_address_order_of(const char *name);
 
 /* top_sites: keep no call site at the peak (the result's top sites are an empty list). */
 #define SESSION_NO_SITES REPLAY_NO_SITES

@@ -175,19 +175,23 @@ int store_trace_set_source_file(store *s, int64_t trace_id, const char *path) {
   return 0;
 }
 
+static const char segments_sql[] = "SELECT action = 'segment_alloc', addr FROM recorded WHERE trace_id = ?1 AND "
+                                   "action IN ('segment_alloc', 'segment_free') ORDER BY seq";
+
+typedef struct segment_visit {
+  void (*fn)(void *arg, uint64_t addr, int is_new);
+  void *arg;
+} segment_visit;
+
+static void visit_segment(sqlite3_stmt *q, void *arg) {
+  const segment_visit *v = arg;
+  v->fn(v->arg, (uint64_t)sqlite3_column_int64(q, 1), sqlite3_column_int(q, 0));
+}
+
 int store_trace_segments(store *s, int64_t trace_id, void (*fn)(void *arg, uint64_t addr, int is_new), void *arg) {
+  segment_visit v = {fn, arg};
   int tok = store_lock(s);
-  sqlite3_stmt *q = store_stmt(s, "SELECT action = 'segment_alloc', addr FROM recorded WHERE trace_id = ?1 AND "
-                                  "action IN ('segment_alloc', 'segment_free') ORDER BY seq");
-  int rc = -1;
-  if (q) {
-    sqlite3_bind_int64(q, 1, trace_id);
-    int st;
-    while ((st = sqlite3_step(q)) == SQLITE_ROW) fn(arg, (uint64_t)sqlite3_column_int64(q, 1), sqlite3_column_int(q, 0));
-    if (st != SQLITE_DONE) store_fail(s, q, "cannot read the recorded segments");
-    else rc = 0;
-    sqlite3_reset(q);
-  }
+  int rc = each_row(s, segments_sql, trace_id, visit_segment, &v);
   store_unlock(s, tok);
   return rc;
 }
