@@ -252,6 +252,10 @@ expect 3 replay sample --allocator torch --capacity 16GiB --no-save --json --dev
 [ "$(json_get address_order)/$(json_get address_order_source)" = down/default ] ||
   fail "the sample's addresses: $(json_get address_order), from $(json_get address_order_source)"
 [ "$(json_get ooms)" = 89 ] || fail "torch at 16 GiB, addresses down: $(json_get ooms) OOMs, the GPU's 89"
+# and each OOM at the GPU's event, of the GPU's size
+ooms() { sqlite3 :memory: "SELECT group_concat(json_extract(value, '\$.event') || ':' || json_extract(value, '\$.size_bytes'), ' ') FROM json_each(readfile('$1'), '\$.oom_list')"; }
+[ "$(ooms "$T/out")" = "$(ooms "$H/gpu_sample_torch_capacity.out")" ] ||
+  fail "torch at 16 GiB, addresses down: OOMs at $(ooms "$T/out" | cut -c1-80), the GPU's at $(ooms "$H/gpu_sample_torch_capacity.out" | cut -c1-80)"
 [ "$(json_get peak_reserved_bytes)" = "$(jx "$H/gpu_sample_torch_capacity.out" '$.measured.device_peak_bytes')" ] ||
   fail "torch at 16 GiB, addresses down: $(json_get peak_reserved_bytes) bytes, not the GPU's"
 awk '$1 == "gpu" { print $4, $5, $8 }' "$C/torch_capacity_16GiB.txt" >"$T/gpu_calls"
