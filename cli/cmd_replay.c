@@ -147,6 +147,7 @@ static void print_human(const session *ses, const store_trace *t, const run_meta
     printf("  addresses           %s (%s)\n", m->address_order,
            !strcmp(m->address_source, "option") ? "--address-order"
            : !strcmp(m->address_source, "recorded") ? "the way the trace's recorded segments went"
+           : !strcmp(m->address_source, "derived")  ? "the way its source trace's recorded segments went"
                                                     : "as the Linux driver hands them out");
   printf("  peak allocated      %-12s at event %lld\n", report_bytes(a, sizeof a, r->peak_allocated),
          (long long)r->peak_allocated_seq);

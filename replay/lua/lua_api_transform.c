@@ -7,6 +7,7 @@
 #include "lua_api_events.h"
 #include "lua_api_help.h"
 #include "lua_lib_funcs.h"
+#include "sim/device_sim.h"
 
 /* ---- options -------------------------------------------------------------------------------- */
 
@@ -628,7 +629,7 @@ static int64_t map_stack(store *from, store *to, sim_map *cache, int64_t id) {
 }
 
 /* The attrs of a trace t:save() writes into dst: where it came from, as JSON text in a generator. */
-static yajl_gen saved_attrs(const ltrace *t, store *dst, const char *script) {
+static yajl_gen saved_attrs(const ltrace *t, store *dst, const char *script, int address_order) {
   char *desc = xf_node_describe(t->node);
   yajl_gen g = jsonw_mem();
   yajl_gen_map_open(g);
@@ -644,6 +645,9 @@ static yajl_gen saved_attrs(const ltrace *t, store *dst, const char *script) {
   }
   yajl_gen_array_close(g);
   jsonw_kstr(g, "script", script);
+  /* the platform's way with addresses goes with the events: the saved trace has no recorded
+   * segments to tell it (docs/allocators.md, "The simulated device") */
+  if (address_order >= 0) jsonw_kstr(g, "address_order", address_order == SIM_VA_UP ? "up" : "down");
   yajl_gen_map_close(g);
   free(desc);
   return g;
@@ -664,9 +668,13 @@ int lapi_trace_save(lua_State *L) {
     return luaL_error(L, "save: a trace named '%s' exists already", name);
   }
   if (found < 0) return luaL_error(L, "%s", store_error(dst));
+  const char *why;
+  char oerr[256];
+  int order = session_trace_address_order(t->ls->s, &t->meta, &why, oerr, sizeof oerr);
+  if (order == -2) return luaL_error(L, "save: %s", oerr);
   lapi_begin(L, cx);
   lscratch *sc = lapi_scratch(L);
-  yajl_gen g = saved_attrs(t, dst, cx->script);
+  yajl_gen g = saved_attrs(t, dst, cx->script, order);
   store_trace meta = t->meta;
   meta.name = (char *)name;
   meta.source_format = (char *)"derived";

@@ -5,6 +5,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include <yajl/yajl_tree.h>
+
 #include "io/jsonw.h"
 #include "io/settings.h"
 #include "session.h"
@@ -65,10 +67,12 @@ struct session {
     int have; /* 1: fitted (fit holds it), -1: the trace has no copies to fit */
     sim_copy_fit fit;
   } copies;
-  /* which way the recorded segments of the trace last asked about went (SIM_VA_*, -1: they do not tell) */
+  /* which way the addresses of the trace last asked about went (SIM_VA_*, -1: nothing tells), and
+   * what told (session_trace_address_order) */
   struct {
     int64_t trace_id, events;
     int have, order;
+    const char *why;
   } addresses;
 };
 
@@ -343,9 +347,42 @@ int session_address_order_of(const char *name) {
 
 static void vote_segment(void *arg, uint64_t addr, int is_new) { sim_va_votes_add(arg, addr, is_new); }
 
+/* The "address_order" a saved derived trace's attrs carry (t:save() writes its source's): SIM_VA_*,
+ * or -1 when there is none. */
+static int attrs_address_order(const char *attrs) {
+  if (!attrs || !strstr(attrs, "\"address_order\"")) return -1; /* most traces: no parse */
+  char perr[128];
+  yajl_val root = yajl_tree_parse(attrs, perr, sizeof perr);
+  const char *path[] = {"address_order", NULL};
+  yajl_val v = root ? yajl_tree_get(root, path, yajl_t_string) : NULL;
+  const char *name = v ? YAJL_GET_STRING(v) : NULL;
+  int order = !name ? -1 : !strcmp(name, "up") ? SIM_VA_UP : !strcmp(name, "down") ? SIM_VA_DOWN : -1;
+  yajl_tree_free(root);
+  return order;
+}
+
+int session_trace_address_order(store *s, const store_trace *t, const char **why, char *err, size_t errlen) {
+  *why = NULL;
+  if (!s || !t || t->id <= 0) return -1;
+  sim_va_votes v = {0};
+  if (store_trace_segments(s, t->id, vote_segment, &v)) {
+    snprintf(err, errlen, "%s", store_error(s));
+    return -2;
+  }
+  int order = sim_va_votes_order(&v);
+  if (order >= 0) {
+    *why = "recorded";
+    return order;
+  }
+  order = attrs_address_order(t->attrs);
+  if (order >= 0) *why = "derived";
+  return order;
+}
+
 /* Which way the simulated driver hands out addresses: the request's; else the way the trace's
- * recorded segments went (a snapshot's, on the platform it was taken on), read once per trace;
- * else down, as the Linux driver goes (docs/allocators.md, "The simulated device"). */
+ * recorded segments went (a snapshot's, on the platform it was taken on) or its source trace's
+ * did, read once per trace; else down, as the Linux driver goes (docs/allocators.md, "The
+ * simulated device"). */
 static int resolve_addresses(session *ses, const session_request *req, session_run *run, char *err, size_t errlen) {
   if (req->address_order != SESSION_ADDRESSES_AUTO) {
     run->address_order = req->address_order == SESSION_ADDRESSES_UP ? SIM_VA_UP : SIM_VA_DOWN;
@@ -353,23 +390,23 @@ static int resolve_addresses(session *ses, const session_request *req, session_r
     return SESSION_OK;
   }
   int order = -1;
+  const char *why = NULL;
   if (ses->s && req->trace && req->trace->id > 0) {
     if (!ses->addresses.have || ses->addresses.trace_id != req->trace->id ||
         ses->addresses.events != req->trace->event_count) {
-      sim_va_votes v = {0};
-      if (store_trace_segments(ses->s, req->trace->id, vote_segment, &v)) {
-        snprintf(err, errlen, "%s", store_error(ses->s));
-        return SESSION_EFAIL;
-      }
+      int o = session_trace_address_order(ses->s, req->trace, &why, err, errlen);
+      if (o == -2) return SESSION_EFAIL;
       ses->addresses.trace_id = req->trace->id;
       ses->addresses.events = req->trace->event_count;
-      ses->addresses.order = sim_va_votes_order(&v);
+      ses->addresses.order = o;
+      ses->addresses.why = why;
       ses->addresses.have = 1;
     }
     order = ses->addresses.order;
+    why = ses->addresses.why;
   }
   run->address_order = order < 0 ? SIM_VA_DOWN : order;
-  run->address_source = order < 0 ? "default" : "recorded";
+  run->address_source = order < 0 ? "default" : why;
   return SESSION_OK;
 }
 

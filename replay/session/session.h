@@ -75,6 +75,11 @@ typedef struct session_request {
 enum { SESSION_ADDRESSES_AUTO, SESSION_ADDRESSES_UP, SESSION_ADDRESSES_DOWN };
 /* The order a front end's option names: "auto", "up" or "down"; -1 for anything else. */
 int session_address_order_of(const char *name);
+/* Which way a stored trace's addresses went where it was recorded: SIM_VA_UP or SIM_VA_DOWN as its
+ * recorded segments voted (sim_va_votes), else as its attrs' "address_order" says (t:save() keeps
+ * there the order of a derived trace's source); -1 when neither tells, -2 on a store error (err
+ * says why). *why: "recorded", "derived", or NULL. */
+int session_trace_address_order(store *s, const store_trace *t, const char **why, char *err, size_t errlen);
 
 /* top_sites: keep no call site at the peak (the result's top sites are an empty list). */
 #define SESSION_NO_SITES REPLAY_NO_SITES
@@ -103,7 +108,8 @@ typedef struct session_run {
   uint64_t capacity, total_memory;
   int shared_device;
   int address_order;           /* SIM_VA_UP or SIM_VA_DOWN */
-  const char *address_source;  /* why: "option", "recorded" (the trace's segments went that way), "default" */
+  const char *address_source;  /* why: "option", "recorded" (the trace's segments went that way),
+                                  "derived" (its source trace's did), "default" */
   int stop_at_oom, check;
   int live_start;
   size_t timeline_points, top_sites, max_ooms;

@@ -77,6 +77,36 @@ print("ok")
 EOF
 expect 0 run "$T/order.lua"
 has "$T/out" "ok"
+# a derived trace goes its source's way: in memory through its source's row, saved through the
+# order t:save() writes into its attrs (it has no recorded segments of its own), and so does a
+# trace derived from a saved one, and a saved trace exported and imported again
+cat >"$T/derived.lua" <<'EOF'
+local s = memplay.store()
+local r = s:trace("rec_up"):scale{factor = 1}:replay{allocator = "torch"}
+assert(r.address_order == "up" and r.address_order_source == "recorded", r.address_order_source)
+local d = s:trace("rec_up"):scale{factor = 1}:save("rec_up_saved")
+r = d:replay{allocator = "torch"}
+assert(r.address_order == "up" and r.address_order_source == "derived", r.address_order_source)
+local d2 = d:scale{factor = 1}:save("rec_up_saved_again")
+r = d2:replay{allocator = "torch"}
+assert(r.address_order == "up" and r.address_order_source == "derived", r.address_order_source)
+r = s:trace("plain"):scale{factor = 1}:save("plain_saved"):replay{allocator = "torch"}
+assert(r.address_order == "down" and r.address_order_source == "default", r.address_order_source)
+r = s:trace("rec_down"):scale{factor = 1}:save("rec_down_saved"):replay{allocator = "torch"}
+assert(r.address_order == "down" and r.address_order_source == "derived", r.address_order_source)
+print("ok")
+EOF
+expect 0 run "$T/derived.lua"
+has "$T/out" "ok"
+kept rec_up_saved up derived second
+kept rec_up_saved down option first --address-order down
+expect 0 replay rec_up_saved --allocator torch --no-save
+has "$T/out" "addresses           up (the way its source trace's recorded segments went)"
+expect 0 export rec_up_saved_again -o "$T/again.jsonl"
+expect 0 --db "$T/other.db" import "$T/again.jsonl"
+expect 0 --db "$T/other.db" replay rec_up_saved_again --allocator torch --no-save
+has "$T/out" "addresses           up (the way its source trace's recorded segments went)"
+
 cat >"$T/bad.lua" <<'EOF'
 memplay.store():trace("plain"):replay{allocator = "torch", address_order = "left"}
 EOF
