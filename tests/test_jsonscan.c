@@ -328,7 +328,47 @@ static void writer_quote(void) {
   }
 }
 
+/* prefix, depth opening brackets (alternately '[' and '{"k":'), suffix, the closing ones */
+static char *nested(const char *prefix, int depth, const char *suffix) {
+  size_t cap = strlen(prefix) + strlen(suffix) + 8 * (size_t)depth + 1, n = 0;
+  char *s = malloc(cap);
+  n += (size_t)sprintf(s + n, "%s", prefix);
+  for (int i = 0; i < depth; i++) n += (size_t)sprintf(s + n, "%s", i % 2 ? "{\"k\":" : "[");
+  n += (size_t)sprintf(s + n, "%s", suffix);
+  for (int i = depth - 1; i >= 0; i--) n += (size_t)sprintf(s + n, "%s", i % 2 ? "}" : "]");
+  return s;
+}
+
+/* jsonscan_tree: as deep as the limit is a tree; one level more, or brackets unclosed that deep,
+ * is refused by its depth; brackets inside strings (with escaped quotes) do not count. */
+static void tree_depth(void) {
+  char err[128];
+  char *ok = nested("", JSONSCAN_TREE_MAX_DEPTH, "1");
+  yajl_val v = jsonscan_tree(ok, err, sizeof err);
+  CHECK(v && YAJL_IS_ARRAY(v));
+  yajl_tree_free(v);
+  char *deep = nested("", JSONSCAN_TREE_MAX_DEPTH + 1, "1");
+  err[0] = 0;
+  CHECK(!jsonscan_tree(deep, err, sizeof err));
+  CHECK(!strcmp(err, "nested deeper than 64 levels"));
+  CHECK(!jsonscan_tree(deep, NULL, 0)); /* no room for the message: still refused */
+  *strchr(deep, '1') = 0; /* cut short after its last bracket: refused by its depth all the same */
+  CHECK(!jsonscan_tree(deep, err, sizeof err));
+  CHECK(!strcmp(err, "nested deeper than 64 levels"));
+  char *strings = nested("", JSONSCAN_TREE_MAX_DEPTH, "\"[[[{{{\\\"[[[\\\\\"");
+  v = jsonscan_tree(strings, err, sizeof err);
+  CHECK(v != NULL);
+  yajl_tree_free(v);
+  err[0] = 0;
+  CHECK(!jsonscan_tree("{\"a\": [1, }", err, sizeof err)); /* yajl's own errors pass through */
+  CHECK(err[0] && !strstr(err, "nested"));
+  free(ok);
+  free(deep);
+  free(strings);
+}
+
 int main(void) {
+  RUN(tree_depth);
   RUN(writer_quote);
   RUN(generated_values);
   RUN(mutated_values);

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "io/jsonscan.h"
 #include "io/jsonw.h"
 #include "sim/hashmap.h"
 #include "compare.h"
@@ -330,7 +331,7 @@ int cmp_result_read(cmp_result *r, const char *path, char *err, size_t errlen) {
   char *text = read_all(path, err, errlen);
   if (!text) return -1;
   char perr[512];
-  yajl_val root = yajl_tree_parse(text, perr, sizeof perr);
+  yajl_val root = jsonscan_tree(text, perr, sizeof perr);
   free(text);
   reader rd = {path, err, errlen};
   int rc = -1;

@@ -281,6 +281,10 @@ static int open_nested(jline *l, int map) {
     l->depth = 1;
     return 1;
   }
+  if (l->depth >= JSONSCAN_TREE_MAX_DEPTH) { /* the value is read again as a tree (jsonscan_tree) */
+    snprintf(l->err, sizeof l->err, "a value nested deeper than %d levels", JSONSCAN_TREE_MAX_DEPTH);
+    return 0;
+  }
   if (l->depth == 1) yajl_gen_clear(l->cap), yajl_gen_reset(l->cap, NULL);
   l->depth++;
   return (map ? yajl_gen_map_open(l->cap) : yajl_gen_array_open(l->cap)) == yajl_gen_status_ok;

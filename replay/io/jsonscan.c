@@ -1,5 +1,6 @@
 /* jsonscan.c: a strict recursive-descent JSON scanner that calls yajl's callbacks (see jsonscan.h). */
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "jsonscan.h"
@@ -23,6 +24,31 @@ long jsonscan_extent(const char *buf, size_t n) {
     }
   }
   return 0;
+}
+
+/* The deepest nesting of brackets outside strings in text (not validating). */
+static size_t nesting(const char *text) {
+  size_t depth = 0, deepest = 0;
+  for (const char *c = text; *c; c++) {
+    if (*c == '"') {
+      while (*++c && *c != '"')
+        if (*c == '\\' && !*++c) return deepest;
+      if (!*c) return deepest;
+    } else if (*c == '{' || *c == '[') {
+      if (++depth > deepest) deepest = depth;
+    } else if ((*c == '}' || *c == ']') && depth) {
+      depth--;
+    }
+  }
+  return deepest;
+}
+
+yajl_val jsonscan_tree(const char *text, char *err, size_t errlen) {
+  if (nesting(text) > JSONSCAN_TREE_MAX_DEPTH) {
+    if (err && errlen) snprintf(err, errlen, "nested deeper than %d levels", JSONSCAN_TREE_MAX_DEPTH);
+    return NULL;
+  }
+  return yajl_tree_parse(text, err, errlen);
 }
 
 typedef struct scan {

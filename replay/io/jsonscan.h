@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <yajl/yajl_parse.h>
+#include <yajl/yajl_tree.h>
 
 /*
  * Streaming a multi-gigabyte profiler trace through yajl costs about 3.6 ns a byte, most of
@@ -69,6 +70,16 @@ static inline ptrdiff_t jsonscan_plain_string(const char *s, size_t n, int ascii
  * bytes, -1 when buf[0] is not '{' or '['.
  */
 long jsonscan_extent(const char *buf, size_t n);
+
+/*
+ * yajl_tree_parse of a whole JSON text from a file, a store or a trace, refusing text nested
+ * deeper than JSONSCAN_TREE_MAX_DEPTH levels before yajl sees it: yajl frees a tree, and memplay
+ * walks one, by recursion, so a value nested a million levels deep would overflow the stack.
+ * NULL when the text is not JSON or too deep; err (when not NULL) then says which, as
+ * yajl_tree_parse's own message does.
+ */
+#define JSONSCAN_TREE_MAX_DEPTH 64
+yajl_val jsonscan_tree(const char *text, char *err, size_t errlen);
 
 enum {
   JSONSCAN_OK = 1,        /* one valid value, and every callback returned 1 */

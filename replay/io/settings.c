@@ -4,6 +4,7 @@
 #include <string.h>
 #include <yajl/yajl_tree.h>
 
+#include "jsonscan.h"
 #include "settings.h"
 #include "sim/hashmap.h"
 
@@ -64,10 +65,11 @@ int settings_init(settings *s, const char *json) {
   memset(s, 0, sizeof *s);
   if (!json || !*json) return 0;
   char perr[256];
-  yajl_val root = yajl_tree_parse(json, perr, sizeof perr);
+  yajl_val root = jsonscan_tree(json, perr, sizeof perr);
   if (!root || !YAJL_IS_OBJECT(root)) {
     yajl_tree_free(root);
-    snprintf(s->error, sizeof s->error, "the recorded allocator settings are not a JSON object");
+    if (!root && !strncmp(perr, "nested", 6)) snprintf(s->error, sizeof s->error, "the recorded allocator settings are %.56s", perr);
+    else snprintf(s->error, sizeof s->error, "the recorded allocator settings are not a JSON object");
     s->recorded.error = s->error;
     return -1;
   }

@@ -7,6 +7,7 @@
 
 #include <yajl/yajl_tree.h>
 
+#include "io/jsonscan.h"
 #include "io/jsonw.h"
 #include "io/settings.h"
 #include "session.h"
@@ -352,7 +353,7 @@ static void vote_segment(void *arg, uint64_t addr, int is_new) { sim_va_votes_ad
 static int attrs_address_order(const char *attrs) {
   if (!attrs || !strstr(attrs, "\"address_order\"")) return -1; /* most traces: no parse */
   char perr[128];
-  yajl_val root = yajl_tree_parse(attrs, perr, sizeof perr);
+  yajl_val root = jsonscan_tree(attrs, perr, sizeof perr);
   const char *path[] = {"address_order", NULL};
   yajl_val v = root ? yajl_tree_get(root, path, yajl_t_string) : NULL;
   const char *name = v ? YAJL_GET_STRING(v) : NULL;

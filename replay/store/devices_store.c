@@ -7,6 +7,7 @@
 #include <yajl/yajl_tree.h>
 
 #include "devices_store.h"
+#include "io/jsonscan.h"
 #include "io/jsonw.h"
 
 const char *const devices_sources[] = {"builtin", "user", "calibrated", NULL};
@@ -48,7 +49,7 @@ void devices_profile_json(yajl_gen g, const sim_device_profile *p) {
 
 int devices_profile_from_json(const char *json, sim_device_profile *p, char *err, size_t errlen) {
   char perr[256];
-  yajl_val root = yajl_tree_parse(json, perr, sizeof perr);
+  yajl_val root = jsonscan_tree(json, perr, sizeof perr);
   if (!root || !YAJL_IS_OBJECT(root)) {
     snprintf(err, errlen, "not a JSON object%s%s", root ? "" : ": ", root ? "" : perr);
     yajl_tree_free(root);

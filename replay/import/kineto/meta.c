@@ -5,6 +5,7 @@
 #include <string.h>
 #include <yajl/yajl_tree.h>
 
+#include "io/jsonscan.h"
 #include "io/jsonw.h"
 #include "kineto_int.h"
 
@@ -36,7 +37,7 @@ static void device_meta(const kparse *p, store_trace *m, yajl_gen attrs) {
   const char *json = kineto_top_json(p, "deviceProperties");
   int only = -1, nused = count_devices(p->devices_used, &only);
   m->device_index = nused == 1 ? only : -1;
-  yajl_val props = json ? yajl_tree_parse(json, NULL, 0) : NULL;
+  yajl_val props = json ? jsonscan_tree(json, NULL, 0) : NULL;
   if (!YAJL_IS_ARRAY(props)) {
     yajl_tree_free(props);
     return;
