@@ -209,7 +209,8 @@ int cmp_run(const char *store_path, const cmp_request *req, cmp_result *out, cha
 
 /* Writes the result as JSON (one object; the fields are listed in docs/sweeps.md). */
 void cmp_result_json(const cmp_result *r, FILE *f, int pretty);
-/* Reads a result written by cmp_result_json. 0, or -1 with a message naming the file and the field. */
+/* Reads a result written by cmp_result_json. 0, or -1 with a message naming the file and the field
+ * (r is then empty: nothing to release). */
 int cmp_result_read(cmp_result *r, const char *path, char *err, size_t errlen);
 /* Combines shard results into the whole comparison: every shard 1..N once, all of the same
  * comparison. 0, or -1 with a message naming the missing, duplicate or mismatched shards. */

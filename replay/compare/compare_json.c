@@ -233,7 +233,15 @@ static int read_metrics(reader *rd, const char *where, yajl_val o, cmp_cell *c) 
     if (!v) return bad_field(rd, where, cmp_metric_field(m), "a number or null");
     if (YAJL_IS_NULL(v)) continue;
     if (!YAJL_IS_NUMBER(v)) return bad_field(rd, where, cmp_metric_field(m), "a number or null");
-    c->metric[m] = YAJL_IS_INTEGER(v) ? (double)v->u.number.i : v->u.number.d;
+    /* every metric is a count, bytes, a ratio, seconds or a rate: none is negative, and bytes
+     * and counts are printed as 64-bit integers */
+    double x = YAJL_IS_INTEGER(v) ? (double)v->u.number.i : YAJL_IS_DOUBLE(v) ? v->u.number.d : -1;
+    if (!(x >= 0 && x < 0x1p63)) {
+      snprintf(rd->err, rd->errlen, "'%s': %s: '%s' is out of range (%s): a metric is from 0 to 2^63", rd->path, where,
+               cmp_metric_field(m), v->u.number.r);
+      return -1;
+    }
+    c->metric[m] = x;
     c->known |= 1u << m;
   }
   return 0;
@@ -367,6 +375,7 @@ int cmp_result_read(cmp_result *r, const char *path, char *err, size_t errlen) {
   rc = 0;
 out:
   yajl_tree_free(root);
+  if (rc) cmp_result_release(r); /* what was read before the fault */
   return rc;
 }
 
@@ -440,10 +449,11 @@ int cmp_merge(cmp_result *s, size_t n, const char *const *paths, cmp_result *out
     s[i].ncells = 0;
   }
   qsort(out->cells, out->ncells, sizeof *out->cells, by_index);
-  if (out->ncells != cmp_result_total(out))
-    return snprintf(err, errlen, "the shards hold %zu cells of the %zu the comparison has", out->ncells,
-                    cmp_result_total(out)),
-           -1;
+  if (out->ncells != cmp_result_total(out)) {
+    snprintf(err, errlen, "the shards hold %zu cells of the %zu the comparison has", out->ncells, cmp_result_total(out));
+    cmp_result_release(out); /* what moved over from the shards */
+    return -1;
+  }
   cmp_result_relate(out);
   return 0;
 }
