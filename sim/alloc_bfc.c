@@ -405,7 +405,7 @@ static int bfc_restore_region(void *ctx, sim_walk_item *items, size_t n, uintptr
   for (size_t i = 1; i < n; i++) {
     sim_walk_item *b = &items[i];
     if (!b->size) b->size = bfc_rounded_bytes(b->requested ? b->requested : 1);
-    if (b->is_segment || b->addr < at || b->size % BFC_MIN_ALLOCATION_SIZE || b->size > end - b->addr ||
+    if (b->is_segment || b->addr < at || b->addr >= end || b->size % BFC_MIN_ALLOCATION_SIZE || b->size > end - b->addr ||
         b->addr % BFC_MIN_ALLOCATION_SIZE != r->addr % BFC_MIN_ALLOCATION_SIZE)
       BFC_FAIL("chunk %zu at 0x%" PRIx64 " of %" PRIu64 " bytes does not fit in order in the region at 0x%" PRIx64, i,
                b->addr, b->size, r->addr);

@@ -244,7 +244,9 @@ typedef struct sim_allocator_ops {
    * addr); items[1..n-1] are its live blocks in address order, SIM_BLOCK_ALLOCATED or
    * SIM_BLOCK_PENDING_FREE, with their requested bytes; the space between them is free. A block
    * of size 0 is sized by the model's own rules from its requested bytes and what follows it, and
-   * the size chosen is written back. The memory counts as already held: no device call is made.
+   * the size chosen is written back. The segment does not overlap one restored before it (the
+   * caller sees to that: the window's rebuild refuses overlapping segments); a model may refuse
+   * one that does, and need not. The memory counts as already held: no device call is made.
    * handles[i] receives the handle of block i (for free_requested/free_completed). SIM_OK, or
    * SIM_EINVAL with a message. May be NULL (the model cannot start from a recorded state). */
   int (*restore)(void *ctx, sim_walk_item *items, size_t n, uintptr_t *handles, char *err, size_t errlen);

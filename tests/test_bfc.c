@@ -862,7 +862,30 @@ static void rule_regions_from_device(void) {
   fx_release(&f);
 }
 
+/* A region restored from a recorded state (a dump's, a store's): chunks must lie in order inside
+ * it; one that starts past its end is refused with a message, and the model stays as it was. */
+static void rule_restore_bounds(void) {
+  fx f;
+  fx_init(&f, "bfc:memory_limit=1GiB", UINT64_MAX);
+  const uint64_t base = UINT64_C(0x7e0000000000);
+  sim_walk_item items[3] = {{.is_segment = 1, .addr = base, .size = 8 * MiB},
+                            {.addr = base, .size = 1 * MiB, .requested = 1000, .state = SIM_BLOCK_ALLOCATED},
+                            {.addr = base + 8 * MiB + 256, .size = 256, .requested = 100, .state = SIM_BLOCK_ALLOCATED}};
+  uintptr_t h[3];
+  char err[SIM_ERRLEN] = "";
+  CHECK_EQ(f.a.ops->restore(f.a.ctx, items, 3, h, err, sizeof err), SIM_EINVAL); /* past the end */
+  CHECK(strstr(err, "does not fit in order in the region") != NULL);
+  items[2].addr = base + 8 * MiB; /* at the end itself */
+  CHECK_EQ(f.a.ops->restore(f.a.ctx, items, 3, h, err, sizeof err), SIM_EINVAL);
+  items[2].addr = base + 8 * MiB - 256; /* the last 256 bytes */
+  CHECK_EQ(f.a.ops->restore(f.a.ctx, items, 3, h, err, sizeof err), SIM_OK);
+  fx_check(&f);
+  check_stats(&f, 2, 1 * MiB + 256, 1 * MiB + 256, 1 * MiB);
+  fx_release(&f);
+}
+
 int main(void) {
+  RUN(rule_restore_bounds);
   RUN(tf_no_dups);
   RUN(tf_allocations_and_deallocations);
   RUN(tf_exercise_coalescing);
