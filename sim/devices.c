@@ -163,6 +163,19 @@ void sim_device_set_number(sim_device_profile *p, const sim_device_field *f, dou
   }
 }
 
+int sim_device_number_ok(const sim_device_field *f, double v) {
+  if (!(v >= 0) || !isfinite(v)) return 0;
+  switch (f->kind) {
+  case SIM_DF_BYTES: return v <= (double)SIM_SIZE_MAX;
+  case SIM_DF_INT: return v <= 1000000 && v == floor(v);
+  case SIM_DF_TIME:
+  case SIM_DF_PER_GIB: return v <= 9e18;
+  case SIM_DF_RATE:
+  case SIM_DF_FLOPS: return 1;
+  default: return 0;
+  }
+}
+
 const char *sim_device_get_text(const sim_device_profile *p, const sim_device_field *f) {
   return f->kind == SIM_DF_TEXT ? (const char *)p + f->offset : NULL;
 }
@@ -257,7 +270,7 @@ int sim_device_set(sim_device_profile *p, const char *key, const char *value, ch
     v = (double)n;
   }
   }
-  if (rc || ((f->kind == SIM_DF_TIME || f->kind == SIM_DF_PER_GIB) && v > 9e18)) {
+  if (rc || !sim_device_number_ok(f, v)) {
     snprintf(err, errlen, "'%s' wants %s, not '%s'", key, kind_example(f->kind), value);
     return -1;
   }

@@ -65,8 +65,12 @@ int devices_profile_from_json(const char *json, sim_device_profile *p, char *err
       if (sim_device_set(p, f->key, YAJL_GET_STRING(v), e2, sizeof e2)) goto bad;
     } else {
       if (!YAJL_IS_NUMBER(v)) goto bad;
-      double d = YAJL_IS_INTEGER(v) ? (double)YAJL_GET_INTEGER(v) : YAJL_GET_DOUBLE(v);
-      if (d < 0) goto bad;
+      double d = YAJL_IS_INTEGER(v) ? (double)YAJL_GET_INTEGER(v) : YAJL_IS_DOUBLE(v) ? YAJL_GET_DOUBLE(v) : -1;
+      if (!sim_device_number_ok(f, d)) {
+        snprintf(err, errlen, "field '%s' is out of range (%s)", f->key, v->u.number.r);
+        yajl_tree_free(root);
+        return -1;
+      }
       sim_device_set_number(p, f, d);
     }
     continue;
@@ -110,7 +114,8 @@ static int entry_from_row(sqlite3_stmt *q, devices_entry *e, char *err, size_t e
   snprintf(e->source, sizeof e->source, "%s", source ? source : "");
   snprintf(e->updated_at, sizeof e->updated_at, "%s", updated ? updated : "");
   char perr[200];
-  if (devices_profile_from_json(params ? params : "", &e->p, perr, sizeof perr)) {
+  if (devices_profile_from_json(params ? params : "", &e->p, perr, sizeof perr) ||
+      sim_device_check(&e->p, perr, sizeof perr)) { /* a store made elsewhere: what --set refuses */
     snprintf(err, errlen, "cannot read device profile '%s' (table device_profiles, column params): %s", e->p.name, perr);
     return -1;
   }
