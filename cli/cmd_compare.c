@@ -92,7 +92,7 @@ static int parse_shard(const char *s, cmp_request *req) {
   char k[32];
   if (!slash || (size_t)(slash - s) >= sizeof k) return -1;
   snprintf(k, sizeof k, "%.*s", (int)(slash - s), s);
-  long kk = parse_count(k, 1, 1000000), nn = parse_count(slash + 1, 1, 1000000);
+  long kk = parse_count(k, 1, CMP_MAX_SHARDS), nn = parse_count(slash + 1, 1, CMP_MAX_SHARDS);
   if (kk < 0 || nn < 0 || kk > nn) return -1;
   req->shard_k = (unsigned)kk;
   req->shard_n = (unsigned)nn;

@@ -167,7 +167,7 @@ typedef struct cmp_request {
   const char *scenario;        /* its name (the file name without .lua) */
   const char *const *params;   /* its parameters, KEY=VALUE (--set) */
   size_t nparams;
-  unsigned shard_k, shard_n;   /* 0/0: every cell */
+  unsigned shard_k, shard_n;   /* 0/0: every cell; else 1 <= shard_k <= shard_n <= CMP_MAX_SHARDS */
   int jobs;                    /* worker threads, >= 1 */
   int save;                    /* store each cell as a run (needs a writable store) */
   /* Called (serialised) after each cell: cells done, cells to do, events replayed so far. */
@@ -189,6 +189,8 @@ typedef struct cmp_request {
 } cmp_request;
 
 enum { CMP_OK = 0, CMP_EUSAGE = 1, CMP_EFAIL = 2 };
+/* The most shares a comparison is split into (--shard K/N), and a results file may name. */
+#define CMP_MAX_SHARDS 1000000
 
 /* Parses a policy text into *p. 0, or -1 with a message. */
 int cmp_policy_parse(cmp_policy *p, const char *text, char *err, size_t errlen);

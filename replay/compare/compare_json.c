@@ -323,6 +323,11 @@ static int read_settings(reader *rd, yajl_val root, cmp_result *r) {
   if (YAJL_IS_OBJECT(shard) &&
       (get_uint(rd, "shard", shard, "index", 0, &k) || get_uint(rd, "shard", shard, "count", 0, &n)))
     goto out;
+  if (YAJL_IS_OBJECT(shard) && (k < 1 || k > n || n > CMP_MAX_SHARDS)) {
+    snprintf(rd->err, rd->errlen, "'%s': shard %llu/%llu is not a share --shard gives (1 <= K <= N <= %d)", rd->path,
+             (unsigned long long)k, (unsigned long long)n, CMP_MAX_SHARDS);
+    goto out;
+  }
   r->shard_k = (unsigned)k;
   r->shard_n = (unsigned)n;
   rc = 0;
@@ -415,12 +420,12 @@ static int check_shards(const cmp_result *s, size_t n, const char *const *paths,
   }
   char missing[512] = "";
   size_t nmissing = 0;
-  for (unsigned k = 1; k <= count; k++) {
-    int found = 0;
-    for (size_t i = 0; i < n; i++) found |= s[i].shard_k == k;
-    if (!found && strlen(missing) < sizeof missing - 32)
+  unsigned char *given = sim_xcalloc((size_t)count + 1, 1); /* read_settings held count to CMP_MAX_SHARDS */
+  for (size_t i = 0; i < n; i++) given[s[i].shard_k] = 1;
+  for (unsigned k = 1; k <= count; k++)
+    if (!given[k] && strlen(missing) < sizeof missing - 32)
       snprintf(missing + strlen(missing), sizeof missing - strlen(missing), "%s%u/%u", nmissing++ ? ", " : "", k, count);
-  }
+  free(given);
   if (nmissing) return snprintf(err, errlen, "missing shard%s %s", nmissing > 1 ? "s" : "", missing), -1;
   return 0;
 }
