@@ -204,6 +204,11 @@ int _torch_restore(void *ctx, sim_walk_item *items, size_t n, uintptr_t *handles
     snprintf(err, errlen, "restore needs a segment first");
     return SIM_EINVAL;
   }
+  if (items[0].addr > UINT64_MAX - items[0].size) {
+    snprintf(err, errlen, "segment at %#" PRIx64 " of %" PRIu64 " bytes runs past the end of the address space",
+             items[0].addr, items[0].size);
+    return SIM_EINVAL;
+  }
   const sim_walk_item *seg = &items[0];
   tpool *pool = seg->pool ? &m->large_blocks : &m->small_blocks;
   for (size_t i = 0; i < n; i++) handles[i] = 0;
