@@ -99,5 +99,7 @@ int64_t sim_copy_fit_time(const sim_copy_fit *f, int dir, int mem, uint64_t size
   const sim_copy_fit_class *c = class_of((sim_copy_fit *)f, dir, mem, size);
   if (!c->valid) return -1;
   double t = c->latency_ns + (c->bw > 0 ? (double)size * 1e9 / c->bw : 0);
-  return (int64_t)(t + 0.5);
+  /* at most 2^62 ns, as a trace's own durations are (sums a store was edited to could ask more) */
+  if (!(t < 0x1p62)) return INT64_C(1) << 62;
+  return t > 0 ? (int64_t)(t + 0.5) : 0;
 }

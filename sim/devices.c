@@ -169,7 +169,7 @@ int sim_device_number_ok(const sim_device_field *f, double v) {
   case SIM_DF_BYTES: return v <= (double)SIM_SIZE_MAX;
   case SIM_DF_INT: return v <= 1000000 && v == floor(v);
   case SIM_DF_TIME:
-  case SIM_DF_PER_GIB: return v <= 9e18;
+  case SIM_DF_PER_GIB: return v <= 4.5e15; /* 52 days: the time model's bound on one operation */
   case SIM_DF_RATE:
   case SIM_DF_FLOPS: return 1;
   default: return 0;

@@ -113,7 +113,7 @@ const sim_device_profile *sim_device_builtin(const char *name);
 double sim_device_get_number(const sim_device_profile *p, const sim_device_field *f);
 void sim_device_set_number(sim_device_profile *p, const sim_device_field *f, double v);
 /* Whether v is a value field f can hold: not negative; a size at most SIM_SIZE_MAX (1 PiB), a
- * whole number at most 1,000,000, a time at most 9e18 ns, a rate finite. */
+ * whole number at most 1,000,000, a time at most 4.5e15 ns (52 days), a rate finite. */
 int sim_device_number_ok(const sim_device_field *f, double v);
 const char *sim_device_get_text(const sim_device_profile *p, const sim_device_field *f);
 

@@ -36,6 +36,7 @@
 #define TM_GIB 1073741824.0
 #define TM_UNKNOWN INT64_MIN
 #define TM_MAX_DUR INT64_C(4500000000000000) /* a scaled duration's bound (below 2^52 ns) */
+#define TM_MAX_CHUNKS (UINT64_C(1) << 20)     /* the most chunks a staged copy is simulated in */
 
 /* The per-event path, inlined into sim_tm_event even where gcc would not: the common path of
  * an event then makes no call. */
@@ -185,12 +186,17 @@ struct sim_tm {
 static inline int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 static inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
-static inline int64_t per_gib(int64_t ns_per_gib, uint64_t bytes) {
-  return (int64_t)((double)ns_per_gib * ((double)bytes / TM_GIB) + 0.5);
+/* count calls of `base` each plus `ns_per_gib` for every GiB of `bytes`, bounded as a kernel's time
+ * (a profile edited to absurd costs asks more) */
+static inline int64_t call_cost(uint64_t count, int64_t base, int64_t ns_per_gib, uint64_t bytes) {
+  double per = (double)ns_per_gib * ((double)bytes / TM_GIB) + 0.5;
+  if (!((double)count * (double)base + per < (double)TM_MAX_DUR)) return TM_MAX_DUR;
+  return (int64_t)count * base + (int64_t)per;
 }
 
 static inline int64_t at_rate(uint64_t bytes, double bytes_per_s) {
-  return bytes_per_s > 0 ? (int64_t)((double)bytes * 1e9 / bytes_per_s + 0.5) : 0;
+  double ns = bytes_per_s > 0 ? (double)bytes * 1e9 / bytes_per_s + 0.5 : 0;
+  return ns < (double)TM_MAX_DUR ? (int64_t)ns : TM_MAX_DUR; /* a profile of 1 B/s asks more */
 }
 
 /* The host time a call took as recorded: api_dur, or for syncs and API calls their dur. */
@@ -1009,6 +1015,9 @@ static void copy_plan_init(sim_tm *tm, const sim_event *ev, copy_plan *c) {
   c->sync_copy = c->host_side && !(ev->flags & SIM_EVF_ASYNC);
   double bw, dma_bw = 0, stage_bw = 0;
   uint64_t chunk = pf->staging_buffer ? pf->staging_buffer : size;
+  /* at most TM_MAX_CHUNKS chunks, each simulated: a larger copy (or a smaller buffer) takes larger
+   * chunks (4 MiB of buffer covers copies up to 4 TiB; a buffer of 1 byte would be a loop of 2^47) */
+  if (c->staged && size / chunk >= TM_MAX_CHUNKS) chunk = size / TM_MAX_CHUNKS + 1;
   uint64_t nchunks = c->staged && size > chunk ? (size + chunk - 1) / chunk : 1;
   if (dir == SIM_COPY_H2D) bw = pinned ? pf->h2d_pinned_bw : pf->h2d_pageable_bw, dma_bw = pf->h2d_pinned_bw;
   else if (dir == SIM_COPY_D2H) bw = pinned ? pf->d2h_pinned_bw : pf->d2h_pageable_bw, dma_bw = pf->d2h_pinned_bw;
@@ -1016,12 +1025,14 @@ static void copy_plan_init(sim_tm *tm, const sim_event *ev, copy_plan *c) {
   else if (dir == SIM_COPY_H2H) bw = pf->host_copy_bw;
   else bw = pf->d2d_bw;
   if (c->staged && bw < dma_bw) stage_bw = 1.0 / (1.0 / bw - 1.0 / dma_bw); /* staging + DMA take 1/bw per byte */
-  int64_t modeled = (int64_t)nchunks * pf->copy_latency + at_rate(size, bw);
+  int64_t modeled = call_cost(nchunks, pf->copy_latency, 0, 0) + at_rate(size, bw); /* each at most TM_MAX_DUR */
+  if (modeled > TM_MAX_DUR) modeled = TM_MAX_DUR;
   if (dir == SIM_COPY_H2H) modeled = at_rate(size, bw);
-  int64_t recorded = ev->dur > 0 ? ev->dur : -1;
+  int64_t recorded = ev->dur > 0 ? (ev->dur >= TM_MAX_DUR ? TM_MAX_DUR : ev->dur) : -1; /* bounded as a kernel's */
   /* the trace's own copies, fitted, where they say what this machine's links deliver */
   int64_t predicted = tm->r.copies_fitted ? sim_copy_fit_time(tm->cfg.copy_fit, dir, ev->mem, size) : -1;
   if (predicted < 0) predicted = modeled;
+  if (predicted > TM_MAX_DUR) predicted = TM_MAX_DUR;
   if (recorded > 0 && size > 0) {
     sim_tm_copy_stats *cs = &tm->r.copies[copy_bucket(dir, pinned)][size >= SIM_TM_LARGE_COPY];
     cs->n++;
@@ -1038,7 +1049,11 @@ static void copy_plan_init(sim_tm *tm, const sim_event *ev, copy_plan *c) {
   c->stage_bw = stage_bw;
   c->modeled = modeled;
   c->dur = dur;
-  c->f = modeled > 0 ? (double)dur / (double)modeled : 1.0;
+  /* the chunks' own times, stretched by f, add up to dur: past the bound, f comes from what
+   * modeled would have been unbounded */
+  double unbounded = modeled < TM_MAX_DUR ? (double)modeled
+                                          : (double)nchunks * (double)pf->copy_latency + (double)size * 1e9 / bw;
+  c->f = unbounded > 0 ? (double)dur / unbounded : 1.0;
   c->self = key_of(SIM_TM_W_COPY, ev->kind, 0, dir, ev->mem);
   c->staging = key_of(SIM_TM_W_STAGING, ev->kind, 0, dir, ev->mem);
 }
@@ -1221,7 +1236,7 @@ static int64_t allocator_calls_made(sim_tm *tm, const sim_event *ev, const sim_t
     t = host_wait(tm, t, ready, op, ev);
   }
   if (a->frees) {
-    int64_t c = (int64_t)a->frees * pf->free_base + per_gib(pf->free_per_gib, a->free_bytes);
+    int64_t c = call_cost(a->frees, pf->free_base, pf->free_per_gib, a->free_bytes);
     emit_fixed(tm, t, t + c, SIM_TM_W_FREE, ev->kind, ev->seq);
     t += c;
   }
@@ -1230,17 +1245,17 @@ static int64_t allocator_calls_made(sim_tm *tm, const sim_event *ev, const sim_t
     int64_t ready = s ? s->ready : device_ready(tm, d, TM_UNKNOWN, &op);
     if (s) op = s->last_op;
     t = host_wait(tm, t, ready, op, ev);
-    int64_t c = (int64_t)a->unmaps * pf->unmap_base + per_gib(pf->unmap_per_gib, a->unmap_bytes);
+    int64_t c = call_cost(a->unmaps, pf->unmap_base, pf->unmap_per_gib, a->unmap_bytes);
     emit_fixed(tm, t, t + c, SIM_TM_W_UNMAP, ev->kind, ev->seq);
     t += c;
   }
   if (a->mallocs) {
-    int64_t c = (int64_t)a->mallocs * pf->malloc_base + per_gib(pf->malloc_per_gib, a->malloc_bytes);
+    int64_t c = call_cost(a->mallocs, pf->malloc_base, pf->malloc_per_gib, a->malloc_bytes);
     emit_fixed(tm, t, t + c, SIM_TM_W_MALLOC, ev->kind, ev->seq);
     t += c;
   }
   if (a->maps) {
-    int64_t c = (int64_t)a->maps * pf->map_base + per_gib(pf->map_per_gib, a->map_bytes);
+    int64_t c = call_cost(a->maps, pf->map_base, pf->map_per_gib, a->map_bytes);
     emit_fixed(tm, t, t + c, SIM_TM_W_MAP, ev->kind, ev->seq);
     t += c;
   }
@@ -1261,7 +1276,7 @@ static int64_t on_host_memory(sim_tm *tm, const sim_event *ev, int64_t h, int64_
     }
     int existed;
     *sim_map_put(&tm->pinned, ev->addr, &existed) = ev->size;
-    int64_t c = pf->pin_base + per_gib(pf->pin_per_gib, ev->size);
+    int64_t c = call_cost(1, pf->pin_base, pf->pin_per_gib, ev->size);
     emit_fixed(tm, h, h + c, SIM_TM_W_PIN, ev->kind, ev->seq);
     tm->r.host_pins++;
     tm->r.blocked_alloc_ns += c;
@@ -1276,7 +1291,7 @@ static int64_t on_host_memory(sim_tm *tm, const sim_event *ev, int64_t h, int64_
   int64_t op;
   int64_t ready = device_ready(tm, ev->device >= 0 && ev->device < TM_MAX_DEVICES ? ev->device : -1, TM_UNKNOWN, &op);
   int64_t t = host_wait(tm, h, ready, op, ev);
-  int64_t c = pf->unpin_base + per_gib(pf->unpin_per_gib, bytes);
+  int64_t c = call_cost(1, pf->unpin_base, pf->unpin_per_gib, bytes);
   emit_fixed(tm, t, t + c, SIM_TM_W_UNPIN, ev->kind, ev->seq);
   tm->r.blocked_alloc_ns += t + c - h;
   return t + c;

@@ -10,6 +10,7 @@
 #include <pthread.h>
 
 #include "io/frames.h"
+#include "io/limits.h"
 #include "sim/copyfit.h"
 #include "store_int.h"
 #include "store_schema_ref.h" /* made at build time by schema_ref_gen.c */
@@ -702,6 +703,24 @@ static char *col_strdup(sqlite3_stmt *st, int i) {
   "allocator_settings, batch_size, imported_at, event_count, first_ts, last_ts, attrs, first_seq, stored_at, "   \
   "source_digest"
 
+/* The numbers of a trace's row that readers add to others, held to what an import writes (a store
+ * made elsewhere may hold anything; STORE_MAX_EVENTS bounds a trace's seqs): 0, or -1 with the
+ * store's error naming the column. */
+static int trace_row_ok(store *s, const store_trace *t) {
+  const char *col = NULL;
+  long long v = 0;
+  if (t->first_seq < 0 || t->first_seq > STORE_MAX_EVENTS) col = "first_seq", v = t->first_seq;
+  else if (t->event_count < 0 || t->event_count > STORE_MAX_EVENTS - t->first_seq) col = "event_count", v = t->event_count;
+  else if (t->first_ts < -IO_MAX_TIME_NS || t->first_ts > IO_MAX_TIME_NS) col = "first_ts", v = t->first_ts;
+  else if (t->last_ts < -IO_MAX_TIME_NS || t->last_ts > IO_MAX_TIME_NS) col = "last_ts", v = t->last_ts;
+  else if (t->device_memory < 0 || t->device_memory > (int64_t)IO_MAX_BYTES) col = "device_memory", v = t->device_memory;
+  else if (t->batch_size < 0 || t->batch_size > STORE_MAX_EVENTS) col = "batch_size", v = t->batch_size;
+  if (!col) return 0;
+  store_seterr(s, "trace '%s' in store '%s' is damaged: its row in traces holds %s = %lld, out of range", t->name,
+               s->path, col, v);
+  return -1;
+}
+
 static void trace_from_row(sqlite3_stmt *st, store_trace *t) {
   memset(t, 0, sizeof *t);
   t->id = sqlite3_column_int64(st, 0);
@@ -759,7 +778,9 @@ static int trace_find_u(store *s, const char *ref, store_trace *t) {
   if (rc == SQLITE_ROW) {
     trace_from_row(q, t);
     sqlite3_reset(q);
-    return 0;
+    if (!trace_row_ok(s, t)) return 0;
+    store_trace_clear(t);
+    return -1;
   }
   if (rc == SQLITE_DONE) {
     store_seterr(s, "no trace '%s' in store '%s'", ref, s->path);
@@ -776,6 +797,11 @@ int store_trace_each(store *s, int (*fn)(void *arg, const store_trace *t), void 
   while (!stop && (rc = sqlite3_step(q)) == SQLITE_ROW) {
     store_trace t;
     trace_from_row(q, &t);
+    if (trace_row_ok(s, &t)) {
+      store_trace_clear(&t);
+      sqlite3_finalize(q);
+      return -1;
+    }
     stop = fn(arg, &t);
     store_trace_clear(&t);
   }
@@ -1592,7 +1618,8 @@ int store_trace_find_digest(store *s, const char *digest, store_trace *t) {
     int st = sqlite3_step(q);
     if (st == SQLITE_ROW) {
       trace_from_row(q, t);
-      rc = 0;
+      rc = trace_row_ok(s, t);
+      if (rc) store_trace_clear(t);
     } else if (st == SQLITE_DONE) {
       rc = 1;
     } else {

@@ -1,4 +1,5 @@
 /* store_copysums.c: the copy fit's sums of each trace's timed copies, kept when its events are written (copy_sums). */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -88,6 +89,12 @@ static int copy_sums_get(store *s, int64_t trace_id, sim_copy_fit *f) {
     c->sxx = sqlite3_column_double(q, 5);
     c->sxy = sqlite3_column_double(q, 6);
     c->syy = sqlite3_column_double(q, 7);
+    /* sums of n copies, each of at most 2^48 bytes and 2^62 ns (an import's limits): else the row
+     * is not what memplay wrote, and the trace's copies are fitted again */
+    double dn = (double)n;
+    if (!(c->sx >= 0 && c->sx <= dn * 0x1p48 && c->sy >= 0 && c->sy <= dn * 0x1p62 && c->sxx >= 0 &&
+          c->sxx <= dn * 0x1p96 && c->syy >= 0 && c->syy <= dn * 0x1p124 && fabs(c->sxy) <= dn * 0x1p110))
+      bad = 1;
     total += (uint64_t)n;
   }
   if (rc != SQLITE_DONE) return store_fail(s, q, "cannot read the trace's copy sums");
