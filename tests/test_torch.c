@@ -743,6 +743,16 @@ static void recorded_settings_are_flattened(void) {
   CHECK_EQ(settings_init(&s, "[1, 2]"), -1);
   CHECK(s.recorded.error && strstr(s.recorded.error, "not a JSON object"));
   settings_release(&s);
+  /* an empty key first, an empty object: empty texts (found by fuzz_spec: the sanitizer build
+   * stopped on an empty text written before the buffer existed) */
+  CHECK_EQ(settings_init(&s, "{\"\": {}, \"e\": \"\"}"), 0);
+  CHECK_EQ(s.recorded.nopts, 2);
+  if (s.recorded.nopts == 2) {
+    CHECK_STR(s.recorded.opts[0].key, "");
+    CHECK_STR(s.recorded.opts[0].value, "[]");
+    CHECK_STR(s.recorded.opts[1].value, "");
+  }
+  settings_release(&s);
 
   /* the torch model reads them by PyTorch's own names */
   tm t;

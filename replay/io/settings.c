@@ -17,6 +17,7 @@ typedef struct settings_buf {
 
 static void buf_put(settings_buf *b, const char *s) {
   size_t len = strlen(s);
+  if (!len) return; /* an empty key or string: nothing to add (the buffer may not exist yet) */
   sim_grow((void **)&b->p, &b->cap, b->n + len, 1);
   memcpy(b->p + b->n, s, len);
   b->n += len;
