@@ -11,7 +11,6 @@
 #include "sim/hashmap.h"
 #include "importer.h"
 #include "io/limits.h"
-#include "io/jsonscan.h"
 #include "io/jsonw.h"
 #include "jsonl_lines.h"
 
@@ -270,9 +269,11 @@ typedef struct jstate {
   int64_t last_ts;
 } jstate;
 
+/* The raw values below were captured by jsonl_lines.c, which refuses a value nested deeper than
+ * JSONSCAN_TREE_MAX_DEPTH: yajl's tree of one is safe to free, without jsonscan_tree's look. */
 static int parse_frames(jctx *j, const char *json, int64_t *stack_id) {
   char e[128];
-  yajl_val v = jsonscan_tree(json, e, sizeof e);
+  yajl_val v = yajl_tree_parse(json, e, sizeof e);
   if (!v || !YAJL_IS_ARRAY(v)) {
     yajl_tree_free(v);
     return fail(j, "a stack must be an array of frames");
@@ -333,7 +334,7 @@ static int get_flags(jctx *j, uint8_t *out) {
   const char *raw = NULL;
   if (get_raw(j, K_flags, &raw, 0)) return -1;
   if (!raw) return 0;
-  yajl_val v = jsonscan_tree(raw, NULL, 0);
+  yajl_val v = yajl_tree_parse(raw, NULL, 0);
   unsigned m = 0;
   for (size_t i = 0; v && i < v->u.array.len; i++) {
     yajl_val x = v->u.array.values[i];
@@ -421,7 +422,7 @@ static int ensure_writer(jstate *st) {
 static int write_args(jstate *st, int64_t seq, const char *raw) {
   jctx *j = &st->j;
   if (!raw) return 0;
-  yajl_val v = jsonscan_tree(raw, NULL, 0);
+  yajl_val v = yajl_tree_parse(raw, NULL, 0);
   int rc = 0;
   for (size_t i = 0; v && i < v->u.object.len && !rc; i++) {
     yajl_gen g = jsonw_mem();

@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "io/jsonscan.h"
 #include "io/jsonw.h"
 #include "lua_api_result.h"
 
@@ -317,7 +316,7 @@ static void push_time(lua_State *L, lresult *lr) {
   copy[len] = 0;
   yajl_gen_free(g);
   char errbuf[256];
-  yajl_val tree = jsonscan_tree(copy, errbuf, sizeof errbuf);
+  yajl_val tree = yajl_tree_parse(copy, errbuf, sizeof errbuf);
   free(copy);
   if (!tree) {
     luaL_error(L, "internal error: cannot read a replay's time prediction: %s", errbuf);

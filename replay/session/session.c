@@ -5,8 +5,6 @@
 #include <string.h>
 #include <strings.h>
 
-#include <yajl/yajl_tree.h>
-
 #include "io/jsonscan.h"
 #include "io/jsonw.h"
 #include "io/settings.h"

@@ -55,32 +55,29 @@ int devices_profile_from_json(const char *json, sim_device_profile *p, char *err
     yajl_tree_free(root);
     return -1;
   }
-  for (size_t i = 0; i < root->u.object.len; i++) {
+  int rc = 0;
+  for (size_t i = 0; i < root->u.object.len && !rc; i++) {
     const sim_device_field *f = sim_device_field_find(root->u.object.keys[i]);
     yajl_val v = root->u.object.values[i];
     if (!f) continue; /* a field of a later memplay */
+    const char *why = "has a value of the wrong kind";
     if (f->kind == SIM_DF_TEXT) {
-      if (!YAJL_IS_STRING(v)) goto bad;
       char e2[64];
-      if (sim_device_set(p, f->key, YAJL_GET_STRING(v), e2, sizeof e2)) goto bad;
-    } else {
-      if (!YAJL_IS_NUMBER(v)) goto bad;
+      if (YAJL_IS_STRING(v) && !sim_device_set(p, f->key, YAJL_GET_STRING(v), e2, sizeof e2)) continue;
+    } else if (YAJL_IS_NUMBER(v)) {
       double d = YAJL_IS_INTEGER(v) ? (double)YAJL_GET_INTEGER(v) : YAJL_IS_DOUBLE(v) ? YAJL_GET_DOUBLE(v) : -1;
-      if (!sim_device_number_ok(f, d)) {
-        snprintf(err, errlen, "field '%s' is out of range (%s)", f->key, v->u.number.r);
-        yajl_tree_free(root);
-        return -1;
+      if (sim_device_number_ok(f, d)) {
+        sim_device_set_number(p, f, d);
+        continue;
       }
-      sim_device_set_number(p, f, d);
+      why = "is out of range";
     }
-    continue;
-  bad:
-    snprintf(err, errlen, "field '%s' has a value of the wrong kind", f->key);
-    yajl_tree_free(root);
-    return -1;
+    if (YAJL_IS_NUMBER(v)) snprintf(err, errlen, "field '%s' %s (%s)", f->key, why, v->u.number.r);
+    else snprintf(err, errlen, "field '%s' %s", f->key, why);
+    rc = -1;
   }
   yajl_tree_free(root);
-  return 0;
+  return rc;
 }
 
 static char *profile_text(const sim_device_profile *p, size_t *len) {

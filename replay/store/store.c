@@ -721,7 +721,8 @@ static int trace_row_ok(store *s, const store_trace *t) {
   return -1;
 }
 
-static void trace_from_row(sqlite3_stmt *st, store_trace *t) {
+/* Reads the current row of st into t: 0, or -1 (t left empty) when trace_row_ok refuses it. */
+static int trace_from_row(store *s, sqlite3_stmt *st, store_trace *t) {
   memset(t, 0, sizeof *t);
   t->id = sqlite3_column_int64(st, 0);
   t->name = col_strdup(st, 1);
@@ -742,6 +743,9 @@ static void trace_from_row(sqlite3_stmt *st, store_trace *t) {
   t->first_seq = sqlite3_column_int64(st, 16);
   t->stored_at = col_strdup(st, 17);
   t->source_digest = col_strdup(st, 18);
+  if (!trace_row_ok(s, t)) return 0;
+  store_trace_clear(t);
+  return -1;
 }
 
 void store_trace_clear(store_trace *t) {
@@ -776,11 +780,9 @@ static int trace_find_u(store *s, const char *ref, store_trace *t) {
     }
   }
   if (rc == SQLITE_ROW) {
-    trace_from_row(q, t);
+    int bad = trace_from_row(s, q, t);
     sqlite3_reset(q);
-    if (!trace_row_ok(s, t)) return 0;
-    store_trace_clear(t);
-    return -1;
+    return bad;
   }
   if (rc == SQLITE_DONE) {
     store_seterr(s, "no trace '%s' in store '%s'", ref, s->path);
@@ -796,9 +798,7 @@ int store_trace_each(store *s, int (*fn)(void *arg, const store_trace *t), void 
   int rc, stop = 0;
   while (!stop && (rc = sqlite3_step(q)) == SQLITE_ROW) {
     store_trace t;
-    trace_from_row(q, &t);
-    if (trace_row_ok(s, &t)) {
-      store_trace_clear(&t);
+    if (trace_from_row(s, q, &t)) {
       sqlite3_finalize(q);
       return -1;
     }
@@ -1617,9 +1617,7 @@ int store_trace_find_digest(store *s, const char *digest, store_trace *t) {
     sqlite3_bind_text(q, 1, digest, -1, SQLITE_STATIC);
     int st = sqlite3_step(q);
     if (st == SQLITE_ROW) {
-      trace_from_row(q, t);
-      rc = trace_row_ok(s, t);
-      if (rc) store_trace_clear(t);
+      rc = trace_from_row(s, q, t);
     } else if (st == SQLITE_DONE) {
       rc = 1;
     } else {
