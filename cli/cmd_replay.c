@@ -10,7 +10,7 @@
 #include "progress.h"
 
 static const char *const replay_usage[] = {
-  "memplay replay TRACE [--allocator SPEC] [--capacity SIZE] [--device NAME] [--timing OPTIONS] [--stop-at-oom]",
+  "memplay replay TRACE [--allocator SPEC] [--capacity SIZE] [--device NAME|--no-time] [--timing OPTIONS] [--stop-at-oom]",
   "                     [--timeline] [--no-save] [--check] [--backend sim|cuda] [--scale F|fit] [--pace[=clock|gaps]]",
   "                     [--live-start] [--at peak|oom|EVENT_INDEX|TIME] [--device-calls FILE] [--no-fail] [--quiet]",
   "                     [--address-order auto|up|down]",
@@ -20,6 +20,7 @@ static const char *const replay_usage[] = {
   "  --capacity SIZE   device memory the process may use (default: the --device profile's, else unlimited)",
   "  --device NAME     predict time on this device profile (see 'memplay devices'; default: the profile that",
   "                    matches the trace's recorded device, if any)",
+  "  --no-time         no time prediction, not even on the trace's recorded device: the memory alone",
   "  --timing OPTIONS  time model options, e.g. copies=recorded,device_waits=drop (see docs/timemodel.md):",
   "                    copies=model|recorded|profile device_waits=keep|drop dependencies=infer|off",
   "                    kernels=scaled|recorded kernel_scale=FACTOR malloc_syncs=true|false",
@@ -60,6 +61,7 @@ const cli_usage cmd_replay_usage = {
 static const struct option replay_options[] = {
   {"allocator", required_argument, NULL, 'a'},
   {"device", required_argument, NULL, 'd'},
+  {"no-time", no_argument, NULL, 'n'},
   {"timing", required_argument, NULL, 't'},
   {"capacity", required_argument, NULL, 'c'},
   {"stop-at-oom", no_argument, NULL, 'S'},
@@ -217,6 +219,7 @@ static int parse_options(int argc, char **argv, cli *c, replay_opts *o) {
     switch (opt) {
     case 'a': o->req.allocator = optarg; break;
     case 'd': o->req.device = optarg; break;
+    case 'n': o->req.no_device = 1; break;
     case 't': o->req.timing = optarg; break;
     case 'c':
       if (cli_parse_size("replay", "--capacity", optarg, &o->req.capacity)) return CLI_USAGE;
@@ -247,6 +250,8 @@ static int parse_options(int argc, char **argv, cli *c, replay_opts *o) {
     }
   }
   if (optind + 1 != argc) return cli_usage_error("replay", optind >= argc ? "no TRACE given" : "replay takes one TRACE");
+  if (o->req.no_device && (o->req.device || o->req.timing))
+    return cli_usage_error("replay", "--no-time predicts no time: it takes no %s", o->req.device ? "--device" : "--timing");
   return -1;
 }
 

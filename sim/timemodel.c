@@ -1,5 +1,8 @@
 /* timemodel.c: the time model's simulation: host, streams, copy engines, allocator costs, the critical path. */
 #include <limits.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -37,6 +40,22 @@
 #define TM_UNKNOWN INT64_MIN
 #define TM_MAX_DUR INT64_C(4500000000000000) /* a scaled duration's bound (below 2^52 ns) */
 #define TM_MAX_CHUNKS (UINT64_C(1) << 20)     /* the most chunks a staged copy is simulated in */
+
+/*
+ * The range the model follows, in which no sum or difference of its times can pass 2^63 ns. An
+ * event's recorded times (ts, dev_ts) lie within +-2^61 ns (73 years: a clock counted from 1970
+ * reaches it in 2043) and its recorded durations (dur, api_dur) below 2^56 ns (2.3 years); the
+ * predicted host time keeps within 2^60 ns (36 years) of the recorded one, so that every host
+ * time lies within +-TM_CLOCK_MAX; a device operation ends by TM_CLOCK_MAX. Two such times are
+ * then less than 2^62.6 ns apart, with room for one event's own work past the bound (each of
+ * its parts at most TM_MAX_DUR). Sums over operations that may overlap (busy time, blocked
+ * time) are checked as they grow. Past any of these the model stops (tm_stop): the rest of the
+ * trace is not predicted, and the result says at which event and why.
+ */
+#define TM_TIME_BITS 61
+#define TM_DUR_BITS 56
+#define TM_SHIFT_MAX (INT64_C(1) << 60)
+#define TM_CLOCK_MAX ((INT64_C(1) << TM_TIME_BITS) + TM_SHIFT_MAX)
 
 /* The per-event path, inlined into sim_tm_event even where gcc would not: the common path of
  * an event then makes no call. */
@@ -139,7 +158,7 @@ struct sim_tm {
   int64_t shift, start, frontier;
   tm_pending *heap;
   size_t nheap, heap_cap;
-  int64_t next_t; /* the earliest pending entry's time (INT64_MAX: none; INT64_MIN: not started) */
+  uint64_t catch_up; /* time_key() of the earliest pending entry's time, 0: every event (not started, stopped) */
   /* device */
   tm_device devs[TM_MAX_DEVICES];
   tm_stream *streams;
@@ -183,6 +202,52 @@ struct sim_tm {
 
 /* ---- small helpers ---------------------------------------------------------------------------- */
 
+/* The model stops at event seq: from now on every event takes sim_tm_event's rare branch, which
+ * passes it over. */
+__attribute__((cold, format(printf, 3, 4))) static void tm_stop(sim_tm *tm, int64_t seq, const char *fmt, ...) {
+  if (tm->r.stopped) return;
+  tm->r.stopped = 1;
+  tm->r.stopped_seq = seq;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(tm->r.stopped_why, sizeof tm->r.stopped_why, fmt, ap);
+  va_end(ap);
+  tm->catch_up = 0;
+}
+
+/* Adds d to a sum over operations that may overlap (no clock bounds it). */
+static inline void sum_add(sim_tm *tm, int64_t *sum, int64_t d, int64_t seq) {
+  if (__builtin_expect(__builtin_add_overflow(*sum, d, sum), 0))
+    tm_stop(tm, seq, "the time it sums (busy or blocked) passes 2^63 ns");
+}
+
+/* Whether t is a recorded time, and d a recorded duration, the model follows (-1, unknown, is). */
+static inline int time_ok(int64_t t) { return (uint64_t)t + (UINT64_C(1) << TM_TIME_BITS) < UINT64_C(1) << (TM_TIME_BITS + 1); }
+static inline int dur_ok(int64_t d) { return (uint64_t)d + (UINT64_C(1) << TM_DUR_BITS) < UINT64_C(1) << (TM_DUR_BITS + 1); }
+
+/* Stops the model at an event with a time or duration out of range, saying which. */
+__attribute__((cold, noinline)) static void out_of_range(sim_tm *tm, const sim_event *ev) {
+  const struct { const char *name; int64_t v; int ok; const char *range; } f[] = {
+      {"ts", ev->ts, time_ok(ev->ts), "+-2^61 ns (73 years), the times"},
+      {"dev_ts", ev->dev_ts, time_ok(ev->dev_ts), "+-2^61 ns (73 years), the times"},
+      {"dur", ev->dur, dur_ok(ev->dur), "+-2^56 ns (2.3 years), the durations"},
+      {"api_dur", ev->api_dur, dur_ok(ev->api_dur), "+-2^56 ns (2.3 years), the durations"}};
+  for (size_t i = 0; i < sizeof f / sizeof *f; i++) {
+    if (f[i].ok) continue;
+    tm_stop(tm, ev->seq, "its %s of %" PRId64 " ns lies outside %s the model follows", f[i].name, f[i].v, f[i].range);
+    return;
+  }
+}
+
+/* Whether the event's recorded times and durations are all in the model's range; when one is
+ * not, the model stops at the event. Paths that read only some of them check those inline and
+ * come here when one is out. */
+static inline int in_range(sim_tm *tm, const sim_event *ev) {
+  if (time_ok(ev->ts) && time_ok(ev->dev_ts) && dur_ok(ev->dur) && dur_ok(ev->api_dur)) return 1;
+  out_of_range(tm, ev);
+  return 0;
+}
+
 static inline int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 static inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
@@ -224,6 +289,14 @@ static int pend_less(const tm_pending *a, const tm_pending *b) {
 /* The earliest pending entry's time, INT64_MAX when none is. */
 static inline int64_t heap_next(const sim_tm *tm) { return tm->nheap ? tm->heap[0].t : INT64_MAX; }
 
+/* A recorded time as sim_tm_event compares it with tm->catch_up: the times the model follows
+ * (+-2^61 ns) in order from 0 to 2^62, every other above them. An event then takes the rare
+ * branch when a pending entry is due or its time is out of range, in one comparison. */
+static inline uint64_t time_key(int64_t t) {
+  const int64_t lim = INT64_C(1) << TM_TIME_BITS;
+  return t < -lim ? 0 : t >= lim ? (uint64_t)lim << 1 : (uint64_t)(t + lim);
+}
+
 static void heap_push(sim_tm *tm, int64_t t, int type, int64_t value) {
   sim_grow((void **)&tm->heap, &tm->heap_cap, tm->nheap + 1, sizeof *tm->heap);
   size_t i = tm->nheap++;
@@ -236,7 +309,7 @@ static void heap_push(sim_tm *tm, int64_t t, int type, int64_t value) {
     tm->heap[p] = x;
     i = p;
   }
-  if (tm->started) tm->next_t = heap_next(tm);
+  if (tm->started && !tm->r.stopped) tm->catch_up = time_key(heap_next(tm));
 }
 
 static tm_pending heap_pop(sim_tm *tm) {
@@ -253,7 +326,7 @@ static tm_pending heap_pop(sim_tm *tm) {
     tm->heap[m] = x;
     i = m;
   }
-  if (tm->started) tm->next_t = heap_next(tm);
+  if (tm->started && !tm->r.stopped) tm->catch_up = time_key(heap_next(tm));
   return top;
 }
 
@@ -588,12 +661,17 @@ __attribute__((noinline)) static void on_marker(sim_tm *tm, const sim_event *ev,
   }
 }
 
-/* Applies what recorded time up to t holds: calls that returned, steps that ended. */
-static void advance_to(sim_tm *tm, int64_t t) {
+/* Applies what recorded time up to t holds: calls that returned, steps that ended (seq: the
+ * event that reached t). */
+static void advance_to(sim_tm *tm, int64_t t, int64_t seq) {
   while (tm->nheap && tm->heap[0].t <= t) {
     tm_pending p = heap_pop(tm);
     if (p.type == HEAP_ADJUST) {
-      tm->shift += p.value;
+      tm->shift += p.value; /* each within +-2^62.6, the shift within +-2^60 before */
+      if (tm->shift > TM_SHIFT_MAX || tm->shift < -TM_SHIFT_MAX) {
+        tm_stop(tm, seq, "the predicted host time runs more than 2^60 ns (36 years) from the recorded one");
+        return;
+      }
     } else if (tm->started) {
       sim_tm_step *s = &tm->steps[p.value];
       if (!s->complete) step_close(tm, p.value, p.t + tm->shift, s->end_seq, s->recorded_ns);
@@ -655,7 +733,8 @@ __attribute__((noinline)) static tm_stream *stream_switch(sim_tm *tm, const sim_
 TM_HOT tm_stream *stream_of(sim_tm *tm, const sim_event *ev, tm_device **dv) {
   int d = ev->device >= 0 && ev->device < TM_MAX_DEVICES ? ev->device : 0;
   uint64_t key = (uint64_t)ev->stream ^ ((uint64_t)d << 56);
-  tm_stream *st = tm->last_stream_key == key + 1 ? tm->last_stream : stream_switch(tm, ev, d, key);
+  /* key + 1 is 0, "none", for one key (stream -1 on device 0): a stream looked up last then */
+  tm_stream *st = tm->last_stream_key == key + 1 && tm->last_stream ? tm->last_stream : stream_switch(tm, ev, d, key);
   *dv = tm->last_dev;
   return st;
 }
@@ -706,8 +785,9 @@ typedef struct tm_start {
   int64_t t, pred;
 } tm_start;
 
-__attribute__((noinline)) static tm_start op_waited(sim_tm *tm, const tm_stream *st, int64_t rec_start,
+__attribute__((noinline)) static tm_start op_waited(sim_tm *tm, const tm_stream *st, const sim_event *ev,
                                                    int64_t rec_ready, int64_t t, int64_t pred) {
+  int64_t rec_start = ev->dev_ts;
   if (rec_start > rec_ready + TM_DEP_TOLERANCE && tm->cfg.infer_dependencies) {
     uint32_t k = 0;
     const tm_stream *dep = infer_dependency(tm, st, rec_start, rec_ready, &k);
@@ -720,7 +800,7 @@ __attribute__((noinline)) static tm_start op_waited(sim_tm *tm, const tm_stream 
   if (rec_start > rec_ready && tm->cfg.keep_device_waits) {
     t += rec_start - rec_ready;
     tm->r.device_waits++;
-    tm->r.device_wait_ns += rec_start - rec_ready;
+    sum_add(tm, &tm->r.device_wait_ns, rec_start - rec_ready, ev->seq);
   }
   return (tm_start){t, pred};
 }
@@ -753,7 +833,7 @@ TM_HOT void op_start(sim_tm *tm, tm_device *dv, tm_stream *st, const sim_event *
     if (p->engine && dv->engine_rec[p->engine_k] != TM_UNKNOWN)
       rec_ready = max64(rec_ready, dv->engine_rec[p->engine_k]);
     if (rec_start > rec_ready) {
-      tm_start w = op_waited(tm, st, rec_start, rec_ready, t, pred);
+      tm_start w = op_waited(tm, st, ev, rec_ready, t, pred);
       t = w.t, pred = w.pred;
     }
   }
@@ -780,7 +860,11 @@ TM_HOT int64_t op_commit(sim_tm *tm, tm_device *dv, tm_stream *st, const sim_eve
     dv->engine_op[p->engine_k] = id;
     dv->engine_rec[p->engine_k] = p->rec_end;
   }
-  if (end > tm->last_end) tm->last_end = end, tm->last_end_op = id;
+  if (end > tm->last_end) {
+    tm->last_end = end, tm->last_end_op = id;
+    if (__builtin_expect(end > TM_CLOCK_MAX, 0))
+      tm_stop(tm, ev->seq, "a device operation ends past 2^61 + 2^60 ns (110 years)");
+  }
   if (p->before) return id; /* ran ahead of what the stream already holds: the stream is unchanged */
   st->ready = end;
   st->last_op = id;
@@ -839,7 +923,7 @@ static int64_t launch_wait(sim_tm *tm, int64_t h, const sim_event *ev, const str
   tm_op *o = op_get(tm, q->op);
   wait_for(tm, h, t, o ? o->pred : -1, SIM_TM_W_DEVICE_WAIT, ev);
   tm->r.launch_blocks++;
-  tm->r.blocked_launch_ns += t - h;
+  sum_add(tm, &tm->r.blocked_launch_ns, t - h, ev->seq);
   return t;
 }
 
@@ -855,7 +939,7 @@ static int64_t call_overhead(sim_tm *tm, int64_t rec, int rec_blocked) {
 static int64_t scenario_duration(sim_tm *tm, const sim_event *ev) {
   if (!tm->cfg.duration) return -1;
   int64_t d = tm->cfg.duration(tm->cfg.duration_arg, ev);
-  return d >= 0 ? d : -1;
+  return d >= 0 ? min64(d, TM_MAX_DUR) : -1;
 }
 
 /* A recorded duration on the target device: scaled by the ratio of the rate that bounds it. */
@@ -876,8 +960,8 @@ static int64_t device_scaled_to(sim_tm *tm, const sim_event *ev, int64_t dur) {
   int64_t out = scaled >= 4.5e15 ? INT64_C(4500000000000000) : (int64_t)(scaled + 0.5);
   if (ev->kind == SIM_EV_KERNEL) {
     tm->r.bound_kernels[b]++;
-    tm->r.bound_recorded_ns[b] += dur;
-    tm->r.bound_predicted_ns[b] += out;
+    sum_add(tm, &tm->r.bound_recorded_ns[b], dur, ev->seq);
+    sum_add(tm, &tm->r.bound_predicted_ns[b], out, ev->seq);
   }
   return out;
 }
@@ -930,6 +1014,7 @@ static inline void call_returned(sim_tm *tm, const sim_event *ev, int64_t m, int
 /* A kernel or memset launched at h on stream st of device dv: every rule. */
 __attribute__((noinline)) static void kernel_launch(sim_tm *tm, const sim_event *ev, int64_t h, tm_device *dv,
                                                    tm_stream *st) {
+  if (!in_range(tm, ev)) return;
   int64_t rec = ev->api_dur >= 0 ? ev->api_dur : -1; /* recorded_call's rule for a kernel or memset */
   int blocked;
   int64_t t = launch_queue(tm, dv, h, ev, &blocked);
@@ -946,7 +1031,7 @@ __attribute__((noinline)) static void kernel_launch(sim_tm *tm, const sim_event 
   op_start(tm, dv, st, ev, &p);
   int what = ev->kind == SIM_EV_KERNEL ? SIM_TM_W_KERNEL : SIM_TM_W_MEMSET;
   op_commit(tm, dv, st, ev, &p, p.start + dur, op_item(tm, ev, what, 0, 0));
-  tm->r.compute_busy_ns += dur;
+  sum_add(tm, &tm->r.compute_busy_ns, dur, ev->seq);
   /* a kernel's call: unnamed, of a kind below TM_FIXED_KINDS (no look-up path to compile) */
   emit_fixed(tm, t, t + own, SIM_TM_W_CALL, ev->kind & (TM_FIXED_KINDS - 1), ev->seq);
   call_returned(tm, ev, t + own - h, rec);
@@ -963,7 +1048,7 @@ __attribute__((noinline)) static void on_kernel(sim_tm *tm, const sim_event *ev)
   const struct tm_queued *q = dv->q_old; /* launch_queue's oldest */
   int64_t dur = ev->dur;
   if (!tm->plain || ev->kind != SIM_EV_KERNEL || dur <= 0 || dur >= TM_MAX_DUR || q->start > h ||
-      (ev->ts >= 0 && q->rec > ev->ts)) {
+      (ev->ts >= 0 && q->rec > ev->ts) || !dur_ok(ev->api_dur) || !time_ok(ev->dev_ts)) {
     kernel_launch(tm, ev, h, dv, st);
     return;
   }
@@ -972,7 +1057,7 @@ __attribute__((noinline)) static void on_kernel(sim_tm *tm, const sim_event *ev)
   op_place p = {.avail = h + tm->dev.launch_latency, .link = LINK_NONE};
   op_start(tm, dv, st, ev, &p);
   op_commit(tm, dv, st, ev, &p, p.start + dur, item);
-  tm->r.compute_busy_ns += dur;
+  sum_add(tm, &tm->r.compute_busy_ns, dur, ev->seq);
   /* its call takes its recorded time (none: none), and so ends as recorded: nothing moves */
   if (ev->api_dur > 0) emit_fixed(tm, h, h + ev->api_dur, SIM_TM_W_CALL, SIM_EV_KERNEL, ev->seq);
 }
@@ -1036,9 +1121,9 @@ static void copy_plan_init(sim_tm *tm, const sim_event *ev, copy_plan *c) {
   if (recorded > 0 && size > 0) {
     sim_tm_copy_stats *cs = &tm->r.copies[copy_bucket(dir, pinned)][size >= SIM_TM_LARGE_COPY];
     cs->n++;
-    cs->bytes += size;
-    cs->recorded_ns += recorded;
-    cs->predicted_ns += predicted;
+    cs->bytes = cs->bytes + size >= cs->bytes ? cs->bytes + size : UINT64_MAX;
+    sum_add(tm, &cs->recorded_ns, recorded, ev->seq);
+    sum_add(tm, &cs->predicted_ns, predicted, ev->seq);
     cs->abs_rel_err_sum += (double)(predicted > recorded ? predicted - recorded : recorded - predicted) / (double)recorded;
   }
   int64_t dur = tm->cfg.copy_timing == SIM_TM_TIMING_RECORDED && recorded > 0 ? recorded : predicted;
@@ -1076,7 +1161,7 @@ static int64_t copy_direct(sim_tm *tm, const sim_event *ev, tm_device *dv, tm_st
   op_start(tm, dv, st, ev, p);
   int64_t end = p->start + c->dur;
   int64_t id = op_commit(tm, dv, st, ev, p, end, op_item(tm, ev, SIM_TM_W_COPY, c->dir, ev->mem));
-  tm->r.copy_busy_ns += c->dur;
+  sum_add(tm, &tm->r.copy_busy_ns, c->dur, ev->seq);
   emit_what(tm, t, t + own, SIM_TM_W_CALL, ev);
   t += own;
   if (c->sync_copy) {
@@ -1084,7 +1169,7 @@ static int64_t copy_direct(sim_tm *tm, const sim_event *ev, tm_device *dv, tm_st
     t = host_wait(tm, t, end, id, ev);
     emit_what(tm, t, t + pf->sync_latency, SIM_TM_W_SYNC, ev);
     t += pf->sync_latency;
-    tm->r.blocked_copy_ns += t - t0;
+    sum_add(tm, &tm->r.blocked_copy_ns, t - t0, ev->seq);
   }
   return t;
 }
@@ -1173,7 +1258,7 @@ __attribute__((noinline)) static int64_t on_copy(sim_tm *tm, const sim_event *ev
   copy_plan_init(tm, ev, &c);
   if (c.dir == SIM_COPY_H2H) { /* the host copies: fully synchronous */
     emit(tm, h, h + c.dur, &c.self, ev->seq);
-    tm->r.blocked_copy_ns += c.dur;
+    sum_add(tm, &tm->r.blocked_copy_ns, c.dur, ev->seq);
     return h + c.dur;
   }
   tm_device *dv;
@@ -1195,8 +1280,8 @@ __attribute__((noinline)) static int64_t on_copy(sim_tm *tm, const sim_event *ev
   p.bounce = 1;
   if (c.dir == SIM_COPY_H2D) t = copy_staged_h2d(tm, ev, dv, st, &p, &c, t, &end);
   else t = copy_staged_d2h(tm, ev, dv, st, &p, &c, t, &end);
-  tm->r.copy_busy_ns += end - p.start;
-  tm->r.blocked_copy_ns += t - t_in;
+  sum_add(tm, &tm->r.copy_busy_ns, end - p.start, ev->seq);
+  sum_add(tm, &tm->r.blocked_copy_ns, t - t_in, ev->seq);
   return t;
 }
 
@@ -1221,7 +1306,7 @@ static int64_t on_sync(sim_tm *tm, const sim_event *ev, int64_t h, int64_t rec) 
     emit_what(tm, t, t + own, SIM_TM_W_SYNC, ev);
     t += own;
   }
-  tm->r.blocked_sync_ns += t - h;
+  sum_add(tm, &tm->r.blocked_sync_ns, t - h, ev->seq);
   return t;
 }
 
@@ -1263,7 +1348,7 @@ static int64_t allocator_calls_made(sim_tm *tm, const sim_event *ev, const sim_t
   tm->r.device_frees += a->frees;
   tm->r.device_maps += a->maps;
   tm->r.device_unmaps += a->unmaps;
-  tm->r.blocked_alloc_ns += t - t0;
+  sum_add(tm, &tm->r.blocked_alloc_ns, t - t0, ev->seq);
   return t;
 }
 
@@ -1279,7 +1364,7 @@ static int64_t on_host_memory(sim_tm *tm, const sim_event *ev, int64_t h, int64_
     int64_t c = call_cost(1, pf->pin_base, pf->pin_per_gib, ev->size);
     emit_fixed(tm, h, h + c, SIM_TM_W_PIN, ev->kind, ev->seq);
     tm->r.host_pins++;
-    tm->r.blocked_alloc_ns += c;
+    sum_add(tm, &tm->r.blocked_alloc_ns, c, ev->seq);
     return h + c;
   }
   uint64_t bytes;
@@ -1293,7 +1378,7 @@ static int64_t on_host_memory(sim_tm *tm, const sim_event *ev, int64_t h, int64_
   int64_t t = host_wait(tm, h, ready, op, ev);
   int64_t c = call_cost(1, pf->unpin_base, pf->unpin_per_gib, bytes);
   emit_fixed(tm, t, t + c, SIM_TM_W_UNPIN, ev->kind, ev->seq);
-  tm->r.blocked_alloc_ns += t + c - h;
+  sum_add(tm, &tm->r.blocked_alloc_ns, t + c - h, ev->seq);
   return t + c;
 }
 
@@ -1353,7 +1438,7 @@ sim_tm *sim_tm_new(const sim_tm_config *cfg) {
   tm->last_end = INT64_MIN;
   tm->last_end_op = -1;
   tm->nops = TM_OP_RING; /* the first operation's id (op_get) */
-  tm->next_t = INT64_MIN; /* the first event starts the clock */
+  tm->catch_up = 0; /* the first event starts the clock */
   items_fixed_init(tm);
   scaling_init(tm);
   tm->plain = tm->unscaled && !tm->scaling && !tm->cfg.duration;
@@ -1384,6 +1469,7 @@ void sim_tm_free(sim_tm *tm) {
 
 /* Any event but a kernel's, a memset's or a plain call's. */
 __attribute__((noinline)) static void on_other(sim_tm *tm, const sim_event *ev, const sim_tm_alloc *a, int role) {
+  if (!in_range(tm, ev)) return;
   int64_t h = host_reaches(tm, ev);
   int64_t rec = recorded_call(ev), end;
   int replaced = role == SIM_TM_ROLE_ALLOCATOR_CALL || (ev->flags & SIM_EVF_DEVICE_API);
@@ -1429,7 +1515,8 @@ static inline void event_dispatch(sim_tm *tm, const sim_event *ev, const sim_tm_
   if (kind == SIM_EV_KERNEL || kind == SIM_EV_MEMSET) {
     on_kernel(tm, ev);
   } else if (kind < 32 && (TM_PLAIN_CALLS >> kind & 1) && role == SIM_TM_ROLE_NONE &&
-             !(ev->flags & SIM_EVF_DEVICE_API) && (!a || !(a->mallocs | a->frees | a->maps | a->unmaps))) {
+             !(ev->flags & SIM_EVF_DEVICE_API) && (!a || !(a->mallocs | a->frees | a->maps | a->unmaps)) &&
+             dur_ok(ev->api_dur)) {
     on_plain_call(tm, ev);
   } else {
     on_other(tm, ev, a, role);
@@ -1439,17 +1526,20 @@ static inline void event_dispatch(sim_tm *tm, const sim_event *ev, const sim_tm_
 /* An event that first applies what recorded time up to it holds (calls that returned, steps
  * that ended), or the first event, which starts the host's clock. Then the event itself. */
 __attribute__((noinline)) static void event_catch_up(sim_tm *tm, const sim_event *ev, const sim_tm_alloc *a, int role) {
-  if (tm->nheap && tm->heap[0].t <= ev->ts) advance_to(tm, ev->ts);
+  if (tm->r.stopped || !in_range(tm, ev)) return;
+  if (tm->nheap && tm->heap[0].t <= ev->ts) advance_to(tm, ev->ts, ev->seq);
+  if (tm->r.stopped) return;
   if (!tm->started) {
     tm->started = 1;
     tm->start = tm->frontier = ev->ts + tm->shift;
-    tm->next_t = heap_next(tm);
+    tm->catch_up = time_key(heap_next(tm));
   }
   event_dispatch(tm, ev, a, role);
 }
 
 void sim_tm_event(sim_tm *tm, const sim_event *ev, const sim_tm_alloc *a, int role) {
-  if (__builtin_expect(ev->ts >= tm->next_t, 0)) { /* most events have nothing to apply and are not the first */
+  /* most events have nothing to apply, are not the first and lie in the model's range */
+  if (__builtin_expect((uint64_t)ev->ts + (UINT64_C(1) << TM_TIME_BITS) >= tm->catch_up, 0)) { /* time_key, or above */
     event_catch_up(tm, ev, a, role);
     return;
   }
@@ -1464,8 +1554,8 @@ static int cmp_item(const void *a, const void *b) {
 }
 
 void sim_tm_finish(sim_tm *tm, sim_tm_result *res) {
-  advance_to(tm, INT64_MAX);
-  if (tm->started && tm->last_end > tm->frontier) {
+  if (!tm->r.stopped) advance_to(tm, INT64_MAX, -1);
+  if (tm->started && !tm->r.stopped && tm->last_end > tm->frontier) {
     /* the program's end waits for the device's last work */
     sim_event ev;
     sim_event_init(&ev);

@@ -194,6 +194,12 @@ typedef struct sim_tm_result {
   int has_range;
   int64_t range_total_ns[2];
   double range_step_time_s[2];
+  /* The model stopped at event stopped_seq (-1: at the end), a time of the trace or of its
+   * prediction out of the range it follows (docs/timemodel.md), stopped_why says which: what
+   * came after is not predicted, and the rest of the result is no answer. */
+  int stopped;
+  int64_t stopped_seq;
+  char stopped_why[160];
 } sim_tm_result;
 
 typedef struct sim_tm sim_tm;

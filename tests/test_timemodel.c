@@ -751,6 +751,133 @@ static void test_op_ring_edge(void) {
   op_ring_edge(80001);
 }
 
+/* The range the model follows (docs/timemodel.md, "The range it follows"): times counted from
+ * 1970 are in it, and the model stops, saying at which event and why, at a time or duration
+ * out of it, or when what it predicts leaves it; every sum and difference then stays in 64 bits
+ * (the sanitizer build checks that these runs overflow nothing). */
+#define T61 (INT64_C(1) << 61)
+#define D56 (INT64_C(1) << 56)
+#define LONG_OP INT64_C(4400000000000000) /* a kernel's duration below the bound on one operation */
+
+static void check_stopped(run *x, int64_t seq, const char *why) {
+  finish(x);
+  CHECK(x->r.stopped);
+  CHECK_EQ(x->r.stopped_seq, seq);
+  CHECK(strstr(x->r.stopped_why, why) != NULL);
+  if (!strstr(x->r.stopped_why, why)) fprintf(stderr, "  stopped: %s\n", x->r.stopped_why);
+  done(x);
+}
+
+static void test_range_epoch_times(void) {
+  run x;
+  start(&x);
+  begin(&x);
+  const int64_t t0 = INT64_C(1795000000000000000); /* 2026, counted from 1970 */
+  kernel(&x, t0, 1, 10000, 0);
+  sync_on(&x, t0 + 10, 1, -1);
+  finish(&x);
+  CHECK(!x.r.stopped);
+  CHECK_EQ(x.r.start_ns, t0);
+  CHECK_EQ(x.r.end_ns, t0 + 11500); /* launch latency, the kernel, the wake-up */
+  check_sums(&x);
+  done(&x);
+}
+
+static void test_range_recorded_fields(void) {
+  run x;
+  start(&x);
+  begin(&x);
+  kernel(&x, 0, 1, 10000, 0);
+  kernel(&x, T61, 1, 10000, 0); /* the host's time: out */
+  kernel(&x, 20, 1, 10000, 0);  /* passed over */
+  check_stopped(&x, 1, "its ts of 2305843009213693952 ns lies outside +-2^61 ns");
+
+  start(&x);
+  begin(&x);
+  kernel(&x, -T61 - 1, 1, 10000, 0); /* the first event */
+  check_stopped(&x, 0, "its ts of -2305843009213693953 ns");
+
+  start(&x);
+  begin(&x);
+  kernel(&x, 0, 1, 10000, 0);
+  kernel(&x, 10, 1, 10000, D56); /* a kernel's call: the common path checks it */
+  check_stopped(&x, 1, "its api_dur of 72057594037927936 ns lies outside +-2^56 ns");
+
+  start(&x);
+  begin(&x);
+  kernel(&x, 0, 1, 10000, 0);
+  sim_event ev = E(&x, SIM_EV_KERNEL, 10);
+  ev.stream = 1;
+  ev.dur = 10000;
+  ev.dev_ts = T61;
+  feed(&x, ev);
+  check_stopped(&x, 1, "its dev_ts of");
+
+  start(&x);
+  begin(&x);
+  kernel(&x, 0, 1, 10000, 0);
+  ev = E(&x, SIM_EV_SYNC, 10);
+  ev.stream = 1;
+  ev.dur = D56;
+  feed(&x, ev);
+  check_stopped(&x, 1, "its dur of 72057594037927936 ns");
+
+  start(&x); /* the largest in range: taken, each operation held to its bound */
+  begin(&x);
+  kernel(&x, T61 - 100000, 1, D56 - 1, D56 - 1);
+  sync_on(&x, T61 - 1, 1, D56 - 1);
+  finish(&x);
+  CHECK(!x.r.stopped);
+  check_sums(&x);
+  done(&x);
+}
+
+static void test_range_predictions(void) {
+  run x;
+  /* One stream's kernels end past 2^61 + 2^60 ns while the host's time stands still. */
+  start(&x);
+  begin(&x);
+  int64_t i = 0;
+  for (; i < 400; i++) kernel(&x, T61 - 1000, 1, LONG_OP, 0);
+  check_stopped(&x, 262, "a device operation ends past 2^61 + 2^60 ns");
+
+  /* The host waits for each: its predicted time runs ahead of the recorded one until the
+   * difference passes 2^60 ns. */
+  start(&x);
+  begin(&x);
+  for (i = 0; i < 600; i++) {
+    kernel(&x, 0, 1, LONG_OP, 0);
+    sync_on(&x, 0, 1, -1);
+  }
+  finish(&x);
+  CHECK(x.r.stopped);
+  CHECK(strstr(x.r.stopped_why, "the predicted host time runs more than 2^60 ns") != NULL);
+  CHECK(x.r.stopped_seq > 500 && x.r.stopped_seq < 600);
+  done(&x);
+
+  /* Kernels on as many streams run side by side: their busy time sums past 2^63 ns. */
+  start(&x);
+  begin(&x);
+  for (i = 0; i < 2200; i++) kernel(&x, 0, 100 + i, LONG_OP, 0);
+  check_stopped(&x, 2096, "the time it sums (busy or blocked) passes 2^63 ns");
+}
+
+/* A kernel on stream -1 of device 0 first: its key + 1 is the "none" the stream cache starts
+ * with (it was taken for a hit on a stream not looked up yet: a null device). */
+static void test_stream_minus_one_first(void) {
+  run x;
+  start(&x);
+  begin(&x);
+  kernel(&x, 0, -1, 10000, 0);
+  kernel(&x, 10, 1, 10000, 0);
+  kernel(&x, 20, -1, 10000, 0);
+  finish(&x);
+  CHECK(!x.r.stopped);
+  CHECK_EQ(x.r.end_ns, 21000); /* the two kernels on stream -1 one after the other */
+  check_sums(&x);
+  done(&x);
+}
+
 int main(void) {
   RUN(test_stream_serialises);
   RUN(test_streams_overlap);
@@ -770,5 +897,9 @@ int main(void) {
   RUN(test_device_tail);
   RUN(test_critical_path_items);
   RUN(test_op_ring_edge);
+  RUN(test_range_epoch_times);
+  RUN(test_range_recorded_fields);
+  RUN(test_range_predictions);
+  RUN(test_stream_minus_one_first);
   TEST_MAIN_END();
 }

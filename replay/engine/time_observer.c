@@ -147,6 +147,11 @@ void time_observer_finish(time_observer *to, sim_tm_result *res) {
     res->range_total_ns[i] = b.total_ns;
     res->range_step_time_s[i] = b.step_time_s;
     res->has_range = 1;
+    if (b.stopped && !res->stopped) { /* a bound's prediction left the range: no range, then */
+      res->stopped = 1;
+      res->stopped_seq = b.stopped_seq;
+      memcpy(res->stopped_why, b.stopped_why, sizeof res->stopped_why);
+    }
     sim_tm_result_release(&b);
   }
 }

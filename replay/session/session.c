@@ -476,6 +476,16 @@ void session_take_result(session_run *run, replay_result *out) {
  * when it was written, store_trace_copy_fit) and the time
  * model uses the fit instead of the profile's bandwidths (docs/timemodel.md). Scenarios'
  * derived traces are fitted from the stored trace they derive from. */
+/* The time model stopped: the trace's times, or what it predicted, left the range it follows. */
+static void time_stopped_error(const session_run *run, char *err, size_t errlen) {
+  char at[64] = "at the end";
+  if (run->time.stopped_seq >= 0) snprintf(at, sizeof at, "at event %lld", (long long)run->time.stopped_seq);
+  snprintf(err, errlen,
+           "the time model stopped %s: %s; no time is predicted (the memory alone: replay it with --no-time, or "
+           "device = false in a script)",
+           at, run->time.stopped_why);
+}
+
 static void fit_copies(session *ses, session_run *run, const session_pass *pass) {
   if (run->copy_fit_done) return;
   run->copy_fit_done = 1;
@@ -587,6 +597,10 @@ out:
     if (rc == SESSION_OK || run->executed) {
       time_observer_finish(&tobs, &run->time);
       run->has_time = 1;
+      if (run->time.stopped && rc == SESSION_OK) {
+        time_stopped_error(run, err, errlen);
+        rc = SESSION_EFAIL;
+      }
     }
     time_observer_release(&tobs);
   }

@@ -1,5 +1,6 @@
 # B28: durations the time model adds up, at the edges of what a trace and a profile may hold: copies
-# recorded as lasting 2^62 ns (the importers' bound), a profile edited to move 1 byte a second or to
+# recorded as lasting 2^56 ns (the longest the time model follows; they were 2^62 ns, the
+# importers' bound, which it now refuses: b29), a profile edited to move 1 byte a second or to
 # take 50 days a call. The copy durations, the modelled copy times and the costs of allocation
 # calls overflowed 64 bits (undefined behaviour, which the sanitizer build stops on). Each
 # operation's time is now held to the time model's bound on one operation (4.5e15 ns, as a
@@ -12,7 +13,7 @@ import json, sys
 with open(sys.argv[1], "w") as f:
     print(json.dumps({"memplay": 1, "name": "long", "device_name": "H100"}), file=f)
     for i in range(4):
-        print(json.dumps({"kind": "memcpy", "ts": i * 10, "dur": (1 << 62) - 1, "stream": 7, "size": 1 << 47,
+        print(json.dumps({"kind": "memcpy", "ts": i * 10, "dur": (1 << 56) - 1, "stream": 7, "size": 1 << 47,
                           "dir": "h2d", "mem": "pinned" if i % 2 else "pageable"}), file=f)
     print(json.dumps({"kind": "alloc", "ts": 100, "addr": 1, "size": 512}), file=f)
 PY
