@@ -77,7 +77,7 @@ static void json_trace(yajl_gen g, const store_trace *t) {
   jsonw_kstr(g, "imported_at", t->imported_at); /* the source's own time (kept across exports) */
   jsonw_kstr(g, "stored_at", t->stored_at);     /* when it came into this store */
   if (t->attrs) jsonw_kraw(g, "attrs", t->attrs);
-  jsonw_kint(g, "duration_ns", t->event_count ? t->last_ts - t->first_ts : 0);
+  jsonw_kint(g, "duration_ns", t->event_count ? sim_ns_between(t->first_ts, t->last_ts) : 0);
 }
 
 /* key: {name: count, ...} */
@@ -176,7 +176,7 @@ static void print_trace(const store_trace *t) {
            t->allocator ? t->allocator : "unknown");
   if (t->allocator_settings) printf("settings     %s\n", t->allocator_settings);
   if (t->batch_size) printf("batch size   %lld\n", (long long)t->batch_size);
-  int64_t duration = t->event_count ? t->last_ts - t->first_ts : 0;
+  int64_t duration = t->event_count ? sim_ns_between(t->first_ts, t->last_ts) : 0;
   printf("events       %s over %s\n", cli_count(a, sizeof a, (uint64_t)t->event_count),
          cli_duration(b, sizeof b, (double)duration / 1e9));
 }

@@ -163,7 +163,9 @@ static void print_human(const session *ses, const store_trace *t, const run_meta
   if (r->device_maps || r->device_unmaps)
     printf(", %llu map, %llu unmap", (unsigned long long)r->device_maps, (unsigned long long)r->device_unmaps);
   printf("\n");
-  if (m->capacity == UINT64_MAX) printf("  OOMs                %llu (capacity unlimited)\n", (unsigned long long)r->ooms);
+  if (m->capacity == UINT64_MAX)
+    printf("  OOMs                %llu (capacity unlimited%s)\n", (unsigned long long)r->ooms,
+           r->ooms ? ": a simulated device holds at most 1 PiB" : "");
   else
     printf("  OOMs                %llu against a capacity of %s%s\n", (unsigned long long)r->ooms,
            report_bytes(a, sizeof a, (int64_t)m->capacity), r->stopped_at_oom ? " (stopped at the first)" : "");

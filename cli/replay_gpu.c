@@ -159,7 +159,7 @@ static void print_human(const store_trace *t, const char *alloc, const char *pre
   printf("  %-38s %14llu %14llu\n", "OOMs", (unsigned long long)p->predicted.ooms, (unsigned long long)r->ooms);
   printf("  (predicted: %s in simulation, on devices with this GPU's total and free memory)\n", predictor);
   printf("  %-38s %14s %14s  %8s\n", "time", "recorded", "measured", "error");
-  row_time("  wall, first event to last", (double)(p->last_ts - p->first_ts) / 1e9, m->wall_s);
+  row_time("  wall, first event to last", (double)sim_ns_between(p->first_ts, p->last_ts) / 1e9, m->wall_s);
   if (p->nsteps > 1) {
     double *rec = recorded_steps(p);
     size_t k = first_counted(p->nsteps);
@@ -221,7 +221,7 @@ static void json_extra(yajl_gen g, const char *predictor, const backend_plan *p,
   yajl_gen_map_close(g);
   jsonw_str(g, "recorded");
   yajl_gen_map_open(g);
-  jsonw_kdouble(g, "wall_s", (double)(p->last_ts - p->first_ts) / 1e9);
+  jsonw_kdouble(g, "wall_s", (double)sim_ns_between(p->first_ts, p->last_ts) / 1e9);
   double *rec = recorded_steps(p);
   jsonw_str(g, "step_s");
   yajl_gen_array_open(g);
@@ -232,7 +232,7 @@ static void json_extra(yajl_gen g, const char *predictor, const backend_plan *p,
   yajl_gen_map_open(g);
   jsonw_kdouble(g, "device_peak", error_pct((double)m->peak_used, (double)p->predicted_device_peak));
   jsonw_kdouble(g, "at_trace_peak", error_pct((double)m->at_requested_peak, (double)p->predicted_at_requested_peak));
-  jsonw_kdouble(g, "wall_vs_recorded", error_pct(m->wall_s, (double)(p->last_ts - p->first_ts) / 1e9));
+  jsonw_kdouble(g, "wall_vs_recorded", error_pct(m->wall_s, (double)sim_ns_between(p->first_ts, p->last_ts) / 1e9));
   size_t k = first_counted(p->nsteps);
   if (p->nsteps > 1)
     jsonw_kdouble(g, "step_vs_recorded",

@@ -285,7 +285,7 @@ void sim_simdev_init(sim_device *d, uint64_t capacity, uint64_t total_memory) {
   sim_arena_init(&s->pieces, sizeof(piece), offsetof(piece, next), PIECES_PER_CHUNK);
   d->ops = &simdev_ops;
   d->ctx = s;
-  d->capacity = capacity;
+  d->capacity = capacity < SIM_SIZE_MAX ? capacity : SIM_SIZE_MAX; /* unlimited: the most one may give */
   d->total_memory = sim_simdev_total_memory(capacity, total_memory);
   d->free_memory = d->total_memory;
   d->cc_major = 9;
@@ -297,7 +297,7 @@ uint64_t sim_simdev_total_memory(uint64_t capacity, uint64_t total_memory) {
 
 void sim_simdev_resize(sim_device *d, uint64_t capacity, uint64_t total_memory) {
   sim_assert_internal(!d->used && !d->mallocs && !d->maps); /* just reset */
-  d->capacity = capacity;
+  d->capacity = capacity < SIM_SIZE_MAX ? capacity : SIM_SIZE_MAX;
   d->total_memory = sim_simdev_total_memory(capacity, total_memory);
   d->free_memory = d->total_memory;
 }

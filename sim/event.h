@@ -139,4 +139,17 @@ static inline int sim_kind_is_free(int kind) {
 }
 static inline int sim_event_is_free(const sim_event *ev) { return sim_kind_is_free(ev->kind); }
 
+/* The nanoseconds from one event time to another: a trace's times lie within +-2^62 ns, so the
+ * two extremes are 2^63 apart, one more than int64 holds; that one is held to INT64_MAX. */
+static inline int64_t sim_ns_between(int64_t from, int64_t to) {
+  int64_t d;
+  return __builtin_sub_overflow(to, from, &d) ? (to > from ? INT64_MAX : INT64_MIN) : d;
+}
+
+/* Adds an event's bytes to a sum over a trace's events: a trace may hold 2^32 events of up to
+ * 2^48 bytes each, which pass 64 bits, so such a sum stops at INT64_MAX (8 EiB), where it stays. */
+static inline void sim_bytes_sum(int64_t *sum, uint64_t bytes) {
+  *sum = bytes > (uint64_t)(INT64_MAX - *sum) ? INT64_MAX : *sum + (int64_t)bytes;
+}
+
 #endif

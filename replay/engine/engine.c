@@ -933,7 +933,7 @@ static int stop_before(engine *e, const sim_event *ev) {
     e->first_ts = ev->ts;
     e->have_first = 1;
   }
-  if (s->after_ns < 0 || ev->ts - e->first_ts <= s->after_ns) return 0;
+  if (s->after_ns < 0 || sim_ns_between(e->first_ts, ev->ts) <= s->after_ns) return 0;
   capture(e, e->have_last ? &e->last : NULL, 0);
   return 1;
 }

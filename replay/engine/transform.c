@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "io/limits.h"
 #include "transform.h"
 
 /* ---- lifetimes ---------------------------------------------------------------------------- */
@@ -538,6 +539,7 @@ const replay_plan *xf_base_plan(const xf_node *base) {
 xf_node *xf_scale(xf_node *in, const xf_filter *f, double factor, uint64_t align, char *err, size_t errlen) {
   if (!(factor >= 0) || !isfinite(factor)) return bad(err, errlen, "scale: factor must be a number >= 0, not %g", factor), NULL;
   if (factor > 1e9) return bad(err, errlen, "scale: factor %g is too large", factor), NULL;
+  if (align > IO_MAX_BYTES) return bad(err, errlen, "scale: align %llu is larger than a trace's sizes (2^48 bytes)", (unsigned long long)align), NULL;
   xf_node *n = node_new(N_SCALE, in);
   xf_filter_copy(&n->f, f);
   if (!n->f.kinds) n->f.kinds = 1u << SIM_EV_ALLOC;
@@ -612,7 +614,8 @@ xf_node *xf_set_copy(xf_node *in, const xf_filter *f, int mem, int async, double
 xf_node *xf_scale_time(xf_node *in, const xf_filter *f, double factor, int64_t fixed_ns, char *err, size_t errlen) {
   if (!(factor >= 0) || !isfinite(factor) || factor > 1e9)
     return bad(err, errlen, "scale_time: factor must be a number >= 0, not %g", factor), NULL;
-  if (fixed_ns < 0) return bad(err, errlen, "scale_time: the fixed part must be >= 0"), NULL;
+  if (fixed_ns < 0 || fixed_ns > IO_MAX_TIME_NS)
+    return bad(err, errlen, "scale_time: the fixed part must be from 0 to 2^62 ns"), NULL;
   xf_node *n = node_new(N_SCALE_TIME, in);
   xf_filter_copy(&n->f, f);
   if (!n->f.kinds) n->f.kinds = 1u << SIM_EV_KERNEL;
@@ -851,13 +854,16 @@ static inline int completes(int k) { return k == SIM_EV_FREE || k == SIM_EV_FREE
  * would not fit in 64 bits: converting it would be undefined). */
 static inline int64_t round_pos(double v) { return v >= 4.6e18 ? INT64_C(4600000000000000000) : (int64_t)(v + 0.5); }
 
+/* A size times factor, rounded up to align (at most IO_MAX_BYTES), and held to a trace's sizes:
+ * at most IO_MAX_BYTES (the largest multiple of align below it, past it). */
 static uint64_t scaled(uint64_t size, double factor, uint64_t align) {
   /* signed conversions: a single instruction each, where unsigned 64-bit ones are not */
   double v = (double)(int64_t)(size & ((UINT64_C(1) << 62) - 1)) * factor;
-  if (v > 4.0e18) v = 4.0e18;
+  if (v > (double)IO_MAX_BYTES) v = (double)IO_MAX_BYTES;
   uint64_t s = (uint64_t)(int64_t)v;
   if ((double)(int64_t)s < v) s++; /* rounded up */
   if (align > 1) s = (s + align - 1) / align * align;
+  if (s > IO_MAX_BYTES) s = IO_MAX_BYTES / align * align;
   if (s == 0 && size > 0) s = align > 1 ? align : 1;
   return s;
 }
@@ -924,7 +930,8 @@ static void stage_apply(stage *st, sim_event *ev) {
     break;
   case N_SCALE_TIME:
     if (ev->dur > n->fixed && filter_match(&n->f, ev))
-      ev->dur = n->fixed + round_pos((double)(ev->dur - n->fixed) * n->factor);
+      ev->dur = n->fixed + round_pos((double)(ev->dur - n->fixed) * n->factor); /* below 2^63: each below 2^62 */
+    if (ev->dur > IO_MAX_TIME_NS) ev->dur = IO_MAX_TIME_NS; /* held to a trace's durations */
     break;
   default: break;
   }
@@ -1058,6 +1065,24 @@ static int insert_at_next(void *ctx, sim_event *ev) {
  */
 #define REPEAT_DROPPED UINT64_MAX
 
+/* t + d into *out when it stays within the times a trace holds (replay/io/limits.h): 0, else -1. */
+static int time_moved(int64_t t, int64_t d, int64_t *out) {
+  return __builtin_add_overflow(t, d, out) || *out > IO_MAX_TIME_NS || *out < -IO_MAX_TIME_NS ? -1 : 0;
+}
+
+/* Moves ev's times by d: 0, or -1 with x->err saying so when they would leave a trace's range. */
+static int move_event(xstate *x, sim_event *ev, int64_t d, const char *what) {
+  int64_t ts, dev_ts = ev->dev_ts;
+  if (time_moved(ev->ts, d, &ts) || (ev->dev_ts >= 0 && time_moved(ev->dev_ts, d, &dev_ts))) {
+    snprintf(x->err, sizeof x->err, "%s: an event at %lld ns would move %lld ns, past 2^62 ns, the most a trace holds", what,
+             (long long)ev->ts, (long long)d);
+    return -1;
+  }
+  ev->ts = ts;
+  ev->dev_ts = dev_ts;
+  return 0;
+}
+
 static void push_free(xstate *x, const sim_event *like, uint64_t addr) {
   sim_event f = *like;
   f.kind = SIM_EV_FREE;
@@ -1070,21 +1095,32 @@ static void push_free(xstate *x, const sim_event *like, uint64_t addr) {
   evq_push(&x->q, &f);
 }
 
-static void repeat_emit_copies(xstate *x) {
+/* How far each copy of the block is moved: to the event after it, else by the block's length
+ * and one mean gap; at most INT64_MAX. */
+static int64_t repeat_span(const xstate *x) {
+  int64_t first = x->block[0].ts, last = x->has_pending ? x->pending.ts : x->block[x->nblock - 1].ts, w;
+  if (__builtin_sub_overflow(last, first, &w)) return INT64_MAX;
+  if (w < 0) return 0;
+  if (x->has_pending) return w;
+  int64_t gap = w / (int64_t)x->nblock;
+  return w > INT64_MAX - gap ? INT64_MAX : w + gap;
+}
+
+/* 0, or -1 (x->err says why) when a copy's times would leave a trace's range. */
+static int repeat_emit_copies(xstate *x) {
   const xf_node *n = x->n;
-  if (!x->nblock) return;
-  int64_t first = x->block[0].ts, last = x->block[x->nblock - 1].ts;
-  int64_t span = x->has_pending ? x->pending.ts - first : (last - first) + (last - first) / (int64_t)x->nblock;
-  if (span < 0) span = 0;
+  if (!x->nblock) return 0;
+  int64_t span = repeat_span(x);
   for (int c = 1; c < n->times; c++) {
+    int64_t by;
+    if (__builtin_mul_overflow(span, (int64_t)c, &by)) by = INT64_MAX;
     sim_map_clear(&x->map2);
     for (size_t i = 0; i < x->nblock; i++) {
       const sim_event *o = &x->block[i];
       /* step boundaries are not work: the copies stay inside the step the block is in */
       if (o->kind == SIM_EV_MARKER && (o->flags & (SIM_EVF_STEP_BEGIN | SIM_EVF_STEP_END))) continue;
       sim_event e = *o;
-      e.ts += span * c;
-      if (e.dev_ts >= 0) e.dev_ts += span * c;
+      if (move_event(x, &e, by, "repeat")) return -1;
       if (e.kind == SIM_EV_ALLOC) {
         uint64_t alias = XF_ADDR_COPY | x->next_alias++;
         e.addr = alias;
@@ -1115,7 +1151,9 @@ static void repeat_emit_copies(xstate *x) {
       }
     }
   }
-  x->shift = n->times == 0 ? -span : span * (n->times - 1);
+  if (n->times == 0) x->shift = -span;
+  else if (__builtin_mul_overflow(span, (int64_t)(n->times - 1), &x->shift)) x->shift = INT64_MAX;
+  return 0;
 }
 
 static int repeat_next(void *ctx, sim_event *ev) {
@@ -1135,7 +1173,7 @@ static int repeat_next(void *ctx, sim_event *ev) {
         if (x->in_block) {
           x->in_block = 0;
           x->block_done = 1;
-          repeat_emit_copies(x);
+          if (repeat_emit_copies(x)) return -1;
         }
         continue;
       }
@@ -1148,7 +1186,7 @@ static int repeat_next(void *ctx, sim_event *ev) {
         x->block_done = 1;
         x->pending = *ev;
         x->has_pending = 1;
-        repeat_emit_copies(x);
+        if (repeat_emit_copies(x)) return -1;
         continue;
       }
       if (!x->in_block) return 1;
@@ -1168,10 +1206,7 @@ static int repeat_next(void *ctx, sim_event *ev) {
       return 1;
     }
     /* after the block */
-    if (x->shift) {
-      ev->ts += x->shift;
-      if (ev->dev_ts >= 0) ev->dev_ts += x->shift;
-    }
+    if (x->shift && move_event(x, ev, x->shift, "repeat")) return -1;
     if (x->map.len && (is_free_kind(ev->kind) || ev->kind == SIM_EV_ALLOC)) {
       uint64_t orig = ev->addr;
       uint64_t *a = sim_map_get(&x->map, orig);
@@ -1220,7 +1255,13 @@ static int merge_next(void *ctx, sim_event *ev) {
     x->base_b = x->has_b ? x->hb.ts : 0;
   }
   if (!x->has_a && !x->has_b) return 0;
-  int64_t tb = x->has_b ? x->hb.ts - x->base_b + x->base_a + n->offset : 0;
+  int64_t tb = 0; /* b's next time on a's time line */
+  if (x->has_b && (__builtin_sub_overflow(x->hb.ts, x->base_b, &tb) || time_moved(tb, x->base_a, &tb) ||
+                   time_moved(tb, n->offset, &tb))) {
+    snprintf(x->err, sizeof x->err, "merge: an event of the second trace (at %lld ns) would fall past 2^62 ns on the merged time line",
+             (long long)x->hb.ts);
+    return -1;
+  }
   if (x->has_a && (!x->has_b || x->ha.ts <= tb)) {
     *ev = x->ha;
     int r = x->in.next(x->in.ctx, &x->ha);
@@ -1229,9 +1270,13 @@ static int merge_next(void *ctx, sim_event *ev) {
     return 1;
   }
   *ev = x->hb;
-  int64_t d = tb - ev->ts;
+  int64_t d; /* its device time moves as its host time does */
+  if (ev->dev_ts >= 0 && (__builtin_sub_overflow(tb, ev->ts, &d) || time_moved(ev->dev_ts, d, &ev->dev_ts))) {
+    snprintf(x->err, sizeof x->err, "merge: an event of the second trace (device time %lld ns) would fall past 2^62 ns on the merged time line",
+             (long long)x->hb.dev_ts);
+    return -1;
+  }
   ev->ts = tb;
-  if (ev->dev_ts >= 0) ev->dev_ts += d;
   if (n->device >= 0) ev->device = (int16_t)n->device;
   if (ev->addr) ev->addr |= XF_ADDR_MERGED;
   int r = x->in2.next(x->in2.ctx, &x->hb);

@@ -341,7 +341,7 @@ static int count_methods(store *s, int64_t trace_id, int64_t count[SIM_CATSRC__C
     for (ptrdiff_t i = 0; i < k; i++)
       if ((v[i].kind == SIM_EV_ALLOC || v[i].kind == SIM_EV_HOST_ALLOC) && v[i].cat_source < SIM_CATSRC__COUNT) {
         count[v[i].cat_source]++;
-        bytes[v[i].cat_source] += (int64_t)v[i].size;
+        sim_bytes_sum(&bytes[v[i].cat_source], v[i].size);
       }
     store_reader_advance(r, (size_t)k);
   }
@@ -376,7 +376,7 @@ int categorize_note(store *s, int64_t trace_id, const int64_t count[SIM_CATSRC__
 
 void categorize_tally_alloc(categorize_tally *t, const sim_event *ev) {
   t->count[ev->cat_source & 15]++;
-  t->bytes[ev->cat_source & 15] += (int64_t)ev->size;
+  sim_bytes_sum(&t->bytes[ev->cat_source & 15], ev->size);
   if (ev->cat_source == SIM_CATSRC_NONE) *sim_map_put(&t->pending, (uint64_t)ev->seq, NULL) = ev->size;
 }
 
@@ -384,9 +384,9 @@ void categorize_tally_decided(categorize_tally *t, int64_t seq, int cat_source) 
   uint64_t size;
   if (!sim_map_del(&t->pending, (uint64_t)seq, &size)) return;
   t->count[SIM_CATSRC_NONE]--;
-  t->bytes[SIM_CATSRC_NONE] -= (int64_t)size;
+  if (t->bytes[SIM_CATSRC_NONE] != INT64_MAX) t->bytes[SIM_CATSRC_NONE] -= (int64_t)size; /* a sum stopped at INT64_MAX stays */
   t->count[cat_source & 15]++;
-  t->bytes[cat_source & 15] += (int64_t)size;
+  sim_bytes_sum(&t->bytes[cat_source & 15], size);
 }
 
 static int first_seq_of(store *s, int64_t trace_id, int64_t *first) {

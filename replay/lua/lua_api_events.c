@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "io/limits.h"
 #include "lua_api_events.h"
 
 /* ---- summaries ------------------------------------------------------------------------------ */
@@ -42,19 +43,19 @@ static void summary_alloc(summary_read *r, const sim_event *ev) {
   lsummary *s = r->s;
   lscratch *sc = r->sc;
   s->allocs++;
-  s->alloc_bytes += ev->size;
+  sim_bytes_sum(&s->alloc_bytes, ev->size);
   if (ev->size < s->size_min) s->size_min = ev->size;
   if (ev->size > s->size_max) s->size_max = ev->size;
   int c = ev->category < SIM_CAT__COUNT ? ev->category : 0;
   s->cat_allocs[c]++;
-  s->cat_bytes[c] += ev->size;
+  sim_bytes_sum(&s->cat_bytes[c], ev->size);
   add_id(&s->streams, &s->nstreams, &r->scap, &sc->m2, ev->stream);
   sc->p[2] = s->streams;
   int existed;
   uint64_t *slot = sim_map_put(&sc->m1, ev->addr, &existed);
-  if (existed) r->live_bytes -= (int64_t)*slot;
+  if (existed && r->live_bytes != INT64_MAX) r->live_bytes -= (int64_t)*slot; /* a sum stopped at INT64_MAX stays */
   *slot = ev->size;
-  r->live_bytes += (int64_t)ev->size;
+  sim_bytes_sum(&r->live_bytes, ev->size);
   if (r->live_bytes > s->live_peak) {
     s->live_peak = r->live_bytes;
     s->live_peak_seq = ev->seq;
@@ -82,14 +83,14 @@ static void summary_add(summary_read *r, const sim_event *ev) {
   case SIM_EV_FREE_REQUESTED: {
     uint64_t v;
     s->frees++;
-    if (sim_map_del(&sc->m1, ev->addr, &v)) r->live_bytes -= (int64_t)v;
+    if (sim_map_del(&sc->m1, ev->addr, &v) && r->live_bytes != INT64_MAX) r->live_bytes -= (int64_t)v;
     break;
   }
   case SIM_EV_KERNEL: s->kernel_ns += ev->dur > 0 ? (uint64_t)ev->dur : 0; break;
   case SIM_EV_MEMCPY:
     if (ev->dir < SIM_COPY__COUNT && ev->mem < SIM_MEM__COUNT) {
       s->copies[ev->dir][ev->mem]++;
-      s->copy_bytes[ev->dir][ev->mem] += ev->size;
+      sim_bytes_sum(&s->copy_bytes[ev->dir][ev->mem], ev->size);
     }
     s->copy_ns += ev->dur > 0 ? (uint64_t)ev->dur : 0;
     break;
@@ -574,6 +575,13 @@ static int64_t opt_int_field(lua_State *L, int idx, const char *k, int64_t def) 
   return v;
 }
 
+/* opt_int_field held to [lo, hi], as an importer holds the same field (replay/io/limits.h). */
+static int64_t ranged_field(lua_State *L, int idx, const char *k, int64_t def, int64_t lo, int64_t hi, const char *range) {
+  int64_t v = opt_int_field(L, idx, k, def);
+  if (v != def && (v < lo || v > hi)) luaL_error(L, "event field '%s' is out of range (%I; %s)", k, (lua_Integer)v, range);
+  return v;
+}
+
 static int enum_field(lua_State *L, int idx, const char *k, int (*from)(const char *), int def) {
   lua_getfield(L, idx, k);
   int v = def;
@@ -591,19 +599,24 @@ void lapi_read_event(lua_State *L, int idx, sim_event *ev) {
   if (lua_type(L, idx) != LUA_TTABLE) luaL_error(L, "an event must be a table, not a %s", luaL_typename(L, idx));
   ev->kind = (uint8_t)enum_field(L, idx, "kind", kind_from, ev->kind);
   if (ev->kind == SIM_EV_NONE) luaL_error(L, "an event needs a kind ('alloc', 'free', 'kernel', ...)");
-  ev->ts = opt_int_field(L, idx, "ts", ev->ts);
-  ev->dur = opt_int_field(L, idx, "dur", ev->dur);
-  ev->dev_ts = opt_int_field(L, idx, "dev_ts", ev->dev_ts);
-  ev->api_dur = opt_int_field(L, idx, "api_dur", ev->api_dur);
+  /* the ranges an importer holds these to: any arithmetic on them then stays in 64 bits */
+  static const char times[] = "memplay takes at most 2^62 either way";
+  ev->ts = ranged_field(L, idx, "ts", ev->ts, -IO_MAX_TIME_NS, IO_MAX_TIME_NS, times);
+  ev->dur = ranged_field(L, idx, "dur", ev->dur, -1, IO_MAX_TIME_NS, "-1, unknown, or a duration up to 2^62 ns");
+  ev->dev_ts = ranged_field(L, idx, "dev_ts", ev->dev_ts, -IO_MAX_TIME_NS, IO_MAX_TIME_NS, times);
+  ev->api_dur = ranged_field(L, idx, "api_dur", ev->api_dur, -IO_MAX_TIME_NS, IO_MAX_TIME_NS, times);
   ev->addr = (uint64_t)opt_int_field(L, idx, "addr", (int64_t)ev->addr);
   lua_getfield(L, idx, "size");
-  if (!lua_isnil(L, -1)) ev->size = lapi_check_size(L, -1, "event field 'size'");
+  if (!lua_isnil(L, -1)) {
+    ev->size = lapi_check_size(L, -1, "event field 'size'");
+    if (ev->size > IO_MAX_BYTES) luaL_error(L, "event field 'size' is out of range (%I; memplay takes at most 2^48 bytes)", (lua_Integer)ev->size);
+  }
   lua_pop(L, 1);
-  ev->stream = opt_int_field(L, idx, "stream", ev->stream);
+  ev->stream = ranged_field(L, idx, "stream", ev->stream, -IO_MAX_TIME_NS, IO_MAX_TIME_NS, times);
   ev->stack = opt_int_field(L, idx, "site", ev->stack);
   ev->name = opt_int_field(L, idx, "name_id", ev->name);
-  ev->step = (int32_t)opt_int_field(L, idx, "step", ev->step);
-  ev->device = (int16_t)opt_int_field(L, idx, "device", ev->device);
+  ev->step = (int32_t)ranged_field(L, idx, "step", ev->step, -1, INT32_MAX, "-1, none, or a step up to 2^31 - 1");
+  ev->device = (int16_t)ranged_field(L, idx, "device", ev->device, -1, IO_MAX_DEVICE, "-1, the host, or a device up to 1023");
   ev->mem = (uint8_t)enum_field(L, idx, "mem", mem_from, ev->mem);
   ev->dir = (uint8_t)enum_field(L, idx, "dir", dir_from, ev->dir);
   int cat = enum_field(L, idx, "category", cat_from, -1);

@@ -8,8 +8,10 @@
 struct lsummary {
   int refs;
   uint64_t events, by_kind[SIM_EV__COUNT];
-  uint64_t allocs, alloc_bytes, frees, size_min, size_max;
-  uint64_t cat_allocs[SIM_CAT__COUNT], cat_bytes[SIM_CAT__COUNT];
+  uint64_t allocs, frees, size_min, size_max;
+  int64_t alloc_bytes; /* sums of bytes: sim_bytes_sum */
+  uint64_t cat_allocs[SIM_CAT__COUNT];
+  int64_t cat_bytes[SIM_CAT__COUNT];
   int64_t live_peak, live_peak_seq; /* requested bytes live at once (no allocator) */
   int64_t first_ts, last_ts;
   int32_t step_min, step_max;
@@ -18,7 +20,8 @@ struct lsummary {
   size_t nstreams;
   int devices[REPLAY_MAX_DEVICES + 1];
   uint64_t kernel_ns, copy_ns;
-  uint64_t copy_bytes[SIM_COPY__COUNT][SIM_MEM__COUNT], copies[SIM_COPY__COUNT][SIM_MEM__COUNT];
+  int64_t copy_bytes[SIM_COPY__COUNT][SIM_MEM__COUNT];
+  uint64_t copies[SIM_COPY__COUNT][SIM_MEM__COUNT];
   int64_t *names; /* distinct name ids, sorted */
   size_t nnames;
   int64_t *sites; /* distinct call stack ids, sorted */

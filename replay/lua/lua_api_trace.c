@@ -112,11 +112,11 @@ int lapi_trace_count(lua_State *L) {
   if (!open_seq_range(t, sc)) lapi_scratch_open(L, sc, t);
   sim_event ev;
   lua_Integer n = 0;
-  uint64_t bytes = 0;
+  int64_t bytes = 0;
   while (lapi_scratch_next(L, sc, &ev, "count") > 0)
     if (xf_filter_match(&sc->f, &ev)) {
       n++;
-      bytes += ev.size;
+      sim_bytes_sum(&bytes, ev.size);
     }
   lapi_scratch_free(sc);
   lua_pushinteger(L, n);
@@ -189,7 +189,7 @@ int lapi_trace_summary(lua_State *L) {
   lapi_set_int(L, "categorized_allocs", (int64_t)(s->allocs - s->cat_allocs[SIM_CAT_UNKNOWN]));
   lapi_set_int(L, "first_ts", s->first_ts);
   lapi_set_int(L, "last_ts", s->last_ts);
-  lapi_set_num(L, "duration_s", (double)(s->last_ts - s->first_ts) / 1e9);
+  lapi_set_num(L, "duration_s", (double)sim_ns_between(s->first_ts, s->last_ts) / 1e9);
   if (s->step_max >= s->step_min) {
     lapi_set_int(L, "first_step", s->step_min);
     lapi_set_int(L, "last_step", s->step_max);
@@ -298,7 +298,8 @@ int lapi_trace_allocations(lua_State *L) {
 
 typedef struct site_acc {
   int64_t stack;
-  uint64_t count, bytes, max;
+  uint64_t count, max;
+  int64_t bytes; /* sim_bytes_sum */
   int64_t first_seq;
 } site_acc;
 
@@ -330,7 +331,7 @@ int lapi_trace_sites(lua_State *L) {
     }
     site_acc *a = &acc[*slot];
     a->count++;
-    a->bytes += ev.size;
+    sim_bytes_sum(&a->bytes, ev.size);
     if (ev.size > a->max) a->max = ev.size;
   }
   site_acc *acc = sc->p[0];

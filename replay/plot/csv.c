@@ -5,7 +5,7 @@
 
 static void row(FILE *f, const plot_series *s, const plot_point *p) {
   fprintf(f, "%" PRId64 ",", p->seq);
-  if (s->has_ts) fprintf(f, "%.9f", (double)(p->ts - s->first_ts) / 1e9);
+  if (s->has_ts) fprintf(f, "%.9f", (double)sim_ns_between(s->first_ts, p->ts) / 1e9);
   fprintf(f, ",%" PRId64 ",%" PRId64, p->allocated, p->reserved);
   for (int k = 0; s->has_categories && k < SIM_CAT__COUNT; k++) fprintf(f, ",%" PRId64, p->cat[k]);
   fputc('\n', f);

@@ -88,7 +88,7 @@ static void series_json(FILE *f, const plot_series *s, int has_ts) {
   fprintf(f, "\",\"x\":[");
   for (size_t i = 0; i < s->n; i++) {
     const plot_point *p = &s->buckets[i].hi;
-    fprintf(f, "%s%" PRId64, i ? "," : "", has_ts ? p->ts - s->first_ts : p->seq);
+    fprintf(f, "%s%" PRId64, i ? "," : "", has_ts ? sim_ns_between(s->first_ts, p->ts) : p->seq);
   }
   fprintf(f, "],\"a\":[");
   for (size_t i = 0; i < s->n; i++) fprintf(f, "%s%" PRId64, i ? "," : "", s->buckets[i].hi.allocated);

@@ -115,7 +115,7 @@ static void json_string(FILE *f, const char *s) {
 /* Thousandths of a microsecond (nanoseconds) since the first event, or of the event index when the
  * trace has no times. */
 static int64_t us_milli(const plot_perfetto *p, int64_t seq, int64_t ts) {
-  return p->has_ts ? ts - p->first_ts : seq * 1000;
+  return p->has_ts ? sim_ns_between(p->first_ts, ts) : seq * 1000;
 }
 
 /* v thousandths as printf's "%.3f" writes v / 1e3, into b (32 bytes): without floating-point

@@ -22,7 +22,7 @@ void plot_series_release(plot_series *s) {
   memset(s, 0, sizeof *s);
 }
 
-int64_t plot_series_x(const plot_series *s, int64_t seq, int64_t ts) { return s->has_ts ? ts - s->first_ts : seq; }
+int64_t plot_series_x(const plot_series *s, int64_t seq, int64_t ts) { return s->has_ts ? sim_ns_between(s->first_ts, ts) : seq; }
 
 /* b takes in what a (its neighbour) saw: the lower lows and the higher highs. */
 static void bucket_merge(plot_bucket *a, const plot_bucket *b) {

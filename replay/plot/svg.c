@@ -86,7 +86,7 @@ static void chart_layout(chart *c, const plot_figure *fig, double top) {
   }
   for (size_t i = 0; i < fig->nseries; i++) {
     const plot_series *s = fig->series[i];
-    double end = c->has_ts ? (double)(s->last_ts - s->first_ts) : (double)(s->events ? s->events - 1 : 0);
+    double end = c->has_ts ? (double)sim_ns_between(s->first_ts, s->last_ts) : (double)(s->events ? s->events - 1 : 0);
     if (first || end > c->x1) c->x1 = end;
     first = 0;
     if ((double)s->peak.allocated > ymax) ymax = (double)s->peak.allocated;
@@ -106,7 +106,7 @@ static void chart_layout(chart *c, const plot_figure *fig, double top) {
 
 /* x in the series' own terms (time since its first event, or event index) */
 static double sx(const plot_series *s, const chart *c, int64_t seq, int64_t ts) {
-  return c->has_ts ? (double)(ts - s->first_ts) : (double)seq;
+  return c->has_ts ? (double)sim_ns_between(s->first_ts, ts) : (double)seq;
 }
 
 /* Labels of the x axis: "1.5 s", "250 ms", or an event index. */

@@ -69,11 +69,11 @@ static void count_event(event_counts *c, const sim_event *ev) {
   if (ev->kind == SIM_EV_ALLOC || ev->kind == SIM_EV_HOST_ALLOC) {
     if (ev->category < SIM_CAT__COUNT) {
       c->cats[ev->category]++;
-      c->cat_bytes[ev->category] += (int64_t)ev->size;
+      sim_bytes_sum(&c->cat_bytes[ev->category], ev->size);
     }
     if (ev->cat_source < SIM_CATSRC__COUNT) {
       c->srcs[ev->cat_source]++;
-      c->src_bytes[ev->cat_source] += (int64_t)ev->size;
+      sim_bytes_sum(&c->src_bytes[ev->cat_source], ev->size);
     }
   }
 }

@@ -636,11 +636,11 @@ static int scan_requests(validator *v) {
       p->seg = -1;
       *slot = v->npre;
       *sim_map_put(&req, ev.addr, NULL) = ev.size;
-      requested += (int64_t)ev.size;
+      sim_bytes_sum(&requested, ev.size);
     } else if (ev.kind == SIM_EV_ALLOC) {
       int existed;
       *sim_map_put(&req, ev.addr, &existed) = ev.size;
-      if (!existed) requested += (int64_t)ev.size;
+      if (!existed) sim_bytes_sum(&requested, ev.size);
     } else if (sim_event_is_free(&ev)) {
       uint64_t idx;
       if (sim_map_del(&open, ev.addr, &idx)) {
@@ -649,7 +649,8 @@ static int scan_requests(validator *v) {
         p->freed = 1;
       }
       uint64_t sz;
-      if (ev.kind != SIM_EV_FREE_REQUESTED && sim_map_del(&req, ev.addr, &sz)) requested -= (int64_t)sz;
+      if (ev.kind != SIM_EV_FREE_REQUESTED && sim_map_del(&req, ev.addr, &sz) && requested != INT64_MAX)
+        requested -= (int64_t)sz; /* a sum stopped at INT64_MAX stays */
     }
     if (requested > peak) peak = requested;
   }

@@ -5,7 +5,9 @@
 # time summed past 2^63 ns. The model now follows recorded times within +-2^61 ns and
 # durations within 2^56 ns, keeps its predictions in range, and otherwise stops: the replay
 # fails (exit 1) naming the event and why; --no-time (device = false in a script) replays the
-# memory alone. And a trace whose first kernel ran on stream -1 crashed the time model (its
+# memory alone. The same trace's first and last times, 2^63 ns apart, overflowed where `info`,
+# `plot`, `export --format perfetto` and a script's summary take their difference: it is held
+# to 2^63 - 1 there. And a trace whose first kernel ran on stream -1 crashed the time model (its
 # stream cache took the key of stream -1 on device 0 for a hit before any look-up).
 . "$TESTS_DIR/cli/lib.sh"
 python3 - "$T" <<'PY'
@@ -33,6 +35,10 @@ expect 1 replay far --no-save && has "$T/err" \
 has "$T/err" "replay it with --no-time"
 expect 0 replay far --no-save --no-time && has "$T/out" "peak allocated      1.00 KiB"
 expect 2 replay far --no-save --no-time --device H100 && has "$T/err" "--no-time predicts no time: it takes no --device"
+expect 0 info far && has "$T/out" "far"
+expect 0 info far --json && has "$T/out" '"duration_ns":9223372036854775807'
+for o in far.svg far.html; do expect 0 plot far -o "$T/$o"; done
+expect 0 export far --format perfetto -o "$T/far.json"
 expect 1 replay long --no-save && has "$T/err" "stopped at event 0: its dur of 4611686018427387903 ns lies outside"
 expect 1 replay wide --no-save && has "$T/err" "stopped at event 2096: the time it sums (busy or blocked) passes 2^63 ns"
 expect 1 replay wide --no-save --device A100-80GB && has "$T/err" "the time it sums (busy or blocked) passes 2^63 ns"
@@ -41,6 +47,7 @@ local t = memplay.store():trace("far")
 local ok, err = pcall(function() return t:replay{} end)
 print("timed", ok, err)
 print("memory", t:replay{device = false}.peak_allocated_bytes)
+print("duration", t:summary().duration_s)
 LUA
-expect 0 run "$T/far.lua" && { has "$T/out" "timed	false"; has "$T/out" "the time model stopped at event 0"; has "$T/out" "memory	1024"; }
+expect 0 run "$T/far.lua" && { has "$T/out" "timed	false"; has "$T/out" "the time model stopped at event 0"; has "$T/out" "memory	1024"; has "$T/out" "duration	9223372036.8548"; }
 finish

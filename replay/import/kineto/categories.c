@@ -71,6 +71,6 @@ int kineto_decision_apply(kwalk *kw, sim_event *ev, int64_t ordinal) {
     ev->cat_source = kw->next->src;
   }
   kw->by_method[ev->cat_source]++;
-  kw->bytes_by_method[ev->cat_source] += (int64_t)ev->size;
+  sim_bytes_sum(&kw->bytes_by_method[ev->cat_source], ev->size);
   return 0;
 }
