@@ -217,7 +217,7 @@ static void write_counters(const plot_perfetto *p, const plot_series *s, FILE *f
 }
 
 int plot_perfetto_write(plot_perfetto *p, const plot_series *s, FILE *f) {
-  qsort(p->items, p->n, sizeof *p->items, cmp_item);
+  if (p->n) qsort(p->items, p->n, sizeof *p->items, cmp_item); /* none: no array (qsort wants one) */
   fprintf(f, "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"source\":\"memplay\",\"time\":\"%s\"},\n\"traceEvents\":[\n",
           p->has_ts ? "microseconds since the trace's first event" : "the event index (the trace has no times)");
   write_names(p, f);
