@@ -39,7 +39,7 @@
 #define TM_GIB 1073741824.0
 #define TM_UNKNOWN INT64_MIN
 #define TM_MAX_DUR INT64_C(4500000000000000) /* a scaled duration's bound (below 2^52 ns) */
-#define TM_MAX_CHUNKS (UINT64_C(1) << 20)     /* the most chunks a staged copy is simulated in */
+#define TM_MAX_CHUNKS (UINT64_C(1) << 12)     /* the most chunks a staged copy is simulated in */
 
 /*
  * The range the model follows, in which no sum or difference of its times can pass 2^63 ns. An
@@ -164,8 +164,7 @@ struct sim_tm {
   tm_stream *streams;
   size_t nstreams, streams_cap;
   sim_map stream_idx;
-  uint64_t last_stream_key; /* key + 1 of the stream looked up last, 0 none */
-  tm_stream *last_stream;   /* that stream (streams grow only in stream_lookup, which sets it) */
+  tm_stream *last_stream;   /* the stream looked up last, NULL none (streams grow only in stream_lookup, which sets it) */
   tm_device *last_dev;      /* and its device */
   tm_op *ops;
   int64_t nops;
@@ -704,9 +703,22 @@ static inline tm_device *device_of(sim_tm *tm, const sim_event *ev, int *index) 
   return dv;
 }
 
-static tm_stream *stream_lookup(sim_tm *tm, int device, int64_t stream, uint64_t key) {
+/* Streams are found by a key of their device and handle. Handles are any 64-bit value, so two
+ * streams can share a key: the second takes the next key of the chain, and a look-up follows the
+ * chain until it meets its own stream (or a key no stream holds). */
+static uint64_t stream_key(int device, int64_t stream) { return (uint64_t)stream ^ ((uint64_t)device << 56); }
+static uint64_t stream_key_next(uint64_t key) { return key * UINT64_C(0x9E3779B97F4A7C15) + 1; }
+
+static int stream_is(const tm_stream *s, int device, int64_t stream) { return s->id == stream && s->device == device; }
+
+/* The stream, made when there is none. */
+static tm_stream *stream_lookup(sim_tm *tm, int device, int64_t stream) {
   int existed;
-  uint64_t *slot = sim_map_put(&tm->stream_idx, key, &existed);
+  uint64_t *slot;
+  for (uint64_t key = stream_key(device, stream);; key = stream_key_next(key)) {
+    slot = sim_map_put(&tm->stream_idx, key, &existed);
+    if (!existed || stream_is(&tm->streams[*slot], device, stream)) break;
+  }
   if (!existed) {
     sim_grow((void **)&tm->streams, &tm->streams_cap, tm->nstreams + 1, sizeof *tm->streams);
     tm_stream *s = &tm->streams[tm->nstreams];
@@ -718,30 +730,32 @@ static tm_stream *stream_lookup(sim_tm *tm, int device, int64_t stream, uint64_t
     s->rec_ready = s->rec_last = TM_UNKNOWN;
     *slot = tm->nstreams++;
   }
-  tm->last_stream_key = key + 1;
   tm->last_stream = &tm->streams[*slot];
   return tm->last_stream;
 }
 
 /* stream_of() for another stream than the last: its device set up, the stream found or made. */
-__attribute__((noinline)) static tm_stream *stream_switch(sim_tm *tm, const sim_event *ev, int d, uint64_t key) {
+__attribute__((noinline)) static tm_stream *stream_switch(sim_tm *tm, const sim_event *ev, int d) {
   tm->last_dev = device_of(tm, ev, NULL);
-  return stream_lookup(tm, d, ev->stream, key);
+  return stream_lookup(tm, d, ev->stream);
 }
 
 /* The stream of a device operation, and its device (*dv): most events repeat the last one. */
 TM_HOT tm_stream *stream_of(sim_tm *tm, const sim_event *ev, tm_device **dv) {
   int d = ev->device >= 0 && ev->device < TM_MAX_DEVICES ? ev->device : 0;
-  uint64_t key = (uint64_t)ev->stream ^ ((uint64_t)d << 56);
-  /* key + 1 is 0, "none", for one key (stream -1 on device 0): a stream looked up last then */
-  tm_stream *st = tm->last_stream_key == key + 1 && tm->last_stream ? tm->last_stream : stream_switch(tm, ev, d, key);
+  tm_stream *st = tm->last_stream;
+  if (!st || !stream_is(st, d, ev->stream)) st = stream_switch(tm, ev, d);
   *dv = tm->last_dev;
   return st;
 }
 
+/* The stream, or NULL when the device has none of that handle. */
 static tm_stream *stream_find(sim_tm *tm, int device, int64_t stream) {
-  uint64_t *slot = sim_map_get(&tm->stream_idx, (uint64_t)stream ^ ((uint64_t)device << 56));
-  return slot ? &tm->streams[*slot] : NULL;
+  for (uint64_t key = stream_key(device, stream);; key = stream_key_next(key)) {
+    uint64_t *slot = sim_map_get(&tm->stream_idx, key);
+    if (!slot) return NULL;
+    if (stream_is(&tm->streams[*slot], device, stream)) return &tm->streams[*slot];
+  }
 }
 
 /* The operation on another stream of the device whose recorded end is the latest at or just
@@ -1101,7 +1115,9 @@ static void copy_plan_init(sim_tm *tm, const sim_event *ev, copy_plan *c) {
   double bw, dma_bw = 0, stage_bw = 0;
   uint64_t chunk = pf->staging_buffer ? pf->staging_buffer : size;
   /* at most TM_MAX_CHUNKS chunks, each simulated: a larger copy (or a smaller buffer) takes larger
-   * chunks (4 MiB of buffer covers copies up to 4 TiB; a buffer of 1 byte would be a loop of 2^47) */
+   * chunks. 4 MiB of buffer covers copies up to 16 GiB; past that the part of the copy that does
+   * not overlap, one chunk's staging, is at most 1/4096 of it. A buffer of 1 byte would be a loop
+   * of 2^47, and 2^20 chunks a copy took 3.5 s for 11 copies under the sanitizer (fuzz_timemodel). */
   if (c->staged && size / chunk >= TM_MAX_CHUNKS) chunk = size / TM_MAX_CHUNKS + 1;
   uint64_t nchunks = c->staged && size > chunk ? (size + chunk - 1) / chunk : 1;
   if (dir == SIM_COPY_H2D) bw = pinned ? pf->h2d_pinned_bw : pf->h2d_pageable_bw, dma_bw = pf->h2d_pinned_bw;

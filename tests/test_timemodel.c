@@ -878,6 +878,30 @@ static void test_stream_minus_one_first(void) {
   done(&x);
 }
 
+/* Two streams whose look-up keys are the same (stream 0 of device 1, stream 2^56 of device 0:
+ * a key xors the device into the handle's top byte) stay two streams: a sync of device 0 waits
+ * for its own stream's kernel only. They were one stream, of device 1, and the sync waited for
+ * nothing. */
+static void test_streams_sharing_a_key(void) {
+  run x;
+  start(&x);
+  begin(&x);
+  sim_event a = E(&x, SIM_EV_KERNEL, 0);
+  a.device = 1, a.stream = 0, a.dur = 100000, a.name = 7;
+  feed(&x, a); /* 1000..101000 on device 1 */
+  sim_event b = E(&x, SIM_EV_KERNEL, 5);
+  b.device = 0, b.stream = INT64_C(1) << 56, b.dur = 10000, b.name = 7;
+  feed(&x, b); /* 1005..11005 on device 0 */
+  sim_event sy = E(&x, SIM_EV_SYNC, 10);
+  sy.device = 0, sy.stream = -1, sy.name = 9;
+  feed(&x, sy); /* waits until 11005, wakes 500 later */
+  finish(&x);
+  CHECK_EQ(x.r.blocked_sync_ns, 11505 - 10);
+  CHECK_EQ(x.r.end_ns, 101000);
+  check_sums(&x);
+  done(&x);
+}
+
 int main(void) {
   RUN(test_stream_serialises);
   RUN(test_streams_overlap);
@@ -901,5 +925,6 @@ int main(void) {
   RUN(test_range_recorded_fields);
   RUN(test_range_predictions);
   RUN(test_stream_minus_one_first);
+  RUN(test_streams_sharing_a_key);
   TEST_MAIN_END();
 }

@@ -3,7 +3,7 @@
 #
 #   tools/fuzz-campaign.sh [--runs N] [--time SECONDS] [--build DIR] [--corpus DIR] [HARNESS...]
 #
-# HARNESS: pickle snapshot jsonl kineto timeline nsys bfc_log spec restore lua chunk plan text_v6 results (default: all).
+# HARNESS: pickle snapshot jsonl kineto timeline nsys bfc_log spec restore timemodel lua chunk plan text_v6 results (default: all).
 # Each runs until N executions (default 10,000,000) or SECONDS seconds (default 420), whichever comes first, under
 # nice -n 19 on one core, with the ASan/UBSan build of tests/fuzz (configured into DIR, default
 # build-fuzz, with clang, if it is not there yet). What each harness finds interesting is kept in
@@ -29,18 +29,18 @@ case $runs$secs in *[!0-9]*) echo "fuzz-campaign: --runs and --time want whole n
 corpus=${corpus:-$build/corpus}
 # A new importer's harness (tests/fuzz/CMakeLists.txt, MEMPLAY_FUZZ_IMPORTS) joins this list and
 # seeds_of.
-all="pickle snapshot jsonl kineto timeline nsys bfc_log spec restore lua chunk plan text_v6 results"
+all="pickle snapshot jsonl kineto timeline nsys bfc_log spec restore timemodel lua chunk plan text_v6 results"
 harnesses=${*:-$all}
 seeds_of() {
   case $1 in
   pickle) echo "$src/tests/fuzz/corpus" ;;
   snapshot) echo "$src/tests/fuzz/corpus $src/tests/data/snapshots" ;;
   timeline) echo "$src/tests/fuzz/seeds/memory_timeline" ;;
-  jsonl | kineto | nsys | bfc_log | spec | restore | lua | chunk | plan | text_v6 | results) echo "$src/tests/fuzz/seeds/$1" ;;
+  jsonl | kineto | nsys | bfc_log | spec | restore | timemodel | lua | chunk | plan | text_v6 | results) echo "$src/tests/fuzz/seeds/$1" ;;
   *) echo "fuzz-campaign: unknown harness '$1' (known: $all)" >&2; exit 2 ;;
   esac
 }
-maxlen_of() { case $1 in nsys) echo 65536 ;; snapshot | pickle | chunk) echo 262144 ;; *) echo 16384 ;; esac; }
+maxlen_of() { case $1 in nsys) echo 65536 ;; snapshot | pickle | chunk) echo 262144 ;; timemodel) echo 4096 ;; *) echo 16384 ;; esac; }
 for h in $harnesses; do seeds_of "$h" >/dev/null; done
 if [ ! -f "$build/CMakeCache.txt" ]; then
   cmake -S "$src" -B "$build" -DCMAKE_C_COMPILER=clang -DMEMPLAY_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null

@@ -6,7 +6,7 @@
 # operation's time is now held to the time model's bound on one operation (4.5e15 ns, as a
 # kernel's was), and a profile's times to that bound (`devices --set` refuses more). And a staged
 # copy was simulated chunk by chunk: 2^47 bytes through a buffer of 1 byte never ended; a copy is
-# now simulated in at most 2^20 chunks.
+# now simulated in at most 4,096 chunks.
 . "$TESTS_DIR/cli/lib.sh"
 python3 - "$T/long.jsonl" <<'PY'
 import json, sys
