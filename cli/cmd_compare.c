@@ -12,7 +12,7 @@
 #include "cli.h"
 
 static const char *const compare_usage[] = {
-  "memplay compare TRACE... --policy SPEC [--policy SPEC]... [--reference N] [--device NAME] [--capacity SIZE]",
+  "memplay compare TRACE... --policy SPEC [--policy SPEC]... [--reference N] [--device NAME|--no-time] [--capacity SIZE]",
   "                [--timing OPTIONS] [--baseline FILE] [--fail-if 'METRIC OP VALUE']... [--no-fail]",
   "                [--format table|markdown|csv] [--json] [--jobs N] [--shard K/N] [--results FILE.json]",
   "                [--scenario SCRIPT [--set KEY=VALUE]...] [--html FILE.html] [--no-save] [--quiet] [--db FILE]",
@@ -22,6 +22,7 @@ static const char *const compare_usage[] = {
   "  --reference N     the policy the relative columns compare with (1-based; default 1)",
   "  --device NAME     device profile for every cell (time model and capacity; default: the trace's recorded",
   "                    device, if a profile matches, for time only)",
+  "  --no-time         no time prediction, not even on the traces' recorded devices: memory alone",
   "  --capacity SIZE   device memory each cell may use (default: the device profile's, else unlimited)",
   "  --timing OPTIONS  time model options, as for replay",
   "  --scenario SCRIPT a what-if scenario (as whatif takes it) run in every cell with the policy as its",
@@ -53,6 +54,7 @@ static const struct option compare_options[] = {
   {"policy", required_argument, NULL, 'p'},
   {"reference", required_argument, NULL, 'R'},
   {"device", required_argument, NULL, 'd'},
+  {"no-time", no_argument, NULL, 'T'},
   {"capacity", required_argument, NULL, 'c'},
   {"timing", required_argument, NULL, 't'},
   {"jobs", required_argument, NULL, 'j'},
@@ -121,6 +123,7 @@ static int compare_option(compare_opts *o, int opt, const char *arg) {
     o->req.reference = (size_t)v - 1;
     return 0;
   case 'd': o->req.device = arg; return 0;
+  case 'T': o->req.no_time = 1; return 0;
   case 'c': return cli_parse_size("compare", "--capacity", arg, &o->req.capacity) ? CLI_USAGE : 0;
   case 't': o->req.timing = arg; return 0;
   case 'j':

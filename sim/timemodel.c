@@ -630,7 +630,7 @@ static void step_open(sim_tm *tm, const sim_event *ev, int64_t h) {
   sim_tm_step *s = &tm->steps[tm->nsteps];
   memset(s, 0, sizeof *s);
   s->step = ev->step >= 0 ? ev->step : tm->step_counter;
-  tm->step_counter = s->step + 1;
+  tm->step_counter = s->step < INT32_MAX ? s->step + 1 : s->step; /* the next unnumbered step's number */
   s->begin_seq = ev->seq;
   s->end_seq = -1;
   s->start_ns = h;

@@ -902,6 +902,25 @@ static void test_streams_sharing_a_key(void) {
   done(&x);
 }
 
+/* A step numbered 2^31 - 1 (the largest a trace holds): the next unnumbered step took its
+ * number plus one, past int32 (undefined behaviour, found by fuzz_lua); it keeps it. */
+static void test_last_step_number(void) {
+  run x;
+  start(&x);
+  begin(&x);
+  sim_event m = E(&x, SIM_EV_MARKER, 0);
+  m.flags = SIM_EVF_STEP_BEGIN, m.step = INT32_MAX;
+  feed(&x, m);
+  kernel(&x, 10, 1, 1000, 0);
+  marker(&x, 5000, SIM_EVF_STEP_BEGIN, -1); /* unnumbered */
+  marker(&x, 9000, SIM_EVF_STEP_END, -1);
+  finish(&x);
+  CHECK_EQ(x.r.nsteps, 2);
+  CHECK_EQ(x.r.steps[0].step, INT32_MAX);
+  CHECK_EQ(x.r.steps[1].step, INT32_MAX);
+  done(&x);
+}
+
 int main(void) {
   RUN(test_stream_serialises);
   RUN(test_streams_overlap);
@@ -926,5 +945,6 @@ int main(void) {
   RUN(test_range_predictions);
   RUN(test_stream_minus_one_first);
   RUN(test_streams_sharing_a_key);
+  RUN(test_last_step_number);
   TEST_MAIN_END();
 }

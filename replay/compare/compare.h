@@ -161,6 +161,7 @@ typedef struct cmp_request {
   size_t npolicies;
   size_t reference;            /* index into policies */
   const char *device;          /* NULL: none (each trace's recorded device, when a profile matches) */
+  int no_time;                 /* no device profile at all: no time prediction, not even on the recorded device */
   uint64_t capacity;           /* UINT64_MAX: the device's, else unlimited */
   const char *timing;
   const char *scenario_path;   /* a what-if scenario (Lua) applied to every cell, or NULL: plain replays */

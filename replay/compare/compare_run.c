@@ -26,12 +26,21 @@ int cmp_request_check(const cmp_request *req, char *err, size_t errlen) {
   if (req->shard_n && req->save)
     return snprintf(err, errlen, "a shard reads the store read-only: it stores no runs (pass --no-save)"),
            CMP_EUSAGE;
+  if (req->no_time && (req->device || req->timing || req->scenario_path))
+    return snprintf(err, errlen, "--no-time predicts no time: it takes no %s",
+                    req->device ? "--device" : req->timing ? "--timing" : "--scenario (a scenario's replays name their own device)"),
+           CMP_EUSAGE;
   if (req->jobs < 1) return snprintf(err, errlen, "--jobs must be at least 1"), CMP_EUSAGE;
   int has_device = req->device != NULL;
   for (size_t i = 0; i < req->npolicies; i++) {
     cmp_policy p;
     if (cmp_policy_parse(&p, req->policies[i], err, errlen)) return CMP_EUSAGE;
     has_device &= p.device != NULL || req->device != NULL;
+    if (req->no_time && p.device) {
+      snprintf(err, errlen, "policy '%s' names a device profile: --no-time predicts no time", req->policies[i]);
+      cmp_policy_release(&p);
+      return CMP_EUSAGE;
+    }
     for (size_t j = 0; j < i; j++)
       if (!strcmp(req->policies[j], req->policies[i])) {
         snprintf(err, errlen, "policy '%s' given twice", req->policies[i]);
@@ -405,6 +414,7 @@ static void run_cell(workers *w, session *ses, store *s, trace_cache *tc, pendin
   q.trace = &t;
   q.allocator = p->allocator;
   q.device = p->device ? p->device : w->req->device;
+  q.no_device = w->req->no_time;
   q.capacity = p->capacity != UINT64_MAX ? p->capacity : w->req->capacity;
   q.timing = w->req->timing;
   /* a cell that is not stored, and that no report looks into (its timeline, its state at the peak),

@@ -55,7 +55,7 @@ xf_lifetime *xf_lifetime_compute(replay_source *src, char *err, size_t errlen) {
       uint64_t *slot = sim_map_put(&live, ev.addr, &existed);
       /* A repeated allocation of a live address replaces it: the first is never freed. */
       if (existed) mark_persistent(lt, (int64_t)(*slot & SEQ_MASK), *sim_map_get(&sizes, ev.addr));
-      *slot = (uint64_t)ev.seq | ((uint64_t)(uint32_t)(ev.step + 1) << SEQ_BITS);
+      *slot = (uint64_t)ev.seq | ((uint64_t)((uint32_t)ev.step + 1u) << SEQ_BITS);
       *sim_map_put(&sizes, ev.addr, NULL) = ev.size;
     } else if (sim_event_is_free(&ev)) {
       uint64_t *p = sim_map_get(&live, ev.addr);

@@ -193,7 +193,7 @@ int lapi_trace_summary(lua_State *L) {
   if (s->step_max >= s->step_min) {
     lapi_set_int(L, "first_step", s->step_min);
     lapi_set_int(L, "last_step", s->step_max);
-    lapi_set_int(L, "steps", s->step_max - s->step_min + 1);
+    lapi_set_int(L, "steps", (int64_t)s->step_max - s->step_min + 1);
   } else {
     lapi_set_int(L, "steps", (int64_t)s->step_markers);
   }

@@ -481,8 +481,8 @@ static void time_stopped_error(const session_run *run, char *err, size_t errlen)
   char at[64] = "at the end";
   if (run->time.stopped_seq >= 0) snprintf(at, sizeof at, "at event %lld", (long long)run->time.stopped_seq);
   snprintf(err, errlen,
-           "the time model stopped %s: %s; no time is predicted (the memory alone: replay it with --no-time, or "
-           "device = false in a script)",
+           "the time model stopped %s: %s; no time is predicted (the memory alone: replay or compare with "
+           "--no-time, or device = false in a script)",
            at, run->time.stopped_why);
 }
 

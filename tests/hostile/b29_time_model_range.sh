@@ -32,13 +32,16 @@ for t in far long wide minus; do expect 0 import "$T/$t.jsonl"; done
 expect 0 replay minus --no-save && has "$T/out" "predicted           8.000 us in total"
 expect 1 replay far --no-save && has "$T/err" \
   "the time model stopped at event 0: its ts of -4611686018427387904 ns lies outside +-2^61 ns (73 years)"
-has "$T/err" "replay it with --no-time"
+has "$T/err" "replay or compare with --no-time"
 expect 0 replay far --no-save --no-time && has "$T/out" "peak allocated      1.00 KiB"
 expect 2 replay far --no-save --no-time --device H100 && has "$T/err" "--no-time predicts no time: it takes no --device"
 expect 0 info far && has "$T/out" "far"
 expect 0 info far --json && has "$T/out" '"duration_ns":9223372036854775807'
 for o in far.svg far.html; do expect 0 plot far -o "$T/$o"; done
 expect 0 export far --format perfetto -o "$T/far.json"
+expect 1 compare far --policy torch --policy bfc --no-save && has "$T/out" "the time model stopped at event 0"
+expect 0 compare far --policy torch --policy bfc --no-save --no-time && has "$T/out" "0 failed"
+expect 2 compare far --policy torch@H100 --no-time && has "$T/err" "policy 'torch@H100' names a device profile: --no-time predicts no time"
 expect 1 replay long --no-save && has "$T/err" "stopped at event 0: its dur of 4611686018427387903 ns lies outside"
 expect 1 replay wide --no-save && has "$T/err" "stopped at event 2096: the time it sums (busy or blocked) passes 2^63 ns"
 expect 1 replay wide --no-save --device A100-80GB && has "$T/err" "the time it sums (busy or blocked) passes 2^63 ns"
