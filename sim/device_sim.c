@@ -275,6 +275,10 @@ static const sim_device_ops simdev_ops = {
 
 #define SIMDEV_FIRST_VA UINT64_C(0x7f0000000000) /* upwards from here; SIM_VA_DOWN's slabs below it */
 
+/* What a simulated device holds: its capacity, and without one (UINT64_MAX) the most one may give,
+ * so that what a model holds stays far inside its 64-bit counters. */
+static uint64_t held_capacity(uint64_t capacity) { return capacity < SIM_SIZE_MAX ? capacity : SIM_SIZE_MAX; }
+
 void sim_simdev_init(sim_device *d, uint64_t capacity, uint64_t total_memory) {
   memset(d, 0, sizeof *d);
   simdev *s = sim_xcalloc(1, sizeof *s);
@@ -285,7 +289,7 @@ void sim_simdev_init(sim_device *d, uint64_t capacity, uint64_t total_memory) {
   sim_arena_init(&s->pieces, sizeof(piece), offsetof(piece, next), PIECES_PER_CHUNK);
   d->ops = &simdev_ops;
   d->ctx = s;
-  d->capacity = capacity < SIM_SIZE_MAX ? capacity : SIM_SIZE_MAX; /* unlimited: the most one may give */
+  d->capacity = held_capacity(capacity);
   d->total_memory = sim_simdev_total_memory(capacity, total_memory);
   d->free_memory = d->total_memory;
   d->cc_major = 9;
@@ -297,7 +301,7 @@ uint64_t sim_simdev_total_memory(uint64_t capacity, uint64_t total_memory) {
 
 void sim_simdev_resize(sim_device *d, uint64_t capacity, uint64_t total_memory) {
   sim_assert_internal(!d->used && !d->mallocs && !d->maps); /* just reset */
-  d->capacity = capacity < SIM_SIZE_MAX ? capacity : SIM_SIZE_MAX;
+  d->capacity = held_capacity(capacity);
   d->total_memory = sim_simdev_total_memory(capacity, total_memory);
   d->free_memory = d->total_memory;
 }

@@ -152,4 +152,10 @@ static inline void sim_bytes_sum(int64_t *sum, uint64_t bytes) {
   *sum = bytes > (uint64_t)(INT64_MAX - *sum) ? INT64_MAX : *sum + (int64_t)bytes;
 }
 
+/* Takes bytes added by sim_bytes_sum back out (a freed allocation); a sum stopped at INT64_MAX
+ * stays there. */
+static inline void sim_bytes_drop(int64_t *sum, uint64_t bytes) {
+  if (*sum != INT64_MAX) *sum -= (int64_t)bytes;
+}
+
 #endif

@@ -384,7 +384,7 @@ void categorize_tally_decided(categorize_tally *t, int64_t seq, int cat_source) 
   uint64_t size;
   if (!sim_map_del(&t->pending, (uint64_t)seq, &size)) return;
   t->count[SIM_CATSRC_NONE]--;
-  if (t->bytes[SIM_CATSRC_NONE] != INT64_MAX) t->bytes[SIM_CATSRC_NONE] -= (int64_t)size; /* a sum stopped at INT64_MAX stays */
+  sim_bytes_drop(&t->bytes[SIM_CATSRC_NONE], size);
   t->count[cat_source & 15]++;
   sim_bytes_sum(&t->bytes[cat_source & 15], size);
 }

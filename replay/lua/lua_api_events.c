@@ -53,7 +53,7 @@ static void summary_alloc(summary_read *r, const sim_event *ev) {
   sc->p[2] = s->streams;
   int existed;
   uint64_t *slot = sim_map_put(&sc->m1, ev->addr, &existed);
-  if (existed && r->live_bytes != INT64_MAX) r->live_bytes -= (int64_t)*slot; /* a sum stopped at INT64_MAX stays */
+  if (existed) sim_bytes_drop(&r->live_bytes, *slot);
   *slot = ev->size;
   sim_bytes_sum(&r->live_bytes, ev->size);
   if (r->live_bytes > s->live_peak) {
@@ -83,7 +83,7 @@ static void summary_add(summary_read *r, const sim_event *ev) {
   case SIM_EV_FREE_REQUESTED: {
     uint64_t v;
     s->frees++;
-    if (sim_map_del(&sc->m1, ev->addr, &v) && r->live_bytes != INT64_MAX) r->live_bytes -= (int64_t)v;
+    if (sim_map_del(&sc->m1, ev->addr, &v)) sim_bytes_drop(&r->live_bytes, v);
     break;
   }
   case SIM_EV_KERNEL: s->kernel_ns += ev->dur > 0 ? (uint64_t)ev->dur : 0; break;

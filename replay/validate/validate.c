@@ -649,8 +649,7 @@ static int scan_requests(validator *v) {
         p->freed = 1;
       }
       uint64_t sz;
-      if (ev.kind != SIM_EV_FREE_REQUESTED && sim_map_del(&req, ev.addr, &sz) && requested != INT64_MAX)
-        requested -= (int64_t)sz; /* a sum stopped at INT64_MAX stays */
+      if (ev.kind != SIM_EV_FREE_REQUESTED && sim_map_del(&req, ev.addr, &sz)) sim_bytes_drop(&requested, sz);
     }
     if (requested > peak) peak = requested;
   }
