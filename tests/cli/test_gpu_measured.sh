@@ -11,7 +11,8 @@
 #  - the second H200 run's (section 7): pacing that waits, and a JAX job recorded;
 #  - the same PyTorch jobs recorded on an H200 and an H100 (section 8): the H200's kernels scaled
 #    to the H100 by the model, against the H100's own;
-#  - those jobs recorded without PyTorch's cache, replayed on an H100 under `cuda` (section 9).
+#  - those jobs recorded without PyTorch's cache, replayed on an H100 under `cuda` (section 9);
+#  - the second H100 run of 2026-11-27 (section 11), whose own plan had the later rules.
 . "$TESTS_DIR/cli/lib.sh"
 command -v sqlite3 >/dev/null || {
   echo "skipped: the sqlite3 shell is needed (tools/deps.sh installs it)"
@@ -270,4 +271,19 @@ expect 0 replay sample --allocator async --no-save --json
 [ "$(json_get peak_reserved_bytes)" = 19864223744 ] || fail "async, addresses down: $(json_get peak_reserved_bytes) bytes, the real pool's 19864223744"
 expect 2 replay sample --address-order sideways --no-save
 has "$T/err" "--address-order wants auto, up or down"
+# 11. docs/measurements/h100-2026-11-27b: a GPU run whose own plan had the rules sections 3, 5, 6
+#    and 10 hold with NOW (the async model's joining frees, the filled holes, the addresses
+#    downwards): the simulator predicts what that run predicted, and what it measured stays within
+#    the published error.
+H="$MEMPLAY_SRC/docs/measurements/h100-2026-11-27b/raw"
+gpu_check sample_cuda 0.011 sample --allocator cuda
+gpu_check sample_async 0 sample --allocator async
+gpu_check sample_torch 0 sample --allocator torch
+gpu_check sample_torch_expandable 0 sample --allocator torch:expandable_segments:True
+gpu_check sample_cuda_capacity 0 sample --allocator cuda --capacity 12GiB
+gpu_check sample_torch_capacity 0 sample --allocator torch --capacity 16GiB
+[ "$(jx "$H/gpu_sample_torch_capacity.out" '$.ooms')" = 89 ] || fail "the second H100 run: torch at 16 GiB made other than 89 OOMs on the GPU"
+gpu_check two_streams_async 10.65 two_streams --allocator async
+gpu_check two_streams_async_release_threshold_max 5.70 two_streams --allocator async:release_threshold=max
+gpu_check two_streams_cuda 0.41 two_streams --allocator cuda
 finish
