@@ -234,6 +234,46 @@ static int is_free(int k) { return k == SIM_EV_FREE || k == SIM_EV_FREE_REQUESTE
 
 /* ---- tests -------------------------------------------------------------------------------- */
 
+/* Steps past 2^24: an allocation freed in its own step is transient, one freed in another step
+ * persistent, whatever the step's width (the lifetime pass keeps a wide step apart). */
+static void test_lifetimes_wide_steps(void) {
+  static const int32_t steps[][2] = {
+      {(1 << 24) + 5, (1 << 24) + 5}, /* transient */
+      {(1 << 24) + 5, 5},             /* persistent: 24 bits of step + 1 would read 5 */
+      {(1 << 24) - 1, (1 << 24) - 1}, /* transient: the first wide step + 1 */
+      {(1 << 24) - 2, (1 << 24) - 2}, /* transient: the last narrow one */
+      {INT32_MAX, INT32_MAX},         /* transient */
+      {INT32_MAX, 0},                 /* persistent */
+      {7, (1 << 24) + 7},             /* persistent */
+  };
+  enum { N = sizeof steps / sizeof steps[0] };
+  evs v = {0};
+  for (int i = 0; i < N; i++) { /* all live at once, then freed in reverse */
+    sim_event e = ev0(SIM_EV_ALLOC, i, steps[i][0]);
+    e.addr = 0x10000 + (uint64_t)i * 0x1000;
+    e.size = 4096;
+    push(&v, e);
+  }
+  for (int i = N - 1; i >= 0; i--) {
+    sim_event e = ev0(SIM_EV_FREE, N + (N - i), steps[i][1]);
+    e.addr = 0x10000 + (uint64_t)i * 0x1000;
+    push(&v, e);
+  }
+  xf_node *b = base_of(&v);
+  replay_source src;
+  char err[XF_ERRLEN];
+  xf_open(b, &src, err, sizeof err);
+  xf_lifetime *lt = xf_lifetime_compute(&src, err, sizeof err);
+  replay_source_close(&src);
+  CHECK(lt != NULL);
+  for (int i = 0; i < N; i++) CHECK_EQ(xf_lifetime_persistent(lt, i), (steps[i][0] != steps[i][1]));
+  CHECK_EQ(lt->persistent_allocs, 3);
+  CHECK_EQ(lt->transient_allocs, 4);
+  xf_lifetime_unref(lt);
+  xf_node_unref(b);
+  free(v.a);
+}
+
 static void test_lifetimes(void) {
   evs v = make_trace(3);
   xf_node *b = base_of(&v);
@@ -854,6 +894,7 @@ static void test_chain_and_describe(void) {
 
 int main(void) {
   RUN(test_lifetimes);
+  RUN(test_lifetimes_wide_steps);
   RUN(test_filter);
   RUN(test_kernel_classes);
   RUN(test_scale);

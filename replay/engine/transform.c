@@ -24,14 +24,33 @@ static void mark_persistent(xf_lifetime *lt, int64_t seq, uint64_t size) {
 
 #define SEQ_BITS 40
 #define SEQ_MASK ((UINT64_C(1) << SEQ_BITS) - 1)
+/* A live allocation's step + 1 is kept in the 24 bits above its seq; a larger one (steps from
+ * 2^24 - 1 up) is kept whole in a map of its own, the field then holding STEP_WIDE. */
+#define STEP_WIDE ((UINT64_C(1) << (64 - SEQ_BITS)) - 1)
+
+/* The slot of an allocation at seq, in step, with the step kept aside when it is too wide. */
+static uint64_t live_slot(sim_map *wide, uint64_t addr, int64_t seq, int32_t step) {
+  uint64_t s1 = (uint64_t)((uint32_t)step + 1u); /* 0 for step -1 */
+  if (s1 < STEP_WIDE) return (uint64_t)seq | s1 << SEQ_BITS;
+  *sim_map_put(wide, addr, NULL) = s1;
+  return (uint64_t)seq | STEP_WIDE << SEQ_BITS;
+}
+
+/* The step a live slot holds (-1: none). */
+static int64_t live_step(const sim_map *wide, uint64_t addr, uint64_t slot) {
+  uint64_t s1 = slot >> SEQ_BITS;
+  if (s1 == STEP_WIDE) s1 = *sim_map_get(wide, addr);
+  return (int64_t)s1 - 1;
+}
 
 xf_lifetime *xf_lifetime_compute(replay_source *src, char *err, size_t errlen) {
   xf_lifetime *lt = sim_xcalloc(1, sizeof *lt);
   lt->refs = 1;
   size_t cap = 0;
-  sim_map live, sizes; /* addr -> seq | (step + 1) << 40; addr -> size */
+  sim_map live, sizes, wide; /* addr -> seq | (step + 1) << 40; addr -> size; addr -> step + 1 */
   sim_map_init(&live);
   sim_map_init(&sizes);
+  sim_map_init(&wide);
   sim_event ev;
   int rc;
   while ((rc = replay_source_next(src, &ev)) > 0) {
@@ -55,18 +74,20 @@ xf_lifetime *xf_lifetime_compute(replay_source *src, char *err, size_t errlen) {
       uint64_t *slot = sim_map_put(&live, ev.addr, &existed);
       /* A repeated allocation of a live address replaces it: the first is never freed. */
       if (existed) mark_persistent(lt, (int64_t)(*slot & SEQ_MASK), *sim_map_get(&sizes, ev.addr));
-      *slot = (uint64_t)ev.seq | ((uint64_t)((uint32_t)ev.step + 1u) << SEQ_BITS);
+      *slot = live_slot(&wide, ev.addr, ev.seq, ev.step);
       *sim_map_put(&sizes, ev.addr, NULL) = ev.size;
     } else if (sim_event_is_free(&ev)) {
       uint64_t *p = sim_map_get(&live, ev.addr);
       if (!p) continue;
       int64_t s = (int64_t)(*p & SEQ_MASK);
-      int32_t step = (int32_t)(*p >> SEQ_BITS) - 1;
+      int64_t step = live_step(&wide, ev.addr, *p);
+      int was_wide = *p >> SEQ_BITS == STEP_WIDE;
       uint64_t size = *sim_map_get(&sizes, ev.addr);
       if (step >= 0 && ev.step >= 0 && ev.step != step) mark_persistent(lt, s, size);
       if (ev.kind != SIM_EV_FREE_REQUESTED) {
         sim_map_del(&live, ev.addr, NULL);
         sim_map_del(&sizes, ev.addr, NULL);
+        if (was_wide) sim_map_del(&wide, ev.addr, NULL);
       }
     }
   }
@@ -75,6 +96,7 @@ xf_lifetime *xf_lifetime_compute(replay_source *src, char *err, size_t errlen) {
     snprintf(err, errlen, "%s", m && *m ? m : "cannot read events");
     sim_map_release(&live);
     sim_map_release(&sizes);
+    sim_map_release(&wide);
     free(lt->bits);
     free(lt);
     return NULL;
@@ -84,6 +106,7 @@ xf_lifetime *xf_lifetime_compute(replay_source *src, char *err, size_t errlen) {
   for (size_t it = 0; sim_map_next(&live, &it, &k, &v);) mark_persistent(lt, (int64_t)(v & SEQ_MASK), *sim_map_get(&sizes, k));
   sim_map_release(&live);
   sim_map_release(&sizes);
+  sim_map_release(&wide);
   if (!lt->bits) lt->bits = sim_xcalloc(1, sizeof *lt->bits);
   return lt;
 }
