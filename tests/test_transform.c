@@ -234,6 +234,17 @@ static int is_free(int k) { return k == SIM_EV_FREE || k == SIM_EV_FREE_REQUESTE
 
 /* ---- tests -------------------------------------------------------------------------------- */
 
+/* The lifetime pass over a trace's events. */
+static xf_lifetime *lifetimes_of(xf_node *b) {
+  replay_source src;
+  char err[XF_ERRLEN];
+  xf_open(b, &src, err, sizeof err);
+  xf_lifetime *lt = xf_lifetime_compute(&src, err, sizeof err);
+  replay_source_close(&src);
+  CHECK(lt != NULL);
+  return lt;
+}
+
 /* Steps past 2^24: an allocation freed in its own step is transient, one freed in another step
  * persistent, whatever the step's width (the lifetime pass keeps a wide step apart). */
 static void test_lifetimes_wide_steps(void) {
@@ -260,12 +271,7 @@ static void test_lifetimes_wide_steps(void) {
     push(&v, e);
   }
   xf_node *b = base_of(&v);
-  replay_source src;
-  char err[XF_ERRLEN];
-  xf_open(b, &src, err, sizeof err);
-  xf_lifetime *lt = xf_lifetime_compute(&src, err, sizeof err);
-  replay_source_close(&src);
-  CHECK(lt != NULL);
+  xf_lifetime *lt = lifetimes_of(b);
   for (int i = 0; i < N; i++) CHECK_EQ(xf_lifetime_persistent(lt, i), (steps[i][0] != steps[i][1]));
   CHECK_EQ(lt->persistent_allocs, 3);
   CHECK_EQ(lt->transient_allocs, 4);
@@ -277,12 +283,7 @@ static void test_lifetimes_wide_steps(void) {
 static void test_lifetimes(void) {
   evs v = make_trace(3);
   xf_node *b = base_of(&v);
-  replay_source src;
-  char err[XF_ERRLEN];
-  xf_open(b, &src, err, sizeof err);
-  xf_lifetime *lt = xf_lifetime_compute(&src, err, sizeof err);
-  replay_source_close(&src);
-  CHECK(lt != NULL);
+  xf_lifetime *lt = lifetimes_of(b);
   uint64_t pers = 0, trans = 0;
   for (size_t i = 0; i < v.n; i++) {
     const sim_event *e = &v.a[i];
@@ -362,11 +363,8 @@ static void test_kernel_classes(void) {
 static void test_scale(void) {
   evs v = make_trace(3);
   xf_node *b = base_of(&v);
-  replay_source src;
   char err[XF_ERRLEN];
-  xf_open(b, &src, err, sizeof err);
-  xf_lifetime *lt = xf_lifetime_compute(&src, err, sizeof err);
-  replay_source_close(&src);
+  xf_lifetime *lt = lifetimes_of(b);
   /* activation-like memory doubled: categories where set, lifetimes where not */
   xf_filter f;
   xf_filter_init(&f);

@@ -450,12 +450,12 @@ void report_json(yajl_gen g, const replay_names *names, const run_meta *m, const
 }
 
 const char *report_bytes(char *buf, size_t n, int64_t v) {
-  static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
   /* The magnitude as unsigned: -INT64_MIN does not fit an int64. */
   uint64_t mag = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
   double x = (double)mag;
   int u = 0;
-  while (x >= 1024 && u < 5) {
+  while (x >= 1024 && u < 6) {
     x /= 1024;
     u++;
   }

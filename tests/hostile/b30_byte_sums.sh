@@ -13,7 +13,12 @@ with open(sys.argv[1], "w") as f:
         print(json.dumps({"kind": "alloc", "ts": i, "addr": i + 1, "size": 1 << 48}), file=f)
 PY
 expect 0 import "$T/huge.jsonl"
-expect 0 info huge && has "$T/out" "peak live    1.00 PiB at event 3"
+expect 0 info huge && { has "$T/out" "peak live    at least 1.00 PiB at event 3 (then more than a simulated device holds: 1.00 PiB)";
+  has "$T/out" "unknown                33,000  at least 8.00 EiB"; }
+expect 0 info huge --json && [ "$(json_get peak_live_at_least)" = true ] || fail "info --json: the peak is not marked as at least"
+expect 0 import "$MEMPLAY_SRC/traces/sample.jsonl" --name sample
+expect 0 info sample && ! grep -q "at least" "$T/out" || fail "info of the sample marks a figure as at least"
+expect 0 info sample --json && ! grep -q peak_live_at_least "$T/out" || fail "info --json of the sample marks its peak"
 for a in ideal torch bfc async cuda torch:expandable_segments:True; do
   expect 3 replay huge --no-save --allocator "$a" && has "$T/out" "(capacity unlimited: a simulated device holds at most 1 PiB)"
 done
