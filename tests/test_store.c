@@ -549,10 +549,29 @@ static void read_spans_share_a_snapshot_and_yield_to_writes(void) {
   store_close(a);
 }
 
+/* SQLite's allocations are counted by memplay (sqlmem.c), not under SQLite's process-wide lock:
+ * its own statistic stays at 0, and the count follows what a statement holds. */
+static void sqlite_memory_counted_without_its_lock(void) {
+  store *s = open_new("mem.db");
+  CHECK(s != NULL);
+  int64_t base = store_sqlite_memory_used();
+  CHECK(base > 0);
+  CHECK_EQ(sqlite3_memory_used(), 0);
+  sqlite3_stmt *q;
+  CHECK_EQ(sqlite3_prepare_v2(store_db(s), "SELECT randomblob(20000000)", -1, &q, NULL), SQLITE_OK);
+  CHECK_EQ(sqlite3_step(q), SQLITE_ROW);
+  CHECK_EQ(sqlite3_column_bytes(q, 0), 20000000);
+  CHECK(store_sqlite_memory_used() >= base + 20000000);
+  sqlite3_finalize(q);
+  CHECK(store_sqlite_memory_used() < base + 1000000);
+  store_close(s);
+}
+
 int main(void) {
   const char *tmp = getenv("TMPDIR");
   snprintf(dir, sizeof dir, "%s/memplay-store-XXXXXX", tmp && *tmp ? tmp : "/tmp");
   if (!mkdtemp(dir)) return 1;
+  RUN(sqlite_memory_counted_without_its_lock);
   RUN(new_store_has_header_and_schema);
   RUN(refuses_foreign_and_newer_files);
   RUN(migrates_an_empty_versioned_store);

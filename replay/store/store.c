@@ -379,7 +379,7 @@ static int schema_trusted(store *s, int ver, char *err, size_t errlen) {
 
 static int store_progress(void *arg) {
   (void)arg;
-  return sqlite3_memory_used() > STORE_MAX_SQLITE_MEMORY;
+  return store_sqlite_memory_used() > STORE_MAX_SQLITE_MEMORY;
 }
 
 /* SQLite's page cache of the connection: STORE_CACHE_KIB, or STORE_WRITER_CACHE_KIB while a
@@ -554,6 +554,7 @@ int store_open(store **out, const char *path, int flags, char *err, size_t errle
   int oflags = s->readonly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | ((flags & STORE_CREATE) ? SQLITE_OPEN_CREATE : 0);
   char *uri = s->readonly && (flags & STORE_IMMUTABLE) ? immutable_uri(path) : NULL;
   if (uri) oflags |= SQLITE_OPEN_URI;
+  store_sqlite_init();
   int orc = sqlite3_open_v2(uri ? uri : path, &s->db, oflags | SQLITE_OPEN_NOMUTEX, NULL);
   free(uri);
   if (orc != SQLITE_OK) {

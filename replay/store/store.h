@@ -23,6 +23,12 @@ typedef struct store store;
  * no -wal or -shm files: for a store on a shared filesystem that nothing writes while it is read. */
 enum { STORE_CREATE = 1, STORE_READONLY = 2, STORE_IMMUTABLE = 4 };
 
+/* SQLite's allocations counted without its process-wide lock (sqlmem.c): called before any
+ * connection is opened (store_open does). */
+void store_sqlite_init(void);
+/* The bytes SQLite holds in the whole process: what every connection's bound is checked against. */
+int64_t store_sqlite_memory_used(void);
+
 /* Opens (and with STORE_CREATE creates or migrates) the store at path. */
 int store_open(store **s, const char *path, int flags, char *err, size_t errlen);
 void store_close(store *s);

@@ -66,7 +66,7 @@ static const char *const op_names[OP__COUNT] = {"ALLOCATION", "DEALLOCATION"};
 
 static int export_progress(void *arg) {
   (void)arg;
-  return sqlite3_memory_used() > NSYS_MAX_SQLITE_MEMORY;
+  return store_sqlite_memory_used() > NSYS_MAX_SQLITE_MEMORY;
 }
 
 /* Opens path as a read-only database (the URI escapes the path); immutable (no locks, no WAL
@@ -82,6 +82,7 @@ int nsys_open_export(const char *path, int immutable, sqlite3 **db, char *err, s
   }
   strcpy(o, immutable ? "?mode=ro&immutable=1" : "?mode=ro");
   *db = NULL;
+  store_sqlite_init();
   int rc = sqlite3_open_v2(uri, db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, NULL);
   free(uri);
   if (rc != SQLITE_OK) {
