@@ -2,9 +2,44 @@
 #ifndef REPLAY_COMPARE_INT_H
 #define REPLAY_COMPARE_INT_H
 
+#include <pthread.h>
+
+#include "engine/source.h"
 #include "lua/lua_api.h"
 #include "session/session.h"
 #include "compare.h"
+
+/* The events of one trace in memory (compare_cache.c), with their plan. Traces longer than
+ * CMP_CACHE_EVENTS are read from the store for every cell (96 bytes an event: about 100 MiB). */
+#define CMP_CACHE_EVENTS (INT64_C(1) << 20)
+
+typedef struct trace_cache {
+  int64_t trace_id; /* 0: empty */
+  sim_event *events;
+  size_t n, cap;
+  replay_plan_kept kept; /* their plan: the store's, or made when they are replayed again */
+  int shared;            /* read by several workers (cmp_shared_get): never written again */
+} trace_cache;
+
+/* The events of trace t in tc (read now unless they are there): 0, or -1 with a message. */
+int cmp_cache_load(trace_cache *tc, store *s, const store_trace *t, char *err, size_t errlen);
+/* The cached events as a source, with their plan. */
+replay_source cmp_cache_source(trace_cache *tc, replay_array_source *a);
+void cmp_cache_release(trace_cache *tc);
+
+/* Traces' events shared by a comparison's workers: each read once, by the first worker that asks. */
+typedef struct cmp_shared {
+  pthread_mutex_t lock;
+  pthread_cond_t loaded;
+  struct cmp_shared_trace **v;
+  size_t n, cap;
+} cmp_shared;
+
+void cmp_shared_init(cmp_shared *sh);
+/* The events of trace t, read through s by this worker or already read by another (which it waits
+ * for); NULL with a message when they cannot be read. Valid until cmp_shared_release. */
+trace_cache *cmp_shared_get(cmp_shared *sh, store *s, const store_trace *t, char *err, size_t errlen);
+void cmp_shared_release(cmp_shared *sh);
 
 /* A scenario run for one cell: a sandboxed Lua host with the library, the script run against the
  * cell's trace with the cell's policy as its allocator (and capacity and device). */

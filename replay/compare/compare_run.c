@@ -158,65 +158,6 @@ static void plan_cells(const cmp_request *req, cmp_result *r) {
 
 /* ---- one cell ---------------------------------------------------------------------------------- */
 
-/* A worker keeps the events of the trace it replayed last, so that the next cell of the same
- * trace (cells are traces-major) replays from memory instead of reading the store again. Traces
- * longer than this are read from the store for every cell (96 bytes an event: about 100 MiB). */
-#define CMP_CACHE_EVENTS (INT64_C(1) << 20)
-
-typedef struct trace_cache {
-  int64_t trace_id; /* 0: empty */
-  sim_event *events;
-  size_t n, cap;
-  replay_plan_kept kept; /* their plan: the store's, or made when they are replayed again */
-} trace_cache;
-
-/* The cached events as a source, with their plan. */
-static replay_source cache_source(trace_cache *tc, replay_array_source *a) {
-  return replay_array_source_planned(a, tc->events, tc->n, replay_plan_kept_note(&tc->kept, tc->events, tc->n));
-}
-
-/* The events of trace t in the cache (read now unless they are there): 0, or -1 with a message. */
-static int cache_load(trace_cache *tc, store *s, const store_trace *t, char *err, size_t errlen) {
-  if (tc->trace_id == t->id) return 0;
-  tc->trace_id = 0;
-  tc->n = 0;
-  replay_plan_kept_release(&tc->kept);
-  replay_source src;
-  if (store_source_open(&src, s, t->id)) return snprintf(err, errlen, "%s", store_error(s)), -1;
-  size_t want = t->event_count > 0 ? (size_t)t->event_count : 1;
-  if (want > tc->cap) { /* written through: a large one in huge pages */
-    free(tc->events);
-    tc->events = sim_xmalloc_huge(want * sizeof *tc->events);
-    tc->cap = want;
-  }
-  ptrdiff_t k = 1;
-  replay_plan_gather g = {0}; /* the store's plan, lent with the events */
-  if (src.view) { /* a source that lends its events: copied a block at a time */
-    const sim_event *evs;
-    while ((k = src.view(src.ctx, &evs)) > 0) {
-      sim_grow((void **)&tc->events, &tc->cap, tc->n + (size_t)k, sizeof *tc->events);
-      memcpy(tc->events + tc->n, evs, (size_t)k * sizeof *evs);
-      replay_plan_gather_add(&g, src.view_slots ? src.view_slots(src.ctx) : NULL, (size_t)k);
-      tc->n += (size_t)k;
-      src.advance(src.ctx, (size_t)k);
-    }
-  } else {
-    sim_event ev;
-    while ((k = replay_source_next(&src, &ev)) > 0) {
-      sim_grow((void **)&tc->events, &tc->cap, tc->n + 1, sizeof *tc->events);
-      tc->events[tc->n++] = ev;
-    }
-  }
-  if (k < 0) {
-    const char *m = src.error ? src.error(src.ctx) : NULL;
-    snprintf(err, errlen, "%s", m && *m ? m : store_error(s));
-  }
-  replay_source_close(&src);
-  if (k < 0 || replay_plan_gather_end(&g, tc->events, tc->n, &tc->kept.plan)) replay_plan_gather_release(&g);
-  if (k < 0) return -1;
-  tc->trace_id = t->id;
-  return 0;
-}
 
 typedef struct workers {
   const char *path;
@@ -228,7 +169,16 @@ typedef struct workers {
   uint64_t events;
   size_t *units;       /* unit u is the cells [units[u], units[u + 1]) */
   size_t nunits;
+  int share;           /* fewer traces than workers: their events read once, shared (compare_cache.c) */
+  cmp_shared shared;
 } workers;
+
+/* The events of the cell's trace t in memory: the shared copy, or the worker's own (tc). NULL with a
+ * message when they cannot be read. */
+static trace_cache *cell_cache(workers *w, trace_cache *tc, store *s, const store_trace *t, char *err, size_t errlen) {
+  if (w->share) return cmp_shared_get(&w->shared, s, t, err, errlen);
+  return cmp_cache_load(tc, s, t, err, errlen) ? NULL : tc;
+}
 
 /* A real value as its JSON prints it (9 significant digits), so that a result read back from its JSON
  * (a shard, a baseline) gives the same relative columns and verdicts as the run that wrote it. */
@@ -374,8 +324,9 @@ static void run_scenario_cell(workers *w, session *ses, store *s, trace_cache *t
   double step, sps;
   char err[1024];
   /* the trace's events from the worker's memory, as plain cells read them */
-  int cached = t->event_count <= CMP_CACHE_EVENTS && !cache_load(tc, s, t, err, sizeof err);
-  if (cmp_scenario_run(&sc, w->req, s, ses, t, cached ? tc->events : NULL, tc->n, replay_plan_kept_get(&tc->kept, tc->events, tc->n),
+  trace_cache none = {0}; /* the events from the store */
+  if (t->event_count > CMP_CACHE_EVENTS || !(tc = cell_cache(w, tc, s, t, err, sizeof err))) tc = &none;
+  if (cmp_scenario_run(&sc, w->req, s, ses, t, tc->events, tc->n, replay_plan_kept_get(&tc->kept, tc->events, tc->n),
                        p, &run, &step, &sps, err, sizeof err) ||
       (fill_cell(c, run, step, sps), w->req->save && save_cell(w, ses, t, run, c, err, sizeof err))) {
     free(c->error);
@@ -394,7 +345,7 @@ static void after_cell(workers *w, session *ses, const session_request *q, const
   replay_array_source events;
   replay_source src;
   session_pass again = {.source = cached ? &src : NULL, .stored_events = 1};
-  if (cached) src = cache_source(tc, &events);
+  if (cached) src = cmp_cache_source(tc, &events);
   w->req->cell_after(w->req->cell_arg, c, ses, q, &run->result, &again);
 }
 
@@ -431,13 +382,13 @@ static void run_cell(workers *w, session *ses, store *s, trace_cache *tc, pendin
   replay_observer obs;
   if (w->req->cell_observer) obs = w->req->cell_observer(w->req->cell_arg, c), pass.observers = &obs, pass.nobservers = 1;
   int cached = t.event_count <= CMP_CACHE_EVENTS;
-  if (cached && cache_load(tc, s, &t, err, sizeof err)) {
+  if (cached && !(tc = cell_cache(w, tc, s, &t, err, sizeof err))) {
     c->error = strdup(err);
     store_trace_clear(&t);
     return;
   }
   if (cached) {
-    src = cache_source(tc, &events);
+    src = cmp_cache_source(tc, &events);
     pass.stored = tc->events;
     pass.nstored = tc->n;
   } else {
@@ -500,8 +451,7 @@ static void worker_loop(workers *w, store *s) {
   }
   free(pl.p);
   if (snapshot) store_exec(s, "COMMIT");
-  free(tc.events);
-  replay_plan_kept_release(&tc.kept);
+  cmp_cache_release(&tc);
   session_free(ses);
   store_close(s);
 }
@@ -523,6 +473,7 @@ static void make_units(workers *w, size_t nthreads) {
     if (ntraces < nthreads || !i || r->cells[i].index / r->npolicies != r->cells[i - 1].index / r->npolicies)
       w->units[w->nunits++] = i;
   w->units[w->nunits] = r->ncells;
+  w->share = ntraces < nthreads && nthreads > 1;
 }
 
 /* Runs the planned cells on req->jobs threads (the calling thread is one of them, on s, which it closes). */
@@ -536,6 +487,7 @@ static void run_cells(const char *path, int flags, store *s, const cmp_request *
   size_t nthreads = (size_t)req->jobs;
   if (nthreads > r->ncells) nthreads = r->ncells ? r->ncells : 1;
   make_units(&w, nthreads);
+  cmp_shared_init(&w.shared);
   pthread_t *th = sim_xcalloc(nthreads, sizeof *th);
   size_t started = 0;
   for (size_t i = 1; i < nthreads; i++)
@@ -545,6 +497,7 @@ static void run_cells(const char *path, int flags, store *s, const cmp_request *
   worker_loop(&w, s);
   for (size_t i = 0; i < started; i++) pthread_join(th[i], NULL);
   free(th);
+  cmp_shared_release(&w.shared);
   free(w.units);
   pthread_mutex_destroy(&w.lock);
 }

@@ -75,6 +75,35 @@ head -1 "$T/out" | grep -q '^index,trace,policy,status,allocator,device,capacity
 expect 0 compare 'job*' "${P[@]}" --no-save --quiet --json --jobs 1 && cp "$T/out" "$T/j1.json"
 expect 0 compare 'job*' "${P[@]}" --no-save --quiet --json --jobs 2 && cp "$T/out" "$T/j2.json"
 cmp -s "$T/j1.json" "$T/j2.json" || same_json "$T/j1.json" "$T/j2.json"
+# More workers than traces: the cells of one trace are spread over the workers, which read its
+# events once and share them; the same result as one worker, with a scenario too. A trace whose
+# events cannot be read fails its own cells, each with the reason, whichever worker read it.
+expect 0 compare job1 job2 "${P[@]}" --no-save --quiet --json --jobs 1 && cp "$T/out" "$T/few1.json"
+expect 0 compare job1 job2 "${P[@]}" --no-save --quiet --json --jobs 5 && cp "$T/out" "$T/few5.json"
+cmp -s "$T/few1.json" "$T/few5.json" || same_json "$T/few1.json" "$T/few5.json"
+S=(job1 job2 --policy torch --policy async --scenario batch_size --set new_batch=16 --set batch=4 --no-save --quiet --json)
+expect 0 compare "${S[@]}" --jobs 1 && cp "$T/out" "$T/sc1.json"
+expect 0 compare "${S[@]}" --jobs 3 && cp "$T/out" "$T/sc3.json"
+cmp -s "$T/sc1.json" "$T/sc3.json" || same_json "$T/sc1.json" "$T/sc3.json"
+cp "$DB" "$T/damaged.db"
+python3 - "$T/damaged.db" <<'PY'
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+tid, = db.execute("SELECT id FROM traces WHERE name = 'job2'").fetchone()
+data, = db.execute("SELECT data FROM event_chunks WHERE trace_id = ? AND chunk = 0", (tid,)).fetchone()
+b = bytearray(data)
+b[len(b) // 2] ^= 0x10
+db.execute("UPDATE event_chunks SET data = ? WHERE trace_id = ? AND chunk = 0", (bytes(b), tid))
+db.commit()
+PY
+expect 1 --db "$T/damaged.db" compare job1 job2 "${P[@]}" --no-save --jobs 5 --json
+python3 - "$T/out" <<'PY' || fail "compare of a damaged trace on 5 workers: $(head -c 400 "$T/out")"
+import json, sys
+cells = json.load(open(sys.argv[1]))["cells"]
+assert [c["trace"] for c in cells] == ["job1"] * 4 + ["job2"] * 4, cells
+assert all(not c.get("error") for c in cells[:4]), cells[:4]
+assert all("trace 'job2'" in c["error"] and "chunk 0 fails its checksum" in c["error"] for c in cells[4:]), cells[4:]
+PY
 
 # Shards 1/3, 2/3, 3/3 read the store read-only (immutable: no lock, no -wal or -shm file, store
 # unchanged) and merge into exactly the unsharded result.
