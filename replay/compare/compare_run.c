@@ -169,8 +169,9 @@ typedef struct workers {
   uint64_t events;
   size_t *units;       /* unit u is the cells [units[u], units[u + 1]) */
   size_t nunits;
-  int share;           /* fewer traces than workers: their events read once, shared (compare_cache.c) */
+  int share;           /* fewer traces than workers: their events read once, shared (compare_cache.c), */
   cmp_shared shared;
+  session_windows *windows; /* and so are recorded windows' start states */
 } workers;
 
 /* The events of the cell's trace t in memory: the shared copy, or the worker's own (tc). NULL with a
@@ -422,6 +423,7 @@ static void worker_loop(workers *w, store *s) {
   char err[1024];
   int open_rc = s ? 0 : store_open(&s, w->path, w->flags, err, sizeof err);
   session *ses = open_rc ? NULL : session_new(s);
+  if (ses && w->windows) session_share_windows(ses, w->windows);
   trace_cache tc = {0};
   pending_list pl = {0};
   /* A worker that only reads holds one read transaction throughout: one snapshot of the store,
@@ -488,6 +490,7 @@ static void run_cells(const char *path, int flags, store *s, const cmp_request *
   if (nthreads > r->ncells) nthreads = r->ncells ? r->ncells : 1;
   make_units(&w, nthreads);
   cmp_shared_init(&w.shared);
+  if (w.share) w.windows = session_windows_new();
   pthread_t *th = sim_xcalloc(nthreads, sizeof *th);
   size_t started = 0;
   for (size_t i = 1; i < nthreads; i++)
@@ -498,6 +501,7 @@ static void run_cells(const char *path, int flags, store *s, const cmp_request *
   for (size_t i = 0; i < started; i++) pthread_join(th[i], NULL);
   free(th);
   cmp_shared_release(&w.shared);
+  session_windows_free(w.windows); /* after the sessions that took from it */
   free(w.units);
   pthread_mutex_destroy(&w.lock);
 }

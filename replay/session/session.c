@@ -57,6 +57,7 @@ struct session {
   device_entry *devices;
   size_t ndevices, device_cap;
   window_cache window; /* the start state of the trace last replayed */
+  session_windows *windows; /* or shared with other sessions (not owned) */
   replay_engine *engine; /* kept between runs: its tables, and the models it can reset */
   /* the copies of the trace last fitted, on its recorded device: every run of that trace
    * (another policy, another pass) takes a copy instead of reading the trace again */
@@ -82,6 +83,8 @@ session *session_new(store *s) {
   ses->names = session_labels_names(ses->labels);
   return ses;
 }
+
+void session_share_windows(session *ses, session_windows *w) { ses->windows = w; }
 
 void session_free(session *ses) {
   if (!ses) return;
@@ -573,7 +576,7 @@ int session_execute(session *ses, session_run *run, const session_pass *pass, ch
   }
   for (size_t i = 0; i < pass->nobservers; i++) obs[cfg.nobservers++] = pass->observers[i];
   cfg.observers = obs;
-  window_start_decide(ses->s, &ses->window, run, pass, &cfg);
+  window_start_decide(ses->s, &ses->window, ses->windows, run, pass, &cfg);
   /* the events: the pass's, else the stored trace's */
   replay_source stored, *src = pass->source;
   int rc = SESSION_OK;

@@ -38,6 +38,14 @@ typedef struct session session;
 session *session_new(store *s);
 void session_free(session *ses);
 store *session_store(const session *ses);
+/* The start states of recorded windows (a snapshot that begins mid-run: window_start.c), shared
+ * by the sessions of several threads that replay the same traces (a comparison's workers): each
+ * trace's is rebuilt once, by the first session that needs it, while the others wait for it. */
+typedef struct session_windows session_windows;
+session_windows *session_windows_new(void);
+void session_windows_free(session_windows *w);
+/* ses takes windows' start states from w instead of rebuilding its own; w outlives ses. */
+void session_share_windows(session *ses, session_windows *w);
 /* The names of the session's store (event names, call-stack labels), read once each. */
 const replay_names *session_names(const session *ses);
 /* The cache behind them (session/labels.h), for a front end that reads frames or shares it. */

@@ -85,6 +85,25 @@ S=(job1 job2 --policy torch --policy async --scenario batch_size --set new_batch
 expect 0 compare "${S[@]}" --jobs 1 && cp "$T/out" "$T/sc1.json"
 expect 0 compare "${S[@]}" --jobs 3 && cp "$T/out" "$T/sc3.json"
 cmp -s "$T/sc1.json" "$T/sc3.json" || same_json "$T/sc1.json" "$T/sc3.json"
+# A recorded window (a snapshot begun mid-run) replays from the state validate rebuilds at its
+# start; the workers rebuild it once and share it: each cell as one worker makes it, and the
+# recorded allocator's cell as `replay` (which differs from a start from the live blocks).
+W="${MEMPLAY_TRACES:-}/pytorch/bcrafton_warm_window.pickle"
+if [ -n "${MEMPLAY_TRACES:-}" ] && [ -f "$W" ]; then
+  expect 0 import "$W" --name warm
+  WP=(--policy torch --policy torch@8GiB --policy 'torch:expandable_segments:True' --no-save --quiet --json)
+  expect 0 compare warm "${WP[@]}" --jobs 1 && cp "$T/out" "$T/w1.json"
+  expect 0 compare warm "${WP[@]}" --jobs 3 && cp "$T/out" "$T/w3.json"
+  cmp -s "$T/w1.json" "$T/w3.json" || same_json "$T/w1.json" "$T/w3.json"
+  expect 0 replay warm --no-save --json && rebuilt=$(json_get peak_reserved_bytes)
+  expect 0 replay warm --no-save --json --live-start && live=$(json_get peak_reserved_bytes)
+  [ "$rebuilt" != "$live" ] || fail "warm: the rebuilt start and the live set give the same peak ($live)"
+  python3 - "$T/w3.json" "$rebuilt" <<'PY' || fail "compare of a window on 3 workers: not replay's rebuilt start"
+import json, sys
+cells = json.load(open(sys.argv[1]))["cells"]
+assert cells[0]["policy"] == "torch" and cells[0]["peak_reserved_bytes"] == int(sys.argv[2]), cells[0]
+PY
+fi
 cp "$DB" "$T/damaged.db"
 python3 - "$T/damaged.db" <<'PY'
 import sqlite3, sys
