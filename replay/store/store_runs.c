@@ -54,24 +54,45 @@ static int save_run_row(store *s, const run_meta *m, const replay_result *r, con
   return 0;
 }
 
+/* A run's timeline, TL_ROWS points a statement (the rest one by one): each statement's own work
+ * (starting, the transaction's checks) is shared by 64 rows. A constant, so that threads saving
+ * runs share it and the store's statement cache keys it by its address. */
+#define TL_ROWS 64
+#define TL_V "(?,?,?,?,?,?,?)"
+#define TL_V8 TL_V "," TL_V "," TL_V "," TL_V "," TL_V "," TL_V "," TL_V "," TL_V
+#define TL_V64 TL_V8 "," TL_V8 "," TL_V8 "," TL_V8 "," TL_V8 "," TL_V8 "," TL_V8 "," TL_V8
+static const char timeline_insert_many[] =
+    "INSERT INTO run_timeline(run_id, idx, seq, ts, allocated, reserved, requested) VALUES " TL_V64;
+
+static int timeline_bind(sqlite3_stmt *q, int at, int64_t id, size_t i, const replay_point *p) {
+  sqlite3_bind_int64(q, at + 1, id);
+  sqlite3_bind_int64(q, at + 2, (int64_t)i);
+  sqlite3_bind_int64(q, at + 3, p->seq);
+  sqlite3_bind_int64(q, at + 4, p->ts);
+  sqlite3_bind_int64(q, at + 5, p->allocated);
+  sqlite3_bind_int64(q, at + 6, p->reserved);
+  return sqlite3_bind_int64(q, at + 7, p->requested);
+}
+
 static int save_timeline(store *s, int64_t id, const replay_result *r) {
+  size_t i = 0;
+  if (r->ntimeline >= TL_ROWS) {
+    sqlite3_stmt *m = store_stmt(s, timeline_insert_many);
+    if (!m) return -1;
+    for (; i + TL_ROWS <= r->ntimeline; i += TL_ROWS) {
+      sqlite3_reset(m);
+      for (int k = 0; k < TL_ROWS; k++) timeline_bind(m, 7 * k, id, i + (size_t)k, &r->timeline[i + (size_t)k]);
+      if (sqlite3_step(m) != SQLITE_DONE) return store_fail(s, m, "cannot store run timeline");
+    }
+    sqlite3_reset(m);
+  }
   sqlite3_stmt *q = store_stmt(s, "INSERT INTO run_timeline(run_id, idx, seq, ts, allocated, reserved, requested) "
                                   "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)");
   if (!q) return -1;
-  for (size_t i = 0; i < r->ntimeline; i++) {
-    const replay_point *p = &r->timeline[i];
+  for (; i < r->ntimeline; i++) {
     sqlite3_reset(q);
-    sqlite3_bind_int64(q, 1, id);
-    sqlite3_bind_int64(q, 2, (int64_t)i);
-    sqlite3_bind_int64(q, 3, p->seq);
-    sqlite3_bind_int64(q, 4, p->ts);
-    sqlite3_bind_int64(q, 5, p->allocated);
-    sqlite3_bind_int64(q, 6, p->reserved);
-    sqlite3_bind_int64(q, 7, p->requested);
-    if (sqlite3_step(q) != SQLITE_DONE) {
-      store_fail(s, q, "cannot store run timeline");
-      return -1;
-    }
+    timeline_bind(q, 0, id, i, &r->timeline[i]);
+    if (sqlite3_step(q) != SQLITE_DONE) return store_fail(s, q, "cannot store run timeline");
   }
   return 0;
 }

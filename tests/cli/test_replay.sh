@@ -18,6 +18,18 @@ allocs=$(sqlite3 "$DB" "SELECT count(*) FROM events WHERE kind = 1")
 run=$(json_get run_id)
 [ "$(sqlite3 "$DB" "SELECT peak_reserved FROM runs WHERE id = $run")" = "$peak_cuda" ] || fail "run not stored"
 [ "$(sqlite3 "$DB" "SELECT count(*) FROM run_timeline WHERE run_id = $run")" -gt 10 ] || fail "timeline not stored"
+# The stored timeline is the run's, point for point (501 points: stored 64 a statement, the rest one
+# by one).
+expect 0 replay sample --allocator cuda --json --timeline && cp "$T/out" "$T/tl.json"
+python3 - "$T/tl.json" "$DB" <<'PY' || fail "the stored timeline is not the run's"
+import json, sqlite3, sys
+r = json.load(open(sys.argv[1]))
+want = [(i, p["event"], p["ts"], p["allocated_bytes"], p["reserved_bytes"], p["requested_bytes"]) for i, p in enumerate(r["timeline"])]
+got = sqlite3.connect(sys.argv[2]).execute("SELECT idx, seq, ts, allocated, reserved, requested FROM run_timeline "
+                                           "WHERE run_id = ? ORDER BY idx", (r["run_id"],)).fetchall()
+assert len(want) > 64 and len(want) % 64, len(want)
+assert got == want, next((g, w) for g, w in zip(got + [None] * len(want), want) if g != w)
+PY
 
 # The ideal peak equals the largest live sum, computed here with SQL over the stored events.
 expect 0 replay sample --allocator ideal --json
