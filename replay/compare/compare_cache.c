@@ -7,7 +7,7 @@
  * it while the others wait, and never written again (its plan made at once, so that no replay
  * changes it).
  */
-#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -70,76 +70,44 @@ void cmp_cache_release(trace_cache *tc) {
 
 /* ---- shared between workers ---------------------------------------------------------------- */
 
-enum { SHARED_LOADING, SHARED_READY, SHARED_FAILED };
-
-struct cmp_shared_trace {
-  int state;
+/* A trace's events as the workers share them (session_once's values), or why they cannot be read. */
+typedef struct shared_trace {
   trace_cache tc;
-  char *err; /* SHARED_FAILED: why */
-};
+  char *err; /* NULL: read */
+} shared_trace;
 
-void cmp_shared_init(cmp_shared *sh) {
-  memset(sh, 0, sizeof *sh);
-  pthread_mutex_init(&sh->lock, NULL);
-  pthread_cond_init(&sh->loaded, NULL);
+static void shared_free(void *value) {
+  shared_trace *e = value;
+  cmp_cache_release(&e->tc);
+  free(e->err);
+  free(e);
 }
 
-/* The entry of trace id, or NULL; with sh->lock held. */
-static struct cmp_shared_trace *shared_find(const cmp_shared *sh, int64_t id) {
-  for (size_t i = 0; i < sh->n; i++)
-    if (sh->v[i]->tc.trace_id == id) return sh->v[i];
-  return NULL;
-}
+session_once *cmp_shared_new(void) { return session_once_new(shared_free); }
 
-/* Reads the events of t into the new entry e (loading, named by t's id), with their plan. */
-static void shared_load(cmp_shared *sh, struct cmp_shared_trace *e, store *s, const store_trace *t, char *err,
-                        size_t errlen) {
-  trace_cache own = {0};
-  int rc = cmp_cache_load(&own, s, t, err, errlen);
-  /* planned now, when the store had no plan: a shared cache is never written again */
-  if (!rc && !replay_plan_kept_get(&own.kept, own.events, own.n)) replay_plan_build(&own.kept.plan, own.events, own.n);
-  pthread_mutex_lock(&sh->lock);
-  if (rc) {
-    cmp_cache_release(&own);
+typedef struct shared_build {
+  store *s;
+  const store_trace *t;
+} shared_build;
+
+/* Reads the events of the trace, with their plan: made now when the store had none, since a shared
+ * cache is never written again. */
+static void *shared_read(void *arg) {
+  const shared_build *b = arg;
+  shared_trace *e = sim_xcalloc(1, sizeof *e);
+  char err[1024];
+  if (cmp_cache_load(&e->tc, b->s, b->t, err, sizeof err)) {
+    cmp_cache_release(&e->tc);
     e->err = strdup(err);
-    e->state = SHARED_FAILED;
-  } else {
-    e->tc = own;
-    e->tc.shared = 1;
-    e->state = SHARED_READY;
+    return e;
   }
-  pthread_cond_broadcast(&sh->loaded);
-  pthread_mutex_unlock(&sh->lock);
+  if (!replay_plan_kept_get(&e->tc.kept, e->tc.events, e->tc.n)) replay_plan_build(&e->tc.kept.plan, e->tc.events, e->tc.n);
+  e->tc.shared = 1;
+  return e;
 }
 
-trace_cache *cmp_shared_get(cmp_shared *sh, store *s, const store_trace *t, char *err, size_t errlen) {
-  pthread_mutex_lock(&sh->lock);
-  struct cmp_shared_trace *e = shared_find(sh, t->id);
-  if (!e) { /* this worker reads it */
-    e = sim_xcalloc(1, sizeof *e);
-    e->state = SHARED_LOADING;
-    e->tc.trace_id = t->id; /* found by the others while it loads */
-    sim_grow((void **)&sh->v, &sh->cap, sh->n + 1, sizeof *sh->v);
-    sh->v[sh->n++] = e;
-    pthread_mutex_unlock(&sh->lock);
-    shared_load(sh, e, s, t, err, errlen);
-    pthread_mutex_lock(&sh->lock);
-  }
-  while (e->state == SHARED_LOADING) pthread_cond_wait(&sh->loaded, &sh->lock);
-  trace_cache *tc = e->state == SHARED_READY ? &e->tc : NULL;
-  if (!tc) snprintf(err, errlen, "%s", e->err);
-  pthread_mutex_unlock(&sh->lock);
-  return tc;
-}
-
-void cmp_shared_release(cmp_shared *sh) {
-  for (size_t i = 0; i < sh->n; i++) {
-    cmp_cache_release(&sh->v[i]->tc);
-    free(sh->v[i]->err);
-    free(sh->v[i]);
-  }
-  free(sh->v);
-  pthread_cond_destroy(&sh->loaded);
-  pthread_mutex_destroy(&sh->lock);
-  memset(sh, 0, sizeof *sh);
+trace_cache *cmp_shared_get(session_once *sh, store *s, const store_trace *t, char *err, size_t errlen) {
+  shared_trace *e = session_once_get(sh, t->id, shared_read, &(shared_build){s, t});
+  if (e->err) return snprintf(err, errlen, "%s", e->err), NULL;
+  return &e->tc;
 }

@@ -2,8 +2,6 @@
 #ifndef REPLAY_COMPARE_INT_H
 #define REPLAY_COMPARE_INT_H
 
-#include <pthread.h>
-
 #include "engine/source.h"
 #include "lua/lua_api.h"
 #include "session/session.h"
@@ -27,19 +25,12 @@ int cmp_cache_load(trace_cache *tc, store *s, const store_trace *t, char *err, s
 replay_source cmp_cache_source(trace_cache *tc, replay_array_source *a);
 void cmp_cache_release(trace_cache *tc);
 
-/* Traces' events shared by a comparison's workers: each read once, by the first worker that asks. */
-typedef struct cmp_shared {
-  pthread_mutex_t lock;
-  pthread_cond_t loaded;
-  struct cmp_shared_trace **v;
-  size_t n, cap;
-} cmp_shared;
-
-void cmp_shared_init(cmp_shared *sh);
+/* Traces' events shared by a comparison's workers, each read once, by the first worker that asks
+ * (session_once's values); freed with session_once_free. */
+session_once *cmp_shared_new(void);
 /* The events of trace t, read through s by this worker or already read by another (which it waits
- * for); NULL with a message when they cannot be read. Valid until cmp_shared_release. */
-trace_cache *cmp_shared_get(cmp_shared *sh, store *s, const store_trace *t, char *err, size_t errlen);
-void cmp_shared_release(cmp_shared *sh);
+ * for); NULL with a message when they cannot be read. Valid until the session_once is freed. */
+trace_cache *cmp_shared_get(session_once *sh, store *s, const store_trace *t, char *err, size_t errlen);
 
 /* A scenario run for one cell: a sandboxed Lua host with the library, the script run against the
  * cell's trace with the cell's policy as its allocator (and capacity and device). */

@@ -170,14 +170,14 @@ typedef struct workers {
   size_t *units;       /* unit u is the cells [units[u], units[u + 1]) */
   size_t nunits;
   int share;           /* fewer traces than workers: their events read once, shared (compare_cache.c), */
-  cmp_shared shared;
-  session_windows *windows; /* and so are recorded windows' start states */
+  session_once *shared;
+  session_once *windows; /* and so are recorded windows' start states */
 } workers;
 
 /* The events of the cell's trace t in memory: the shared copy, or the worker's own (tc). NULL with a
  * message when they cannot be read. */
 static trace_cache *cell_cache(workers *w, trace_cache *tc, store *s, const store_trace *t, char *err, size_t errlen) {
-  if (w->share) return cmp_shared_get(&w->shared, s, t, err, errlen);
+  if (w->share) return cmp_shared_get(w->shared, s, t, err, errlen);
   return cmp_cache_load(tc, s, t, err, errlen) ? NULL : tc;
 }
 
@@ -489,8 +489,7 @@ static void run_cells(const char *path, int flags, store *s, const cmp_request *
   size_t nthreads = (size_t)req->jobs;
   if (nthreads > r->ncells) nthreads = r->ncells ? r->ncells : 1;
   make_units(&w, nthreads);
-  cmp_shared_init(&w.shared);
-  if (w.share) w.windows = session_windows_new();
+  if (w.share) w.shared = cmp_shared_new(), w.windows = session_windows_new();
   pthread_t *th = sim_xcalloc(nthreads, sizeof *th);
   size_t started = 0;
   for (size_t i = 1; i < nthreads; i++)
@@ -500,8 +499,8 @@ static void run_cells(const char *path, int flags, store *s, const cmp_request *
   worker_loop(&w, s);
   for (size_t i = 0; i < started; i++) pthread_join(th[i], NULL);
   free(th);
-  cmp_shared_release(&w.shared);
-  session_windows_free(w.windows); /* after the sessions that took from it */
+  session_once_free(w.shared);
+  session_once_free(w.windows); /* after the sessions that took from it */
   free(w.units);
   pthread_mutex_destroy(&w.lock);
 }

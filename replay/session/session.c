@@ -57,7 +57,7 @@ struct session {
   device_entry *devices;
   size_t ndevices, device_cap;
   window_cache window; /* the start state of the trace last replayed */
-  session_windows *windows; /* or shared with other sessions (not owned) */
+  session_once *windows; /* or shared with other sessions (not owned) */
   replay_engine *engine; /* kept between runs: its tables, and the models it can reset */
   /* the copies of the trace last fitted, on its recorded device: every run of that trace
    * (another policy, another pass) takes a copy instead of reading the trace again */
@@ -84,7 +84,7 @@ session *session_new(store *s) {
   return ses;
 }
 
-void session_share_windows(session *ses, session_windows *w) { ses->windows = w; }
+void session_share_windows(session *ses, session_once *w) { ses->windows = w; }
 
 void session_free(session *ses) {
   if (!ses) return;

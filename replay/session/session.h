@@ -38,14 +38,23 @@ typedef struct session session;
 session *session_new(store *s);
 void session_free(session *ses);
 store *session_store(const session *ses);
-/* The start states of recorded windows (a snapshot that begins mid-run: window_start.c), shared
- * by the sessions of several threads that replay the same traces (a comparison's workers): each
- * trace's is rebuilt once, by the first session that needs it, while the others wait for it. */
-typedef struct session_windows session_windows;
-session_windows *session_windows_new(void);
-void session_windows_free(session_windows *w);
+/* Values built once per key and shared by several threads (once.c): what a comparison's workers
+ * share when they replay the same traces. */
+typedef struct session_once session_once;
+/* release frees a value (at session_once_free). */
+session_once *session_once_new(void (*release)(void *value));
+void session_once_free(session_once *o);
+/* The value of key: built by build(arg) in this thread when no thread asked for it before, else
+ * the one another thread built, waited for while it builds. build returns a value in every case
+ * (one that says why, when it cannot hold what was asked); it is never written again, and lives
+ * until session_once_free. */
+void *session_once_get(session_once *o, int64_t key, void *(*build)(void *arg), void *arg);
+
+/* The start states of recorded windows (a snapshot that begins mid-run: window_start.c), one per
+ * trace, for sessions to share (session_share_windows); freed with session_once_free. */
+session_once *session_windows_new(void);
 /* ses takes windows' start states from w instead of rebuilding its own; w outlives ses. */
-void session_share_windows(session *ses, session_windows *w);
+void session_share_windows(session *ses, session_once *w);
 /* The names of the session's store (event names, call-stack labels), read once each. */
 const replay_names *session_names(const session *ses);
 /* The cache behind them (session/labels.h), for a front end that reads frames or shares it. */

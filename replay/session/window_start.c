@@ -1,5 +1,4 @@
 /* window_start.c: where a replay of a recorded window starts: the state validate rebuilds, or the live set. */
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,63 +61,28 @@ static void rebuild(store *s, window_cache *wc, const store_trace *t) {
 
 /* ---- shared by several sessions ------------------------------------------------------------- */
 
-struct session_windows {
-  pthread_mutex_t lock;
-  pthread_cond_t built;
-  struct shared_window {
-    int ready;
-    window_cache wc;
-  } **v;
-  size_t n, cap;
-};
-
-session_windows *session_windows_new(void) {
-  session_windows *w = sim_xcalloc(1, sizeof *w);
-  pthread_mutex_init(&w->lock, NULL);
-  pthread_cond_init(&w->built, NULL);
-  return w;
+static void window_free(void *value) {
+  window_cache_release(value);
+  free(value);
 }
 
-void session_windows_free(session_windows *w) {
-  if (!w) return;
-  for (size_t i = 0; i < w->n; i++) {
-    window_cache_release(&w->v[i]->wc);
-    free(w->v[i]);
-  }
-  free(w->v);
-  pthread_cond_destroy(&w->built);
-  pthread_mutex_destroy(&w->lock);
-  free(w);
-}
+session_once *session_windows_new(void) { return session_once_new(window_free); }
 
-/* Trace t's start state in w: rebuilt through s by this thread, or by another that it waits for.
- * Never written again once ready. */
-static window_cache *rebuild_shared(session_windows *w, store *s, const store_trace *t) {
-  pthread_mutex_lock(&w->lock);
-  struct shared_window *e = NULL;
-  for (size_t i = 0; i < w->n && !e; i++)
-    if (w->v[i]->wc.trace_id == t->id) e = w->v[i];
-  if (!e) {
-    e = sim_xcalloc(1, sizeof *e);
-    e->wc.trace_id = t->id; /* found by the others while it is rebuilt */
-    sim_grow((void **)&w->v, &w->cap, w->n + 1, sizeof *w->v);
-    w->v[w->n++] = e;
-    pthread_mutex_unlock(&w->lock);
-    window_cache own = {0};
-    rebuild(s, &own, t);
-    pthread_mutex_lock(&w->lock);
-    e->wc = own;
-    e->ready = 1;
-    pthread_cond_broadcast(&w->built);
-  }
-  while (!e->ready) pthread_cond_wait(&w->built, &w->lock);
-  pthread_mutex_unlock(&w->lock);
-  return &e->wc;
+typedef struct window_build {
+  store *s;
+  const store_trace *t;
+} window_build;
+
+static void *window_built(void *arg) {
+  const window_build *b = arg;
+  window_cache *wc = sim_xcalloc(1, sizeof *wc);
+  rebuild(b->s, wc, b->t);
+  return wc;
 }
 
 /* ---- the decision ------------------------------------------------------------------------------ */
 
-void window_start_decide(store *s, window_cache *own, session_windows *shared, session_run *run,
+void window_start_decide(store *s, window_cache *own, session_once *shared, session_run *run,
                          const session_pass *pass, replay_config *cfg) {
   run->window_start = NULL;
   run->window_note[0] = 0;
@@ -128,7 +92,7 @@ void window_start_decide(store *s, window_cache *own, session_windows *shared, s
   const char *why = not_rebuilt(run, pass);
   if (!why) {
     window_cache *wc = own;
-    if (shared) wc = rebuild_shared(shared, s, t);
+    if (shared) wc = session_once_get(shared, t->id, window_built, &(window_build){s, t});
     else rebuild(s, own, t);
     if (wc->ok && wc->start.n) {
       cfg->start = &wc->start;

@@ -20,7 +20,7 @@ void window_cache_release(window_cache *wc);
 /* Decides how the run's pass starts and says so in run (window_start, window_note, counts):
  * cfg->start is set when it starts from the rebuilt state, taken from shared when it is not NULL,
  * else kept in own. */
-void window_start_decide(store *s, window_cache *own, session_windows *shared, session_run *run,
+void window_start_decide(store *s, window_cache *own, session_once *shared, session_run *run,
                          const session_pass *pass, replay_config *cfg);
 
 #endif

@@ -61,8 +61,9 @@ static int save_run_row(store *s, const run_meta *m, const replay_result *r, con
 #define TL_V "(?,?,?,?,?,?,?)"
 #define TL_V8 TL_V "," TL_V "," TL_V "," TL_V "," TL_V "," TL_V "," TL_V "," TL_V
 #define TL_V64 TL_V8 "," TL_V8 "," TL_V8 "," TL_V8 "," TL_V8 "," TL_V8 "," TL_V8 "," TL_V8
-static const char timeline_insert_many[] =
-    "INSERT INTO run_timeline(run_id, idx, seq, ts, allocated, reserved, requested) VALUES " TL_V64;
+#define TL_INSERT "INSERT INTO run_timeline(run_id, idx, seq, ts, allocated, reserved, requested) VALUES "
+static const char timeline_insert_many[] = TL_INSERT TL_V64;
+static const char timeline_insert_one[] = TL_INSERT TL_V;
 
 static int timeline_bind(sqlite3_stmt *q, int at, int64_t id, size_t i, const replay_point *p) {
   sqlite3_bind_int64(q, at + 1, id);
@@ -86,8 +87,7 @@ static int save_timeline(store *s, int64_t id, const replay_result *r) {
     }
     sqlite3_reset(m);
   }
-  sqlite3_stmt *q = store_stmt(s, "INSERT INTO run_timeline(run_id, idx, seq, ts, allocated, reserved, requested) "
-                                  "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)");
+  sqlite3_stmt *q = store_stmt(s, timeline_insert_one);
   if (!q) return -1;
   for (; i < r->ntimeline; i++) {
     sqlite3_reset(q);
