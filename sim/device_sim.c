@@ -160,6 +160,7 @@ static int small_free(simdev *s, uint64_t addr) {
 static void range_give(simdev *s, uint64_t addr, uint64_t size) {
   vrange *r = s->ranges;
   size_t lo = 0, hi = s->nranges; /* lo: the first range below addr (the array goes downwards) */
+  if (hi && r[hi - 1].addr > addr) lo = hi; /* below them all, as a new slab's rest is: no search */
   while (lo < hi) {
     size_t mid = (lo + hi) / 2;
     if (r[mid].addr > addr) lo = mid + 1;
@@ -196,8 +197,11 @@ static void range_give(simdev *s, uint64_t addr, uint64_t size) {
 static uint64_t range_take(simdev *s, uint64_t size) {
   if (size <= s->ranges_max) {
     vrange *r = s->ranges;
+    uint64_t largest = 0; /* of the ranges passed over, all smaller than size */
     for (size_t i = s->nranges; i-- > 0;) {
-      if (r[i].size >= size) {
+      if (r[i].size < size) {
+        if (r[i].size > largest) largest = r[i].size;
+      } else {
         uint64_t a = r[i].addr;
         r[i].addr += size;
         r[i].size -= size;
@@ -208,9 +212,7 @@ static uint64_t range_take(simdev *s, uint64_t size) {
         return a;
       }
     }
-    s->ranges_max = 0; /* none held it: the bound made exact */
-    for (size_t i = 0; i < s->nranges; i++)
-      if (r[i].size > s->ranges_max) s->ranges_max = r[i].size;
+    s->ranges_max = largest; /* none held it: the bound made exact */
   }
   uint64_t slab = round_up(size, SLAB);
   s->slab_va -= slab;
