@@ -273,8 +273,10 @@ static int save_cell(workers *w, session *ses, const store_trace *t, const sessi
   return rc;
 }
 
-/* The runs of a unit's plain cells, kept until the unit is done and then stored together, in one
- * transaction (one commit for a trace's policies, not one per cell). */
+/* The runs of a worker's plain cells, kept until its unit is done and then stored together, in
+ * one transaction: one commit for a trace's policies, and where units are single cells (fewer
+ * traces than workers), one for up to CMP_SAVE_BATCH of them, not one per cell. */
+#define CMP_SAVE_BATCH 64
 typedef struct pending {
   store_trace t;
   session_run *run; /* allocated: a prepared run is not moved */
@@ -449,8 +451,9 @@ static void worker_loop(workers *w, store *s) {
       if (w->req->progress) w->req->progress(w->req->progress_arg, w->done, w->r->ncells, w->events);
       pthread_mutex_unlock(&w->lock);
     }
-    save_pending(w, ses, s, &pl);
+    if (pl.n >= CMP_SAVE_BATCH || w->units[u + 1] - w->units[u] > 1) save_pending(w, ses, s, &pl);
   }
+  save_pending(w, ses, s, &pl);
   free(pl.p);
   if (snapshot) store_exec(s, "COMMIT");
   cmp_cache_release(&tc);
