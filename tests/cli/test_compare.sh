@@ -104,6 +104,25 @@ cells = json.load(open(sys.argv[1]))["cells"]
 assert cells[0]["policy"] == "torch" and cells[0]["peak_reserved_bytes"] == int(sys.argv[2]), cells[0]
 PY
 fi
+# Stored cells of one trace on two workers go in by batches of up to 64 a transaction: 140 cells
+# (about 70 a worker, so each worker commits a full batch and then the rest), every one stored
+# once, as the run its cell names, with the cell's figures.
+BP=(); for k in $(seq 1 140); do BP+=(--policy "torch@$((60000 + k))MiB"); done
+expect 0 compare job1 "${BP[@]}" --json --quiet --jobs 2 && cp "$T/out" "$T/batch.json"
+python3 - "$T/batch.json" "$DB" <<'PY' || fail "140 stored cells on 2 workers: $(head -c 400 "$T/batch.json")"
+import json, sqlite3, sys
+r = json.load(open(sys.argv[1]))
+cells = r["cells"]
+assert len(cells) == 140 and all(c["status"] == "ok" and c["run_id"] > 0 for c in cells), cells[:2]
+assert len({c["run_id"] for c in cells}) == 140, "two cells name one run"
+db = sqlite3.connect(sys.argv[2])
+rows = {i: (v, a, b) for i, v, a, b in db.execute(
+    "SELECT id, variant, peak_allocated, peak_reserved FROM runs WHERE kind = 'compare' AND scenario = ?",
+    (r["comparison_id"],))}
+assert len(rows) == 140, len(rows)
+for c in cells:
+    assert rows[c["run_id"]] == (c["policy"], c["peak_allocated_bytes"], c["peak_reserved_bytes"]), (c, rows[c["run_id"]])
+PY
 cp "$DB" "$T/damaged.db"
 python3 - "$T/damaged.db" <<'PY'
 import sqlite3, sys
