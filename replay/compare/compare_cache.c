@@ -85,18 +85,12 @@ static void shared_free(void *value) {
 
 session_once *cmp_shared_new(void) { return session_once_new(shared_free); }
 
-typedef struct shared_build {
-  store *s;
-  const store_trace *t;
-} shared_build;
-
 /* Reads the events of the trace, with their plan: made now when the store had none, since a shared
  * cache is never written again. */
-static void *shared_read(void *arg) {
-  const shared_build *b = arg;
+static void *shared_read(store *s, const store_trace *t) {
   shared_trace *e = sim_xcalloc(1, sizeof *e);
   char err[1024];
-  if (cmp_cache_load(&e->tc, b->s, b->t, err, sizeof err)) {
+  if (cmp_cache_load(&e->tc, s, t, err, sizeof err)) {
     cmp_cache_release(&e->tc);
     e->err = strdup(err);
     return e;
@@ -107,7 +101,7 @@ static void *shared_read(void *arg) {
 }
 
 trace_cache *cmp_shared_get(session_once *sh, store *s, const store_trace *t, char *err, size_t errlen) {
-  shared_trace *e = session_once_get(sh, t->id, shared_read, &(shared_build){s, t});
+  shared_trace *e = session_once_get(sh, s, t, shared_read);
   if (e->err) return snprintf(err, errlen, "%s", e->err), NULL;
   return &e->tc;
 }

@@ -451,7 +451,7 @@ static void worker_loop(workers *w, store *s) {
       if (w->req->progress) w->req->progress(w->req->progress_arg, w->done, w->r->ncells, w->events);
       pthread_mutex_unlock(&w->lock);
     }
-    if (pl.n >= CMP_SAVE_BATCH || w->units[u + 1] - w->units[u] > 1) save_pending(w, ses, s, &pl);
+    if (!w->share || pl.n >= CMP_SAVE_BATCH) save_pending(w, ses, s, &pl); /* a trace's cells, or a batch */
   }
   save_pending(w, ses, s, &pl);
   free(pl.p);

@@ -1,4 +1,4 @@
-/* once.c: values built once per key and shared by threads (session.h, session_once). */
+/* once.c: values built once per trace and shared by threads (session.h, session_once). */
 #include <pthread.h>
 #include <stdlib.h>
 
@@ -36,7 +36,8 @@ void session_once_free(session_once *o) {
   free(o);
 }
 
-void *session_once_get(session_once *o, int64_t key, void *(*build)(void *arg), void *arg) {
+void *session_once_get(session_once *o, store *s, const store_trace *t, void *(*build)(store *s, const store_trace *t)) {
+  int64_t key = t->id;
   pthread_mutex_lock(&o->lock);
   struct once_entry *e = NULL;
   for (size_t i = 0; i < o->n && !e; i++)
@@ -47,7 +48,7 @@ void *session_once_get(session_once *o, int64_t key, void *(*build)(void *arg), 
     sim_grow((void **)&o->v, &o->cap, o->n + 1, sizeof *o->v);
     o->v[o->n++] = e;
     pthread_mutex_unlock(&o->lock);
-    void *value = build(arg);
+    void *value = build(s, t);
     pthread_mutex_lock(&o->lock);
     e->value = value;
     pthread_cond_broadcast(&o->built);

@@ -38,17 +38,17 @@ typedef struct session session;
 session *session_new(store *s);
 void session_free(session *ses);
 store *session_store(const session *ses);
-/* Values built once per key and shared by several threads (once.c): what a comparison's workers
+/* Values built once per trace and shared by several threads (once.c): what a comparison's workers
  * share when they replay the same traces. */
 typedef struct session_once session_once;
 /* release frees a value (at session_once_free). */
 session_once *session_once_new(void (*release)(void *value));
 void session_once_free(session_once *o);
-/* The value of key: built by build(arg) in this thread when no thread asked for it before, else
- * the one another thread built, waited for while it builds. build returns a value in every case
- * (one that says why, when it cannot hold what was asked); it is never written again, and lives
- * until session_once_free. */
-void *session_once_get(session_once *o, int64_t key, void *(*build)(void *arg), void *arg);
+/* The value of trace t: built by build(s, t) in this thread when no thread asked for it before,
+ * else the one another thread built, waited for while it builds. build returns a value in every
+ * case (one that says why, when it cannot hold what was asked); it is never written again, and
+ * lives until session_once_free. */
+void *session_once_get(session_once *o, store *s, const store_trace *t, void *(*build)(store *s, const store_trace *t));
 
 /* The start states of recorded windows (a snapshot that begins mid-run: window_start.c), one per
  * trace, for sessions to share (session_share_windows); freed with session_once_free. */

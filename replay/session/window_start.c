@@ -68,15 +68,9 @@ static void window_free(void *value) {
 
 session_once *session_windows_new(void) { return session_once_new(window_free); }
 
-typedef struct window_build {
-  store *s;
-  const store_trace *t;
-} window_build;
-
-static void *window_built(void *arg) {
-  const window_build *b = arg;
+static void *window_built(store *s, const store_trace *t) {
   window_cache *wc = sim_xcalloc(1, sizeof *wc);
-  rebuild(b->s, wc, b->t);
+  rebuild(s, wc, t);
   return wc;
 }
 
@@ -92,7 +86,7 @@ void window_start_decide(store *s, window_cache *own, session_once *shared, sess
   const char *why = not_rebuilt(run, pass);
   if (!why) {
     window_cache *wc = own;
-    if (shared) wc = session_once_get(shared, t->id, window_built, &(window_build){s, t});
+    if (shared) wc = session_once_get(shared, s, t, window_built);
     else rebuild(s, own, t);
     if (wc->ok && wc->start.n) {
       cfg->start = &wc->start;

@@ -65,14 +65,14 @@ static int save_run_row(store *s, const run_meta *m, const replay_result *r, con
 static const char timeline_insert_many[] = TL_INSERT TL_V64;
 static const char timeline_insert_one[] = TL_INSERT TL_V;
 
-static int timeline_bind(sqlite3_stmt *q, int at, int64_t id, size_t i, const replay_point *p) {
+static void timeline_bind(sqlite3_stmt *q, int at, int64_t id, size_t i, const replay_point *p) {
   sqlite3_bind_int64(q, at + 1, id);
   sqlite3_bind_int64(q, at + 2, (int64_t)i);
   sqlite3_bind_int64(q, at + 3, p->seq);
   sqlite3_bind_int64(q, at + 4, p->ts);
   sqlite3_bind_int64(q, at + 5, p->allocated);
   sqlite3_bind_int64(q, at + 6, p->reserved);
-  return sqlite3_bind_int64(q, at + 7, p->requested);
+  sqlite3_bind_int64(q, at + 7, p->requested);
 }
 
 static int save_timeline(store *s, int64_t id, const replay_result *r) {
