@@ -819,7 +819,7 @@ int store_trace_delete(store *s, int64_t id) {
   static const char *const sql[] = {
     "DELETE FROM event_chunks WHERE trace_id = ?1",        "DELETE FROM event_rows WHERE trace_id = ?1",
     "DELETE FROM copy_sums WHERE trace_id = ?1",           "DELETE FROM event_plans WHERE trace_id = ?1",
-    "DELETE FROM event_args WHERE trace_id = ?1",
+    "DELETE FROM event_args WHERE trace_id = ?1",      "DELETE FROM window_starts WHERE trace_id = ?1",
     "DELETE FROM recorded WHERE trace_id = ?1",   "DELETE FROM segments WHERE trace_id = ?1",
     "DELETE FROM blocks WHERE trace_id = ?1",     "DELETE FROM trace_stats WHERE trace_id = ?1",
     "UPDATE runs SET trace_id = NULL WHERE trace_id = ?1", "DELETE FROM traces WHERE id = ?1",

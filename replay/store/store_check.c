@@ -6,6 +6,7 @@
 
 #include "sim/copyfit.h"
 #include "store_int.h"
+#include "store_starts.h"
 
 static void report(store_fault_fn fault, void *arg, store_check_totals *tot, const char *fmt, ...)
   __attribute__((format(printf, 4, 5)));
@@ -52,6 +53,9 @@ int store_check_integrity(store *s, store_fault_fn fault, void *arg, store_check
     {"SELECT 'trace ' || trace_id || ' chunk ' || chunk || ': a plan of no trace' FROM event_plans "
      "WHERE trace_id NOT IN (SELECT id FROM traces) ORDER BY trace_id, chunk",
      "event_plans"},
+    {"SELECT 'trace ' || trace_id || ': a window start of no trace' FROM window_starts "
+     "WHERE trace_id NOT IN (SELECT id FROM traces) ORDER BY trace_id",
+     "window_starts"},
   };
   for (size_t i = 0; i < sizeof checks / sizeof checks[0]; i++)
     if (faults_of(s, checks[i].sql, checks[i].what, fault, arg, tot)) return -1;
@@ -128,6 +132,9 @@ int store_check_trace(store *s, const store_trace *t, store_fault_fn fault, void
     report(fault, arg, tot, "trace '%s': its chunks hold %lld events, its event_count says %lld", t->name,
            (long long)events, (long long)t->event_count);
   if (whole && (copy_sums_check(s, t, &fit, fault, arg, tot) || plans_check(s, t, fault, arg, tot))) return -1;
+  int faulty;
+  if (store_window_start_check(s, t, fault, arg, &faulty)) return -1;
+  tot->faults += faulty;
   sqlite3_stmt *o = store_stmt(s, "SELECT chunk FROM event_rows r WHERE trace_id = ?1 AND NOT EXISTS "
                                   "(SELECT 1 FROM event_chunks c WHERE c.trace_id = r.trace_id AND c.chunk = r.chunk)");
   if (!o) return -1;

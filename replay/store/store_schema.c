@@ -23,6 +23,19 @@
   "       JOIN mem_kinds m ON m.id = e.mem JOIN copy_dirs d ON d.id = e.dir JOIN categories c ON c.id = e.category\n" \
   "       JOIN cat_sources cs ON cs.id = e.cat_source LEFT JOIN strings s ON s.id = e.name_id;\n"
 
+/* Triggers that delete a kept window start (window_starts, migration 8) when a row of table that
+ * its rebuild read is added, changed or removed. */
+#define STARTS_FOLLOW(table)                                                                         \
+  "CREATE TRIGGER window_starts_" table "_insert AFTER INSERT ON " table " BEGIN\n"                  \
+  "  DELETE FROM window_starts WHERE trace_id = NEW.trace_id;\n"                                     \
+  "END;\n"                                                                                          \
+  "CREATE TRIGGER window_starts_" table "_update AFTER UPDATE ON " table " BEGIN\n"                  \
+  "  DELETE FROM window_starts WHERE trace_id IN (OLD.trace_id, NEW.trace_id);\n"                   \
+  "END;\n"                                                                                          \
+  "CREATE TRIGGER window_starts_" table "_delete AFTER DELETE ON " table " BEGIN\n"                  \
+  "  DELETE FROM window_starts WHERE trace_id = OLD.trace_id;\n"                                     \
+  "END;\n"
+
 static const char *const migrations[] = {
   NULL,
   /* 1: the first schema. */
@@ -333,6 +346,21 @@ static const char *const migrations[] = {
   "         nullif(j.value ->> 6, 0) - 1 AS api_dur\n"
   "  FROM event_rows r, json_each(r.rows) j;\n"
   EVENTS_NAMED_SINCE_2,
+  /* 8: a recorded window's start state as validate rebuilds it, kept once made (store_starts.c):
+   * rules names the code that rebuilt it (a row of other rules is rebuilt), data the segments and
+   * blocks packed, crc32 its CRC-32. A change to anything it was rebuilt from (the trace's row, its
+   * recorded actions, segments, blocks and chunks), by memplay or by hand, deletes it. */
+  "CREATE TABLE window_starts(\n"
+  "  trace_id INTEGER PRIMARY KEY,\n"
+  "  rules TEXT NOT NULL,\n"
+  "  agrees INTEGER NOT NULL,\n"
+  "  crc32 INTEGER NOT NULL,\n"
+  "  data BLOB NOT NULL\n"
+  ");\n"
+  "CREATE TRIGGER window_starts_traces AFTER UPDATE ON traces BEGIN\n"
+  "  DELETE FROM window_starts WHERE trace_id IN (OLD.id, NEW.id);\n"
+  "END;\n"
+  STARTS_FOLLOW("recorded") STARTS_FOLLOW("segments") STARTS_FOLLOW("blocks") STARTS_FOLLOW("event_chunks"),
 };
 
 /* SQL that ends a migration after the step in C that store.c runs between (NULL: none). */

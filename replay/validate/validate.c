@@ -10,6 +10,7 @@
 #include "sim/alloc_torch.h"
 #include "sim/hashmap.h"
 #include "validate.h"
+#include "start_digest.h"
 
 /*
  * The recording (contract: docs/formats.md, "PyTorch memory snapshots") gives three things:
@@ -1428,6 +1429,8 @@ int validate_recorded_state(store *s, const store_trace *t, replay_start *out, c
 int validate_run(store *s, const store_trace *t, validate_result *r, char *err, size_t errlen) {
   return validate_core(s, t, r, NULL, err, errlen);
 }
+
+const char *validate_start_key(void) { return VALIDATE_START_DIGEST; }
 
 int validate_window_start(store *s, const store_trace *t, replay_start *out, int *agrees, char *err, size_t errlen) {
   validate_result r;

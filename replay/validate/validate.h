@@ -93,6 +93,11 @@ int validate_run(store *s, const store_trace *t, validate_result *r, char *err, 
  */
 int validate_window_start(store *s, const store_trace *t, replay_start *out, int *agrees, char *err, size_t errlen);
 
+/* What a rebuilt start depends on besides its trace: a digest of the sources that decide it (the
+ * models, the simulated device, the engine, this file, the store's reading), made at build time.
+ * A start kept in the store under another key was rebuilt by other rules (store_starts.h). */
+const char *validate_start_key(void);
+
 /* The state a state-only trace records (an out-of-memory dump: its final segments and blocks are
  * the whole state at one moment), as a replay's start: each live block's trace address is its
  * own. 0 with *out filled (release it with replay_start_release), or -1 with a message. */
