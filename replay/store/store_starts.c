@@ -164,21 +164,47 @@ static int start_get_u(store *s, int64_t trace_id, const char *key, replay_start
   return got;
 }
 
+#define START_PUT_SQL "INSERT OR REPLACE INTO window_starts(trace_id, rules, agrees, crc32, data) VALUES (?1, ?2, ?3, ?4, ?5)"
+
+static void start_bind(sqlite3_stmt *q, int64_t trace_id, const char *key, int agrees, const unsigned char *b, size_t len) {
+  sqlite3_bind_int64(q, 1, trace_id);
+  sqlite3_bind_text(q, 2, key, -1, SQLITE_STATIC);
+  sqlite3_bind_int(q, 3, agrees != 0);
+  sqlite3_bind_int64(q, 4, io_crc32(b, len));
+  sqlite3_bind_blob(q, 5, b, (int)len, SQLITE_STATIC);
+}
+
+/* The row written by a connection of its own, in a transaction of its own: a replay reads its
+ * trace in one read transaction (one snapshot), which a write would turn into a write transaction
+ * that every other writer waits for until the replay ends. 0, or -1. */
+static int start_put_aside(store *s, int64_t trace_id, const char *key, int agrees, const unsigned char *b, size_t len) {
+  sqlite3 *db = NULL;
+  sqlite3_stmt *q = NULL;
+  int rc = -1;
+  if (sqlite3_open_v2(s->path, &db, SQLITE_OPEN_READWRITE, NULL) == SQLITE_OK &&
+      sqlite3_busy_timeout(db, 200) == SQLITE_OK && sqlite3_prepare_v2(db, START_PUT_SQL, -1, &q, NULL) == SQLITE_OK) {
+    start_bind(q, trace_id, key, agrees, b, len);
+    rc = sqlite3_step(q) == SQLITE_DONE ? 0 : -1; /* a store busy for long keeps none this time */
+  }
+  sqlite3_finalize(q);
+  sqlite3_close(db);
+  return rc;
+}
+
 static int start_put_u(store *s, int64_t trace_id, const char *key, const replay_start *st, int agrees) {
   if (s->readonly) return 0;
   size_t len;
   unsigned char *b = start_pack(st, &len);
-  sqlite3_stmt *q = store_stmt(s, "INSERT OR REPLACE INTO window_starts(trace_id, rules, agrees, crc32, data) "
-                                  "VALUES (?1, ?2, ?3, ?4, ?5)");
   int rc = -1;
-  if (q) {
-    sqlite3_bind_int64(q, 1, trace_id);
-    sqlite3_bind_text(q, 2, key, -1, SQLITE_STATIC);
-    sqlite3_bind_int(q, 3, agrees != 0);
-    sqlite3_bind_int64(q, 4, io_crc32(b, len));
-    sqlite3_bind_blob(q, 5, b, (int)len, SQLITE_STATIC);
-    rc = sqlite3_step(q) == SQLITE_DONE ? 0 : store_fail(s, q, "cannot keep the trace's window start");
-    sqlite3_reset(q);
+  if (s->read_tx && !sqlite3_get_autocommit(s->db)) {
+    rc = start_put_aside(s, trace_id, key, agrees, b, len);
+  } else { /* no transaction, or the caller's write transaction (a script's runs), which it joins */
+    sqlite3_stmt *q = store_stmt(s, START_PUT_SQL);
+    if (q) {
+      start_bind(q, trace_id, key, agrees, b, len);
+      rc = sqlite3_step(q) == SQLITE_DONE ? 0 : store_fail(s, q, "cannot keep the trace's window start");
+      sqlite3_reset(q);
+    }
   }
   free(b);
   return rc;
