@@ -132,9 +132,12 @@ int store_check_trace(store *s, const store_trace *t, store_fault_fn fault, void
     report(fault, arg, tot, "trace '%s': its chunks hold %lld events, its event_count says %lld", t->name,
            (long long)events, (long long)t->event_count);
   if (whole && (copy_sums_check(s, t, &fit, fault, arg, tot) || plans_check(s, t, fault, arg, tot))) return -1;
-  int faulty;
-  if (store_window_start_check(s, t, fault, arg, &faulty)) return -1;
-  tot->faults += faulty;
+  char why[256];
+  int bad = store_window_start_fault(s, t->id, why, sizeof why);
+  if (bad < 0) return -1;
+  if (bad)
+    report(fault, arg, tot, "trace '%s': its kept window start (window_starts) %s; the next replay rebuilds it",
+           t->name, why);
   sqlite3_stmt *o = store_stmt(s, "SELECT chunk FROM event_rows r WHERE trace_id = ?1 AND NOT EXISTS "
                                   "(SELECT 1 FROM event_chunks c WHERE c.trace_id = r.trace_id AND c.chunk = r.chunk)");
   if (!o) return -1;

@@ -78,6 +78,8 @@ static const char *start_fault(const replay_start *st) {
       if (!it->size || it->addr + it->size < it->addr) why = "a segment runs past the end of the address space";
       seg = segs[ns++] = it;
       end = it->addr;
+    } else if (!seg) {
+      why = "its first item is a block, not a segment";
     } else if (it->state != SIM_BLOCK_ALLOCATED && it->state != SIM_BLOCK_PENDING_FREE) {
       why = "a block is neither allocated nor waiting to be freed";
     } else if (it->addr < end || it->addr + it->size < it->addr || it->addr + it->size > seg->addr + seg->size) {
@@ -119,10 +121,6 @@ static int start_unpack(const unsigned char *b, size_t len, replay_start *out, c
     it->stream = (int64_t)get64(p + 32);
     it->handle = (uintptr_t)get64(p + 40);
     out->trace_addr[i] = get64(p + 48);
-    if (i == 0 && !it->is_segment) {
-      replay_start_release(out);
-      return snprintf(why, whylen, "its first item is a block, not a segment"), -1;
-    }
     if (it->is_segment) out->nsegments++;
     else out->nblocks++;
   }
@@ -164,9 +162,11 @@ static int start_get_u(store *s, int64_t trace_id, const char *key, replay_start
   return got;
 }
 
-#define START_PUT_SQL "INSERT OR REPLACE INTO window_starts(trace_id, rules, agrees, crc32, data) VALUES (?1, ?2, ?3, ?4, ?5)"
+#define START_PUT_SQL \
+  "INSERT OR REPLACE INTO window_starts(trace_id, rules, agrees, crc32, data) VALUES (?1, ?2, ?3, ?4, ?5)"
 
-static void start_bind(sqlite3_stmt *q, int64_t trace_id, const char *key, int agrees, const unsigned char *b, size_t len) {
+static void start_bind(sqlite3_stmt *q, int64_t trace_id, const char *key, int agrees, const unsigned char *b,
+                       size_t len) {
   sqlite3_bind_int64(q, 1, trace_id);
   sqlite3_bind_text(q, 2, key, -1, SQLITE_STATIC);
   sqlite3_bind_int(q, 3, agrees != 0);
@@ -177,7 +177,8 @@ static void start_bind(sqlite3_stmt *q, int64_t trace_id, const char *key, int a
 /* The row written by a connection of its own, in a transaction of its own: a replay reads its
  * trace in one read transaction (one snapshot), which a write would turn into a write transaction
  * that every other writer waits for until the replay ends. 0, or -1. */
-static int start_put_aside(store *s, int64_t trace_id, const char *key, int agrees, const unsigned char *b, size_t len) {
+static int start_put_aside(store *s, int64_t trace_id, const char *key, int agrees, const unsigned char *b,
+                           size_t len) {
   sqlite3 *db = NULL;
   sqlite3_stmt *q = NULL;
   int rc = -1;
@@ -224,26 +225,18 @@ int store_window_start_put(store *s, int64_t trace_id, const char *key, const re
   return rc;
 }
 
-int store_window_start_check(store *s, const store_trace *t, store_fault_fn fault, void *arg, int *faulty) {
+int store_window_start_fault(store *s, int64_t trace_id, char *why, size_t whylen) {
   sqlite3_stmt *q = store_stmt(s, "SELECT crc32, data FROM window_starts WHERE trace_id = ?1");
   if (!q) return -1;
-  sqlite3_bind_int64(q, 1, t->id);
-  int rc = sqlite3_step(q);
-  *faulty = 0;
+  sqlite3_bind_int64(q, 1, trace_id);
+  int rc = sqlite3_step(q), faulty = 0;
   if (rc == SQLITE_ROW) {
     replay_start st;
-    char why[256], msg[512];
-    if (start_of_row(q, 0, &st, why, sizeof why)) {
-      snprintf(msg, sizeof msg, "trace '%s': its kept window start (window_starts) %s; the next replay rebuilds it",
-               t->name, why);
-      fault(arg, msg);
-      *faulty = 1;
-    } else {
-      replay_start_release(&st);
-    }
+    faulty = start_of_row(q, 0, &st, why, whylen) != 0;
+    if (!faulty) replay_start_release(&st);
   } else if (rc != SQLITE_DONE) {
-    return store_fail(s, q, "cannot check the store");
+    faulty = store_fail(s, q, "cannot check the store");
   }
   sqlite3_reset(q);
-  return 0;
+  return faulty;
 }

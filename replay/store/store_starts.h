@@ -17,8 +17,8 @@
 int store_window_start_get(store *s, int64_t trace_id, const char *key, replay_start *out, int *agrees);
 /* Keeps st for trace_id under key, in place of any row it had: 0, or -1 (store_error). */
 int store_window_start_put(store *s, int64_t trace_id, const char *key, const replay_start *st, int agrees);
-/* check-store: a kept row of t that does not decode is a fault (*faulty 1). 0, or -1 when the
- * store cannot be read. */
-int store_window_start_check(store *s, const store_trace *t, store_fault_fn fault, void *arg, int *faulty);
+/* check-store: 1 when trace_id's kept row does not decode (why says how), 0 when it does or there
+ * is none, -1 when the store cannot be read (store_error). */
+int store_window_start_fault(store *s, int64_t trace_id, char *why, size_t whylen);
 
 #endif
