@@ -348,6 +348,7 @@ static cudaError_t copy(const char *name, void *dst, const void *src, size_t n, 
   busy(st, (int64_t)((double)n / COPY_BPS * 1e9));
   if (st->busy_until > F.counts.latest_end) F.counts.latest_end = st->busy_until;
   if (sync) wait_until(st->busy_until);
+  if (F.counts.copies < FAKE_CUDA_COPY_LOG) F.counts.copy_sizes[F.counts.copies] = n;
   F.counts.copies++;
   F.counts.copy_bytes += n;
   return cudaSuccess;

@@ -5,10 +5,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#define FAKE_CUDA_COPY_LOG 64
+
 typedef struct fake_cuda_counts {
   int64_t mallocs, frees, host_allocs, copies, memsets, kernels, syncs, streams, modules;
   uint64_t copy_bytes, kernel_ns, mem_get_info;
   int64_t latest_end; /* ns, host clock: when the last kernel or copy ends */
+  uint64_t copy_sizes[FAKE_CUDA_COPY_LOG]; /* the sizes of the first copies, in the order made */
 } fake_cuda_counts;
 
 /* ngpus GPUs of `memory` bytes each, nothing allocated. */

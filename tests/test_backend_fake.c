@@ -305,6 +305,18 @@ static void test_calibrate(void) {
   /* The pretend GPU copies at 10 GB/s, and every measured copy waits for its end (a bound, not
    * a timing: the fitted rate itself depends on how busy this machine is). */
   for (int k = 0; k < CALIB_COPIES; k++) CHECK(p->copy[k].pts[3].seconds >= 16.0 * MiB / 10e9);
+  /* A kind's sizes are measured in rounds, one trial of each size a round (after one untimed
+   * copy of each), never one size's trials back to back, so that a slow moment of the machine
+   * cannot move one size's median alone: the first kind's copies go 4 KiB, 64 KiB, 1 MiB,
+   * 16 MiB, then again, as many times as trials were made. */
+  const fake_cuda_counts *fc = fake_cuda_counts_get();
+  int rounds = p->copy[0].pts[0].trials + 1;
+  CHECK_EQ(rounds, 4); /* the quick calibration's 3 trials, and the warm-up */
+  for (int i = 0; i < 4 * rounds; i++) CHECK_EQ(fc->copy_sizes[i], (UINT64_C(4) << 10) << (4 * (i % 4)));
+  for (int k = 0; k < CALIB_COPIES; k++)
+    for (size_t i = 0; i < p->copy[k].n; i++) CHECK_EQ(p->copy[k].pts[i].trials, 3);
+  for (size_t i = 0; i < p->nmalloc; i++) CHECK_EQ(p->malloc_pts[i].trials, 3);
+  for (size_t i = 0; i < p->nhost; i++) CHECK_EQ(p->host_pts[i].trials, 2);
   CHECK_EQ(p->nmalloc, 3);
   CHECK_EQ(p->nhost, 2);
   CHECK(p->launch_s > 0 && p->kernel_s > 0 && p->single_s > 0);

@@ -24,9 +24,10 @@ static const uint64_t malloc_sizes[] = {512, 64 << 10, 2 << 20, 32 << 20, 256 <<
 static const uint64_t malloc_sizes_quick[] = {512, 2 << 20, 256 << 20};
 static const uint64_t host_sizes[] = {4 << 10, 1 << 20, 64 << 20, 256 << 20};
 static const uint64_t host_sizes_quick[] = {1 << 20, 64 << 20};
+#define COUNT(a) (sizeof(a) / sizeof *(a))
 #define TRIALS 11
 #define TRIALS_QUICK 3
-#define TRIAL_BUDGET_S 0.5 /* stop repeating one measurement after this long (at least 3 trials) */
+#define TRIAL_BUDGET_S 0.5 /* stop the rounds of a measurement after this long a size (at least 3 trials) */
 #define LAUNCHES 2000
 #define LAUNCHES_QUICK 300
 #define QUEUE_PROBE 4096        /* long kernels launched to find how many the host may queue */
@@ -94,69 +95,109 @@ static int copy_once(cctx *c, int k, uint64_t n, double *secs) {
   return 0;
 }
 
+/* One trial at one size: the seconds of its first part (a copy, an allocation) and of its second
+ * (the allocation's free; 0 for a copy). 0, or -1 with the message in c->err. */
+typedef int (*trial_fn)(cctx *c, const void *arg, uint64_t size, double *first, double *second);
+
+/* The trials of a measurement at every size of sizes[n], in rounds of one trial a size (after one
+ * untimed trial of each when `warm`). A slow moment of the machine then falls on a trial of a few
+ * sizes, which their medians leave out, and not on every trial of one size, which its median keeps:
+ * back to back, all eleven trials of a 256 MiB copy to an H100 once ran at 34 GB/s where the
+ * GPU copies at 55, and set its profile's line (docs/measurements/h100-2026-11-27c). Rounds go
+ * on until `want`, or, after three, once they have taken TRIAL_BUDGET_S a size (`budgeted`).
+ * Each size's medians go to first[i], second[i]; returns the trials made, or -1. */
+static int rounds(cctx *c, trial_fn f, const void *arg, const uint64_t *sizes, size_t n, int want, int budgeted,
+                  int warm, double *first, double *second) {
+  double t1[CALIB_MAX_SIZES][TRIALS], t2[CALIB_MAX_SIZES][TRIALS], x, y;
+  if (want > TRIALS) want = TRIALS;
+  if (n > CALIB_MAX_SIZES) n = CALIB_MAX_SIZES;
+  for (size_t i = 0; warm && i < n; i++)
+    if (f(c, arg, sizes[i], &x, &y)) return -1;
+  int got = 0;
+  double start = now_s();
+  while (got < want && (got < 3 || !budgeted || now_s() - start < TRIAL_BUDGET_S * (double)n)) {
+    for (size_t i = 0; i < n; i++)
+      if (f(c, arg, sizes[i], &t1[i][got], &t2[i][got])) return -1;
+    got++;
+  }
+  for (size_t i = 0; i < n; i++) {
+    first[i] = median(t1[i], got);
+    second[i] = median(t2[i], got);
+  }
+  return got;
+}
+
+static int copy_trial(cctx *c, const void *kind, uint64_t n, double *secs, double *none) {
+  *none = 0;
+  return copy_once(c, *(const int *)kind, n, secs);
+}
+
 static int copies(cctx *c, calib_profile *p) {
   for (int k = 0; k < CALIB_COPIES; k++) {
     calib_series *s = &p->copy[k];
+    uint64_t sizes[CALIB_MAX_SIZES];
+    double t[CALIB_MAX_SIZES], none[CALIB_MAX_SIZES];
+    size_t n = 0;
+    for (uint64_t z = COPY_MIN; z <= c->max && n < CALIB_MAX_SIZES; z *= c->quick ? 16 : 4) sizes[n++] = z;
+    int got = rounds(c, copy_trial, &k, sizes, n, trials(c), 1, 1, t, none);
+    if (got < 0) return -1;
     s->key = calib_copy_keys[k];
-    s->n = 0;
-    for (uint64_t n = COPY_MIN; n <= c->max && s->n < CALIB_MAX_SIZES; n *= c->quick ? 16 : 4) {
-      double t[TRIALS], warm;
-      if (copy_once(c, k, n, &warm)) return -1;
-      int got = 0;
-      double start = now_s();
-      while (got < trials(c) && (got < 3 || now_s() - start < TRIAL_BUDGET_S))
-        if (copy_once(c, k, n, &t[got++])) return -1;
-      s->pts[s->n++] = (calib_point){n, median(t, got), got};
-    }
+    for (s->n = 0; s->n < n; s->n++) s->pts[s->n] = (calib_point){sizes[s->n], t[s->n], got};
     calib_fit(s);
   }
   return 0;
 }
 
+static int malloc_trial(cctx *c, const void *unused, uint64_t n, double *alloc_s, double *free_s) {
+  (void)unused;
+  char b[32];
+  void *x = NULL;
+  double t0 = now_s();
+  CHECK_RT(cudaMalloc(&x, n), "cudaMalloc of %s", report_bytes(b, sizeof b, n));
+  double t1 = now_s();
+  CHECK_RT(cudaFree(x), "cudaFree of %s", report_bytes(b, sizeof b, n));
+  *alloc_s = t1 - t0;
+  *free_s = now_s() - t1;
+  return 0;
+}
+
+static int host_trial(cctx *c, const void *unused, uint64_t n, double *alloc_s, double *free_s) {
+  (void)unused;
+  char b[32];
+  void *x = NULL;
+  double t0 = now_s();
+  CHECK_RT(cudaMallocHost(&x, n), "cudaMallocHost of %s", report_bytes(b, sizeof b, n));
+  double t1 = now_s();
+  CHECK_RT(cudaFreeHost(x), "cudaFreeHost of %s", report_bytes(b, sizeof b, n));
+  *alloc_s = t1 - t0;
+  *free_s = now_s() - t1;
+  return 0;
+}
+
+/* The sizes that fit in half of what is free, as points, measured by f: how many. */
+static int cost_points(cctx *c, trial_fn f, const void *arg, const uint64_t *sizes, size_t nsizes, uint64_t fits,
+                       int want, int budgeted, calib_alloc_point *pts, size_t *npts) {
+  double ta[CALIB_MAX_SIZES], tf[CALIB_MAX_SIZES];
+  size_t n = 0;
+  while (n < nsizes && n < CALIB_MAX_SIZES && sizes[n] <= fits) n++;
+  int got = n ? rounds(c, f, arg, sizes, n, want, budgeted, 0, ta, tf) : 0;
+  if (got < 0) return -1;
+  for (*npts = 0; *npts < n; (*npts)++) pts[*npts] = (calib_alloc_point){sizes[*npts], ta[*npts], tf[*npts], got};
+  return 0;
+}
+
 static int allocations(cctx *c, calib_profile *p) {
-  const uint64_t *sizes = c->quick ? malloc_sizes_quick : malloc_sizes;
-  size_t nsizes = c->quick ? sizeof malloc_sizes_quick / sizeof *sizes : sizeof malloc_sizes / sizeof *sizes;
   void *w;
   CHECK_RT(cudaMalloc(&w, 1 << 20), "cudaMalloc (warm-up)");
   CHECK_RT(cudaFree(w), "cudaFree (warm-up)");
   size_t f = 0, tot = 0;
   CHECK_RT(cudaMemGetInfo(&f, &tot), "cudaMemGetInfo");
-  char b[32];
-  for (size_t i = 0; i < nsizes; i++) {
-    if (sizes[i] > f / 2) break;
-    double ta[TRIALS], tf[TRIALS];
-    int got = 0;
-    double start = now_s();
-    while (got < trials(c) && (got < 3 || now_s() - start < TRIAL_BUDGET_S)) {
-      void *x = NULL;
-      double t0 = now_s();
-      CHECK_RT(cudaMalloc(&x, sizes[i]), "cudaMalloc of %s", report_bytes(b, sizeof b, sizes[i]));
-      double t1 = now_s();
-      CHECK_RT(cudaFree(x), "cudaFree of %s", report_bytes(b, sizeof b, sizes[i]));
-      double t2 = now_s();
-      ta[got] = t1 - t0;
-      tf[got++] = t2 - t1;
-    }
-    p->malloc_pts[p->nmalloc++] = (calib_alloc_point){sizes[i], median(ta, got), median(tf, got), got};
-  }
-  sizes = c->quick ? host_sizes_quick : host_sizes;
-  nsizes = c->quick ? sizeof host_sizes_quick / sizeof *sizes : sizeof host_sizes / sizeof *sizes;
-  for (size_t i = 0; i < nsizes; i++) {
-    double ta[TRIALS], tf[TRIALS];
-    int got = 0, want = c->quick ? 2 : 5;
-    while (got < want) {
-      void *x = NULL;
-      double t0 = now_s();
-      CHECK_RT(cudaMallocHost(&x, sizes[i]), "cudaMallocHost of %s", report_bytes(b, sizeof b, sizes[i]));
-      double t1 = now_s();
-      CHECK_RT(cudaFreeHost(x), "cudaFreeHost of %s", report_bytes(b, sizeof b, sizes[i]));
-      double t2 = now_s();
-      ta[got] = t1 - t0;
-      tf[got++] = t2 - t1;
-    }
-    p->host_pts[p->nhost++] = (calib_alloc_point){sizes[i], median(ta, got), median(tf, got), got};
-  }
-  return 0;
+  const uint64_t *ms = c->quick ? malloc_sizes_quick : malloc_sizes;
+  const uint64_t *hs = c->quick ? host_sizes_quick : host_sizes;
+  size_t nms = c->quick ? COUNT(malloc_sizes_quick) : COUNT(malloc_sizes);
+  size_t nhs = c->quick ? COUNT(host_sizes_quick) : COUNT(host_sizes);
+  if (cost_points(c, malloc_trial, NULL, ms, nms, f / 2, trials(c), 1, p->malloc_pts, &p->nmalloc)) return -1;
+  return cost_points(c, host_trial, NULL, hs, nhs, UINT64_MAX, c->quick ? 2 : 5, 0, p->host_pts, &p->nhost);
 }
 
 static int launches(cctx *c, calib_profile *p) {
@@ -223,60 +264,59 @@ static int launches(cctx *c, calib_profile *p) {
   return 0;
 }
 
-/* cuMemCreate + cuMemMap + cuMemSetAccess, and cuMemUnmap + cuMemRelease, by size. */
+/* What a mapping trial maps with: the reserved range, and the memory's properties and access. */
+typedef struct map_arg {
+  CUdeviceptr va;
+  CUmemAllocationProp prop;
+  CUmemAccessDesc access;
+} map_arg;
+
+static int map_trial(cctx *c, const void *arg, uint64_t n, double *map_s, double *unmap_s) {
+  const map_arg *m = arg;
+  char b[32];
+  CUmemGenericAllocationHandle h;
+  CUresult r;
+  double t0 = now_s();
+  if ((r = c->drv.MemCreate(&h, n, &m->prop, 0)) != CUDA_SUCCESS)
+    return cudart_drv_fail(&c->drv, c->err, c->errlen, r, "cuMemCreate of %s", report_bytes(b, sizeof b, n));
+  if ((r = c->drv.MemMap(m->va, n, 0, h, 0)) != CUDA_SUCCESS ||
+      (r = c->drv.MemSetAccess(m->va, n, &m->access, 1)) != CUDA_SUCCESS) {
+    cudart_drv_fail(&c->drv, c->err, c->errlen, r, "cuMemMap of %s", report_bytes(b, sizeof b, n));
+    c->drv.MemUnmap(m->va, n);
+    c->drv.MemRelease(h);
+    return -1;
+  }
+  double t1 = now_s();
+  if ((r = c->drv.MemUnmap(m->va, n)) != CUDA_SUCCESS || (r = c->drv.MemRelease(h)) != CUDA_SUCCESS)
+    return cudart_drv_fail(&c->drv, c->err, c->errlen, r, "cuMemUnmap of %s", report_bytes(b, sizeof b, n));
+  *map_s = t1 - t0;
+  *unmap_s = now_s() - t1;
+  return 0;
+}
+
+/* cuMemCreate + cuMemMap + cuMemSetAccess, and cuMemUnmap + cuMemRelease, by size, in one range
+ * reserved for the largest size that fits in half of what is free. */
 static int mappings(cctx *c, calib_profile *p) {
   if (!c->vmm) return 0;
   const uint64_t *sizes = c->quick ? map_sizes_quick : map_sizes;
-  size_t nsizes = c->quick ? sizeof map_sizes_quick / sizeof *sizes : sizeof map_sizes / sizeof *sizes;
+  size_t nsizes = c->quick ? COUNT(map_sizes_quick) : COUNT(map_sizes);
   size_t f = 0, tot = 0;
   CHECK_RT(cudaMemGetInfo(&f, &tot), "cudaMemGetInfo");
-  CUmemAllocationProp prop;
-  memset(&prop, 0, sizeof prop);
-  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  prop.location.id = c->gpu;
-  CUmemAccessDesc access;
-  memset(&access, 0, sizeof access);
-  access.location = prop.location;
-  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  map_arg m;
+  memset(&m, 0, sizeof m);
+  m.prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  m.prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  m.prop.location.id = c->gpu;
+  m.access.location = m.prop.location;
+  m.access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
   uint64_t largest = 0;
   for (size_t i = 0; i < nsizes; i++)
     if (sizes[i] <= f / 2) largest = sizes[i];
   if (!largest) return 0;
-  CUdeviceptr va = 0;
-  CUresult r = c->drv.MemAddressReserve(&va, largest, 0, 0, 0);
+  CUresult r = c->drv.MemAddressReserve(&m.va, largest, 0, 0, 0);
   if (r != CUDA_SUCCESS) return cudart_drv_fail(&c->drv, c->err, c->errlen, r, "cuMemAddressReserve");
-  char b[32];
-  int rc = 0;
-  for (size_t i = 0; i < nsizes && sizes[i] <= largest && !rc; i++) {
-    double ta[TRIALS], tf[TRIALS];
-    int got = 0;
-    double start = now_s();
-    while (got < trials(c) && (got < 3 || now_s() - start < TRIAL_BUDGET_S)) {
-      CUmemGenericAllocationHandle h;
-      double t0 = now_s();
-      if ((r = c->drv.MemCreate(&h, sizes[i], &prop, 0)) != CUDA_SUCCESS) {
-        rc = cudart_drv_fail(&c->drv, c->err, c->errlen, r, "cuMemCreate of %s", report_bytes(b, sizeof b, sizes[i]));
-        break;
-      }
-      if ((r = c->drv.MemMap(va, sizes[i], 0, h, 0)) != CUDA_SUCCESS ||
-          (r = c->drv.MemSetAccess(va, sizes[i], &access, 1)) != CUDA_SUCCESS) {
-        rc = cudart_drv_fail(&c->drv, c->err, c->errlen, r, "cuMemMap of %s", report_bytes(b, sizeof b, sizes[i]));
-        c->drv.MemUnmap(va, sizes[i]);
-        c->drv.MemRelease(h);
-        break;
-      }
-      double t1 = now_s();
-      if ((r = c->drv.MemUnmap(va, sizes[i])) != CUDA_SUCCESS || (r = c->drv.MemRelease(h)) != CUDA_SUCCESS) {
-        rc = cudart_drv_fail(&c->drv, c->err, c->errlen, r, "cuMemUnmap of %s", report_bytes(b, sizeof b, sizes[i]));
-        break;
-      }
-      ta[got] = t1 - t0;
-      tf[got++] = now_s() - t1;
-    }
-    if (!rc) p->map_pts[p->nmap++] = (calib_alloc_point){sizes[i], median(ta, got), median(tf, got), got};
-  }
-  r = c->drv.MemAddressFree(va, largest);
+  int rc = cost_points(c, map_trial, &m, sizes, nsizes, largest, trials(c), 1, p->map_pts, &p->nmap);
+  r = c->drv.MemAddressFree(m.va, largest);
   if (!rc && r != CUDA_SUCCESS) rc = cudart_drv_fail(&c->drv, c->err, c->errlen, r, "cuMemAddressFree");
   return rc;
 }
