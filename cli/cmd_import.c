@@ -1,9 +1,12 @@
 /* cmd_import.c: `memplay import FILE...`: files into the store, one transaction each. */
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "import/importer.h"
 #include "io/jsonw.h"
+#include "session/session.h"
 #include "sim/hashmap.h"
 #include "cli.h"
 #include "progress.h"
@@ -142,6 +145,22 @@ static void on_progress(void *arg, uint64_t done, uint64_t total) {
   cli_progress_update(arg, done >> 10, total == UINT64_MAX ? 0 : total >> 10, 0);
 }
 
+/* What the first replay of an imported window would rebuild, its start state, kept now
+ * (session_keep_window_start), so that no replay rebuilds it, a store read only afterwards
+ * included. The imports are committed already: a failure here loses nothing of them (the
+ * replays rebuild the state) and is a warning. */
+static void keep_window_starts(store *s, const import_report *rep) {
+  for (size_t i = 0; i < rep->n; i++) {
+    char ref[32], err[512];
+    store_trace t;
+    snprintf(ref, sizeof ref, "%" PRId64, rep->t[i].id);
+    if (store_trace_find(s, ref, &t)) continue;
+    if (session_keep_window_start(s, &t, err, sizeof err) < 0)
+      cli_warning("the start of the window '%s' is not kept (its replays rebuild it): %s", t.name, err);
+    store_trace_clear(&t);
+  }
+}
+
 /* Imports one file in its own transaction; prints its outcome. 0 imported (or there already), -1 failed. */
 static int import_one(cli *c, store *s, const import_args *a, const char *file, yajl_gen g) {
   import_report rep = {0};
@@ -152,6 +171,7 @@ static int import_one(cli *c, store *s, const import_args *a, const char *file, 
                     .on_warning = on_warning, .arg = &rep, .policy = policy,
                     .on_progress = prog.on ? on_progress : NULL, .progress_arg = &prog};
   int rc = import_file(&ctx, a->format);
+  if (rc >= 0) keep_window_starts(s, &rep);
   cli_progress_done(&prog);
   if (rc < 0) cli_error("%s", ctx.err);
   if (c->json) print_json(g, file, &ctx, &rep, rc);

@@ -69,6 +69,34 @@ static void rebuild(store *s, window_cache *wc, const store_trace *t) {
   if (wc->ok) store_window_start_put(s, t->id, key, &wc->start, wc->agrees); /* kept or not, the replay goes on */
 }
 
+/* Kept at import, so that even the first replay of a window, and a store read only afterwards
+ * (a comparison's shards, `compare --no-save`), finds its start ready. A state that cannot be
+ * rebuilt keeps nothing: the replay that needs it says why. */
+int session_keep_window_start(store *s, const store_trace *t, char *err, size_t errlen) {
+  if (!s || !t || !is_window(t) || attr_true(t, "state_only")) return 0;
+  const char *key = validate_start_key();
+  replay_start st;
+  memset(&st, 0, sizeof st);
+  int agrees = 0, got = store_window_start_get(s, t->id, key, &st, &agrees);
+  if (got != 0) {
+    replay_start_release(&st);
+    if (got < 0) snprintf(err, errlen, "%s", store_error(s));
+    return got < 0 ? -1 : 0;
+  }
+  char why[256];
+  int kept = 0;
+  if (!validate_window_start(s, t, &st, &agrees, why, sizeof why)) {
+    if (store_window_start_put(s, t->id, key, &st, agrees)) {
+      snprintf(err, errlen, "%s", store_error(s));
+      kept = -1;
+    } else {
+      kept = 1;
+    }
+  }
+  replay_start_release(&st);
+  return kept;
+}
+
 /* ---- shared by several sessions ------------------------------------------------------------- */
 
 static void window_free(void *value) {

@@ -1,7 +1,8 @@
-# A recorded window's start is rebuilt once and kept beside its trace (window_starts): a later
-# replay takes it from there and answers the same; a row of other rules, or one that does not
-# decode, is rebuilt, never believed; changing what it was rebuilt from deletes it; check-store
-# names a damaged one; a read-only store rebuilds it every time and keeps nothing.
+# A recorded window's start is rebuilt once and kept beside its trace (window_starts): at import,
+# or by the first replay that finds none; a later replay takes it from there and answers the same,
+# a read-only one too; a row of other rules, or one that does not decode, is rebuilt, never
+# believed; changing what it was rebuilt from deletes it; check-store names a damaged one; a
+# read-only store keeps none it rebuilds.
 . "$TESTS_DIR/cli/lib.sh"
 # two windows: NSEG segments of 20 MiB, each with a live block and free space, freed and taken again
 python3 - "$T" <<'PY'
@@ -39,9 +40,16 @@ same_answer() { # the replay's JSON but its time
   sed 's/"elapsed_s":[0-9.e+-]*//; s/"run_id":[0-9]*//' "$T/out"
 }
 
-[ "$(q "SELECT count(*) FROM window_starts")" = 0 ] || fail "an import kept a window start"
+# The import kept each window's start; a trace that is no window has none.
+[ "$(q "SELECT count(*) FROM window_starts WHERE trace_id IN ($two, $three)")" = 2 ] || fail "the import kept no window start"
+expect 0 import "$MEMPLAY_SRC/traces/sil_small_from_empty.pickle" --name whole
+[ "$(q "SELECT count(*) FROM window_starts")" = 2 ] || fail "a trace that is no window has a kept start"
 expect 0 replay two --json --no-save && segments 2
 first=$(same_answer)
+# The first replay that finds none rebuilds it, keeps it, and answers as from the import's.
+q "DELETE FROM window_starts WHERE trace_id = $two"
+expect 0 replay two --json --no-save && segments 2
+[ "$(same_answer)" = "$first" ] || fail "the start the import kept answers otherwise than the one rebuilt"
 [ "$(q "SELECT count(*) FROM window_starts WHERE trace_id = $two")" = 1 ] || fail "the rebuilt start was not kept"
 rules=$(q "SELECT rules FROM window_starts WHERE trace_id = $two")
 [ "${#rules}" = 32 ] || fail "the kept start's rules are '$rules', not a digest"
@@ -112,10 +120,16 @@ expect 0 compare two --policy torch --no-save --json
 has "$T/out" '"state": "rebuilt"'
 has "$T/out" "as validate rebuilds it: 2 segments holding 2 live blocks"
 [ "$(q "SELECT count(*) FROM window_starts WHERE trace_id = $two")" = 0 ] || fail "a read-only store kept a start"
+# ...and takes one that is kept: three's state planted under two's key.
+expect 0 replay three --no-save
+q "INSERT INTO window_starts SELECT $two, rules, agrees, crc32, data FROM window_starts WHERE trace_id = $three"
+expect 0 compare two --policy torch --no-save --json
+has "$T/out" "as validate rebuilds it: 3 segments holding 3 live blocks"
 
 # rm takes it with its trace.
 expect 0 replay two --no-save
 expect 0 rm two
-[ "$(q "SELECT count(*) FROM window_starts")" = 0 ] || fail "rm left a window start of no trace"
+[ "$(q "SELECT count(*) FROM window_starts WHERE trace_id = $two")" = 0 ] || fail "rm left a window start of no trace"
+[ "$(q "SELECT count(*) FROM window_starts WHERE trace_id = $three")" = 1 ] || fail "rm took another trace's start"
 expect 0 check-store
 finish
