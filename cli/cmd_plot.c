@@ -129,7 +129,7 @@ static int run_one(session *ses, const store_trace *t, const plot_opts *o, const
     at.value = pr->run.result.peak_allocated_seq;
     if (at.value < 0) {
       snprintf(err, errlen, "'%s' allocates no device memory: it has no peak", t->name);
-      return CLI_FAIL;
+      return CLI_USAGE; /* a moment that never comes, as replay --at peak */
     }
   }
   replay_result whole;

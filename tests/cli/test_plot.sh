@@ -31,6 +31,17 @@ has "$T/err" "past the trace's end"
 expect 2 replay sample --at soon
 has "$T/err" "is not a moment"
 expect 2 replay sample --at peak --timeline
+# a trace that allocates no device memory has no peak: the same moment that never comes, for both
+printf '%s\n' '{"memplay":1,"name":"nopeak","source_format":"generated"}' \
+  '{"kind":"kernel","ts":0,"dev_ts":1000,"api_dur":500,"dur":2000,"stream":0}' \
+  '{"kind":"memcpy","ts":5000,"dev_ts":6000,"api_dur":500,"dur":1000,"stream":0,"size":4096,"dir":"h2d","mem":"pinned"}' \
+  >"$T/nopeak.jsonl"
+expect 0 import "$T/nopeak.jsonl" --name nopeak
+expect 2 replay nopeak --at peak
+has "$T/err" "allocates no device memory: it has no peak"
+expect 2 plot nopeak -o "$T/nopeak.svg" --at peak
+has "$T/err" "allocates no device memory: it has no peak"
+[ ! -e "$T/nopeak.svg" ] || fail "a plot of a moment that never comes was written"
 
 # plot: formats and outputs
 expect 0 plot sample -o "$T/a.svg"
