@@ -171,8 +171,8 @@ static int import_one(cli *c, store *s, const import_args *a, const char *file, 
                     .on_warning = on_warning, .arg = &rep, .policy = policy,
                     .on_progress = prog.on ? on_progress : NULL, .progress_arg = &prog};
   int rc = import_file(&ctx, a->format);
-  if (rc >= 0) keep_window_starts(s, &rep);
   cli_progress_done(&prog);
+  if (rc >= 0) keep_window_starts(s, &rep);
   if (rc < 0) cli_error("%s", ctx.err);
   if (c->json) print_json(g, file, &ctx, &rep, rc);
   else if (rc >= 0) print_human(s, file, &ctx, &rep, rc);

@@ -174,7 +174,7 @@ static int host_trial(cctx *c, const void *unused, uint64_t n, double *alloc_s, 
   return 0;
 }
 
-/* The sizes that fit in half of what is free, as points, measured by f: how many. */
+/* The points of the sizes up to `fits` (sizes[] grows), measured by f in rounds: 0, or -1. */
 static int cost_points(cctx *c, trial_fn f, const void *arg, const uint64_t *sizes, size_t nsizes, uint64_t fits,
                        int want, int budgeted, calib_alloc_point *pts, size_t *npts) {
   double ta[CALIB_MAX_SIZES], tf[CALIB_MAX_SIZES];
