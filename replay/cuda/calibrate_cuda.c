@@ -148,27 +148,16 @@ static int copies(cctx *c, calib_profile *p) {
   return 0;
 }
 
-static int malloc_trial(cctx *c, const void *unused, uint64_t n, double *alloc_s, double *free_s) {
-  (void)unused;
+/* A cudaMalloc and its cudaFree, or (*host) a cudaMallocHost and its cudaFreeHost. */
+static int alloc_trial(cctx *c, const void *host, uint64_t n, double *alloc_s, double *free_s) {
+  int h = *(const int *)host;
   char b[32];
   void *x = NULL;
   double t0 = now_s();
-  CHECK_RT(cudaMalloc(&x, n), "cudaMalloc of %s", report_bytes(b, sizeof b, n));
+  CHECK_RT(h ? cudaMallocHost(&x, n) : cudaMalloc(&x, n), "%s of %s", h ? "cudaMallocHost" : "cudaMalloc",
+           report_bytes(b, sizeof b, n));
   double t1 = now_s();
-  CHECK_RT(cudaFree(x), "cudaFree of %s", report_bytes(b, sizeof b, n));
-  *alloc_s = t1 - t0;
-  *free_s = now_s() - t1;
-  return 0;
-}
-
-static int host_trial(cctx *c, const void *unused, uint64_t n, double *alloc_s, double *free_s) {
-  (void)unused;
-  char b[32];
-  void *x = NULL;
-  double t0 = now_s();
-  CHECK_RT(cudaMallocHost(&x, n), "cudaMallocHost of %s", report_bytes(b, sizeof b, n));
-  double t1 = now_s();
-  CHECK_RT(cudaFreeHost(x), "cudaFreeHost of %s", report_bytes(b, sizeof b, n));
+  CHECK_RT(h ? cudaFreeHost(x) : cudaFree(x), "%s of %s", h ? "cudaFreeHost" : "cudaFree", report_bytes(b, sizeof b, n));
   *alloc_s = t1 - t0;
   *free_s = now_s() - t1;
   return 0;
@@ -196,8 +185,9 @@ static int allocations(cctx *c, calib_profile *p) {
   const uint64_t *hs = c->quick ? host_sizes_quick : host_sizes;
   size_t nms = c->quick ? COUNT(malloc_sizes_quick) : COUNT(malloc_sizes);
   size_t nhs = c->quick ? COUNT(host_sizes_quick) : COUNT(host_sizes);
-  if (cost_points(c, malloc_trial, NULL, ms, nms, f / 2, trials(c), 1, p->malloc_pts, &p->nmalloc)) return -1;
-  return cost_points(c, host_trial, NULL, hs, nhs, UINT64_MAX, c->quick ? 2 : 5, 0, p->host_pts, &p->nhost);
+  static const int device = 0, host = 1;
+  if (cost_points(c, alloc_trial, &device, ms, nms, f / 2, trials(c), 1, p->malloc_pts, &p->nmalloc)) return -1;
+  return cost_points(c, alloc_trial, &host, hs, nhs, UINT64_MAX, c->quick ? 2 : 5, 0, p->host_pts, &p->nhost);
 }
 
 static int launches(cctx *c, calib_profile *p) {
