@@ -58,7 +58,7 @@ void session_share_windows(session *ses, session_once *w);
 /* Rebuilds a recorded window's start state and keeps it in the store now (as the first replay
  * that needs it would), for a front end that has just imported t: 1 when it kept one; 0 when
  * there was nothing to keep (t is no window, its start is kept already, or it cannot be rebuilt:
- * a replay then says why); -1 when the store failed (err says why). */
+ * a replay then says why); -1 when the store did not keep it (err says why). */
 int session_keep_window_start(store *s, const store_trace *t, char *err, size_t errlen);
 /* The names of the session's store (event names, call-stack labels), read once each. */
 const replay_names *session_names(const session *ses);

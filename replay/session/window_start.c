@@ -47,9 +47,22 @@ static const char *not_rebuilt(const session_run *run, const session_pass *pass)
   return NULL;
 }
 
-/* A window's start is rebuilt once and kept in the store (store_starts.h): a later process takes
- * it from there while the rules that rebuild it are the same. A state-only trace's state is read
- * as recorded, which costs no more than reading it back. */
+/* Window t's start state in *st: the one kept in the store (store_starts.h) while the rules that
+ * rebuild it are the same, else rebuilt by validate and kept there (*kept is 0 when keeping it
+ * failed; a read-only store keeps none, without failing). 1 when it was kept already, 0 when
+ * rebuilt now, -1 when it cannot be rebuilt (err says why). */
+static int start_state(store *s, const store_trace *t, replay_start *st, int *agrees, int *kept, char *err,
+                       size_t errlen) {
+  const char *key = validate_start_key();
+  *kept = 0;
+  if (store_window_start_get(s, t->id, key, st, agrees) == 1) return 1;
+  if (validate_window_start(s, t, st, agrees, err, errlen)) return -1;
+  *kept = !store_window_start_put(s, t->id, key, st, *agrees);
+  return 0;
+}
+
+/* A window's start is rebuilt once and kept; a state-only trace's state is read as recorded, which
+ * costs no more than reading it back. Kept or not, the replay goes on. */
 static void rebuild(store *s, window_cache *wc, const store_trace *t) {
   if (wc->trace_id == t->id) return;
   window_cache_release(wc);
@@ -60,13 +73,8 @@ static void rebuild(store *s, window_cache *wc, const store_trace *t) {
     wc->state_only = 1;
     return;
   }
-  const char *key = validate_start_key();
-  if (store_window_start_get(s, t->id, key, &wc->start, &wc->agrees) == 1) {
-    wc->ok = 1;
-    return;
-  }
-  wc->ok = !validate_window_start(s, t, &wc->start, &wc->agrees, wc->err, sizeof wc->err);
-  if (wc->ok) store_window_start_put(s, t->id, key, &wc->start, wc->agrees); /* kept or not, the replay goes on */
+  int kept;
+  wc->ok = start_state(s, t, &wc->start, &wc->agrees, &kept, wc->err, sizeof wc->err) >= 0;
 }
 
 /* Kept at import, so that even the first replay of a window, and a store read only afterwards
@@ -74,27 +82,15 @@ static void rebuild(store *s, window_cache *wc, const store_trace *t) {
  * rebuilt keeps nothing: the replay that needs it says why. */
 int session_keep_window_start(store *s, const store_trace *t, char *err, size_t errlen) {
   if (!s || !t || !is_window(t) || attr_true(t, "state_only")) return 0;
-  const char *key = validate_start_key();
   replay_start st;
   memset(&st, 0, sizeof st);
-  int agrees = 0, got = store_window_start_get(s, t->id, key, &st, &agrees);
-  if (got != 0) {
-    replay_start_release(&st);
-    if (got < 0) snprintf(err, errlen, "%s", store_error(s));
-    return got < 0 ? -1 : 0;
-  }
+  int agrees, kept;
   char why[256];
-  int kept = 0;
-  if (!validate_window_start(s, t, &st, &agrees, why, sizeof why)) {
-    if (store_window_start_put(s, t->id, key, &st, agrees)) {
-      snprintf(err, errlen, "%s", store_error(s));
-      kept = -1;
-    } else {
-      kept = 1;
-    }
-  }
+  int rc = start_state(s, t, &st, &agrees, &kept, why, sizeof why);
   replay_start_release(&st);
-  return kept;
+  if (rc) return 0; /* kept already, or not to be rebuilt */
+  if (!kept) return snprintf(err, errlen, "%s", store_error(s)), -1;
+  return 1;
 }
 
 /* ---- shared by several sessions ------------------------------------------------------------- */
