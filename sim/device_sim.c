@@ -6,6 +6,7 @@
 #include "internal/arena.h"
 #include "internal/debug.h"
 #include "internal/rbtree.h"
+#include "internal/vaspace.h"
 #include "hashmap.h"
 
 /*
@@ -50,22 +51,15 @@ SIM_RB_GENERATE(holes, piece, link, piece_cmp)
 
 #define PIECES_PER_CHUNK 256
 
-typedef struct vrange {
-  uint64_t addr, size;
-} vrange;
-
 typedef struct simdev {
   sim_device *dev;
   uint64_t next_va;     /* next free virtual address, page aligned */
   int va_order;         /* SIM_VA_DOWN or SIM_VA_UP */
   int clearing;         /* sim_simdev_clearing until the reset */
-  /* SIM_VA_DOWN: the free ranges of the slabs, from the highest address down (an array: a replay
-   * keeps a few dozen to a few hundred, a first fit scans them from the lowest anyway, and a new
-   * slab's rest, the lowest, goes at its end), and no range larger than ranges_max; the lowest
-   * slab's start (the next is carved below it) */
-  vrange *ranges;
-  size_t nranges, ranges_cap;
-  uint64_t ranges_max, slab_va;
+  /* SIM_VA_DOWN: the free ranges of the slabs, taken first fit by address (internal/vaspace.h);
+   * the lowest slab's start (the next is carved below it) */
+  va_space ranges;
+  uint64_t slab_va;
   struct holes holes;   /* the holes of the pages of small allocations */
   sim_map live;         /* address of a small allocation -> its piece */
   sim_arena pieces;     /* their storage, kept across resets */
@@ -157,66 +151,13 @@ static int small_free(simdev *s, uint64_t addr) {
 
 /* ---- the address space of large allocations, as the Linux driver hands it out (SIM_VA_DOWN) ---- */
 
-static void range_give(simdev *s, uint64_t addr, uint64_t size) {
-  vrange *r = s->ranges;
-  size_t lo = 0, hi = s->nranges; /* lo: the first range below addr (the array goes downwards) */
-  if (hi && r[hi - 1].addr > addr) lo = hi; /* below them all, as a new slab's rest is: no search */
-  while (lo < hi) {
-    size_t mid = (lo + hi) / 2;
-    if (r[mid].addr > addr) lo = mid + 1;
-    else hi = mid;
-  }
-  int above_lower = lo < s->nranges && r[lo].addr + r[lo].size == addr;
-  int below_upper = lo > 0 && addr + size == r[lo - 1].addr;
-  vrange *grown;
-  if (above_lower && below_upper) { /* fills the gap between two ranges: one range */
-    r[lo - 1].addr = r[lo].addr;
-    r[lo - 1].size += size + r[lo].size;
-    memmove(&r[lo], &r[lo + 1], (s->nranges - lo - 1) * sizeof *r);
-    s->nranges--;
-    grown = &r[lo - 1];
-  } else if (above_lower) { /* a range grows in place, its order kept */
-    r[lo].size += size;
-    grown = &r[lo];
-  } else if (below_upper) {
-    r[lo - 1].addr = addr;
-    r[lo - 1].size += size;
-    grown = &r[lo - 1];
-  } else { /* a range of its own; a new slab's rest, the lowest, goes at the end */
-    if (s->nranges == s->ranges_cap) sim_grow((void **)&s->ranges, &s->ranges_cap, s->nranges + 1, sizeof *s->ranges);
-    r = s->ranges;
-    memmove(&r[lo + 1], &r[lo], (s->nranges - lo) * sizeof *r);
-    r[lo] = (vrange){addr, size};
-    s->nranges++;
-    grown = &r[lo];
-  }
-  if (grown->size > s->ranges_max) s->ranges_max = grown->size;
-}
-
 /* The lowest free range that holds size (first fit by address), else a new slab below the others. */
 static uint64_t range_take(simdev *s, uint64_t size) {
-  if (size <= s->ranges_max) {
-    vrange *r = s->ranges;
-    uint64_t largest = 0; /* of the ranges passed over, all smaller than size */
-    for (size_t i = s->nranges; i-- > 0;) {
-      if (r[i].size < size) {
-        if (r[i].size > largest) largest = r[i].size;
-      } else {
-        uint64_t a = r[i].addr;
-        r[i].addr += size;
-        r[i].size -= size;
-        if (!r[i].size) {
-          memmove(&r[i], &r[i + 1], (s->nranges - i - 1) * sizeof *r);
-          s->nranges--;
-        }
-        return a;
-      }
-    }
-    s->ranges_max = largest; /* none held it: the bound made exact */
-  }
+  uint64_t a;
+  if (!va_space_take(&s->ranges, size, &a)) return a;
   uint64_t slab = round_up(size, SLAB);
   s->slab_va -= slab;
-  if (slab > size) range_give(s, s->slab_va + size, slab - size);
+  if (slab > size) va_space_give(&s->ranges, s->slab_va + size, slab - size);
   return s->slab_va;
 }
 
@@ -237,7 +178,7 @@ static int sd_free(void *ctx, uint64_t addr, uint64_t size) {
   simdev *s = ctx;
   if (size >= SIM_PAGE_SIZE) {
     s->dev->used -= round_up(size, SIM_PAGE_SIZE);
-    if (s->va_order == SIM_VA_DOWN && !s->clearing) range_give(s, addr, round_up(size, SIM_PAGE_SIZE));
+    if (s->va_order == SIM_VA_DOWN && !s->clearing) va_space_give(&s->ranges, addr, round_up(size, SIM_PAGE_SIZE));
     return SIM_OK;
   }
   return small_free(s, addr);
@@ -289,6 +230,7 @@ void sim_simdev_init(sim_device *d, uint64_t capacity, uint64_t total_memory) {
   RB_INIT(&s->holes);
   sim_map_init(&s->live);
   sim_arena_init(&s->pieces, sizeof(piece), offsetof(piece, next), PIECES_PER_CHUNK);
+  va_space_init(&s->ranges);
   d->ops = &simdev_ops;
   d->ctx = s;
   d->capacity = held_capacity(capacity);
@@ -350,8 +292,8 @@ int sim_va_votes_order(const sim_va_votes *v) {
 void sim_simdev_reset(sim_device *d) {
   simdev *s = d->ctx;
   s->next_va = s->slab_va = SIMDEV_FIRST_VA;
-  s->ranges_max = 0;
-  s->nranges = 0;
+  sim_assert_expensive(va_space_valid(&s->ranges));
+  va_space_clear(&s->ranges);
   s->clearing = 0;
   RB_INIT(&s->holes);
   sim_map_clear(&s->live);
@@ -364,9 +306,10 @@ void sim_simdev_reset(sim_device *d) {
 void sim_simdev_release(sim_device *d) {
   simdev *s = d->ctx;
   if (s) {
+    sim_assert_expensive(va_space_valid(&s->ranges));
     sim_map_release(&s->live);
     sim_arena_release(&s->pieces);
-    free(s->ranges);
+    va_space_release(&s->ranges);
     free(s);
   }
   d->ctx = NULL;

@@ -2,8 +2,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "bench.h"
 #include "engine/engine.h"
 #include "gen/gen.h"
 #include "sim/device_sim.h"
@@ -23,12 +23,6 @@
  */
 
 #define TOTAL_MEMORY UINT64_C(85520809984) /* what `memplay bench` gives the models */
-
-static double cpu_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
 
 /* One model call of the trace, addressed by the index of its allocation. */
 enum { C_ALLOC, C_FREE_REQUESTED, C_FREE_COMPLETED, C_FREE, C_SYNC, C_EMPTY_CACHE };
@@ -88,18 +82,6 @@ static void record_calls(const sim_event *evs, size_t n, calls *cs) {
   sim_map_release(&live);
 }
 
-static int engine_run(const sim_spec *spec, const sim_event *evs, size_t n, double *seconds, char *err, size_t errlen) {
-  replay_config cfg = {.spec = spec, .capacity = UINT64_MAX, .total_memory = TOTAL_MEMORY};
-  replay_array_source as;
-  replay_source src = replay_array_source_init(&as, evs, n);
-  replay_result res;
-  double t0 = cpu_s();
-  int rc = replay_run(&cfg, &src, &res, err, errlen);
-  *seconds = cpu_s() - t0;
-  replay_result_release(&res);
-  return rc;
-}
-
 static int model_run(const sim_spec *spec, const calls *cs, uintptr_t *handles, double *seconds, char *err,
                      size_t errlen) {
   sim_device dev;
@@ -112,7 +94,7 @@ static int model_run(const sim_spec *spec, const calls *cs, uintptr_t *handles, 
   const sim_allocator_ops *ops = a.ops;
   void *ctx = a.ctx;
   int rc = 0;
-  double t0 = cpu_s();
+  double t0 = bench_cpu_s();
   for (size_t i = 0; i < cs->n && !rc; i++) {
     const call *c = &cs->c[i];
     switch (c->op) {
@@ -142,7 +124,7 @@ static int model_run(const sim_spec *spec, const calls *cs, uintptr_t *handles, 
       break;
     }
   }
-  *seconds = cpu_s() - t0;
+  *seconds = bench_cpu_s() - t0;
   sim_allocator_release(&a);
   sim_simdev_release(&dev);
   return rc;
@@ -182,7 +164,7 @@ int main(int argc, char **argv) {
     if ((rc = sim_spec_parse(&spec, name, err, sizeof err))) break;
     double best = 0, best_alone = 0, s;
     for (int k = 0; k < runs && !rc; k++) {
-      if ((rc = engine_run(&spec, evs, n, &s, err, sizeof err))) break;
+      if ((rc = bench_replay_array(&spec, evs, n, TOTAL_MEMORY, &s, NULL, err, sizeof err))) break;
       if (!k || s < best) best = s;
       if ((rc = model_run(&spec, &cs, handles, &s, err, sizeof err))) break;
       if (!k || s < best_alone) best_alone = s;

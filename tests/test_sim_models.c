@@ -270,20 +270,25 @@ static void simdev_down_carves_slabs_below(void) {
 }
 
 /* SIM_VA_DOWN against a plain reference of the same rule (a list of free ranges in address order,
- * scanned from the lowest) over random requests and frees of 2 to 150 MiB. */
-#define REF_RANGES 4096
-static void simdev_down_matches_reference(void) {
-  static struct { uint64_t addr, size; } fr[REF_RANGES], live[256];
-  size_t nf = 0, nlive = 0;
+ * scanned from the lowest) over random requests and frees of 2 to 150 MiB, a step freeing one
+ * with odds of free_pct in 100, up to max_live allocations live at once; returns the most free
+ * ranges there were. */
+#define REF_RANGES 8192
+#define REF_LIVE 4096
+static size_t simdev_down_against_reference(size_t max_live, unsigned free_pct, int steps, uint64_t seed) {
+  static struct { uint64_t addr, size; } fr[REF_RANGES], live[REF_LIVE];
+  size_t nf = 0, nlive = 0, most = 0;
   sim_device dev;
   sim_simdev_init(&dev, UINT64_MAX, 0);
   sim_simdev_set_va_order(&dev, SIM_VA_DOWN);
-  uint64_t rng = 777, slab = 0, top = 0;
+  uint64_t rng = seed, slab = 0, top = 0;
   int have_top = 0, mismatches = 0;
-  for (int step = 0; step < 30000 && mismatches < 5 && nf < REF_RANGES - 2; step++) {
+  CHECK(max_live <= REF_LIVE);
+  for (int step = 0; step < steps && mismatches < 5 && nf < REF_RANGES - 2; step++) {
     rng = rng * 6364136223846793005u + 1442695040888963407u;
     uint64_t r = rng >> 33;
-    if (nlive && (r % 2 == 0 || nlive == 256)) {
+    if (nf > most) most = nf;
+    if (nlive && (r % 100 < free_pct || nlive == max_live)) {
       size_t i = (r >> 1) % nlive;
       uint64_t addr = live[i].addr, size = live[i].size;
       live[i] = live[--nlive];
@@ -331,8 +336,16 @@ static void simdev_down_matches_reference(void) {
     }
     live[nlive].addr = addr, live[nlive].size = size, nlive++;
   }
-  CHECK(nf > 10); /* the free ranges were many */
+  sim_simdev_reset(&dev); /* the build with internal checks holds the free ranges' tree to its rules here */
   sim_simdev_release(&dev);
+  return most;
+}
+
+static void simdev_down_matches_reference(void) {
+  CHECK(simdev_down_against_reference(256, 50, 30000, 777) > 10); /* the free ranges were many */
+  /* thousands of long-lived allocations: thousands of holes, the lowest that fits found each time */
+  size_t most = simdev_down_against_reference(REF_LIVE, 45, 60000, 4242);
+  CHECK(most > 1000);
 }
 
 /* Which way a recording's segments went: new segments outside all seen vote; three votes and twice
