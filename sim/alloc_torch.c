@@ -806,6 +806,10 @@ uint64_t _torch_reservation_size(const torch *m, uint64_t page) { return reserva
 
 void _torch_waiting_add(torch *m, tblock *b) { waiting_add(m, b); }
 
+uint64_t _torch_try_merge_blocks(torch *m, tblock *dst, tblock *src, tpool *pool) {
+  return try_merge_blocks(m, dst, src, pool);
+}
+
 /* ---- what validate asks ----------------------------------------------------------------------- */
 
 uint64_t sim_torch_round_size(void *ctx, uint64_t size) { return round_size(ctx, size); }

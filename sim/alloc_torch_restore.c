@@ -103,12 +103,20 @@ static void restore_range(torch *m, tpool *pool, tseg *es, uint64_t addr, uint64
 }
 
 /* The expandable segment (reservation) that holds the range seg describes: one restored before,
- * or a new one. */
+ * or a new one. Reservations never overlap: a new one that would reach into one restored before
+ * it, of its pool and stream (ranges restored out of address order), ends where that one begins;
+ * a range that would share addresses with one is refused. */
 static tseg *restore_expandable(torch *m, tpool *pool, const sim_walk_item *seg, char *err, size_t errlen) {
-  uint64_t page = _torch_expandable_page(pool);
+  uint64_t page = _torch_expandable_page(pool), end = seg->addr + seg->size;
   for (tseg *es = m->segments; es; es = es->next)
     if (es->pool == pool && es->stream == seg->stream && seg->addr >= es->base && seg->addr < es->base + es->size) {
-      if ((seg->addr - es->base) % page || seg->size % page || seg->addr + seg->size > es->base + es->size) break;
+      if ((seg->addr - es->base) % page || seg->size % page || end > es->base + es->size) {
+        snprintf(err, errlen,
+                 "expandable segment at %#" PRIx64 " of %" PRIu64 " bytes lies in the reservation [%#" PRIx64
+                 ", %#" PRIx64 ") of one restored before it, off its %" PRIu64 "-byte pages or past its end",
+                 seg->addr, seg->size, es->base, es->base + es->size, page);
+        return NULL;
+      }
       return es;
     }
   if (seg->size % page) {
@@ -121,7 +129,19 @@ static tseg *restore_expandable(torch *m, tpool *pool, const sim_walk_item *seg,
                       ? seg->requested
                       : seg->addr;
   uint64_t space = _torch_reservation_size(m, page);
-  if (seg->addr + seg->size - base > space) space = (seg->addr + seg->size - base + page - 1) / page * page;
+  if (end - base > space) space = (end - base + page - 1) / page * page;
+  for (tseg *es = m->segments; es; es = es->next) {
+    if (es->pool != pool || es->stream != seg->stream || es->base >= base + space || base >= es->base + es->size)
+      continue;
+    if (es->base < end || es->base <= base) {
+      snprintf(err, errlen,
+               "expandable segment at %#" PRIx64 " (its reservation from %#" PRIx64 ") overlaps the reservation [%#" PRIx64
+               ", %#" PRIx64 ") of one restored before it",
+               seg->addr, base, es->base, es->base + es->size);
+      return NULL;
+    }
+    space = (es->base - base) / page * page; /* still holds the range: it ends at or below es->base */
+  }
   tseg *es = sim_xcalloc(1, sizeof *es);
   *es = (tseg){base, space, page, seg->stream, pool, m->segments};
   m->segments = es;
@@ -150,6 +170,8 @@ static void restore_segment(torch *m, tpool *pool, const sim_walk_item *seg, con
   POOL_INC(m, pool, reserved_bytes, seg->size);
   if (seg->size >= m->cfg.max_split_size) increase_stat(&m->stats.oversize_segments, 1);
 }
+
+static int is_free(const tblock *b) { return !b->allocated && !b->waiting; }
 
 /* A mapped range of an expandable segment: the unmapped range that holds [addr, end) gives it up,
  * keeping what lies before and after it. */
@@ -189,6 +211,11 @@ static int restore_mapped_range(torch *m, tpool *pool, const sim_walk_item *seg,
   if (before) before->next = first;
   last->next = after;
   if (after) after->prev = last;
+  /* A range that meets a mapped range restored before continues it (PyTorch's snapshot gives one
+   * segment a contiguous mapped run, but a store's rows may split one): free blocks that meet at
+   * the seam are one block, as free_block and map_block always leave them. */
+  if (is_free(first)) _torch_try_merge_blocks(m, first, before, pool);
+  if (is_free(last)) _torch_try_merge_blocks(m, last, after, pool);
   for (tblock *b = first;; b = b->next) {
     if (!b->allocated && !b->waiting) insert_into_blocks(m, pool, b);
     if (b == last) break;

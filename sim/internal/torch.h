@@ -322,6 +322,8 @@ int _torch_should_split(const torch *m, const tpool *pool, uint64_t block_size, 
 uint64_t _torch_expandable_page(const tpool *pool);
 uint64_t _torch_reservation_size(const torch *m, uint64_t page);
 void _torch_waiting_add(torch *m, tblock *b);
+/* try_merge_blocks: src, a neighbour of dst, joins it when free; the size it added, or 0. */
+uint64_t _torch_try_merge_blocks(torch *m, tblock *dst, tblock *src, tpool *pool);
 
 /* alloc_torch_restore.c: the restore op. */
 int _torch_restore(void *ctx, sim_walk_item *items, size_t n, uintptr_t *handles, char *err, size_t errlen);
