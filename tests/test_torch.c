@@ -946,7 +946,8 @@ static void free_op_equals_request_then_completion(void) {
     uintptr_t h1[LIVE_MAX], h2[LIVE_MAX], stale1 = 0, stale2 = 0;
     int waiting[LIVE_MAX], n = 0, ooms = 0;
     uint64_t x = 0x9e3779b97f4a7c15u + k;
-    for (int step = 0; step < 4000 && !test_failures; step++) {
+    const int failures_before = test_failures; /* stops at its own first failure, not an earlier test's */
+    for (int step = 0; step < 4000 && test_failures == failures_before; step++) {
       x ^= x << 13, x ^= x >> 7, x ^= x << 17;
       unsigned r = (unsigned)(x >> 40);
       if (n < LIVE_MAX && (r % 8 < 4 || n == 0)) { /* allocate: small, medium, large */
