@@ -234,7 +234,7 @@ static int torch_alloc(void *ctx, uint64_t orig_size, int64_t stream, sim_placem
 
 /* combine previously split blocks; returns the size of the subsumed block, or 0 */
 static uint64_t try_merge_blocks(torch *m, tblock *dst, tblock *src, tpool *pool) {
-  if (!src || src->allocated || src->waiting || dst->mapped != src->mapped) return 0;
+  if (!src || !is_free(src) || dst->mapped != src->mapped) return 0;
   sim_assert_internal((dst->prev == src || dst->next == src) && src->pool == pool && dst->es == src->es);
   if (dst->prev == src) { /* [src dst] */
     dst->ptr = src->ptr;
@@ -253,7 +253,7 @@ static uint64_t try_merge_blocks(torch *m, tblock *dst, tblock *src, tpool *pool
 }
 
 static int mergeable(const tblock *dst, const tblock *src) {
-  return src && !src->allocated && !src->waiting && dst->mapped == src->mapped;
+  return src && is_free(src) && dst->mapped == src->mapped;
 }
 
 /* moves a block into the pool of cached free blocks (the free_completed moment), merged with its
@@ -546,7 +546,7 @@ static void garbage_collect_cached_blocks(torch *m) {
 
 /* ---- expandable segments ------------------------------------------------------------------------- */
 
-static int allocatable(const tblock *b) { return b && !b->allocated && !b->waiting; }
+static int allocatable(const tblock *b) { return b && is_free(b); }
 
 static int has_available_address_space(const tblock *b, uint64_t size) {
   uint64_t bytes = 0;

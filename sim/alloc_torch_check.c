@@ -49,12 +49,11 @@ static int check_block(const tblock *b, check_sums *s, char *err, size_t errlen)
   if (b->prev && b->prev->next != b) CHECK_FAIL("block %#" PRIx64 " is not linked back from the block before it", b->ptr);
   if ((b->prev && b->prev->pool != b->pool) || (b->prev && b->prev->es != b->es))
     CHECK_FAIL("block %#" PRIx64 " shares a segment with a block of another pool", b->ptr);
-  int free_b = !b->allocated && !b->waiting;
-  if (free_b && b->next && !b->next->allocated && !b->next->waiting && b->next->mapped == b->mapped)
+  if (is_free(b) && b->next && is_free(b->next) && b->next->mapped == b->mapped)
     CHECK_FAIL("free blocks %#" PRIx64 " and %#" PRIx64 " are adjacent and not merged", b->ptr, b->next->ptr);
   if (b->allocated && b->waiting) CHECK_FAIL("block %#" PRIx64 " is both allocated and waiting", b->ptr);
   if (!b->mapped && (b->allocated || b->waiting)) CHECK_FAIL("block %#" PRIx64 " is in use but unmapped", b->ptr);
-  if (free_b && b->mapped) s->nfree++;
+  if (is_free(b) && b->mapped) s->nfree++;
   if (!b->mapped) s->nunmapped++;
   if (b->mapped) s->reserved[t] += (int64_t)b->size;
   if (b->allocated) {

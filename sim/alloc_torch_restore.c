@@ -158,7 +158,7 @@ static void restore_segment(torch *m, tpool *pool, const sim_walk_item *seg, con
   tblock *first, *last;
   restore_range(m, pool, NULL, seg->addr, seg->addr + seg->size, seg->stream, items, n, handles, &first, &last);
   for (tblock *b = first; b; b = b->next)
-    if (!b->allocated && !b->waiting) {
+    if (is_free(b)) {
       insert_into_blocks(m, pool, b);
       if (is_split(b)) {
         POOL_INC(m, pool, inactive_split, 1);
@@ -170,8 +170,6 @@ static void restore_segment(torch *m, tpool *pool, const sim_walk_item *seg, con
   POOL_INC(m, pool, reserved_bytes, seg->size);
   if (seg->size >= m->cfg.max_split_size) increase_stat(&m->stats.oversize_segments, 1);
 }
-
-static int is_free(const tblock *b) { return !b->allocated && !b->waiting; }
 
 /* A mapped range of an expandable segment: the unmapped range that holds [addr, end) gives it up,
  * keeping what lies before and after it. */
@@ -217,7 +215,7 @@ static int restore_mapped_range(torch *m, tpool *pool, const sim_walk_item *seg,
   if (is_free(first)) _torch_try_merge_blocks(m, first, before, pool);
   if (is_free(last)) _torch_try_merge_blocks(m, last, after, pool);
   for (tblock *b = first;; b = b->next) {
-    if (!b->allocated && !b->waiting) insert_into_blocks(m, pool, b);
+    if (is_free(b)) insert_into_blocks(m, pool, b);
     if (b == last) break;
   }
   m->total_allocated_memory += seg->size;

@@ -299,6 +299,8 @@ static inline tblock *block_of(const torch *m, uintptr_t h) {
 }
 
 static inline int is_split(const tblock *b) { return b->prev || b->next; }
+/* Neither allocated nor waiting for free_completed: the pool may hand it out, merge it, unmap it. */
+static inline int is_free(const tblock *b) { return !b->allocated && !b->waiting; }
 
 static inline void insert_into_blocks(torch *m, tpool *pool, tblock *b) {
   b->gc_count_base = pool->get_free_blocks_call_count;

@@ -13,7 +13,7 @@
  * The free ranges of the simulated driver's address space (device_sim.c): disjoint, never two
  * touching (a range given back joins the ranges beside it), taken first fit by address. They lie
  * in address order, from the highest down, in blocks of up to VA_BLOCK ranges, and the set keeps
- * each block's lowest address and a bound on its largest range in arrays of their own. A first
+ * each block's lowest address and a bound on its largest range beside it, in one array. A first
  * fit reads the bounds from the lowest block up until one may hold the size, then that block's
  * ranges (a block found to hold none gets its exact largest as its bound); giving a range back
  * finds its block by a binary search of the lowest addresses and moves at most a block's ranges;
@@ -34,13 +34,18 @@ struct va_block {
   va_range r[VA_BLOCK]; /* from the highest address down */
 };
 
+/* A block as the set files it. */
+typedef struct va_slot {
+  va_block *b;
+  uint64_t low;     /* its lowest address: b->r[b->n - 1].addr */
+  uint64_t largest; /* no range of it is larger (a bound, made exact when a search finds none) */
+} va_slot;
+
 typedef struct va_space {
-  va_block **b;      /* from the highest addresses down */
-  uint64_t *low;     /* b[i]'s lowest address: b[i]->r[b[i]->n - 1].addr */
-  uint64_t *largest; /* no range of b[i] is larger (a bound, made exact when a search finds none) */
-  size_t nb, cap;    /* blocks, and room for them in the three arrays */
-  va_block *spares;  /* blocks kept for reuse */
-  size_t n;          /* ranges */
+  va_slot *s;       /* the blocks, from the highest addresses down */
+  size_t nb, cap;
+  va_block *spares; /* blocks kept for reuse */
+  size_t n;         /* ranges */
 } va_space;
 
 /*
@@ -59,8 +64,8 @@ static inline void va_space_init(va_space *v) { memset(v, 0, sizeof *v); }
 
 static inline void va_space_clear(va_space *v) {
   for (size_t i = 0; i < v->nb; i++) {
-    v->b[i]->next = v->spares;
-    v->spares = v->b[i];
+    v->s[i].b->next = v->spares;
+    v->spares = v->s[i].b;
   }
   v->nb = v->n = 0;
 }
@@ -71,54 +76,41 @@ static inline void va_space_release(va_space *v) {
     next = b->next;
     free(b);
   }
-  free(v->b);
-  free(v->low);
-  free(v->largest);
+  free(v->s);
   memset(v, 0, sizeof *v);
 }
 
 /* ---- blocks (the set's own) ---------------------------------------------------------------- */
 
-static inline void va_set_low_(va_space *v, size_t i) { v->low[i] = v->b[i]->r[v->b[i]->n - 1].addr; }
+static inline void va_set_low_(va_slot *t) { t->low = t->b->r[t->b->n - 1].addr; }
 
 /* An empty block at position i. */
 static inline va_block *va_new_block_(va_space *v, size_t i) {
-  if (v->nb == v->cap) { /* the three arrays grow alike */
-    size_t c1 = v->cap, c2 = v->cap, c3 = v->cap;
-    sim_grow((void **)&v->b, &c1, v->nb + 1, sizeof *v->b);
-    sim_grow((void **)&v->low, &c2, v->nb + 1, sizeof *v->low);
-    sim_grow((void **)&v->largest, &c3, v->nb + 1, sizeof *v->largest);
-    v->cap = c1;
-  }
+  sim_grow((void **)&v->s, &v->cap, v->nb + 1, sizeof *v->s);
   va_block *b = v->spares;
   if (b) v->spares = b->next;
   else b = sim_xmalloc(sizeof *b);
   b->n = 0;
-  memmove(&v->b[i + 1], &v->b[i], (v->nb - i) * sizeof *v->b);
-  memmove(&v->low[i + 1], &v->low[i], (v->nb - i) * sizeof *v->low);
-  memmove(&v->largest[i + 1], &v->largest[i], (v->nb - i) * sizeof *v->largest);
-  v->b[i] = b;
-  v->low[i] = v->largest[i] = 0;
+  memmove(&v->s[i + 1], &v->s[i], (v->nb - i) * sizeof *v->s);
+  v->s[i] = (va_slot){b, 0, 0};
   v->nb++;
   return b;
 }
 
 static inline void va_drop_block_(va_space *v, size_t i) {
-  v->b[i]->next = v->spares;
-  v->spares = v->b[i];
+  v->s[i].b->next = v->spares;
+  v->spares = v->s[i].b;
   v->nb--;
-  memmove(&v->b[i], &v->b[i + 1], (v->nb - i) * sizeof *v->b);
-  memmove(&v->low[i], &v->low[i + 1], (v->nb - i) * sizeof *v->low);
-  memmove(&v->largest[i], &v->largest[i + 1], (v->nb - i) * sizeof *v->largest);
+  memmove(&v->s[i], &v->s[i + 1], (v->nb - i) * sizeof *v->s);
 }
 
 /* Block i + 1's ranges (the lower) appended to block i's (they fit). */
 static inline void va_join_(va_space *v, size_t i) {
-  va_block *b = v->b[i], *c = v->b[i + 1];
-  memcpy(&b->r[b->n], c->r, c->n * sizeof *c->r);
-  b->n += c->n;
-  v->low[i] = v->low[i + 1];
-  if (v->largest[i + 1] > v->largest[i]) v->largest[i] = v->largest[i + 1];
+  va_slot *t = &v->s[i], *u = &v->s[i + 1];
+  memcpy(&t->b->r[t->b->n], u->b->r, u->b->n * sizeof *u->b->r);
+  t->b->n += u->b->n;
+  t->low = u->low;
+  if (u->largest > t->largest) t->largest = u->largest;
   va_drop_block_(v, i + 1);
 }
 
@@ -127,7 +119,7 @@ static inline void va_join_(va_space *v, size_t i) {
 /* Range j of block i goes (the block's bound stays one). Two neighbouring blocks that hold no more
  * than half a block between them become one, so that blocks stay a quarter full on average. */
 static inline void va_remove_(va_space *v, size_t i, size_t j) {
-  va_block *b = v->b[i];
+  va_block *b = v->s[i].b;
   memmove(&b->r[j], &b->r[j + 1], (b->n - j - 1) * sizeof *b->r);
   b->n--;
   v->n--;
@@ -135,24 +127,24 @@ static inline void va_remove_(va_space *v, size_t i, size_t j) {
     va_drop_block_(v, i);
     return;
   }
-  if (j == b->n) va_set_low_(v, i);
-  if (i + 1 < v->nb && b->n + v->b[i + 1]->n <= VA_BLOCK / 2) va_join_(v, i);
-  else if (i > 0 && v->b[i - 1]->n + b->n <= VA_BLOCK / 2) va_join_(v, i - 1);
+  if (j == b->n) va_set_low_(&v->s[i]);
+  if (i + 1 < v->nb && b->n + v->s[i + 1].b->n <= VA_BLOCK / 2) va_join_(v, i);
+  else if (i > 0 && v->s[i - 1].b->n + b->n <= VA_BLOCK / 2) va_join_(v, i - 1);
 }
 
 /* r at position j of block i (a full block is split in two first). */
 static inline void va_insert_(va_space *v, size_t i, size_t j, va_range r) {
   if (!v->nb) va_new_block_(v, 0);
-  va_block *b = v->b[i];
+  va_block *b = v->s[i].b;
   if (b->n == VA_BLOCK) {
     enum { HALF = VA_BLOCK / 2 };
     va_block *c = va_new_block_(v, i + 1);
     memcpy(c->r, &b->r[HALF], (VA_BLOCK - HALF) * sizeof *b->r);
     c->n = VA_BLOCK - HALF;
     b->n = HALF;
-    va_set_low_(v, i);
-    va_set_low_(v, i + 1);
-    v->largest[i + 1] = v->largest[i]; /* a bound for either half */
+    va_set_low_(&v->s[i]);
+    va_set_low_(&v->s[i + 1]);
+    v->s[i + 1].largest = v->s[i].largest; /* a bound for either half */
     if (j > HALF) {
       i++;
       j -= HALF;
@@ -163,14 +155,14 @@ static inline void va_insert_(va_space *v, size_t i, size_t j, va_range r) {
   b->r[j] = r;
   b->n++;
   v->n++;
-  if (j == b->n - 1) v->low[i] = r.addr;
-  if (r.size > v->largest[i]) v->largest[i] = r.size;
+  if (j == b->n - 1) v->s[i].low = r.addr;
+  if (r.size > v->s[i].largest) v->s[i].largest = r.size;
 }
 
 static inline int va_space_take(va_space *v, uint64_t size, uint64_t *addr) {
   for (size_t i = v->nb; i-- > 0;) { /* from the lowest block up */
-    if (v->largest[i] < size) continue;
-    va_block *b = v->b[i];
+    if (v->s[i].largest < size) continue;
+    va_block *b = v->s[i].b;
     uint64_t passed = 0; /* the largest of the ranges passed over, all smaller than size */
     for (size_t j = b->n; j-- > 0;) {
       va_range *r = &b->r[j];
@@ -182,10 +174,10 @@ static inline int va_space_take(va_space *v, uint64_t size, uint64_t *addr) {
       r->addr += size; /* still below the range above it: the order holds */
       r->size -= size;
       if (!r->size) va_remove_(v, i, j);
-      else if (j == b->n - 1) v->low[i] = r->addr;
+      else if (j == b->n - 1) v->s[i].low = r->addr;
       return 0;
     }
-    v->largest[i] = passed; /* none held it: the bound made exact */
+    v->s[i].largest = passed; /* none held it: the bound made exact */
   }
   return -1;
 }
@@ -195,13 +187,13 @@ static inline void va_space_give(va_space *v, uint64_t addr, uint64_t size) {
   size_t bi = 0, hi = v->nb;
   while (bi < hi) {
     size_t mid = (bi + hi) / 2;
-    if (v->low[mid] > addr) bi = mid + 1;
+    if (v->s[mid].low > addr) bi = mid + 1;
     else hi = mid;
   }
   va_range *below = NULL, *above = NULL;
   size_t bj = 0, ai = 0, aj = 0;
   if (bi < v->nb) {
-    va_block *b = v->b[bi];
+    va_block *b = v->s[bi].b;
     size_t lo = 0, up = b->n - 1; /* r[n - 1] is below addr */
     while (lo < up) {
       size_t mid = (lo + up) / 2;
@@ -210,25 +202,25 @@ static inline void va_space_give(va_space *v, uint64_t addr, uint64_t size) {
     }
     below = &b->r[bj = lo];
     if (lo > 0) above = &b->r[ai = bi, aj = lo - 1];
-    else if (bi > 0) above = &v->b[ai = bi - 1]->r[aj = v->b[bi - 1]->n - 1];
+    else if (bi > 0) above = &v->s[ai = bi - 1].b->r[aj = v->s[bi - 1].b->n - 1];
   } else if (v->nb) {
-    above = &v->b[ai = v->nb - 1]->r[aj = v->b[v->nb - 1]->n - 1];
+    above = &v->s[ai = v->nb - 1].b->r[aj = v->s[v->nb - 1].b->n - 1];
   }
   int join_below = below && below->addr + below->size == addr;
   int join_above = above && addr + size == above->addr;
   if (join_below) {
     below->size += size + (join_above ? above->size : 0);
-    if (below->size > v->largest[bi]) v->largest[bi] = below->size;
+    if (below->size > v->s[bi].largest) v->s[bi].largest = below->size;
     if (join_above) va_remove_(v, ai, aj); /* the two ranges and the gap are one */
   } else if (join_above) {
     above->addr = addr; /* nothing lies between it and the range below: the order holds */
     above->size += size;
-    if (aj == v->b[ai]->n - 1) v->low[ai] = addr;
-    if (above->size > v->largest[ai]) v->largest[ai] = above->size;
+    if (aj == v->s[ai].b->n - 1) v->s[ai].low = addr;
+    if (above->size > v->s[ai].largest) v->s[ai].largest = above->size;
   } else if (below) {
     va_insert_(v, bi, bj, (va_range){addr, size});
   } else { /* below every range, as a new slab's rest is: at the end */
-    va_insert_(v, v->nb ? v->nb - 1 : 0, v->nb ? v->b[v->nb - 1]->n : 0, (va_range){addr, size});
+    va_insert_(v, v->nb ? v->nb - 1 : 0, v->nb ? v->s[v->nb - 1].b->n : 0, (va_range){addr, size});
   }
 }
 
@@ -236,8 +228,8 @@ static inline int va_space_valid(const va_space *v) {
   size_t n = 0;
   uint64_t above = 0; /* the address of the range before */
   for (size_t i = 0; i < v->nb; i++) {
-    const va_block *b = v->b[i];
-    if (!b->n || b->n > VA_BLOCK || v->low[i] != b->r[b->n - 1].addr) return 0;
+    const va_block *b = v->s[i].b;
+    if (!b->n || b->n > VA_BLOCK || v->s[i].low != b->r[b->n - 1].addr) return 0;
     uint64_t m = 0;
     for (size_t j = 0; j < b->n; j++) {
       const va_range *r = &b->r[j];
@@ -246,7 +238,7 @@ static inline int va_space_valid(const va_space *v) {
       if (r->size > m) m = r->size;
       n++;
     }
-    if (m > v->largest[i]) return 0;
+    if (m > v->s[i].largest) return 0;
   }
   return n == v->n;
 }
