@@ -5,6 +5,7 @@
 #include "gen/gen.h"
 #include "sim/device_sim.h"
 #include "sim/hashmap.h"
+#include "result_diff.h"
 #include "test.h"
 
 int test_failures;
@@ -388,67 +389,19 @@ static void null_event(void *ctx, const sim_event *ev, const replay_outcome *o) 
 
 /* Every figure of two results of the same events. */
 static void check_same_result(const replay_result *a, const replay_result *b) {
-  CHECK_EQ(a->events, b->events);
-  CHECK_EQ(a->allocs, b->allocs);
-  CHECK_EQ(a->frees, b->frees);
-  CHECK_EQ(a->ooms, b->ooms);
-  CHECK_EQ(a->stopped_at_oom, b->stopped_at_oom);
-  CHECK_EQ(a->peak_allocated, b->peak_allocated);
-  CHECK_EQ(a->peak_reserved, b->peak_reserved);
-  CHECK_EQ(a->peak_requested, b->peak_requested);
-  CHECK_EQ(a->peak_active, b->peak_active);
-  CHECK_EQ(a->peak_allocated_seq, b->peak_allocated_seq);
-  CHECK_EQ(a->peak_reserved_seq, b->peak_reserved_seq);
-  CHECK_EQ(a->peak_requested_seq, b->peak_requested_seq);
-  CHECK_EQ(a->peak_ts, b->peak_ts);
-  CHECK_EQ(a->at_peak_reserved, b->at_peak_reserved);
-  CHECK_EQ(a->at_peak_largest_free, b->at_peak_largest_free);
-  CHECK(!memcmp(a->category_bytes, b->category_bytes, sizeof a->category_bytes));
-  CHECK(!memcmp(a->category_count, b->category_count, sizeof a->category_count));
-  CHECK(!memcmp(a->catsrc_bytes, b->catsrc_bytes, sizeof a->catsrc_bytes));
-  CHECK_EQ(a->nsites, b->nsites);
-  for (size_t i = 0; i < a->nsites && i < b->nsites; i++) {
-    CHECK_EQ(a->sites[i].stack, b->sites[i].stack);
-    CHECK_EQ(a->sites[i].bytes, b->sites[i].bytes);
-    CHECK_EQ(a->sites[i].count, b->sites[i].count);
-  }
-  CHECK_EQ(a->device_mallocs, b->device_mallocs);
-  CHECK_EQ(a->device_frees, b->device_frees);
-  CHECK_EQ(a->noom_list, b->noom_list);
-  CHECK_EQ(a->ntimeline, b->ntimeline);
-  CHECK(a->ntimeline == b->ntimeline && !memcmp(a->timeline, b->timeline, a->ntimeline * sizeof *a->timeline));
-  CHECK_EQ(a->final_allocated, b->final_allocated);
-  CHECK_EQ(a->final_reserved, b->final_reserved);
-  CHECK_EQ(a->unknown_frees, b->unknown_frees);
-  CHECK_EQ(a->dropped_frees, b->dropped_frees);
-  CHECK_EQ(a->duplicate_allocs, b->duplicate_allocs);
-  CHECK_EQ(a->ndevices, b->ndevices);
-  for (int d = 0; d < a->ndevices && d < b->ndevices; d++) {
-    CHECK_EQ(a->devices[d].device, b->devices[d].device);
-    CHECK_EQ(a->devices[d].peak_allocated, b->devices[d].peak_allocated);
-    CHECK_EQ(a->devices[d].peak_reserved, b->devices[d].peak_reserved);
-    CHECK_EQ(a->devices[d].peak_requested, b->devices[d].peak_requested);
-    CHECK_EQ(a->devices[d].peak_active, b->devices[d].peak_active);
-    CHECK_EQ(a->devices[d].device_mallocs, b->devices[d].device_mallocs);
-    CHECK_EQ(a->devices[d].ooms, b->devices[d].ooms);
-  }
+  char buf[512];
+  const char *d = replay_result_diff(a, b, RESULT_ALL, buf, sizeof buf);
+  if (d) fprintf(stderr, "results differ: %s\n", d);
+  CHECK(!d);
 }
 
 /* Every figure of two results of the same events but the timeline and the state at the peak (its
  * largest free block, categories and call sites), which a lean replay does not keep. */
 static void check_same_figures(const replay_result *a, const replay_result *b) {
-  replay_result x = *a, y = *b;
-  x.ntimeline = y.ntimeline = 0;
-  x.at_peak_largest_free = y.at_peak_largest_free = 0;
-  memset(x.category_bytes, 0, sizeof x.category_bytes), memset(y.category_bytes, 0, sizeof y.category_bytes);
-  memset(x.category_count, 0, sizeof x.category_count), memset(y.category_count, 0, sizeof y.category_count);
-  memset(x.catsrc_bytes, 0, sizeof x.catsrc_bytes), memset(y.catsrc_bytes, 0, sizeof y.catsrc_bytes);
-  x.nsites = y.nsites = 0;
-  check_same_result(&x, &y);
-  CHECK_EQ(a->fragmentation, b->fragmentation);
-  CHECK_EQ(a->fragmentation_gmlake, b->fragmentation_gmlake);
-  CHECK_EQ(a->device_maps, b->device_maps);
-  CHECK_EQ(a->device_unmaps, b->device_unmaps);
+  char buf[512];
+  const char *d = replay_result_diff(a, b, RESULT_FIGURES, buf, sizeof buf);
+  if (d) fprintf(stderr, "results differ: %s\n", d);
+  CHECK(!d);
 }
 
 /* A lean replay's result against a full one of the same events: the same figures, and nothing of
