@@ -1,0 +1,315 @@
+/* fuzz_engine.c: libFuzzer harness for the engine's ways of replaying one trace: new or kept, planned or not, observed, checked or lean, they must agree. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/engine.h"
+#include "result_diff.h"
+#include "sim/hashmap.h"
+
+/*
+ * The engine has several paths to one answer: a new engine or one kept between replays (whose
+ * model is reset, and told of a new capacity, rather than made again); the live allocations in a
+ * hash table, or in a dense table a plan numbers; a plain loop, one that tells observers of every
+ * event, one that checks the model's invariants after every event; and lean replays, which keep
+ * only the figures and take a free's request and its completion as one free. Each path was made
+ * for speed, and each must give what the plainest gives.
+ *
+ * The input is a model (byte 0), a capacity and a device count (byte 1), then events of four
+ * bytes: allocations (sizes from a byte to gigabytes, four streams, two devices, categories and
+ * call sites), frees of live allocations at once or as a request and its completion (apart, or
+ * one right after the other), frees of addresses never allocated, freed twice or dropped by an
+ * OOM, an address allocated again while live, synchronizations, cache releases, host allocations
+ * and kernels. The trace is replayed by a new engine as the reference, then: checked after every
+ * event, observed, planned, planned and observed, lean and lean planned, and by an engine kept
+ * across every input, after a replay at another capacity. Each must agree with the reference (the
+ * lean ones on the figures they keep); a failure prints the first field that differs and aborts.
+ */
+
+#define MAX_EVENTS 512
+
+static const char *const models[] = {
+  "torch",
+  "torch:expandable_segments:True",
+  "torch:max_split_size_mb:20,roundup_power2_divisions:4",
+  "torch:garbage_collection_threshold:0.6,per_process_memory_fraction:0.8",
+  "bfc",
+  "bfc:allow_growth:true",
+  "async",
+  "async:release_threshold:max,reuse_allow_opportunistic:false",
+  "cuda",
+  "ideal",
+};
+#define NMODELS (sizeof models / sizeof *models)
+
+static const uint64_t capacities[] = {UINT64_MAX, UINT64_C(64) << 20, UINT64_C(300) << 20, UINT64_C(2) << 30};
+#define NCAPS (sizeof capacities / sizeof *capacities)
+
+typedef struct trace {
+  sim_event ev[MAX_EVENTS];
+  size_t n;
+  uint64_t live[64]; /* addresses allocated and not yet freed (nor requested) */
+  size_t nlive;
+  uint64_t requested[64]; /* addresses whose free was requested and has not completed */
+  size_t nrequested;
+  uint64_t gone[16]; /* addresses freed before, for frees of nothing */
+  size_t ngone;
+  uint64_t next_addr;
+  int ndevices;
+} trace;
+
+static sim_event *push(trace *t, int kind, uint64_t addr, uint64_t size, int64_t stream, int device) {
+  sim_event *e = &t->ev[t->n];
+  sim_event_init(e);
+  e->seq = (int64_t)t->n;
+  e->ts = (int64_t)t->n * 1000;
+  e->kind = (uint8_t)kind;
+  e->addr = addr;
+  e->size = size;
+  e->stream = stream;
+  e->device = (int16_t)device;
+  e->mem = SIM_MEM_DEVICE;
+  t->n++;
+  return e;
+}
+
+/* Takes the i-th of n addresses out of a list (the last takes its place). */
+static uint64_t take(uint64_t *list, size_t *n, unsigned i) {
+  size_t k = i % *n;
+  uint64_t a = list[k];
+  list[k] = list[--*n];
+  return a;
+}
+
+static void forget(trace *t, uint64_t addr) {
+  if (t->ngone == 16) t->ngone = 0;
+  t->gone[t->ngone++] = addr;
+}
+
+/* The device of an address: the trace gives each device its own range of addresses. */
+static int device_of(const trace *t, uint64_t addr) { return t->ndevices > 1 ? (int)(addr >> 40 & 1) : 0; }
+
+static void add_alloc(trace *t, const uint8_t *p) {
+  uint64_t size = ((uint64_t)p[1] << 8 | p[2]) << (p[3] % 20); /* up to 32 GiB */
+  int device = t->ndevices > 1 ? p[3] >> 7 : 0;
+  uint64_t addr;
+  if (p[0] & 0x80 && t->nlive) addr = t->live[p[2] % t->nlive]; /* a duplicate: already live */
+  else addr = ((uint64_t)device << 40) + (t->next_addr += 0x1000);
+  sim_event *e = push(t, SIM_EV_ALLOC, addr, size, (p[3] >> 5) & 3, device);
+  e->category = (uint8_t)(p[1] % SIM_CAT__COUNT);
+  e->cat_source = e->category ? SIM_CATSRC_SOURCE : SIM_CATSRC_NONE;
+  e->stack = p[2] & 7;
+  if (e->size && !(p[0] & 0x80) && t->nlive < 64) t->live[t->nlive++] = addr;
+}
+
+/* A free of a live allocation: at once, requested only, or requested and completed at once. */
+static void add_free(trace *t, const uint8_t *p, int how) {
+  if (!t->nlive) return;
+  uint64_t addr = take(t->live, &t->nlive, p[1]);
+  int64_t stream = (p[2] >> 4) & 3;
+  int dev = device_of(t, addr);
+  if (how == 0) {
+    push(t, SIM_EV_FREE, addr, 0, stream, dev);
+    forget(t, addr);
+  } else {
+    push(t, SIM_EV_FREE_REQUESTED, addr, 0, stream, dev);
+    if (how == 2) {
+      push(t, SIM_EV_FREE_COMPLETED, addr, 0, stream, dev);
+      forget(t, addr);
+    } else if (t->nrequested < 64) {
+      t->requested[t->nrequested++] = addr;
+    }
+  }
+}
+
+static void add_other(trace *t, const uint8_t *p) {
+  int dev = t->ndevices > 1 ? p[3] & 1 : 0;
+  switch (p[0] & 15) {
+  case 8: /* a requested free completes */
+    if (t->nrequested) {
+      uint64_t addr = take(t->requested, &t->nrequested, p[1]);
+      push(t, SIM_EV_FREE_COMPLETED, addr, 0, p[2] & 3, device_of(t, addr));
+      forget(t, addr);
+    }
+    break;
+  case 9: /* a free of nothing: an address freed before, or never allocated */
+    push(t, p[1] & 1 ? SIM_EV_FREE : SIM_EV_FREE_REQUESTED + (p[1] & 2) / 2,
+         t->ngone && p[1] & 4 ? t->gone[p[2] % t->ngone] : UINT64_C(0xdead0000) + p[2], 0, 0, dev);
+    break;
+  case 10: { /* a synchronization: a stream, or the whole device */
+    sim_event *e = push(t, SIM_EV_SYNC, 0, 0, p[1] & 4 ? -1 : p[1] & 3, dev);
+    e->dur = p[2];
+    break;
+  }
+  case 11:
+    push(t, SIM_EV_EMPTY_CACHE, 0, 0, 0, dev);
+    break;
+  case 12: { /* host memory */
+    uint64_t addr = UINT64_C(0x7f0000000000) + ((uint64_t)(p[1] & 7) << 20);
+    sim_event *e = push(t, p[2] & 1 ? SIM_EV_HOST_FREE : SIM_EV_HOST_ALLOC, addr, (uint64_t)p[3] << 12, 0, -1);
+    e->mem = p[2] & 2 ? SIM_MEM_PINNED : SIM_MEM_PAGEABLE;
+    break;
+  }
+  default: { /* a kernel */
+    sim_event *e = push(t, SIM_EV_KERNEL, 0, 0, p[1] & 3, dev);
+    e->dur = (int64_t)p[2] * 100;
+    break;
+  }
+  }
+}
+
+static void build(trace *t, const uint8_t *p, const uint8_t *end) {
+  for (; p + 4 <= end && t->n + 2 <= MAX_EVENTS; p += 4) {
+    switch (p[0] & 15) {
+    case 0: case 1: case 2: case 3: case 4:
+      add_alloc(t, p);
+      break;
+    case 5: case 6: case 7:
+      add_free(t, p, (p[0] & 15) - 5);
+      break;
+    default:
+      add_other(t, p);
+    }
+  }
+}
+
+static void null_event(void *ctx, const sim_event *ev, const replay_outcome *o) { (void)ctx, (void)ev, (void)o; }
+
+static int run(replay_engine *kept, const replay_config *cfg, const trace *t, const replay_plan *plan, replay_result *r) {
+  char err[512] = "";
+  replay_array_source as;
+  replay_source src = replay_array_source_planned(&as, t->ev, t->n, plan);
+  int rc = kept ? replay_engine_run(kept, cfg, &src, r, err, sizeof err) : replay_run(cfg, &src, r, err, sizeof err);
+  if (rc) {
+    fprintf(stderr, "fuzz_engine: a replay failed under %s: %s\n", cfg->spec->ops->name, err);
+    abort();
+  }
+  return rc;
+}
+
+static void agree(const char *way, const replay_result *want, const replay_result *got, int what, const char *model) {
+  char buf[512];
+  const char *d = replay_result_diff(want, got, what, buf, sizeof buf);
+  if (!d) return;
+  fprintf(stderr, "fuzz_engine: under %s, the %s replay differs from the plain one: %s\n", model, way, d);
+  abort();
+}
+
+/* The state at a moment a replay stopped at, walked: what its blocks and segments add up to. */
+typedef struct walked {
+  int64_t allocated, pending, segments;
+  int called, walkable;
+  int64_t st_allocated, st_reserved;
+} walked;
+
+static int walk_item(void *arg, int device, const sim_walk_item *item, const replay_block_owner *owner) {
+  walked *w = arg;
+  (void)device, (void)owner;
+  if (item->is_segment) w->segments += (int64_t)item->size;
+  else if (item->state == SIM_BLOCK_ALLOCATED) w->allocated += (int64_t)item->size;
+  else if (item->state == SIM_BLOCK_PENDING_FREE) w->pending += (int64_t)item->size;
+  return 0;
+}
+
+static void walk_state(void *arg, const replay_state *st) {
+  walked *w = arg;
+  w->called++;
+  w->walkable = st->walkable;
+  w->st_allocated = st->allocated;
+  w->st_reserved = st->reserved;
+  if (st->walkable && replay_state_walk(st, walk_item, w)) abort();
+}
+
+/* A replay stopped after event k gives the figures of a replay of the events up to k. */
+static void stopped_agrees(const replay_config *plain, trace *t, size_t k, const char *model) {
+  walked w = {0};
+  replay_stop stop = {.seq = (int64_t)k, .after_ns = -1, .capture = walk_state, .arg = &w};
+  replay_config cfg = *plain;
+  cfg.stop = &stop;
+  replay_result want, got;
+  run(NULL, &cfg, t, NULL, &got);
+  size_t n = t->n;
+  t->n = k + 1;
+  run(NULL, plain, t, NULL, &want);
+  t->n = n;
+  if (w.called != 1 || !got.stopped) {
+    fprintf(stderr, "fuzz_engine: under %s, a replay stopped after event %zu captured %d times\n", model, k, w.called);
+    abort();
+  }
+  got.stopped = 0;
+  agree("stopped", &want, &got, RESULT_FIGURES, model);
+  /* cuda's reserved bytes are the driver's pages, which its segments (one a request) leave out */
+  int paged = !strcmp(plain->spec->ops->name, "cuda");
+  if (w.walkable && (w.allocated != w.st_allocated || (paged ? w.segments > w.st_reserved : w.segments != w.st_reserved))) {
+    fprintf(stderr, "fuzz_engine: under %s, the state after event %zu walks to %lld allocated (%lld pending) in %lld"
+            " reserved, where it says %lld in %lld\n", model, k, (long long)w.allocated, (long long)w.pending,
+            (long long)w.segments, (long long)w.st_allocated, (long long)w.st_reserved);
+    abort();
+  }
+  replay_result_release(&want);
+  replay_result_release(&got);
+}
+
+static replay_engine *kept; /* across inputs, as a script's loop keeps it across replays */
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  if (size < 2) return 0;
+  if (!kept) kept = replay_engine_new();
+  const char *model = models[data[0] % NMODELS];
+  static trace t;
+  memset(&t, 0, sizeof t);
+  t.ndevices = 1 + (data[1] >> 7);
+  build(&t, data + 2, data + size);
+
+  sim_spec spec;
+  char err[512];
+  if (sim_spec_parse(&spec, model, err, sizeof err) != SIM_OK) {
+    fprintf(stderr, "fuzz_engine: %s: %s\n", model, err);
+    abort();
+  }
+  replay_config plain = {.spec = &spec, .capacity = capacities[data[1] % NCAPS], .timeline_points = 16,
+                         .top_sites = 4};
+  replay_observer obs = {NULL, null_event, NULL};
+  replay_config checked = plain, observed = plain, lean = plain, other = plain;
+  checked.check_level = 2;
+  observed.observers = &obs, observed.nobservers = 1;
+  lean.lean = 1;
+  other.capacity = capacities[(data[1] + 1) % NCAPS];
+  replay_plan plan;
+  int planned = replay_plan_build(&plan, t.ev, t.n) == 0;
+
+  replay_result want, got;
+  run(NULL, &plain, &t, NULL, &want);
+  struct {
+    const char *way;
+    replay_engine *engine;
+    const replay_config *cfg;
+    int planned, what;
+  } ways[] = {
+    {"checked", NULL, &checked, 0, RESULT_ALL},
+    {"observed", NULL, &observed, 0, RESULT_ALL},
+    {"planned", NULL, &plain, 1, RESULT_ALL},
+    {"planned and observed", NULL, &observed, 1, RESULT_ALL},
+    {"lean", NULL, &lean, 0, RESULT_FIGURES},
+    {"lean planned", NULL, &lean, 1, RESULT_FIGURES},
+    {"kept engine's", kept, &plain, 1, RESULT_ALL},
+    {"kept engine's lean", kept, &lean, 1, RESULT_FIGURES},
+    {"kept engine's unplanned", kept, &plain, 0, RESULT_ALL},
+  };
+  for (size_t i = 0; i < sizeof ways / sizeof *ways; i++) {
+    if (ways[i].engine && i == 6) { /* the kept engine first replays at another capacity */
+      run(kept, &other, &t, planned ? &plan : NULL, &got);
+      replay_result_release(&got);
+    }
+    run(ways[i].engine, ways[i].cfg, &t, ways[i].planned && planned ? &plan : NULL, &got);
+    agree(ways[i].way, &want, &got, ways[i].what, model);
+    replay_result_release(&got);
+  }
+  replay_result_release(&want);
+  if (t.n) stopped_agrees(&plain, &t, (size_t)data[size - 1] * t.n / 256, model);
+  replay_plan_release(&plan);
+  sim_spec_release(&spec);
+  return 0;
+}
