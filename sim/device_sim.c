@@ -252,6 +252,7 @@ void sim_simdev_resize(sim_device *d, uint64_t capacity, uint64_t total_memory) 
 
 void sim_simdev_hold(sim_device *d, uint64_t addr, uint64_t span, uint64_t used) {
   simdev *s = d->ctx;
+  if (used >= SIM_PAGE_SIZE && round_up(used, SIM_PAGE_SIZE) >= used) used = round_up(used, SIM_PAGE_SIZE);
   d->used += used;
   if (d->used > d->used_peak) d->used_peak = d->used;
   uint64_t room = 2 * round_up(d->total_memory, SIM_PAGE_SIZE);

@@ -27,7 +27,8 @@ uint64_t sim_simdev_total_memory(uint64_t capacity, uint64_t total_memory);
  * (allocator.h, device_changed). */
 void sim_simdev_resize(sim_device *d, uint64_t capacity, uint64_t total_memory);
 /* Memory the process held before the replay began (a restored segment): `used` bytes count as
- * taken (beyond the capacity too: they were there), and no address in [addr, addr+span), nor
+ * taken (beyond the capacity too: they were there), 2 MiB or more rounded up to whole pages, as
+ * the driver took them for a cudaMalloc of that size, and no address in [addr, addr+span), nor
  * within twice the card's memory above it (room for a reservation made from there), is handed
  * out again. */
 void sim_simdev_hold(sim_device *d, uint64_t addr, uint64_t span, uint64_t used);

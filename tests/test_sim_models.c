@@ -135,6 +135,29 @@ static void device_counts_calls(void) {
   sim_simdev_release(&dev);
 }
 
+/* Memory held from before the replay (a restored segment) counts as the cudaMalloc that took it
+ * did: 2 MiB or more in whole pages (a BFC region of 799 MiB took 400 pages), less as given. The
+ * device then refuses what a device that had made the same cudaMalloc refuses. */
+static void simdev_held_memory_counts_whole_pages(void) {
+  sim_device held, made;
+  sim_simdev_init(&held, 1023 * MiB, 1024 * MiB);
+  sim_simdev_init(&made, 1023 * MiB, 1024 * MiB);
+  uint64_t addr, a2;
+  CHECK_EQ(sim_device_malloc(&made, 799 * MiB, 0, &addr), SIM_OK);
+  sim_simdev_hold(&held, addr, 799 * MiB, 799 * MiB);
+  CHECK_EQ(made.used, 800 * MiB);
+  CHECK_EQ(held.used, made.used);
+  CHECK_EQ(sim_device_malloc(&made, 224 * MiB, 0, &a2), SIM_EOOM); /* 1,024 MiB of 1,023 */
+  CHECK_EQ(sim_device_malloc(&held, 224 * MiB, 0, &a2), SIM_EOOM);
+  CHECK_EQ(sim_device_malloc(&made, 222 * MiB, 0, &a2), SIM_OK);
+  CHECK_EQ(sim_device_malloc(&held, 222 * MiB, 0, &a2), SIM_OK);
+  sim_simdev_reset(&held);
+  sim_simdev_hold(&held, addr, MiB / 2, MiB / 2);
+  CHECK_EQ(held.used, MiB / 2);
+  sim_simdev_release(&held);
+  sim_simdev_release(&made);
+}
+
 /* The simulated device's small requests against the rule written as a scan: every hole of every
  * page of small allocations looked at, the smallest that holds the request taken (the lowest
  * address among equal ones), else a new page; a page gone with its last allocation. Random
@@ -378,6 +401,7 @@ int main(void) {
   RUN(cuda_packs_small_requests_into_pages);
   RUN(cuda_runs_out_of_pages);
   RUN(device_counts_calls);
+  RUN(simdev_held_memory_counts_whole_pages);
   RUN(simdev_small_requests_take_the_best_hole);
   RUN(simdev_down_carves_slabs_below);
   RUN(simdev_down_matches_reference);
