@@ -3,14 +3,16 @@
 #
 #   tools/fuzz-campaign.sh [--runs N] [--time SECONDS] [--build DIR] [--corpus DIR] [HARNESS...]
 #
-# HARNESS: pickle snapshot jsonl kineto timeline nsys bfc_log spec restore timemodel lua chunk plan text_v6 results (default: all).
+# HARNESS: pickle snapshot jsonl kineto timeline nsys bfc_log spec restore timemodel lua chunk plan text_v6 results
+# engine resume (default: all).
 # Each runs until N executions (default 10,000,000) or SECONDS seconds (default 420), whichever comes first, under
 # nice -n 19 on one core, with the ASan/UBSan build of tests/fuzz (configured into DIR, default
 # build-fuzz, with clang, if it is not there yet). What each harness finds interesting is kept in
 # CORPUS/HARNESS (default DIR/corpus), so a second campaign goes on from the first; the seeds in
 # the source tree are only read. A finding is written to CORPUS/findings/HARNESS/ (crash-*,
 # leak-*, timeout-*, oom-*): run the harness on that file alone to reproduce it. Prints one
-# table row per harness (for docs/fuzzing.md) and exits 1 when anything was found.
+# table row per harness (for docs/fuzzing.md), counting only what this campaign found (files an
+# earlier one left there are not counted again), and exits 1 when anything was found.
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 runs=10000000 secs=420 build="$src/build-fuzz" corpus=""
@@ -29,18 +31,18 @@ case $runs$secs in *[!0-9]*) echo "fuzz-campaign: --runs and --time want whole n
 corpus=${corpus:-$build/corpus}
 # A new importer's harness (tests/fuzz/CMakeLists.txt, MEMPLAY_FUZZ_IMPORTS) joins this list and
 # seeds_of.
-all="pickle snapshot jsonl kineto timeline nsys bfc_log spec restore timemodel lua chunk plan text_v6 results"
+all="pickle snapshot jsonl kineto timeline nsys bfc_log spec restore timemodel lua chunk plan text_v6 results engine resume"
 harnesses=${*:-$all}
 seeds_of() {
   case $1 in
   pickle) echo "$src/tests/fuzz/corpus" ;;
   snapshot) echo "$src/tests/fuzz/corpus $src/tests/data/snapshots" ;;
   timeline) echo "$src/tests/fuzz/seeds/memory_timeline" ;;
-  jsonl | kineto | nsys | bfc_log | spec | restore | timemodel | lua | chunk | plan | text_v6 | results) echo "$src/tests/fuzz/seeds/$1" ;;
+  jsonl | kineto | nsys | bfc_log | spec | restore | timemodel | lua | chunk | plan | text_v6 | results | engine | resume) echo "$src/tests/fuzz/seeds/$1" ;;
   *) echo "fuzz-campaign: unknown harness '$1' (known: $all)" >&2; exit 2 ;;
   esac
 }
-maxlen_of() { case $1 in nsys) echo 65536 ;; snapshot | pickle | chunk) echo 262144 ;; timemodel) echo 4096 ;; *) echo 16384 ;; esac; }
+maxlen_of() { case $1 in nsys) echo 65536 ;; engine) echo 2050 ;; resume) echo 4096 ;; snapshot | pickle | chunk) echo 262144 ;; timemodel) echo 4096 ;; *) echo 16384 ;; esac; }
 for h in $harnesses; do seeds_of "$h" >/dev/null; done
 if [ ! -f "$build/CMakeCache.txt" ]; then
   cmake -S "$src" -B "$build" -DCMAKE_C_COMPILER=clang -DMEMPLAY_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
@@ -55,6 +57,8 @@ printf '|---|---:|---:|---:|---|---|---|\n'
 for h in $harnesses; do
   mkdir -p "$corpus/$h" "$corpus/findings/$h"
   log="$corpus/$h.log"
+  stamp="$corpus/$h.started" # what is newer than this was found by this run
+  touch "$stamp"
   start=$(date +%s)
   # shellcheck disable=SC2046
   nice -n 19 "$build/tests/fuzz/fuzz_$h" -runs="$runs" -max_total_time="$secs" -max_len="$(maxlen_of "$h")" \
@@ -66,7 +70,7 @@ for h in $harnesses; do
   cov=$(grep -o 'cov: [0-9]* ft: [0-9]*' "$log" | tail -1 | sed 's/cov: \([0-9]*\) ft: \([0-9]*\)/\1 edges, \2 features/')
   files=$(find "$corpus/$h" -type f | wc -l)
   size=$(du -sh "$corpus/$h" | cut -f1)
-  nfound=$(find "$corpus/findings/$h" -type f | wc -l)
+  nfound=$(find "$corpus/findings/$h" -type f -newer "$stamp" | wc -l)
   [ "$nfound" -eq 0 ] || found=1
   printf '| fuzz_%s | %d min %02d s | %s | %s | %s inputs, %s | %s | %s |\n' "$h" $((took / 60)) $((took % 60)) \
     "${execs:-?}" "${rate:-?}" "$files" "$size" "${cov:-?}" \
