@@ -232,8 +232,10 @@ typedef struct sim_allocator_ops {
   /* Why `size` bytes on `stream` did not fit, in the real allocator's own words. */
   void (*describe_oom)(void *ctx, uint64_t size, int64_t stream, char *buf, size_t n);
   /* Visits segments and blocks in a stable order, each block with the handle of the request it
-   * holds: what `memplay replay --at` and the segment maps show. May be NULL (a model that keeps
-   * no segments). */
+   * holds: what `memplay replay --at` and the segment maps show. The segments and the blocks not
+   * free are a state `restore` takes (an expandable segment's lowest mapped range gives where its
+   * reservation starts), which a new instance then goes on from as this one does until either
+   * calls its device (tests/fuzz/fuzz_resume.c). May be NULL (a model that keeps no segments). */
   int (*walk)(void *ctx, sim_walk_fn fn, void *arg);
   /* Full invariant check (debug level): 0, or -1 with a message. May be NULL. */
   int (*check)(void *ctx, char *err, size_t errlen);

@@ -18,9 +18,9 @@
  *
  * The input is SPEC '\n', then a byte that says how many of the steps that follow run before the
  * walk, then steps of 3 bytes on a 1 GiB simulated device: an allocation on one of four streams
- * (a byte to 4 MiB, or to 512 MiB as a bit says), a free of a live allocation at once, its request alone (the block then waits
- * in the models that keep such blocks), the completion of one requested, a synchronization of a
- * stream or the device. At the walk, a new instance restores each segment with its allocated and
+ * (a byte to 4 MiB, or to 512 MiB as a bit says), a free of a live allocation at once, its
+ * request alone (the block then waits in the models that keep such blocks), the completion of one
+ * requested, a synchronization of a stream or the device, a release of the cache. At the walk, a new instance restores each segment with its allocated and
  * waiting blocks (held on its own device, as the engine's start does); its figures must equal the
  * first one's. Then both take the remaining steps, and each answer must be the same: the same
  * placement or both out of memory, a call to the device by both or by neither, and the same
@@ -28,8 +28,7 @@
  * segment, a release: the two devices' address spaces are not the same, and where the driver
  * puts a new segment is the device's choice, not the model's) or run out of memory (which
  * releases cached segments). Models without a walk or
- * a restore, and states with expandable segments (whose reservations a walk does not give), are
- * left out.
+ * a restore are left out.
  */
 
 #define MAX_LIVE 32
@@ -46,14 +45,12 @@ typedef struct instance {
 typedef struct walk_buf {
   sim_walk_item it[MAX_ITEMS];
   size_t n;
-  int expandable;
   const char *model;
 } walk_buf;
 
 static int collect(void *arg, const sim_walk_item *item) {
   walk_buf *w = arg;
   if (w->n == MAX_ITEMS) return 1;
-  w->expandable |= item->expandable;
   if (item->is_segment || item->state != SIM_BLOCK_FREE) w->it[w->n++] = *item;
   return 0;
 }
@@ -98,8 +95,9 @@ static int step(instance *in, const uint8_t *p, uintptr_t h_of_live, uintptr_t h
   case 5: /* a completion of a request */
     if (a->ops->free_requested) a->ops->free_completed(a->ctx, h_of_req);
     return 0;
-  default:
-    if (a->ops->synchronize) a->ops->synchronize(a->ctx, p[1] & 4 ? -1 : p[1] & 3);
+  default: /* a synchronization, or now and then a release of the cache */
+    if ((p[1] & 0x18) == 0x18 && a->ops->empty_cache) a->ops->empty_cache(a->ctx);
+    else if (a->ops->synchronize) a->ops->synchronize(a->ctx, p[1] & 4 ? -1 : p[1] & 3);
     return 0;
   }
 }
@@ -214,9 +212,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     after(&x, p, li, ri);
   }
   w.n = 0;
-  w.expandable = 0;
   w.model = model;
-  if (!x.a.ops->walk || !x.a.ops->restore || x.a.ops->walk(x.a.ctx, collect, &w) || w.expandable ||
+  if (!x.a.ops->walk || !x.a.ops->restore || x.a.ops->walk(x.a.ctx, collect, &w) ||
       open_instance(&y, &spec)) {
     close_instance(&x);
     goto out;
