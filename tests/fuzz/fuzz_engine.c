@@ -7,6 +7,8 @@
 #include "engine/engine.h"
 #include "result_diff.h"
 #include "sim/hashmap.h"
+#include "store/store.h"
+#include "store/store_source.h"
 
 /*
  * The engine has several paths to one answer: a new engine or one kept between replays (whose
@@ -23,8 +25,11 @@
  * OOM, an address allocated again while live, synchronizations, cache releases, host allocations
  * and kernels. The trace is replayed by a new engine as the reference, then: checked after every
  * event, observed, planned, planned and observed, lean and lean planned, and by an engine kept
- * across every input, after a replay at another capacity. Each must agree with the reference (the
- * lean ones on the figures they keep); a failure prints the first field that differs and aborts.
+ * across every input, after a replay at another capacity; and, written into a store as a trace,
+ * from the store's packed chunks and their plans, as `memplay replay TRACE` reads them. Each must
+ * agree with the reference (the lean ones on the figures they keep); a failure prints the first
+ * field that differs and aborts. Last, a replay stopped after an event must give the figures of
+ * the events up to it, and the state it captured must add up.
  */
 
 #define MAX_EVENTS 512
@@ -45,6 +50,10 @@ static const char *const models[] = {
 
 static const uint64_t capacities[] = {UINT64_MAX, UINT64_C(64) << 20, UINT64_C(300) << 20, UINT64_C(2) << 30};
 #define NCAPS (sizeof capacities / sizeof *capacities)
+
+/* The store every input is written into (in memory, for the whole run), and its call stacks. */
+static store *db;
+static int64_t stacks[8];
 
 typedef struct trace {
   sim_event ev[MAX_EVENTS];
@@ -99,7 +108,7 @@ static void add_alloc(trace *t, const uint8_t *p) {
   sim_event *e = push(t, SIM_EV_ALLOC, addr, size, (p[3] >> 5) & 3, device);
   e->category = (uint8_t)(p[1] % SIM_CAT__COUNT);
   e->cat_source = e->category ? SIM_CATSRC_SOURCE : SIM_CATSRC_NONE;
-  e->stack = p[2] & 7;
+  e->stack = stacks[p[2] & 7];
   if (e->size && !(p[0] & 0x80) && t->nlive < 64) t->live[t->nlive++] = addr;
 }
 
@@ -251,12 +260,59 @@ static void stopped_agrees(const replay_config *plain, trace *t, size_t k, const
   replay_result_release(&got);
 }
 
+static void store_failed(const char *what) {
+  fprintf(stderr, "fuzz_engine: %s: %s\n", what, store_error(db));
+  abort();
+}
+
+/* The store, and a call stack for each of the numbers 1 to 7 the trace gives its allocations. */
+static void open_store(void) {
+  char err[STORE_ERRLEN];
+  if (store_open(&db, ":memory:", STORE_CREATE, err, sizeof err)) {
+    fprintf(stderr, "fuzz_engine: %s\n", err);
+    abort();
+  }
+  for (int i = 1; i < 8; i++) {
+    char func[16];
+    snprintf(func, sizeof func, "layer%d", i);
+    store_frame fr[2] = {{func, "model.py", i}, {"main", "train.py", 1}};
+    if ((stacks[i] = store_intern_stack(db, fr, 2)) <= 0) store_failed("a call stack");
+  }
+}
+
+/* The trace written into the store and replayed from it, as `memplay replay` reads a stored trace:
+ * the same result as from memory. */
+static void stored_agrees(const replay_config *plain, const trace *t, const replay_result *want, const char *model) {
+  store_trace meta = {.name = (char *)"fuzz", .source_format = (char *)"generated"};
+  store_writer *w;
+  if (store_begin(db) || store_writer_begin(db, &meta, &w)) store_failed("a new trace");
+  for (size_t i = 0; i < t->n; i++) {
+    sim_event ev = t->ev[i];
+    if (store_writer_event(w, &ev)) store_failed("an event");
+  }
+  int64_t id = store_writer_trace_id(w);
+  if (store_writer_end(w) || store_commit(db)) store_failed("the trace's end");
+  replay_source src;
+  char err[512] = "";
+  replay_result got;
+  if (store_source_open(&src, db, id)) store_failed("the stored trace");
+  if (replay_run(plain, &src, &got, err, sizeof err)) {
+    fprintf(stderr, "fuzz_engine: a replay from the store failed under %s: %s\n", model, err);
+    abort();
+  }
+  replay_source_close(&src);
+  agree("stored", want, &got, RESULT_ALL, model);
+  replay_result_release(&got);
+  if (store_begin(db) || store_trace_delete(db, id) || store_commit(db)) store_failed("the trace's removal");
+}
+
 static replay_engine *kept; /* across inputs, as a script's loop keeps it across replays */
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size < 2) return 0;
   if (!kept) kept = replay_engine_new();
+  if (!db) open_store();
   const char *model = models[data[0] % NMODELS];
   static trace t;
   memset(&t, 0, sizeof t);
@@ -307,6 +363,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     agree(ways[i].way, &want, &got, ways[i].what, model);
     replay_result_release(&got);
   }
+  stored_agrees(&plain, &t, &want, model);
   replay_result_release(&want);
   if (t.n) stopped_agrees(&plain, &t, (size_t)data[size - 1] * t.n / 256, model);
   replay_plan_release(&plan);
