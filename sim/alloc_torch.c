@@ -864,13 +864,6 @@ static tblock **collect_heads(const torch *m, size_t *count) {
   return heads;
 }
 
-/* Whether h is the lowest mapped range of its reservation among heads[0..i) and itself. */
-static int first_of_reservation(tblock *const *heads, size_t i) {
-  for (size_t k = 0; k < i; k++)
-    if (heads[k]->es == heads[i]->es) return 0;
-  return 1;
-}
-
 /* snapshot(): each segment (an expandable segment's mapped ranges each count as one), then its
  * blocks, in address order. The lowest mapped range of a reservation gives where the reservation
  * starts (in `requested`, as restore takes it), so that a state walked restores as it was. */
@@ -883,7 +876,8 @@ static int torch_walk(void *ctx, sim_walk_fn fn, void *arg) {
     tblock *h = heads[i];
     sim_walk_item seg = {.is_segment = 1, .addr = h->ptr, .stream = h->stream, .pool = !h->pool->is_small,
                          .expandable = h->es != NULL};
-    if (h->es && first_of_reservation(heads, i)) seg.requested = h->es->base;
+    /* heads go by address and a reservation's addresses are its own: its ranges come together */
+    if (h->es && (i == 0 || heads[i - 1]->es != h->es)) seg.requested = h->es->base;
     for (tblock *b = h; b && b->mapped; b = b->next) seg.size += b->size;
     rc = fn(arg, &seg);
     for (tblock *b = h; b && b->mapped && !rc; b = b->next) {

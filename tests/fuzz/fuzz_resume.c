@@ -19,16 +19,16 @@
  * The input is SPEC '\n', then a byte that says how many of the steps that follow run before the
  * walk, then steps of 3 bytes on a 1 GiB simulated device: an allocation on one of four streams
  * (a byte to 4 MiB, or to 512 MiB as a bit says), a free of a live allocation at once, its
- * request alone (the block then waits in the models that keep such blocks), the completion of one
- * requested, a synchronization of a stream or the device, a release of the cache. At the walk, a new instance restores each segment with its allocated and
- * waiting blocks (held on its own device, as the engine's start does); its figures must equal the
- * first one's. Then both take the remaining steps, and each answer must be the same: the same
- * placement or both out of memory, a call to the device by both or by neither, and the same
- * allocated, requested and reserved bytes after each step, until both call their devices (a new
- * segment, a release: the two devices' address spaces are not the same, and where the driver
- * puts a new segment is the device's choice, not the model's) or run out of memory (which
- * releases cached segments). Models without a walk or
- * a restore are left out.
+ * request alone (the block then waits in the models that keep such blocks), the completion of
+ * one requested, a synchronization of a stream or the device, a release of the cache. At the
+ * walk, a new instance restores each segment with its allocated and waiting blocks (held on its
+ * own device, as the engine's start does); its figures must equal the first one's. Then both
+ * take the remaining steps, and each answer must be the same: the same placement or both out of
+ * memory, a call to the device by both or by neither, and the same allocated, requested and
+ * reserved bytes after each step, until both call their devices (a new segment, a release: the
+ * two devices' address spaces are not the same, and where the driver puts a new segment is the
+ * device's choice, not the model's) or run out of memory (which releases cached segments).
+ * Models without a walk or a restore are left out.
  */
 
 #define MAX_LIVE 32
