@@ -811,6 +811,51 @@ static void observers_told_from_a_start_state(void) {
   free(more.ev);
 }
 
+/* A device that starts from a state is in use before its first allocation: a cache release that
+ * comes first releases the cached segments it started with (a window whose start has no live
+ * block, only cached ones), and a trace that never allocates still counts the start in its
+ * figures. Both ways, new engine and kept. */
+static void a_start_state_is_in_use_before_any_allocation(void) {
+  const uint64_t seg = UINT64_C(0x100000000000), small = UINT64_C(0x100100000000);
+  sim_walk_item items[] = {
+    {.is_segment = 1, .addr = seg, .size = 20 * MIB, .pool = 1},
+    {.is_segment = 1, .addr = small, .size = 2 * MIB, .pool = 0},
+  };
+  uint64_t trace_addr[] = {0, 0};
+  replay_start st = {.device = 0, .items = items, .trace_addr = trace_addr, .n = 2, .nsegments = 2};
+  evbuf released = {0}, idle = {0};
+  add(&released, SIM_EV_EMPTY_CACHE, 0, 0);
+  add(&released, SIM_EV_ALLOC, 0xa000, 6 * MIB); /* a new 20 MiB segment: the cached one is gone */
+  add(&idle, SIM_EV_KERNEL, 0, 0);
+  sim_spec spec;
+  char err[512];
+  CHECK_EQ(sim_spec_parse(&spec, "torch", err, sizeof err), 0);
+  replay_config cfg = {.spec = &spec, .capacity = 600 * MIB, .start = &st, .nstart = 1};
+  replay_engine *kept = replay_engine_new();
+  for (int run = 0; run < 2; run++) {
+    replay_engine *e = run ? kept : NULL;
+    replay_array_source as;
+    replay_source src = replay_array_source_init(&as, released.ev, released.n);
+    replay_result r;
+    CHECK_EQ(e ? replay_engine_run(e, &cfg, &src, &r, err, sizeof err) : replay_run(&cfg, &src, &r, err, sizeof err), 0);
+    CHECK_EQ(r.peak_reserved, (int64_t)(22 * MIB));
+    CHECK_EQ(r.device_frees, 2);
+    CHECK_EQ(r.device_mallocs, 1);
+    CHECK_EQ(r.final_reserved, (int64_t)(20 * MIB));
+    replay_result_release(&r);
+    src = replay_array_source_init(&as, idle.ev, idle.n);
+    CHECK_EQ(e ? replay_engine_run(e, &cfg, &src, &r, err, sizeof err) : replay_run(&cfg, &src, &r, err, sizeof err), 0);
+    CHECK_EQ(r.ndevices, 1);
+    CHECK_EQ(r.peak_reserved, (int64_t)(22 * MIB));
+    CHECK_EQ(r.final_reserved, (int64_t)(22 * MIB));
+    replay_result_release(&r);
+  }
+  replay_engine_free(kept);
+  sim_spec_release(&spec);
+  free(released.ev);
+  free(idle.ev);
+}
+
 /* ---- a planned replay (source.h: replay_plan) ------------------------------------------------- */
 
 /* What a plan numbers on a trace of every case: records taken back most recently freed first, a
@@ -1017,6 +1062,7 @@ int main(void) {
   RUN(plain_replay_matches_checked_and_observed);
   RUN(observers_told_what_the_model_did);
   RUN(observers_told_from_a_start_state);
+  RUN(a_start_state_is_in_use_before_any_allocation);
   RUN(plan_numbers_the_records);
   RUN(plan_gathered_from_views);
   RUN(planned_replay_matches_unplanned);

@@ -111,6 +111,7 @@ struct replay_engine {
    * lf_lost, and taken by a second pass over the source: only on a source that can rewind). */
   int pend_cats, pend_lf, lazy_lf, lf_lost;
   int lean; /* replay_config.lean, in a run that can be lean (no moment to stop at, no per-event check) */
+  int start_due; /* the devices' start states are not yet in the peaks (they are, as of the first event) */
   /* timeline */
   replay_point cur;
   uint64_t cur_n, bucket;
@@ -1253,6 +1254,10 @@ static int replay_events(engine *e, replay_source *src) {
       rc = -1;
       break;
     }
+    if (e->start_due) { /* the start states are the figures before the first event */
+      e->start_due = 0;
+      peaks(e, evs, e->lean);
+    }
     size_t i = replay_some(e, evs, src->view ? view_slots(e, src) : NULL, (size_t)n, &rc);
     if (rc == 3) rc = 2; /* stopped before that event: it was not read */
     else if (rc) i++;    /* the event that stopped the replay was read */
@@ -1355,11 +1360,21 @@ static int second_pass(const replay_config *cfg, replay_source *src, replay_resu
   return rc;
 }
 
+/* A device that starts from a state is in use from before the first event: an action on it (a
+ * synchronization, a cache release) may come before any allocation does, and its start counts in
+ * the figures even when none comes. */
+static int devices_started(engine *e) {
+  for (size_t s = 0; s < e->cfg->nstart; s++)
+    if (e->cfg->start[s].n && !device_get(e, e->cfg->start[s].device)) return -1;
+  e->start_due = e->nused > 0;
+  return 0;
+}
+
 int replay_engine_run(replay_engine *e, const replay_config *cfg, replay_source *src, replay_result *res, char *err,
                       size_t errlen) {
   int64_t t0 = now_ns();
   engine_begin(e, cfg, src, res, err, errlen);
-  int rc = replay_events(e, src);
+  int rc = devices_started(e) ? -1 : replay_events(e, src);
   if (rc == 1) res->stopped_at_oom = 1; /* stopped at an OOM */
   if (rc > 0) rc = 0;                     /* or at the moment asked for (res->stopped) */
   replay_finish(e);
