@@ -28,7 +28,10 @@
  * from the store's packed chunks and their plans, as `memplay replay TRACE` reads them. Each must
  * agree with the reference (the lean ones on the figures they keep); a failure prints the first
  * field that differs and aborts. Last, a replay stopped after an event must give the figures of
- * the events up to it, and the state it captured must add up.
+ * the events up to it, and the state it captured must add up; and under the models that restore a
+ * state (torch, bfc), the trace cut there is replayed as a recorded window is, from that state
+ * with the allocations live then as preexisting ones: every way above must agree on the window
+ * too, and the window must go on placing as the whole trace did until a model calls its device.
  */
 
 #define MAX_EVENTS 512
@@ -182,19 +185,22 @@ static void build(trace *t, const uint8_t *p, const uint8_t *end) {
   }
 }
 
-static void null_event(void *ctx, const sim_event *ev, const replay_outcome *o) { (void)ctx, (void)ev, (void)o; }
-
-/* One replay of t (by the kept engine, or a new one when kept is NULL); a failure aborts. */
-static void run(replay_engine *kept, const replay_config *cfg, const trace *t, const replay_plan *plan,
-                replay_result *r) {
+/* One replay of n events (by the kept engine, or a new one when kept is NULL); a failure aborts. */
+static void run_events(replay_engine *kept, const replay_config *cfg, const sim_event *ev, size_t n,
+                       const replay_plan *plan, replay_result *r) {
   char err[512] = "";
   replay_array_source as;
-  replay_source src = replay_array_source_planned(&as, t->ev, t->n, plan);
+  replay_source src = replay_array_source_planned(&as, ev, n, plan);
   int rc = kept ? replay_engine_run(kept, cfg, &src, r, err, sizeof err) : replay_run(cfg, &src, r, err, sizeof err);
   if (rc) {
     fprintf(stderr, "fuzz_engine: a replay failed under %s: %s\n", cfg->spec->ops->name, err);
     abort();
   }
+}
+
+static void run(replay_engine *kept, const replay_config *cfg, const trace *t, const replay_plan *plan,
+                replay_result *r) {
+  run_events(kept, cfg, t->ev, t->n, plan, r);
 }
 
 static void agree(const char *way, const replay_result *want, const replay_result *got, int what, const char *model) {
@@ -283,12 +289,13 @@ static void open_store(void) {
 
 /* The trace written into the store and replayed from it, as `memplay replay` reads a stored trace:
  * the same result as from memory. */
-static void stored_agrees(const replay_config *plain, const trace *t, const replay_result *want, const char *model) {
+static void stored_agrees(const replay_config *plain, const sim_event *events, size_t n, const replay_result *want,
+                          const char *model) {
   store_trace meta = {.name = (char *)"fuzz", .source_format = (char *)"generated"};
   store_writer *w;
   if (store_begin(db) || store_writer_begin(db, &meta, &w)) store_failed("a new trace");
-  for (size_t i = 0; i < t->n; i++) {
-    sim_event ev = t->ev[i];
+  for (size_t i = 0; i < n; i++) {
+    sim_event ev = events[i];
     if (store_writer_event(w, &ev)) store_failed("an event");
   }
   int64_t id = store_writer_trace_id(w);
@@ -309,6 +316,216 @@ static void stored_agrees(const replay_config *plain, const trace *t, const repl
 
 static replay_engine *kept; /* across inputs, as a script's loop keeps it across replays */
 
+static void null_event(void *ctx, const sim_event *ev, const replay_outcome *o) { (void)ctx, (void)ev, (void)o; }
+
+/* Every way of replaying the events gives what the plain replay gave (want): checked, observed,
+ * planned, lean, and by the kept engine after a replay with the configuration `other`. */
+static void ways_agree(const replay_config *plain, const replay_config *other, const sim_event *ev, size_t n,
+                       const replay_result *want, const char *model) {
+  replay_observer obs = {NULL, null_event, NULL};
+  replay_config checked = *plain, observed = *plain, lean = *plain;
+  checked.check_level = 2;
+  observed.observers = &obs, observed.nobservers = 1;
+  lean.lean = 1;
+  replay_plan plan;
+  int planned = replay_plan_build(&plan, ev, n) == 0;
+  struct {
+    const char *way;
+    replay_engine *engine;
+    const replay_config *cfg;
+    int planned, what;
+  } ways[] = {
+    {"checked", NULL, &checked, 0, RESULT_ALL},
+    {"observed", NULL, &observed, 0, RESULT_ALL},
+    {"planned", NULL, plain, 1, RESULT_ALL},
+    {"planned and observed", NULL, &observed, 1, RESULT_ALL},
+    {"lean", NULL, &lean, 0, RESULT_FIGURES},
+    {"lean planned", NULL, &lean, 1, RESULT_FIGURES},
+    {"kept engine's", kept, plain, 1, RESULT_ALL},
+    {"kept engine's lean", kept, &lean, 1, RESULT_FIGURES},
+    {"kept engine's unplanned", kept, plain, 0, RESULT_ALL},
+  };
+  replay_result got;
+  run_events(kept, other, ev, n, planned ? &plan : NULL, &got); /* the kept engine's model then resets */
+  replay_result_release(&got);
+  for (size_t i = 0; i < sizeof ways / sizeof *ways; i++) {
+    run_events(ways[i].engine, ways[i].cfg, ev, n, ways[i].planned && planned ? &plan : NULL, &got);
+    agree(ways[i].way, want, &got, ways[i].what, model);
+    replay_result_release(&got);
+  }
+  replay_plan_release(&plan);
+}
+
+/* ---- a window: the trace cut after an event, replayed from the state there ------------------- */
+
+/* One device's start: its segments, each followed by its blocks in use, and each block's address
+ * in the trace. */
+typedef struct start_items {
+  sim_walk_item *items;
+  uint64_t *trace_addr;
+  size_t n, cap, nsegments, nblocks;
+} start_items;
+
+/* A window of a trace: the state a replay stopped at as its start, the allocations live then as
+ * its preexisting ones, then the events after the cut. */
+typedef struct window {
+  sim_event ev[2 * MAX_EVENTS];
+  size_t n, npre; /* events; the preexisting ones first */
+  start_items dev[2];
+  int unowned; /* a block in use the engine knows no allocation of */
+} window;
+
+static void start_add(start_items *d, const sim_walk_item *item, uint64_t trace_addr) {
+  if (d->n == d->cap) {
+    size_t cap = d->cap;
+    sim_grow((void **)&d->items, &d->cap, d->n + 1, sizeof *d->items);
+    sim_grow((void **)&d->trace_addr, &cap, d->n + 1, sizeof *d->trace_addr);
+  }
+  d->items[d->n] = *item;
+  d->trace_addr[d->n++] = trace_addr;
+  if (item->is_segment) d->nsegments++;
+  else d->nblocks++;
+}
+
+/* Each segment, and each block in use with the preexisting allocation that takes it (free blocks
+ * are the gaps a restore leaves). A block whose free was requested waits for its completion. */
+static int window_item(void *arg, int device, const sim_walk_item *item, const replay_block_owner *owner) {
+  window *w = arg;
+  sim_walk_item it = *item;
+  it.handle = 0;
+  if (item->is_segment) {
+    start_add(&w->dev[device], &it, 0);
+    return 0;
+  }
+  if (item->state == SIM_BLOCK_FREE) return 0;
+  if (!owner->known) {
+    w->unowned = 1;
+    return 0;
+  }
+  if (owner->freed) it.state = SIM_BLOCK_PENDING_FREE;
+  start_add(&w->dev[device], &it, owner->trace_addr);
+  sim_event *e = &w->ev[w->n++];
+  sim_event_init(e);
+  e->kind = SIM_EV_ALLOC;
+  e->flags |= SIM_EVF_PREEXISTING;
+  e->addr = owner->trace_addr;
+  e->size = owner->size;
+  e->stream = item->stream;
+  e->device = (int16_t)device;
+  e->mem = SIM_MEM_DEVICE;
+  e->category = (uint8_t)owner->category;
+  e->cat_source = owner->category ? SIM_CATSRC_SOURCE : SIM_CATSRC_NONE;
+  e->stack = owner->stack;
+  return 0;
+}
+
+static void window_capture(void *arg, const replay_state *st) {
+  if (!st->walkable || replay_state_walk(st, window_item, arg)) abort();
+}
+
+/* The window of t after event k: the state there, walked, then the events after it. */
+static void window_make(window *w, const replay_config *plain, const trace *t, size_t k) {
+  replay_stop stop = {.seq = (int64_t)k, .after_ns = -1, .capture = window_capture, .arg = w};
+  replay_config cfg = *plain;
+  cfg.stop = &stop;
+  replay_result r;
+  run(NULL, &cfg, t, NULL, &r);
+  replay_result_release(&r);
+  w->npre = w->n;
+  for (size_t i = k + 1; i < t->n; i++) w->ev[w->n++] = t->ev[i];
+  for (size_t i = 0; i < w->n; i++) w->ev[i].seq = (int64_t)i;
+}
+
+/* What one event's allocation did, as an observer sees it. */
+typedef struct step {
+  uint64_t addr, size;
+  int oom, called; /* did not fit; the model called its device (or its reserved bytes moved) */
+} step;
+
+typedef struct steps {
+  step s[2 * MAX_EVENTS];
+  size_t n;
+} steps;
+
+static void note_step(void *ctx, const sim_event *ev, const replay_outcome *o) {
+  steps *s = ctx;
+  (void)ev;
+  s->s[s->n++] = (step){o->placement.addr, o->placement.size, o->oom,
+                        o->device_mallocs || o->device_frees || o->device_maps || o->device_unmaps || o->reserved_delta};
+}
+
+/* The window's replay and the whole trace's make the same placements after the cut, up to the
+ * first event where a model calls its device, which both must do (and fit, or not, alike); after
+ * it the addresses a simulated device hands out differ by design (the window's start holds its
+ * segments' memory without the driver's history). */
+static void continues(const replay_config *plain, const replay_config *wcfg, const trace *t, size_t k,
+                      const window *w, const char *model) {
+  static steps whole, win;
+  replay_observer obs[2] = {{&whole, note_step, NULL}, {&win, note_step, NULL}};
+  replay_config a = *plain, b = *wcfg;
+  a.observers = &obs[0], a.nobservers = 1;
+  b.observers = &obs[1], b.nobservers = 1;
+  whole.n = win.n = 0;
+  replay_result r;
+  run(NULL, &a, t, NULL, &r);
+  replay_result_release(&r);
+  run_events(NULL, &b, w->ev, w->n, NULL, &r);
+  replay_result_release(&r);
+  if (whole.n != t->n || win.n != w->n) {
+    fprintf(stderr, "fuzz_engine: under %s, observers saw %zu of %zu and %zu of %zu events\n", model, whole.n, t->n,
+            win.n, w->n);
+    abort();
+  }
+  for (size_t i = k + 1, j = w->npre; i < t->n; i++, j++) {
+    const step *x = &whole.s[i], *y = &win.s[j];
+    if (x->called != y->called || x->oom != y->oom) {
+      fprintf(stderr, "fuzz_engine: under %s, cut after event %zu, event %zu %s the device and %s in the whole trace,"
+              " and %s it and %s in the window\n", model, k, i, x->called ? "called" : "did not call",
+              x->oom ? "did not fit" : "fitted", y->called ? "called" : "did not call", y->oom ? "did not fit" : "fitted");
+      abort();
+    }
+    if (x->called || x->oom) return;
+    if (x->addr != y->addr || x->size != y->size) {
+      fprintf(stderr, "fuzz_engine: under %s, cut after event %zu, event %zu was placed at %#llx (%llu bytes) in the"
+              " whole trace and at %#llx (%llu bytes) in the window\n", model, k, i, (unsigned long long)x->addr,
+              (unsigned long long)x->size, (unsigned long long)y->addr, (unsigned long long)y->size);
+      abort();
+    }
+  }
+}
+
+/*
+ * The trace cut after event k and replayed from the state the replay reached there, as a replay
+ * of a recorded window starts (the models that can restore one): every way of replaying the
+ * window agrees with its plain replay, a replay from the store included, and the window goes on
+ * as the whole trace did.
+ */
+static void window_agrees(const replay_config *plain, const replay_config *other, const trace *t, size_t k,
+                          const char *model) {
+  static window w;
+  for (int d = 0; d < 2; d++) free(w.dev[d].items), free(w.dev[d].trace_addr);
+  memset(&w, 0, sizeof w);
+  window_make(&w, plain, t, k);
+  if (w.unowned) {
+    fprintf(stderr, "fuzz_engine: under %s, a block in use after event %zu has no allocation\n", model, k);
+    abort();
+  }
+  replay_start start[2];
+  size_t nstart = 0;
+  for (int d = 0; d < 2; d++) {
+    const start_items *s = &w.dev[d];
+    if (s->n) start[nstart++] = (replay_start){d, s->items, s->trace_addr, s->n, s->nsegments, s->nblocks};
+  }
+  replay_config wcfg = *plain;
+  wcfg.start = start, wcfg.nstart = nstart;
+  replay_result want;
+  run_events(NULL, &wcfg, w.ev, w.n, NULL, &want);
+  ways_agree(&wcfg, other, w.ev, w.n, &want, model);
+  stored_agrees(&wcfg, w.ev, w.n, &want, model);
+  replay_result_release(&want);
+  continues(plain, &wcfg, t, k, &w, model);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size < 2) return 0;
@@ -328,44 +545,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
   replay_config plain = {.spec = &spec, .capacity = capacities[data[1] % NCAPS], .timeline_points = 16,
                          .top_sites = 4};
-  replay_observer obs = {NULL, null_event, NULL};
-  replay_config checked = plain, observed = plain, lean = plain, other = plain;
-  checked.check_level = 2;
-  observed.observers = &obs, observed.nobservers = 1;
-  lean.lean = 1;
+  replay_config other = plain;
   other.capacity = capacities[(data[1] + 1) % NCAPS];
-  replay_plan plan;
-  int planned = replay_plan_build(&plan, t.ev, t.n) == 0;
-
-  replay_result want, got;
+  replay_result want;
   run(NULL, &plain, &t, NULL, &want);
-  struct {
-    const char *way;
-    replay_engine *engine;
-    const replay_config *cfg;
-    int planned, what;
-  } ways[] = {
-    {"checked", NULL, &checked, 0, RESULT_ALL},
-    {"observed", NULL, &observed, 0, RESULT_ALL},
-    {"planned", NULL, &plain, 1, RESULT_ALL},
-    {"planned and observed", NULL, &observed, 1, RESULT_ALL},
-    {"lean", NULL, &lean, 0, RESULT_FIGURES},
-    {"lean planned", NULL, &lean, 1, RESULT_FIGURES},
-    {"kept engine's", kept, &plain, 1, RESULT_ALL},
-    {"kept engine's lean", kept, &lean, 1, RESULT_FIGURES},
-    {"kept engine's unplanned", kept, &plain, 0, RESULT_ALL},
-  };
-  run(kept, &other, &t, planned ? &plan : NULL, &got); /* the kept engine's model then resets to another capacity */
-  replay_result_release(&got);
-  for (size_t i = 0; i < sizeof ways / sizeof *ways; i++) {
-    run(ways[i].engine, ways[i].cfg, &t, ways[i].planned && planned ? &plan : NULL, &got);
-    agree(ways[i].way, &want, &got, ways[i].what, model);
-    replay_result_release(&got);
-  }
-  stored_agrees(&plain, &t, &want, model);
+  ways_agree(&plain, &other, t.ev, t.n, &want, model);
+  stored_agrees(&plain, t.ev, t.n, &want, model);
   replay_result_release(&want);
-  if (t.n) stopped_agrees(&plain, &t, (size_t)data[size - 1] * t.n / 256, model);
-  replay_plan_release(&plan);
+  if (t.n) {
+    size_t k = (size_t)data[size - 1] * t.n / 256;
+    stopped_agrees(&plain, &t, k, model);
+    if (spec.ops->restore) window_agrees(&plain, &other, &t, k, model);
+  }
   sim_spec_release(&spec);
   return 0;
 }
