@@ -94,7 +94,7 @@ typedef struct async_pool {
   size_t nstreams, streams_cap;
   size_t last_idx;    /* the stream looked up last, when nstreams > 0 */
   uint64_t pending_bytes;
-  /* pieces, in address order */
+  /* pieces, in the order they were taken (newest last) */
   async_seg **segs;
   size_t nsegs, segs_cap;
   async_seg **empty;  /* scratch for async_release: the pieces that hold nothing */
@@ -269,13 +269,7 @@ static async_block *async_grow(async_pool *p, uint64_t rounded, int64_t stream) 
   b->state = AB_READY;
   seg->first = b;
   sim_grow((void **)&p->segs, &p->segs_cap, p->nsegs + 1, sizeof *p->segs);
-  size_t i = p->nsegs;
-  while (i > 0 && p->segs[i - 1]->addr > addr) {
-    p->segs[i] = p->segs[i - 1];
-    i--;
-  }
-  p->segs[i] = seg;
-  p->nsegs++;
+  p->segs[p->nsegs++] = seg;
   p->reserved += size;
   async_insert(p, b);
   return b;
@@ -373,11 +367,6 @@ static void async_make_ready(async_pool *p, async_stream *s) {
   }
 }
 
-static int async_newer_first(const void *a, const void *b) {
-  uint64_t x = (*(async_seg *const *)a)->seq, y = (*(async_seg *const *)b)->seq;
-  return (x < y) - (x > y);
-}
-
 /* Gives back pieces that hold nothing, newest first, while the pool holds more than `keep`.
  * Releasing one piece changes no other piece's emptiness, so the candidates are found in one
  * pass, and the pieces kept are compacted in another. */
@@ -391,26 +380,8 @@ static void async_release(async_pool *p, uint64_t keep) {
     if (s->first->state == AB_READY && s->first->size == s->size) empty[n++] = s;
   }
   if (!n) return;
-  /* Newest first. Pieces found in address order are usually in the reverse of growth order (the
-   * device carves each below the last, as the Linux driver does), or in growth order (addresses
-   * upwards): those need no sort. */
-  size_t up = 1, down = 1;
-  for (size_t i = 1; i < n; i++) {
-    up += empty[i - 1]->seq < empty[i]->seq;
-    down += empty[i - 1]->seq > empty[i]->seq;
-  }
-  if (up == n) {
-    for (size_t i = 0, j = n - 1; i < j; i++, j--) {
-      async_seg *t = empty[i];
-      empty[i] = empty[j];
-      empty[j] = t;
-    }
-  } else if (down != n) {
-    qsort(empty, n, sizeof *empty, async_newer_first);
-  }
-  size_t released = 0;
-  for (; released < n && p->reserved > keep; released++) {
-    async_seg *s = empty[released];
+  for (size_t k = n; k-- > 0 && p->reserved > keep;) { /* newest first */
+    async_seg *s = empty[k];
     sim_assert_internal(p->reserved >= s->size);
     async_remove(p, s->first);
     async_block_delete(p, s->first);
@@ -551,26 +522,44 @@ static void async_describe_oom(void *ctx, uint64_t size, int64_t stream, char *b
            p->dev->capacity);
 }
 
-static int async_walk(void *ctx, sim_walk_fn fn, void *arg) {
-  async_pool *p = ctx;
-  for (size_t i = 0; i < p->nsegs; i++) {
-    const async_seg *s = p->segs[i];
-    sim_walk_item seg = {.is_segment = 1, .addr = s->addr, .size = s->size};
-    int rc = fn(arg, &seg);
-    if (rc) return rc;
-    for (const async_block *b = s->first; b; b = b->next) {
-      sim_walk_item blk = {.addr = b->addr,
-                           .size = b->size,
-                           .requested = b->state == AB_USED ? b->requested : 0,
-                           .stream = b->state == AB_READY ? 0 : b->stream,
-                           .state = b->state == AB_USED      ? SIM_BLOCK_ALLOCATED
-                                    : b->state == AB_PENDING ? SIM_BLOCK_PENDING_FREE
-                                                             : SIM_BLOCK_FREE,
-                           .handle = b->state == AB_READY ? 0 : (uintptr_t)b};
-      if ((rc = fn(arg, &blk))) return rc;
-    }
+static int async_lower_first(const void *a, const void *b) {
+  uint64_t x = (*(async_seg *const *)a)->addr, y = (*(async_seg *const *)b)->addr;
+  return (x > y) - (x < y);
+}
+
+/* The pieces in address order, in a new array (the pool keeps them in the order they were taken). */
+static async_seg **async_by_address(const async_pool *p) {
+  async_seg **v = sim_xmalloc((p->nsegs ? p->nsegs : 1) * sizeof *v);
+  if (p->nsegs) memcpy(v, p->segs, p->nsegs * sizeof *v);
+  qsort(v, p->nsegs, sizeof *v, async_lower_first);
+  return v;
+}
+
+static int async_walk_piece(const async_seg *s, sim_walk_fn fn, void *arg) {
+  sim_walk_item seg = {.is_segment = 1, .addr = s->addr, .size = s->size};
+  int rc = fn(arg, &seg);
+  if (rc) return rc;
+  for (const async_block *b = s->first; b; b = b->next) {
+    sim_walk_item blk = {.addr = b->addr,
+                         .size = b->size,
+                         .requested = b->state == AB_USED ? b->requested : 0,
+                         .stream = b->state == AB_READY ? 0 : b->stream,
+                         .state = b->state == AB_USED      ? SIM_BLOCK_ALLOCATED
+                                  : b->state == AB_PENDING ? SIM_BLOCK_PENDING_FREE
+                                                           : SIM_BLOCK_FREE,
+                         .handle = b->state == AB_READY ? 0 : (uintptr_t)b};
+    if ((rc = fn(arg, &blk))) return rc;
   }
   return 0;
+}
+
+static int async_walk(void *ctx, sim_walk_fn fn, void *arg) {
+  async_pool *p = ctx;
+  async_seg **segs = async_by_address(p);
+  int rc = 0;
+  for (size_t i = 0; i < p->nsegs && !rc; i++) rc = async_walk_piece(segs[i], fn, arg);
+  free(segs);
+  return rc;
 }
 
 #define ASYNC_FAIL(...)                  \
@@ -579,13 +568,27 @@ static int async_walk(void *ctx, sim_walk_fn fn, void *arg) {
     return -1;                           \
   } while (0)
 
+/* The pieces, in address order, do not overlap; they were taken in the order the pool keeps. */
+static int async_check_pieces(const async_pool *p, char *err, size_t errlen) {
+  for (size_t i = 1; i < p->nsegs; i++)
+    if (p->segs[i - 1]->seq >= p->segs[i]->seq)
+      ASYNC_FAIL("pieces at 0x%" PRIx64 " and 0x%" PRIx64 " are out of the order they were taken", p->segs[i - 1]->addr,
+                 p->segs[i]->addr);
+  async_seg **v = async_by_address(p);
+  size_t i = 1;
+  while (i < p->nsegs && v[i - 1]->addr + v[i - 1]->size <= v[i]->addr) i++;
+  uint64_t lo = i < p->nsegs ? v[i - 1]->addr : 0, hi = i < p->nsegs ? v[i]->addr : 0;
+  free(v);
+  if (i < p->nsegs) ASYNC_FAIL("pieces at 0x%" PRIx64 " and 0x%" PRIx64 " overlap", lo, hi);
+  return 0;
+}
+
 static int async_check(void *ctx, char *err, size_t errlen) {
   async_pool *p = ctx;
   uint64_t reserved = 0, used = 0, requested = 0, pending = 0, nfree = 0;
+  if (async_check_pieces(p, err, errlen)) return -1;
   for (size_t i = 0; i < p->nsegs; i++) {
     const async_seg *s = p->segs[i];
-    if (i && p->segs[i - 1]->addr + p->segs[i - 1]->size > s->addr)
-      ASYNC_FAIL("pieces at 0x%" PRIx64 " and 0x%" PRIx64 " overlap or are out of order", p->segs[i - 1]->addr, s->addr);
     if (s->size % ASYNC_GROWTH) ASYNC_FAIL("piece at 0x%" PRIx64 " is not a multiple of 32 MiB", s->addr);
     reserved += s->size;
     uint64_t at = s->addr;

@@ -247,6 +247,49 @@ static void release_at_sync_threshold(void) {
   fx_release(&f);
 }
 
+static int piece_addr(void *arg, const sim_walk_item *it) {
+  uint64_t *v = arg;
+  if (it->is_segment && v[0] < 7) v[++v[0]] = it->addr;
+  return 0;
+}
+
+/* A piece taken where an older one was given back lies between older pieces: the walk still gives
+ * the pieces in address order, and a release still gives back the newest first. Addresses going
+ * down (the driver reuses the freed range) and up (never reused). */
+static void pieces_walked_by_address_released_newest_first(void) {
+  for (int order = 0; order < 2; order++) {
+    fx f;
+    fx_init(&f, "async:release_threshold=64MiB", UINT64_MAX);
+    sim_simdev_set_va_order(&f.dev, order ? SIM_VA_UP : SIM_VA_DOWN);
+    sim_placement a, b, c, d;
+    CHECK_EQ(fx_alloc(&f, 32 * MiB, 0, &a), SIM_OK); /* a piece each */
+    CHECK_EQ(fx_alloc(&f, 32 * MiB, 0, &b), SIM_OK);
+    CHECK_EQ(fx_alloc(&f, 32 * MiB, 0, &c), SIM_OK);
+    fx_free(&f, &b);
+    fx_sync(&f, 0); /* b's piece goes back: 64 MiB kept */
+    CHECK_EQ(f.st->reserved.current, 64 * MiB);
+    CHECK_EQ(fx_alloc(&f, 32 * MiB, 0, &d), SIM_OK); /* the newest piece */
+    if (!order) CHECK_EQ(d.addr, b.addr);            /* where b's was, between c's and a's */
+    uint64_t v[8] = {0};
+    CHECK_EQ(f.a.ops->walk(f.a.ctx, piece_addr, v), 0);
+    CHECK_EQ(v[0], 3);
+    CHECK(v[1] < v[2] && v[2] < v[3]);
+    fx_free(&f, &a);
+    fx_free(&f, &c);
+    fx_free(&f, &d);
+    fx_sync(&f, 0); /* all three empty: the newest (d's) goes back, then 64 MiB are kept */
+    CHECK_EQ(f.st->reserved.current, 64 * MiB);
+    memset(v, 0, sizeof v);
+    CHECK_EQ(f.a.ops->walk(f.a.ctx, piece_addr, v), 0);
+    CHECK_EQ(v[0], 2);
+    uint64_t lo = a.addr < c.addr ? a.addr : c.addr, hi = a.addr < c.addr ? c.addr : a.addr;
+    CHECK_EQ(v[1], lo);
+    CHECK_EQ(v[2], hi);
+    fx_check(&f);
+    fx_release(&f);
+  }
+}
+
 /* Best fit by size, then address, among the blocks the stream may use; merging only of blocks
  * the same streams may use. */
 static void best_fit_and_merging(void) {
@@ -387,6 +430,7 @@ int main(void) {
   RUN(internal_dependencies);
   RUN(release_at_sync_threshold_zero);
   RUN(release_at_sync_threshold);
+  RUN(pieces_walked_by_address_released_newest_first);
   RUN(best_fit_and_merging);
   RUN(free_joins_cached_memory);
   RUN(zero_and_overflow);
