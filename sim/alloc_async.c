@@ -5,10 +5,10 @@
 #include <string.h>
 
 #include "allocator.h"
+#include "fitset.h"
 #include "hashmap.h"
 #include "internal/arena.h"
 #include "internal/debug.h"
-#include "internal/rbtree.h"
 
 /*
  * The CUDA driver's default memory pool as cudaMallocAsync/cudaFreeAsync use it (CUDA
@@ -53,21 +53,19 @@ typedef struct async_block async_block;
 typedef struct async_seg async_seg;
 
 struct async_block {
-  RB_ENTRY(async_block) link; /* in the ready tree or its stream's pending tree while free */
+  RB_ENTRY(async_block) link; /* in the ready set or the pending set while free */
   uint64_t addr, size, requested;
+  int64_t key;               /* its stream in the set it is in: 0 in the ready set */
   async_block *prev, *next;  /* neighbours in the piece (next also links the spare list) */
   async_seg *seg;
   int64_t stream;            /* allocating stream; for a pending block, the stream it was freed in */
   int state;
+  uint16_t cls;              /* its size class while in a set (fitset.h) */
 };
 
-static int async_block_cmp(const async_block *a, const async_block *b) {
-  if (a->size != b->size) return a->size < b->size ? -1 : 1;
-  return a->addr < b->addr ? -1 : a->addr > b->addr;
-}
-
-RB_HEAD(async_tree, async_block);
-SIM_RB_GENERATE(async_tree, async_block, link, async_block_cmp)
+/* Free blocks by (stream, size, address): the ready set holds them all under stream 0, the
+ * pending set under the stream each was freed in; lower_bound is the best fit. */
+SIM_FITSET_DEFINE(async_set, async_block, link, cls, key, size, addr)
 
 struct async_seg {
   uint64_t addr, size;
@@ -77,8 +75,7 @@ struct async_seg {
 
 typedef struct async_stream {
   int64_t stream;
-  struct async_tree pending; /* freed in this stream, not yet reusable by others */
-  uint64_t bytes;
+  uint64_t bytes; /* its frees in the pending set: not yet reusable by other streams */
 } async_stream;
 
 typedef struct async_pool {
@@ -86,9 +83,8 @@ typedef struct async_pool {
   /* cudaMemPool attributes */
   uint64_t release_threshold;
   int follow_event_dependencies, allow_opportunistic, allow_internal_dependencies;
-  /* free memory every stream may use */
-  struct async_tree ready;
-  /* per-stream pending frees */
+  /* free memory every stream may use; frees each stream may use, not yet the others */
+  struct async_set ready, pending;
   sim_map stream_idx; /* stream -> index into streams */
   async_stream *streams;
   size_t nstreams, streams_cap;
@@ -146,7 +142,6 @@ static async_stream *async_stream_lookup(async_pool *p, int64_t stream, int crea
       sim_grow((void **)&p->streams, &p->streams_cap, p->nstreams + 1, sizeof *p->streams);
       async_stream *s = &p->streams[p->nstreams];
       s->stream = stream;
-      RB_INIT(&s->pending);
       s->bytes = 0;
       *slot = p->nstreams++;
     }
@@ -155,17 +150,14 @@ static async_stream *async_stream_lookup(async_pool *p, int64_t stream, int crea
   return &p->streams[p->last_idx];
 }
 
-/* The tree a free block lives in. */
-static struct async_tree *async_tree_of(async_pool *p, const async_block *b) {
-  return b->state == AB_READY ? &p->ready : &async_stream_get(p, b->stream, 0)->pending;
-}
-
 static void async_insert(async_pool *p, async_block *b) {
   if (b->state == AB_READY) {
-    async_tree_RB_INSERT(&p->ready, b);
+    b->key = 0;
+    async_set_insert(&p->ready, b);
   } else {
     async_stream *s = async_stream_get(p, b->stream, 1);
-    async_tree_RB_INSERT(&s->pending, b);
+    b->key = b->stream;
+    async_set_insert(&p->pending, b);
     s->bytes += b->size;
     p->pending_bytes += b->size;
   }
@@ -174,11 +166,11 @@ static void async_insert(async_pool *p, async_block *b) {
 static void async_remove(async_pool *p, async_block *b) {
   sim_assert_internal(b->state != AB_USED);
   if (b->state == AB_READY) {
-    async_tree_RB_REMOVE(&p->ready, b);
+    async_set_remove(&p->ready, b);
   } else {
     async_stream *s = async_stream_get(p, b->stream, 0);
-    sim_assert_internal(s && s->bytes >= b->size && p->pending_bytes >= b->size);
-    async_tree_RB_REMOVE(&s->pending, b);
+    sim_assert_internal(s && s->bytes >= b->size && p->pending_bytes >= b->size && b->key == b->stream);
+    async_set_remove(&p->pending, b);
     s->bytes -= b->size;
     p->pending_bytes -= b->size;
   }
@@ -238,17 +230,16 @@ static int async_check(void *ctx, char *err, size_t errlen); /* the full check, 
 
 /* ---- cudaMallocAsync ------------------------------------------------------------------------ */
 
-static async_block *async_best_fit(struct async_tree *t, uint64_t rounded) {
-  async_block key;
-  key.size = rounded;
-  key.addr = 0;
-  return async_tree_RB_NFIND(t, &key);
+/* The smallest block of the set's stream that holds `rounded`, the lowest among equal sizes. */
+static async_block *async_best_fit(struct async_set *set, int64_t stream, uint64_t rounded) {
+  return async_set_lower_bound(set, stream, rounded);
 }
 
 static async_block *async_better(async_block *a, async_block *b) {
   if (!a) return b;
   if (!b) return a;
-  return async_block_cmp(a, b) <= 0 ? a : b;
+  if (a->size != b->size) return a->size < b->size ? a : b;
+  return a->addr <= b->addr ? a : b;
 }
 
 /* Grows the pool by the smallest multiple of 32 MiB that holds `rounded`. */
@@ -314,15 +305,14 @@ static int async_alloc(void *ctx, uint64_t size, int64_t stream, sim_placement *
   uint64_t rounded = (size + ASYNC_GRANULE - 1) / ASYNC_GRANULE * ASYNC_GRANULE;
 
   /* 1. memory every stream may use, and this stream's own frees */
-  async_block *b = async_best_fit(&p->ready, rounded);
-  async_stream *own = async_stream_get(p, stream, 0);
-  if (own) b = async_better(b, async_best_fit(&own->pending, rounded));
+  async_block *b = async_best_fit(&p->ready, 0, rounded);
+  if (p->pending.count) b = async_better(b, async_best_fit(&p->pending, stream, rounded));
   /* 2. more physical memory from the device */
   if (!b) b = async_grow(p, rounded, stream);
   /* 3. memory freed in other streams, by waiting for them (internal dependencies) */
   if (!b && p->allow_internal_dependencies) {
     for (size_t i = 0; i < p->nstreams; i++)
-      if (p->streams[i].stream != stream) b = async_better(b, async_best_fit(&p->streams[i].pending, rounded));
+      if (p->streams[i].stream != stream) b = async_better(b, async_best_fit(&p->pending, p->streams[i].stream, rounded));
     if (b) p->st.num_alloc_retries++;
   }
   if (!b) {
@@ -360,7 +350,7 @@ static void async_free_completed(void *ctx, uintptr_t handle) {
 
 static void async_make_ready(async_pool *p, async_stream *s) {
   async_block *b;
-  while ((b = RB_MIN(async_tree, &s->pending))) {
+  while (s->bytes && (b = async_set_lower_bound(&p->pending, s->stream, 0))) {
     async_remove(p, b);
     b->state = AB_READY;
     async_insert(p, async_coalesce(p, b));
@@ -454,7 +444,8 @@ static int async_create(void **ctx, sim_device *dev, const sim_alloc_config *cfg
   p->follow_event_dependencies = follow;
   p->allow_opportunistic = opportunistic;
   p->allow_internal_dependencies = internal;
-  RB_INIT(&p->ready);
+  async_set_init(&p->ready);
+  async_set_init(&p->pending);
   sim_map_init(&p->stream_idx);
   *ctx = p;
   return SIM_OK;
@@ -468,6 +459,8 @@ static void async_destroy(void *ctx) {
   free(p->empty);
   sim_arena_release(&p->blocks);
   sim_arena_release(&p->seg_records);
+  async_set_release(&p->ready);
+  async_set_release(&p->pending);
   free(p->streams);
   sim_map_release(&p->stream_idx);
   free(p);
@@ -481,7 +474,8 @@ static int async_reset(void *ctx) {
   for (size_t i = 0; i < p->nsegs; i++) sim_device_free(p->dev, p->segs[i]->addr, p->segs[i]->size);
   p->nsegs = 0;
   p->seg_seq = p->reserved = 0;
-  RB_INIT(&p->ready);
+  async_set_clear(&p->ready);
+  async_set_clear(&p->pending);
   sim_map_clear(&p->stream_idx);
   p->nstreams = 0;
   p->pending_bytes = 0;
@@ -499,10 +493,10 @@ static const sim_alloc_stats *async_stats(void *ctx) { return &((async_pool *)ct
 static uint64_t async_largest_free(void *ctx) {
   async_pool *p = ctx;
   uint64_t best = 0;
-  async_block *b = RB_MAX(async_tree, &p->ready);
+  async_block *b = async_set_last_in_stream(&p->ready, 0);
   if (b) best = b->size;
-  for (size_t i = 0; i < p->nstreams; i++) {
-    b = RB_MAX(async_tree, &p->streams[i].pending);
+  for (size_t i = 0; i < p->nstreams && p->pending.count; i++) {
+    b = async_set_last_in_stream(&p->pending, p->streams[i].stream);
     if (b && b->size > best) best = b->size;
   }
   return best;
@@ -583,6 +577,14 @@ static int async_check_pieces(const async_pool *p, char *err, size_t errlen) {
   return 0;
 }
 
+/* Whether free block b is in the set, under its stream there. */
+static int async_in_set(struct async_set *set, const async_block *b, int64_t stream) {
+  for (async_block *x = async_set_lower_bound(set, stream, b->size); x && x->size == b->size;
+       x = async_set_next_in_stream(set, x))
+    if (x == b) return 1;
+  return 0;
+}
+
 static int async_check(void *ctx, char *err, size_t errlen) {
   async_pool *p = ctx;
   uint64_t reserved = 0, used = 0, requested = 0, pending = 0, nfree = 0;
@@ -606,30 +608,24 @@ static int async_check(void *ctx, char *err, size_t errlen) {
       } else {
         nfree++;
         if (b->state == AB_PENDING) pending += b->size;
-        struct async_tree *t = async_tree_of(p, b);
-        if (async_tree_RB_FIND(t, (async_block *)b) != b)
-          ASYNC_FAIL("free block at 0x%" PRIx64 " is missing from its tree", b->addr);
+        if (!async_in_set(b->state == AB_READY ? &p->ready : &p->pending, b, b->state == AB_READY ? 0 : b->stream))
+          ASYNC_FAIL("free block at 0x%" PRIx64 " is missing from its set", b->addr);
       }
     }
     if (at != s->addr + s->size) ASYNC_FAIL("blocks of the piece at 0x%" PRIx64 " do not cover it", s->addr);
   }
-  uint64_t intrees = 0, per_stream = 0;
-  async_block *b;
-  if (!async_tree_RB_VALID(&p->ready)) ASYNC_FAIL("the ready blocks are not an ordered tree");
-  for (size_t i = 0; i < p->nstreams; i++)
-    if (!async_tree_RB_VALID(&p->streams[i].pending))
-      ASYNC_FAIL("stream %" PRId64 "'s pending blocks are not an ordered tree", p->streams[i].stream);
-  RB_FOREACH(b, async_tree, &p->ready) intrees++;
+  uint64_t per_stream = 0;
+  if (!async_set_check(&p->ready) || !async_set_check(&p->pending)) ASYNC_FAIL("the free blocks are not ordered sets");
   for (size_t i = 0; i < p->nstreams; i++) {
     uint64_t bytes = 0;
-    RB_FOREACH(b, async_tree, &p->streams[i].pending) {
-      intrees++;
+    for (async_block *b = async_set_lower_bound(&p->pending, p->streams[i].stream, 0); b;
+         b = async_set_next_in_stream(&p->pending, b))
       bytes += b->size;
-    }
     if (bytes != p->streams[i].bytes) ASYNC_FAIL("stream %" PRId64 " counts its pending bytes wrongly", p->streams[i].stream);
     per_stream += bytes;
   }
-  if (intrees != nfree) ASYNC_FAIL("%" PRIu64 " blocks in trees, %" PRIu64 " free blocks in pieces", intrees, nfree);
+  if (p->ready.count + p->pending.count != nfree)
+    ASYNC_FAIL("%zu blocks in the sets, %" PRIu64 " free blocks in pieces", p->ready.count + p->pending.count, nfree);
   if (pending != p->pending_bytes || per_stream != pending) ASYNC_FAIL("pending bytes disagree");
   if (reserved != p->reserved || (int64_t)reserved != p->st.reserved.current) ASYNC_FAIL("reserved bytes disagree");
   if ((int64_t)used != p->st.allocated.current) ASYNC_FAIL("allocated bytes disagree");
