@@ -390,6 +390,63 @@ static void bad_options(void) {
 }
 
 /* A longer mixed workload on three streams keeps every invariant. */
+typedef struct fit_probe {
+  uint64_t rounded, best_size, best_addr;
+  int64_t stream;
+} fit_probe;
+
+/* The best fit by the walk: the smallest free block the stream may use (ready memory, or its own
+ * pending frees) that holds the request, the lowest address among equal sizes. */
+static int best_by_walk(void *arg, const sim_walk_item *it) {
+  fit_probe *q = arg;
+  if (it->is_segment || it->size < q->rounded) return 0;
+  if (it->state != SIM_BLOCK_FREE && !(it->state == SIM_BLOCK_PENDING_FREE && it->stream == q->stream)) return 0;
+  if (!q->best_size || it->size < q->best_size || (it->size == q->best_size && it->addr < q->best_addr))
+    q->best_size = it->size, q->best_addr = it->addr;
+  return 0;
+}
+
+/* On a random workload over four streams, with synchronizations that make frees ready, every
+ * allocation goes where a search of every free block the walk shows says it must: the model's
+ * sets give the best fit a full search gives, or the pool grows when there is none. */
+static void placement_is_the_walks_best_fit(void) {
+  for (int policy = 0; policy < 2; policy++) {
+    fx f;
+    fx_init(&f, policy ? "async:reuse_allow_opportunistic=false" : "async", 64 * GiB);
+    sim_placement live[512];
+    size_t n = 0, fits = 0, growths = 0;
+    uint64_t x = 7 + (uint64_t)policy;
+    for (int i = 0; i < 30000; i++) {
+      x = x * 6364136223846793005ull + 1442695040888963407ull;
+      unsigned r = (unsigned)(x >> 33);
+      if (n < 512 && (r % 5 < 3 || n == 0)) {
+        uint64_t size = r % 7 ? (r >> 5) % (2 * MiB) + 1 : (r >> 5) % (48 * MiB) + 1;
+        fit_probe q = {.rounded = (size + 511) / 512 * 512, .stream = (int64_t)(r >> 3 & 3)};
+        CHECK_EQ(f.a.ops->walk(f.a.ctx, best_by_walk, &q), 0);
+        int64_t reserved = f.st->reserved.current;
+        CHECK_EQ(fx_alloc(&f, size, q.stream, &live[n]), SIM_OK);
+        if (q.best_size) {
+          CHECK_EQ(live[n].addr, q.best_addr);
+          CHECK_EQ(f.st->reserved.current, reserved);
+          fits++;
+        } else {
+          CHECK(f.st->reserved.current > reserved);
+          growths++;
+        }
+        n++;
+      } else {
+        size_t k = r % n;
+        fx_free(&f, &live[k]);
+        live[k] = live[--n];
+      }
+      if (i % 61 == 0) fx_sync(&f, (int64_t)(r % 5) - 1);
+    }
+    fx_check(&f);
+    CHECK(fits > 1000 && growths > 10);
+    fx_release(&f);
+  }
+}
+
 static void random_workload(void) {
   fx f;
   fx_init(&f, "async:release_threshold=100MiB", 2 * GiB);
@@ -436,5 +493,6 @@ int main(void) {
   RUN(zero_and_overflow);
   RUN(bad_options);
   RUN(random_workload);
+  RUN(placement_is_the_walks_best_fit);
   TEST_MAIN_END();
 }
