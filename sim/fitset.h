@@ -51,12 +51,12 @@ static inline unsigned sim_fitset_class(uint64_t size) {
 }
 
 #define SIM_FITSET_DEFINE(name, type, link, cls_f, stream_f, size_f, addr_f)                              \
-  static inline int name##_cmp_(const type *a, const type *b) {                                           \
+  __attribute__((unused)) static inline int name##_cmp_(const type *a, const type *b) {                   \
     if (a->size_f != b->size_f) return a->size_f < b->size_f ? -1 : 1;                                    \
     return (a->addr_f > b->addr_f) - (a->addr_f < b->addr_f);                                             \
   }                                                                                                       \
   /* x's key against (size, addr) */                                                                      \
-  static inline int name##_cmpk_(const type *x, uint64_t size, uint64_t addr) {                           \
+  __attribute__((unused)) static inline int name##_cmpk_(const type *x, uint64_t size, uint64_t addr) {   \
     if (x->size_f != size) return x->size_f < size ? -1 : 1;                                              \
     return (x->addr_f > addr) - (x->addr_f < addr);                                                       \
   }                                                                                                       \
@@ -75,15 +75,15 @@ static inline unsigned sim_fitset_class(uint64_t size) {
     struct name##_stream **s;   /* by (uint64_t)stream */                                                 \
     size_t n, cap, count;                                                                                 \
   };                                                                                                      \
-  static inline void name##_init(struct name *s) { memset(s, 0, sizeof *s); }                            \
-  static inline void name##_release(struct name *s) {                                                     \
+  __attribute__((unused)) static inline void name##_init(struct name *s) { memset(s, 0, sizeof *s); }    \
+  __attribute__((unused)) static inline void name##_release(struct name *s) {                             \
     for (size_t i = 0; i < s->n; i++) free(s->s[i]);                                                      \
     free(s->s);                                                                                           \
     memset(s, 0, sizeof *s);                                                                              \
   }                                                                                                       \
   /* Only the classes the bitmaps name hold blocks: those are emptied, and the bitmaps. A stream         \
    * kept empty answers every query as a stream never met does. */                                       \
-  static inline void name##_clear(struct name *s) {                                                       \
+  __attribute__((unused)) static inline void name##_clear(struct name *s) {                               \
     for (size_t i = 0; i < s->n; i++) {                                                                   \
       struct name##_stream *st = s->s[i];                                                                 \
       for (uint64_t f = st->fl_map; f; f &= f - 1) {                                                      \
@@ -97,7 +97,7 @@ static inline unsigned sim_fitset_class(uint64_t size) {
     }                                                                                                     \
     s->count = 0;                                                                                         \
   }                                                                                                       \
-  static inline struct name##_stream *name##_stream_(struct name *s, int64_t stream, int create) {        \
+  __attribute__((unused)) static inline struct name##_stream *name##_stream_(struct name *s, int64_t stream, int create) { \
     if (s->last && s->last_stream == stream) return s->last;                                              \
     size_t lo = 0, hi = s->n;                                                                             \
     while (lo < hi) {                                                                                     \
@@ -122,7 +122,7 @@ static inline unsigned sim_fitset_class(uint64_t size) {
     return st;                                                                                            \
   }                                                                                                       \
   /* The first block of the first class >= c that holds any. */                                          \
-  static inline type *name##_from_class_(struct name##_stream *st, unsigned c) {                          \
+  __attribute__((unused)) static inline type *name##_from_class_(struct name##_stream *st, unsigned c) {  \
     if (c >= SIM_FITSET_CLASSES) return NULL;                                                             \
     unsigned fl = c / SIM_FITSET_SL, sl = c % SIM_FITSET_SL;                                              \
     uint64_t m = st->sl_map[fl] & (~UINT64_C(0) << sl);                                                   \
@@ -135,7 +135,7 @@ static inline unsigned sim_fitset_class(uint64_t size) {
     return RB_MIN(name##_cls, &st->cls[fl * SIM_FITSET_SL + (unsigned)__builtin_ctzll(m)]);               \
   }                                                                                                       \
   /* The last block of the last class < c that holds any. */                                              \
-  static inline type *name##_before_class_(struct name##_stream *st, unsigned c) {                        \
+  __attribute__((unused)) static inline type *name##_before_class_(struct name##_stream *st, unsigned c) { \
     unsigned fl = c / SIM_FITSET_SL, sl = c % SIM_FITSET_SL;                                              \
     uint64_t m = fl < SIM_FITSET_FL ? st->sl_map[fl] & ((UINT64_C(1) << sl) - 1) : 0;                     \
     if (!m) {                                                                                             \
@@ -148,7 +148,7 @@ static inline unsigned sim_fitset_class(uint64_t size) {
   }                                                                                                       \
   /* Links x into class c of st (x->cls_f keeps c while x is in the set): 0, or -1 when an equal          \
    * block is there. */                                                                                   \
-  static inline int name##_put_(struct name##_stream *st, type *x, unsigned c) {                          \
+  __attribute__((unused)) static inline int name##_put_(struct name##_stream *st, type *x, unsigned c) {  \
     x->cls_f = (uint16_t)c;                                                                               \
     if (RB_EMPTY(&st->cls[c])) { /* an empty class, the common case: no tree work */                      \
       RB_LEFT(x, link) = RB_RIGHT(x, link) = RB_PARENT(x, link) = NULL;                                   \
@@ -162,7 +162,7 @@ static inline unsigned sim_fitset_class(uint64_t size) {
     return 0;                                                                                             \
   }                                                                                                       \
   /* Unlinks x from its class. */                                                                         \
-  static inline void name##_take_(struct name##_stream *st, type *x) {                                    \
+  __attribute__((unused)) static inline void name##_take_(struct name##_stream *st, type *x) {            \
     unsigned c = x->cls_f;                                                                                \
     if (RB_ROOT(&st->cls[c]) == x && !RB_LEFT(x, link) && !RB_RIGHT(x, link)) RB_ROOT(&st->cls[c]) = NULL; \
     else RB_REMOVE(name##_cls, &st->cls[c], x);                                                           \
@@ -171,20 +171,20 @@ static inline unsigned sim_fitset_class(uint64_t size) {
       if (!st->sl_map[c / SIM_FITSET_SL]) st->fl_map &= ~(UINT64_C(1) << (c / SIM_FITSET_SL));            \
     }                                                                                                     \
   }                                                                                                       \
-  static inline int name##_insert(struct name *s, type *x) {                                              \
+  __attribute__((unused)) static inline int name##_insert(struct name *s, type *x) {                      \
     struct name##_stream *st = name##_stream_(s, x->stream_f, 1);                                         \
     if (name##_put_(st, x, sim_fitset_class(x->size_f))) return -1;                                       \
     st->count++;                                                                                          \
     s->count++;                                                                                           \
     return 0;                                                                                             \
   }                                                                                                       \
-  static inline void name##_remove(struct name *s, type *x) {                                             \
+  __attribute__((unused)) static inline void name##_remove(struct name *s, type *x) {                     \
     struct name##_stream *st = name##_stream_(s, x->stream_f, 0);                                         \
     name##_take_(st, x);                                                                                  \
     st->count--;                                                                                          \
     s->count--;                                                                                           \
   }                                                                                                       \
-  static inline type *name##_lower_bound(struct name *s, int64_t stream, uint64_t size) {                 \
+  __attribute__((unused)) static inline type *name##_lower_bound(struct name *s, int64_t stream, uint64_t size) { \
     struct name##_stream *st = name##_stream_(s, stream, 0);                                              \
     if (!st) return NULL;                                                                                 \
     unsigned c = sim_fitset_class(size);                                                                  \
@@ -198,28 +198,28 @@ static inline unsigned sim_fitset_class(uint64_t size) {
     }                                                                                                     \
     return best ? best : name##_from_class_(st, c + 1);                                                   \
   }                                                                                                       \
-  static inline type *name##_next_in_stream(struct name *s, type *x) {                                    \
+  __attribute__((unused)) static inline type *name##_next_in_stream(struct name *s, type *x) {            \
     type *y = RB_NEXT(name##_cls, NULL, x);                                                               \
     if (y) return y;                                                                                      \
     return name##_from_class_(name##_stream_(s, x->stream_f, 0), x->cls_f + 1u);                          \
   }                                                                                                       \
-  static inline type *name##_prev_in_stream(struct name *s, type *x) {                                    \
+  __attribute__((unused)) static inline type *name##_prev_in_stream(struct name *s, type *x) {            \
     type *y = RB_PREV(name##_cls, NULL, x);                                                               \
     if (y) return y;                                                                                      \
     return name##_before_class_(name##_stream_(s, x->stream_f, 0), x->cls_f);                             \
   }                                                                                                       \
-  static inline type *name##_last_in_stream(struct name *s, int64_t stream) {                             \
+  __attribute__((unused)) static inline type *name##_last_in_stream(struct name *s, int64_t stream) {     \
     struct name##_stream *st = name##_stream_(s, stream, 0);                                              \
     return st ? name##_before_class_(st, SIM_FITSET_CLASSES) : NULL;                                      \
   }                                                                                                       \
-  static inline type *name##_first(struct name *s) {                                                      \
+  __attribute__((unused)) static inline type *name##_first(struct name *s) {                              \
     for (size_t i = 0; i < s->n; i++) {                                                                   \
       type *x = name##_from_class_(s->s[i], 0);                                                           \
       if (x) return x;                                                                                    \
     }                                                                                                     \
     return NULL;                                                                                          \
   }                                                                                                       \
-  static inline type *name##_next(struct name *s, type *x) {                                              \
+  __attribute__((unused)) static inline type *name##_next(struct name *s, type *x) {                      \
     type *y = name##_next_in_stream(s, x);                                                                \
     if (y) return y;                                                                                      \
     for (size_t i = 0; i < s->n; i++)                                                                     \
@@ -228,11 +228,11 @@ static inline unsigned sim_fitset_class(uint64_t size) {
     return NULL;                                                                                          \
   }                                                                                                       \
   /* Whether x, with the key (size, addr), would still sort between its class neighbours. */             \
-  static inline int name##_in_place_(type *x, uint64_t size, uint64_t addr) {                             \
+  __attribute__((unused)) static inline int name##_in_place_(type *x, uint64_t size, uint64_t addr) {     \
     type *p = RB_PREV(name##_cls, NULL, x), *q = RB_NEXT(name##_cls, NULL, x);                            \
     return (!p || name##_cmpk_(p, size, addr) < 0) && (!q || name##_cmpk_(q, size, addr) > 0);           \
   }                                                                                                       \
-  static inline void name##_rekey(struct name *s, type *x, uint64_t size, uint64_t addr) {                \
+  __attribute__((unused)) static inline void name##_rekey(struct name *s, type *x, uint64_t size, uint64_t addr) { \
     unsigned c = sim_fitset_class(size);                                                                  \
     if (c == x->cls_f && name##_in_place_(x, size, addr)) {                                               \
       x->size_f = size;                                                                                   \
@@ -248,7 +248,7 @@ static inline unsigned sim_fitset_class(uint64_t size) {
       s->count--;                                                                                         \
     }                                                                                                     \
   }                                                                                                       \
-  static inline void name##_replace(struct name *s, type *x, type *y) {                                   \
+  __attribute__((unused)) static inline void name##_replace(struct name *s, type *x, type *y) {           \
     unsigned c = sim_fitset_class(y->size_f);                                                             \
     struct name##_stream *st = name##_stream_(s, x->stream_f, 0);                                         \
     if (c == x->cls_f && name##_in_place_(x, y->size_f, y->addr_f)) {                                     \
@@ -262,7 +262,7 @@ static inline unsigned sim_fitset_class(uint64_t size) {
       s->count--;                                                                                         \
     }                                                                                                     \
   }                                                                                                       \
-  static inline int name##_check(struct name *s) {                                                        \
+  __attribute__((unused)) static inline int name##_check(struct name *s) {                                \
     size_t total = 0;                                                                                     \
     for (size_t i = 0; i < s->n; i++) {                                                                   \
       struct name##_stream *st = s->s[i];                                                                 \
