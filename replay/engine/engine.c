@@ -722,10 +722,8 @@ __attribute__((always_inline)) static inline int do_alloc(engine *e, const sim_e
   int d = ev->device < 0 ? 0 : ev->device;
   devstate *ds = d < REPLAY_MAX_DEVICES && (e->used_mask >> d & 1) ? &e->devs[d] : NULL;
   if (!ds) peak_capture(e); /* a new device may start from a state */
-  if ((ev->flags & SIM_EVF_PREEXISTING) && e->cfg->nstart) {
-    if (!device_get(e, ev->device)) return -1; /* a device's start is restored when it is first used */
-    if (take_restored(e, ev, slot, planned, out)) return 0;
-  }
+  /* a device's start was restored before the first event (devices_started) */
+  if ((ev->flags & SIM_EVF_PREEXISTING) && e->cfg->nstart && take_restored(e, ev, slot, planned, out)) return 0;
   int existed;
   live_entry *le = planned ? dense_put(&e->dense, slot, ev->addr, &existed) : live_put(&e->live, ev->addr, &existed);
   if (existed && le->state != DROPPED) {
