@@ -55,17 +55,17 @@ typedef struct async_seg async_seg;
 struct async_block {
   RB_ENTRY(async_block) link; /* in the ready set or the pending set while free */
   uint64_t addr, size, requested;
-  int64_t key;               /* its stream in the set it is in: 0 in the ready set */
   async_block *prev, *next;  /* neighbours in the piece (next also links the spare list) */
   async_seg *seg;
-  int64_t stream;            /* allocating stream; for a pending block, the stream it was freed in */
+  int64_t stream;            /* allocating stream; for a pending block, the stream it was freed in;
+                                0 for ready memory, which every stream may use */
   int state;
   uint16_t cls;              /* its size class while in a set (fitset.h) */
 };
 
 /* Free blocks by (stream, size, address): the ready set holds them all under stream 0, the
  * pending set under the stream each was freed in; lower_bound is the best fit. */
-SIM_FITSET_DEFINE(async_set, async_block, link, cls, key, size, addr)
+SIM_FITSET_DEFINE(async_set, async_block, link, cls, stream, size, addr)
 
 struct async_seg {
   uint64_t addr, size;
@@ -152,11 +152,10 @@ static async_stream *async_stream_lookup(async_pool *p, int64_t stream, int crea
 
 static void async_insert(async_pool *p, async_block *b) {
   if (b->state == AB_READY) {
-    b->key = 0;
+    sim_assert_internal(b->stream == 0);
     async_set_insert(&p->ready, b);
   } else {
     async_stream *s = async_stream_get(p, b->stream, 1);
-    b->key = b->stream;
     async_set_insert(&p->pending, b);
     s->bytes += b->size;
     p->pending_bytes += b->size;
@@ -169,7 +168,7 @@ static void async_remove(async_pool *p, async_block *b) {
     async_set_remove(&p->ready, b);
   } else {
     async_stream *s = async_stream_get(p, b->stream, 0);
-    sim_assert_internal(s && s->bytes >= b->size && p->pending_bytes >= b->size && b->key == b->stream);
+    sim_assert_internal(s && s->bytes >= b->size && p->pending_bytes >= b->size);
     async_set_remove(&p->pending, b);
     s->bytes -= b->size;
     p->pending_bytes -= b->size;
@@ -353,6 +352,7 @@ static void async_make_ready(async_pool *p, async_stream *s) {
   while (s->bytes && (b = async_set_lower_bound(&p->pending, s->stream, 0))) {
     async_remove(p, b);
     b->state = AB_READY;
+    b->stream = 0;
     async_insert(p, async_coalesce(p, b));
   }
 }
@@ -537,7 +537,7 @@ static int async_walk_piece(const async_seg *s, sim_walk_fn fn, void *arg) {
     sim_walk_item blk = {.addr = b->addr,
                          .size = b->size,
                          .requested = b->state == AB_USED ? b->requested : 0,
-                         .stream = b->state == AB_READY ? 0 : b->stream,
+                         .stream = b->stream,
                          .state = b->state == AB_USED      ? SIM_BLOCK_ALLOCATED
                                   : b->state == AB_PENDING ? SIM_BLOCK_PENDING_FREE
                                                            : SIM_BLOCK_FREE,
@@ -569,17 +569,19 @@ static int async_check_pieces(const async_pool *p, char *err, size_t errlen) {
       ASYNC_FAIL("pieces at 0x%" PRIx64 " and 0x%" PRIx64 " are out of the order they were taken", p->segs[i - 1]->addr,
                  p->segs[i]->addr);
   async_seg **v = async_by_address(p);
-  size_t i = 1;
-  while (i < p->nsegs && v[i - 1]->addr + v[i - 1]->size <= v[i]->addr) i++;
-  uint64_t lo = i < p->nsegs ? v[i - 1]->addr : 0, hi = i < p->nsegs ? v[i]->addr : 0;
+  int rc = 0;
+  for (size_t i = 1; i < p->nsegs && !rc; i++)
+    if (v[i - 1]->addr + v[i - 1]->size > v[i]->addr) {
+      snprintf(err, errlen, "pieces at 0x%" PRIx64 " and 0x%" PRIx64 " overlap", v[i - 1]->addr, v[i]->addr);
+      rc = -1;
+    }
   free(v);
-  if (i < p->nsegs) ASYNC_FAIL("pieces at 0x%" PRIx64 " and 0x%" PRIx64 " overlap", lo, hi);
-  return 0;
+  return rc;
 }
 
-/* Whether free block b is in the set, under its stream there. */
-static int async_in_set(struct async_set *set, const async_block *b, int64_t stream) {
-  for (async_block *x = async_set_lower_bound(set, stream, b->size); x && x->size == b->size;
+/* Whether free block b is in the set. */
+static int async_in_set(struct async_set *set, const async_block *b) {
+  for (async_block *x = async_set_lower_bound(set, b->stream, b->size); x && x->size == b->size;
        x = async_set_next_in_stream(set, x))
     if (x == b) return 1;
   return 0;
@@ -608,7 +610,9 @@ static int async_check(void *ctx, char *err, size_t errlen) {
       } else {
         nfree++;
         if (b->state == AB_PENDING) pending += b->size;
-        if (!async_in_set(b->state == AB_READY ? &p->ready : &p->pending, b, b->state == AB_READY ? 0 : b->stream))
+        if (b->state == AB_READY && b->stream)
+          ASYNC_FAIL("ready block at 0x%" PRIx64 " keeps stream %" PRId64 ", not 0", b->addr, b->stream);
+        if (!async_in_set(b->state == AB_READY ? &p->ready : &p->pending, b))
           ASYNC_FAIL("free block at 0x%" PRIx64 " is missing from its set", b->addr);
       }
     }
