@@ -287,29 +287,36 @@ gpu_check sample_torch_capacity 0 sample --allocator torch --capacity 16GiB
 gpu_check two_streams_async 10.65 two_streams --allocator async
 gpu_check two_streams_async_release_threshold_max 5.70 two_streams --allocator async:release_threshold=max
 gpu_check two_streams_cuda 0.41 two_streams --allocator cuda
-# 12. docs/measurements/h200-2026-11-28c: shared snapshots under `torch` at capacities under their
-#    peaks (retries give cached segments back, OOMs) and kk_ctx512_fullstep, on an H200: with the
-#    traces at hand, the simulator's device calls are the GPU's, the same sizes and outcomes in the
-#    same order, and its device memory and OOMs the GPU's.
+# 12. docs/measurements/h200-2026-11-28c: shared snapshots at capacities under their peaks
+#    (retries give cached segments back, OOMs) under `torch`, expandable segments and `cuda`, and
+#    kk_ctx512_fullstep on the whole card, on an H200: with the traces at hand, the simulator's
+#    device calls are the GPU's, the same calls, sizes and outcomes in the same order, and its
+#    device memory and OOMs the GPU's.
 A="$MEMPLAY_SRC/docs/measurements/h200-2026-11-28c/raw"
 if [ -n "${MEMPLAY_TRACES:-}" ] && [ -d "$MEMPLAY_TRACES/pytorch" ]; then
   for row in "kk_ctx128_fullstep 52GiB" "kk_ctx128_fullstep 44GiB" "wed_medium_256_training 8GiB" \
-    "kk_ctx512_fullstep full" "kk_ctx512_fullstep 48GiB"; do
+    "kk_ctx512_fullstep full" "kk_ctx512_fullstep 48GiB" \
+    "kk_ctx128_fullstep 44GiB torch_expandable torch:expandable_segments:True" \
+    "wed_medium_256_training 8GiB torch_expandable torch:expandable_segments:True" \
+    "kk_ctx512_fullstep 48GiB torch_expandable torch:expandable_segments:True" \
+    "kk_ctx128_fullstep 44GiB cuda cuda" "wed_medium_256_training 8GiB cuda cuda" "kk_ctx512_fullstep 48GiB cuda cuda"; do
     set -- $row
     f="$MEMPLAY_TRACES/pytorch/$1.pickle"
     [ -f "$f" ] || continue
     sqlite3 "$DB" "SELECT 1 FROM traces WHERE name = '$1'" | grep -q 1 || expect 0 import "$f" --name "$1" || continue
-    g="$A/gpu_$1_torch_$2.out"
+    name="$1_${3:-torch}_$2"
+    g="$A/gpu_$name.out"
     cap=()
     [ "$2" = full ] || cap=(--capacity "$2")
-    expect 0 replay "$1" --allocator torch "${cap[@]}" --live-start --no-fail --no-save --json --device-calls "$T/calls"
+    expect 0 replay "$1" --allocator "${4:-torch}" "${cap[@]}" --live-start --no-fail --no-save --json --device-calls "$T/calls"
     [ "$(json_get peak_reserved_bytes)" = "$(jx "$g" '$.measured.device_peak_bytes')" ] ||
-      fail "$1 at $2: $(json_get peak_reserved_bytes) bytes, the GPU measured $(jx "$g" '$.measured.device_peak_bytes')"
-    [ "$(json_get ooms)" = "$(jx "$g" '$.ooms')" ] || fail "$1 at $2: $(json_get ooms) OOMs, the GPU's $(jx "$g" '$.ooms')"
-    gzip -dc "$A/calls_$1_torch_$2.txt.gz" | awk '$1 == "gpu" { print $4, $5, $8 }' >"$T/gpu_calls"
-    awk '$1 == "sim" { print $4, $5, $8 }' "$T/calls" >"$T/sim_calls"
+      fail "$name: $(json_get peak_reserved_bytes) bytes, the GPU measured $(jx "$g" '$.measured.device_peak_bytes')"
+    [ "$(json_get ooms)" = "$(jx "$g" '$.ooms')" ] || fail "$name: $(json_get ooms) OOMs, the GPU's $(jx "$g" '$.ooms')"
+    # (an expandable segment's reservation is sized by the card's memory, not the capacity)
+    gzip -dc "$A/calls_$name.txt.gz" | awk '$1 == "gpu" && $4 != "reserve" { print $4, $5, $8 }' >"$T/gpu_calls"
+    awk '$1 == "sim" && $4 != "reserve" { print $4, $5, $8 }' "$T/calls" >"$T/sim_calls"
     [ -s "$T/gpu_calls" ] && cmp -s "$T/gpu_calls" "$T/sim_calls" ||
-      fail "$1 at $2: the device calls differ from the GPU's: $(diff "$T/gpu_calls" "$T/sim_calls" | head -4)"
+      fail "$name: the device calls differ from the GPU's: $(diff "$T/gpu_calls" "$T/sim_calls" | head -4)"
   done
 fi
 finish
