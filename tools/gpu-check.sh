@@ -66,11 +66,13 @@ else
   rm -rf "$O/bundle" && cp -r "$bundle" "$O/bundle" || fail "cannot copy the bundle into $O"
 fi
 
-# 2. The three traces the bundle replays.
+# 2. The three traces the bundle replays (and kk_ctx512_fullstep for step 8 of gpu_checks.sh).
 mkdir -p "$O/bundle/traces"
 for t in kk_ctx128_fullstep wed_medium_256_training niu_ctx150_fwdbwd_fp32; do
   cp "$traces/pytorch/$t.pickle" "$O/bundle/traces/" || fail "cannot copy $t"
 done
+# and, when at hand, the one gpu_checks_addresses.sh adds (it says so when it is not)
+[ -e "$traces/pytorch/kk_ctx512_fullstep.pickle" ] && cp "$traces/pytorch/kk_ctx512_fullstep.pickle" "$O/bundle/traces/"
 
 # 3. The checks, within what is left of the 8 minutes.
 left=$((budget - $(elapsed)))

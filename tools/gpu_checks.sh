@@ -3,8 +3,9 @@
 # GPU, in one run: the GPU test (tests/gpu/test_device.sh), a full calibration, replays on the
 # GPU of the sample and of real traces predicted against measured, a small CUDA program recorded,
 # the parts an earlier run left unmeasured (expandable segments, --capacity, --pace, the real pool
-# on two streams, repeats), and a small PyTorch job recorded three ways (memplay record, record
-# with the caching allocator off, PyTorch's own snapshot) and under its two other allocators.
+# on two streams, repeats), a small PyTorch job recorded three ways (memplay record, record
+# with the caching allocator off, PyTorch's own snapshot) and under its two other allocators, and
+# the simulated driver's addresses where segments are given back (tools/gpu_checks_addresses.sh).
 # BUNDLE is what tools/gpu_bundle.sh made (with real traces, if any, under BUNDLE/traces);
 # everything measured lands in OUT, with OUT/gpu.db the store.
 # Run from the source tree's root. Each step has its own time limit; a failed step is reported
@@ -118,6 +119,9 @@ if [ "${GPU_CHECKS_JAX:-1}" != 0 ] && python3 -c 'import jax' 2>/dev/null; then
   tools/gpu_checks_jax.sh "$B" "$O"
   [ $? = 1 ] && failed=1
 fi
+# 8. The simulated driver's addresses where segments are given back: the shared snapshots at
+#    capacities under their peaks, with every device call (tools/gpu_checks_addresses.sh).
+tools/gpu_checks_addresses.sh "$B" "$O" || failed=1
 sqlite3 "$db" "PRAGMA wal_checkpoint(TRUNCATE)" >/dev/null 2>&1
 echo "failed=$failed"
 exit "$failed"

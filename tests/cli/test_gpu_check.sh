@@ -34,4 +34,20 @@ PATH="$T/bin" bash "$MEMPLAY_SRC/tools/gpu-check.sh" --bundle >"$T/out" 2>"$T/er
 rc=$?
 [ "$rc" = 2 ] || fail "gpu-check.sh --bundle without a folder exited $rc, wanted 2"
 has "$T/err" "usage: tools/gpu-check.sh [--bundle DIR] [OUT]"
+
+# tools/gpu_checks_addresses.sh (gpu_checks.sh's step 8) without a GPU: a snapshot it finds is
+# imported, one it finds nowhere is named and left out, and each replay fails saying why.
+mkdir -p "$T/bundle/bin" "$T/bundle/traces" "$T/none"
+ln -s "$MEMPLAY" "$T/bundle/bin/memplay"
+# (any trace serves: the import reads what a file holds, whatever its name)
+cp "$MEMPLAY_SRC/traces/sample.jsonl" "$T/bundle/traces/kk_ctx128_fullstep.pickle"
+(cd "$MEMPLAY_SRC" && MEMPLAY_TRACES="$T/none" tools/gpu_checks_addresses.sh "$T/bundle" "$T/addr") >"$T/out" 2>"$T/err"
+rc=$?
+[ "$rc" = 1 ] || fail "gpu_checks_addresses.sh without a GPU exited $rc, wanted 1"
+grep -q '^import_kk_ctx128_fullstep *rc=0 ' "$T/out" || fail "the snapshot in the bundle was not imported: $(head -3 "$T/out")"
+has "$T/out" "wed_medium_256_training: not in $T/bundle/traces nor in $T/none/pytorch: its replays are left out"
+has "$T/out" "kk_ctx512_fullstep: not in"
+grep -q '^gpu_kk_ctx128_fullstep_torch_44GiB *rc=1 ' "$T/out" || fail "no replay of the snapshot was tried"
+grep -q 'gpu_wed' "$T/out" && fail "a snapshot left out was replayed"
+has "$T/addr/gpu_kk_ctx128_fullstep_torch_44GiB.err" "cannot replay on a GPU"
 finish
