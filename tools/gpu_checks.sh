@@ -113,6 +113,12 @@ fi
     fi
   done
 done
+#    Then the job under non-default allocator settings, its snapshots validated
+#    (tools/gpu_checks_torch_settings.sh; exit status 2 when PyTorch cannot reach the GPU).
+if [ "${GPU_CHECKS_TORCH:-1}" != 0 ]; then
+  tools/gpu_checks_torch_settings.sh "$B" "$O"
+  [ $? = 1 ] && failed=1
+fi
 # 7. A small JAX job recorded under XLA's three allocator settings (tools/gpu_checks_jax.sh), where
 #    JAX is installed and sees the GPU (exit status 2 when it does not: not a failure).
 if [ "${GPU_CHECKS_JAX:-1}" != 0 ] && python3 -c 'import jax' 2>/dev/null; then
