@@ -13,7 +13,8 @@
 #    to the H100 by the model, against the H100's own;
 #  - those jobs recorded without PyTorch's cache, replayed on an H100 under `cuda` (section 9);
 #  - the second H100 run of 2026-11-27 (section 11), whose own plan had the later rules;
-#  - the device calls of snapshots at capacities under their peaks on an H200 (section 12).
+#  - the device calls of snapshots at capacities under their peaks on an H200 (section 12);
+#  - PyTorch's own snapshots under max_split_size_mb and roundup_power2_divisions (section 13).
 . "$TESTS_DIR/cli/lib.sh"
 command -v sqlite3 >/dev/null || {
   echo "skipped: the sqlite3 shell is needed (tools/deps.sh installs it)"
@@ -319,4 +320,24 @@ if [ -n "${MEMPLAY_TRACES:-}" ] && [ -d "$MEMPLAY_TRACES/pytorch" ]; then
       fail "$name: the device calls differ from the GPU's: $(diff "$T/gpu_calls" "$T/sim_calls" | head -4)"
   done
 fi
+# 13. docs/measurements/h200-2026-11-28e: PyTorch itself under max_split_size_mb and
+#    roundup_power2_divisions (its snapshots, recorded on an H200): validate agrees with every
+#    decision under the settings each recorded, and the peaks are PyTorch's own; under PyTorch's
+#    defaults the two jobs with a split limit take other segments (the settings are read).
+E="$MEMPLAY_SRC/docs/measurements/h200-2026-11-28e/raw"
+for row in "torch_b8_fp32_split24 81 60" "torch_b8_fp32_roundup4 61 60" "torch_b16_fp32_split24_roundup 92 46"; do
+  set -- $row
+  expect 0 import "$E/$1.pickle.gz" --name "$1"
+  expect 0 validate "$1" --no-save --json
+  [ "$(json_get agree)" = true ] && [ "$(json_get address_matches)" = 1437 ] && [ "$(json_get final_state_match)" = true ] ||
+    fail "$1: validate disagrees with PyTorch: $(head -c 300 "$T/out")"
+  [ "$(json_get segment_matches)" = "$2" ] && [ "$(jx "$E/$1.json" '$.num_device_alloc')" = "$2" ] ||
+    fail "$1: $(json_get segment_matches) segments matched, PyTorch made $2"
+  [ "$(json_get replayed_peak_reserved_bytes)" = "$(jx "$E/$1.json" '$.max_reserved')" ] ||
+    fail "$1: peak reserved $(json_get replayed_peak_reserved_bytes), PyTorch's $(jx "$E/$1.json" '$.max_reserved')"
+  [ "$(json_get replayed_peak_allocated_bytes)" = "$(jx "$E/$1.json" '$.max_allocated')" ] ||
+    fail "$1: peak allocated $(json_get replayed_peak_allocated_bytes), PyTorch's $(jx "$E/$1.json" '$.max_allocated')"
+  expect 0 replay "$1" --allocator torch:expandable_segments:False --no-save --json
+  [ "$(json_get device_mallocs)" = "$3" ] || fail "$1 under PyTorch's defaults: $(json_get device_mallocs) segments, wanted $3"
+done
 finish
