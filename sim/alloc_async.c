@@ -237,8 +237,7 @@ static async_block *async_best_fit(struct async_set *set, int64_t stream, uint64
 static async_block *async_better(async_block *a, async_block *b) {
   if (!a) return b;
   if (!b) return a;
-  if (a->size != b->size) return a->size < b->size ? a : b;
-  return a->addr <= b->addr ? a : b;
+  return async_set_cmp(a, b) <= 0 ? a : b;
 }
 
 /* Grows the pool by the smallest multiple of 32 MiB that holds `rounded`. */

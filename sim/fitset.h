@@ -32,6 +32,7 @@
  *   name_rekey(s, x, size, addr)          changes x's key, keeping its place when it can
  *   name_replace(s, x, y)                 y (its key set, same stream) takes x's place
  *   name_check(s)                         1 when consistent (tests, debug)
+ *   name_cmp(a, b)                        -1, 0 or 1: a's key against b's within a stream (size, then address)
  * `link` is an RB_ENTRY(type) member; `cls` a uint16_t member the set keeps x's class in while x
  * is in it (so that a block whose key changes class moves in one step); stream is an int64_t,
  * size and addr uint64_t members.
@@ -51,7 +52,7 @@ static inline unsigned sim_fitset_class(uint64_t size) {
 }
 
 #define SIM_FITSET_DEFINE(name, type, link, cls_f, stream_f, size_f, addr_f)                              \
-  __attribute__((unused)) static inline int name##_cmp_(const type *a, const type *b) {                   \
+  __attribute__((unused)) static inline int name##_cmp(const type *a, const type *b) {                    \
     if (a->size_f != b->size_f) return a->size_f < b->size_f ? -1 : 1;                                    \
     return (a->addr_f > b->addr_f) - (a->addr_f < b->addr_f);                                             \
   }                                                                                                       \
@@ -61,7 +62,7 @@ static inline unsigned sim_fitset_class(uint64_t size) {
     return (x->addr_f > addr) - (x->addr_f < addr);                                                       \
   }                                                                                                       \
   RB_HEAD(name##_cls, type);                                                                              \
-  SIM_RB_GENERATE(name##_cls, type, link, name##_cmp_)                                                    \
+  SIM_RB_GENERATE(name##_cls, type, link, name##_cmp)                                                     \
   struct name##_stream {                                                                                  \
     int64_t stream;                                                                                       \
     uint64_t fl_map;                      /* first levels that hold any block */                          \

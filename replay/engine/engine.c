@@ -721,7 +721,7 @@ __attribute__((always_inline)) static inline int do_alloc(engine *e, const sim_e
                                                           int lean, replay_outcome *out) {
   int d = ev->device < 0 ? 0 : ev->device;
   devstate *ds = d < REPLAY_MAX_DEVICES && (e->used_mask >> d & 1) ? &e->devs[d] : NULL;
-  if (!ds) peak_capture(e); /* a new device may start from a state */
+  if (!ds) peak_capture(e); /* making a device may change what the peak waits to take (a region taken up front) */
   /* a device's start was restored before the first event (devices_started) */
   if ((ev->flags & SIM_EVF_PREEXISTING) && e->cfg->nstart && take_restored(e, ev, slot, planned, out)) return 0;
   int existed;
