@@ -24,6 +24,8 @@ M="$MEMPLAY_SRC/docs/measurements/h200-2026-11-26/raw"
 
 # jx FILE PATH: a value from a JSON file, by SQLite's JSON path.
 jx() { sqlite3 :memory: "SELECT json_extract(readfile('$1'), '$2')"; }
+# stored NAME FILE: FILE imported as NAME unless the store has NAME already.
+stored() { sqlite3 "$DB" "SELECT 1 FROM traces WHERE name = '$1'" | grep -q 1 || expect 0 import "$2" --name "$1"; }
 # within A B MAX: |A - B| / B * 100 <= MAX (B the reference).
 within() { awk -v a="$1" -v b="$2" -v m="$3" 'BEGIN { e = (a - b) / b * 100; if (e < 0) e = -e; exit !(e <= m) }'; }
 # err A B: (A - B) / B * 100, for messages.
@@ -104,7 +106,7 @@ if [ -n "${MEMPLAY_TRACES:-}" ] && [ -d "$MEMPLAY_TRACES" ]; then
     name=$(basename "$1")
     name=${name%%.*}
     [ -f "$f" ] || continue
-    sqlite3 "$DB" "SELECT 1 FROM traces WHERE name = '$name'" | grep -q 1 || expect 0 import "$f" --name "$name" || continue
+    stored "$name" "$f" || continue
     g="$M/gpu_${name}_$2.out"
     # the GPU starts a window from its live blocks (it cannot hold the recorded cached segments)
     expect 0 replay "$name" --allocator "$2" --no-save --json --live-start
@@ -304,7 +306,7 @@ if [ -n "${MEMPLAY_TRACES:-}" ] && [ -d "$MEMPLAY_TRACES/pytorch" ]; then
     set -- $row
     f="$MEMPLAY_TRACES/pytorch/$1.pickle"
     [ -f "$f" ] || continue
-    sqlite3 "$DB" "SELECT 1 FROM traces WHERE name = '$1'" | grep -q 1 || expect 0 import "$f" --name "$1" || continue
+    stored "$1" "$f" || continue
     name="$1_${3:-torch}_$2"
     g="$A/gpu_$name.out"
     cap=()
