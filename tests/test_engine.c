@@ -1049,6 +1049,72 @@ static void planned_replay_matches_unplanned(void) {
   replay_engine_free(kept);
 }
 
+/* A lean planned replay nobody observes takes the common events of a run on one device its own way
+ * (engine.c: lean_run), leaving the rest to replay_event: it must give the figures a full replay
+ * gives where every case of outcome_trace comes on one device (OOMs, allocations an OOM dropped
+ * and their frees, duplicates, frees of nothing, requests twice or never completed, cache releases
+ * and synchronizations, kernels), with allocations of nothing and on device -1 (device 0) among
+ * them, stopping at the first OOM or not, from a start state or not, new engine or kept. */
+static void lean_replay_on_one_device_matches_full(void) {
+  evbuf b = {0}, more = outcome_trace(6000, 7);
+  const uint64_t seg = UINT64_C(0x100000000000);
+  sim_walk_item items[] = {
+    {.is_segment = 1, .addr = seg, .size = 20 * MIB, .pool = 1},
+    {.addr = seg, .requested = 6 * MIB, .state = SIM_BLOCK_ALLOCATED},
+    {.addr = seg + 8 * MIB, .requested = 4 * MIB, .state = SIM_BLOCK_ALLOCATED},
+  };
+  uint64_t trace_addr[] = {0, 0xa000, 0xb000};
+  replay_start st = {.device = 0, .items = items, .trace_addr = trace_addr, .n = 3, .nsegments = 1, .nblocks = 2};
+  for (size_t k = 1; k < 3; k++) add(&b, SIM_EV_ALLOC, trace_addr[k], items[k].requested)->flags = SIM_EVF_PREEXISTING;
+  size_t zero = 0, host = 0;
+  for (size_t i = 0; i < more.n; i++) {
+    const sim_event *m = &more.ev[i];
+    sim_event *e = add(&b, m->kind, m->addr, m->size);
+    e->stream = m->stream;
+    e->device = m->device > 0 ? 0 : m->device; /* device -1 stays: an allocation there is device 0's */
+    if (m->kind == SIM_EV_ALLOC && i % 53 == 0) e->size = 0, zero++;
+    if (m->kind == SIM_EV_ALLOC && i % 7 == 0) e->device = -1, host++;
+  }
+  add(&b, SIM_EV_FREE, 0xa000, 0);
+  CHECK(zero > 0 && host > 0);
+  replay_plan plan;
+  CHECK_EQ(replay_plan_build(&plan, b.ev, b.n), 0);
+  const char *models[] = {"torch", "ideal", "bfc", "async", "cuda", "torch:expandable_segments:True"};
+  replay_engine *kept = replay_engine_new();
+  for (size_t m = 0; m < sizeof models / sizeof *models; m++)
+    for (int c = 0; c < 8; c++) { /* capacity, stop at the first OOM, start state */
+      sim_spec spec;
+      char err[512];
+      CHECK_EQ(sim_spec_parse(&spec, models[m], err, sizeof err), 0);
+      int started = (c & 4) && spec.ops->restore;
+      replay_config full = {.spec = &spec, .capacity = c & 1 ? 600 * MIB : UINT64_MAX, .stop_at_oom = (c & 2) != 0,
+                            .timeline_points = 64, .top_sites = 5, .start = started ? &st : NULL,
+                            .nstart = started ? 1 : 0};
+      replay_config lean = full;
+      lean.lean = 1;
+      replay_result r0, r;
+      replay_array_source as;
+      replay_source src = replay_array_source_init(&as, b.ev, b.n);
+      CHECK_EQ(replay_run(&full, &src, &r0, err, sizeof err), 0);
+      if (c & 1) CHECK(r0.ooms > 0 && r0.stopped_at_oom == ((c & 2) != 0));
+      if (!(c & 2)) CHECK(r0.duplicate_allocs > 0 && r0.unknown_frees > 0 && r0.events == b.n);
+      for (int k = 0; k < 2; k++) {
+        src = replay_array_source_planned(&as, b.ev, b.n, &plan);
+        CHECK_EQ(k ? replay_engine_run(kept, &lean, &src, &r, err, sizeof err) : replay_run(&lean, &src, &r, err, sizeof err), 0);
+        check_lean_result(&r0, &r);
+        CHECK_EQ(r.events, r0.events);
+        CHECK_EQ(r.stopped_at_oom, r0.stopped_at_oom);
+        replay_result_release(&r);
+      }
+      replay_result_release(&r0);
+      sim_spec_release(&spec);
+    }
+  replay_engine_free(kept);
+  replay_plan_release(&plan);
+  free(b.ev);
+  free(more.ev);
+}
+
 int main(void) {
   RUN(peaks_and_composition);
   RUN(ooms_continue_or_stop);
@@ -1066,5 +1132,6 @@ int main(void) {
   RUN(plan_numbers_the_records);
   RUN(plan_gathered_from_views);
   RUN(planned_replay_matches_unplanned);
+  RUN(lean_replay_on_one_device_matches_full);
   TEST_MAIN_END();
 }

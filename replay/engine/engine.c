@@ -1075,6 +1075,95 @@ __attribute__((always_inline)) static inline int replay_event(engine *e, const s
   return rc && e->cfg->stop_at_oom ? 1 : 0;
 }
 
+/* After an event on the run's only device, its totals against the peaks (peaks, lean, with the
+ * totals read from the device's statistics). */
+__attribute__((always_inline)) static inline void lean_peaks(replay_result *r, const sim_alloc_stats *st,
+                                                             const sim_event *ev) {
+  int64_t a = st->allocated.current, v = st->reserved.current, q = st->requested.current, c = st->active.current;
+  if (a > r->peak_allocated) {
+    r->peak_allocated = a;
+    r->peak_allocated_seq = ev->seq;
+    r->peak_ts = ev->ts;
+    r->at_peak_reserved = v;
+  }
+  if (v > r->peak_reserved) r->peak_reserved = v, r->peak_reserved_seq = ev->seq;
+  if (q > r->peak_requested) r->peak_requested = q, r->peak_requested_seq = ev->seq;
+  if (c > r->peak_active) r->peak_active = c;
+}
+
+/*
+ * A lean planned replay nobody observes, while one device is in use: from evs[i], the events that
+ * make up nearly all of a trace (an allocation of a free record, a free of a live allocation, a
+ * free request its completion follows, events that change nothing), with what stays the same from
+ * one to the next (the device's model and statistics, the dense table) held apart from the engine;
+ * it does what do_alloc, let_go and peaks do for them, in the same order. It stops at the first
+ * event that needs more and returns its index, for replay_event to take; *rc as replay_event says
+ * (an allocation refused: 1 when the run stops at an OOM; -1 on error).
+ */
+static size_t lean_run(engine *e, const sim_event *evs, const uint32_t *slots, size_t i, size_t n, int *rc) {
+  *rc = 0;
+  if (e->nused != 1 || !e->devs[e->used[0]].free_now) return i;
+  devstate *ds = &e->devs[e->used[0]];
+  const int16_t dev = e->used[0];
+  void (*free_now)(void *, uintptr_t) = ds->free_now;
+  int (*alloc)(void *, uint64_t, int64_t, sim_placement *) = ds->a.ops->alloc;
+  void *ctx = ds->a.ctx;
+  const sim_alloc_stats *st = ds->st;
+  live_dense *t = &e->dense;
+  replay_result *r = e->res;
+  const int restores = e->cfg->nstart != 0;
+  int stop = 0;
+  for (; i < n; i++) {
+    const sim_event *ev = &evs[i];
+    uint32_t slot = slots[i];
+    if (ev->kind == SIM_EV_ALLOC) {
+      if ((ev->device != dev && !(ev->device < 0 && dev == 0)) || slot >= t->cap ||
+          t->recs[slot].state != EMPTY || ((ev->flags & SIM_EVF_PREEXISTING) && restores))
+        break;
+      live_entry *le = &t->recs[slot];
+      le->addr = ev->addr;
+      le->state = LIVE;
+      t->len++;
+      if (slot >= t->hi) t->hi = (size_t)slot + 1;
+      sim_placement pl = {0, 0, 0};
+      int ar = alloc(ctx, ev->size, ev->stream, &pl);
+      le->handle = pl.handle;
+      le->device = (int8_t)dev;
+      if (ar == SIM_OK) {
+        r->allocs++;
+      } else if (ar == SIM_EOOM) {
+        le->state = DROPPED;
+        record_oom(e, ds, ev);
+        stop = e->cfg->stop_at_oom ? 1 : 0;
+      } else {
+        snprintf(e->err, e->errlen, "event %lld: allocator '%s' failed with status %d", (long long)ev->seq,
+                 ds->a.ops->name, ar);
+        stop = -1;
+        break;
+      }
+      lean_peaks(r, st, ev);
+      if (stop) break;
+    } else if (ev->kind == SIM_EV_FREE || ev->kind == SIM_EV_FREE_REQUESTED) {
+      int pair = ev->kind == SIM_EV_FREE_REQUESTED;
+      if (pair && (i + 1 >= n || ev[1].kind != SIM_EV_FREE_COMPLETED || ev[1].addr != ev->addr || slots[i + 1] != slot))
+        break;
+      if (slot >= t->hi || t->recs[slot].state != LIVE) break;
+      live_entry *le = &t->recs[slot];
+      free_now(ctx, le->handle);
+      r->frees++;
+      le->state = EMPTY;
+      t->len--;
+      lean_peaks(r, st, ev + pair);
+      i += (size_t)pair;
+    } else if (kind_op[ev->kind] != OP_NONE) {
+      break;
+    }
+  }
+  device_sync(e, ds);
+  *rc = stop;
+  return i;
+}
+
 /* Replays evs[0..n-1] until one asks to stop: how many were read, *rc what replay_event said of
  * the last. slots: the plan's for these events, or NULL. */
 /* The loop of one mode (a constant) over evs[0..n-1]. */
@@ -1085,6 +1174,10 @@ __attribute__((always_inline)) static inline size_t replay_loop(engine *e, const
   const int planned = mode & MODE_PLANNED;
   if ((mode & MODE_LEAN) && (mode & ~(MODE_PLANNED | MODE_LEAN)) == MODE_PLAIN) { /* nobody sees each event */
     while (i < n) {
+      if (planned) {
+        i = lean_run(e, evs, slots, i, n, &r);
+        if (r || i == n) break;
+      }
       if (evs[i].kind == SIM_EV_FREE_REQUESTED && i + 1 < n) {
         int read = free_pair(e, &evs[i], planned ? &slots[i] : NULL, planned);
         if (read) {
