@@ -1075,6 +1075,29 @@ __attribute__((always_inline)) static inline int replay_event(engine *e, const s
   return rc && e->cfg->stop_at_oom ? 1 : 0;
 }
 
+/* ---- a planned run nobody observes, on one device ------------------------------------------
+ * A planned replay with no observer, no moment to stop at and no per-event check takes the events
+ * that make up nearly all of a trace in a loop of its own while one device is in use (plain_run):
+ * an allocation of a free record; a free, a free request or a completion of a live or requested
+ * allocation (lean: a free, or a request its completion follows); events that change nothing. What
+ * stays the same from one event to the next (the device's model and statistics, the dense table)
+ * is taken once, in a plain_hold. Each step does what do_alloc, do_free, let_go, peaks and the
+ * timeline do for its event, in the same order; any other event (a duplicate, a record an OOM
+ * dropped, a preexisting allocation of a start state, another device, a synchronization) goes to
+ * replay_event, and the loop goes on after it. */
+
+typedef struct plain_hold {
+  devstate *ds;
+  int16_t dev;
+  int restores; /* the run has start states (a preexisting allocation may take a restored block) */
+  int (*alloc)(void *, uint64_t, int64_t, sim_placement *);
+  void (*free_now)(void *, uintptr_t);
+  void *ctx;
+  const sim_alloc_stats *st;
+  live_dense *t;
+  replay_result *r;
+} plain_hold;
+
 /* After an event on the run's only device, its totals against the peaks (peaks, lean, with the
  * totals read from the device's statistics). */
 __attribute__((always_inline)) static inline void lean_peaks(replay_result *r, const sim_alloc_stats *st,
@@ -1091,76 +1114,133 @@ __attribute__((always_inline)) static inline void lean_peaks(replay_result *r, c
   if (c > r->peak_active) r->peak_active = c;
 }
 
-/*
- * A lean planned replay nobody observes, while one device is in use: from evs[i], the events that
- * make up nearly all of a trace (an allocation of a free record, a free of a live allocation, a
- * free request its completion follows, events that change nothing), with what stays the same from
- * one to the next (the device's model and statistics, the dense table) held apart from the engine;
- * it does what do_alloc, let_go and peaks do for them, in the same order. It stops at the first
- * event that needs more and returns its index, for replay_event to take; *rc as replay_event says
- * (an allocation refused: 1 when the run stops at an OOM; -1 on error).
- */
-static size_t lean_run(engine *e, const sim_event *evs, const uint32_t *slots, size_t i, size_t n, int *rc) {
+/* After an event the step took: the totals, the peaks, the timeline (lean: the peaks alone). */
+__attribute__((always_inline)) static inline void plain_after(engine *e, const plain_hold *h, const sim_event *ev,
+                                                              int lean) {
+  if (lean) {
+    lean_peaks(h->r, h->st, ev);
+    return;
+  }
+  device_sync(e, h->ds);
+  peaks(e, ev, 0);
+  timeline_add(e, ev);
+}
+
+/* An allocation (do_alloc's common case): 0, 1 when the run stops at its OOM, -1 on error, or 2
+ * when it is not one the step takes (nothing done). */
+__attribute__((always_inline)) static inline int plain_alloc(engine *e, const plain_hold *h, const sim_event *ev,
+                                                             uint32_t slot, int lean) {
+  live_dense *t = h->t;
+  if ((ev->device != h->dev && !(ev->device < 0 && h->dev == 0)) || slot >= t->cap || t->recs[slot].state != EMPTY ||
+      ((ev->flags & SIM_EVF_PREEXISTING) && h->restores) || (!lean && !ev->size))
+    return 2;
+  live_entry *le = &t->recs[slot];
+  le->addr = ev->addr;
+  le->state = LIVE;
+  t->len++;
+  if (slot >= t->hi) t->hi = (size_t)slot + 1;
+  sim_placement pl = {0, 0, 0};
+  int ar = h->alloc(h->ctx, ev->size, ev->stream, &pl), stop = 0;
+  le->handle = pl.handle;
+  le->device = (int8_t)h->dev;
+  if (!lean) note_owner(le, ev, 0);
+  if (ar == SIM_OK) {
+    if (!lean) {
+      le->site = site_of(e, ev->stack);
+      if (e->pend_cats | e->pend_lf) peak_settle(e, h->ds, 1);
+      account(e, le, +1);
+    }
+    h->r->allocs++;
+  } else if (ar == SIM_EOOM) {
+    le->state = DROPPED;
+    if (!lean && e->pend_lf) peak_settle(e, h->ds, 0);
+    record_oom(e, h->ds, ev);
+    stop = e->cfg->stop_at_oom ? 1 : 0;
+  } else {
+    snprintf(e->err, e->errlen, "event %lld: allocator '%s' failed with status %d", (long long)ev->seq,
+             h->ds->a.ops->name, ar);
+    return -1;
+  }
+  plain_after(e, h, ev, lean);
+  return stop;
+}
+
+/* A free of a live allocation, or a request its completion follows (free_pair's case): the events
+ * taken, 1 or 2, or 0 (not one the step takes). */
+__attribute__((always_inline)) static inline int lean_free(engine *e, const plain_hold *h, const sim_event *ev,
+                                                           const uint32_t *slot, size_t left) {
+  int pair = ev->kind == SIM_EV_FREE_REQUESTED;
+  if (pair && (left < 2 || ev[1].kind != SIM_EV_FREE_COMPLETED || ev[1].addr != ev->addr || slot[1] != slot[0]))
+    return 0;
+  live_dense *t = h->t;
+  if (slot[0] >= t->hi || t->recs[slot[0]].state != LIVE) return 0;
+  live_entry *le = &t->recs[slot[0]];
+  h->free_now(h->ctx, le->handle);
+  h->r->frees++;
+  le->state = EMPTY;
+  t->len--;
+  plain_after(e, h, ev + pair, 1);
+  return 1 + pair;
+}
+
+/* A free, a free request or a completion of a live allocation, or the completion of a requested
+ * one (do_free's and let_go's cases): 1, or 0 (not one the step takes). */
+__attribute__((always_inline)) static inline int full_free(engine *e, const plain_hold *h, const sim_event *ev,
+                                                           uint32_t slot) {
+  live_dense *t = h->t;
+  if (slot >= t->hi) return 0;
+  live_entry *le = &t->recs[slot];
+  int live = le->state == LIVE, completes = ev->kind != SIM_EV_FREE_REQUESTED;
+  if (!live && !(le->state == REQUESTED && completes)) return 0;
+  const sim_allocator_ops *ops = h->ds->a.ops;
+  peak_capture(e);
+  if (live) account(e, le, -1);
+  if (live && completes) {
+    h->free_now(h->ctx, le->handle);
+  } else {
+    if (live && ops->free_requested) ops->free_requested(h->ctx, le->handle);
+    if (completes) ops->free_completed(h->ctx, le->handle);
+  }
+  if (completes) {
+    h->r->frees++;
+    le->state = EMPTY;
+    t->len--;
+  } else {
+    le->state = REQUESTED;
+  }
+  plain_after(e, h, ev, 0);
+  return 1;
+}
+
+/* From evs[i], the events the steps take: the index of the first they leave to replay_event (n at
+ * the end), *rc as replay_event says of the last (1: stopped at an OOM; -1: an error). */
+__attribute__((always_inline)) static inline size_t plain_run(engine *e, const sim_event *evs, const uint32_t *slots,
+                                                            size_t i, size_t n, int *rc, int lean) {
   *rc = 0;
   if (e->nused != 1 || !e->devs[e->used[0]].free_now) return i;
   devstate *ds = &e->devs[e->used[0]];
-  const int16_t dev = e->used[0];
-  void (*free_now)(void *, uintptr_t) = ds->free_now;
-  int (*alloc)(void *, uint64_t, int64_t, sim_placement *) = ds->a.ops->alloc;
-  void *ctx = ds->a.ctx;
-  const sim_alloc_stats *st = ds->st;
-  live_dense *t = &e->dense;
-  replay_result *r = e->res;
-  const int restores = e->cfg->nstart != 0;
-  int stop = 0;
+  const plain_hold h = {ds, e->used[0], e->cfg->nstart != 0, ds->a.ops->alloc, ds->free_now, ds->a.ctx, ds->st,
+                        &e->dense, e->res};
   for (; i < n; i++) {
     const sim_event *ev = &evs[i];
-    uint32_t slot = slots[i];
     if (ev->kind == SIM_EV_ALLOC) {
-      if ((ev->device != dev && !(ev->device < 0 && dev == 0)) || slot >= t->cap ||
-          t->recs[slot].state != EMPTY || ((ev->flags & SIM_EVF_PREEXISTING) && restores))
-        break;
-      live_entry *le = &t->recs[slot];
-      le->addr = ev->addr;
-      le->state = LIVE;
-      t->len++;
-      if (slot >= t->hi) t->hi = (size_t)slot + 1;
-      sim_placement pl = {0, 0, 0};
-      int ar = alloc(ctx, ev->size, ev->stream, &pl);
-      le->handle = pl.handle;
-      le->device = (int8_t)dev;
-      if (ar == SIM_OK) {
-        r->allocs++;
-      } else if (ar == SIM_EOOM) {
-        le->state = DROPPED;
-        record_oom(e, ds, ev);
-        stop = e->cfg->stop_at_oom ? 1 : 0;
-      } else {
-        snprintf(e->err, e->errlen, "event %lld: allocator '%s' failed with status %d", (long long)ev->seq,
-                 ds->a.ops->name, ar);
-        stop = -1;
+      int r = plain_alloc(e, &h, ev, slots[i], lean);
+      if (r == 2) break;
+      if (r) {
+        *rc = r;
         break;
       }
-      lean_peaks(r, st, ev);
-      if (stop) break;
-    } else if (ev->kind == SIM_EV_FREE || ev->kind == SIM_EV_FREE_REQUESTED) {
-      int pair = ev->kind == SIM_EV_FREE_REQUESTED;
-      if (pair && (i + 1 >= n || ev[1].kind != SIM_EV_FREE_COMPLETED || ev[1].addr != ev->addr || slots[i + 1] != slot))
-        break;
-      if (slot >= t->hi || t->recs[slot].state != LIVE) break;
-      live_entry *le = &t->recs[slot];
-      free_now(ctx, le->handle);
-      r->frees++;
-      le->state = EMPTY;
-      t->len--;
-      lean_peaks(r, st, ev + pair);
-      i += (size_t)pair;
+    } else if (sim_kind_is_free(ev->kind)) {
+      int took = lean ? lean_free(e, &h, ev, &slots[i], n - i) : full_free(e, &h, ev, slots[i]);
+      if (!took) break;
+      i += (size_t)took - 1;
     } else if (kind_op[ev->kind] != OP_NONE) {
       break;
+    } else if (!lean) {
+      timeline_tick(e, ev);
     }
   }
   device_sync(e, ds);
-  *rc = stop;
   return i;
 }
 
@@ -1175,7 +1255,7 @@ __attribute__((always_inline)) static inline size_t replay_loop(engine *e, const
   if ((mode & MODE_LEAN) && (mode & ~(MODE_PLANNED | MODE_LEAN)) == MODE_PLAIN) { /* nobody sees each event */
     while (i < n) {
       if (planned) {
-        i = lean_run(e, evs, slots, i, n, &r);
+        i = plain_run(e, evs, slots, i, n, &r, 1);
         if (r || i == n) break;
       }
       if (evs[i].kind == SIM_EV_FREE_REQUESTED && i + 1 < n) {
@@ -1186,6 +1266,13 @@ __attribute__((always_inline)) static inline size_t replay_loop(engine *e, const
         }
       }
       if ((r = replay_event(e, &evs[i], planned ? slots[i] : 0, mode))) break;
+      i++;
+    }
+  } else if (planned && (mode & ~MODE_PLANNED) == MODE_PLAIN) {
+    while (i < n) {
+      i = plain_run(e, evs, slots, i, n, &r, 0);
+      if (r || i == n) break;
+      if ((r = replay_event(e, &evs[i], slots[i], mode))) break;
       i++;
     }
   } else if (planned) {
