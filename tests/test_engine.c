@@ -1056,6 +1056,45 @@ static void planned_replay_matches_unplanned(void) {
  * twice or never completed, cache releases and synchronizations, kernels), with allocations of
  * nothing and on device -1 (device 0) among them, stopping at the first OOM or not, from a start
  * state or not, new engine or kept. */
+/* An array source with its plan that lends its events `view` at a time, with the plan's steps or
+ * without them (the engine then tells each event's step from the event). */
+typedef struct chunked {
+  const sim_event *ev;
+  size_t n, pos, view;
+  const replay_plan *plan;
+  size_t lent; /* events the last view lent */
+} chunked;
+
+static int chunked_next(void *ctx, sim_event *ev) {
+  chunked *c = ctx;
+  if (c->pos == c->n) return 0;
+  *ev = c->ev[c->pos++];
+  return 1;
+}
+
+static ptrdiff_t chunked_view(void *ctx, const sim_event **evs) {
+  chunked *c = ctx;
+  *evs = c->ev + c->pos;
+  c->lent = c->n - c->pos < c->view ? c->n - c->pos : c->view;
+  return (ptrdiff_t)c->lent;
+}
+
+static void chunked_advance(void *ctx, size_t k) {
+  chunked *c = ctx;
+  CHECK(k <= c->lent); /* never past the events lent (a pair across two views is two steps) */
+  c->pos += k;
+}
+static const uint32_t *chunked_slots(void *ctx) { return ((chunked *)ctx)->plan->slot + ((chunked *)ctx)->pos; }
+static const uint8_t *chunked_steps(void *ctx) { return ((chunked *)ctx)->plan->step + ((chunked *)ctx)->pos; }
+
+static replay_source chunked_source(chunked *c, const sim_event *ev, size_t n, const replay_plan *plan, size_t view,
+                                    int steps) {
+  *c = (chunked){ev, n, 0, view, plan, 0};
+  return (replay_source){.next = chunked_next, .ctx = c, .view = chunked_view, .advance = chunked_advance,
+                         .view_slots = chunked_slots, .plan_records = plan->nslots,
+                         .view_steps = steps ? chunked_steps : NULL};
+}
+
 static void planned_replay_on_one_device_matches_unplanned(void) {
   evbuf b = {0}, more = outcome_trace(6000, 7);
   const uint64_t seg = UINT64_C(0x100000000000);
@@ -1077,9 +1116,22 @@ static void planned_replay_on_one_device_matches_unplanned(void) {
     if (m->kind == SIM_EV_ALLOC && i % 7 == 0) e->device = -1, host++;
   }
   add(&b, SIM_EV_FREE, 0xa000, 0);
+  /* requests whose completions do not come next: another event between, another address next */
+  for (int k = 0; k < 2; k++) {
+    add(&b, SIM_EV_ALLOC, 0xc000, 3 * MIB);
+    add(&b, SIM_EV_ALLOC, 0xd000, 5 * MIB);
+    add(&b, SIM_EV_FREE_REQUESTED, 0xc000, 0);
+    if (k) add(&b, SIM_EV_KERNEL, 0, 0);
+    add(&b, SIM_EV_FREE_REQUESTED, 0xd000, 0);
+    add(&b, SIM_EV_FREE_COMPLETED, 0xc000, 0);
+    add(&b, SIM_EV_FREE_COMPLETED, 0xd000, 0);
+  }
   CHECK(zero > 0 && host > 0);
   replay_plan plan;
   CHECK_EQ(replay_plan_build(&plan, b.ev, b.n), 0);
+  size_t nsteps[REPLAY_STEP_PAIR + 1] = {0};
+  for (size_t i = 0; i < b.n; i++) nsteps[plan.step[i]]++;
+  for (int k = REPLAY_STEP_OTHER; k <= REPLAY_STEP_PAIR; k++) CHECK(nsteps[k] > 0); /* every step is there */
   const char *models[] = {"torch", "ideal", "bfc", "async", "cuda", "torch:expandable_segments:True"};
   replay_engine *kept = replay_engine_new();
   for (size_t m = 0; m < sizeof models / sizeof *models; m++)
@@ -1099,11 +1151,14 @@ static void planned_replay_on_one_device_matches_unplanned(void) {
       CHECK_EQ(replay_run(&full, &src, &r0, err, sizeof err), 0);
       if (c & 1) CHECK(r0.ooms > 0 && r0.stopped_at_oom == ((c & 2) != 0));
       if (!(c & 2)) CHECK(r0.duplicate_allocs > 0 && r0.unknown_frees > 0 && r0.events == b.n);
-      for (int k = 0; k < 4; k++) { /* lean, then full; new engine, then kept */
-        const replay_config *cfg = k < 2 ? &lean : &full;
-        src = replay_array_source_planned(&as, b.ev, b.n, &plan);
+      /* lean, then full; new engine, then kept; the plan's steps, none, steps in views of 5 events */
+      for (int k = 0; k < 12; k++) {
+        const replay_config *cfg = k % 4 < 2 ? &lean : &full;
+        chunked ch;
+        src = k < 4 ? replay_array_source_planned(&as, b.ev, b.n, &plan)
+                    : chunked_source(&ch, b.ev, b.n, &plan, k < 8 ? b.n : 5, k >= 8);
         CHECK_EQ(k & 1 ? replay_engine_run(kept, cfg, &src, &r, err, sizeof err) : replay_run(cfg, &src, &r, err, sizeof err), 0);
-        if (k < 2) check_lean_result(&r0, &r);
+        if (k % 4 < 2) check_lean_result(&r0, &r);
         else check_same_result(&r0, &r);
         CHECK_EQ(r.events, r0.events);
         CHECK_EQ(r.stopped_at_oom, r0.stopped_at_oom);

@@ -8,6 +8,7 @@
 #include "sim/hashmap.h"
 #include "engine.h"
 #include "live.h"
+#include "steps.h"
 
 /*
  * The engine knows allocators only through sim_allocator_ops and events only through
@@ -526,9 +527,6 @@ static inline void timeline_add(engine *e, const sim_event *ev) {
   timeline_tick(e, ev);
 }
 
-/* What an event asks of the engine. */
-enum { OP_NONE, OP_ALLOC, OP_FREE, OP_HOST, OP_DEVICE };
-
 /* ---- what observers are told of an action ---------------------------------------------------
  * Only the models change a device's counters and reserved bytes, and only in an action (an
  * allocation, a free, a synchronize or empty_cache), so the difference between the device now and
@@ -585,17 +583,6 @@ static inline void outcome_rest(engine *e, int op) {
 }
 
 /* ---- events ----------------------------------------------------------------------------- */
-
-static const uint8_t kind_op[256] = {
-  [SIM_EV_ALLOC] = OP_ALLOC,
-  [SIM_EV_FREE] = OP_FREE,
-  [SIM_EV_FREE_REQUESTED] = OP_FREE,
-  [SIM_EV_FREE_COMPLETED] = OP_FREE,
-  [SIM_EV_HOST_ALLOC] = OP_HOST,
-  [SIM_EV_HOST_FREE] = OP_HOST,
-  [SIM_EV_SYNC] = OP_DEVICE,
-  [SIM_EV_EMPTY_CACHE] = OP_DEVICE,
-};
 
 /* Called after every event that may have changed the totals (the others cannot raise a peak).
  * lean: a constant (replay_config.lean): no state at the peak is wanted. */
@@ -1091,13 +1078,16 @@ __attribute__((always_inline)) static inline int replay_event(engine *e, const s
  * an allocation of a free record; a free, a free request or a completion of a live or requested
  * allocation (lean: a free, or a request its completion follows); events that change nothing. What
  * stays the same from one event to the next (the device's model and statistics, the dense table)
- * is taken once, in a plain_hold. Each step does what do_alloc, do_free, let_go, peaks and the
- * timeline do for its event, in the same order; any other event (a duplicate, a record an OOM
- * dropped, a preexisting allocation of a start state, another device, a synchronization) goes to
- * replay_event, and the loop goes on after it. The steps are the loop's own copies, not calls of
- * those handlers: calling do_alloc's last step and let_go from here cost this loop 5% (memplay
- * bench, planned torch, docs/performance.md); unit_engine's
- * planned_replay_on_one_device_matches_unplanned holds the two to the same results. */
+ * is taken once, in a plain_hold. What each event is to the loop comes with the plan, its step
+ * (source.h), so that the loop need not read a free's event (a lean one never does); without the
+ * plan's steps (a store's plan, lent a view at a time) each is told from its event. Each step does
+ * what do_alloc, do_free, let_go, peaks and the timeline do for its event, in the same order; any
+ * other event (a duplicate, a record an OOM dropped, a preexisting allocation of a start state,
+ * another device, a synchronization) goes to replay_event, and the loop goes on after it. The
+ * steps are the loop's own copies, not calls of those handlers: calling do_alloc's last step and
+ * let_go from here cost this loop 5% (memplay bench, planned torch, docs/performance.md);
+ * unit_engine's planned_replay_on_one_device_matches_unplanned holds the two to the same results,
+ * with the plan's steps and without. */
 
 typedef struct plain_hold {
   devstate *ds;
@@ -1178,13 +1168,12 @@ __attribute__((always_inline)) static inline int plain_alloc(engine *e, const pl
   return stop;
 }
 
-/* A free of a live allocation, or a request its completion follows (free_pair's case): the events
- * taken, 1 or 2, or 0 (not one the step takes). */
+/* A free of a live allocation, or a request its completion follows (free_pair's case), the event's
+ * step `step`: the events taken, 1 or 2, or 0 (not one the step takes). */
 __attribute__((always_inline)) static inline int lean_free(engine *e, const plain_hold *h, const sim_event *ev,
-                                                           const uint32_t *slot, size_t left) {
-  int pair = ev->kind == SIM_EV_FREE_REQUESTED;
-  if (pair && (left < 2 || ev[1].kind != SIM_EV_FREE_COMPLETED || ev[1].addr != ev->addr || slot[1] != slot[0]))
-    return 0;
+                                                           int step, const uint32_t *slot, size_t left) {
+  int pair = step == REPLAY_STEP_PAIR;
+  if (step == REPLAY_STEP_REQUEST || (pair && left < 2)) return 0;
   live_entry *le = dense_get(h->t, slot[0]);
   if (!le || le->state != LIVE) return 0;
   h->free_now(h->ctx, le->handle);
@@ -1195,12 +1184,12 @@ __attribute__((always_inline)) static inline int lean_free(engine *e, const plai
 }
 
 /* A free, a free request or a completion of a live allocation, or the completion of a requested
- * one (do_free's and let_go's cases): 1, or 0 (not one the step takes). */
+ * one (do_free's and let_go's cases), the event's step `step`: 1, or 0 (not one the step takes). */
 __attribute__((always_inline)) static inline int full_free(engine *e, const plain_hold *h, const sim_event *ev,
-                                                           uint32_t slot) {
+                                                           int step, uint32_t slot) {
   live_entry *le = dense_get(h->t, slot);
   if (!le) return 0;
-  int live = le->state == LIVE, completes = ev->kind != SIM_EV_FREE_REQUESTED;
+  int live = le->state == LIVE, completes = step == REPLAY_STEP_FREE;
   if (!live && !(le->state == REQUESTED && completes)) return 0;
   const sim_allocator_ops *ops = h->ds->a.ops;
   peak_capture(e);
@@ -1222,9 +1211,11 @@ __attribute__((always_inline)) static inline int full_free(engine *e, const plai
 }
 
 /* From evs[i], the events the steps take: the index of the first they leave to replay_event (n at
- * the end), *rc as replay_event says of the last (1: stopped at an OOM; -1: an error). */
+ * the end), *rc as replay_event says of the last (1: stopped at an OOM; -1: an error). steps: the
+ * plan's (each event's REPLAY_STEP_*), or NULL (told from the events; a constant in each copy). */
 __attribute__((always_inline)) static inline size_t plain_run(engine *e, const sim_event *evs, const uint32_t *slots,
-                                                            size_t i, size_t n, int *rc, int lean) {
+                                                            const uint8_t *steps, size_t i, size_t n, int *rc,
+                                                            int lean) {
   *rc = 0;
   if (e->nused != 1 || !e->devs[e->used[0]].free_now) return i;
   devstate *ds = &e->devs[e->used[0]];
@@ -1232,19 +1223,20 @@ __attribute__((always_inline)) static inline size_t plain_run(engine *e, const s
                         &e->dense, e->res};
   for (; i < n; i++) {
     const sim_event *ev = &evs[i];
+    int step = steps ? steps[i] : replay_step_of(evs, slots, i, n);
     event_ahead(evs, i);
-    if (ev->kind == SIM_EV_ALLOC) {
+    if (step == REPLAY_STEP_ALLOC) {
       int r = plain_alloc(e, &h, ev, slots[i], lean);
       if (r == 2) break;
       if (r) {
         *rc = r;
         break;
       }
-    } else if (sim_kind_is_free(ev->kind)) {
-      int took = lean ? lean_free(e, &h, ev, &slots[i], n - i) : full_free(e, &h, ev, slots[i]);
+    } else if (step >= REPLAY_STEP_FREE) {
+      int took = lean ? lean_free(e, &h, ev, step, &slots[i], n - i) : full_free(e, &h, ev, step, slots[i]);
       if (!took) break;
       i += (size_t)took - 1;
-    } else if (kind_op[ev->kind] != OP_NONE) {
+    } else if (step == REPLAY_STEP_OTHER) {
       break;
     } else if (!lean) {
       timeline_tick(e, ev);
@@ -1254,18 +1246,25 @@ __attribute__((always_inline)) static inline size_t plain_run(engine *e, const s
   return i;
 }
 
+/* plain_run with the plan's steps, or without (a copy each). */
+__attribute__((always_inline)) static inline size_t plain_run_steps(engine *e, const sim_event *evs,
+                                                                  const uint32_t *slots, const uint8_t *steps,
+                                                                  size_t i, size_t n, int *rc, int lean) {
+  return steps ? plain_run(e, evs, slots, steps, i, n, rc, lean) : plain_run(e, evs, slots, NULL, i, n, rc, lean);
+}
+
 /* Replays evs[0..n-1] until one asks to stop: how many were read, *rc what replay_event said of
- * the last. slots: the plan's for these events, or NULL. */
+ * the last. slots and steps: the plan's for these events, or NULL. */
 /* The loop of one mode (a constant) over evs[0..n-1]. */
 __attribute__((always_inline)) static inline size_t replay_loop(engine *e, const sim_event *evs, const uint32_t *slots,
-                                                             size_t n, int mode, int *rc) {
+                                                             const uint8_t *steps, size_t n, int mode, int *rc) {
   size_t i = 0;
   int r = 0;
   const int planned = mode & MODE_PLANNED;
   if ((mode & MODE_LEAN) && (mode & ~(MODE_PLANNED | MODE_LEAN)) == MODE_PLAIN) { /* nobody sees each event */
     while (i < n) {
       if (planned) {
-        i = plain_run(e, evs, slots, i, n, &r, 1);
+        i = plain_run_steps(e, evs, slots, steps, i, n, &r, 1);
         if (r || i == n) break;
       }
       if (evs[i].kind == SIM_EV_FREE_REQUESTED && i + 1 < n) {
@@ -1280,7 +1279,7 @@ __attribute__((always_inline)) static inline size_t replay_loop(engine *e, const
     }
   } else if (planned && (mode & ~MODE_PLANNED) == MODE_PLAIN) {
     while (i < n) {
-      i = plain_run(e, evs, slots, i, n, &r, 0);
+      i = plain_run_steps(e, evs, slots, steps, i, n, &r, 0);
       if (r || i == n) break;
       if ((r = replay_event(e, &evs[i], slots[i], mode))) break;
       i++;
@@ -1302,19 +1301,22 @@ __attribute__((always_inline)) static inline size_t replay_loop(engine *e, const
 
 /* The loop of a mode (a constant), lean or not as the run is. */
 __attribute__((always_inline)) static inline size_t replay_loop_lean(engine *e, const sim_event *evs,
-                                                                  const uint32_t *slots, size_t n, int mode, int *rc) {
-  return e->lean ? replay_loop(e, evs, slots, n, mode | MODE_LEAN, rc) : replay_loop(e, evs, slots, n, mode, rc);
+                                                                  const uint32_t *slots, const uint8_t *steps,
+                                                                  size_t n, int mode, int *rc) {
+  return e->lean ? replay_loop(e, evs, slots, steps, n, mode | MODE_LEAN, rc)
+                 : replay_loop(e, evs, slots, steps, n, mode, rc);
 }
 
+/* slots and steps: the plan's for evs, or NULL (steps: NULL too when slots is). */
 __attribute__((always_inline)) static inline size_t replay_some(engine *e, const sim_event *evs, const uint32_t *slots,
-                                                             size_t n, int *rc) {
+                                                             const uint8_t *steps, size_t n, int *rc) {
   const replay_config *cfg = e->cfg;
-  if (cfg->stop || cfg->check_level >= 2) return replay_loop(e, evs, NULL, n, MODE_FULL, rc); /* never planned */
+  if (cfg->stop || cfg->check_level >= 2) return replay_loop(e, evs, NULL, NULL, n, MODE_FULL, rc); /* never planned */
   if (slots)
-    return cfg->nobservers ? replay_loop_lean(e, evs, slots, n, MODE_OBSERVED | MODE_PLANNED, rc)
-                           : replay_loop_lean(e, evs, slots, n, MODE_PLAIN | MODE_PLANNED, rc);
-  return cfg->nobservers ? replay_loop_lean(e, evs, NULL, n, MODE_OBSERVED, rc)
-                         : replay_loop_lean(e, evs, NULL, n, MODE_PLAIN, rc);
+    return cfg->nobservers ? replay_loop_lean(e, evs, slots, steps, n, MODE_OBSERVED | MODE_PLANNED, rc)
+                           : replay_loop_lean(e, evs, slots, steps, n, MODE_PLAIN | MODE_PLANNED, rc);
+  return cfg->nobservers ? replay_loop_lean(e, evs, NULL, NULL, n, MODE_OBSERVED, rc)
+                         : replay_loop_lean(e, evs, NULL, NULL, n, MODE_PLAIN, rc);
 }
 
 replay_engine *replay_engine_new(void) {
@@ -1452,7 +1454,9 @@ static int replay_events(engine *e, replay_source *src) {
       e->start_due = 0;
       peaks(e, evs, e->lean);
     }
-    size_t i = replay_some(e, evs, src->view ? view_slots(e, src) : NULL, (size_t)n, &rc);
+    const uint32_t *slots = src->view ? view_slots(e, src) : NULL;
+    const uint8_t *steps = slots && src->view_steps ? src->view_steps(src->ctx) : NULL;
+    size_t i = replay_some(e, evs, slots, steps, (size_t)n, &rc);
     if (rc == 3) rc = 2; /* stopped before that event: it was not read */
     else if (rc) i++;    /* the event that stopped the replay was read */
     e->res->events += i;
@@ -1626,6 +1630,11 @@ static const uint32_t *array_slots(void *ctx) {
   return a->plan->slot + a->pos;
 }
 
+static const uint8_t *array_steps(void *ctx) {
+  replay_array_source *a = ctx;
+  return a->plan->step ? a->plan->step + a->pos : NULL;
+}
+
 replay_source replay_array_source_planned(replay_array_source *a, const sim_event *events, size_t n,
                                           const replay_plan *plan) {
   a->events = events;
@@ -1634,7 +1643,7 @@ replay_source replay_array_source_planned(replay_array_source *a, const sim_even
   a->plan = plan && plan->events == events && plan->n == n ? plan : NULL;
   return (replay_source){.next = array_next, .ctx = a, .view = array_view, .advance = array_advance,
                          .rewind = array_rewind, .length_hint = n, .view_slots = a->plan ? array_slots : NULL,
-                         .plan_records = a->plan ? a->plan->nslots : 0};
+                         .plan_records = a->plan ? a->plan->nslots : 0, .view_steps = a->plan ? array_steps : NULL};
 }
 
 replay_source replay_array_source_init(replay_array_source *a, const sim_event *events, size_t n) {

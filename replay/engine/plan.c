@@ -4,6 +4,7 @@
 
 #include "sim/hashmap.h"
 #include "source.h"
+#include "steps.h"
 
 /*
  * As the engine's live table would go: an allocation of an address not held takes a record (the
@@ -42,6 +43,13 @@ void replay_planner_release(replay_planner *p) {
   memset(p, 0, sizeof *p);
 }
 
+/* Each event's step, from the events and their numbers. */
+static uint8_t *plan_steps(const sim_event *events, const uint32_t *slot, size_t n) {
+  uint8_t *step = sim_xmalloc(n ? n : 1);
+  for (size_t i = 0; i < n; i++) step[i] = replay_step_of(events, slot, i, n);
+  return step;
+}
+
 int replay_plan_build(replay_plan *p, const sim_event *events, size_t n) {
   memset(p, 0, sizeof *p);
   replay_planner pl;
@@ -55,12 +63,13 @@ int replay_plan_build(replay_plan *p, const sim_event *events, size_t n) {
     free(slot);
     return -1;
   }
-  *p = (replay_plan){events, n, slot, records};
+  *p = (replay_plan){events, n, slot, plan_steps(events, slot, n), records};
   return 0;
 }
 
 void replay_plan_release(replay_plan *p) {
   free(p->slot);
+  free(p->step);
   memset(p, 0, sizeof *p);
 }
 
@@ -84,7 +93,7 @@ int replay_plan_gather_end(replay_plan_gather *g, const sim_event *events, size_
     replay_plan_gather_release(g);
     return -1;
   }
-  *out = (replay_plan){events, n, g->slot, g->records};
+  *out = (replay_plan){events, n, g->slot, plan_steps(events, g->slot, n), g->records};
   memset(g, 0, sizeof *g);
   return 0;
 }

@@ -40,6 +40,9 @@ typedef struct replay_source {
    * the plan numbers, when the source knows (0: unknown), a hint as length_hint is. */
   const uint32_t *(*view_slots)(void *ctx);
   size_t plan_records;
+  /* The plan's steps (replay_plan.step) of the events the last view() lent, or NULL (NULL: the
+   * source has none; the engine then tells each event's step from the event). */
+  const uint8_t *(*view_steps)(void *ctx);
 } replay_source;
 
 static inline int replay_source_next(replay_source *s, sim_event *ev) { return s->next(s->ctx, ev); }
@@ -87,10 +90,26 @@ void replay_planner_init(replay_planner *p);
 uint32_t replay_planner_step(replay_planner *p, const sim_event *ev); /* ev's number */
 void replay_planner_release(replay_planner *p);                        /* a zeroed planner is allowed */
 
+/*
+ * What each event is to the loop of a planned replay (replay_plan.step), one byte an event, so that
+ * the loop knows without reading the event: a lean loop reads no free's event (docs/performance.md,
+ * round twenty-nine). A pair holds for any run of events that holds both of its events.
+ */
+enum {
+  REPLAY_STEP_OTHER,   /* an event for the engine's general handler: a host allocation or free, a
+                          synchronization, empty_cache */
+  REPLAY_STEP_NONE,    /* an event that changes no memory: a kernel, a copy, a marker */
+  REPLAY_STEP_ALLOC,   /* an allocation */
+  REPLAY_STEP_FREE,    /* a free, or a free's completion */
+  REPLAY_STEP_REQUEST, /* a free request whose completion does not come next */
+  REPLAY_STEP_PAIR     /* a free request whose completion (the same address and record) comes next */
+};
+
 struct replay_plan {
   const sim_event *events; /* the array planned (borrowed) */
   size_t n;
   uint32_t *slot;
+  uint8_t *step;   /* each event's REPLAY_STEP_* (made with the numbers) */
   uint32_t nslots; /* records the dense table needs: the most addresses held at once */
 };
 /* Plans events[0..n-1]: 0, or -1 (too many records to number: the array is replayed unplanned). */

@@ -1349,6 +1349,11 @@ static const uint32_t *stages_array_slots(void *ctx) {
   return x->plan->slot + x->view_at + x->view_pos;
 }
 
+static const uint8_t *stages_array_steps(void *ctx) {
+  xstate *x = ctx;
+  return x->plan->step ? x->plan->step + x->view_at + x->view_pos : NULL;
+}
+
 static int stages_array_next(void *ctx, sim_event *ev) {
   xstate *x = ctx;
   if (x->view_pos < x->view_n) {
@@ -1408,7 +1413,8 @@ static int open_node(const xf_node *n, replay_source *out, char *err, size_t err
       *out = (replay_source){.next = stages_array_next, .error = x_error, .close = x_close, .ctx = x,
                              .view = stages_array_view, .advance = stages_array_advance, .length_hint = m->narr,
                              .view_slots = x->plan ? stages_array_slots : NULL,
-                             .plan_records = x->plan ? x->plan->nslots : 0};
+                             .plan_records = x->plan ? x->plan->nslots : 0,
+                             .view_steps = x->plan ? stages_array_steps : NULL};
       return 0;
     }
     if (open_node(m, &x->in, err, errlen)) {
