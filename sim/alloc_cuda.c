@@ -50,8 +50,8 @@ static void cuda_destroy(void *ctx) {
 }
 
 /* Every live request goes back to the driver (a cudaFree each); the slab starts again. */
-static int cuda_reset(void *ctx) {
-  cuda_model *m = ctx;
+/* cudaFree of every allocation still held. */
+static void free_all(cuda_model *m) {
   char *freed = sim_xcalloc(m->blocks.len + 1, 1);
   for (uint32_t h = m->blocks.free_head; h; h = *(uint32_t *)sim_slab_at(&m->blocks, h)) freed[h] = 1;
   for (uint32_t h = 1; h <= m->blocks.len; h++) {
@@ -60,6 +60,11 @@ static int cuda_reset(void *ctx) {
     sim_device_free(m->dev, b->addr, b->size);
   }
   free(freed);
+}
+
+static int cuda_reset(void *ctx) {
+  cuda_model *m = ctx;
+  if (!m->dev->clearing) free_all(m); /* a device that is clearing is handed nothing (allocator.h) */
   sim_slab_clear(&m->blocks);
   memset(&m->st, 0, sizeof m->st);
   return SIM_OK;

@@ -737,9 +737,10 @@ static void torch_destroy(void *ctx) {
 }
 
 /* Hands every segment back to the device: a cudaFree per segment, an unmap per mapped range of an
- * expandable segment, then its reservation. */
+ * expandable segment, then its reservation (nothing to a device that is clearing: allocator.h,
+ * `reset`). */
 static void release_all_segments(torch *m) {
-  for (uint32_t i = 1; i < m->next_index; i++) {
+  for (uint32_t i = 1; !m->dev->clearing && i < m->next_index; i++) {
     tblock *b = block_at(m, i);
     if (!b->live || !b->mapped || (b->prev && b->prev->mapped)) continue; /* not the start of a range */
     uint64_t size = 0;
@@ -750,7 +751,7 @@ static void release_all_segments(torch *m) {
   while (m->segments) {
     tseg *es = m->segments;
     m->segments = es->next;
-    sim_device_unreserve(m->dev, es->base, es->size);
+    if (!m->dev->clearing) sim_device_unreserve(m->dev, es->base, es->size);
     free(es);
   }
 }

@@ -55,7 +55,6 @@ typedef struct simdev {
   sim_device *dev;
   uint64_t next_va;     /* next free virtual address, page aligned */
   int va_order;         /* SIM_VA_DOWN or SIM_VA_UP */
-  int clearing;         /* sim_simdev_clearing until the reset */
   /* SIM_VA_DOWN: the free ranges of the slabs, taken first fit by address (internal/vaspace.h);
    * the lowest slab's start (the next is carved below it) */
   va_space ranges;
@@ -178,7 +177,7 @@ static int sd_free(void *ctx, uint64_t addr, uint64_t size) {
   simdev *s = ctx;
   if (size >= SIM_PAGE_SIZE) {
     s->dev->used -= round_up(size, SIM_PAGE_SIZE);
-    if (s->va_order == SIM_VA_DOWN && !s->clearing) va_space_give(&s->ranges, addr, round_up(size, SIM_PAGE_SIZE));
+    if (s->va_order == SIM_VA_DOWN && !s->dev->clearing) va_space_give(&s->ranges, addr, round_up(size, SIM_PAGE_SIZE));
     return SIM_OK;
   }
   return small_free(s, addr);
@@ -271,7 +270,7 @@ void sim_simdev_set_va_order(sim_device *d, int order) {
 
 int sim_simdev_va_order(const sim_device *d) { return ((const simdev *)d->ctx)->va_order; }
 
-void sim_simdev_clearing(sim_device *d) { ((simdev *)d->ctx)->clearing = 1; }
+void sim_simdev_clearing(sim_device *d) { d->clearing = 1; }
 
 void sim_va_votes_add(sim_va_votes *v, uint64_t addr, int is_new) {
   if (v->seen && is_new) {
@@ -295,7 +294,7 @@ void sim_simdev_reset(sim_device *d) {
   s->next_va = s->slab_va = SIMDEV_FIRST_VA;
   sim_assert_expensive(va_space_valid(&s->ranges));
   va_space_clear(&s->ranges);
-  s->clearing = 0;
+  d->clearing = 0;
   RB_INIT(&s->holes);
   sim_map_clear(&s->live);
   sim_arena_clear(&s->pieces);

@@ -40,9 +40,9 @@ void sim_simdev_hold(sim_device *d, uint64_t addr, uint64_t span, uint64_t used)
 enum { SIM_VA_DOWN, SIM_VA_UP };
 void sim_simdev_set_va_order(sim_device *d, int order);
 int sim_simdev_va_order(const sim_device *d);
-/* What the model hands back from now on is all it holds, and a reset (or release) of d follows:
- * its frees skip the address space's bookkeeping, which the reset forgets (a model kept between
- * replays gives back every segment at its reset). */
+/* What the model hands back from now on is all it holds, and a reset (or release) of d follows
+ * (d->clearing): its frees skip the address space's bookkeeping, which the reset forgets, and a
+ * model's reset hands back nothing (allocator.h, `reset`). */
 void sim_simdev_clearing(sim_device *d);
 
 /* Which way a recording's driver handed out addresses, from the segments its allocator recorded,
