@@ -151,16 +151,15 @@ static inline unsigned sim_fitset_class(uint64_t size) {
    * block is there. */                                                                                   \
   __attribute__((unused)) static inline int name##_put_(struct name##_stream *st, type *x, unsigned c) {  \
     x->cls_f = (uint16_t)c;                                                                               \
-    if (RB_EMPTY(&st->cls[c])) { /* an empty class, the common case: no tree work */                      \
+    if (RB_EMPTY(&st->cls[c])) { /* an empty class, the common case: no tree work; the bitmaps learn it */ \
       RB_LEFT(x, link) = RB_RIGHT(x, link) = RB_PARENT(x, link) = NULL;                                   \
       RB_COLOR(x, link) = RB_BLACK;                                                                       \
       RB_ROOT(&st->cls[c]) = x;                                                                           \
-    } else if (RB_INSERT(name##_cls, &st->cls[c], x)) {                                                   \
-      return -1;                                                                                          \
+      st->sl_map[c / SIM_FITSET_SL] |= UINT64_C(1) << (c % SIM_FITSET_SL);                                \
+      st->fl_map |= UINT64_C(1) << (c / SIM_FITSET_SL);                                                   \
+      return 0;                                                                                           \
     }                                                                                                     \
-    st->sl_map[c / SIM_FITSET_SL] |= UINT64_C(1) << (c % SIM_FITSET_SL);                                  \
-    st->fl_map |= UINT64_C(1) << (c / SIM_FITSET_SL);                                                     \
-    return 0;                                                                                             \
+    return RB_INSERT(name##_cls, &st->cls[c], x) ? -1 : 0; /* a class that holds any: its bits are set */ \
   }                                                                                                       \
   /* Unlinks x from its class. */                                                                         \
   __attribute__((unused)) static inline void name##_take_(struct name##_stream *st, type *x) {            \
