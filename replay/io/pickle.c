@@ -1082,165 +1082,210 @@ static inline int op_setitems(pickle *p, int op) {
   return 0;
 }
 
-/* One opcode: 0 to go on, 1 at STOP, -1 on error. A state machine, so one switch: each case
- * reads its argument and does its work, or names the op_* function that does. */
-static int step(pickle *p, int op) {
-  const unsigned char *b;
-  uint64_t idx;
-  size_t start;
+/* ---- the opcodes step() hands to a function of their own ---------------------------------- */
+
+static inline int op_pop(pickle *p) {
+  size_t start = 0; /* set by pop_mark when it succeeds */
+  if (p->sp == region_start(p)) {
+    if (!p->nm) return underflow(p, 1);
+    return pop_mark(p, &start);
+  }
+  pk_unref(p, p->stack[--p->sp]);
+  return 0;
+}
+
+static int op_pop_mark(pickle *p) {
+  size_t start = 0;
+  if (pop_mark(p, &start)) return -1;
+  while (p->sp > start) pk_unref(p, p->stack[--p->sp]);
+  return 0;
+}
+
+static inline int op_dup(pickle *p) {
+  if (need_values(p, 1)) return -1;
+  pk_val v = p->stack[p->sp - 1];
+  pk_ref(v);
+  return push(p, v);
+}
+
+static int op_stop(pickle *p) {
+  if (p->nm || p->sp != 1)
+    return fail(p, "STOP with an unfinished structure (%zu values and %zu MARKs on the stack)", p->sp, p->nm);
+  p->result = p->stack[--p->sp];
+  p->has_result = 1;
+  return 1;
+}
+
+static int op_proto(pickle *p) {
+  const unsigned char *b = take(p, 1);
+  if (!b) return -1;
+  if (b[0] > 5) return fail(p, "unsupported pickle protocol %d (memplay reads protocols 0 to 5)", b[0]);
+  if (!p->proto) p->proto = b[0];
+  return 0;
+}
+
+static inline int op_none(pickle *p) {
   pk_val v;
+  v.type = PK_NONE;
+  v.u.i = 0;
+  return push(p, v);
+}
+
+/* BININT, BININT1, BININT2: a little-endian integer of 4 (signed), 1 or 2 bytes. */
+__attribute__((always_inline)) static inline int op_binint(pickle *p, size_t n) {
+  const unsigned char *b = take(p, n);
+  if (!b) return -1;
+  return push_int(p, n == 4 ? (int32_t)rd_u32(b) : n == 2 ? b[0] | b[1] << 8 : b[0]);
+}
+
+static int op_long1(pickle *p) {
+  const unsigned char *b = take(p, 1);
+  if (!b) return -1;
+  size_t n = b[0];
+  if (!(b = take(p, n))) return -1;
+  return push_long_bytes(p, b, n);
+}
+
+static int op_binfloat(pickle *p) {
+  const unsigned char *b = take(p, 8);
+  if (!b) return -1;
+  uint64_t bits = 0;
+  for (int i = 0; i < 8; i++) bits = bits << 8 | b[i];
+  double d;
+  memcpy(&d, &bits, sizeof d);
+  return push_float(p, d);
+}
+
+/* A string or bytes whose length takes `len` bytes (1, 4 or 8) before it. */
+__attribute__((always_inline)) static inline int op_data(pickle *p, size_t len, int type, int flags) {
+  const unsigned char *b = take(p, len);
+  if (!b) return -1;
+  return push_data(p, type, len == 1 ? b[0] : len == 4 ? rd_u32(b) : rd_u64(b), flags);
+}
+
+static int op_binstring(pickle *p) {
+  const unsigned char *b = take(p, 4);
+  if (!b) return -1;
+  int32_t n = (int32_t)rd_u32(b);
+  if (n < 0) return fail(p, "BINSTRING with a negative length");
+  return push_data(p, PK_STR, (uint64_t)n, 0);
+}
+
+/* LIST, TUPLE, DICT, FROZENSET: the values above the last MARK, collected. */
+static inline int op_collect_mark(pickle *p, int type) {
+  size_t start = 0;
+  if (pop_mark(p, &start)) return -1;
+  return collect(p, type, start);
+}
+
+/* TUPLE1, TUPLE2, TUPLE3: the top n values, collected. */
+static inline int op_tuple_n(pickle *p, size_t n) {
+  if (need_values(p, n)) return -1;
+  return collect(p, PK_TUPLE, p->sp - n);
+}
+
+static inline int op_append(pickle *p) {
+  if (need_values(p, 2)) return -1;
+  pk_val l = p->stack[p->sp - 2];
+  if (l.type != PK_LIST) return fail(p, "APPEND to %s, not a list", pk_type_a(l.type));
+  pk_val v = p->stack[--p->sp];
+  return list_add(p, l.u.o, v);
+}
+
+/* How a PUT or GET gives its memo index: MEMO_TEXT, as a line of text; 1 or 4, little-endian in
+ * as many bytes; MEMO_NEXT (MEMOIZE), none: the next index. A constant at each call. */
+enum { MEMO_TEXT = -1, MEMO_NEXT = 0 };
+
+__attribute__((always_inline)) static inline int op_memo_index(pickle *p, int how, uint64_t *idx) {
+  if (how == MEMO_NEXT) {
+    *idx = p->memo_count;
+    return 0;
+  }
+  if (how == MEMO_TEXT) return op_index_text(p, idx);
+  const unsigned char *b = take(p, (size_t)how);
+  if (!b) return -1;
+  *idx = how == 4 ? rd_u32(b) : b[0];
+  return 0;
+}
+
+/* PUT, BINPUT, LONG_BINPUT, MEMOIZE: the top value into the memo. */
+__attribute__((always_inline)) static inline int op_put(pickle *p, int how) {
+  uint64_t idx;
+  if (op_memo_index(p, how, &idx) || need_values(p, 1)) return -1;
+  return memo_put(p, idx, p->stack[p->sp - 1]);
+}
+
+/* GET, BINGET, LONG_BINGET: a memo entry onto the stack. */
+__attribute__((always_inline)) static inline int op_get(pickle *p, int how) {
+  uint64_t idx;
+  pk_val v;
+  if (op_memo_index(p, how, &idx) || memo_get(p, idx, &v)) return -1;
+  return push(p, v);
+}
+
+/* One opcode: 0 to go on, 1 at STOP, -1 on error. A state machine, so one switch, as a virtual
+ * machine dispatches: each case names the function that reads its argument and does its work. */
+static int step(pickle *p, int op) {
   switch (op) {
   /* structure */
   case OP_MARK: return op_mark(p);
-  case OP_POP:
-    if (p->sp == region_start(p)) {
-      if (!p->nm) return underflow(p, 1);
-      return pop_mark(p, &start);
-    }
-    pk_unref(p, p->stack[--p->sp]);
-    return 0;
-  case OP_POP_MARK:
-    if (pop_mark(p, &start)) return -1;
-    while (p->sp > start) pk_unref(p, p->stack[--p->sp]);
-    return 0;
-  case OP_DUP:
-    if (need_values(p, 1)) return -1;
-    v = p->stack[p->sp - 1];
-    pk_ref(v);
-    return push(p, v);
-  case OP_STOP:
-    if (p->nm || p->sp != 1)
-      return fail(p, "STOP with an unfinished structure (%zu values and %zu MARKs on the stack)", p->sp, p->nm);
-    p->result = p->stack[--p->sp];
-    p->has_result = 1;
-    return 1;
-  case OP_PROTO:
-    if (!(b = take(p, 1))) return -1;
-    if (b[0] > 5) return fail(p, "unsupported pickle protocol %d (memplay reads protocols 0 to 5)", b[0]);
-    if (!p->proto) p->proto = b[0];
-    return 0;
-  case OP_FRAME:
-    return take(p, 8) ? 0 : -1; /* a framing hint only */
-
+  case OP_POP: return op_pop(p);
+  case OP_POP_MARK: return op_pop_mark(p);
+  case OP_DUP: return op_dup(p);
+  case OP_STOP: return op_stop(p);
+  case OP_PROTO: return op_proto(p);
+  case OP_FRAME: return take(p, 8) ? 0 : -1; /* a framing hint only */
   /* scalars */
-  case OP_NONE: v.type = PK_NONE; v.u.i = 0; return push(p, v);
+  case OP_NONE: return op_none(p);
   case OP_NEWTRUE: return push_bool(p, 1);
   case OP_NEWFALSE: return push_bool(p, 0);
-  case OP_BININT:
-    if (!(b = take(p, 4))) return -1;
-    return push_int(p, (int32_t)rd_u32(b));
-  case OP_BININT1:
-    if (!(b = take(p, 1))) return -1;
-    return push_int(p, b[0]);
-  case OP_BININT2:
-    if (!(b = take(p, 2))) return -1;
-    return push_int(p, b[0] | b[1] << 8);
-  case OP_LONG1: {
-    if (!(b = take(p, 1))) return -1;
-    size_t n = b[0];
-    if (!(b = take(p, n))) return -1;
-    return push_long_bytes(p, b, n);
-  }
+  case OP_BININT: return op_binint(p, 4);
+  case OP_BININT1: return op_binint(p, 1);
+  case OP_BININT2: return op_binint(p, 2);
+  case OP_LONG1: return op_long1(p);
   case OP_LONG4: return op_long4(p);
   case OP_INT: return op_int_text(p, 0);
   case OP_LONG: return op_int_text(p, 1);
-  case OP_BINFLOAT: {
-    if (!(b = take(p, 8))) return -1;
-    uint64_t bits = 0;
-    for (int i = 0; i < 8; i++) bits = bits << 8 | b[i];
-    double d;
-    memcpy(&d, &bits, sizeof d);
-    return push_float(p, d);
-  }
+  case OP_BINFLOAT: return op_binfloat(p);
   case OP_FLOAT: return op_float_text(p);
-
   /* text and bytes */
   case OP_SHORT_BINUNICODE:
-  case OP_SHORT_BINSTRING:
-  case OP_SHORT_BINBYTES:
-    if (!(b = take(p, 1))) return -1;
-    return push_data(p, op == OP_SHORT_BINBYTES ? PK_BYTES : PK_STR, b[0], 0);
-  case OP_BINUNICODE:
-  case OP_BINBYTES:
-    if (!(b = take(p, 4))) return -1;
-    return push_data(p, op == OP_BINBYTES ? PK_BYTES : PK_STR, rd_u32(b), 0);
-  case OP_BINSTRING: {
-    if (!(b = take(p, 4))) return -1;
-    int32_t n = (int32_t)rd_u32(b);
-    if (n < 0) return fail(p, "BINSTRING with a negative length");
-    return push_data(p, PK_STR, (uint64_t)n, 0);
-  }
-  case OP_BINUNICODE8:
-  case OP_BINBYTES8:
-  case OP_BYTEARRAY8:
-    if (!(b = take(p, 8))) return -1;
-    return push_data(p, op == OP_BINUNICODE8 ? PK_STR : PK_BYTES, rd_u64(b), op == OP_BYTEARRAY8 ? PK_F_BYTEARRAY : 0);
+  case OP_SHORT_BINSTRING: return op_data(p, 1, PK_STR, 0);
+  case OP_SHORT_BINBYTES: return op_data(p, 1, PK_BYTES, 0);
+  case OP_BINUNICODE: return op_data(p, 4, PK_STR, 0);
+  case OP_BINBYTES: return op_data(p, 4, PK_BYTES, 0);
+  case OP_BINSTRING: return op_binstring(p);
+  case OP_BINUNICODE8: return op_data(p, 8, PK_STR, 0);
+  case OP_BINBYTES8: return op_data(p, 8, PK_BYTES, 0);
+  case OP_BYTEARRAY8: return op_data(p, 8, PK_BYTES, PK_F_BYTEARRAY);
   case OP_STRING: return op_string(p);
   case OP_UNICODE: return op_unicode(p);
-
   /* containers */
   case OP_EMPTY_LIST: return push_obj(p, obj_new(p, PK_LIST, 0));
   case OP_EMPTY_DICT: return push_obj(p, obj_new(p, PK_DICT, 0));
   case OP_EMPTY_TUPLE: return push_obj(p, obj_new(p, PK_TUPLE, 0));
   case OP_EMPTY_SET: return push_obj(p, obj_new(p, PK_SET, 0));
-  case OP_LIST:
-  case OP_TUPLE:
-  case OP_DICT:
-  case OP_FROZENSET:
-    if (pop_mark(p, &start)) return -1;
-    return collect(p, op == OP_LIST ? PK_LIST : op == OP_TUPLE ? PK_TUPLE : op == OP_DICT ? PK_DICT : PK_FROZENSET,
-                   start);
-  case OP_TUPLE1:
-  case OP_TUPLE2:
-  case OP_TUPLE3: {
-    size_t n = (size_t)(op - OP_TUPLE1 + 1);
-    if (need_values(p, n)) return -1;
-    return collect(p, PK_TUPLE, p->sp - n);
-  }
-  case OP_APPEND: {
-    if (need_values(p, 2)) return -1;
-    pk_val l = p->stack[p->sp - 2];
-    if (l.type != PK_LIST) return fail(p, "APPEND to %s, not a list", pk_type_a(l.type));
-    v = p->stack[--p->sp];
-    return list_add(p, l.u.o, v);
-  }
+  case OP_LIST: return op_collect_mark(p, PK_LIST);
+  case OP_TUPLE: return op_collect_mark(p, PK_TUPLE);
+  case OP_DICT: return op_collect_mark(p, PK_DICT);
+  case OP_FROZENSET: return op_collect_mark(p, PK_FROZENSET);
+  case OP_TUPLE1: return op_tuple_n(p, 1);
+  case OP_TUPLE2: return op_tuple_n(p, 2);
+  case OP_TUPLE3: return op_tuple_n(p, 3);
+  case OP_APPEND: return op_append(p);
   case OP_APPENDS: return op_appends(p);
   case OP_SETITEM: return op_setitem(p);
   case OP_SETITEMS:
   case OP_ADDITEMS: return op_setitems(p, op);
-
   /* memo */
-  case OP_PUT:
-    if (op_index_text(p, &idx)) return -1;
-    goto put;
-  case OP_BINPUT:
-    if (!(b = take(p, 1))) return -1;
-    idx = b[0];
-    goto put;
-  case OP_LONG_BINPUT:
-    if (!(b = take(p, 4))) return -1;
-    idx = rd_u32(b);
-    goto put;
-  case OP_MEMOIZE:
-    idx = p->memo_count;
-  put:
-    if (need_values(p, 1)) return -1;
-    return memo_put(p, idx, p->stack[p->sp - 1]);
-  case OP_GET:
-    if (op_index_text(p, &idx)) return -1;
-    goto get;
-  case OP_BINGET:
-    if (!(b = take(p, 1))) return -1;
-    idx = b[0];
-    goto get;
-  case OP_LONG_BINGET:
-    if (!(b = take(p, 4))) return -1;
-    idx = rd_u32(b);
-  get:
-    if (memo_get(p, idx, &v)) return -1;
-    return push(p, v);
-
-  /* never */
+  case OP_PUT: return op_put(p, MEMO_TEXT);
+  case OP_BINPUT: return op_put(p, 1);
+  case OP_LONG_BINPUT: return op_put(p, 4);
+  case OP_MEMOIZE: return op_put(p, MEMO_NEXT);
+  case OP_GET: return op_get(p, MEMO_TEXT);
+  case OP_BINGET: return op_get(p, 1);
+  case OP_LONG_BINGET: return op_get(p, 4);
+  /* never: code, objects and references outside the file */
   case OP_GLOBAL:
   case OP_STACK_GLOBAL:
   case OP_REDUCE:
@@ -1255,8 +1300,7 @@ static int step(pickle *p, int op) {
   case OP_PERSID:
   case OP_BINPERSID:
   case OP_NEXT_BUFFER:
-  case OP_READONLY_BUFFER:
-    return refuse(p, op);
+  case OP_READONLY_BUFFER: return refuse(p, op);
   }
   return fail(p, "invalid opcode 0x%02x", op);
 }
