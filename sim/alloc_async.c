@@ -466,11 +466,13 @@ static void async_destroy(void *ctx) {
 }
 
 /* Every piece goes back to the device (unless it is clearing: allocator.h, `reset`); the block
- * pages, the stream table and the piece list stay for the next replay. Streams are forgotten, so they are met again in the same order. */
+ * pages, the stream table and the piece list stay for the next replay. Streams are forgotten, so
+ * they are met again in the same order. */
 static int async_reset(void *ctx) {
   async_pool *p = ctx;
   sim_assert_valid(async_check, p);
-  for (size_t i = 0; !p->dev->clearing && i < p->nsegs; i++) sim_device_free(p->dev, p->segs[i]->addr, p->segs[i]->size);
+  for (size_t i = 0; !p->dev->clearing && i < p->nsegs; i++)
+    sim_device_free(p->dev, p->segs[i]->addr, p->segs[i]->size);
   p->nsegs = 0;
   p->seg_seq = p->reserved = 0;
   async_set_clear(&p->ready);

@@ -656,7 +656,8 @@ static int bfc_create(void **ctx, sim_device *dev, const sim_alloc_config *cfg, 
 static int bfc_reset(void *ctx) {
   bfc *m = ctx;
   sim_assert_valid(bfc_check, m);
-  for (size_t i = 0; !m->dev->clearing && i < m->nregions; i++) sim_device_free(m->dev, m->regions[i].ptr, m->regions[i].size);
+  for (size_t i = 0; !m->dev->clearing && i < m->nregions; i++)
+    sim_device_free(m->dev, m->regions[i].ptr, m->regions[i].size);
   m->nregions = 0;
   for (int b = 0; b < BFC_NUM_BINS; b++) RB_INIT(&m->bins[b]);
   m->nonempty = 0;

@@ -49,7 +49,6 @@ static void cuda_destroy(void *ctx) {
   free(m);
 }
 
-/* Every live request goes back to the driver (a cudaFree each); the slab starts again. */
 /* cudaFree of every allocation still held. */
 static void free_all(cuda_model *m) {
   char *freed = sim_xcalloc(m->blocks.len + 1, 1);
@@ -62,9 +61,11 @@ static void free_all(cuda_model *m) {
   free(freed);
 }
 
+/* Every live request goes back to the driver (unless it is clearing: allocator.h, `reset`); the
+ * slab starts again. */
 static int cuda_reset(void *ctx) {
   cuda_model *m = ctx;
-  if (!m->dev->clearing) free_all(m); /* a device that is clearing is handed nothing (allocator.h) */
+  if (!m->dev->clearing) free_all(m);
   sim_slab_clear(&m->blocks);
   memset(&m->st, 0, sizeof m->st);
   return SIM_OK;

@@ -67,10 +67,10 @@ typedef struct sim_device {
   uint64_t malloc_bytes, free_bytes, map_bytes, unmap_bytes;
   /* Kept by the implementation: physical memory in use, as the driver takes it. */
   uint64_t used, used_peak;
-  const sim_device_watch *watch; /* NULL: nobody watches; set by whoever made the device, after it */
   /* 1: its owner resets it next (a simulated device, sim_simdev_clearing), forgetting what it lent:
    * what a model hands back from now on goes nowhere, and a model's reset need not hand it back. */
   int clearing;
+  const sim_device_watch *watch; /* NULL: nobody watches; set by whoever made the device, after it */
   int index;                     /* the trace's device number, for the watcher */
   uint64_t calls;                /* calls seen by the watcher */
 } sim_device;
@@ -264,11 +264,12 @@ typedef struct sim_allocator_ops {
    * `destroy` or `empty_cache` would), so a real device gets its memory back; segments `restore`
    * installed go back the same way. A device that is clearing (dev->clearing: its owner resets it
    * next and forgets what it lent) is handed nothing back: handing back thousands of segments one
-   * by one was a tenth of a short cached replay (docs/performance.md, round twenty-nine). The device's own state is its owner's: to replay again on a
-   * simulated device exactly as on a new one, the caller then calls sim_simdev_reset
-   * (device_sim.h), which zeroes its counters and hands out the same addresses again. After
-   * both, a replay makes the same decisions, at the same addresses, as on a new instance (and,
-   * with device_changed below, as on a new instance on another device of the same kind).
+   * by one was a tenth of a short cached replay (docs/performance.md, round twenty-nine). The
+   * device's own state is its owner's: to replay again on a simulated device exactly as on a new
+   * one, the caller then calls sim_simdev_reset (device_sim.h), which zeroes its counters and
+   * hands out the same addresses again. After both, a replay makes the same decisions, at the
+   * same addresses, as on a new instance (and, with device_changed below, as on a new instance on
+   * another device of the same kind).
    * Handles from before the reset must not be passed again. SIM_OK, or a SIM_E* code (the
    * instance is then unusable: destroy it). NULL, or a table of version < 3: the caller
    * destroys the instance and creates another. */

@@ -185,7 +185,7 @@ static void reset_as(sim_allocator *a, uint64_t restored, int clearing) {
 static void reset(sim_allocator *a, uint64_t restored) { reset_as(a, restored, 0); }
 
 /* For each model: evs on a new instance; then on one instance, `other` (to leave a state behind),
- * reset, evs, reset, evs. Each capacity: none, and (rounds 2) three quarters of the peak the
+ * reset, evs, reset, evs, reset with the device clearing, evs. Each capacity: none, and (rounds 2) three quarters of the peak the
  * model reached, where requests fail and caches are flushed (in the checked builds each flush
  * runs the model's full check, so the real traces, which fail thousands of requests so, run
  * without a capacity only). */
