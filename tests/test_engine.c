@@ -906,6 +906,7 @@ static void plan_gathered_from_views(void) {
   CHECK_EQ(replay_plan_gather_end(&g, b.ev, b.n, &got), 0);
   CHECK(got.events == b.ev && got.n == b.n && got.nslots == whole.nslots);
   CHECK(got.slot && !memcmp(got.slot, whole.slot, b.n * sizeof *got.slot));
+  CHECK(got.step && !memcmp(got.step, whole.step, b.n)); /* the one-pass steps as the gathered ones */
   CHECK(g.slot == NULL); /* taken by the plan */
   replay_plan_release(&got);
   replay_plan_gather_add(&g, whole.slot, 1024);
@@ -921,11 +922,13 @@ static void plan_gathered_from_views(void) {
 }
 
 /* Lends the first half of its events from one array, with their numbers, and the rest from a copy
- * without: a planned replay leaves its plan half-way. */
+ * without: a planned replay leaves its plan half-way. `view`: at most so many events a view (0: no
+ * limit); the engine must never advance past the events a view lent. */
 typedef struct split_source {
   const sim_event *a, *b;
   size_t n, half, pos;
   const replay_plan *plan;
+  size_t view, lent;
 } split_source;
 
 static const uint32_t *split_slots(void *ctx) {
@@ -933,13 +936,24 @@ static const uint32_t *split_slots(void *ctx) {
   return s->pos < s->half ? s->plan->slot + s->pos : NULL;
 }
 
+static const uint8_t *split_steps(void *ctx) {
+  split_source *s = ctx;
+  return s->pos < s->half ? s->plan->step + s->pos : NULL;
+}
+
 static ptrdiff_t split_view(void *ctx, const sim_event **evs) {
   split_source *s = ctx;
   *evs = (s->pos < s->half ? s->a : s->b) + s->pos;
-  return (ptrdiff_t)((s->pos < s->half ? s->half : s->n) - s->pos);
+  s->lent = (s->pos < s->half ? s->half : s->n) - s->pos;
+  if (s->view && s->lent > s->view) s->lent = s->view;
+  return (ptrdiff_t)s->lent;
 }
 
-static void split_advance(void *ctx, size_t k) { ((split_source *)ctx)->pos += k; }
+static void split_advance(void *ctx, size_t k) {
+  split_source *s = ctx;
+  CHECK(k <= s->lent); /* a pair across two views is two steps */
+  s->pos += k;
+}
 
 static int split_next(void *ctx, sim_event *ev) {
   split_source *s = ctx;
@@ -961,7 +975,7 @@ static int replay_planned(replay_engine *kept, const replay_config *cfg, const e
                           const replay_plan *plan, int planned, replay_result *r) {
   char err[512];
   replay_array_source as;
-  split_source ss = {t->ev, copy->ev, t->n, t->n / 2, 0, plan};
+  split_source ss = {t->ev, copy->ev, t->n, t->n / 2, 0, plan, 0, 0};
   replay_source src = replay_array_source_planned(&as, t->ev, t->n, planned ? plan : NULL);
   if (planned == 2)
     src = (replay_source){.next = split_next, .ctx = &ss, .view = split_view, .advance = split_advance,
@@ -1030,7 +1044,7 @@ static void planned_replay_matches_unplanned(void) {
         /* the plan's numbers of the whole trace hold for a run that starts a third of the way in */
         size_t from = b->n / 3;
         evbuf tail = {b->ev + from, b->n - from, 0};
-        split_source ss = {b->ev, NULL, b->n, b->n, from, &plan};
+        split_source ss = {b->ev, NULL, b->n, b->n, from, &plan, 0, 0};
         replay_source src = {.next = split_next, .ctx = &ss, .view = split_view, .advance = split_advance,
                              .view_slots = split_slots};
         CHECK_EQ(replay_planned(NULL, &plain, &tail, &tail, NULL, 0, &r0), 0);
@@ -1056,45 +1070,6 @@ static void planned_replay_matches_unplanned(void) {
  * twice or never completed, cache releases and synchronizations, kernels), with allocations of
  * nothing and on device -1 (device 0) among them, stopping at the first OOM or not, from a start
  * state or not, new engine or kept. */
-/* An array source with its plan that lends its events `view` at a time, with the plan's steps or
- * without them (the engine then tells each event's step from the event). */
-typedef struct chunked {
-  const sim_event *ev;
-  size_t n, pos, view;
-  const replay_plan *plan;
-  size_t lent; /* events the last view lent */
-} chunked;
-
-static int chunked_next(void *ctx, sim_event *ev) {
-  chunked *c = ctx;
-  if (c->pos == c->n) return 0;
-  *ev = c->ev[c->pos++];
-  return 1;
-}
-
-static ptrdiff_t chunked_view(void *ctx, const sim_event **evs) {
-  chunked *c = ctx;
-  *evs = c->ev + c->pos;
-  c->lent = c->n - c->pos < c->view ? c->n - c->pos : c->view;
-  return (ptrdiff_t)c->lent;
-}
-
-static void chunked_advance(void *ctx, size_t k) {
-  chunked *c = ctx;
-  CHECK(k <= c->lent); /* never past the events lent (a pair across two views is two steps) */
-  c->pos += k;
-}
-static const uint32_t *chunked_slots(void *ctx) { return ((chunked *)ctx)->plan->slot + ((chunked *)ctx)->pos; }
-static const uint8_t *chunked_steps(void *ctx) { return ((chunked *)ctx)->plan->step + ((chunked *)ctx)->pos; }
-
-static replay_source chunked_source(chunked *c, const sim_event *ev, size_t n, const replay_plan *plan, size_t view,
-                                    int steps) {
-  *c = (chunked){ev, n, 0, view, plan, 0};
-  return (replay_source){.next = chunked_next, .ctx = c, .view = chunked_view, .advance = chunked_advance,
-                         .view_slots = chunked_slots, .plan_records = plan->nslots,
-                         .view_steps = steps ? chunked_steps : NULL};
-}
-
 static void planned_replay_on_one_device_matches_unplanned(void) {
   evbuf b = {0}, more = outcome_trace(6000, 7);
   const uint64_t seg = UINT64_C(0x100000000000);
@@ -1154,9 +1129,11 @@ static void planned_replay_on_one_device_matches_unplanned(void) {
       /* lean, then full; new engine, then kept; the plan's steps, none, steps in views of 5 events */
       for (int k = 0; k < 12; k++) {
         const replay_config *cfg = k % 4 < 2 ? &lean : &full;
-        chunked ch;
+        split_source ss = {b.ev, NULL, b.n, b.n, 0, &plan, k < 8 ? 0 : 5, 0}; /* all planned */
         src = k < 4 ? replay_array_source_planned(&as, b.ev, b.n, &plan)
-                    : chunked_source(&ch, b.ev, b.n, &plan, k < 8 ? b.n : 5, k >= 8);
+                    : (replay_source){.next = split_next, .ctx = &ss, .view = split_view, .advance = split_advance,
+                                      .view_slots = split_slots, .plan_records = plan.nslots,
+                                      .view_steps = k >= 8 ? split_steps : NULL};
         CHECK_EQ(k & 1 ? replay_engine_run(kept, cfg, &src, &r, err, sizeof err) : replay_run(cfg, &src, &r, err, sizeof err), 0);
         if (k % 4 < 2) check_lean_result(&r0, &r);
         else check_same_result(&r0, &r);

@@ -813,7 +813,7 @@ __attribute__((always_inline)) static inline int do_free(engine *e, const sim_ev
  * has one pair for each free that no stream holds back.) */
 __attribute__((always_inline)) static inline int free_pair(engine *e, const sim_event *ev, const uint32_t *slot,
                                                            int planned) {
-  if (ev[1].kind != SIM_EV_FREE_COMPLETED || ev[1].addr != ev[0].addr || (planned && slot[1] != slot[0])) return 0;
+  if (!replay_is_pair(ev, planned ? slot : NULL)) return 0;
   live_entry *le = planned ? dense_get(&e->dense, slot[0]) : live_get(&e->live, ev->addr);
   if (!le || le->state != LIVE) return 0;
   let_go(e, le, 1, planned, 1);
@@ -1253,9 +1253,9 @@ __attribute__((always_inline)) static inline size_t plain_run_steps(engine *e, c
   return steps ? plain_run(e, evs, slots, steps, i, n, rc, lean) : plain_run(e, evs, slots, NULL, i, n, rc, lean);
 }
 
-/* Replays evs[0..n-1] until one asks to stop: how many were read, *rc what replay_event said of
- * the last. slots and steps: the plan's for these events, or NULL. */
-/* The loop of one mode (a constant) over evs[0..n-1]. */
+/* The loop of one mode (a constant): replays evs[0..n-1] until one asks to stop; how many were
+ * read, *rc what replay_event said of the last. slots and steps: the plan's for these events, or
+ * NULL. */
 __attribute__((always_inline)) static inline size_t replay_loop(engine *e, const sim_event *evs, const uint32_t *slots,
                                                              const uint8_t *steps, size_t n, int mode, int *rc) {
   size_t i = 0;

@@ -24,8 +24,14 @@ static const uint8_t kind_op[256] = {
   [SIM_EV_EMPTY_CACHE] = OP_DEVICE,
 };
 
+/* Whether the free request ev[0] and ev[1] are a pair: the completion of the same address comes
+ * next, of the same record where the events are numbered (slot: their numbers, or NULL). */
+static inline int replay_is_pair(const sim_event *ev, const uint32_t *slot) {
+  return ev[1].kind == SIM_EV_FREE_COMPLETED && ev[1].addr == ev->addr && (!slot || slot[1] == slot[0]);
+}
+
 /* Event i's step (source.h, REPLAY_STEP_*) among evs[0..n-1], numbered by slots: a free request is
- * a pair when the completion of the same address and record comes next. */
+ * a pair when its completion comes next (replay_is_pair). */
 static inline uint8_t replay_step_of(const sim_event *evs, const uint32_t *slots, size_t i, size_t n) {
   const sim_event *ev = &evs[i];
   switch (kind_op[ev->kind]) {
@@ -35,9 +41,7 @@ static inline uint8_t replay_step_of(const sim_event *evs, const uint32_t *slots
     return REPLAY_STEP_ALLOC;
   case OP_FREE:
     if (ev->kind != SIM_EV_FREE_REQUESTED) return REPLAY_STEP_FREE;
-    return i + 1 < n && ev[1].kind == SIM_EV_FREE_COMPLETED && ev[1].addr == ev->addr && slots[i + 1] == slots[i]
-               ? REPLAY_STEP_PAIR
-               : REPLAY_STEP_REQUEST;
+    return i + 1 < n && replay_is_pair(ev, &slots[i]) ? REPLAY_STEP_PAIR : REPLAY_STEP_REQUEST;
   default:
     return REPLAY_STEP_OTHER;
   }
