@@ -894,6 +894,32 @@ static void plan_numbers_the_records(void) {
   free(b.ev);
 }
 
+/* A plan holds the size and address of each allocation on the stream and device of its first
+ * allocation that does not begin a window, and tells the loop to read the event of any other. */
+static void plan_holds_allocation_arguments(void) {
+  evbuf b = {0};
+  add(&b, SIM_EV_ALLOC, 0xa0, 10)->flags = SIM_EVF_PREEXISTING; /* begins the window: the event */
+  add(&b, SIM_EV_ALLOC, 0xb0, 20)->stream = 7;                  /* the plan's stream, device 0 */
+  add(&b, SIM_EV_ALLOC, 0xc0, 30)->stream = 8;                  /* another stream */
+  sim_event *other = add(&b, SIM_EV_ALLOC, 0xd0, 40);           /* another device */
+  other->stream = 7;
+  other->device = -1;
+  add(&b, SIM_EV_ALLOC, 0xe0, 0)->stream = 7; /* an allocation of nothing is one */
+  add(&b, SIM_EV_FREE, 0xb0, 0);
+  add(&b, SIM_EV_KERNEL, 0x10, 64);
+  add(&b, SIM_EV_HOST_ALLOC, 0xf0, 50)->stream = 7;
+  const replay_alloc_arg E = {REPLAY_ARG_EVENT, 0}, Z = {0, 0};
+  const replay_alloc_arg want[] = {E, {20, 0xb0}, E, E, {0, 0xe0}, Z, Z, Z};
+  replay_plan p;
+  CHECK_EQ(replay_plan_build(&p, b.ev, b.n), 0);
+  CHECK_EQ(p.arg_stream, 7);
+  CHECK_EQ(p.arg_device, 0);
+  for (size_t i = 0; i < b.n; i++) CHECK(p.arg[i].size == want[i].size && p.arg[i].addr == want[i].addr);
+  replay_plan_release(&p);
+  CHECK(p.arg == NULL);
+  free(b.ev);
+}
+
 /* A plan gathered from views as their events are copied out is the plan of those events; a view
  * without numbers gives it up. */
 static void plan_gathered_from_views(void) {
@@ -907,6 +933,8 @@ static void plan_gathered_from_views(void) {
   CHECK(got.events == b.ev && got.n == b.n && got.nslots == whole.nslots);
   CHECK(got.slot && !memcmp(got.slot, whole.slot, b.n * sizeof *got.slot));
   CHECK(got.step && !memcmp(got.step, whole.step, b.n)); /* the one-pass steps as the gathered ones */
+  CHECK(got.arg && !memcmp(got.arg, whole.arg, b.n * sizeof *got.arg)); /* and the arguments */
+  CHECK(got.arg_stream == whole.arg_stream && got.arg_device == whole.arg_device);
   CHECK(g.slot == NULL); /* taken by the plan */
   replay_plan_release(&got);
   replay_plan_gather_add(&g, whole.slot, 1024);
@@ -939,6 +967,13 @@ static const uint32_t *split_slots(void *ctx) {
 static const uint8_t *split_steps(void *ctx) {
   split_source *s = ctx;
   return s->pos < s->half ? s->plan->step + s->pos : NULL;
+}
+
+static const replay_alloc_arg *split_args(void *ctx, int64_t *stream, int *device) {
+  split_source *s = ctx;
+  *stream = s->plan->arg_stream;
+  *device = s->plan->arg_device;
+  return s->pos < s->half ? s->plan->arg + s->pos : NULL;
 }
 
 static ptrdiff_t split_view(void *ctx, const sim_event **evs) {
@@ -1107,6 +1142,10 @@ static void planned_replay_on_one_device_matches_unplanned(void) {
   size_t nsteps[REPLAY_STEP_PAIR + 1] = {0};
   for (size_t i = 0; i < b.n; i++) nsteps[plan.step[i]]++;
   for (int k = REPLAY_STEP_OTHER; k <= REPLAY_STEP_PAIR; k++) CHECK(nsteps[k] > 0); /* every step is there */
+  size_t held = 0, read = 0; /* allocations the plan's arguments hold, and ones whose events are read */
+  for (size_t i = 0; i < b.n; i++)
+    if (b.ev[i].kind == SIM_EV_ALLOC) *(plan.arg[i].size == REPLAY_ARG_EVENT ? &read : &held) += 1;
+  CHECK(plan.arg_device == -1 && held > 100 && read > 1000); /* device -1's, on one stream of three */
   const char *models[] = {"torch", "ideal", "bfc", "async", "cuda", "torch:expandable_segments:True"};
   replay_engine *kept = replay_engine_new();
   for (size_t m = 0; m < sizeof models / sizeof *models; m++)
@@ -1126,14 +1165,16 @@ static void planned_replay_on_one_device_matches_unplanned(void) {
       CHECK_EQ(replay_run(&full, &src, &r0, err, sizeof err), 0);
       if (c & 1) CHECK(r0.ooms > 0 && r0.stopped_at_oom == ((c & 2) != 0));
       if (!(c & 2)) CHECK(r0.duplicate_allocs > 0 && r0.unknown_frees > 0 && r0.events == b.n);
-      /* lean, then full; new engine, then kept; the plan's steps, none, steps in views of 5 events */
-      for (int k = 0; k < 12; k++) {
+      /* lean, then full; new engine, then kept; the plan's steps and arguments, none, steps in
+       * views of 5 events, steps and arguments in views of 5 */
+      for (int k = 0; k < 16; k++) {
         const replay_config *cfg = k % 4 < 2 ? &lean : &full;
         split_source ss = {b.ev, NULL, b.n, b.n, 0, &plan, k < 8 ? 0 : 5, 0}; /* all planned */
         src = k < 4 ? replay_array_source_planned(&as, b.ev, b.n, &plan)
                     : (replay_source){.next = split_next, .ctx = &ss, .view = split_view, .advance = split_advance,
                                       .view_slots = split_slots, .plan_records = plan.nslots,
-                                      .view_steps = k >= 8 ? split_steps : NULL};
+                                      .view_steps = k >= 8 ? split_steps : NULL,
+                                      .view_args = k >= 12 ? split_args : NULL};
         CHECK_EQ(k & 1 ? replay_engine_run(kept, cfg, &src, &r, err, sizeof err) : replay_run(cfg, &src, &r, err, sizeof err), 0);
         if (k % 4 < 2) check_lean_result(&r0, &r);
         else check_same_result(&r0, &r);
@@ -1165,6 +1206,7 @@ int main(void) {
   RUN(observers_told_from_a_start_state);
   RUN(a_start_state_is_in_use_before_any_allocation);
   RUN(plan_numbers_the_records);
+  RUN(plan_holds_allocation_arguments);
   RUN(plan_gathered_from_views);
   RUN(planned_replay_matches_unplanned);
   RUN(planned_replay_on_one_device_matches_unplanned);

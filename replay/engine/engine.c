@@ -84,6 +84,11 @@ struct replay_engine {
   /* 1: the run follows its source's plan (the dense table), -1: it does not (the hash table), 0:
    * not decided yet (before the first view) */
   int planned;
+  /* The plan's allocation arguments of the view being replayed (source.h: replay_alloc_arg), or
+   * NULL, and the stream and device of those it holds. */
+  const replay_alloc_arg *args;
+  int64_t args_stream;
+  int args_device;
   sim_map host;  /* host allocations: address -> size | mem << 56 */
   int64_t host_live[SIM_MEM__COUNT];
   /* What observers see of the event just handled (engine_begin points its category_bytes at
@@ -1080,14 +1085,16 @@ __attribute__((always_inline)) static inline int replay_event(engine *e, const s
  * stays the same from one event to the next (the device's model and statistics, the dense table)
  * is taken once, in a plain_hold. What each event is to the loop comes with the plan, its step
  * (source.h), so that the loop need not read a free's event (a lean one never does); without the
- * plan's steps (a store's plan, lent a view at a time) each is told from its event. Each step does
+ * plan's steps (a store's plan, lent a view at a time) each is told from its event. With them, a
+ * lean loop takes an allocation's size and address from the plan's arguments where they hold it
+ * (replay_alloc_arg), and reads its event only at a new peak or an OOM. Each step does
  * what do_alloc, do_free, let_go, peaks and the timeline do for its event, in the same order; any
  * other event (a duplicate, a record an OOM dropped, a preexisting allocation of a start state,
  * another device, a synchronization) goes to replay_event, and the loop goes on after it. The
  * steps are the loop's own copies, not calls of those handlers: calling do_alloc's last step and
  * let_go from here cost this loop 5% (memplay bench, planned torch, docs/performance.md);
  * unit_engine's planned_replay_on_one_device_matches_unplanned holds the two to the same results,
- * with the plan's steps and without. */
+ * with the plan's steps and without, with its arguments and without. */
 
 typedef struct plain_hold {
   devstate *ds;
@@ -1099,6 +1106,8 @@ typedef struct plain_hold {
   const sim_alloc_stats *st;
   live_dense *t;
   replay_result *r;
+  const replay_alloc_arg *args; /* the view's (lean, on the device of its allocations), or NULL */
+  int64_t stream;               /* theirs */
 } plain_hold;
 
 /* After an event on the run's only device, its totals against the peaks (peaks, lean, with the
@@ -1129,21 +1138,20 @@ __attribute__((always_inline)) static inline void plain_after(engine *e, const p
   timeline_add(e, ev);
 }
 
-/* An allocation (do_alloc's common case): 0, 1 when the run stops at its OOM, -1 on error, or 2
- * when it is not one the step takes (nothing done). */
-__attribute__((always_inline)) static inline int plain_alloc(engine *e, const plain_hold *h, const sim_event *ev,
-                                                             uint32_t slot, int lean) {
+/* An allocation of size at the trace's address addr on stream, record `slot` (do_alloc's common
+ * case), once plain_alloc or the plan has told that it is one: as plain_alloc says. */
+__attribute__((always_inline)) static inline int plain_take(engine *e, const plain_hold *h, const sim_event *ev,
+                                                            uint32_t slot, uint64_t size, uint64_t addr,
+                                                            int64_t stream, int lean) {
   live_dense *t = h->t;
-  if ((ev->device != h->dev && !(ev->device < 0 && h->dev == 0)) || slot >= t->cap || t->recs[slot].state != EMPTY ||
-      ((ev->flags & SIM_EVF_PREEXISTING) && h->restores) || (!lean && !ev->size))
-    return 2;
+  if (slot >= t->cap || t->recs[slot].state != EMPTY) return 2;
   live_entry *le = &t->recs[slot];
-  le->addr = ev->addr;
+  le->addr = addr;
   le->state = LIVE;
   t->len++;
   if (slot >= t->hi) t->hi = (size_t)slot + 1;
   sim_placement pl = {0, 0, 0};
-  int ar = h->alloc(h->ctx, ev->size, ev->stream, &pl), stop = 0;
+  int ar = h->alloc(h->ctx, size, stream, &pl), stop = 0;
   le->handle = pl.handle;
   le->device = (int8_t)h->dev;
   if (!lean) note_owner(le, ev, 0);
@@ -1166,6 +1174,20 @@ __attribute__((always_inline)) static inline int plain_alloc(engine *e, const pl
   }
   plain_after(e, h, ev, lean);
   return stop;
+}
+
+/* An allocation, event i of the view (do_alloc's common case): 0, 1 when the run stops at its OOM,
+ * -1 on error, or 2 when it is not one the step takes (nothing done). One the plan's arguments
+ * hold is taken from them without a look at its event (but at a new peak or an OOM). */
+__attribute__((always_inline)) static inline int plain_alloc(engine *e, const plain_hold *h, const sim_event *evs,
+                                                             size_t i, uint32_t slot, int lean) {
+  if (lean && h->args && h->args[i].size != REPLAY_ARG_EVENT)
+    return plain_take(e, h, &evs[i], slot, h->args[i].size, h->args[i].addr, h->stream, 1);
+  const sim_event *ev = &evs[i];
+  if ((ev->device != h->dev && !(ev->device < 0 && h->dev == 0)) || ((ev->flags & SIM_EVF_PREEXISTING) && h->restores) ||
+      (!lean && !ev->size))
+    return 2;
+  return plain_take(e, h, ev, slot, ev->size, ev->addr, ev->stream, lean);
 }
 
 /* A free of a live allocation, or a request its completion follows (free_pair's case), the event's
@@ -1219,14 +1241,16 @@ __attribute__((always_inline)) static inline size_t plain_run(engine *e, const s
   *rc = 0;
   if (e->nused != 1 || !e->devs[e->used[0]].free_now) return i;
   devstate *ds = &e->devs[e->used[0]];
+  const int d = e->args_device;
+  const replay_alloc_arg *args = lean && steps && (d == e->used[0] || (d < 0 && e->used[0] == 0)) ? e->args : NULL;
   const plain_hold h = {ds, e->used[0], e->cfg->nstart != 0, ds->a.ops->alloc, ds->free_now, ds->a.ctx, ds->st,
-                        &e->dense, e->res};
+                        &e->dense, e->res, args, e->args_stream};
   for (; i < n; i++) {
     const sim_event *ev = &evs[i];
     int step = steps ? steps[i] : replay_step_of(evs, slots, i, n);
-    event_ahead(evs, i);
+    if (!args) event_ahead(evs, i); /* with them, an event is read at a new peak at most */
     if (step == REPLAY_STEP_ALLOC) {
-      int r = plain_alloc(e, &h, ev, slots[i], lean);
+      int r = plain_alloc(e, &h, evs, i, slots[i], lean);
       if (r == 2) break;
       if (r) {
         *rc = r;
@@ -1456,6 +1480,7 @@ static int replay_events(engine *e, replay_source *src) {
     }
     const uint32_t *slots = src->view ? view_slots(e, src) : NULL;
     const uint8_t *steps = slots && src->view_steps ? src->view_steps(src->ctx) : NULL;
+    e->args = steps && src->view_args ? src->view_args(src->ctx, &e->args_stream, &e->args_device) : NULL;
     size_t i = replay_some(e, evs, slots, steps, (size_t)n, &rc);
     if (rc == 3) rc = 2; /* stopped before that event: it was not read */
     else if (rc) i++;    /* the event that stopped the replay was read */
@@ -1635,6 +1660,13 @@ static const uint8_t *array_steps(void *ctx) {
   return a->plan->step ? a->plan->step + a->pos : NULL;
 }
 
+static const replay_alloc_arg *array_args(void *ctx, int64_t *stream, int *device) {
+  replay_array_source *a = ctx;
+  *stream = a->plan->arg_stream;
+  *device = a->plan->arg_device;
+  return a->plan->arg ? a->plan->arg + a->pos : NULL;
+}
+
 replay_source replay_array_source_planned(replay_array_source *a, const sim_event *events, size_t n,
                                           const replay_plan *plan) {
   a->events = events;
@@ -1643,7 +1675,8 @@ replay_source replay_array_source_planned(replay_array_source *a, const sim_even
   a->plan = plan && plan->events == events && plan->n == n ? plan : NULL;
   return (replay_source){.next = array_next, .ctx = a, .view = array_view, .advance = array_advance,
                          .rewind = array_rewind, .length_hint = n, .view_slots = a->plan ? array_slots : NULL,
-                         .plan_records = a->plan ? a->plan->nslots : 0, .view_steps = a->plan ? array_steps : NULL};
+                         .plan_records = a->plan ? a->plan->nslots : 0, .view_steps = a->plan ? array_steps : NULL,
+                         .view_args = a->plan ? array_args : NULL};
 }
 
 replay_source replay_array_source_init(replay_array_source *a, const sim_event *events, size_t n) {

@@ -43,42 +43,63 @@ void replay_planner_release(replay_planner *p) {
   memset(p, 0, sizeof *p);
 }
 
-/* Each event's step, from the events and their numbers (a plan gathered from views). */
-static uint8_t *plan_steps(const sim_event *events, const uint32_t *slot, size_t n) {
-  uint8_t *step = sim_xmalloc(n ? n : 1);
-  for (size_t i = 0; i < n; i++) step[i] = replay_step_of(events, slot, i, n);
-  return step;
+/* Event ev's allocation arguments (source.h: replay_alloc_arg) in plan p, whose stream and device
+ * the first allocation that does not begin a window sets (*chosen: whether one has). */
+static replay_alloc_arg plan_arg(replay_plan *p, const sim_event *ev, int *chosen) {
+  if (ev->kind != SIM_EV_ALLOC) return (replay_alloc_arg){0, 0};
+  if (ev->flags & SIM_EVF_PREEXISTING) return (replay_alloc_arg){REPLAY_ARG_EVENT, 0};
+  if (!*chosen) {
+    p->arg_stream = ev->stream;
+    p->arg_device = ev->device;
+    *chosen = 1;
+  }
+  if (ev->stream != p->arg_stream || ev->device != p->arg_device) return (replay_alloc_arg){REPLAY_ARG_EVENT, 0};
+  return (replay_alloc_arg){ev->size, ev->addr};
 }
 
-/* The numbers and the steps in one pass over the events: an event's step once the next one's
- * number is known (a second pass read the events again: planning `memplay bench`'s 2 M events
- * took 30-32 ms with it, 25 ms so, 22-23 ms with no steps). */
+/* Each event's step and allocation arguments, from the events and their numbers (a plan gathered
+ * from views). */
+static void plan_steps_args(replay_plan *p) {
+  int chosen = 0;
+  p->step = sim_xmalloc(p->n ? p->n : 1);
+  p->arg = sim_xmalloc((p->n ? p->n : 1) * sizeof *p->arg);
+  for (size_t i = 0; i < p->n; i++) {
+    p->step[i] = replay_step_of(p->events, p->slot, i, p->n);
+    p->arg[i] = plan_arg(p, &p->events[i], &chosen);
+  }
+}
+
+/* The numbers, the steps and the arguments in one pass over the events: an event's step once the
+ * next one's number is known (a second pass read the events again: planning `memplay bench`'s 2 M
+ * events took 30-32 ms with it, 25 ms so, 22-23 ms with no steps). */
 int replay_plan_build(replay_plan *p, const sim_event *events, size_t n) {
-  memset(p, 0, sizeof *p);
   replay_planner pl;
   replay_planner_init(&pl);
-  uint32_t *slot = sim_xmalloc((n ? n : 1) * sizeof *slot);
-  uint8_t *step = sim_xmalloc(n ? n : 1);
+  *p = (replay_plan){.events = events, .n = n};
+  p->slot = sim_xmalloc((n ? n : 1) * sizeof *p->slot);
+  p->step = sim_xmalloc(n ? n : 1);
+  p->arg = sim_xmalloc((n ? n : 1) * sizeof *p->arg);
+  int chosen = 0;
   for (size_t i = 0; i < n && !pl.full; i++) {
-    slot[i] = replay_planner_step(&pl, &events[i]);
-    if (i) step[i - 1] = replay_step_of(events, slot, i - 1, n);
+    p->slot[i] = replay_planner_step(&pl, &events[i]);
+    p->arg[i] = plan_arg(p, &events[i], &chosen);
+    if (i) p->step[i - 1] = replay_step_of(events, p->slot, i - 1, n);
   }
-  if (n && !pl.full) step[n - 1] = replay_step_of(events, slot, n - 1, n);
+  if (n && !pl.full) p->step[n - 1] = replay_step_of(events, p->slot, n - 1, n);
   int full = pl.full;
-  uint32_t records = pl.next;
+  p->nslots = pl.next;
   replay_planner_release(&pl);
   if (full) {
-    free(slot);
-    free(step);
+    replay_plan_release(p);
     return -1;
   }
-  *p = (replay_plan){events, n, slot, step, records};
   return 0;
 }
 
 void replay_plan_release(replay_plan *p) {
   free(p->slot);
   free(p->step);
+  free(p->arg);
   memset(p, 0, sizeof *p);
 }
 
@@ -102,7 +123,8 @@ int replay_plan_gather_end(replay_plan_gather *g, const sim_event *events, size_
     replay_plan_gather_release(g);
     return -1;
   }
-  *out = (replay_plan){events, n, g->slot, plan_steps(events, g->slot, n), g->records};
+  *out = (replay_plan){.events = events, .n = n, .slot = g->slot, .nslots = g->records};
+  plan_steps_args(out);
   memset(g, 0, sizeof *g);
   return 0;
 }

@@ -9,6 +9,7 @@
 #include "sim/hashmap.h"
 
 typedef struct replay_plan replay_plan;
+typedef struct replay_alloc_arg replay_alloc_arg;
 
 /*
  * next() fills *ev and returns 1, returns 0 at the end, or -1 on error with a message that
@@ -43,6 +44,11 @@ typedef struct replay_source {
   /* The plan's steps (replay_plan.step) of the events the last view() lent, or NULL (NULL: the
    * source has none; the engine then tells each event's step from the event). */
   const uint8_t *(*view_steps)(void *ctx);
+  /* The plan's allocation arguments (replay_plan.arg) of the events the last view lent, and the
+   * stream and device of those it holds (*stream, *device), or NULL. Only a source whose events
+   * are the plan's own, unchanged, lends them (a transform that scales sizes does not), and only
+   * with its steps and numbers, which it then lends with every view. */
+  const replay_alloc_arg *(*view_args)(void *ctx, int64_t *stream, int *device);
 } replay_source;
 
 static inline int replay_source_next(replay_source *s, sim_event *ev) { return s->next(s->ctx, ev); }
@@ -105,12 +111,29 @@ enum {
   REPLAY_STEP_PAIR     /* a free request whose completion (the same address and record) comes next */
 };
 
+/*
+ * What a lean planned loop reads of an allocation (replay_plan.arg), 16 bytes in place of its
+ * 96-byte event, so that such a replay of a trace larger than the processor's caches does not
+ * stream every event through them (docs/performance.md, round thirty). An allocation on the plan's
+ * stream and device (those of its first allocation that does not begin a window) has its size and
+ * address here; any other (another stream or device, or one of the allocations a window begins
+ * with, SIM_EVF_PREEXISTING) has REPLAY_ARG_EVENT as its size: the loop reads its event. Other
+ * events' entries are zero.
+ */
+struct replay_alloc_arg {
+  uint64_t size, addr;
+};
+#define REPLAY_ARG_EVENT UINT64_MAX
+
 struct replay_plan {
   const sim_event *events; /* the array planned (borrowed) */
   size_t n;
   uint32_t *slot;
   uint8_t *step;   /* each event's REPLAY_STEP_* (made with the numbers) */
   uint32_t nslots; /* records the dense table needs: the most addresses held at once */
+  replay_alloc_arg *arg; /* each event's (made with the numbers) */
+  int64_t arg_stream;    /* the stream and device of the allocations arg holds */
+  int arg_device;
 };
 /* Plans events[0..n-1]: 0, or -1 (too many records to number: the array is replayed unplanned). */
 int replay_plan_build(replay_plan *p, const sim_event *events, size_t n);
