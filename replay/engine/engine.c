@@ -1108,29 +1108,42 @@ typedef struct plain_hold {
   replay_result *r;
   const replay_alloc_arg *args; /* the view's (lean, on the device of its allocations), or NULL */
   int64_t stream;               /* theirs */
+  struct lean_marks *marks;
 } plain_hold;
+
+/* The events of a lean loop's latest peaks, whose numbers and times are read when the loop stops:
+ * a new peak then waits for no event's line (a loop with the plan's arguments reads no other). */
+typedef struct lean_marks {
+  const sim_event *allocated, *reserved, *requested;
+} lean_marks;
 
 /* After an event on the run's only device, its totals against the peaks (peaks, lean, with the
  * totals read from the device's statistics). */
 __attribute__((always_inline)) static inline void lean_peaks(replay_result *r, const sim_alloc_stats *st,
-                                                             const sim_event *ev) {
+                                                             const sim_event *ev, lean_marks *m) {
   int64_t a = st->allocated.current, v = st->reserved.current, q = st->requested.current, c = st->active.current;
   if (a > r->peak_allocated) {
     r->peak_allocated = a;
-    r->peak_allocated_seq = ev->seq;
-    r->peak_ts = ev->ts;
     r->at_peak_reserved = v;
+    m->allocated = ev;
   }
-  if (v > r->peak_reserved) r->peak_reserved = v, r->peak_reserved_seq = ev->seq;
-  if (q > r->peak_requested) r->peak_requested = q, r->peak_requested_seq = ev->seq;
+  if (v > r->peak_reserved) r->peak_reserved = v, m->reserved = ev;
+  if (q > r->peak_requested) r->peak_requested = q, m->requested = ev;
   if (c > r->peak_active) r->peak_active = c;
+}
+
+/* The marked peaks' event numbers and time, once the loop stops (its events still lent). */
+static inline void lean_marks_take(replay_result *r, const lean_marks *m) {
+  if (m->allocated) r->peak_allocated_seq = m->allocated->seq, r->peak_ts = m->allocated->ts;
+  if (m->reserved) r->peak_reserved_seq = m->reserved->seq;
+  if (m->requested) r->peak_requested_seq = m->requested->seq;
 }
 
 /* After an event the step took: the totals, the peaks, the timeline (lean: the peaks alone). */
 __attribute__((always_inline)) static inline void plain_after(engine *e, const plain_hold *h, const sim_event *ev,
                                                               int lean) {
   if (lean) {
-    lean_peaks(h->r, h->st, ev);
+    lean_peaks(h->r, h->st, ev, h->marks);
     return;
   }
   device_sync(e, h->ds);
@@ -1243,8 +1256,9 @@ __attribute__((always_inline)) static inline size_t plain_run(engine *e, const s
   devstate *ds = &e->devs[e->used[0]];
   const int d = e->args_device;
   const replay_alloc_arg *args = lean && steps && (d == e->used[0] || (d < 0 && e->used[0] == 0)) ? e->args : NULL;
-  const plain_hold h = {ds, e->used[0], e->cfg->nstart != 0, ds->a.ops->alloc, ds->free_now, ds->a.ctx, ds->st,
-                        &e->dense, e->res, args, e->args_stream};
+  lean_marks marks = {NULL, NULL, NULL};
+  const plain_hold h = {ds,       e->used[0], e->cfg->nstart != 0, ds->a.ops->alloc, ds->free_now, ds->a.ctx, ds->st,
+                        &e->dense, e->res,    args,                e->args_stream,   &marks};
   for (; i < n; i++) {
     const sim_event *ev = &evs[i];
     int step = steps ? steps[i] : replay_step_of(evs, slots, i, n);
@@ -1266,6 +1280,7 @@ __attribute__((always_inline)) static inline size_t plain_run(engine *e, const s
       timeline_tick(e, ev);
     }
   }
+  if (lean) lean_marks_take(h.r, &marks);
   device_sync(e, ds);
   return i;
 }
