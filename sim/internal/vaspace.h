@@ -19,7 +19,9 @@
  * finds its block by a binary search of the lowest addresses and moves at most a block's ranges;
  * a new slab's rest, below all the others, is appended. A replay of many long-lived allocations of
  * mixed sizes leaves thousands of holes, where a scan of every range on each request made the
- * replay quadratic; a few hundred ranges fit a few blocks and cost about what one array did.
+ * replay quadratic; a few hundred ranges fit a few blocks and cost about what one array did. A
+ * bound on the largest range of all (made exact by a search that finds none) answers at once the
+ * request no range holds, which most large ones are (each then carves a slab whose rest is smaller).
  */
 #define VA_BLOCK 64
 
@@ -46,6 +48,7 @@ typedef struct va_space {
   size_t nb, cap;
   va_block *spares; /* blocks kept for reuse */
   size_t n;         /* ranges */
+  uint64_t largest; /* no range is larger (a bound, made exact when a search finds none) */
 } va_space;
 
 /*
@@ -68,6 +71,7 @@ static inline void va_space_clear(va_space *v) {
     v->spares = v->s[i].b;
   }
   v->nb = v->n = 0;
+  v->largest = 0;
 }
 
 static inline void va_space_release(va_space *v) {
@@ -157,11 +161,17 @@ static inline void va_insert_(va_space *v, size_t i, size_t j, va_range r) {
   v->n++;
   if (j == b->n - 1) v->s[i].low = r.addr;
   if (r.size > v->s[i].largest) v->s[i].largest = r.size;
+  if (r.size > v->largest) v->largest = r.size;
 }
 
 static inline int va_space_take(va_space *v, uint64_t size, uint64_t *addr) {
+  if (v->largest < size) return -1; /* no range holds it: a new slab, as most large requests take */
+  uint64_t largest = 0;               /* the blocks' bounds passed over */
   for (size_t i = v->nb; i-- > 0;) { /* from the lowest block up */
-    if (v->s[i].largest < size) continue;
+    if (v->s[i].largest < size) {
+      if (v->s[i].largest > largest) largest = v->s[i].largest;
+      continue;
+    }
     va_block *b = v->s[i].b;
     uint64_t passed = 0; /* the largest of the ranges passed over, all smaller than size */
     for (size_t j = b->n; j-- > 0;) {
@@ -178,13 +188,16 @@ static inline int va_space_take(va_space *v, uint64_t size, uint64_t *addr) {
       return 0;
     }
     v->s[i].largest = passed; /* none held it: the bound made exact */
+    if (passed > largest) largest = passed;
   }
+  v->largest = largest; /* no block held it: every bound passed over, the largest of them */
   return -1;
 }
 
 static inline void va_space_give(va_space *v, uint64_t addr, uint64_t size) {
   /* bi: the first block holding a range below addr; the range below addr is its first such */
   size_t bi = 0, hi = v->nb;
+  if (v->nb && v->s[v->nb - 1].low > addr) bi = hi; /* below every range, as a new slab's rest is */
   while (bi < hi) {
     size_t mid = (bi + hi) / 2;
     if (v->s[mid].low > addr) bi = mid + 1;
@@ -211,12 +224,14 @@ static inline void va_space_give(va_space *v, uint64_t addr, uint64_t size) {
   if (join_below) {
     below->size += size + (join_above ? above->size : 0);
     if (below->size > v->s[bi].largest) v->s[bi].largest = below->size;
+    if (below->size > v->largest) v->largest = below->size;
     if (join_above) va_remove_(v, ai, aj); /* the two ranges and the gap are one */
   } else if (join_above) {
     above->addr = addr; /* nothing lies between it and the range below: the order holds */
     above->size += size;
     if (aj == v->s[ai].b->n - 1) v->s[ai].low = addr;
     if (above->size > v->s[ai].largest) v->s[ai].largest = above->size;
+    if (above->size > v->largest) v->largest = above->size;
   } else if (below) {
     va_insert_(v, bi, bj, (va_range){addr, size});
   } else { /* below every range, as a new slab's rest is: at the end */
@@ -238,7 +253,7 @@ static inline int va_space_valid(const va_space *v) {
       if (r->size > m) m = r->size;
       n++;
     }
-    if (m > v->s[i].largest) return 0;
+    if (m > v->s[i].largest || m > v->largest) return 0;
   }
   return n == v->n;
 }
