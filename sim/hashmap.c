@@ -24,7 +24,7 @@ void sim_map_release(sim_map *m) {
 }
 
 void sim_map_clear(sim_map *m) {
-  if (m->slots)
+  if (m->slots && m->len) /* a map emptied by deletes has every slot empty */
     for (size_t i = 0; i < m->cap; i++) m->slots[i].key = EMPTY;
   m->len = 0;
   m->has_max = 0;

@@ -79,6 +79,7 @@ struct replay_engine {
   uint8_t used[REPLAY_MAX_DEVICES]; /* the devices in use, in index order */
   int nused;
   uint64_t used_mask; /* bit d: device d is in use */
+  uint64_t touched;   /* bit d: devs[d] may hold more than zeros (it was begun, or it keeps a model) */
   live_table live; /* trace address -> what is live */
   live_dense dense; /* the same, numbered by a plan (live.h) */
   /* 1: the run follows its source's plan (the dense table), -1: it does not (the hash table), 0:
@@ -175,8 +176,8 @@ static int start_segment(engine *e, devstate *ds, int device, const replay_start
     /* the memory is held already: counted by the device, its addresses never handed out again */
     uint64_t lo = it[0].expandable && it[0].requested ? it[0].requested : it[0].addr;
     sim_simdev_hold(&ds->dev, lo, it[0].addr + it[0].size - lo, it[0].size);
+    sim_grow((void **)&e->restored, &e->cap_restored, e->nrestored + n, sizeof *e->restored);
     for (size_t k = 1; k < n; k++) {
-      sim_grow((void **)&e->restored, &e->cap_restored, e->nrestored + 1, sizeof *e->restored);
       e->restored[e->nrestored++] = (restored_block){h[k], it[k].addr, it[k].size, device, it[k].state};
       *sim_map_put(&e->restored_at, st->trace_addr[at + k], NULL) = e->nrestored;
     }
@@ -322,6 +323,7 @@ static devstate *device_new(engine *e, int device) {
   }
   devstate *ds = &e->devs[device];
   const replay_config *cfg = e->cfg;
+  e->touched |= UINT64_C(1) << device;
   if (ds->kept && model_reuse(cfg, ds)) goto made;
   int rc = cfg->make_device ? cfg->make_device(cfg->device_arg, device, &ds->dev, e->err, e->errlen)
                             : sim_factory((void *)cfg, device, &ds->dev, e->err, e->errlen);
@@ -1399,11 +1401,12 @@ static void engine_begin(engine *e, const replay_config *cfg, replay_source *src
     if (e->sites[i].stack >= 0 && e->sites[i].stack < SITE_SMALL_MAX) e->site_small[e->sites[i].stack] = 0;
   e->nsites = 0;
   e->ndirty = 0;
-  /* everything else starts at zero, as in a new engine */
-  for (int d = 0; d < REPLAY_MAX_DEVICES; d++) {
-    devstate *ds = &e->devs[d];
+  /* everything else starts at zero, as in a new engine (the devices no run has begun are) */
+  for (uint64_t t = e->touched; t; t &= t - 1) {
+    devstate *ds = &e->devs[__builtin_ctzll(t)];
     if (!ds->kept) {
       memset(ds, 0, sizeof *ds);
+      e->touched &= ~(t & -t);
       continue;
     }
     devstate keep = *ds; /* a model kept from an earlier run, its device with it */
