@@ -194,10 +194,32 @@ static inline int va_space_take(va_space *v, uint64_t size, uint64_t *addr) {
   return -1;
 }
 
+/* [addr, addr + size) below every range, as a new slab's rest is: joined with the lowest range, or
+ * after it in the last block. 0 when that block is full (va_space_give splits it). */
+static inline int va_give_lowest_(va_space *v, uint64_t addr, uint64_t size) {
+  va_slot *t = &v->s[v->nb - 1];
+  va_block *b = t->b;
+  va_range *lowest = &b->r[b->n - 1];
+  if (addr + size == lowest->addr) {
+    lowest->addr = addr;
+    lowest->size += size;
+    size = lowest->size;
+  } else if (b->n < VA_BLOCK) {
+    b->r[b->n++] = (va_range){addr, size};
+    v->n++;
+  } else {
+    return 0;
+  }
+  t->low = addr;
+  if (size > t->largest) t->largest = size;
+  if (size > v->largest) v->largest = size;
+  return 1;
+}
+
 static inline void va_space_give(va_space *v, uint64_t addr, uint64_t size) {
+  if (v->nb && v->s[v->nb - 1].low > addr && va_give_lowest_(v, addr, size)) return;
   /* bi: the first block holding a range below addr; the range below addr is its first such */
   size_t bi = 0, hi = v->nb;
-  if (v->nb && v->s[v->nb - 1].low > addr) bi = hi; /* below every range, as a new slab's rest is */
   while (bi < hi) {
     size_t mid = (bi + hi) / 2;
     if (v->s[mid].low > addr) bi = mid + 1;
