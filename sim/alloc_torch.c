@@ -724,6 +724,7 @@ static int torch_create(void **ctx, sim_device *dev, const sim_alloc_config *cfg
 static void torch_destroy(void *ctx) {
   torch *m = ctx;
   sim_assert_valid(_torch_check, m);
+  _torch_saved_release(m);
   tfree_release(&m->small_blocks.blocks);
   tfree_release(&m->large_blocks.blocks);
   for (size_t i = 0; i < m->nchunks; i++) free(m->chunks[i]);
@@ -956,4 +957,6 @@ const sim_allocator_ops sim_torch_ops = {
   .reset = torch_reset,
   .free = torch_free,
   .device_changed = torch_device_changed,
+  .save = _torch_save,
+  .load = _torch_load,
 };

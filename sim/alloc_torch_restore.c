@@ -243,3 +243,93 @@ int _torch_restore(void *ctx, sim_walk_item *items, size_t n, uintptr_t *handles
   sim_assert_valid(_torch_check, m);
   return SIM_OK;
 }
+
+/* ---- a restored state kept for the next replay (the save and load ops) ----------------------------
+ * A replay loop of a recorded window restores the same segments before every replay (for
+ * kk_ctx128_fullstep, a twentieth of its time: docs/performance.md, round thirty). save copies what a restore changed, the
+ * model's fields, its block records (their links are addresses in the arena, which a reset keeps)
+ * and each pool's streams of free blocks; load puts them back over the reset model. Expandable
+ * segments' reservations live outside the arena: a model that holds any keeps nothing. */
+
+struct tsaved {
+  torch fields;       /* the model's fields as they were */
+  tblock *blocks;     /* records 1 .. fields.next_index - 1 */
+  size_t cap;
+  struct pool_saved {
+    struct tfree_stream **at;      /* its streams, in the set's order */
+    struct tfree_stream *contents; /* and what each held */
+    size_t n, cap;
+  } pools[2];
+};
+
+int _torch_save(void *ctx) {
+  torch *m = ctx;
+  if (m->segments) return -1;
+  struct tsaved *s = m->saved ? m->saved : (m->saved = sim_xcalloc(1, sizeof *m->saved));
+  s->fields = *m;
+  size_t n = m->next_index ? m->next_index - 1u : 0;
+  sim_grow((void **)&s->blocks, &s->cap, n, sizeof *s->blocks);
+  for (uint32_t i = 1; i < m->next_index; i++) s->blocks[i - 1] = *block_at(m, i);
+  tpool *pools[2] = {&m->small_blocks, &m->large_blocks};
+  for (int k = 0; k < 2; k++) {
+    const struct tfree *f = &pools[k]->blocks;
+    struct pool_saved *ps = &s->pools[k];
+    size_t cap = ps->cap;
+    sim_grow((void **)&ps->at, &ps->cap, f->n, sizeof *ps->at);
+    sim_grow((void **)&ps->contents, &cap, f->n, sizeof *ps->contents);
+    for (size_t i = 0; i < f->n; i++) ps->at[i] = f->s[i], ps->contents[i] = *f->s[i];
+    ps->n = f->n;
+  }
+  return 0;
+}
+
+/* Pool k's set of free blocks as save found it: its streams (any made since freed), their contents. */
+static void load_pool(struct tfree *f, const struct pool_saved *ps) {
+  for (size_t i = 0; i < f->n; i++) {
+    size_t j = 0;
+    while (j < ps->n && ps->at[j] != f->s[i]) j++;
+    if (j == ps->n) free(f->s[i]);
+  }
+  sim_grow((void **)&f->s, &f->cap, ps->n, sizeof *f->s);
+  for (size_t i = 0; i < ps->n; i++) {
+    f->s[i] = ps->at[i];
+    *f->s[i] = ps->contents[i];
+  }
+  f->n = ps->n;
+  f->last = NULL;
+  f->last_stream = 0;
+}
+
+void _torch_load(void *ctx) {
+  torch *m = ctx;
+  const struct tsaved *s = m->saved;
+  const torch *was = &s->fields;
+  tpool *pools[2] = {&m->small_blocks, &m->large_blocks};
+  const tpool *pools_was[2] = {&was->small_blocks, &was->large_blocks};
+  for (int k = 0; k < 2; k++) {
+    load_pool(&pools[k]->blocks, &s->pools[k]);
+    pools[k]->blocks.count = pools_was[k]->blocks.count;
+    pools[k]->unmapped = pools_was[k]->unmapped;
+    pools[k]->get_free_blocks_call_count = pools_was[k]->get_free_blocks_call_count;
+  }
+  m->next_index = was->next_index; /* the arena still holds the chunks of the records saved */
+  for (uint32_t i = 1; i < m->next_index; i++) *block_at(m, i) = s->blocks[i - 1];
+  m->st = was->st;
+  m->free_list = was->free_list;
+  m->waiting_newest = was->waiting_newest;
+  m->waiting_head = was->waiting_head;
+  m->waiting_tail = was->waiting_tail;
+  m->total_allocated_memory = was->total_allocated_memory;
+  m->stats = was->stats;
+  m->tree_conflicts = was->tree_conflicts;
+  sim_assert_valid(_torch_check, m);
+}
+
+void _torch_saved_release(torch *m) {
+  struct tsaved *s = m->saved;
+  if (!s) return;
+  free(s->blocks);
+  for (int k = 0; k < 2; k++) free(s->pools[k].at), free(s->pools[k].contents);
+  free(s);
+  m->saved = NULL;
+}

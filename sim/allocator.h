@@ -167,8 +167,9 @@ static inline void sim_gauge_add(sim_gauge *g, int64_t delta) {
 /* The version of sim_allocator_ops a table was written for. Fields are only ever added at the end
  * of the table, each with the version that added it, so that a table written for an older version
  * keeps working: a caller reads a field only from a table whose `version` is at least the one
- * that added it (sim_allocator_can_reset shows how). 3 added `reset`, 4 `free` and `device_changed`. */
-#define SIM_ALLOCATOR_VERSION 4
+ * that added it (sim_allocator_can_reset shows how). 3 added `reset`, 4 `free` and `device_changed`,
+ * 5 `save` and `load`. */
+#define SIM_ALLOCATOR_VERSION 5
 
 /* Facts about a real allocator that the code around a model acts on (sim_allocator_ops.traits),
  * so that no caller compares an allocator's name. */
@@ -288,10 +289,24 @@ typedef struct sim_allocator_ops {
    * SIM_OK at once. NULL: the model cannot follow such a change (the caller makes a new instance):
    * a comparison whose policies differ only in capacity keeps one model when it can. */
   int (*device_changed)(void *ctx);
+  /* Version 5. A restored start state kept for the next replay: a loop of replays of a recorded
+   * window restores the same segments before each. save, right after the restores, remembers the
+   * instance's whole state: 0, or nonzero when it cannot (it then keeps nothing); load, after a
+   * reset that handed nothing back (a clearing device's), puts that state back, as the same
+   * restores would have left it, handles included (the caller restores the device's own state:
+   * sim_simdev_save). What save kept is freed with the instance. NULL: the caller restores the
+   * segments again. */
+  int (*save)(void *ctx);
+  void (*load)(void *ctx);
 } sim_allocator_ops;
 
 /* Whether ops has a reset op (a table written for version 3 or later, with the op filled in). */
 static inline int sim_allocator_can_reset(const sim_allocator_ops *ops) { return ops->version >= 3 && ops->reset; }
+
+/* Whether ops has the save and load ops (version 5 or later, both filled in). */
+static inline int sim_allocator_can_keep_start(const sim_allocator_ops *ops) {
+  return ops->version >= 5 && ops->save && ops->load;
+}
 
 /* device_changed for a model that reads its device's capacity and memory only as it places
  * requests (options.c): SIM_OK. */

@@ -239,6 +239,7 @@ typedef struct torch {
   tseg *segments;           /* live expandable segments */
   size_t nchunks, chunks_cap;
   uint64_t tree_conflicts;  /* inserts that found an equal key (a broken state; check reports it) */
+  struct tsaved *saved;     /* a start state kept by the save op, or NULL */
 } torch;
 
 /* ---- the block arena and the pools' sets ---------------------------------------------------------- */
@@ -327,8 +328,11 @@ void _torch_waiting_add(torch *m, tblock *b);
 /* try_merge_blocks: src, a neighbour of dst, joins it when free; the size it added, or 0. */
 uint64_t _torch_try_merge_blocks(torch *m, tblock *dst, tblock *src, tpool *pool);
 
-/* alloc_torch_restore.c: the restore op. */
+/* alloc_torch_restore.c: the restore op, and the save and load ops that keep a restored state. */
 int _torch_restore(void *ctx, sim_walk_item *items, size_t n, uintptr_t *handles, char *err, size_t errlen);
+int _torch_save(void *ctx);
+void _torch_load(void *ctx);
+void _torch_saved_release(torch *m);
 
 /* alloc_torch_check.c: the check op. */
 int _torch_check(void *ctx, char *err, size_t errlen);
