@@ -856,6 +856,67 @@ static void a_start_state_is_in_use_before_any_allocation(void) {
   free(idle.ev);
 }
 
+/* Runs of one kept engine that start from a recorded state, the model keeping what it restored
+ * for the next run that starts as it did (allocator.h, `save`), give what new engines give: the
+ * same states again, another state, the same on a device of another capacity or address order,
+ * and a model that keeps nothing. */
+static void kept_start_state_matches_a_restore(void) {
+  const uint64_t seg = UINT64_C(0x100000000000), seg2 = UINT64_C(0x200000000000);
+  sim_walk_item one[] = {
+    {.is_segment = 1, .addr = seg, .size = 20 * MIB, .pool = 1},
+    {.addr = seg, .requested = 6 * MIB, .state = SIM_BLOCK_ALLOCATED},
+    {.addr = seg + 8 * MIB, .requested = 4 * MIB, .state = SIM_BLOCK_PENDING_FREE},
+    {.is_segment = 1, .addr = seg2, .size = 2 * MIB, .pool = 0},
+    {.addr = seg2 + 4096, .requested = 1000, .state = SIM_BLOCK_ALLOCATED},
+  };
+  sim_walk_item two[5];
+  memcpy(two, one, sizeof one);
+  two[1].requested = 3 * MIB; /* another state: one block smaller */
+  uint64_t trace_addr[] = {0, 0xa000, 0xb000, 0, 0xc000};
+  replay_start s1 = {.device = 0, .items = one, .trace_addr = trace_addr, .n = 5, .nsegments = 2, .nblocks = 3};
+  replay_start s2 = s1;
+  s2.items = two;
+  evbuf b = {0}, more = outcome_trace(3000, 5);
+  add(&b, SIM_EV_ALLOC, 0xa000, 6 * MIB)->flags = SIM_EVF_PREEXISTING;
+  add(&b, SIM_EV_ALLOC, 0xc000, 1000)->flags = SIM_EVF_PREEXISTING;
+  for (size_t i = 0; i < more.n; i++) *add(&b, more.ev[i].kind, more.ev[i].addr, more.ev[i].size) = more.ev[i];
+  add(&b, SIM_EV_FREE, 0xa000, 0);
+  add(&b, SIM_EV_FREE_COMPLETED, 0xb000, 0);
+  const char *models[] = {"torch", "torch:expandable_segments:True", "bfc"};
+  struct {
+    const replay_start *start;
+    uint64_t capacity;
+    int address_order;
+  } runs[] = {{&s1, UINT64_MAX, SIM_VA_DOWN}, {&s1, UINT64_MAX, SIM_VA_DOWN}, {&s2, UINT64_MAX, SIM_VA_DOWN},
+              {&s1, UINT64_MAX, SIM_VA_DOWN}, {&s1, 300 * MIB, SIM_VA_DOWN},  {&s1, 300 * MIB, SIM_VA_UP},
+              {&s1, 300 * MIB, SIM_VA_UP},    {&s1, UINT64_MAX, SIM_VA_UP}};
+  replay_engine *kept = replay_engine_new();
+  for (size_t m = 0; m < sizeof models / sizeof *models; m++) {
+    sim_spec spec;
+    char err[512];
+    CHECK_EQ(sim_spec_parse(&spec, models[m], err, sizeof err), 0);
+    for (size_t r = 0; r < sizeof runs / sizeof *runs; r++)
+      for (int lean = 0; lean < 2; lean++) {
+        replay_config cfg = {.spec = &spec, .capacity = runs[r].capacity, .address_order = runs[r].address_order,
+                             .timeline_points = 64, .top_sites = 5, .start = runs[r].start, .nstart = 1, .lean = lean};
+        replay_array_source as;
+        replay_source src = replay_array_source_init(&as, b.ev, b.n);
+        replay_result a, n;
+        CHECK_EQ(replay_engine_run(kept, &cfg, &src, &a, err, sizeof err), 0);
+        src = replay_array_source_init(&as, b.ev, b.n);
+        CHECK_EQ(replay_run(&cfg, &src, &n, err, sizeof err), 0);
+        CHECK(a.allocs > 2 && a.ooms == n.ooms);
+        check_same_result(&n, &a);
+        replay_result_release(&a);
+        replay_result_release(&n);
+      }
+    sim_spec_release(&spec);
+  }
+  replay_engine_free(kept);
+  free(b.ev);
+  free(more.ev);
+}
+
 /* ---- a planned replay (source.h: replay_plan) ------------------------------------------------- */
 
 /* What a plan numbers on a trace of every case: records taken back most recently freed first, a
@@ -1201,6 +1262,7 @@ int main(void) {
   RUN(memory_grows_with_live_set_not_trace);
   RUN(peak_state_taken_when_it_changes);
   RUN(kept_engine_matches_new_engines);
+  RUN(kept_start_state_matches_a_restore);
   RUN(plain_replay_matches_checked_and_observed);
   RUN(observers_told_what_the_model_did);
   RUN(observers_told_from_a_start_state);

@@ -34,10 +34,27 @@ typedef struct dev_snap {
   int64_t reserved;
 } dev_snap;
 
+/* A start state restored once and kept with the model (allocator.h, `save`): what it was restored
+ * from (the device's start states, its capacity, memory and address order), and the blocks it
+ * gave the engine (restored_blocks, each with its trace address). */
+typedef struct start_kept {
+  int ok;
+  uint64_t capacity, total_memory;
+  int va_order;
+  size_t *lens;              /* each start state's items */
+  sim_walk_item *items;      /* theirs, one after another */
+  uint64_t *trace_addr;
+  size_t nlens, n;
+  struct restored_block *blocks;
+  uint64_t *block_addr;
+  size_t nblocks;
+} start_kept;
+
 typedef struct devstate {
   int used;
   int kept;      /* dev and a hold a model from an earlier run, made from key */
   model_key key;
+  start_kept start; /* kept with the model */
   sim_device dev;
   sim_allocator a;
   void (*free_now)(void *ctx, uintptr_t handle); /* sim_allocator_free_op: request and completion at once, or NULL */
@@ -209,6 +226,94 @@ static int device_start(engine *e, devstate *ds, int device) {
   return 0;
 }
 
+/* ---- a start state kept with its model -------------------------------------------------------
+ * A loop of replays of a recorded window restores the same segments before every replay (for
+ * kk_ctx128_fullstep, a twentieth of its time: docs/performance.md, round thirty). A model that can (allocator.h, `save`) keeps the state its restores left,
+ * and the next run that starts its device from the same states, on the same device, puts it back
+ * (start_load) instead of restoring them again. */
+
+static void start_forget(devstate *ds) {
+  start_kept *k = &ds->start;
+  free(k->lens);
+  free(k->items);
+  free(k->trace_addr);
+  free(k->blocks);
+  free(k->block_addr);
+  memset(k, 0, sizeof *k);
+}
+
+static int item_same(const sim_walk_item *a, const sim_walk_item *b) {
+  return a->is_segment == b->is_segment && a->addr == b->addr && a->size == b->size && a->requested == b->requested &&
+         a->stream == b->stream && a->state == b->state && a->pool == b->pool && a->expandable == b->expandable &&
+         a->handle == b->handle;
+}
+
+/* Whether the run starts ds (device `device`) as the kept state was started. */
+static int start_same(const replay_config *cfg, const devstate *ds, int device) {
+  const start_kept *k = &ds->start;
+  if (ds->dev.capacity != k->capacity || ds->dev.total_memory != k->total_memory ||
+      sim_simdev_va_order(&ds->dev) != k->va_order)
+    return 0;
+  size_t nl = 0, at = 0;
+  for (size_t s = 0; s < cfg->nstart; s++) {
+    const replay_start *st = &cfg->start[s];
+    if (st->device != device || !st->n) continue;
+    if (nl == k->nlens || k->lens[nl++] != st->n) return 0;
+    for (size_t i = 0; i < st->n; i++, at++)
+      if (!item_same(&st->items[i], &k->items[at]) || st->trace_addr[i] != k->trace_addr[at]) return 0;
+  }
+  return nl == k->nlens;
+}
+
+/* The kept state put back, when the run starts ds as it was started: 1, else 0 (nothing done). */
+static int start_load(engine *e, devstate *ds, int device) {
+  start_kept *k = &ds->start;
+  if (!k->ok || !start_same(e->cfg, ds, device)) return 0;
+  ds->a.ops->load(ds->a.ctx);
+  sim_simdev_load(&ds->dev);
+  sim_grow((void **)&e->restored, &e->cap_restored, e->nrestored + k->nblocks, sizeof *e->restored);
+  for (size_t i = 0; i < k->nblocks; i++) {
+    e->restored[e->nrestored++] = k->blocks[i];
+    *sim_map_put(&e->restored_at, k->block_addr[i], NULL) = e->nrestored;
+  }
+  return 1;
+}
+
+/* The device's start states restored, and kept with its model when it can keep them. 0, or -1. */
+static int device_start_keep(engine *e, devstate *ds, int device) {
+  const replay_config *cfg = e->cfg;
+  size_t first = e->nrestored;
+  start_forget(ds);
+  if (device_start(e, ds, device)) return -1;
+  if (cfg->make_device || !sim_allocator_can_keep_start(ds->a.ops) || sim_simdev_save(&ds->dev) ||
+      ds->a.ops->save(ds->a.ctx))
+    return 0;
+  start_kept *k = &ds->start;
+  for (size_t s = 0; s < cfg->nstart; s++) {
+    const replay_start *st = &cfg->start[s];
+    if (st->device != device || !st->n) continue;
+    k->lens = sim_xrealloc(k->lens, (k->nlens + 1) * sizeof *k->lens);
+    k->lens[k->nlens++] = st->n;
+    k->items = sim_xrealloc(k->items, (k->n + st->n) * sizeof *k->items);
+    k->trace_addr = sim_xrealloc(k->trace_addr, (k->n + st->n) * sizeof *k->trace_addr);
+    memcpy(k->items + k->n, st->items, st->n * sizeof *st->items);
+    memcpy(k->trace_addr + k->n, st->trace_addr, st->n * sizeof *st->trace_addr);
+    k->n += st->n;
+  }
+  k->nblocks = e->nrestored - first;
+  k->blocks = sim_xmalloc((k->nblocks ? k->nblocks : 1) * sizeof *k->blocks);
+  k->block_addr = sim_xmalloc((k->nblocks ? k->nblocks : 1) * sizeof *k->block_addr);
+  memcpy(k->blocks, e->restored + first, k->nblocks * sizeof *k->blocks);
+  for (size_t s = 0, b = 0; s < cfg->nstart; s++) /* the blocks' trace addresses, in start_segment's order */
+    for (size_t i = 0; cfg->start[s].device == device && i < cfg->start[s].n; i++)
+      if (!cfg->start[s].items[i].is_segment) k->block_addr[b++] = cfg->start[s].trace_addr[i];
+  k->capacity = ds->dev.capacity;
+  k->total_memory = ds->dev.total_memory;
+  k->va_order = sim_simdev_va_order(&ds->dev);
+  k->ok = 1;
+  return 0;
+}
+
 /* The device's peaks, raised to its current figures. */
 static void device_peaks(devstate *ds) {
   replay_device_result *r = ds->res;
@@ -275,6 +380,7 @@ static int model_keepable(const replay_config *cfg, const devstate *ds) {
 }
 
 static void model_drop(devstate *ds) {
+  start_forget(ds);
   sim_simdev_clearing(&ds->dev);
   sim_allocator_release(&ds->a);
   sim_release(NULL, 0, &ds->dev);
@@ -324,7 +430,8 @@ static devstate *device_new(engine *e, int device) {
   devstate *ds = &e->devs[device];
   const replay_config *cfg = e->cfg;
   e->touched |= UINT64_C(1) << device;
-  if (ds->kept && model_reuse(cfg, ds)) goto made;
+  int reused = ds->kept && model_reuse(cfg, ds);
+  if (reused) goto made;
   int rc = cfg->make_device ? cfg->make_device(cfg->device_arg, device, &ds->dev, e->err, e->errlen)
                             : sim_factory((void *)cfg, device, &ds->dev, e->err, e->errlen);
   if (rc) return NULL;
@@ -352,7 +459,7 @@ made:
   ds->res = &e->res->devices[e->res->ndevices++];
   ds->res->device = device;
   if (cfg->nstart) {
-    if (device_start(e, ds, device)) return NULL;
+    if (!(reused && start_load(e, ds, device)) && device_start_keep(e, ds, device)) return NULL;
     device_sync(e, ds);
     if (e->nused == 1) device_own(e, ds);
     device_peaks(ds); /* the start state, before the event that made the device */
@@ -1409,9 +1516,9 @@ static void engine_begin(engine *e, const replay_config *cfg, replay_source *src
       e->touched &= ~(t & -t);
       continue;
     }
-    devstate keep = *ds; /* a model kept from an earlier run, its device with it */
+    devstate keep = *ds; /* a model kept from an earlier run, its device and start state with it */
     memset(ds, 0, sizeof *ds);
-    ds->kept = 1, ds->key = keep.key, ds->dev = keep.dev, ds->a = keep.a;
+    ds->kept = 1, ds->key = keep.key, ds->dev = keep.dev, ds->a = keep.a, ds->start = keep.start;
   }
   memset(e->host_live, 0, sizeof e->host_live);
   e->out.allocated = e->out.reserved = e->out.requested = e->active = 0;
@@ -1549,6 +1656,7 @@ static void release_devices(engine *e) {
       ds->key = key_of(cfg);
       continue;
     }
+    start_forget(ds);
     sim_allocator_release(&ds->a);
     if (cfg->make_device) {
       if (cfg->release_device) cfg->release_device(cfg->device_arg, d, &ds->dev);
