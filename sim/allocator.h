@@ -292,10 +292,11 @@ typedef struct sim_allocator_ops {
   /* Version 5. A restored start state kept for the next replay: a loop of replays of a recorded
    * window restores the same segments before each. save, right after the restores, remembers the
    * instance's whole state: 0, or nonzero when it cannot (it then keeps nothing); load, after a
-   * reset that handed nothing back (a clearing device's), puts that state back, as the same
-   * restores would have left it, handles included (the caller restores the device's own state:
-   * sim_simdev_save). What save kept is freed with the instance. NULL: the caller restores the
-   * segments again. */
+   * reset that handed nothing back (a clearing device's), puts that state back, handles
+   * included, as the same restores would have left it on the device as it is now (its capacity
+   * may have changed since: device_changed told the model). The device's own part, the memory
+   * the restores count as held, is the caller's to hold again (sim_simdev_hold). What save kept
+   * is freed with the instance. NULL: the caller restores the segments again. */
   int (*save)(void *ctx);
   void (*load)(void *ctx);
 } sim_allocator_ops;

@@ -62,9 +62,6 @@ typedef struct simdev {
   struct holes holes;   /* the holes of the pages of small allocations */
   sim_map live;         /* address of a small allocation -> its piece */
   sim_arena pieces;     /* their storage, kept across resets */
-  struct {              /* what the holds of a start state left (sim_simdev_save) */
-    uint64_t used, used_peak, next_va, slab_va;
-  } held;
 } simdev;
 
 static uint64_t round_up(uint64_t v, uint64_t to) { return (v + to - 1) / to * to; }
@@ -263,25 +260,6 @@ void sim_simdev_hold(sim_device *d, uint64_t addr, uint64_t span, uint64_t used)
   /* SIM_VA_DOWN: new slabs go below the memory held, as the driver's went, where there is room */
   uint64_t lo = addr / SLAB * SLAB;
   if (lo < s->slab_va && lo >= room) s->slab_va = lo;
-}
-
-int sim_simdev_save(sim_device *d) {
-  simdev *s = d->ctx;
-  if (d->mallocs || d->maps || s->ranges.n || !RB_EMPTY(&s->holes) || s->live.len) return -1;
-  s->held.used = d->used;
-  s->held.used_peak = d->used_peak;
-  s->held.next_va = s->next_va;
-  s->held.slab_va = s->slab_va;
-  return 0;
-}
-
-void sim_simdev_load(sim_device *d) {
-  simdev *s = d->ctx;
-  sim_assert_internal(!d->used && !d->mallocs && !d->maps); /* just reset */
-  d->used = s->held.used;
-  d->used_peak = s->held.used_peak;
-  s->next_va = s->held.next_va;
-  s->slab_va = s->held.slab_va;
 }
 
 void sim_simdev_set_va_order(sim_device *d, int order) {

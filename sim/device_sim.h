@@ -32,11 +32,6 @@ void sim_simdev_resize(sim_device *d, uint64_t capacity, uint64_t total_memory);
  * within twice the card's memory above it (room for a reservation made from there), is handed
  * out again. */
 void sim_simdev_hold(sim_device *d, uint64_t addr, uint64_t span, uint64_t used);
-/* The memory d holds for a start state, kept for the next replay (allocator.h, `save`):
- * sim_simdev_save remembers it, 0, or -1 when d has been asked for more than holds (it then keeps
- * nothing); sim_simdev_load, on d just reset, holds the same again. */
-int sim_simdev_save(sim_device *d);
-void sim_simdev_load(sim_device *d);
 
 /* Which way the addresses of cudaMallocs of 2 MiB or more go (docs/allocators.md, "The simulated
  * device"): SIM_VA_DOWN (the default), as the Linux driver hands them out, in slabs carved

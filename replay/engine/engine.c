@@ -35,12 +35,10 @@ typedef struct dev_snap {
 } dev_snap;
 
 /* A start state restored once and kept with the model (allocator.h, `save`): what it was restored
- * from (the device's start states, its capacity, memory and address order), and the blocks it
- * gave the engine (restored_blocks, each with its trace address). */
+ * from (the device's start states), and the blocks it gave the engine (restored_blocks, each with
+ * its trace address). */
 typedef struct start_kept {
   int ok;
-  uint64_t capacity, total_memory;
-  int va_order;
   size_t *lens;              /* each start state's items */
   sim_walk_item *items;      /* theirs, one after another */
   uint64_t *trace_addr;
@@ -175,6 +173,13 @@ static inline void device_sync(engine *e, devstate *ds);
 static void seen_take(devstate *ds);
 
 /* Restores one segment and its blocks (items[0..n-1]) into the device's model. */
+/* The memory of a restored segment is held already: counted by the device, its addresses never
+ * handed out again. */
+static void segment_held(devstate *ds, const sim_walk_item *seg) {
+  uint64_t lo = seg->expandable && seg->requested ? seg->requested : seg->addr;
+  sim_simdev_hold(&ds->dev, lo, seg->addr + seg->size - lo, seg->size);
+}
+
 static int start_segment(engine *e, devstate *ds, int device, const replay_start *st, size_t at, size_t n) {
   if (n > e->seg_cap) {
     size_t cap = e->seg_cap;
@@ -190,9 +195,7 @@ static int start_segment(engine *e, devstate *ds, int device, const replay_start
     snprintf(e->err, e->errlen, "cannot start device %d from the recorded state: the segment at %#llx: %s", device,
              (unsigned long long)it[0].addr, msg);
   } else {
-    /* the memory is held already: counted by the device, its addresses never handed out again */
-    uint64_t lo = it[0].expandable && it[0].requested ? it[0].requested : it[0].addr;
-    sim_simdev_hold(&ds->dev, lo, it[0].addr + it[0].size - lo, it[0].size);
+    segment_held(ds, &it[0]);
     sim_grow((void **)&e->restored, &e->cap_restored, e->nrestored + n, sizeof *e->restored);
     for (size_t k = 1; k < n; k++) {
       e->restored[e->nrestored++] = (restored_block){h[k], it[k].addr, it[k].size, device, it[k].state};
@@ -228,9 +231,10 @@ static int device_start(engine *e, devstate *ds, int device) {
 
 /* ---- a start state kept with its model -------------------------------------------------------
  * A loop of replays of a recorded window restores the same segments before every replay (for
- * kk_ctx128_fullstep, a twentieth of its time: docs/performance.md, round thirty). A model that can (allocator.h, `save`) keeps the state its restores left,
- * and the next run that starts its device from the same states, on the same device, puts it back
- * (start_load) instead of restoring them again. */
+ * kk_ctx128_fullstep, a twentieth of its time: docs/performance.md, round thirty). A model that
+ * can (allocator.h, `save`) keeps the state its restores left, and the next run that starts its
+ * device from the same states (a comparison's next cell too, whatever its capacity) puts it back
+ * and holds the segments' memory again (start_load) instead of restoring them. */
 
 static void start_forget(devstate *ds) {
   start_kept *k = &ds->start;
@@ -248,12 +252,9 @@ static int item_same(const sim_walk_item *a, const sim_walk_item *b) {
          a->handle == b->handle;
 }
 
-/* Whether the run starts ds (device `device`) as the kept state was started. */
+/* Whether the run starts ds (device `device`) from the states the kept one was restored from. */
 static int start_same(const replay_config *cfg, const devstate *ds, int device) {
   const start_kept *k = &ds->start;
-  if (ds->dev.capacity != k->capacity || ds->dev.total_memory != k->total_memory ||
-      sim_simdev_va_order(&ds->dev) != k->va_order)
-    return 0;
   size_t nl = 0, at = 0;
   for (size_t s = 0; s < cfg->nstart; s++) {
     const replay_start *st = &cfg->start[s];
@@ -270,7 +271,8 @@ static int start_load(engine *e, devstate *ds, int device) {
   start_kept *k = &ds->start;
   if (!k->ok || !start_same(e->cfg, ds, device)) return 0;
   ds->a.ops->load(ds->a.ctx);
-  sim_simdev_load(&ds->dev);
+  for (size_t i = 0; i < k->n; i++)
+    if (k->items[i].is_segment) segment_held(ds, &k->items[i]);
   sim_grow((void **)&e->restored, &e->cap_restored, e->nrestored + k->nblocks, sizeof *e->restored);
   for (size_t i = 0; i < k->nblocks; i++) {
     e->restored[e->nrestored++] = k->blocks[i];
@@ -285,9 +287,7 @@ static int device_start_keep(engine *e, devstate *ds, int device) {
   size_t first = e->nrestored;
   start_forget(ds);
   if (device_start(e, ds, device)) return -1;
-  if (cfg->make_device || !sim_allocator_can_keep_start(ds->a.ops) || sim_simdev_save(&ds->dev) ||
-      ds->a.ops->save(ds->a.ctx))
-    return 0;
+  if (cfg->make_device || !sim_allocator_can_keep_start(ds->a.ops) || ds->a.ops->save(ds->a.ctx)) return 0;
   start_kept *k = &ds->start;
   for (size_t s = 0; s < cfg->nstart; s++) {
     const replay_start *st = &cfg->start[s];
@@ -307,9 +307,6 @@ static int device_start_keep(engine *e, devstate *ds, int device) {
   for (size_t s = 0, b = 0; s < cfg->nstart; s++) /* the blocks' trace addresses, in start_segment's order */
     for (size_t i = 0; cfg->start[s].device == device && i < cfg->start[s].n; i++)
       if (!cfg->start[s].items[i].is_segment) k->block_addr[b++] = cfg->start[s].trace_addr[i];
-  k->capacity = ds->dev.capacity;
-  k->total_memory = ds->dev.total_memory;
-  k->va_order = sim_simdev_va_order(&ds->dev);
   k->ok = 1;
   return 0;
 }
