@@ -859,7 +859,7 @@ static void a_start_state_is_in_use_before_any_allocation(void) {
 /* Runs of one kept engine that start from a recorded state, the model keeping what it restored
  * for the next run that starts as it did (allocator.h, `save`), give what new engines give: the
  * same states again, another state, the same on a device of another capacity or address order,
- * and a model that keeps nothing. */
+ * after a run from no state, and under a model that keeps nothing. */
 static void kept_start_state_matches_a_restore(void) {
   const uint64_t seg = UINT64_C(0x100000000000), seg2 = UINT64_C(0x200000000000);
   sim_walk_item one[] = {
@@ -889,7 +889,8 @@ static void kept_start_state_matches_a_restore(void) {
     int address_order;
   } runs[] = {{&s1, UINT64_MAX, SIM_VA_DOWN}, {&s1, UINT64_MAX, SIM_VA_DOWN}, {&s2, UINT64_MAX, SIM_VA_DOWN},
               {&s1, UINT64_MAX, SIM_VA_DOWN}, {&s1, 300 * MIB, SIM_VA_DOWN},  {&s1, 300 * MIB, SIM_VA_UP},
-              {&s1, 300 * MIB, SIM_VA_UP},    {&s1, UINT64_MAX, SIM_VA_UP}};
+              {&s1, 300 * MIB, SIM_VA_UP},    {&s1, UINT64_MAX, SIM_VA_UP},   {NULL, UINT64_MAX, SIM_VA_DOWN},
+              {&s1, UINT64_MAX, SIM_VA_DOWN}, {&s1, UINT64_MAX, SIM_VA_DOWN}};
   replay_engine *kept = replay_engine_new();
   for (size_t m = 0; m < sizeof models / sizeof *models; m++) {
     sim_spec spec;
@@ -898,7 +899,8 @@ static void kept_start_state_matches_a_restore(void) {
     for (size_t r = 0; r < sizeof runs / sizeof *runs; r++)
       for (int lean = 0; lean < 2; lean++) {
         replay_config cfg = {.spec = &spec, .capacity = runs[r].capacity, .address_order = runs[r].address_order,
-                             .timeline_points = 64, .top_sites = 5, .start = runs[r].start, .nstart = 1, .lean = lean};
+                             .timeline_points = 64, .top_sites = 5, .start = runs[r].start,
+                             .nstart = runs[r].start ? 1 : 0, .lean = lean};
         replay_array_source as;
         replay_source src = replay_array_source_init(&as, b.ev, b.n);
         replay_result a, n;

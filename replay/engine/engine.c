@@ -39,6 +39,7 @@ typedef struct dev_snap {
  * its trace address). */
 typedef struct start_kept {
   int ok;
+  uint64_t gen;              /* the engine's count of states kept when this one was */
   size_t *lens;              /* each start state's items */
   sim_walk_item *items;      /* theirs, one after another */
   uint64_t *trace_addr;
@@ -79,13 +80,20 @@ typedef struct restored_block {
   uintptr_t handle;
   uint64_t addr, size;
   int device, state;
+  int taken; /* by its allocation, in this run */
 } restored_block;
 
 struct replay_engine {
   const replay_config *cfg;
   restored_block *restored; /* blocks of the start states */
   size_t nrestored, cap_restored;
-  sim_map restored_at;      /* trace address -> index + 1, until its allocation takes it */
+  /* trace address -> index + 1 in restored: this run's once it has started a device from a
+   * state (restored_own), else the last run's; those of a kept state alone (restored_for, with
+   * its generation) serve the next run that loads it unchanged */
+  sim_map restored_at;
+  int restored_own;
+  const struct start_kept *restored_for;
+  uint64_t restored_gen, start_gens;
   sim_walk_item *seg_items; /* one segment's items and handles, for its restore */
   uintptr_t *seg_handles;
   size_t seg_cap;
@@ -173,6 +181,13 @@ static inline void device_sync(engine *e, devstate *ds);
 static void seen_take(devstate *ds);
 
 /* Restores one segment and its blocks (items[0..n-1]) into the device's model. */
+/* The restored blocks' addresses made this run's, for blocks other than a kept state's alone. */
+static void restored_own(engine *e) {
+  if (!e->restored_own) sim_map_clear(&e->restored_at);
+  e->restored_own = 1;
+  e->restored_for = NULL;
+}
+
 /* The memory of a restored segment is held already: counted by the device, its addresses never
  * handed out again. */
 static void segment_held(devstate *ds, const sim_walk_item *seg) {
@@ -196,9 +211,10 @@ static int start_segment(engine *e, devstate *ds, int device, const replay_start
              (unsigned long long)it[0].addr, msg);
   } else {
     segment_held(ds, &it[0]);
+    restored_own(e);
     sim_grow((void **)&e->restored, &e->cap_restored, e->nrestored + n, sizeof *e->restored);
     for (size_t k = 1; k < n; k++) {
-      e->restored[e->nrestored++] = (restored_block){h[k], it[k].addr, it[k].size, device, it[k].state};
+      e->restored[e->nrestored++] = (restored_block){h[k], it[k].addr, it[k].size, device, it[k].state, 0};
       *sim_map_put(&e->restored_at, st->trace_addr[at + k], NULL) = e->nrestored;
     }
   }
@@ -271,10 +287,13 @@ static int start_load(engine *e, devstate *ds, int device) {
   for (size_t i = 0; i < k->n; i++)
     if (k->items[i].is_segment) segment_held(ds, &k->items[i]);
   sim_grow((void **)&e->restored, &e->cap_restored, e->nrestored + k->nblocks, sizeof *e->restored);
-  for (size_t i = 0; i < k->nblocks; i++) {
-    e->restored[e->nrestored++] = k->blocks[i];
-    *sim_map_put(&e->restored_at, k->block_addr[i], NULL) = e->nrestored;
-  }
+  int same = !e->restored_own && !e->nrestored && e->restored_for == k && e->restored_gen == k->gen;
+  if (!same) restored_own(e);
+  memcpy(e->restored + e->nrestored, k->blocks, k->nblocks * sizeof *k->blocks); /* none taken */
+  for (size_t i = 0; !same && i < k->nblocks; i++) *sim_map_put(&e->restored_at, k->block_addr[i], NULL) = e->nrestored + i + 1;
+  if (!e->nrestored) e->restored_for = k, e->restored_gen = k->gen; /* its blocks alone, so far */
+  e->nrestored += k->nblocks;
+  e->restored_own = 1;
   return 1;
 }
 
@@ -284,7 +303,9 @@ static int device_start_keep(engine *e, devstate *ds, int device) {
   size_t first = e->nrestored;
   start_forget(ds);
   if (device_start(e, ds, device)) return -1;
-  if (cfg->make_device || !sim_allocator_can_keep_start(ds->a.ops) || ds->a.ops->save(ds->a.ctx)) return 0;
+  int states = 0; /* a device the states do not start keeps nothing */
+  for (size_t s = 0; s < cfg->nstart; s++) states |= cfg->start[s].device == device && cfg->start[s].n;
+  if (!states || cfg->make_device || !sim_allocator_can_keep_start(ds->a.ops) || ds->a.ops->save(ds->a.ctx)) return 0;
   start_kept *k = &ds->start;
   for (size_t s = 0; s < cfg->nstart; s++) {
     const replay_start *st = &cfg->start[s];
@@ -301,6 +322,7 @@ static int device_start_keep(engine *e, devstate *ds, int device) {
   k->blocks = sim_xmalloc((k->nblocks ? k->nblocks : 1) * sizeof *k->blocks);
   k->block_addr = sim_xmalloc((k->nblocks ? k->nblocks : 1) * sizeof *k->block_addr);
   memcpy(k->blocks, e->restored + first, k->nblocks * sizeof *k->blocks);
+  k->gen = ++e->start_gens;
   for (size_t s = 0, b = 0; s < cfg->nstart; s++) /* the blocks' trace addresses, in start_segment's order */
     for (size_t i = 0; cfg->start[s].device == device && i < cfg->start[s].n; i++)
       if (!cfg->start[s].items[i].is_segment) k->block_addr[b++] = cfg->start[s].trace_addr[i];
@@ -760,9 +782,10 @@ static void record_oom(engine *e, devstate *ds, const sim_event *ev) {
 /* A preexisting allocation whose block the device started with: it takes that block. 1 when it
  * did, 0 when no restored block is at its address (it is placed as any allocation). */
 static int take_restored(engine *e, const sim_event *ev, uint32_t slot, int planned, replay_outcome *out) {
-  uint64_t idx;
-  if (!sim_map_del(&e->restored_at, ev->addr, &idx)) return 0;
-  const restored_block *rb = &e->restored[idx - 1];
+  const uint64_t *idx = sim_map_get(&e->restored_at, ev->addr);
+  if (!idx || !e->restored_own || *idx > e->nrestored || e->restored[*idx - 1].taken) return 0;
+  restored_block *rb = &e->restored[*idx - 1];
+  rb->taken = 1;
   int existed;
   live_entry *le = planned ? dense_put(&e->dense, slot, ev->addr, &existed) : live_put(&e->live, ev->addr, &existed);
   if (existed) { /* cannot happen: preexisting addresses are distinct */
@@ -1495,7 +1518,7 @@ static void engine_begin(engine *e, const replay_config *cfg, replay_source *src
   e->planned = src->view_slots && !cfg->stop && cfg->check_level < 2 ? 0 : -1;
   dense_begin(&e->dense, src->plan_records);
   e->nrestored = 0;
-  sim_map_clear(&e->restored_at);
+  e->restored_own = 0; /* restored_at is the last run's until a device starts from a state */
   sim_map_clear(&e->host);
   sim_map_clear(&e->site_idx);
   for (size_t i = 0; i < e->nsites; i++) /* the small-id index holds only the sites' own ids */
