@@ -622,6 +622,7 @@ static void sites_finish(engine *e) {
 
 static void timeline_push(engine *e) {
   replay_result *r = e->res;
+  if (!r->timeline) r->timeline = sim_xmalloc(e->max_points * sizeof *r->timeline); /* a lean run makes none */
   if (r->ntimeline == e->max_points) {
     /* Full: merge neighbours, halving the resolution. */
     size_t n = r->ntimeline / 2;
@@ -1568,7 +1569,6 @@ static void engine_begin(engine *e, const replay_config *cfg, replay_source *src
   e->bucket = 1;
   e->max_points = cfg->timeline_points ? cfg->timeline_points : 1000;
   if (e->max_points < 2) e->max_points = 2;
-  res->timeline = sim_xmalloc(e->max_points * sizeof *res->timeline);
   res->peak_allocated_seq = res->peak_reserved_seq = res->peak_requested_seq = -1;
 }
 
