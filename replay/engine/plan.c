@@ -61,8 +61,8 @@ static replay_alloc_arg plan_arg(replay_plan *p, const sim_event *ev, int *chose
  * from views). */
 static void plan_steps_args(replay_plan *p) {
   int chosen = 0;
-  p->step = sim_xmalloc_huge(p->n ? p->n : 1);
-  p->arg = sim_xmalloc_huge((p->n ? p->n : 1) * sizeof *p->arg);
+  p->step = sim_xmalloc(p->n ? p->n : 1);
+  p->arg = sim_xmalloc((p->n ? p->n : 1) * sizeof *p->arg);
   for (size_t i = 0; i < p->n; i++) {
     p->step[i] = replay_step_of(p->events, p->slot, i, p->n);
     p->arg[i] = plan_arg(p, &p->events[i], &chosen);
@@ -76,10 +76,9 @@ int replay_plan_build(replay_plan *p, const sim_event *events, size_t n) {
   replay_planner pl;
   replay_planner_init(&pl);
   *p = (replay_plan){.events = events, .n = n};
-  /* a large trace's arrays in huge pages: written through without a page fault per 4 KiB */
-  p->slot = sim_xmalloc_huge((n ? n : 1) * sizeof *p->slot);
-  p->step = sim_xmalloc_huge(n ? n : 1);
-  p->arg = sim_xmalloc_huge((n ? n : 1) * sizeof *p->arg);
+  p->slot = sim_xmalloc((n ? n : 1) * sizeof *p->slot);
+  p->step = sim_xmalloc(n ? n : 1);
+  p->arg = sim_xmalloc((n ? n : 1) * sizeof *p->arg);
   int chosen = 0;
   for (size_t i = 0; i < n && !pl.full; i++) {
     p->slot[i] = replay_planner_step(&pl, &events[i]);
