@@ -246,10 +246,11 @@ int _torch_restore(void *ctx, sim_walk_item *items, size_t n, uintptr_t *handles
 
 /* ---- a restored state kept for the next replay (the save and load ops) ----------------------------
  * A replay loop of a recorded window restores the same segments before every replay (for
- * kk_ctx128_fullstep, a twentieth of its time: docs/performance.md, round thirty). save copies what a restore changed, the
- * model's fields, its block records (their links are addresses in the arena, which a reset keeps)
- * and each pool's streams of free blocks; load puts them back over the reset model. Expandable
- * segments' reservations live outside the arena: a model that holds any keeps nothing. */
+ * kk_ctx128_fullstep, a twentieth of its time: docs/performance.md, round thirty). save copies
+ * what the restores changed: the model's fields, its block records (their links are addresses in
+ * the arena, which a reset keeps) and each pool's streams of free blocks; load puts them back over
+ * the reset model. Expandable segments' reservations live outside the arena: a model that holds
+ * any keeps nothing. */
 
 struct tsaved {
   torch fields;       /* the model's fields as they were */

@@ -180,7 +180,6 @@ static void sim_release(void *arg, int device, sim_device *dev) {
 static inline void device_sync(engine *e, devstate *ds);
 static void seen_take(devstate *ds);
 
-/* Restores one segment and its blocks (items[0..n-1]) into the device's model. */
 /* The restored blocks' addresses made this run's, for blocks other than a kept state's alone. */
 static void restored_own(engine *e) {
   if (!e->restored_own) sim_map_clear(&e->restored_at);
@@ -195,6 +194,7 @@ static void segment_held(devstate *ds, const sim_walk_item *seg) {
   sim_simdev_hold(&ds->dev, lo, seg->addr + seg->size - lo, seg->size);
 }
 
+/* Restores one segment and its blocks (items[0..n-1]) into the device's model. */
 static int start_segment(engine *e, devstate *ds, int device, const replay_start *st, size_t at, size_t n) {
   if (n > e->seg_cap) {
     size_t cap = e->seg_cap;
@@ -290,7 +290,8 @@ static int start_load(engine *e, devstate *ds, int device) {
   int same = !e->restored_own && !e->nrestored && e->restored_for == k && e->restored_gen == k->gen;
   if (!same) restored_own(e);
   memcpy(e->restored + e->nrestored, k->blocks, k->nblocks * sizeof *k->blocks); /* none taken */
-  for (size_t i = 0; !same && i < k->nblocks; i++) *sim_map_put(&e->restored_at, k->block_addr[i], NULL) = e->nrestored + i + 1;
+  for (size_t i = 0; !same && i < k->nblocks; i++)
+    *sim_map_put(&e->restored_at, k->block_addr[i], NULL) = e->nrestored + i + 1;
   if (!e->nrestored) e->restored_for = k, e->restored_gen = k->gen; /* its blocks alone, so far */
   e->nrestored += k->nblocks;
   e->restored_own = 1;
@@ -305,7 +306,8 @@ static int device_start_keep(engine *e, devstate *ds, int device) {
   if (device_start(e, ds, device)) return -1;
   int states = 0; /* a device the states do not start keeps nothing */
   for (size_t s = 0; s < cfg->nstart; s++) states |= cfg->start[s].device == device && cfg->start[s].n;
-  if (!states || cfg->make_device || !sim_allocator_can_keep_start(ds->a.ops) || ds->a.ops->save(ds->a.ctx)) return 0;
+  if (!states || cfg->make_device || !sim_allocator_can_keep_start(ds->a.ops) || ds->a.ops->save(ds->a.ctx))
+    return 0;
   start_kept *k = &ds->start;
   for (size_t s = 0; s < cfg->nstart; s++) {
     const replay_start *st = &cfg->start[s];
@@ -1324,8 +1326,8 @@ __attribute__((always_inline)) static inline int plain_alloc(engine *e, const pl
   if (lean && h->args && h->args[i].size != REPLAY_ARG_EVENT)
     return plain_take(e, h, &evs[i], slot, h->args[i].size, h->args[i].addr, h->stream, 1);
   const sim_event *ev = &evs[i];
-  if ((ev->device != h->dev && !(ev->device < 0 && h->dev == 0)) || ((ev->flags & SIM_EVF_PREEXISTING) && h->restores) ||
-      (!lean && !ev->size))
+  if ((ev->device != h->dev && !(ev->device < 0 && h->dev == 0)) ||
+      ((ev->flags & SIM_EVF_PREEXISTING) && h->restores) || (!lean && !ev->size))
     return 2;
   return plain_take(e, h, ev, slot, ev->size, ev->addr, ev->stream, lean);
 }

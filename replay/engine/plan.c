@@ -71,7 +71,8 @@ static void plan_steps_args(replay_plan *p) {
 
 /* The numbers, the steps and the arguments in one pass over the events: an event's step once the
  * next one's number is known (a second pass read the events again: planning `memplay bench`'s 2 M
- * events took 30-32 ms with it, 25 ms so, 22-23 ms with no steps). */
+ * events took 30-32 ms with it, 25 ms so, 22-23 ms with no steps; 44-45 ms with the arguments,
+ * most of it the page faults of their array). */
 int replay_plan_build(replay_plan *p, const sim_event *events, size_t n) {
   replay_planner pl;
   replay_planner_init(&pl);

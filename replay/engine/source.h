@@ -117,8 +117,8 @@ enum {
  * stream every event through them (docs/performance.md, round thirty). An allocation on the plan's
  * stream and device (those of its first allocation that does not begin a window) has its size and
  * address here; any other (another stream or device, or one of the allocations a window begins
- * with, SIM_EVF_PREEXISTING) has REPLAY_ARG_EVENT as its size: the loop reads its event. Other
- * events' entries are zero.
+ * with, SIM_EVF_PREEXISTING) has REPLAY_ARG_EVENT as its size: the loop reads its event (as it
+ * does, to the same end, for an allocation of that many bytes). Other events' entries are zero.
  */
 struct replay_alloc_arg {
   uint64_t size, addr;
