@@ -35,17 +35,15 @@ typedef struct dev_snap {
 } dev_snap;
 
 /* A start state restored once and kept with the model (allocator.h, `save`): what it was restored
- * from (the device's start states), and the blocks it gave the engine (restored_blocks, each with
- * its trace address). */
+ * from (the device's start states), and the blocks it gave the engine (restored_blocks, in the
+ * order of the items that are no segment, whose trace addresses are theirs). */
 typedef struct start_kept {
   int ok;
-  uint64_t gen;              /* the engine's count of states kept when this one was */
   size_t *lens;              /* each start state's items */
   sim_walk_item *items;      /* theirs, one after another */
   uint64_t *trace_addr;
   size_t nlens, n;
   struct restored_block *blocks;
-  uint64_t *block_addr;
   size_t nblocks;
 } start_kept;
 
@@ -88,12 +86,11 @@ struct replay_engine {
   restored_block *restored; /* blocks of the start states */
   size_t nrestored, cap_restored;
   /* trace address -> index + 1 in restored: this run's once it has started a device from a
-   * state (restored_own), else the last run's; those of a kept state alone (restored_for, with
-   * its generation) serve the next run that loads it unchanged */
+   * state (restored_own), else the last run's; those of a kept state alone (restored_for) serve
+   * the next run that loads it (a state kept again was restored first, which took the map) */
   sim_map restored_at;
   int restored_own;
   const struct start_kept *restored_for;
-  uint64_t restored_gen, start_gens;
   sim_walk_item *seg_items; /* one segment's items and handles, for its restore */
   uintptr_t *seg_handles;
   size_t seg_cap;
@@ -258,7 +255,6 @@ static void start_forget(devstate *ds) {
   free(k->items);
   free(k->trace_addr);
   free(k->blocks);
-  free(k->block_addr);
   memset(k, 0, sizeof *k);
 }
 
@@ -287,12 +283,12 @@ static int start_load(engine *e, devstate *ds, int device) {
   for (size_t i = 0; i < k->n; i++)
     if (k->items[i].is_segment) segment_held(ds, &k->items[i]);
   sim_grow((void **)&e->restored, &e->cap_restored, e->nrestored + k->nblocks, sizeof *e->restored);
-  int same = !e->restored_own && !e->nrestored && e->restored_for == k && e->restored_gen == k->gen;
+  int same = !e->restored_own && !e->nrestored && e->restored_for == k;
   if (!same) restored_own(e);
   memcpy(e->restored + e->nrestored, k->blocks, k->nblocks * sizeof *k->blocks); /* none taken */
-  for (size_t i = 0; !same && i < k->nblocks; i++)
-    *sim_map_put(&e->restored_at, k->block_addr[i], NULL) = e->nrestored + i + 1;
-  if (!e->nrestored) e->restored_for = k, e->restored_gen = k->gen; /* its blocks alone, so far */
+  for (size_t i = 0, b = e->nrestored; !same && i < k->n; i++)
+    if (!k->items[i].is_segment) *sim_map_put(&e->restored_at, k->trace_addr[i], NULL) = ++b;
+  if (!e->nrestored) e->restored_for = k; /* its blocks alone, so far */
   e->nrestored += k->nblocks;
   e->restored_own = 1;
   return 1;
@@ -304,10 +300,7 @@ static int device_start_keep(engine *e, devstate *ds, int device) {
   size_t first = e->nrestored;
   start_forget(ds);
   if (device_start(e, ds, device)) return -1;
-  int states = 0; /* a device the states do not start keeps nothing */
-  for (size_t s = 0; s < cfg->nstart; s++) states |= cfg->start[s].device == device && cfg->start[s].n;
-  if (!states || cfg->make_device || !sim_allocator_can_keep_start(ds->a.ops) || ds->a.ops->save(ds->a.ctx))
-    return 0;
+  if (cfg->make_device || !sim_allocator_can_keep_start(ds->a.ops)) return 0;
   start_kept *k = &ds->start;
   for (size_t s = 0; s < cfg->nstart; s++) {
     const replay_start *st = &cfg->start[s];
@@ -320,14 +313,13 @@ static int device_start_keep(engine *e, devstate *ds, int device) {
     memcpy(k->trace_addr + k->n, st->trace_addr, st->n * sizeof *st->trace_addr);
     k->n += st->n;
   }
+  if (!k->nlens || ds->a.ops->save(ds->a.ctx)) { /* no state starts this device, or the model keeps none */
+    start_forget(ds);
+    return 0;
+  }
   k->nblocks = e->nrestored - first;
   k->blocks = sim_xmalloc((k->nblocks ? k->nblocks : 1) * sizeof *k->blocks);
-  k->block_addr = sim_xmalloc((k->nblocks ? k->nblocks : 1) * sizeof *k->block_addr);
   memcpy(k->blocks, e->restored + first, k->nblocks * sizeof *k->blocks);
-  k->gen = ++e->start_gens;
-  for (size_t s = 0, b = 0; s < cfg->nstart; s++) /* the blocks' trace addresses, in start_segment's order */
-    for (size_t i = 0; cfg->start[s].device == device && i < cfg->start[s].n; i++)
-      if (!cfg->start[s].items[i].is_segment) k->block_addr[b++] = cfg->start[s].trace_addr[i];
   k->ok = 1;
   return 0;
 }
