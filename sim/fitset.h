@@ -227,10 +227,17 @@ static inline unsigned sim_fitset_class(uint64_t size) {
         return y;                                                                                         \
     return NULL;                                                                                          \
   }                                                                                                       \
-  /* Whether x, with the key (size, addr), would still sort between its class neighbours. */             \
+  /* Whether x, with the key (size, addr), would still sort between its class neighbours: a key that    \
+   * decreases (a block split, its front taken) passes no neighbour after x, one that increases (a      \
+   * block merged with its neighbours) none before it, so one side is looked at. */                     \
   __attribute__((unused)) static inline int name##_in_place_(type *x, uint64_t size, uint64_t addr) {     \
-    type *p = RB_PREV(name##_cls, NULL, x), *q = RB_NEXT(name##_cls, NULL, x);                            \
-    return (!p || name##_cmpk_(p, size, addr) < 0) && (!q || name##_cmpk_(q, size, addr) > 0);           \
+    int c = name##_cmpk_(x, size, addr);                                                                  \
+    if (c > 0) {                                                                                          \
+      type *p = RB_PREV(name##_cls, NULL, x);                                                             \
+      return !p || name##_cmpk_(p, size, addr) < 0;                                                       \
+    }                                                                                                     \
+    type *q = c ? RB_NEXT(name##_cls, NULL, x) : NULL;                                                    \
+    return !q || name##_cmpk_(q, size, addr) > 0;                                                         \
   }                                                                                                       \
   __attribute__((unused)) static inline void name##_rekey(struct name *s, type *x, uint64_t size, uint64_t addr) { \
     unsigned c = sim_fitset_class(size);                                                                  \
