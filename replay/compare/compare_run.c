@@ -195,37 +195,88 @@ static void set_metric(cmp_cell *c, int m, double v) {
   c->known |= 1u << m;
 }
 
-/* The model and everything it was given, as a JSON object. */
-static char *settings_json(const session_run *run) {
+/* A worker's copy of the recorded settings of the trace its last cell replayed, as JSON text
+ * (jsonw_raw's reading of them): the cells of one trace share them, and reading them again for
+ * each cell was most of what a cell cost besides its replay (about 4 us of kk_ctx128_fullstep's
+ * 280, docs/performance.md, round thirty-one). */
+typedef struct recorded_memo {
+  char *src, *json;
+} recorded_memo;
+
+static const char *recorded_json(recorded_memo *m, const char *recorded) {
+  if (!recorded) return "null";
+  if (m->src && !strcmp(m->src, recorded)) return m->json;
+  free(m->src);
+  free(m->json);
   yajl_gen g = jsonw_mem();
-  yajl_gen_map_open(g);
-  jsonw_kstr(g, "model", run->spec->ops->name);
-  jsonw_str(g, "options");
-  yajl_gen_map_open(g);
-  for (size_t i = 0; i < run->spec->nopts; i++) jsonw_kstr(g, run->spec->opts[i].key, run->spec->opts[i].value);
-  yajl_gen_map_close(g);
-  if (run->recorded) jsonw_kraw(g, "recorded", run->recorded);
-  else jsonw_kstr(g, "recorded", NULL);
+  jsonw_raw(g, recorded);
+  m->json = strdup(jsonw_text(g, NULL));
+  m->src = strdup(recorded);
+  yajl_gen_free(g);
+  return m->json;
+}
+
+static void recorded_memo_release(recorded_memo *m) {
+  free(m->src);
+  free(m->json);
+  memset(m, 0, sizeof *m);
+}
+
+/* JSON text written piece by piece, as a generator would write it (no spaces). */
+typedef struct text {
+  char *b;
+  size_t n, cap;
+} text;
+
+static void text_add(text *t, const char *s) {
+  size_t n = strlen(s);
+  sim_grow((void **)&t->b, &t->cap, t->n + n + 1, 1);
+  memcpy(t->b + t->n, s, n + 1);
+  t->n += n;
+}
+
+/* s as a JSON string (jsonw_str's text), or null. */
+static void text_quote(text *t, const char *s) {
+  if (!s) return text_add(t, "null");
+  size_t n = strlen(s);
+  sim_grow((void **)&t->b, &t->cap, t->n + 2 + 6 * n + 1, 1);
+  t->n = (size_t)(jsonw_quote(t->b + t->n, s, n) - t->b);
+  t->b[t->n] = 0;
+}
+
+/* The model and everything it was given, as a JSON object. */
+static char *settings_json(const session_run *run, recorded_memo *memo) {
+  text t = {0};
+  text_add(&t, "{\"model\":");
+  text_quote(&t, run->spec->ops->name);
+  text_add(&t, ",\"options\":{");
+  for (size_t i = 0; i < run->spec->nopts; i++) {
+    if (i) text_add(&t, ",");
+    text_quote(&t, run->spec->opts[i].key);
+    text_add(&t, ":");
+    text_quote(&t, run->spec->opts[i].value);
+  }
+  text_add(&t, "},\"recorded\":");
+  text_add(&t, recorded_json(memo, run->recorded));
   /* a recorded window: the state the replay started from (rebuilt, or an assumption) */
   if (run->window_start) {
-    jsonw_str(g, "window_start");
-    yajl_gen_map_open(g);
-    jsonw_kstr(g, "state", run->window_start);
-    jsonw_kstr(g, "assumption", run->window_note);
-    yajl_gen_map_close(g);
+    text_add(&t, ",\"window_start\":{\"state\":");
+    text_quote(&t, run->window_start);
+    text_add(&t, ",\"assumption\":");
+    text_quote(&t, run->window_note);
+    text_add(&t, "}");
   }
-  yajl_gen_map_close(g);
-  char *s = strdup(jsonw_text(g, NULL));
-  yajl_gen_free(g);
-  return s;
+  text_add(&t, "}");
+  return t.b;
 }
 
 /* The cell's metrics from its run; step_time_s and samples_per_s (< 0: unknown) are the time model's,
  * or a scenario variant's own. */
-static void fill_cell(cmp_cell *c, const session_run *run, double step_time_s, double samples_per_s) {
+static void fill_cell(cmp_cell *c, const session_run *run, recorded_memo *memo, double step_time_s,
+                      double samples_per_s) {
   const replay_result *x = &run->result;
   c->allocator = strdup(run->allocator);
-  c->settings = settings_json(run);
+  c->settings = settings_json(run, memo);
   c->device = run->has_device ? strdup(run->device.p.name) : NULL;
   c->capacity = run->capacity;
   c->events = x->events;
@@ -288,6 +339,15 @@ typedef struct pending_list {
   size_t n, cap;
 } pending_list;
 
+/* What a worker keeps from one cell to the next. */
+typedef struct worker_own {
+  trace_cache tc;    /* the events of the trace it replayed last */
+  pending_list pl;   /* runs to store */
+  recorded_memo rec; /* that trace's recorded settings */
+  int snapshot;      /* it reads one snapshot of the store (a read transaction throughout), */
+  store_trace t;     /* so that its last trace's row holds for the next cell of that trace */
+} worker_own;
+
 /* Stores the pending runs in one transaction; when that fails, their cells fail with its message. */
 static void save_pending(workers *w, session *ses, store *s, pending_list *pl) {
   if (!pl->n) return;
@@ -320,18 +380,18 @@ static void save_pending(workers *w, session *ses, store *s, pending_list *pl) {
 }
 
 /* A cell of a comparison with a scenario: the scenario's last variant (stored through ses). */
-static void run_scenario_cell(workers *w, session *ses, store *s, trace_cache *tc, const store_trace *t,
+static void run_scenario_cell(workers *w, session *ses, store *s, worker_own *o, const store_trace *t,
                               const cmp_policy *p, cmp_cell *c) {
   cmp_scenario sc;
   const session_run *run;
   double step, sps;
   char err[1024];
   /* the trace's events from the worker's memory, as plain cells read them */
-  trace_cache none = {0}; /* the events from the store */
-  if (t->event_count > CMP_CACHE_EVENTS || !(tc = cell_cache(w, tc, s, t, err, sizeof err))) tc = &none;
+  trace_cache none = {0}, *tc; /* the events from the store */
+  if (t->event_count > CMP_CACHE_EVENTS || !(tc = cell_cache(w, &o->tc, s, t, err, sizeof err))) tc = &none;
   if (cmp_scenario_run(&sc, w->req, s, ses, t, tc->events, tc->n, replay_plan_kept_get(&tc->kept, tc->events, tc->n),
                        p, &run, &step, &sps, err, sizeof err) ||
-      (fill_cell(c, run, step, sps), w->req->save && save_cell(w, ses, t, run, c, err, sizeof err))) {
+      (fill_cell(c, run, &o->rec, step, sps), w->req->save && save_cell(w, ses, t, run, c, err, sizeof err))) {
     free(c->error);
     c->error = strdup(err);
     c->known = 0;
@@ -352,20 +412,32 @@ static void after_cell(workers *w, session *ses, const session_request *q, const
   w->req->cell_after(w->req->cell_arg, c, ses, q, &run->result, &again);
 }
 
-static void run_cell(workers *w, session *ses, store *s, trace_cache *tc, pending_list *pl, cmp_cell *c) {
+/* The row of the cell's trace: the worker's own from its last cell when that was the same trace
+ * and the worker reads one snapshot, else found now (in *own, which the caller clears). NULL with
+ * the cell's error when it cannot be read. */
+static const store_trace *cell_trace(worker_own *o, store *s, cmp_cell *c, store_trace *own) {
+  store_trace *t = o->snapshot ? &o->t : own;
+  if (o->snapshot && o->t.name && !strcmp(o->t.name, c->trace)) return t;
+  store_trace_clear(t);
+  int rc = store_trace_find(s, c->trace, t);
+  if (!rc) return t;
+  memset(t, 0, sizeof *t);
+  c->error = strdup(rc < 0 ? store_error(s) : "the trace is no longer in the store");
+  return NULL;
+}
+
+static void run_cell(workers *w, session *ses, store *s, worker_own *o, cmp_cell *c) {
   const cmp_policy *p = &w->r->policies[c->index % w->r->npolicies];
   char err[1024];
-  store_trace t;
   c->version = strdup(MEMPLAY_VERSION);
   c->capacity = UINT64_MAX;
-  int rc = store_trace_find(s, c->trace, &t);
-  if (rc) {
-    c->error = strdup(rc < 0 ? store_error(s) : "the trace is no longer in the store");
-    return;
-  }
+  store_trace own = {0};
+  const store_trace *t = cell_trace(o, s, c, &own);
+  if (!t) return;
+  trace_cache *tc = &o->tc;
   session_request q;
   session_request_init(&q);
-  q.trace = &t;
+  q.trace = t;
   q.allocator = p->allocator;
   q.device = p->device ? p->device : w->req->device;
   q.no_device = w->req->no_time;
@@ -375,8 +447,8 @@ static void run_cell(workers *w, session *ses, store *s, trace_cache *tc, pendin
    * is only its metrics (fill_cell): the engine keeps nothing else */
   q.lean = !w->req->save && !w->req->cell_after && !w->req->cell_observer;
   if (w->req->scenario_path) {
-    run_scenario_cell(w, ses, s, tc, &t, p, c);
-    store_trace_clear(&t);
+    run_scenario_cell(w, ses, s, o, t, p, c);
+    store_trace_clear(&own);
     return;
   }
   replay_array_source events;
@@ -384,10 +456,10 @@ static void run_cell(workers *w, session *ses, store *s, trace_cache *tc, pendin
   session_pass pass = {.source = &src, .stored_events = 1}; /* the stored events, unchanged */
   replay_observer obs;
   if (w->req->cell_observer) obs = w->req->cell_observer(w->req->cell_arg, c), pass.observers = &obs, pass.nobservers = 1;
-  int cached = t.event_count <= CMP_CACHE_EVENTS;
-  if (cached && !(tc = cell_cache(w, tc, s, &t, err, sizeof err))) {
+  int cached = t->event_count <= CMP_CACHE_EVENTS;
+  if (cached && !(tc = cell_cache(w, tc, s, t, err, sizeof err))) {
     c->error = strdup(err);
-    store_trace_clear(&t);
+    store_trace_clear(&own);
     return;
   }
   if (cached) {
@@ -403,20 +475,22 @@ static void run_cell(workers *w, session *ses, store *s, trace_cache *tc, pendin
     c->error = strdup(err);
     c->known = 0;
   } else {
-    fill_cell(c, run, run->has_time ? run->time.step_time_s : -1, run->has_time ? run->time.samples_per_s : -1);
+    fill_cell(c, run, &o->rec, run->has_time ? run->time.step_time_s : -1,
+              run->has_time ? run->time.samples_per_s : -1);
     after_cell(w, ses, &q, run, tc, cached, c);
-    if (w->req->save) { /* stored with the unit's other cells (save_pending) */
-      run->trace = NULL; /* t moves into the list */
+    if (w->req->save) { /* stored with the unit's other cells (save_pending); no snapshot is read */
+      run->trace = NULL; /* the row moves into the list */
       run->recorded = NULL;
       run->recorded_options = NULL;
+      pending_list *pl = &o->pl;
       sim_grow((void **)&pl->p, &pl->cap, pl->n + 1, sizeof *pl->p);
-      pl->p[pl->n++] = (pending){.t = t, .run = run, .c = c};
+      pl->p[pl->n++] = (pending){.t = own, .run = run, .c = c};
       return;
     }
   }
   session_run_release(run);
   free(run);
-  store_trace_clear(&t);
+  store_trace_clear(&own);
 }
 
 /* A worker: its own store connection (s, or one it opens when s is NULL) and session; takes cells
@@ -426,11 +500,10 @@ static void worker_loop(workers *w, store *s) {
   int open_rc = s ? 0 : store_open(&s, w->path, w->flags, err, sizeof err);
   session *ses = open_rc ? NULL : session_new(s);
   if (ses && w->windows) session_share_windows(ses, w->windows);
-  trace_cache tc = {0};
-  pending_list pl = {0};
+  worker_own o = {0};
   /* A worker that only reads holds one read transaction throughout: one snapshot of the store,
    * and no lock taken and dropped around every statement. */
-  int snapshot = !open_rc && !w->req->save && !w->req->scenario_path && !store_exec(s, "BEGIN");
+  o.snapshot = !open_rc && !w->req->save && !w->req->scenario_path && !store_exec(s, "BEGIN");
   for (;;) {
     pthread_mutex_lock(&w->lock);
     size_t u = w->next++;
@@ -443,7 +516,7 @@ static void worker_loop(workers *w, store *s) {
         c->capacity = UINT64_MAX;
         c->error = strdup(err);
       } else {
-        run_cell(w, ses, s, &tc, &pl, c);
+        run_cell(w, ses, s, &o, c);
       }
       pthread_mutex_lock(&w->lock);
       w->done++;
@@ -451,12 +524,14 @@ static void worker_loop(workers *w, store *s) {
       if (w->req->progress) w->req->progress(w->req->progress_arg, w->done, w->r->ncells, w->events);
       pthread_mutex_unlock(&w->lock);
     }
-    if (!w->share || pl.n >= CMP_SAVE_BATCH) save_pending(w, ses, s, &pl); /* a trace's cells, or a batch */
+    if (!w->share || o.pl.n >= CMP_SAVE_BATCH) save_pending(w, ses, s, &o.pl); /* a trace's cells, or a batch */
   }
-  save_pending(w, ses, s, &pl);
-  free(pl.p);
-  if (snapshot) store_exec(s, "COMMIT");
-  cmp_cache_release(&tc);
+  save_pending(w, ses, s, &o.pl);
+  free(o.pl.p);
+  if (o.snapshot) store_exec(s, "COMMIT");
+  store_trace_clear(&o.t);
+  recorded_memo_release(&o.rec);
+  cmp_cache_release(&o.tc);
   session_free(ses);
   store_close(s);
 }
