@@ -6,151 +6,17 @@
 
 #include "sim/device_sim.h"
 #include "sim/hashmap.h"
-#include "engine.h"
-#include "live.h"
+#include "engine_int.h"
 #include "steps.h"
 
 /*
  * The engine knows allocators only through sim_allocator_ops and events only through
  * sim_event. It keeps what is live (memory grows with the live set, never with the trace),
  * one model instance per device, the peaks of the totals, the composition of live memory at
- * the peak, and a timeline whose resolution halves whenever it fills.
+ * the peak, and a timeline whose resolution halves whenever it fills. Its record and its devices'
+ * are in engine_int.h; a device's start from a recorded state, and that state kept with the
+ * model, in engine_start.c.
  */
-
-/* What a kept model was made from, by value: a later run whose configuration gives the same
- * resets it rather than making another (replay_engine_run). opts: the SPEC's options and the
- * recorded settings, as text. */
-typedef struct model_key {
-  const sim_allocator_ops *ops;
-  int cc_major, cc_minor;
-  char *opts;
-} model_key;
-
-/* What a device primitive had done, and the model's reserved bytes, as observers were last told
- * (devstate.seen): what an allocator action did is the difference after it. */
-typedef struct dev_snap {
-  uint64_t mallocs, frees, maps, unmaps;
-  uint64_t malloc_bytes, free_bytes, map_bytes, unmap_bytes;
-  int64_t reserved;
-} dev_snap;
-
-/* A start state restored once and kept with the model (allocator.h, `save`): what it was restored
- * from (the device's start states), and the blocks it gave the engine (restored_blocks, in the
- * order of the items that are no segment, whose trace addresses are theirs). */
-typedef struct start_kept {
-  int ok;
-  size_t *lens;              /* each start state's items */
-  sim_walk_item *items;      /* theirs, one after another */
-  uint64_t *trace_addr;
-  size_t nlens, n;
-  struct restored_block *blocks;
-  size_t nblocks;
-} start_kept;
-
-typedef struct devstate {
-  int used;
-  int kept;      /* dev and a hold a model from an earlier run, made from key */
-  model_key key;
-  start_kept start; /* kept with the model */
-  sim_device dev;
-  sim_allocator a;
-  void (*free_now)(void *ctx, uintptr_t handle); /* sim_allocator_free_op: request and completion at once, or NULL */
-  const sim_alloc_stats *st;
-  int64_t allocated, reserved, requested, active; /* last seen, to turn changes into deltas (while
-                                                   * it is the only device, the totals hold them:
-                                                   * device_own) */
-  replay_device_result *res;
-  /* The device as of the end of its last action (or of its making): its driver calls counted
-   * together in seen_calls, so that an action that made none (most) is told by one comparison. */
-  dev_snap seen;
-  uint64_t seen_calls;
-} devstate;
-
-typedef struct site_rec {
-  int64_t stack;
-  int64_t bytes, count;       /* live now */
-  int64_t peak_bytes, peak_count; /* as captured at the peak */
-  int dirty;
-} site_rec;
-
-/* A block a device started with, waiting for the trace's preexisting allocation at its address. */
-typedef struct restored_block {
-  uintptr_t handle;
-  uint64_t addr, size;
-  int device, state;
-  int taken; /* by its allocation, in this run */
-} restored_block;
-
-struct replay_engine {
-  const replay_config *cfg;
-  restored_block *restored; /* blocks of the start states */
-  size_t nrestored, cap_restored;
-  /* trace address -> index + 1 in restored: this run's once it has started a device from a
-   * state (restored_own), else the last run's; those of a kept state alone (restored_for) serve
-   * the next run that loads it (a state kept again was restored first, which took the map) */
-  sim_map restored_at;
-  int restored_own;
-  const struct start_kept *restored_for;
-  sim_walk_item *seg_items; /* one segment's items and handles, for its restore */
-  uintptr_t *seg_handles;
-  size_t seg_cap;
-  replay_result *res;
-  devstate devs[REPLAY_MAX_DEVICES];
-  uint8_t used[REPLAY_MAX_DEVICES]; /* the devices in use, in index order */
-  int nused;
-  uint64_t used_mask; /* bit d: device d is in use */
-  uint64_t touched;   /* bit d: devs[d] may hold more than zeros (it was begun, or it keeps a model) */
-  live_table live; /* trace address -> what is live */
-  live_dense dense; /* the same, numbered by a plan (live.h) */
-  /* 1: the run follows its source's plan (the dense table), -1: it does not (the hash table), 0:
-   * not decided yet (before the first view) */
-  int planned;
-  /* The plan's allocation arguments of the view being replayed (source.h: replay_alloc_arg), or
-   * NULL, and the stream and device of those it holds. */
-  const replay_alloc_arg *args;
-  int64_t args_stream;
-  int args_device;
-  sim_map host;  /* host allocations: address -> size | mem << 56 */
-  int64_t host_live[SIM_MEM__COUNT];
-  /* What observers see of the event just handled (engine_begin points its category_bytes at
-   * cat_bytes). Its allocated, reserved and requested are the totals over devices, kept there
-   * for every replay; its other fields are zero between events: a handler sets only what its
-   * event changed, and outcome_rest puts back what was set (out_rare: more than the placement
-   * and reserved_delta). */
-  replay_outcome out;
-  int out_rare;
-  int64_t active; /* the fourth total */
-  replay_observer obs0; /* the first observer, and how many there are */
-  size_t nobs;
-  int64_t cat_bytes[SIM_CAT__COUNT], cat_count[SIM_CAT__COUNT], catsrc_bytes[SIM_CATSRC__COUNT];
-  /* call sites: small stack ids index an array, others go through the map */
-  uint32_t *site_small; /* stack id -> site index + 1 */
-  size_t site_small_cap;
-  sim_map site_idx;
-  site_rec *sites;
-  size_t nsites, sites_cap;
-  uint32_t *dirty;
-  size_t ndirty, dirty_cap;
-  /* The state at the peak of allocated bytes is taken when it is about to change, not at every
-   * new peak (a trace that grows sets thousands): pend_cats, the categories and call sites;
-   * pend_lf, the largest free block. lazy_lf: the largest free block may wait past an
-   * allocation (it is then lost when the allocation changes the models but sets no new peak,
-   * lf_lost, and taken by a second pass over the source: only on a source that can rewind). */
-  int pend_cats, pend_lf, lazy_lf, lf_lost;
-  int lean; /* replay_config.lean, in a run that can be lean (no moment to stop at, no per-event check) */
-  int start_due; /* the devices' start states are not yet in the peaks (they are, as of the first event) */
-  /* timeline */
-  replay_point cur;
-  uint64_t cur_n, bucket;
-  size_t max_points;
-  /* stopping at a moment (cfg->stop) */
-  sim_event last;  /* the last event handled */
-  int have_last, have_first;
-  int64_t first_ts;
-  char *err;
-  size_t errlen;
-};
-typedef struct replay_engine engine;
 
 static int64_t now_ns(void) {
   struct timespec t;
@@ -176,153 +42,6 @@ static void sim_release(void *arg, int device, sim_device *dev) {
 
 static inline void device_sync(engine *e, devstate *ds);
 static void seen_take(devstate *ds);
-
-/* The restored blocks' addresses made this run's, for blocks other than a kept state's alone. */
-static void restored_own(engine *e) {
-  if (!e->restored_own) sim_map_clear(&e->restored_at);
-  e->restored_own = 1;
-  e->restored_for = NULL;
-}
-
-/* The memory of a restored segment is held already: counted by the device, its addresses never
- * handed out again. */
-static void segment_held(devstate *ds, const sim_walk_item *seg) {
-  uint64_t lo = seg->expandable && seg->requested ? seg->requested : seg->addr;
-  sim_simdev_hold(&ds->dev, lo, seg->addr + seg->size - lo, seg->size);
-}
-
-/* Restores one segment and its blocks (items[0..n-1]) into the device's model. */
-static int start_segment(engine *e, devstate *ds, int device, const replay_start *st, size_t at, size_t n) {
-  if (n > e->seg_cap) {
-    size_t cap = e->seg_cap;
-    sim_grow((void **)&e->seg_items, &e->seg_cap, n, sizeof *e->seg_items);
-    sim_grow((void **)&e->seg_handles, &cap, n, sizeof *e->seg_handles);
-  }
-  sim_walk_item *it = e->seg_items;
-  uintptr_t *h = e->seg_handles;
-  memcpy(it, st->items + at, n * sizeof *it);
-  char msg[SIM_ERRLEN];
-  int rc = ds->a.ops->restore(ds->a.ctx, it, n, h, msg, sizeof msg);
-  if (rc != SIM_OK) {
-    snprintf(e->err, e->errlen, "cannot start device %d from the recorded state: the segment at %#llx: %s", device,
-             (unsigned long long)it[0].addr, msg);
-  } else {
-    segment_held(ds, &it[0]);
-    restored_own(e);
-    sim_grow((void **)&e->restored, &e->cap_restored, e->nrestored + n, sizeof *e->restored);
-    for (size_t k = 1; k < n; k++) {
-      e->restored[e->nrestored++] = (restored_block){h[k], it[k].addr, it[k].size, device, it[k].state, 0};
-      *sim_map_put(&e->restored_at, st->trace_addr[at + k], NULL) = e->nrestored;
-    }
-  }
-  return rc == SIM_OK ? 0 : -1;
-}
-
-/* The device's starting state, when the configuration gives one. */
-static int device_start(engine *e, devstate *ds, int device) {
-  const replay_config *cfg = e->cfg;
-  for (size_t s = 0; s < cfg->nstart; s++) {
-    const replay_start *st = &cfg->start[s];
-    if (st->device != device || !st->n) continue;
-    if (!ds->a.ops->restore || cfg->make_device) {
-      snprintf(e->err, e->errlen, "device %d cannot start from a recorded state: %s", device,
-               cfg->make_device ? "only a simulated device can" : "the allocator model cannot restore one");
-      return -1;
-    }
-    for (size_t i = 0; i < st->n;) {
-      size_t j = i + 1;
-      while (j < st->n && !st->items[j].is_segment) j++;
-      if (!st->items[i].is_segment || start_segment(e, ds, device, st, i, j - i)) {
-        if (!st->items[i].is_segment) snprintf(e->err, e->errlen, "device %d: a start state must begin with a segment", device);
-        return -1;
-      }
-      i = j;
-    }
-  }
-  return 0;
-}
-
-/* ---- a start state kept with its model -------------------------------------------------------
- * A loop of replays of a recorded window restores the same segments before every replay (for
- * kk_ctx128_fullstep, a twentieth of its time: docs/performance.md, round thirty). A model that
- * can (allocator.h, `save`) keeps the state its restores left, and the next run that starts its
- * device from the same states (a comparison's next cell too, whatever its capacity) puts it back
- * and holds the segments' memory again (start_load) instead of restoring them. */
-
-static void start_forget(devstate *ds) {
-  start_kept *k = &ds->start;
-  free(k->lens);
-  free(k->items);
-  free(k->trace_addr);
-  free(k->blocks);
-  memset(k, 0, sizeof *k);
-}
-
-/* Whether the run starts ds (device `device`) from the states the kept one was restored from. */
-static int start_same(const replay_config *cfg, const devstate *ds, int device) {
-  const start_kept *k = &ds->start;
-  size_t nl = 0, at = 0;
-  for (size_t s = 0; s < cfg->nstart; s++) {
-    const replay_start *st = &cfg->start[s];
-    if (st->device != device || !st->n) continue;
-    if (nl == k->nlens || k->lens[nl++] != st->n) return 0;
-    /* the same bytes (a state whose padding differs is restored again: slower, not wrong) */
-    if (memcmp(st->items, k->items + at, st->n * sizeof *st->items) ||
-        memcmp(st->trace_addr, k->trace_addr + at, st->n * sizeof *st->trace_addr))
-      return 0;
-    at += st->n;
-  }
-  return nl == k->nlens;
-}
-
-/* The kept state put back, when the run starts ds as it was started: 1, else 0 (nothing done). */
-static int start_load(engine *e, devstate *ds, int device) {
-  start_kept *k = &ds->start;
-  if (!k->ok || !start_same(e->cfg, ds, device)) return 0;
-  ds->a.ops->load(ds->a.ctx);
-  for (size_t i = 0; i < k->n; i++)
-    if (k->items[i].is_segment) segment_held(ds, &k->items[i]);
-  sim_grow((void **)&e->restored, &e->cap_restored, e->nrestored + k->nblocks, sizeof *e->restored);
-  int same = !e->restored_own && !e->nrestored && e->restored_for == k;
-  if (!same) restored_own(e);
-  memcpy(e->restored + e->nrestored, k->blocks, k->nblocks * sizeof *k->blocks); /* none taken */
-  for (size_t i = 0, b = e->nrestored; !same && i < k->n; i++)
-    if (!k->items[i].is_segment) *sim_map_put(&e->restored_at, k->trace_addr[i], NULL) = ++b;
-  if (!e->nrestored) e->restored_for = k; /* its blocks alone, so far */
-  e->nrestored += k->nblocks;
-  e->restored_own = 1;
-  return 1;
-}
-
-/* The device's start states restored, and kept with its model when it can keep them. 0, or -1. */
-static int device_start_keep(engine *e, devstate *ds, int device) {
-  const replay_config *cfg = e->cfg;
-  size_t first = e->nrestored;
-  start_forget(ds);
-  if (device_start(e, ds, device)) return -1;
-  if (cfg->make_device || !sim_allocator_can_keep_start(ds->a.ops)) return 0;
-  start_kept *k = &ds->start;
-  for (size_t s = 0; s < cfg->nstart; s++) {
-    const replay_start *st = &cfg->start[s];
-    if (st->device != device || !st->n) continue;
-    k->lens = sim_xrealloc(k->lens, (k->nlens + 1) * sizeof *k->lens);
-    k->lens[k->nlens++] = st->n;
-    k->items = sim_xrealloc(k->items, (k->n + st->n) * sizeof *k->items);
-    k->trace_addr = sim_xrealloc(k->trace_addr, (k->n + st->n) * sizeof *k->trace_addr);
-    memcpy(k->items + k->n, st->items, st->n * sizeof *st->items);
-    memcpy(k->trace_addr + k->n, st->trace_addr, st->n * sizeof *st->trace_addr);
-    k->n += st->n;
-  }
-  if (!k->nlens || ds->a.ops->save(ds->a.ctx)) { /* no state starts this device, or the model keeps none */
-    start_forget(ds);
-    return 0;
-  }
-  k->nblocks = e->nrestored - first;
-  k->blocks = sim_xmalloc((k->nblocks ? k->nblocks : 1) * sizeof *k->blocks);
-  memcpy(k->blocks, e->restored + first, k->nblocks * sizeof *k->blocks);
-  k->ok = 1;
-  return 0;
-}
 
 /* The device's peaks, raised to its current figures. */
 static void device_peaks(devstate *ds) {
@@ -390,7 +109,7 @@ static int model_keepable(const replay_config *cfg, const devstate *ds) {
 }
 
 static void model_drop(devstate *ds) {
-  start_forget(ds);
+  engine_start_forget(ds);
   sim_simdev_clearing(&ds->dev);
   sim_allocator_release(&ds->a);
   sim_release(NULL, 0, &ds->dev);
@@ -469,7 +188,7 @@ made:
   ds->res = &e->res->devices[e->res->ndevices++];
   ds->res->device = device;
   if (cfg->nstart) {
-    if (!(reused && start_load(e, ds, device)) && device_start_keep(e, ds, device)) return NULL;
+    if (!(reused && engine_start_load(e, ds, device)) && engine_start_keep(e, ds, device)) return NULL;
     device_sync(e, ds);
     if (e->nused == 1) device_own(e, ds);
     device_peaks(ds); /* the start state, before the event that made the device */
@@ -1671,7 +1390,7 @@ static void release_devices(engine *e) {
       ds->key = key_of(cfg);
       continue;
     }
-    start_forget(ds);
+    engine_start_forget(ds);
     sim_allocator_release(&ds->a);
     if (cfg->make_device) {
       if (cfg->release_device) cfg->release_device(cfg->device_arg, d, &ds->dev);

@@ -47,19 +47,20 @@ static inline size_t live_home(const live_table *t, uint64_t addr) {
   return (size_t)((addr * UINT64_C(0x9E3779B97F4A7C15)) >> t->shift);
 }
 
-static void live_init(live_table *t, unsigned bits) {
+/* (Functions that are not inline are marked unused: engine_start.c takes the types alone.) */
+__attribute__((unused)) static void live_init(live_table *t, unsigned bits) {
   t->slots = sim_xcalloc((size_t)1 << bits, sizeof *t->slots);
   t->mask = ((size_t)1 << bits) - 1;
   t->shift = 64 - bits;
   t->len = 0;
 }
 
-static void live_release(live_table *t) {
+__attribute__((unused)) static void live_release(live_table *t) {
   free(t->slots);
   memset(t, 0, sizeof *t);
 }
 
-static void live_grow(live_table *t) {
+__attribute__((unused)) static void live_grow(live_table *t) {
   live_table old = *t;
   live_init(t, 64 - old.shift + 1);
   for (size_t i = 0; i <= old.mask; i++) {
@@ -147,7 +148,7 @@ static inline void dense_release(live_dense *t) {
 }
 
 /* Room for record `slot` (all records past the old end EMPTY). */
-__attribute__((noinline)) static void dense_grow(live_dense *t, uint32_t slot) {
+__attribute__((noinline, unused)) static void dense_grow(live_dense *t, uint32_t slot) {
   size_t cap = t->cap ? t->cap : 1024;
   while (cap <= slot) cap *= 2;
   t->recs = sim_xrealloc(t->recs, cap * sizeof *t->recs);
