@@ -50,6 +50,34 @@ cid=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["compariso
 [ "$(sqlite3 "$DB" "SELECT count(*) FROM runs WHERE json_extract(result, '\$.comparison_id') = '$cid' AND variant = 'bfc:allow_growth=true'")" = 4 ] ||
   fail "the runs' result JSON lacks the comparison id"
 
+# Each cell's settings hold its own trace's recorded settings and window start: traces of different
+# recorded settings (and one with none) in one comparison, read from one snapshot of the store
+# (--no-save), whose worker keeps one trace's row and settings for the cells that follow.
+sdb="$T/settings.db"
+for f in expandable tiny_p4 interleaved; do
+  expect 0 --db "$sdb" import "$MEMPLAY_SRC/tests/data/snapshots/$f.pickle" || exit 1
+done
+expect 0 --db "$sdb" compare '*' --policy torch --policy 'torch:max_split_size_mb=64' --policy bfc --no-save --json --quiet
+sqlite3 -json "$sdb" "SELECT name, allocator_settings, attrs FROM traces" >"$T/traces.json"
+python3 - "$T/out" "$T/traces.json" <<'PY' || fail "compare: a cell's settings are not its trace's: $(head -c 300 "$T/out")"
+import json, sys
+r = json.load(open(sys.argv[1]))
+rows = {t["name"]: t for t in json.load(open(sys.argv[2]))}
+assert len(r["traces"]) == 5 and len(r["cells"]) == 15, r["traces"]
+seen = set()
+for c in r["cells"]:
+    t, s = rows[c["trace"]], c["settings"]
+    mine = s["model"] == "torch"  # the recorded settings are the recording allocator's
+    want = json.loads(t["allocator_settings"]) if mine and t["allocator_settings"] else None
+    assert s["recorded"] == want, (c["trace"], c["policy"], s["recorded"], want)
+    assert s["options"] == ({"max_split_size_mb": "64"} if c["policy"].startswith("torch:") else {}), s
+    window = '"window":true' in t["attrs"].replace(" ", "")
+    if mine and c["policy"] == "torch" and window:
+        assert s["window_start"]["state"] in ("rebuilt", "live_set") and s["window_start"]["assumption"], s
+    seen.add(json.dumps(s["recorded"], sort_keys=True))
+assert len(seen) >= 3, seen  # expandable, max_split_size_mb:128, none
+PY
+
 # The table for people, Markdown, CSV.
 expect 0 compare 'job*' "${P[@]}" --no-save --quiet
 has "$T/out" "torch:expandable_segments:True"
