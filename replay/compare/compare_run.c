@@ -222,52 +222,36 @@ static void recorded_memo_release(recorded_memo *m) {
   memset(m, 0, sizeof *m);
 }
 
-/* JSON text written piece by piece, as a generator would write it (no spaces). */
-typedef struct text {
-  char *b;
-  size_t n, cap;
-} text;
+/* The room s takes as a JSON string (jsonw_quote writes at most 2 + 6n bytes), or as null. */
+static size_t quoted_room(const char *s) { return s ? 2 + 6 * strlen(s) : 4; }
 
-static void text_add(text *t, const char *s) {
-  size_t n = strlen(s);
-  sim_grow((void **)&t->b, &t->cap, t->n + n + 1, 1);
-  memcpy(t->b + t->n, s, n + 1);
-  t->n += n;
-}
+/* s as a JSON string at o (jsonw_str's text), or null: the byte after it. */
+static char *quoted(char *o, const char *s) { return s ? jsonw_quote(o, s, strlen(s)) : stpcpy(o, "null"); }
 
-/* s as a JSON string (jsonw_str's text), or null. */
-static void text_quote(text *t, const char *s) {
-  if (!s) return text_add(t, "null");
-  size_t n = strlen(s);
-  sim_grow((void **)&t->b, &t->cap, t->n + 2 + 6 * n + 1, 1);
-  t->n = (size_t)(jsonw_quote(t->b + t->n, s, n) - t->b);
-  t->b[t->n] = 0;
-}
-
-/* The model and everything it was given, as a JSON object. */
+/* The model and everything it was given, as a JSON object, written as a generator writes one (no
+ * spaces) into one buffer of the room it can take. */
 static char *settings_json(const session_run *run, recorded_memo *memo) {
-  text t = {0};
-  text_add(&t, "{\"model\":");
-  text_quote(&t, run->spec->ops->name);
-  text_add(&t, ",\"options\":{");
-  for (size_t i = 0; i < run->spec->nopts; i++) {
-    if (i) text_add(&t, ",");
-    text_quote(&t, run->spec->opts[i].key);
-    text_add(&t, ":");
-    text_quote(&t, run->spec->opts[i].value);
+  const sim_spec *sp = run->spec;
+  const char *recorded = recorded_json(memo, run->recorded);
+  size_t room = 96 + strlen(recorded) + quoted_room(sp->ops->name) + quoted_room(run->window_start) +
+                quoted_room(run->window_note); /* 96: the keys, braces and separators */
+  for (size_t i = 0; i < sp->nopts; i++) room += 2 + quoted_room(sp->opts[i].key) + quoted_room(sp->opts[i].value);
+  char *b = sim_xmalloc(room), *o = stpcpy(b, "{\"model\":");
+  o = stpcpy(quoted(o, sp->ops->name), ",\"options\":{");
+  for (size_t i = 0; i < sp->nopts; i++) {
+    if (i) *o++ = ',';
+    o = quoted(o, sp->opts[i].key);
+    *o++ = ':';
+    o = quoted(o, sp->opts[i].value);
   }
-  text_add(&t, "},\"recorded\":");
-  text_add(&t, recorded_json(memo, run->recorded));
+  o = stpcpy(stpcpy(o, "},\"recorded\":"), recorded);
   /* a recorded window: the state the replay started from (rebuilt, or an assumption) */
   if (run->window_start) {
-    text_add(&t, ",\"window_start\":{\"state\":");
-    text_quote(&t, run->window_start);
-    text_add(&t, ",\"assumption\":");
-    text_quote(&t, run->window_note);
-    text_add(&t, "}");
+    o = stpcpy(quoted(stpcpy(o, ",\"window_start\":{\"state\":"), run->window_start), ",\"assumption\":");
+    o = stpcpy(quoted(o, run->window_note), "}");
   }
-  text_add(&t, "}");
-  return t.b;
+  stpcpy(o, "}");
+  return b;
 }
 
 /* The cell's metrics from its run; step_time_s and samples_per_s (< 0: unknown) are the time model's,
