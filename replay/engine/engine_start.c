@@ -83,7 +83,7 @@ static int device_start(engine *e, devstate *ds, int device) {
  * kk_ctx128_fullstep, a twentieth of its time: docs/performance.md, round thirty). A model that
  * can (allocator.h, `save`) keeps the state its restores left, and the next run that starts its
  * device from the same states (a comparison's next cell too, whatever its capacity) puts it back
- * and holds the segments' memory again (start_load) instead of restoring them. */
+ * and holds the segments' memory again (engine_start_load) instead of restoring them. */
 
 void engine_start_forget(devstate *ds) {
   start_kept *k = &ds->start;
