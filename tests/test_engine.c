@@ -957,6 +957,74 @@ static void plan_numbers_the_records(void) {
   free(b.ev);
 }
 
+/* The planner numbers as a plain map of addresses with a stack of records given back would, over
+ * many events: addresses whose hashes share their top half (the index's slot keeps only that
+ * half), the index grown past its first size and emptied again, 0 and UINT64_MAX among them. */
+static uint32_t ref_step(uint64_t *addr_of, uint8_t *held, uint32_t *spare, size_t *nspare, uint32_t *next,
+                         const sim_event *ev) {
+  uint32_t r = REPLAY_PLAN_NONE;
+  if (ev->kind != SIM_EV_ALLOC && !sim_kind_is_free(ev->kind)) return r;
+  for (uint32_t k = 0; k < *next; k++)
+    if (held[k] && addr_of[k] == ev->addr) r = k;
+  if (ev->kind == SIM_EV_ALLOC) {
+    if (r != REPLAY_PLAN_NONE) return r;
+    r = *nspare ? spare[--*nspare] : (*next)++;
+    held[r] = 1, addr_of[r] = ev->addr;
+    return r;
+  }
+  if (r == REPLAY_PLAN_NONE || ev->kind == SIM_EV_FREE_REQUESTED) return r;
+  held[r] = 0;
+  spare[(*nspare)++] = r;
+  return r;
+}
+
+static void planner_numbers_as_a_map_would(void) {
+  uint64_t inv = UINT64_C(0x9E3779B97F4A7C15); /* the hash's multiplier, inverted mod 2^64 (Newton) */
+  for (int k = 0; k < 6; k++) inv *= 2 - UINT64_C(0x9E3779B97F4A7C15) * inv;
+  CHECK(inv * UINT64_C(0x9E3779B97F4A7C15) == 1);
+  enum { NADDR = 1200, NEV = 40000 };
+  uint64_t pool[NADDR];
+  for (int k = 0; k < NADDR; k++) /* four addresses to each top half of the hash, the rest plain */
+    pool[k] = k < 400 ? ((uint64_t)(k / 4) << 40 | (uint64_t)(k % 4)) * inv : UINT64_C(0x7f0000000000) + (uint64_t)k * 512;
+  pool[400] = 0;
+  pool[401] = UINT64_MAX;
+  evbuf b = {0};
+  uint64_t x = 7;
+  for (int i = 0; i < NEV; i++) {
+    x = x * UINT64_C(6364136223846793005) + UINT64_C(1442695040888963407);
+    int phase = i / 10000 % 2; /* grows the live set, then lets it fall */
+    unsigned r = (unsigned)(x >> 33) % 100;
+    uint64_t a = pool[(x >> 13) % NADDR];
+    int kind = r < (phase ? 30u : 60u) ? SIM_EV_ALLOC
+               : r < 80 ? SIM_EV_FREE
+               : r < 88 ? SIM_EV_FREE_REQUESTED
+               : r < 96 ? SIM_EV_FREE_COMPLETED
+                        : SIM_EV_KERNEL;
+    add(&b, kind, a, 8);
+  }
+  uint64_t addr_of[NADDR + 1];
+  uint8_t held[NADDR + 1] = {0};
+  uint32_t spare[NADDR + 1], next = 0;
+  size_t nspare = 0, most = 0, live = 0;
+  replay_planner pl;
+  replay_planner_init(&pl);
+  for (size_t i = 0; i < b.n; i++) {
+    uint32_t want = ref_step(addr_of, held, spare, &nspare, &next, &b.ev[i]);
+    uint32_t got = replay_planner_step(&pl, &b.ev[i]);
+    if (got != want) {
+      fprintf(stderr, "event %zu: kind %d addr %llx: number %u, want %u\n", i, b.ev[i].kind, (unsigned long long)b.ev[i].addr, got, want);
+      CHECK(0);
+      break;
+    }
+    live = next - nspare;
+    if (live > most) most = live;
+  }
+  CHECK(most > 300 && live < most / 2); /* the index grew and emptied again */
+  CHECK(!pl.full);
+  replay_planner_release(&pl);
+  free(b.ev);
+}
+
 /* A plan holds the size and address of each allocation on the stream and device of its first
  * allocation that does not begin a window, and tells the loop to read the event of any other. */
 static void plan_holds_allocation_arguments(void) {
@@ -1271,6 +1339,7 @@ int main(void) {
   RUN(a_start_state_is_in_use_before_any_allocation);
   RUN(plan_numbers_the_records);
   RUN(plan_holds_allocation_arguments);
+  RUN(planner_numbers_as_a_map_would);
   RUN(plan_gathered_from_views);
   RUN(planned_replay_matches_unplanned);
   RUN(planned_replay_on_one_device_matches_unplanned);

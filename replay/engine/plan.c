@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "sim/hashmap.h"
+#include "planner.h"
 #include "source.h"
 #include "steps.h"
 
@@ -11,34 +12,13 @@
  * one given back last, else a new one), an allocation of an address held names that address's
  * record, a free names the record of its address, and a free that completes gives the record back.
  */
-void replay_planner_init(replay_planner *p) {
-  memset(p, 0, sizeof *p);
-  sim_map_init(&p->held);
-}
+void replay_planner_init(replay_planner *p) { memset(p, 0, sizeof *p); }
 
-uint32_t replay_planner_step(replay_planner *p, const sim_event *ev) {
-  if (ev->kind == SIM_EV_ALLOC) {
-    int existed;
-    uint64_t *v = sim_map_put(&p->held, ev->addr, &existed);
-    if (existed) return (uint32_t)*v;
-    if (p->nspare) *v = p->spare[--p->nspare];
-    else if (p->next < REPLAY_PLAN_NONE - 1) *v = p->next++;
-    else p->full = 1, *v = 0;
-    return (uint32_t)*v;
-  }
-  if (!sim_kind_is_free(ev->kind)) return REPLAY_PLAN_NONE;
-  uint64_t *v = sim_map_get(&p->held, ev->addr);
-  if (!v) return REPLAY_PLAN_NONE;
-  uint32_t slot = (uint32_t)*v;
-  if (ev->kind == SIM_EV_FREE_REQUESTED) return slot; /* still held until the free completes */
-  if (p->nspare == p->cap_spare) sim_grow((void **)&p->spare, &p->cap_spare, p->nspare + 1, sizeof *p->spare);
-  p->spare[p->nspare++] = slot;
-  sim_map_del_slot(&p->held, v);
-  return slot;
-}
+uint32_t replay_planner_step(replay_planner *p, const sim_event *ev) { return planner_step(p, ev); }
 
 void replay_planner_release(replay_planner *p) {
-  sim_map_release(&p->held);
+  free(p->held);
+  free(p->addr);
   free(p->spare);
   memset(p, 0, sizeof *p);
 }
@@ -82,7 +62,7 @@ int replay_plan_build(replay_plan *p, const sim_event *events, size_t n) {
   p->arg = sim_xmalloc((n ? n : 1) * sizeof *p->arg);
   int chosen = 0;
   for (size_t i = 0; i < n && !pl.full; i++) {
-    p->slot[i] = replay_planner_step(&pl, &events[i]);
+    p->slot[i] = planner_step(&pl, &events[i]);
     p->arg[i] = plan_arg(p, &events[i], &chosen);
     if (i) p->step[i - 1] = replay_step_of(events, p->slot, i - 1, n);
   }
