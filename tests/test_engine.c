@@ -958,8 +958,8 @@ static void plan_numbers_the_records(void) {
 }
 
 /* The planner numbers as a plain map of addresses with a stack of records given back would, over
- * many events: addresses whose hashes share their top half (the index's slot keeps only that
- * half), the index grown past its first size and emptied again, 0 and UINT64_MAX among them. */
+ * many events: a third of the addresses share their hash's top bits (one home, one long probe
+ * run), the table grown past its first size and emptied again, 0 and UINT64_MAX among them. */
 static uint32_t ref_step(uint64_t *addr_of, uint8_t *held, uint32_t *spare, size_t *nspare, uint32_t *next,
                          const sim_event *ev) {
   uint32_t r = REPLAY_PLAN_NONE;
@@ -984,7 +984,7 @@ static void planner_numbers_as_a_map_would(void) {
   CHECK(inv * UINT64_C(0x9E3779B97F4A7C15) == 1);
   enum { NADDR = 1200, NEV = 40000 };
   uint64_t pool[NADDR];
-  for (int k = 0; k < NADDR; k++) /* four addresses to each top half of the hash, the rest plain */
+  for (int k = 0; k < NADDR; k++) /* hashes below 2^47 (home 0 in any table of up to 2^17 slots), the rest plain */
     pool[k] = k < 400 ? ((uint64_t)(k / 4) << 40 | (uint64_t)(k % 4)) * inv : UINT64_C(0x7f0000000000) + (uint64_t)k * 512;
   pool[400] = 0;
   pool[401] = UINT64_MAX;

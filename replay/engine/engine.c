@@ -7,7 +7,6 @@
 #include "sim/device_sim.h"
 #include "sim/hashmap.h"
 #include "engine_int.h"
-#include "planner.h"
 #include "steps.h"
 
 /*
@@ -496,13 +495,13 @@ static void record_oom(engine *e, devstate *ds, const sim_event *ev) {
  * when nobody observes the replay. */
 /* A preexisting allocation whose block the device started with: it takes that block. 1 when it
  * did, 0 when no restored block is at its address (it is placed as any allocation). */
-static int take_restored(engine *e, const sim_event *ev, uint32_t slot, replay_outcome *out) {
+static int take_restored(engine *e, const sim_event *ev, uint32_t slot, int planned, replay_outcome *out) {
   const uint64_t *idx = sim_map_get(&e->restored_at, ev->addr);
   if (!idx || !e->restored_own || *idx > e->nrestored || e->restored[*idx - 1].taken) return 0;
   restored_block *rb = &e->restored[*idx - 1];
   rb->taken = 1;
   int existed;
-  live_entry *le = dense_put(&e->dense, slot, ev->addr, &existed);
+  live_entry *le = planned ? dense_put(&e->dense, slot, ev->addr, &existed) : live_put(&e->live, ev->addr, &existed);
   if (existed) { /* cannot happen: preexisting addresses are distinct */
     e->res->duplicate_allocs++;
     return 1;
@@ -548,24 +547,25 @@ static void peak_settle(engine *e, devstate *ds, int placed) {
   if (placed) peak_capture(e);
 }
 
-/* slot: the event's record (live.h). lean: a constant (replay_config.lean): the categories and
- * call sites of live memory are not followed. */
-__attribute__((always_inline)) static inline int do_alloc(engine *e, const sim_event *ev, uint32_t slot, int lean,
-                                                          replay_outcome *out) {
+/* planned: a constant; slot, the plan's record of the event (live.h). lean: a constant
+ * (replay_config.lean): the categories and call sites of live memory are not followed. */
+__attribute__((always_inline)) static inline int do_alloc(engine *e, const sim_event *ev, uint32_t slot, int planned,
+                                                          int lean, replay_outcome *out) {
   int d = ev->device < 0 ? 0 : ev->device;
   devstate *ds = d < REPLAY_MAX_DEVICES && (e->used_mask >> d & 1) ? &e->devs[d] : NULL;
   if (!ds) peak_capture(e); /* making a device may change what the peak waits to take (a region taken up front) */
   /* a device's start was restored before the first event (devices_started) */
-  if ((ev->flags & SIM_EVF_PREEXISTING) && e->cfg->nstart && take_restored(e, ev, slot, out)) return 0;
+  if ((ev->flags & SIM_EVF_PREEXISTING) && e->cfg->nstart && take_restored(e, ev, slot, planned, out)) return 0;
   int existed;
-  live_entry *le = dense_put(&e->dense, slot, ev->addr, &existed);
+  live_entry *le = planned ? dense_put(&e->dense, slot, ev->addr, &existed) : live_put(&e->live, ev->addr, &existed);
   if (existed && le->state != DROPPED) {
     e->res->duplicate_allocs++;
     if (out) out->ignored = 1, e->out_rare = 1;
     return 0;
   }
   if (!ds && !(ds = device_get(e, ev->device))) {
-    dense_del(&e->dense, le);
+    if (planned) dense_del(&e->dense, le);
+    else live_del(&e->live, le);
     return -1;
   }
   if (!ev->size) peak_capture(e); /* an allocation of nothing sets no peak: no reason to wait */
@@ -601,7 +601,8 @@ __attribute__((always_inline)) static inline int do_alloc(engine *e, const sim_e
 
 /* The model lets go of a live or requested allocation: its free requested (when live) and, when it
  * completes, done; its record given back. Its device. */
-__attribute__((always_inline)) static inline devstate *let_go(engine *e, live_entry *le, int completes, int lean) {
+__attribute__((always_inline)) static inline devstate *let_go(engine *e, live_entry *le, int completes, int planned,
+                                                              int lean) {
   devstate *ds = &e->devs[le->device];
   const sim_allocator_ops *ops = ds->a.ops;
   int live = le->state == LIVE;
@@ -614,7 +615,8 @@ __attribute__((always_inline)) static inline devstate *let_go(engine *e, live_en
   }
   if (completes) {
     e->res->frees++;
-    dense_del(&e->dense, le);
+    if (planned) dense_del(&e->dense, le);
+    else live_del(&e->live, le);
   } else {
     le->state = REQUESTED;
   }
@@ -622,9 +624,9 @@ __attribute__((always_inline)) static inline devstate *let_go(engine *e, live_en
   return ds;
 }
 
-__attribute__((always_inline)) static inline int do_free(engine *e, const sim_event *ev, uint32_t slot, int lean,
-                                                         replay_outcome *out) {
-  live_entry *le = dense_get(&e->dense, slot);
+__attribute__((always_inline)) static inline int do_free(engine *e, const sim_event *ev, uint32_t slot, int planned,
+                                                         int lean, replay_outcome *out) {
+  live_entry *le = planned ? dense_get(&e->dense, slot) : live_get(&e->live, ev->addr);
   if (!le) {
     e->res->unknown_frees++;
     if (out) out->ignored = 1, e->out_rare = 1;
@@ -634,7 +636,8 @@ __attribute__((always_inline)) static inline int do_free(engine *e, const sim_ev
   if (le->state == DROPPED) {
     e->res->dropped_frees++;
     if (out) out->ignored = 1, e->out_rare = 1;
-    if (completes) dense_del(&e->dense, le);
+    if (completes && planned) dense_del(&e->dense, le);
+    else if (completes) live_del(&e->live, le);
     return 0;
   }
   if (le->state == REQUESTED && ev->kind == SIM_EV_FREE_REQUESTED) {
@@ -643,7 +646,7 @@ __attribute__((always_inline)) static inline int do_free(engine *e, const sim_ev
     return 0;
   }
   if (!lean) peak_capture(e);
-  devstate *ds = let_go(e, le, completes, lean);
+  devstate *ds = let_go(e, le, completes, planned, lean);
   if (out) seen_note(e, ds, out, 0);
   return 0;
 }
@@ -652,12 +655,13 @@ __attribute__((always_inline)) static inline int do_free(engine *e, const sim_ev
  * allocation is live, both at once (what the two do one after the other: the request alone cannot
  * raise a total, so nothing is seen between them): 2, the events read; else 0, and the engine reads
  * them one at a time. (A trace that records requests and completions, as PyTorch's snapshots do,
- * has one pair for each free that no stream holds back.) slot: the numbers of the two. */
-__attribute__((always_inline)) static inline int free_pair(engine *e, const sim_event *ev, const uint32_t *slot) {
-  if (!replay_is_pair(ev, slot)) return 0;
-  live_entry *le = dense_get(&e->dense, slot[0]);
+ * has one pair for each free that no stream holds back.) */
+__attribute__((always_inline)) static inline int free_pair(engine *e, const sim_event *ev, const uint32_t *slot,
+                                                           int planned) {
+  if (!replay_is_pair(ev, planned ? slot : NULL)) return 0;
+  live_entry *le = planned ? dense_get(&e->dense, slot[0]) : live_get(&e->live, ev->addr);
   if (!le || le->state != LIVE) return 0;
-  let_go(e, le, 1, 1);
+  let_go(e, le, 1, planned, 1);
   peaks(e, &ev[1], 1);
   return 2;
 }
@@ -790,9 +794,13 @@ static int cmp_owner(const void *a, const void *b) {
 
 /* The live requests, sorted by device and handle, to find a block's owner. */
 static owner_entry *owners_sorted(engine *e, size_t *n) {
-  owner_entry *o = sim_xmalloc((e->dense.len + 1) * sizeof *o);
+  owner_entry *o = sim_xmalloc((e->live.len + e->dense.len + 1) * sizeof *o);
   size_t k = 0;
-  for (size_t i = 0; i < e->dense.hi; i++) {
+  for (size_t i = 0; i <= e->live.mask; i++) {
+    const live_entry *le = &e->live.slots[i];
+    if (le->state == LIVE || le->state == REQUESTED) o[k++] = (owner_entry){le->handle, le};
+  }
+  for (size_t i = 0; e->planned > 0 && i < e->dense.hi; i++) {
     const live_entry *le = &e->dense.recs[i];
     if (le->state == LIVE || le->state == REQUESTED) o[k++] = (owner_entry){le->handle, le};
   }
@@ -851,9 +859,11 @@ int replay_state_walk(const replay_state *st, replay_state_fn fn, void *arg) {
  * replay (no observers, no moment to stop at, no per-event check), the observed one (observers
  * and nothing else: every replay that runs the time model), and the full one (any mix). */
 enum { MODE_PLAIN, MODE_OBSERVED, MODE_FULL };
-/* Added to a mode (never to MODE_FULL: a lean run has no moment to stop at and no per-event
- * check): MODE_LEAN, no timeline and no state at the peak are kept (replay_config.lean). */
-enum { MODE_LEAN = 8 };
+/* Added to a mode (never to MODE_FULL: a run that follows a plan or is lean has no moment to stop
+ * at and no per-event check): MODE_PLANNED, the records of the live allocations are the dense
+ * table's, at the plan's slots; MODE_LEAN, no timeline and no state at the peak are kept
+ * (replay_config.lean). */
+enum { MODE_PLANNED = 4, MODE_LEAN = 8 };
 
 /* Each loop asks memory for the event EVENTS_AHEAD places on while it handles one: a trace larger
  * than the caches is otherwise read from memory at the pace the processor's own prefetcher keeps,
@@ -874,8 +884,8 @@ static inline void observers_tell(engine *e, const sim_event *ev) {
 /* Replays one event: 0 to go on, 1 to stop (at an OOM, when asked to), 2 or 3 at the moment asked
  * for (after or before the event), -1 on error. */
 __attribute__((always_inline)) static inline int replay_event(engine *e, const sim_event *ev, uint32_t slot, int mode) {
-  const int lean = mode & MODE_LEAN;
-  mode &= ~MODE_LEAN;
+  const int planned = mode & MODE_PLANNED, lean = mode & MODE_LEAN;
+  mode &= ~(MODE_PLANNED | MODE_LEAN);
   int op = kind_op[ev->kind], rc = 0;
   int told = mode == MODE_OBSERVED || (mode == MODE_FULL && e->nobs);
   if (mode == MODE_FULL && e->cfg->stop && stop_before(e, ev)) return 3;
@@ -885,8 +895,8 @@ __attribute__((always_inline)) static inline int replay_event(engine *e, const s
     return 0;
   }
   replay_outcome *o = told ? &e->out : NULL;
-  if (op == OP_FREE) rc = do_free(e, ev, slot, lean, o); /* tests, not a jump table: frees and allocations are most events */
-  else if (op == OP_ALLOC) rc = do_alloc(e, ev, slot, lean, o);
+  if (op == OP_FREE) rc = do_free(e, ev, slot, planned, lean, o); /* tests, not a jump table: frees and allocations are most events */
+  else if (op == OP_ALLOC) rc = do_alloc(e, ev, slot, planned, lean, o);
   else if (op == OP_HOST) do_host(e, ev);
   else if (op == OP_DEVICE) do_device_action(e, ev, o);
   if (rc < 0) return -1;
@@ -907,17 +917,15 @@ __attribute__((always_inline)) static inline int replay_event(engine *e, const s
   return rc && e->cfg->stop_at_oom ? 1 : 0;
 }
 
-/* ---- a run nobody observes, on one device ----------------------------------------------------
- * A replay with no observer, no moment to stop at and no per-event check takes the events
+/* ---- a planned run nobody observes, on one device ------------------------------------------
+ * A planned replay with no observer, no moment to stop at and no per-event check takes the events
  * that make up nearly all of a trace in a loop of its own while one device is in use (plain_run):
  * an allocation of a free record; a free, a free request or a completion of a live or requested
  * allocation (lean: a free, or a request its completion follows); events that change nothing. What
  * stays the same from one event to the next (the device's model and statistics, the dense table)
- * is taken once, in a plain_hold. Each event's record is its number in the source's plan, or in
- * the run's own numbering, made here as the events come (planner.h). What each event is to the
- * loop comes with the source's plan, its step (source.h), so that the loop need not read a free's
- * event (a lean one never does); without the plan's steps (a store's plan, lent a view at a time,
- * or the run's own numbering) each is told from its event. With them, a
+ * is taken once, in a plain_hold. What each event is to the loop comes with the plan, its step
+ * (source.h), so that the loop need not read a free's event (a lean one never does); without the
+ * plan's steps (a store's plan, lent a view at a time) each is told from its event. With them, a
  * lean loop takes an allocation's size and address from the plan's arguments where they hold it
  * (replay_alloc_arg), and reads its event only at a new peak or an OOM. Each step does
  * what do_alloc, do_free, let_go, peaks and the timeline do for its event, in the same order; any
@@ -925,9 +933,8 @@ __attribute__((always_inline)) static inline int replay_event(engine *e, const s
  * another device, a synchronization) goes to replay_event, and the loop goes on after it. The
  * steps are the loop's own copies, not calls of those handlers: calling do_alloc's last step and
  * let_go from here cost this loop 5% (memplay bench, planned torch, docs/performance.md);
- * unit_engine's planned_replay_on_one_device_matches_unplanned holds this loop to replay_event's
- * results, with the plan's steps and without, with its arguments and without, and with the run's
- * own numbering. */
+ * unit_engine's planned_replay_on_one_device_matches_unplanned holds the two to the same results,
+ * with the plan's steps and without, with its arguments and without. */
 
 typedef struct plain_hold {
   devstate *ds;
@@ -1040,13 +1047,13 @@ __attribute__((always_inline)) static inline int plain_alloc(engine *e, const pl
  * step `step`: the events taken, 1 or 2, or 0 (not one the step takes). A free gives memory back:
  * of the totals a lean loop follows, only the active bytes may rise at one (cudaMallocAsync's pool
  * counts a free pending on its stream as active, merged with the free memory beside it), so that
- * is the only peak a lean free looks for. replay_event looks for all four after every event;
+ * is the only peak a lean free looks for. The unplanned loop looks for all four after every event;
  * unit_engine's planned_replay_on_one_device_matches_unplanned holds the two to the same peaks. */
-__attribute__((always_inline)) static inline int lean_free(const plain_hold *h, int step, uint32_t slot,
+__attribute__((always_inline)) static inline int lean_free(const plain_hold *h, int step, const uint32_t *slot,
                                                            size_t left) {
   int pair = step == REPLAY_STEP_PAIR;
   if (step == REPLAY_STEP_REQUEST || (pair && left < 2)) return 0;
-  live_entry *le = dense_get(h->t, slot);
+  live_entry *le = dense_get(h->t, slot[0]);
   if (!le || le->state != LIVE) return 0;
   h->free_now(h->ctx, le->handle);
   h->r->frees++;
@@ -1098,26 +1105,24 @@ __attribute__((always_inline)) static inline size_t plain_run(engine *e, const s
                         &e->dense, e->res,    args,                e->args_stream,   &marks};
   for (; i < n; i++) {
     const sim_event *ev = &evs[i];
+    int step = steps ? steps[i] : replay_step_of(evs, slots, i, n);
     if (!args) event_ahead(evs, i); /* with them, an event is read at a new peak at most */
-    uint32_t slot = slots[i];
-    int step = steps ? steps[i] : replay_step_of(evs, slots, i, n), took = 1;
     if (step == REPLAY_STEP_ALLOC) {
-      int r = plain_alloc(e, &h, evs, i, slot, lean);
-      if (r == 2) {
-        took = 0;
-      } else if (r) {
+      int r = plain_alloc(e, &h, evs, i, slots[i], lean);
+      if (r == 2) break;
+      if (r) {
         *rc = r;
         break;
       }
     } else if (step >= REPLAY_STEP_FREE) {
-      took = lean ? lean_free(&h, step, slot, n - i) : full_free(e, &h, ev, step, slot);
+      int took = lean ? lean_free(&h, step, &slots[i], n - i) : full_free(e, &h, ev, step, slots[i]);
+      if (!took) break;
+      i += (size_t)took - 1;
     } else if (step == REPLAY_STEP_OTHER) {
-      took = 0;
+      break;
     } else if (!lean) {
       timeline_tick(e, ev);
     }
-    if (!took) break;
-    i += (size_t)took - 1;
   }
   if (lean) lean_marks_take(h.r, &marks);
   device_sync(e, ds);
@@ -1132,31 +1137,45 @@ __attribute__((always_inline)) static inline size_t plain_run_steps(engine *e, c
 }
 
 /* The loop of one mode (a constant): replays evs[0..n-1] until one asks to stop; how many were
- * read, *rc what replay_event said of the last. slots: the events' numbers; steps: the source
- * plan's, or NULL. */
+ * read, *rc what replay_event said of the last. slots and steps: the plan's for these events, or
+ * NULL. */
 __attribute__((always_inline)) static inline size_t replay_loop(engine *e, const sim_event *evs, const uint32_t *slots,
                                                              const uint8_t *steps, size_t n, int mode, int *rc) {
   size_t i = 0;
   int r = 0;
-  if ((mode & ~MODE_LEAN) == MODE_PLAIN) { /* nobody sees each event */
-    const int lean = mode & MODE_LEAN;
+  const int planned = mode & MODE_PLANNED;
+  if ((mode & MODE_LEAN) && (mode & ~(MODE_PLANNED | MODE_LEAN)) == MODE_PLAIN) { /* nobody sees each event */
     while (i < n) {
-      i = plain_run_steps(e, evs, slots, steps, i, n, &r, lean);
-      if (r || i == n) break;
-      if (lean && evs[i].kind == SIM_EV_FREE_REQUESTED && i + 1 < n) {
-        int read = free_pair(e, &evs[i], &slots[i]);
+      if (planned) {
+        i = plain_run_steps(e, evs, slots, steps, i, n, &r, 1);
+        if (r || i == n) break;
+      }
+      if (evs[i].kind == SIM_EV_FREE_REQUESTED && i + 1 < n) {
+        int read = free_pair(e, &evs[i], planned ? &slots[i] : NULL, planned);
         if (read) {
           i += (size_t)read;
           continue;
         }
       }
+      if ((r = replay_event(e, &evs[i], planned ? slots[i] : 0, mode))) break;
+      i++;
+    }
+  } else if (planned && (mode & ~MODE_PLANNED) == MODE_PLAIN) {
+    while (i < n) {
+      i = plain_run_steps(e, evs, slots, steps, i, n, &r, 0);
+      if (r || i == n) break;
       if ((r = replay_event(e, &evs[i], slots[i], mode))) break;
       i++;
+    }
+  } else if (planned) {
+    for (; i < n; i++) {
+      event_ahead(evs, i);
+      if ((r = replay_event(e, &evs[i], slots[i], mode))) break;
     }
   } else {
     for (; i < n; i++) {
       event_ahead(evs, i);
-      if ((r = replay_event(e, &evs[i], slots[i], mode))) break;
+      if ((r = replay_event(e, &evs[i], 0, mode))) break;
     }
   }
   *rc = r;
@@ -1171,67 +1190,40 @@ __attribute__((always_inline)) static inline size_t replay_loop_lean(engine *e, 
                  : replay_loop(e, evs, slots, steps, n, mode, rc);
 }
 
-/* The loop of the run's mode over evs[0..n-1], numbered by slots (steps: the source plan's, or
- * NULL). One copy, not inlined into its two callers: both numberings run the same code, and a
- * change to one caller no longer moves the other's figures (inlined into both, a change to
- * replay_own's numbering loop alone made the planned torch replay of memplay bench's generated
- * trace 18.2 or 23.4 ns an event). */
-__attribute__((noinline)) static size_t replay_mode(engine *e, const sim_event *evs, const uint32_t *slots,
-                                                 const uint8_t *steps, size_t n, int *rc) {
+/* slots and steps: the plan's for evs, or NULL (steps: NULL too when slots is). */
+__attribute__((always_inline)) static inline size_t replay_some(engine *e, const sim_event *evs, const uint32_t *slots,
+                                                             const uint8_t *steps, size_t n, int *rc) {
   const replay_config *cfg = e->cfg;
-  if (cfg->stop || cfg->check_level >= 2) return replay_loop(e, evs, slots, NULL, n, MODE_FULL, rc);
-  return cfg->nobservers ? replay_loop_lean(e, evs, slots, steps, n, MODE_OBSERVED, rc)
-                         : replay_loop_lean(e, evs, slots, steps, n, MODE_PLAIN, rc);
-}
-
-/*
- * The run's own numbering, OWN_CHUNK events at a time: numbered in a loop of their own, whose
- * chains of dependent loads (the event, the index, the record's address) the processor overlaps
- * from one event to the next, then replayed as planned ones. Numbering each event in the replay
- * loop, where the model's work sits between two such chains, took the unplanned torch replay of
- * memplay bench's generated trace to 26.0-26.5 ns an event, against 23.2-23.6 so
- * (docs/performance.md). The numbers of a chunk's events are made before any of them is replayed:
- * a run that stops within the chunk ends there.
- */
-#define OWN_CHUNK 256
-/* While a chunk is numbered, its events' memory asks for the next chunk's (into the second-level
- * cache): the numbering loop then finds its events there; without, memplay bench's unplanned
- * torch replay took 38-40 M events/s, with, 41.5-43 (docs/performance.md). */
-static inline void event_next_chunk(const sim_event *evs, size_t i) {
-  const char *p = (const char *)((uintptr_t)evs + (i + OWN_CHUNK) * sizeof *evs);
-  __builtin_prefetch(p, 0, 2);
-  __builtin_prefetch(p + 64, 0, 2);
-}
-
-static size_t replay_own(engine *e, const sim_event *evs, size_t n, int *rc) {
-  uint32_t slots[OWN_CHUNK];
-  size_t i = 0;
-  *rc = 0;
-  while (i < n) {
-    size_t k = n - i < OWN_CHUNK ? n - i : OWN_CHUNK;
-    for (size_t j = 0; j < k; j++) {
-      event_next_chunk(evs, i + j);
-      slots[j] = planner_step(&e->own, &evs[i + j]);
-    }
-    i += replay_mode(e, evs + i, slots, NULL, k, rc);
-    if (*rc) break;
-  }
-  return i;
-}
-
-/* slots and steps: the source plan's for evs, or NULL (steps: NULL too when slots is). */
-static size_t replay_some(engine *e, const sim_event *evs, const uint32_t *slots, const uint8_t *steps, size_t n,
-                          int *rc) {
-  return slots ? replay_mode(e, evs, slots, steps, n, rc) : replay_own(e, evs, n, rc);
+  if (cfg->stop || cfg->check_level >= 2) return replay_loop(e, evs, NULL, NULL, n, MODE_FULL, rc); /* never planned */
+  if (slots)
+    return cfg->nobservers ? replay_loop_lean(e, evs, slots, steps, n, MODE_OBSERVED | MODE_PLANNED, rc)
+                           : replay_loop_lean(e, evs, slots, steps, n, MODE_PLAIN | MODE_PLANNED, rc);
+  return cfg->nobservers ? replay_loop_lean(e, evs, NULL, NULL, n, MODE_OBSERVED, rc)
+                         : replay_loop_lean(e, evs, NULL, NULL, n, MODE_PLAIN, rc);
 }
 
 replay_engine *replay_engine_new(void) {
   engine *e = sim_xcalloc(1, sizeof *e);
-  replay_planner_init(&e->own);
+  live_init(&e->live, LIVE_START_BITS);
   sim_map_init(&e->restored_at);
   sim_map_init(&e->host);
   sim_map_init(&e->site_idx);
   return e;
+}
+
+/* The live table for a run of the source, empty: it keeps the size an earlier run grew it to,
+ * unless the source's length hint says this run needs less. */
+static void live_begin(live_table *t, const replay_source *src) {
+  unsigned bits = 64 - t->shift, most = bits;
+  if (src->length_hint && src->length_hint < ((size_t)1 << LIVE_START_BITS) / 4)
+    for (most = LIVE_SMALL_BITS; ((size_t)1 << most) < 4 * src->length_hint; most++) {}
+  if (bits > most) {
+    live_release(t);
+    live_init(t, most);
+  } else if (t->len) {
+    memset(t->slots, 0, (t->mask + 1) * sizeof *t->slots);
+    t->len = 0;
+  }
 }
 
 /* The per-run state of a kept engine back to empty (the tables keep their memory); res cleared
@@ -1239,10 +1231,9 @@ replay_engine *replay_engine_new(void) {
 static void engine_begin(engine *e, const replay_config *cfg, replay_source *src, replay_result *res, char *err,
                          size_t errlen) {
   memset(res, 0, sizeof *res);
-  /* a source's plan is followed only in the plain and observed copies of the event loop
-   * (replay_some); otherwise the run numbers the events itself */
+  live_begin(&e->live, src);
+  /* a plan is followed only in the two plain copies of the event loop (replay_some) */
   e->planned = src->view_slots && !cfg->stop && cfg->check_level < 2 ? 0 : -1;
-  planner_reset(&e->own);
   dense_begin(&e->dense, src->plan_records);
   e->nrestored = 0;
   e->restored_own = 0; /* restored_at is the last run's until a device starts from a state */
@@ -1298,14 +1289,16 @@ static void engine_begin(engine *e, const replay_config *cfg, replay_source *src
   res->peak_allocated_seq = res->peak_reserved_seq = res->peak_requested_seq = -1;
 }
 
-/* The run stops following its source's plan (a view came without its numbers): its own numbering
- * goes on from the records as they are. */
+/* The run stops following its plan (a view came without its numbers): the records held move to
+ * the hash table, which the rest of the run uses. */
 static void unplan(engine *e) {
-  for (size_t i = e->dense.hi; i-- > 0;) {
+  for (size_t i = 0; i < e->dense.hi; i++) {
     const live_entry *d = &e->dense.recs[i];
-    if (d->state == EMPTY) planner_spare(&e->own, (uint32_t)i);
-    else planner_hold(&e->own, d->addr, (uint32_t)i);
+    if (d->state == EMPTY) continue;
+    int existed;
+    *live_put(&e->live, d->addr, &existed) = *d;
   }
+  dense_begin(&e->dense, 0);
   e->planned = -1;
 }
 
@@ -1348,12 +1341,6 @@ static int replay_events(engine *e, replay_source *src) {
     const uint8_t *steps = slots && src->view_steps ? src->view_steps(src->ctx) : NULL;
     e->args = steps && src->view_args ? src->view_args(src->ctx, &e->args_stream, &e->args_device) : NULL;
     size_t i = replay_some(e, evs, slots, steps, (size_t)n, &rc);
-    if (e->own.full) { /* more live at once than numbers hold: what was replayed with them is not to be used */
-      snprintf(e->err, e->errlen, "event %lld: more allocations live at once than the engine numbers",
-               (long long)evs[i < (size_t)n ? i : (size_t)n - 1].seq);
-      rc = -1;
-      break;
-    }
     if (rc == 3) rc = 2; /* stopped before that event: it was not read */
     else if (rc) i++;    /* the event that stopped the replay was read */
     e->res->events += i;
@@ -1417,7 +1404,7 @@ void replay_engine_free(replay_engine *e) {
   if (!e) return;
   for (int d = 0; d < REPLAY_MAX_DEVICES; d++)
     if (e->devs[d].kept) model_drop(&e->devs[d]);
-  replay_planner_release(&e->own);
+  live_release(&e->live);
   dense_release(&e->dense);
   sim_map_release(&e->restored_at);
   free(e->restored);

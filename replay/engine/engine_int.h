@@ -89,11 +89,11 @@ struct replay_engine {
   int nused;
   uint64_t used_mask; /* bit d: device d is in use */
   uint64_t touched;   /* bit d: devs[d] may hold more than zeros (it was begun, or it keeps a model) */
-  live_dense dense; /* what is live, each allocation at its record's number (live.h) */
-  /* 1: the run follows its source's plan, -1: it numbers the records itself (own), 0: not decided
-   * yet (before the first view) */
+  live_table live; /* trace address -> what is live */
+  live_dense dense; /* the same, numbered by a plan (live.h) */
+  /* 1: the run follows its source's plan (the dense table), -1: it does not (the hash table), 0:
+   * not decided yet (before the first view) */
   int planned;
-  replay_planner own; /* the run's own numbering (planner.h), as a plan would number the events */
   /* The plan's allocation arguments of the view being replayed (source.h: replay_alloc_arg), or
    * NULL, and the stream and device of those it holds. */
   const replay_alloc_arg *args;

@@ -32,9 +32,9 @@ typedef struct replay_source {
    * cannot; the engine then needs none (it reads a source that can once more in rare cases, to
    * take a figure it could not keep on the way: replay_engine_run). */
   int (*rewind)(void *ctx);
-  /* How many events the source holds, when it knows (0: unknown): a hint the time model and a
-   * script's cache size their tables by, never a promise (the engine reads to the end all the
-   * same). */
+  /* How many events the source holds, when it knows (0: unknown): a hint the engine sizes its
+   * tables by (the live set of a short trace is small), never a promise (it reads to the end all
+   * the same). */
   size_t length_hint;
   /* The plan's numbers (replay_plan, below) of the events the last view() lent, one per event, or
    * NULL when it has none for them. NULL: the source has no plan. plan_records: how many records
@@ -85,13 +85,9 @@ replay_source replay_array_source_init(replay_array_source *a, const sim_event *
  * replay_planner numbers events one at a time, in order; replay_plan numbers an array of them.
  */
 #define REPLAY_PLAN_NONE UINT32_MAX
+struct live_table;
 typedef struct replay_planner {
-  uint64_t *held;       /* address -> its record: the index of planner.h (a hash's top half, record + 1) */
-  size_t mask;          /* held's slots - 1 (a power of two), or 0 before the first */
-  unsigned bits;        /* log2 of held's slots */
-  size_t len;           /* addresses held */
-  uint64_t *addr;       /* each record's address, while an address holds it */
-  size_t cap_addr;
+  struct live_table *held; /* address -> its record (the engine's table of live records, live.h) */
   uint32_t *spare;      /* records given back, the last on top */
   size_t nspare, cap_spare;
   uint32_t next;        /* records numbered so far */
