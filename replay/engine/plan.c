@@ -12,8 +12,8 @@
  * one given back last, else a new one), an allocation of an address held names that address's
  * record, a free names the record of its address, and a free that completes gives the record back.
  * The addresses held are in a table of the engine's own kind (live.h), each entry's site its
- * record: planning `memplay bench`'s 2 M events ran at 42-44 M events/s in a sim_map (up to three
- * quarters full, its calls not inlined), at 50-51 M in this table (docs/performance.md).
+ * record: planning `memplay bench`'s 2 M events ran at 41-44 M events/s in a sim_map (up to three
+ * quarters full, its calls not inlined), at 49-52 M in this table (docs/performance.md).
  */
 void replay_planner_init(replay_planner *p) { memset(p, 0, sizeof *p); }
 
