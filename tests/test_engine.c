@@ -957,9 +957,8 @@ static void plan_numbers_the_records(void) {
   free(b.ev);
 }
 
-/* The planner numbers as a plain map of addresses with a stack of records given back would, over
- * many events: a third of the addresses share their hash's top bits (one home, one long probe
- * run), the table grown past its first size and emptied again, 0 and UINT64_MAX among them. */
+/* The reference for the planner: a plain array of the addresses each record holds, searched whole,
+ * and a stack of the records given back. */
 static uint32_t ref_step(uint64_t *addr_of, uint8_t *held, uint32_t *spare, size_t *nspare, uint32_t *next,
                          const sim_event *ev) {
   uint32_t r = REPLAY_PLAN_NONE;
@@ -978,6 +977,9 @@ static uint32_t ref_step(uint64_t *addr_of, uint8_t *held, uint32_t *spare, size
   return r;
 }
 
+/* The planner numbers as a plain map of addresses with a stack of records given back would, over
+ * many events: a third of the addresses share their hash's top bits (one home, one long probe
+ * run), the table grown past its first size and emptied again, 0 and UINT64_MAX among them. */
 static void planner_numbers_as_a_map_would(void) {
   uint64_t inv = UINT64_C(0x9E3779B97F4A7C15); /* the hash's multiplier, inverted mod 2^64 (Newton) */
   for (int k = 0; k < 6; k++) inv *= 2 - UINT64_C(0x9E3779B97F4A7C15) * inv;
