@@ -132,6 +132,15 @@ void sim_map_del_slot(sim_map *m, uint64_t *val) {
   remove_at(m, (size_t)(e - m->slots));
 }
 
+void sim_map_copy(sim_map *dst, const sim_map *src) {
+  sim_map_release(dst);
+  *dst = *src;
+  if (src->cap) {
+    dst->slots = sim_xmalloc(src->cap * sizeof *dst->slots);
+    memcpy(dst->slots, src->slots, src->cap * sizeof *dst->slots);
+  }
+}
+
 int sim_map_next(const sim_map *m, size_t *iter, uint64_t *key, uint64_t *val) {
   while (*iter < m->cap) {
     const sim_map_entry *e = &m->slots[(*iter)++];

@@ -36,8 +36,13 @@ int sim_map_del(sim_map *m, uint64_t key, uint64_t *val);
 /* Removes the key whose value slot (from sim_map_get/put, with no change since) is val. */
 void sim_map_del_slot(sim_map *m, uint64_t *val);
 
-/* Iteration: for (size_t i = 0; sim_map_next(m, &i, &k, &v);) ... (no changes while iterating) */
+/* Iteration: for (size_t i = 0; sim_map_next(m, &i, &k, &v);) ... (no changes while iterating).
+ * The keys come in the order of their slots, which is that of their homes: put one by one into
+ * another map, they crowd its first slots while it is smaller than this one (each insert then
+ * probes past all the keys before it). To copy a map, use sim_map_copy. */
 int sim_map_next(const sim_map *m, size_t *iter, uint64_t *key, uint64_t *val);
+/* dst (released first) becomes a copy of src, slot for slot: linear in src's slots. */
+void sim_map_copy(sim_map *dst, const sim_map *src);
 
 /* Allocation that never returns NULL: memplay stops with a message when memory runs out (xalloc.c). */
 void *sim_xmalloc(size_t n);

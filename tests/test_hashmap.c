@@ -65,6 +65,38 @@ static void random_ops_match_reference(void) {
   sim_map_release(&m);
 }
 
+/* A copy holds every key with its value, the aside key too, and changes apart from the original. */
+static void copy_is_whole_and_apart(void) {
+  sim_map a, b, empty;
+  sim_map_init(&a);
+  sim_map_init(&b);
+  sim_map_init(&empty);
+  enum { N = 50000 };
+  for (uint64_t i = 0; i < N; i++) *sim_map_put(&a, i * 7919, NULL) = i + 1;
+  *sim_map_put(&a, UINT64_MAX, NULL) = 99;
+  *sim_map_put(&b, 123, NULL) = 5; /* what b held goes */
+  sim_map_copy(&b, &a);
+  CHECK_EQ(b.len, a.len);
+  CHECK(sim_map_get(&b, 123) == NULL);
+  for (uint64_t i = 0; i < N; i++) {
+    uint64_t *v = sim_map_get(&b, i * 7919);
+    CHECK(v != NULL && *v == i + 1);
+  }
+  CHECK(sim_map_get(&b, UINT64_MAX) != NULL && *sim_map_get(&b, UINT64_MAX) == 99);
+  *sim_map_get(&b, 7919) = 0;
+  CHECK(sim_map_del(&b, 0, NULL));
+  CHECK_EQ(*sim_map_get(&a, 7919), 2);
+  CHECK(sim_map_get(&a, 0) != NULL);
+  CHECK_EQ(a.len, N + 1);
+  sim_map_copy(&b, &empty);
+  CHECK_EQ(b.len, 0);
+  CHECK(sim_map_get(&b, 7919) == NULL);
+  *sim_map_put(&b, 1, NULL) = 1; /* an empty copy takes keys */
+  CHECK_EQ(*sim_map_get(&b, 1), 1);
+  sim_map_release(&a);
+  sim_map_release(&b);
+}
+
 static void slab_reuses_freed_indices(void) {
   sim_slab s;
   sim_slab_init(&s, sizeof(uint64_t) * 2);
@@ -81,6 +113,7 @@ static void slab_reuses_freed_indices(void) {
 
 int main(void) {
   RUN(random_ops_match_reference);
+  RUN(copy_is_whole_and_apart);
   RUN(slab_reuses_freed_indices);
   TEST_MAIN_END();
 }

@@ -577,8 +577,7 @@ xf_node *xf_scale(xf_node *in, const xf_filter *f, double factor, uint64_t align
 
 xf_node *xf_resize(xf_node *in, const sim_map *sizes) {
   xf_node *n = node_new(N_RESIZE, in);
-  uint64_t k, v;
-  for (size_t it = 0; sim_map_next(sizes, &it, &k, &v);) *sim_map_put(&n->sizes, k, NULL) = v;
+  sim_map_copy(&n->sizes, sizes);
   node_describe(n, "resize allocations=%zu", n->sizes.len);
   return n;
 }
