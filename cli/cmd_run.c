@@ -34,8 +34,8 @@ static const char *const whatif_usage[] = {
   "  --plot FILE       draw the variants' memory over time, overlaid: FILE.svg, or FILE.html (one page)",
   "  --no-fail         exit 0 even when no variant fits (every one predicts an OOM; default: exit 3 then)",
   "  --quiet           no progress line on a terminal",
-  "  --max-instructions N  Lua instruction budget (default 2000000000)",
-  "  --max-memory SIZE     Lua memory budget (default 512MiB)",
+  "  --max-instructions N  Lua instruction budget (default 2000000000, or 1000 an event of TRACE if more)",
+  "  --max-memory SIZE     Lua memory budget (default 512MiB, or 1KiB an event of TRACE if more)",
   "  --timeout SECONDS     wall-clock budget (default: none)",
   NULL,
 };
@@ -280,8 +280,10 @@ static ssize_t script_out_write(void *cookie, const char *buf, size_t n) {
  * runs and result files in one go. Returns an exit code.
  */
 /* The script's context: the store (when there is one, or the trace needs one), the device, the
- * parameters and the trace a whatif runs on. 0, or -1 after the message. */
-static int script_context(cli *c, const lua_opts *o, const char *trace_ref, lua_ctx *cx, store **s) {
+ * parameters and the trace a whatif runs on, whose size sets the budgets the user left to lim's
+ * defaults. 0, or -1 after the message. */
+static int script_context(cli *c, const lua_opts *o, const char *trace_ref, lua_ctx *cx, store **s,
+                          lua_host_limits *lim) {
   const char *db = c->db_path ? c->db_path : getenv("MEMPLAY_DB");
   if (!db || !*db) db = "memplay.db";
   if (trace_ref || access(db, F_OK) == 0) {
@@ -303,6 +305,7 @@ static int script_context(cli *c, const lua_opts *o, const char *trace_ref, lua_
       return -1;
     }
     cx->trace_id = t.id;
+    lua_host_limits_for_trace(lim, t.event_count > 0 ? (uint64_t)t.event_count : 0);
     store_trace_clear(&t);
   }
   return 0;
@@ -351,7 +354,8 @@ static int lua_run(cli *c, const char *cmd, void *opts, const char *trace_ref, c
     cli_error("cannot open script '%s': %s", script_arg, strerror(errno ? errno : ENOENT));
     goto out;
   }
-  if (script_context(c, o, trace_ref, &cx, &s)) goto out;
+  lua_host_limits lim = o->lim;
+  if (script_context(c, o, trace_ref, &cx, &s, &lim)) goto out;
   script_progress prog = {0};
   cli_progress_init(&prog.line, trace_ref ? "whatif" : "run", "replays", o->quiet);
   cx.on_replay = on_replay;
@@ -365,7 +369,7 @@ static int lua_run(cli *c, const char *cmd, void *opts, const char *trace_ref, c
     }
   }
   char err[LUA_HOST_ERRLEN];
-  h = lua_api_host(&cx, &o->lim, err, sizeof err);
+  h = lua_api_host(&cx, &lim, err, sizeof err);
   if (!h) {
     cli_error("%s", err);
     goto out;

@@ -220,6 +220,25 @@ static void test_memory_budget(void) {
   lua_host_free(h);
 }
 
+/* A script about a trace gets budgets in proportion to the trace, never below the defaults, and
+ * keeps the ones it was given. */
+static void test_budgets_for_a_trace(void) {
+  lua_host_limits lim = {0};
+  lua_host_limits_for_trace(&lim, 1000);
+  CHECK(lim.max_memory == LUA_HOST_DEFAULT_MEMORY && lim.max_instructions == LUA_HOST_DEFAULT_INSTRUCTIONS);
+  lim = (lua_host_limits){0};
+  lua_host_limits_for_trace(&lim, 4000000);
+  CHECK(lim.max_memory == 4000000 * LUA_HOST_MEMORY_PER_EVENT);
+  CHECK(lim.max_instructions == 4000000 * LUA_HOST_INSTRUCTIONS_PER_EVENT);
+  CHECK(lim.max_memory > LUA_HOST_DEFAULT_MEMORY && lim.max_instructions > LUA_HOST_DEFAULT_INSTRUCTIONS);
+  lim = (lua_host_limits){.max_memory = 1u << 20, .max_instructions = 5, .timeout_s = 2};
+  lua_host_limits_for_trace(&lim, 4000000);
+  CHECK(lim.max_memory == 1u << 20 && lim.max_instructions == 5 && lim.timeout_s == 2);
+  lim = (lua_host_limits){0};
+  lua_host_limits_for_trace(&lim, UINT64_MAX / 2);
+  CHECK(lim.max_memory == UINT64_MAX && lim.max_instructions == UINT64_MAX);
+}
+
 static void test_arguments_and_context(void) {
   lua_host *h = host(0, 0, 0);
   const char *src = "local a, b = ...\nassert(a == 'one' and b == 'two')\nassert(arg[0]:find('args.lua') and arg[2] == 'two')\n";
@@ -283,6 +302,7 @@ int main(void) {
   RUN(test_instruction_budget);
   RUN(test_time_budget);
   RUN(test_memory_budget);
+  RUN(test_budgets_for_a_trace);
   RUN(test_arguments_and_context);
   RUN(test_pcall_from_c);
   RUN(test_repeatable_random);

@@ -45,6 +45,7 @@ int cmp_scenario_run(cmp_scenario *sc, const cmp_request *req, store *s, session
   sc->cx.no_runs = 1;
   set_params(sc, req, p, p->capacity != UINT64_MAX ? p->capacity : req->capacity);
   lua_host_limits lim = {0};
+  lua_host_limits_for_trace(&lim, t->event_count > 0 ? (uint64_t)t->event_count : 0);
   sc->h = lua_api_host(&sc->cx, &lim, err, errlen);
   if (!sc->h) return -1;
   if (lua_host_run_file(sc->h, req->scenario_path, NULL, 0) != LUA_HOST_OK) {

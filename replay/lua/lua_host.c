@@ -416,6 +416,18 @@ static void guard_globals(lua_State *L) {
   lua_pop(L, 1);
 }
 
+/* per * events, at least floor (and at most UINT64_MAX). */
+static uint64_t per_event(uint64_t per, uint64_t events, uint64_t floor) {
+  uint64_t v = events > UINT64_MAX / per ? UINT64_MAX : per * events;
+  return v > floor ? v : floor;
+}
+
+void lua_host_limits_for_trace(lua_host_limits *lim, uint64_t events) {
+  if (!lim->max_memory) lim->max_memory = per_event(LUA_HOST_MEMORY_PER_EVENT, events, LUA_HOST_DEFAULT_MEMORY);
+  if (!lim->max_instructions)
+    lim->max_instructions = per_event(LUA_HOST_INSTRUCTIONS_PER_EVENT, events, LUA_HOST_DEFAULT_INSTRUCTIONS);
+}
+
 lua_host *lua_host_new(const lua_host_limits *lim, char *err, size_t errlen) {
   lua_host *h = calloc(1, sizeof *h);
   if (!h) {

@@ -38,6 +38,16 @@ typedef struct lua_host_limits {
   double timeout_s;          /* wall-clock seconds; 0: no limit */
 } lua_host_limits;
 
+/* A script about one trace (a what-if scenario) holds data and does work in proportion to the
+ * trace, so the budgets it gets by default grow with the trace's events, from the defaults above:
+ * a budget sized for a small trace would stop the bundled scenarios on a large one. They take up
+ * to about 640 bytes and 250 instructions an event (docs/lua-api.md, "Budgets"). */
+#define LUA_HOST_MEMORY_PER_EVENT UINT64_C(1024)
+#define LUA_HOST_INSTRUCTIONS_PER_EVENT UINT64_C(1000)
+
+/* The budgets lim leaves at 0 set for a script about a trace of `events` events. */
+void lua_host_limits_for_trace(lua_host_limits *lim, uint64_t events);
+
 /* Why a run failed. */
 typedef enum lua_host_status {
   LUA_HOST_OK = 0,
