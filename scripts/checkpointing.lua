@@ -44,21 +44,20 @@ local total_saved, total_freed, total_segments, recomputed_kernels = 0, 0, 0, 0
 for _, range in ipairs(steps) do
   local lo, hi = range[1], range[2]
   -- live activation bytes over the step: where they peak, forward ends
-  local deltas, in_step = {}, {}
+  local dseq, dsize, nd, in_step = {}, {}, 0, {} -- each allocation's and free's seq (a stored trace's are unique), and its bytes
   for i = sorted and memplay.lower_bound(a.seq, lo) or 1, a.n do
     if a.seq[i] > hi then
       if sorted then break end
     elseif a.seq[i] >= lo then
       in_step[#in_step + 1] = i
-      deltas[#deltas + 1] = {a.seq[i], a.size[i]}
-      if a.free_seq[i] >= 0 then deltas[#deltas + 1] = {a.free_seq[i], -a.size[i]} end
+      nd = nd + 1; dseq[nd], dsize[nd] = a.seq[i], a.size[i]
+      if a.free_seq[i] >= 0 then nd = nd + 1; dseq[nd], dsize[nd] = a.free_seq[i], -a.size[i] end
     end
   end
-  table.sort(deltas, function(x, y) return x[1] < y[1] or (x[1] == y[1] and x[2] < y[2]) end)
   local live, peak, fend = 0, -1, nil
-  for _, d in ipairs(deltas) do
-    live = live + d[2]
-    if live > peak then peak, fend = live, d[1] end
+  for _, k in ipairs(memplay.order(dseq)) do
+    live = live + dsize[k]
+    if live > peak then peak, fend = live, dseq[k] end
   end
   if fend then
     -- saved: allocated in forward, still live when forward ends, freed later
@@ -102,27 +101,26 @@ for _, range in ipairs(steps) do
           end
           total_saved = total_saved + bytes
           -- recomputation before backward needs them: the segment's allocations in order
-          local redo = {}
+          local rseq, redo, nr = {}, {}, 0 -- the events again, and their seqs
           local temp_addr = {}
           for _, i in ipairs(in_step) do
             local s = a.seq[i]
             if s >= first_seq and s <= seg_end then
               if dropped[i] then
-                redo[#redo + 1] = {s, {kind = 'alloc', seq_of = i}}
+                nr = nr + 1; rseq[nr], redo[nr] = s, {kind = 'alloc', seq_of = i}
               elseif a.free_seq[i] >= 0 and a.free_seq[i] <= seg_end then
                 local addr = fresh_addr()
                 temp_addr[i] = addr
-                redo[#redo + 1] = {s, {kind = 'alloc', addr = addr, size = a.size[i], site = a.site[i], stream = a.stream[i]}}
-                redo[#redo + 1] = {a.free_seq[i], {kind = 'free', addr = addr, stream = a.stream[i]}}
+                nr = nr + 1; rseq[nr], redo[nr] = s, {kind = 'alloc', addr = addr, size = a.size[i], site = a.site[i], stream = a.stream[i]}
+                nr = nr + 1; rseq[nr], redo[nr] = a.free_seq[i], {kind = 'free', addr = addr, stream = a.stream[i]}
               end
             end
           end
           for ev in t:events{kind = 'kernel', seq = {first_seq, seg_end}} do
-            redo[#redo + 1] = {ev.seq, {kind = 'kernel', dur = ev.dur, name_id = ev.name_id, stream = ev.stream}}
+            nr = nr + 1; rseq[nr], redo[nr] = ev.seq, {kind = 'kernel', dur = ev.dur, name_id = ev.name_id, stream = ev.stream}
             recomputed_kernels = recomputed_kernels + 1
           end
-          table.sort(redo, function(x, y) return x[1] < y[1] end)
-          for _, r in ipairs(redo) do add(before, first_free, r[2]) end
+          for _, k in ipairs(memplay.order(rseq)) do add(before, first_free, redo[k]) end
         end
       end
     end

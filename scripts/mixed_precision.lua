@@ -243,37 +243,36 @@ for _, range in ipairs(steps) do
   end
   -- forward end and the step's end (where casts are dropped)
   local live, peak, fend, last = 0, -1, hi, lo
-  local deltas = {}
+  local dseq, dsize, nd = {}, {}, 0 -- each allocation's and free's seq (a stored trace's are unique), and its bytes
   for _, i in ipairs(idx) do
     if not a.persistent[i] then
-      deltas[#deltas + 1] = {a.seq[i], a.size[i]}
-      if a.free_seq[i] >= 0 then deltas[#deltas + 1] = {a.free_seq[i], -a.size[i]} end
+      nd = nd + 1; dseq[nd], dsize[nd] = a.seq[i], a.size[i]
+      if a.free_seq[i] >= 0 then nd = nd + 1; dseq[nd], dsize[nd] = a.free_seq[i], -a.size[i] end
     end
     if a.seq[i] > last then last = a.seq[i] end
   end
-  table.sort(deltas, function(x, y) return x[1] < y[1] or (x[1] == y[1] and x[2] < y[2]) end)
-  for _, d in ipairs(deltas) do
-    live = live + d[2]
-    if live > peak then peak, fend = live, d[1] end
+  for _, k in ipairs(memplay.order(dseq)) do
+    live = live + dsize[k]
+    if live > peak then peak, fend = live, dseq[k] end
   end
   if not is_training then fend = last end
   local region_end = last -- casts and the cast cache go when the step's work is done
-  for _, d in ipairs(deltas) do if d[1] > region_end then region_end = d[1] end end
+  for _, s in ipairs(dseq) do if s > region_end then region_end = s end end
 
   -- types, in order; live tensors by size for the "same shape" rule
   local dtype = {}
   local live_by_size = {}
-  local events = {}
+  local eseq, eidx, ne = {}, {}, 0 -- the step's allocations (index i) and frees (-i) by seq
   for _, i in ipairs(idx) do
-    events[#events + 1] = {a.seq[i], i, true}
-    if a.free_seq[i] >= 0 then events[#events + 1] = {a.free_seq[i], i, false} end
+    ne = ne + 1; eseq[ne], eidx[ne] = a.seq[i], i
+    if a.free_seq[i] >= 0 then ne = ne + 1; eseq[ne], eidx[ne] = a.free_seq[i], -i end
   end
-  table.sort(events, function(x, y) return x[1] < y[1] end)
+  local eorder = memplay.order(eseq)
   local weight_calls, out_total = {}, 0
-  for _, e in ipairs(events) do
-    local i = e[2]
+  for _, k in ipairs(eorder) do
+    local i = eidx[k] > 0 and eidx[k] or -eidx[k]
     local size = a.size[i]
-    if e[3] then
+    if eidx[k] > 0 then
       local d
       if a.persistent[i] or a.site[i] == 0 then
         d = 32
@@ -333,9 +332,9 @@ for _, range in ipairs(steps) do
   end
   -- casts of fp32 activations fed to a matmul: the last fp32 transient tensor made before it
   local recent32 = nil
-  for _, e in ipairs(events) do
-    local i = e[2]
-    if e[3] and not a.persistent[i] and a.site[i] ~= 0 then
+  for _, k in ipairs(eorder) do
+    local i = eidx[k] > 0 and eidx[k] or -eidx[k]
+    if eidx[k] > 0 and not a.persistent[i] and a.site[i] ~= 0 then
       local c = info_of(a.site[i])
       if c.op and MATMUL[c.op] and not c.backward and recent32 and a.seq[i] <= fend then
         local addr = fresh_addr()
@@ -348,7 +347,7 @@ for _, range in ipairs(steps) do
       elseif dtype[i] == 32 then
         recent32 = i
       end
-    elseif not e[3] and recent32 == i then
+    elseif eidx[k] < 0 and recent32 == i then
       recent32 = nil
     end
   end

@@ -463,6 +463,15 @@ static void test_helpers(void) {
      "assert(memplay.lower_bound({1, 3, 3, 7}, 3) == 2 and memplay.lower_bound({1, 3, 3, 7}, 4) == 4)\n"
      "assert(memplay.lower_bound({1, 3}, 0) == 1 and memplay.lower_bound({1, 3}, 9) == 3)\n"
      "assert(memplay.lower_bound({}, 1) == 1 and memplay.lower_bound({1.5, 2.5}, 2) == 2)\n"
+     "assert(table.concat(memplay.order({30, 10, 20, 10, -5}), ',') == '5,2,4,3,1')\n" /* equal keys in list order */
+     "assert(table.concat(memplay.order({2.5, 1, 3, 1.5}), ',') == '2,4,1,3' and #memplay.order({}) == 0)\n"
+     "assert(table.concat(memplay.order({math.maxinteger, math.mininteger, 0}), ',') == '2,3,1')\n"
+     "local big, want = {}, {}\n"
+     "for i = 1, 5000 do big[i] = (i * 7919) % 5003 end\n"
+     "for i = 1, 5000 do want[i] = i end\n"
+     "table.sort(want, function(x, y) return big[x] < big[y] end)\n"
+     "local got = memplay.order(big)\n"
+     "for i = 1, 5000 do assert(got[i] == want[i]) end\n"
      "local names = {}\n"
      "for _, a in ipairs(memplay.allocators()) do names[a.name] = a end\n"
      "assert(names.ideal and names.cuda and names.ideal.summary)\n"
@@ -501,6 +510,9 @@ static void test_helpers(void) {
   fails("memplay.bytes('x')", "bad argument #1 to 'bytes'");
   fails("memplay.lower_bound({1, 'x', 3}, 2)", "element 2 of the list is not a number");
   fails("memplay.lower_bound(5, 2)", "bad argument #1 to 'lower_bound'");
+  fails("memplay.order({1, 'x', 3})", "element 2 of the list is not a number");
+  fails("memplay.order({1, 0/0})", "element 2 of the list is NaN");
+  fails("memplay.order('x')", "bad argument #1 to 'order'");
 }
 
 static void test_params(void) {

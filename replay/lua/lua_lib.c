@@ -35,6 +35,7 @@ static const luaL_Reg memplaylib[] = {
   {"kernel_class", lapi_mp_kernel_class},
   {"fresh_addr", lapi_mp_fresh_addr},
   {"lower_bound", lapi_mp_lower_bound},
+  {"order", lapi_mp_order},
   {"kernel_classes", lapi_mp_kernel_classes},
   {"allocators", lapi_mp_allocators},
   /* what the script writes (lua_api_out.c) */

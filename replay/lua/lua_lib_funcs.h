@@ -28,6 +28,7 @@ int lapi_mp_duration(lua_State *L);
 int lapi_mp_parse_size(lua_State *L);
 int lapi_mp_fresh_addr(lua_State *L);
 int lapi_mp_lower_bound(lua_State *L);
+int lapi_mp_order(lua_State *L);
 int lapi_mp_kernel_class(lua_State *L);
 int lapi_mp_kernel_classes(lua_State *L);
 int lapi_mp_allocators(lua_State *L);

@@ -154,14 +154,15 @@ expect 0 whatif sample "$T/save.lua" --no-save
 if expect 0 replay sample-double --allocator ideal; then has "$T/out" "peak allocated"; fi
 
 # Scenarios that go step by step read each step's allocations, not every allocation once per
-# step: on 200,000 generated events (267 steps) checkpointing and mixed_precision each take 20-40
-# M Lua instructions, where reading every allocation per step took 100-200 M (and a 1 M-event
-# trace spent the default budget of 2,000 M). A budget, not a time: the count does not depend
-# on the machine.
+# step, and walk them in seq order through memplay.order: on 200,000 generated events (267
+# steps) checkpointing takes 10-15 M Lua instructions and mixed_precision 15-20 M, where sorting
+# {seq, delta} pairs with a Lua comparator took 20-30 M and reading every allocation per step
+# 100-200 M (a 1 M-event trace then spent the default budget of 2,000 M). A budget, not a time:
+# the count does not depend on the machine.
 expect 0 --db "$T/steps.db" gen --events 200000 --seed 1 --name steps
 for name in checkpointing mixed_precision; do
-  expect 0 --db "$T/steps.db" whatif steps "$name" --no-save --max-instructions 80000000 ||
-    fail "$name spent more than 80 M instructions on 200,000 events"
+  expect 0 --db "$T/steps.db" whatif steps "$name" --no-save --max-instructions 25000000 ||
+    fail "$name spent more than 25 M instructions on 200,000 events"
 done
 
 finish
