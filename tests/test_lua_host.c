@@ -183,6 +183,16 @@ static void test_instruction_budget(void) {
   h = host(0, 1000000, 0);
   CHECK_EQ(run(h, "local s = 0 for i = 1, 1000 do s = s + i end assert(s == 500500)"), LUA_HOST_OK);
   lua_host_free(h);
+
+  /* table.move is charged for the elements it moves: many short moves fit where one long one
+   * does not (each move of one element once cost 16,384) */
+  h = host(0, 1000000, 0);
+  CHECK_EQ(run(h, "local a, b = {1}, {} for i = 1, 2000 do table.move(a, 1, 1, i, b) end assert(#b == 2000)"),
+           LUA_HOST_OK);
+  lua_host_free(h);
+  h = host(0, 1000000, 0);
+  CHECK_EQ(run(h, "local a = {} a[200000] = 1 table.move(a, 1, 200000, 1, {})"), LUA_HOST_EINSTRUCTIONS);
+  lua_host_free(h);
 }
 
 static void test_time_budget(void) {

@@ -286,7 +286,8 @@ static int bounded_table_move(lua_State *L) {
     /* forwards unless the destination overlaps the source from above */
     int forwards = t > e || t <= f || (tt != 1 && !lua_compare(L, 1, tt, LUA_OPEQ));
     for (lua_Integer i = 0; i <= n; i++) {
-      if ((i & 1023) == 0) lua_host_charge(L, 16 * 1024); /* a get and a set: about 16 instructions' work */
+      if ((i & 1023) == 0) /* a get and a set: about 16 instructions' work, for each of the next 1,024 at most */
+        lua_host_charge(L, 16 * (uint64_t)(n - i < 1023 ? n - i + 1 : 1024));
       lua_Integer k = forwards ? i : n - i;
       lua_geti(L, 1, f + k);
       lua_seti(L, tt, t + k);
