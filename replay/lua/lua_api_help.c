@@ -116,10 +116,19 @@ ltrace *lapi_check_trace(lua_State *L, int idx) {
 }
 
 ltrace *lapi_new_trace(lua_State *L) {
-  ltrace *t = lua_newuserdatauv(L, sizeof *t, 0);
+  ltrace *t = lua_newuserdatauv(L, sizeof *t, 1); /* its user value: its events' names, once read (lapi_trace_names) */
   memset(t, 0, sizeof *t); /* inert until set */
   luaL_setmetatable(L, LAPI_TRACE);
   return t;
+}
+
+void lapi_trace_names(lua_State *L, int idx) {
+  idx = lua_absindex(L, idx);
+  if (lua_getiuservalue(L, idx, 1) == LUA_TTABLE) return;
+  lua_pop(L, 1);
+  lua_newtable(L);
+  lua_pushvalue(L, -1);
+  lua_setiuservalue(L, idx, 1);
 }
 
 void lapi_set_trace(ltrace *t, xf_node *node, xf_node *base, lstore *ls, const store_trace *meta, int derived,

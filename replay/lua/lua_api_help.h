@@ -120,6 +120,9 @@ ltrace *lapi_check_trace(lua_State *L, int idx);
 /* Pushes a new, inert Trace userdata (so nothing leaks if building its node raises), and
  * lapi_set_trace makes it a trace: takes over node (one reference), references ls and lt. */
 ltrace *lapi_new_trace(lua_State *L);
+/* Pushes the table of the names of the trace at idx's events by id, made on first use and kept
+ * with the trace (its user value), so that each name is read from the store once. */
+void lapi_trace_names(lua_State *L, int idx);
 void lapi_set_trace(ltrace *t, xf_node *node, xf_node *base, lstore *ls, const store_trace *meta, int derived,
                     xf_lifetime *lt);
 /* Opens the trace's events as a source (sets the context's current thread first). */

@@ -95,7 +95,7 @@ int lapi_trace_events(lua_State *L) {
   lapi_filter(L, 2, t, &sc->f, "events", NULL);
   if (!open_seq_range(t, sc)) lapi_scratch_open(L, sc, t);
   lua_pushvalue(L, 3);
-  lua_newtable(L); /* name cache */
+  lapi_trace_names(L, 1);
   lua_pushvalue(L, 1); /* keeps the trace alive while iterating */
   lua_pushcclosure(L, events_iter, 3);
   lua_pushnil(L);

@@ -347,7 +347,8 @@ int lapi_trace_repeat_steps(lua_State *L) {
 
 typedef struct lmap {
   lua_State *main;
-  int ref;
+  int ref;   /* the function */
+  int names; /* the events' names by id, as they are pushed (a table, so each is looked up once) */
   lstore *ls;
   lua_ctx *cx;
 } lmap;
@@ -360,7 +361,7 @@ static int map_invoke(lua_State *L) {
   sim_event *out = lua_touserdata(L, 3);
   lua_Integer cap = lua_tointeger(L, 4);
   lua_settop(L, 4);
-  lua_newtable(L);                               /* 5: name cache */
+  lua_rawgeti(L, LUA_REGISTRYINDEX, m->names);   /* 5: name cache */
   lapi_push_event(L, in, m->ls->s, 5);           /* 6: the event */
   lua_rawgeti(L, LUA_REGISTRYINDEX, m->ref);
   lua_pushvalue(L, 6);
@@ -444,6 +445,7 @@ static int map_call(void *arg, const sim_event *in, sim_event *out, size_t cap, 
 static void map_release(void *arg) {
   lmap *m = arg;
   if (m->main && m->ref != LUA_NOREF) luaL_unref(m->main, LUA_REGISTRYINDEX, m->ref);
+  if (m->main && m->names != LUA_NOREF) luaL_unref(m->main, LUA_REGISTRYINDEX, m->names);
   lstore_unref(m->ls);
   free(m);
 }
@@ -459,10 +461,13 @@ int lapi_trace_map(lua_State *L) {
   ltrace *nt = lapi_new_trace(L);
   lua_pushvalue(L, 2);
   int ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  lua_newtable(L);
+  int names = luaL_ref(L, LUA_REGISTRYINDEX);
   lmap *m = sim_xcalloc(1, sizeof *m);
   m->cx = cx;
   m->main = main;
   m->ref = ref;
+  m->names = names;
   lstore_ref(t->ls);
   m->ls = t->ls;
   xf_node *n = xf_map(t->node, &sc->f, map_call, m, map_release);
