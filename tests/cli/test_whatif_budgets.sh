@@ -21,4 +21,14 @@ fi
 if expect 1 whatif big "$T/hold.lua" --no-save --max-memory 512MiB; then
   has "$T/err" "memory budget of 512.0 MiB exceeded"
 fi
+# a comparison's scenario cells get the same budgets
+cat >"$T/hold_scenario.lua" <<'LUA'
+local S = memplay.scenario_context()
+local keep, kib = {}, ('x'):rep(1024)
+for i = 1, 600 do keep[i] = kib:rep(1024) end
+S:record('held', S:replay(S.trace), {})
+LUA
+if expect 0 compare big --policy ideal --scenario "$T/hold_scenario.lua" --no-save --quiet; then
+  has "$T/out" "0 failed"
+fi
 finish
