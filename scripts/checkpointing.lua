@@ -54,6 +54,8 @@ for _, range in ipairs(steps) do
       if a.free_seq[i] >= 0 then nd = nd + 1; dseq[nd], dsize[nd] = a.free_seq[i], -a.size[i] end
     end
   end
+  local step_seq = {} -- in_step's seqs: ascending when the allocations are
+  for x, i in ipairs(in_step) do step_seq[x] = a.seq[i] end
   local live, peak, fend = 0, -1, nil
   for _, k in ipairs(memplay.order(dseq)) do
     live = live + dsize[k]
@@ -102,15 +104,16 @@ for _, range in ipairs(steps) do
           total_saved = total_saved + bytes
           -- recomputation before backward needs them: the segment's allocations in order
           local rseq, redo, nr = {}, {}, 0 -- the events again, and their seqs
-          local temp_addr = {}
-          for _, i in ipairs(in_step) do
+          for x = sorted and memplay.lower_bound(step_seq, first_seq) or 1, #in_step do
+            local i = in_step[x]
             local s = a.seq[i]
-            if s >= first_seq and s <= seg_end then
+            if s > seg_end then
+              if sorted then break end
+            elseif s >= first_seq then
               if dropped[i] then
                 nr = nr + 1; rseq[nr], redo[nr] = s, {kind = 'alloc', seq_of = i}
               elseif a.free_seq[i] >= 0 and a.free_seq[i] <= seg_end then
                 local addr = fresh_addr()
-                temp_addr[i] = addr
                 nr = nr + 1; rseq[nr], redo[nr] = s, {kind = 'alloc', addr = addr, size = a.size[i], site = a.site[i], stream = a.stream[i]}
                 nr = nr + 1; rseq[nr], redo[nr] = a.free_seq[i], {kind = 'free', addr = addr, stream = a.stream[i]}
               end
