@@ -270,7 +270,7 @@ for _, range in ipairs(steps) do
   local eorder = memplay.order(eseq)
   local weight_calls, out_total = {}, 0
   for _, k in ipairs(eorder) do
-    local i = eidx[k] > 0 and eidx[k] or -eidx[k]
+    local i = math.abs(eidx[k])
     local size = a.size[i]
     if eidx[k] > 0 then
       local d
@@ -333,7 +333,7 @@ for _, range in ipairs(steps) do
   -- casts of fp32 activations fed to a matmul: the last fp32 transient tensor made before it
   local recent32 = nil
   for _, k in ipairs(eorder) do
-    local i = eidx[k] > 0 and eidx[k] or -eidx[k]
+    local i = math.abs(eidx[k])
     if eidx[k] > 0 and not a.persistent[i] and a.site[i] ~= 0 then
       local c = info_of(a.site[i])
       if c.op and MATMUL[c.op] and not c.backward and recent32 and a.seq[i] <= fend then

@@ -348,7 +348,7 @@ int lapi_trace_repeat_steps(lua_State *L) {
 typedef struct lmap {
   lua_State *main;
   int ref;   /* the function */
-  int names; /* the events' names by id, as they are pushed (a table, so each is looked up once) */
+  int names; /* the names of the input trace's events by id (lapi_trace_names): each looked up once */
   lstore *ls;
   lua_ctx *cx;
 } lmap;
@@ -461,7 +461,7 @@ int lapi_trace_map(lua_State *L) {
   ltrace *nt = lapi_new_trace(L);
   lua_pushvalue(L, 2);
   int ref = luaL_ref(L, LUA_REGISTRYINDEX);
-  lua_newtable(L);
+  lapi_trace_names(L, 1); /* the events it is given are t's: their names are t's too */
   int names = luaL_ref(L, LUA_REGISTRYINDEX);
   lmap *m = sim_xcalloc(1, sizeof *m);
   m->cx = cx;
