@@ -179,6 +179,101 @@ static void fitset_matches_reference(void) {
   free(all);
 }
 
+/* The smallest item of all[0..n) in the set not less than (stream, size, 0), by brute force. */
+static item *brute_lower_bound(item *all, int n, int64_t stream, uint64_t size) {
+  item key = {.stream = stream, .size = size, .addr = 0}, *best = NULL;
+  for (int i = 0; i < n; i++)
+    if (all[i].in && all[i].stream == stream && cmp_item(&all[i], &key) >= 0 && (!best || cmp_item(&all[i], best) < 0))
+      best = &all[i];
+  return best;
+}
+
+/* The set against brute force after a change to one crowded class: its order both ways, lower
+ * bounds inside and around it, its count. */
+static void crowded_class_agrees(struct iset *s, item *all, int n, size_t present) {
+  CHECK(iset_check(s));
+  CHECK_EQ(s->count, present);
+  size_t fwd = 0, back = 0;
+  for (item *x = iset_first(s), *prev = NULL; x; prev = x, x = iset_next(s, x), fwd++)
+    if (prev) CHECK(cmp_item(prev, x) < 0);
+  for (item *x = iset_last_in_stream(s, 7); x; x = iset_prev_in_stream(s, x)) back++;
+  CHECK_EQ(fwd, present);
+  CHECK_EQ(back, present);
+  for (int k = 0; k < 4; k++) {
+    uint64_t size = 4000 + next_rand() % 400;
+    CHECK(iset_lower_bound(s, 7, size) == brute_lower_bound(all, n, 7, size));
+  }
+}
+
+/* A class holds its blocks in a list while it holds few and in a tree while it holds many: one
+ * class filled past SIM_FITSET_TREE_AT, changed in its tree form, emptied below SIM_FITSET_LIST_AT,
+ * agrees with brute force at every step, and takes the form its count says (a tree between the two
+ * thresholds on the way down, a list on the way up). */
+static void crowded_class_changes_form(void) {
+  enum { M = 3 * SIM_FITSET_TREE_AT };
+  item *all = calloc(M, sizeof *all);
+  struct iset s;
+  iset_init(&s);
+  const unsigned c = sim_fitset_class(4096);
+  size_t present = 0;
+  for (int i = 0; i < M; i++) { /* sizes 4096..4351 share one class; many equal sizes */
+    all[i] = (item){.stream = 7, .size = 4096 + 64 * (next_rand() % 4), .addr = (next_rand() % 1000000) * 512};
+    if (iset_insert(&s, &all[i]) == 0) all[i].in = 1, present++;
+    CHECK_EQ(sim_fitset_class(all[i].size), c);
+    crowded_class_agrees(&s, all, M, present);
+    CHECK_EQ(RB_EMPTY(&s.s[0]->cls[c].tree), present <= SIM_FITSET_TREE_AT);
+  }
+  /* in the tree form: keys changed within the class, and blocks replaced by copies */
+  for (int i = 0; i < M; i += 3) {
+    if (!all[i].in) continue;
+    item probe = all[i];
+    probe.addr += 512 * (1 + next_rand() % 3);
+    int clash = 0;
+    for (int j = 0; j < M; j++)
+      if (all[j].in && cmp_item(&all[j], &probe) == 0) clash = 1;
+    if (!clash) iset_rekey(&s, &all[i], probe.size, probe.addr);
+    crowded_class_agrees(&s, all, M, present);
+  }
+  item spare = all[1];
+  if (all[1].in) { /* a copy at an address no block has (all are multiples of 512) takes its place */
+    spare.addr += 256;
+    spare.in = 1;
+    iset_replace(&s, &all[1], &spare);
+    all[1].in = 0;
+    CHECK(iset_check(&s));
+    iset_replace(&s, &spare, &all[1]); /* and back */
+    all[1].in = 1;
+    crowded_class_agrees(&s, all, M, present);
+  }
+  /* emptied in a random order: a tree until fewer than SIM_FITSET_LIST_AT are left */
+  int order[M];
+  for (int i = 0; i < M; i++) order[i] = i;
+  for (int i = M - 1; i > 0; i--) {
+    int j = (int)(next_rand() % (uint64_t)(i + 1)), t = order[i];
+    order[i] = order[j], order[j] = t;
+  }
+  for (int k = 0; k < M; k++) {
+    item *x = &all[order[k]];
+    if (!x->in) continue;
+    iset_remove(&s, x);
+    x->in = 0;
+    present--;
+    crowded_class_agrees(&s, all, M, present);
+    CHECK_EQ(RB_EMPTY(&s.s[0]->cls[c].tree), present < SIM_FITSET_LIST_AT);
+  }
+  CHECK(!(s.s[0]->sl_map[c / SIM_FITSET_SL] >> (c % SIM_FITSET_SL) & 1)); /* the emptied class is out of the bitmap */
+  /* filled again up to the threshold: still a list */
+  for (int i = 0; i < SIM_FITSET_TREE_AT; i++) {
+    all[i].addr = (uint64_t)i * 4096;
+    if (iset_insert(&s, &all[i]) == 0) all[i].in = 1, present++;
+  }
+  crowded_class_agrees(&s, all, M, present);
+  CHECK_EQ(present, SIM_FITSET_TREE_AT);
+  CHECK(RB_EMPTY(&s.s[0]->cls[c].tree));
+  iset_release(&s);
+  free(all);
+}
+
 static void classes_are_monotone(void) {
   unsigned last = 0;
   for (uint64_t v = 1; v < (UINT64_C(1) << 40); v += v / 7 + 1) {
@@ -194,6 +289,7 @@ static void classes_are_monotone(void) {
 int main(void) {
   RUN(rbtree_matches_reference);
   RUN(fitset_matches_reference);
+  RUN(crowded_class_changes_form);
   RUN(classes_are_monotone);
   TEST_MAIN_END();
 }
