@@ -238,7 +238,9 @@ static inline unsigned sim_fitset_class(uint64_t size) {
       k->n++;                                                                                                              \
       return 0;                                                                                                            \
     }                                                                                                                      \
-    type *y = k->first;                                                                                                    \
+    /* After its last block (most often: a freed block tends to lie above those of its size), else                         \
+     * the first block after it from the front */                                                                          \
+    type *y = name##_cmp(x, k->last) > 0 ? NULL : k->first;                                                                \
     int r = -1;                                                                                                            \
     while (y && (r = name##_cmp(y, x)) < 0) y = RB_RIGHT(y, link);                                                         \
     if (r == 0) return -1;                                                                                                 \

@@ -223,6 +223,9 @@ static void crowded_class_changes_form(void) {
     crowded_class_agrees(&s, all, M, present);
     CHECK_EQ(RB_EMPTY(&s.s[0]->cls[c].tree), present <= SIM_FITSET_TREE_AT);
   }
+  item twin = *s.s[0]->cls[c].last; /* refused in the tree form too */
+  CHECK_EQ(iset_insert(&s, &twin), -1);
+  crowded_class_agrees(&s, all, M, present);
   /* in the tree form: keys changed within the class, and blocks replaced by copies */
   for (int i = 0; i < M; i += 3) {
     if (!all[i].in) continue;
@@ -270,6 +273,12 @@ static void crowded_class_changes_form(void) {
   crowded_class_agrees(&s, all, M, present);
   CHECK_EQ(present, SIM_FITSET_TREE_AT);
   CHECK(RB_EMPTY(&s.s[0]->cls[c].tree));
+  /* a block equal to one there (its last, its first, one between) is refused, the set unchanged */
+  item twins[3] = {*s.s[0]->cls[c].last, *s.s[0]->cls[c].first, all[SIM_FITSET_TREE_AT / 2]};
+  for (int k = 0; k < 3; k++) {
+    CHECK_EQ(iset_insert(&s, &twins[k]), -1);
+    crowded_class_agrees(&s, all, M, present);
+  }
   iset_release(&s);
   free(all);
 }
