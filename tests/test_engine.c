@@ -417,9 +417,86 @@ static void check_lean_result(const replay_result *full, const replay_result *le
   CHECK_EQ(cats, 0);
 }
 
+/* Events appended to r as copies of ev, numbered in r's order. */
+static void push_copy(evbuf *r, const sim_event *ev) {
+  sim_grow((void **)&r->ev, &r->cap, r->n + 1, sizeof *r->ev);
+  r->ev[r->n] = *ev;
+  r->ev[r->n].seq = (int64_t)r->n;
+  r->n++;
+}
+
+/* The generated events with their addresses reused as a caching allocator reuses them (the
+ * generator gives each allocation a new one): an allocation takes the address given back most
+ * recently, so that a replay finds records by addresses it held before. Besides: every 40th free
+ * is a request and its completion as the next event (a pair), every 70th a request completed
+ * twelve events later; every 97th allocation repeats an address that is live (a duplicate) and
+ * every 89th free names an address nothing holds. */
+static evbuf reused(const evbuf *b) {
+  evbuf r = {0};
+  sim_map held; /* the generated address -> the address it was given */
+  sim_map_init(&held);
+  uint64_t *spare = NULL, top = UINT64_C(0x7f0000000000);
+  size_t nspare = 0, cap = 0, nallocs = 0, nfrees = 0;
+  struct { uint64_t addr; size_t due; } late[64];
+  size_t nlate = 0;
+  for (size_t i = 0; i < b->n; i++) {
+    for (size_t k = 0; k < nlate;) /* completions that are due, their addresses given back */
+      if (late[k].due <= r.n) {
+        sim_event c = b->ev[i];
+        c.kind = SIM_EV_FREE_COMPLETED, c.addr = late[k].addr, c.size = 0;
+        push_copy(&r, &c);
+        sim_grow((void **)&spare, &cap, nspare + 1, sizeof *spare);
+        spare[nspare++] = late[k].addr;
+        late[k] = late[--nlate];
+      } else {
+        k++;
+      }
+    sim_event ev = b->ev[i];
+    if (ev.kind == SIM_EV_ALLOC) {
+      int existed;
+      uint64_t *to = sim_map_put(&held, ev.addr, &existed);
+      *to = nspare ? spare[--nspare] : (top += 512 * (1 + ev.size / 512));
+      ev.addr = *to;
+      push_copy(&r, &ev);
+      if (++nallocs % 97 == 0) push_copy(&r, &ev); /* the same address again while it is live */
+    } else if (ev.kind == SIM_EV_FREE) {
+      uint64_t to;
+      if (!sim_map_del(&held, ev.addr, &to)) continue;
+      ev.addr = to;
+      nfrees++;
+      if (nfrees % 89 == 0) { /* a free of an address nothing holds, then the real one */
+        sim_event stray = ev;
+        stray.addr = UINT64_C(0x10000) + 512 * nfrees;
+        push_copy(&r, &stray);
+      }
+      if (nfrees % 40 == 0) {
+        ev.kind = SIM_EV_FREE_REQUESTED;
+        push_copy(&r, &ev);
+        ev.kind = SIM_EV_FREE_COMPLETED;
+        push_copy(&r, &ev);
+      } else if (nfrees % 70 == 0 && nlate < 64) {
+        ev.kind = SIM_EV_FREE_REQUESTED;
+        push_copy(&r, &ev);
+        late[nlate].addr = ev.addr, late[nlate].due = r.n + 12, nlate++;
+        continue; /* its address is given back at its completion */
+      } else {
+        push_copy(&r, &ev);
+      }
+      sim_grow((void **)&spare, &cap, nspare + 1, sizeof *spare);
+      spare[nspare++] = to;
+    } else {
+      push_copy(&r, &ev);
+    }
+  }
+  free(spare);
+  sim_map_release(&held);
+  return r;
+}
+
 /* The plain replay (no observers, no moment to stop at, no per-event check) runs its own copy of
- * the event loop and keeps one device's figures in the totals: it must give what the checked and
- * the observed replays give, on one device and when a second comes part-way. */
+ * the event loop (plain_run, its records found by address when the events have no plan) and keeps
+ * one device's figures in the totals: it must give what the checked and the observed replays give,
+ * on one device, when a second comes part-way, and when addresses are reused. */
 static void plain_replay_matches_checked_and_observed(void) {
   evbuf b = generated(20000, 11);
   evbuf two = {0}; /* the same, the second half's new allocations on device 2 */
@@ -428,10 +505,11 @@ static void plain_replay_matches_checked_and_observed(void) {
   two.n = b.n;
   for (size_t i = b.n / 2; i < b.n; i++)
     if (two.ev[i].kind == SIM_EV_ALLOC) two.ev[i].device = 2;
+  evbuf again = reused(&b); /* addresses reused: the records are found again by address */
   const char *models[] = {"torch", "ideal", "bfc", "async", "cuda"};
   uint64_t caps[] = {UINT64_MAX, 1500 * MIB};
-  evbuf *traces[] = {&b, &two};
-  for (size_t t = 0; t < 2; t++)
+  evbuf *traces[] = {&b, &two, &again};
+  for (size_t t = 0; t < 3; t++)
     for (size_t c = 0; c < 2; c++)
       for (size_t m = 0; m < sizeof models / sizeof *models; m++) {
         sim_spec spec;
@@ -450,7 +528,8 @@ static void plain_replay_matches_checked_and_observed(void) {
         CHECK_EQ(replay_run(&checked, &src, &rc, err, sizeof err), 0);
         src = replay_array_source_init(&as, traces[t]->ev, traces[t]->n);
         CHECK_EQ(replay_run(&observed, &src, &ro, err, sizeof err), 0);
-        CHECK_EQ(rp.ndevices, t ? 2 : 1);
+        CHECK_EQ(rp.ndevices, t == 1 ? 2 : 1);
+        if (t == 2 && c == 0) CHECK(rp.duplicate_allocs > 0 && rp.unknown_frees > 0 && rp.frees > 0);
         check_same_result(&rp, &rc);
         check_same_result(&rp, &ro);
         replay_result_release(&rp);
@@ -460,6 +539,7 @@ static void plain_replay_matches_checked_and_observed(void) {
       }
   free(b.ev);
   free(two.ev);
+  free(again.ev);
 }
 
 /* ---- what observers are told, against the test's own replay of the model -------------------- */
@@ -1162,11 +1242,12 @@ static int replay_planned(replay_engine *kept, const replay_config *cfg, const e
  * of live allocations, of ones an OOM dropped and of ones already requested, which it must take
  * one at a time (taking the last two as pairs counts their frees wrong: tried). */
 static void planned_replay_matches_unplanned(void) {
-  evbuf traces[] = {generated(20000, 11), outcome_trace(6000, 3)};
+  evbuf g = generated(20000, 11);
+  evbuf traces[] = {g, outcome_trace(6000, 3), reused(&g)};
   const char *models[] = {"torch", "ideal", "bfc", "async", "cuda", "torch:expandable_segments:True"};
   uint64_t caps[] = {UINT64_MAX, 600 * MIB};
   replay_engine *kept = replay_engine_new();
-  for (size_t t = 0; t < 2; t++) {
+  for (size_t t = 0; t < 3; t++) {
     evbuf *b = &traces[t], copy = {0};
     sim_grow((void **)&copy.ev, &copy.cap, b->n, sizeof *copy.ev);
     memcpy(copy.ev, b->ev, b->n * sizeof *b->ev);

@@ -929,24 +929,28 @@ __attribute__((always_inline)) static inline int replay_event(engine *e, const s
   return rc && e->cfg->stop_at_oom ? 1 : 0;
 }
 
-/* ---- a planned run nobody observes, on one device ------------------------------------------
- * A planned replay with no observer, no moment to stop at and no per-event check takes the events
- * that make up nearly all of a trace in a loop of its own while one device is in use (plain_run):
- * an allocation of a free record; a free, a free request or a completion of a live or requested
+/* ---- a run nobody observes, on one device ---------------------------------------------------
+ * A replay with no observer, no moment to stop at and no per-event check takes the events that
+ * make up nearly all of a trace in a loop of its own while one device is in use (plain_run): an
+ * allocation of a free record; a free, a free request or a completion of a live or requested
  * allocation (lean: a free, or a request its completion follows); events that change nothing. What
- * stays the same from one event to the next (the device's model and statistics, the dense table)
- * is taken once, in a plain_hold. What each event is to the loop comes with the plan, its step
- * (source.h), so that the loop need not read a free's event (a lean one never does); without the
- * plan's steps (a store's plan, lent a view at a time) each is told from its event. With them, a
- * lean loop takes an allocation's size and address from the plan's arguments where they hold it
- * (replay_alloc_arg), and reads its event only at a new peak or an OOM. Each step does
- * what do_alloc, do_free, let_go, peaks and the timeline do for its event, in the same order; any
- * other event (a duplicate, a record an OOM dropped, a preexisting allocation of a start state,
- * another device, a synchronization) goes to replay_event, and the loop goes on after it. The
- * steps are the loop's own copies, not calls of those handlers: calling do_alloc's last step and
- * let_go from here cost this loop 5% (memplay bench, planned torch, docs/performance.md);
- * unit_engine's planned_replay_on_one_device_matches_unplanned holds the two to the same results,
- * with the plan's steps and without, with its arguments and without. */
+ * stays the same from one event to the next (the device's model and statistics, the table of
+ * records) is taken once, in a plain_hold. A planned run finds its records in the dense table at
+ * the plan's numbers; a run without a plan (`hashed`) finds them by address in the hash table, for
+ * views of PLAIN_VIEW_MIN events or more (a source lent no view hands the engine one event at a
+ * time, and pays the loop's set-up at each). What each event is to the loop comes with the plan,
+ * its step (source.h), so that the loop need not read a free's event (a lean one never does);
+ * without the plan's steps (a store's plan, lent a view at a time, or no plan) each is told from its
+ * event. With them, a lean loop takes an allocation's size and address from the plan's arguments
+ * where they hold it (replay_alloc_arg), and reads its event only at a new peak or an OOM. Each
+ * step does what do_alloc, do_free, let_go, peaks and the timeline do for its event, in the same
+ * order; any other event (a duplicate, a record an OOM dropped, a preexisting allocation of a start
+ * state, another device, a synchronization) goes to replay_event, and the loop goes on after it.
+ * The steps are the loop's own copies, not calls of those handlers: calling do_alloc's last step
+ * and let_go from here cost this loop 5% (memplay bench, planned torch, docs/performance.md);
+ * unit_engine's planned_replay_on_one_device_matches_unplanned holds the loop to replay_event's
+ * results, with the plan's steps and without, with its arguments and without, and without a plan;
+ * plain_replay_matches_checked_and_observed does too, with addresses reused. */
 
 typedef struct plain_hold {
   devstate *ds;
@@ -956,7 +960,8 @@ typedef struct plain_hold {
   void (*free_now)(void *, uintptr_t);
   void *ctx;
   const sim_alloc_stats *st;
-  live_dense *t;
+  live_dense *t;       /* the records, numbered by the plan */
+  live_table *lt;      /* or by address (a run without a plan: plain_run's `hashed`) */
   replay_result *r;
   const replay_alloc_arg *args; /* the view's (lean, on the device of its allocations), or NULL */
   int64_t stream;               /* theirs */
@@ -1006,14 +1011,21 @@ __attribute__((always_inline)) static inline void plain_after(engine *e, const p
  * case), once plain_alloc or the plan has told that it is one: as plain_alloc says. */
 __attribute__((always_inline)) static inline int plain_take(engine *e, const plain_hold *h, const sim_event *ev,
                                                             uint32_t slot, uint64_t size, uint64_t addr,
-                                                            int64_t stream, int lean) {
-  live_dense *t = h->t;
-  if (slot >= t->cap || t->recs[slot].state != EMPTY) return 2;
-  live_entry *le = &t->recs[slot];
-  le->addr = addr;
-  le->state = LIVE;
-  t->len++;
-  if (slot >= t->hi) t->hi = (size_t)slot + 1;
+                                                            int64_t stream, int lean, int hashed) {
+  live_entry *le;
+  if (hashed) {
+    int existed;
+    le = live_put(h->lt, addr, &existed);
+    if (existed) return 2; /* a duplicate, or an address an OOM dropped: replay_event's */
+  } else {
+    live_dense *t = h->t;
+    if (slot >= t->cap || t->recs[slot].state != EMPTY) return 2;
+    le = &t->recs[slot];
+    le->addr = addr;
+    le->state = LIVE;
+    t->len++;
+    if (slot >= t->hi) t->hi = (size_t)slot + 1;
+  }
   sim_placement pl = {0, 0, 0};
   int ar = h->alloc(h->ctx, size, stream, &pl), stop = 0;
   le->handle = pl.handle;
@@ -1044,14 +1056,25 @@ __attribute__((always_inline)) static inline int plain_take(engine *e, const pla
  * -1 on error, or 2 when it is not one the step takes (nothing done). One the plan's arguments
  * hold is taken from them without a look at its event (but at a new peak or an OOM). */
 __attribute__((always_inline)) static inline int plain_alloc(engine *e, const plain_hold *h, const sim_event *evs,
-                                                             size_t i, uint32_t slot, int lean) {
+                                                             size_t i, uint32_t slot, int lean, int hashed) {
   if (lean && h->args && h->args[i].size != REPLAY_ARG_EVENT)
-    return plain_take(e, h, &evs[i], slot, h->args[i].size, h->args[i].addr, h->stream, 1);
+    return plain_take(e, h, &evs[i], slot, h->args[i].size, h->args[i].addr, h->stream, 1, 0);
   const sim_event *ev = &evs[i];
   if ((ev->device != h->dev && !(ev->device < 0 && h->dev == 0)) ||
       ((ev->flags & SIM_EVF_PREEXISTING) && h->restores) || (!lean && !ev->size))
     return 2;
-  return plain_take(e, h, ev, slot, ev->size, ev->addr, ev->stream, lean);
+  return plain_take(e, h, ev, slot, ev->size, ev->addr, ev->stream, lean, hashed);
+}
+
+/* The record a free names: the plan's record *slot, or (hashed) the record of its address. */
+__attribute__((always_inline)) static inline live_entry *plain_rec(const plain_hold *h, const sim_event *ev,
+                                                                   const uint32_t *slot, int hashed) {
+  return hashed ? live_get(h->lt, ev->addr) : dense_get(h->t, *slot);
+}
+
+__attribute__((always_inline)) static inline void plain_rec_del(const plain_hold *h, live_entry *le, int hashed) {
+  if (hashed) live_del(h->lt, le);
+  else dense_del(h->t, le);
 }
 
 /* A free of a live allocation, or a request its completion follows (free_pair's case), the event's
@@ -1060,15 +1083,15 @@ __attribute__((always_inline)) static inline int plain_alloc(engine *e, const pl
  * counts a free pending on its stream as active, merged with the free memory beside it), so that
  * is the only peak a lean free looks for. The unplanned loop looks for all four after every event;
  * unit_engine's planned_replay_on_one_device_matches_unplanned holds the two to the same peaks. */
-__attribute__((always_inline)) static inline int lean_free(const plain_hold *h, int step, const uint32_t *slot,
-                                                           size_t left) {
+__attribute__((always_inline)) static inline int lean_free(const plain_hold *h, const sim_event *ev, int step,
+                                                           const uint32_t *slot, size_t left, int hashed) {
   int pair = step == REPLAY_STEP_PAIR;
   if (step == REPLAY_STEP_REQUEST || (pair && left < 2)) return 0;
-  live_entry *le = dense_get(h->t, slot[0]);
+  live_entry *le = plain_rec(h, ev, slot, hashed);
   if (!le || le->state != LIVE) return 0;
   h->free_now(h->ctx, le->handle);
   h->r->frees++;
-  dense_del(h->t, le);
+  plain_rec_del(h, le, hashed);
   if (h->st->active.current > h->r->peak_active) h->r->peak_active = h->st->active.current;
   return 1 + pair;
 }
@@ -1076,8 +1099,8 @@ __attribute__((always_inline)) static inline int lean_free(const plain_hold *h, 
 /* A free, a free request or a completion of a live allocation, or the completion of a requested
  * one (do_free's and let_go's cases), the event's step `step`: 1, or 0 (not one the step takes). */
 __attribute__((always_inline)) static inline int full_free(engine *e, const plain_hold *h, const sim_event *ev,
-                                                           int step, uint32_t slot) {
-  live_entry *le = dense_get(h->t, slot);
+                                                           int step, const uint32_t *slot, int hashed) {
+  live_entry *le = plain_rec(h, ev, slot, hashed);
   if (!le) return 0;
   int live = le->state == LIVE, completes = step == REPLAY_STEP_FREE;
   if (!live && !(le->state == REQUESTED && completes)) return 0;
@@ -1092,7 +1115,7 @@ __attribute__((always_inline)) static inline int full_free(engine *e, const plai
   }
   if (completes) {
     h->r->frees++;
-    dense_del(h->t, le);
+    plain_rec_del(h, le, hashed);
   } else {
     le->state = REQUESTED;
   }
@@ -1102,31 +1125,35 @@ __attribute__((always_inline)) static inline int full_free(engine *e, const plai
 
 /* From evs[i], the events the steps take: the index of the first they leave to replay_event (n at
  * the end), *rc as replay_event says of the last (1: stopped at an OOM; -1: an error). steps: the
- * plan's (each event's REPLAY_STEP_*), or NULL (told from the events; a constant in each copy). */
+ * plan's (each event's REPLAY_STEP_*), or NULL (told from the events; a constant in each copy).
+ * hashed (a constant): the events have no plan (slots and steps NULL), their records are found by
+ * address in the hash table. */
 __attribute__((always_inline)) static inline size_t plain_run(engine *e, const sim_event *evs, const uint32_t *slots,
                                                             const uint8_t *steps, size_t i, size_t n, int *rc,
-                                                            int lean) {
+                                                            int lean, int hashed) {
   *rc = 0;
   if (e->nused != 1 || !e->devs[e->used[0]].free_now) return i;
   devstate *ds = &e->devs[e->used[0]];
   const int d = e->args_device;
   const replay_alloc_arg *args = lean && steps && (d == e->used[0] || (d < 0 && e->used[0] == 0)) ? e->args : NULL;
   lean_marks marks = {NULL, NULL, NULL};
-  const plain_hold h = {ds,       e->used[0], e->cfg->nstart != 0, ds->a.ops->alloc, ds->free_now, ds->a.ctx, ds->st,
-                        &e->dense, e->res,    args,                e->args_stream,   &marks};
+  const plain_hold h = {ds,        e->used[0], e->cfg->nstart != 0, ds->a.ops->alloc, ds->free_now, ds->a.ctx,
+                        ds->st,    &e->dense,  &e->live,            e->res,           args,         e->args_stream,
+                        &marks};
   for (; i < n; i++) {
     const sim_event *ev = &evs[i];
     int step = steps ? steps[i] : replay_step_of(evs, slots, i, n);
     if (!args) event_ahead(evs, i); /* with them, an event is read at a new peak at most */
     if (step == REPLAY_STEP_ALLOC) {
-      int r = plain_alloc(e, &h, evs, i, slots[i], lean);
+      int r = plain_alloc(e, &h, evs, i, hashed ? 0 : slots[i], lean, hashed);
       if (r == 2) break;
       if (r) {
         *rc = r;
         break;
       }
     } else if (step >= REPLAY_STEP_FREE) {
-      int took = lean ? lean_free(&h, step, &slots[i], n - i) : full_free(e, &h, ev, step, slots[i]);
+      const uint32_t *slot = hashed ? NULL : &slots[i];
+      int took = lean ? lean_free(&h, ev, step, slot, n - i, hashed) : full_free(e, &h, ev, step, slot, hashed);
       if (!took) break;
       i += (size_t)took - 1;
     } else if (step == REPLAY_STEP_OTHER) {
@@ -1140,12 +1167,18 @@ __attribute__((always_inline)) static inline size_t plain_run(engine *e, const s
   return i;
 }
 
-/* plain_run with the plan's steps, or without (a copy each). */
+/* plain_run with the plan's steps, with its numbers alone, or with neither (slots NULL: hashed; a
+ * copy each). */
 __attribute__((always_inline)) static inline size_t plain_run_steps(engine *e, const sim_event *evs,
                                                                   const uint32_t *slots, const uint8_t *steps,
                                                                   size_t i, size_t n, int *rc, int lean) {
-  return steps ? plain_run(e, evs, slots, steps, i, n, rc, lean) : plain_run(e, evs, slots, NULL, i, n, rc, lean);
+  if (!slots) return plain_run(e, evs, NULL, NULL, i, n, rc, lean, 1);
+  return steps ? plain_run(e, evs, slots, steps, i, n, rc, lean, 0) : plain_run(e, evs, slots, NULL, i, n, rc, lean, 0);
 }
+
+/* An unplanned view of fewer events than this is replayed event by event (a source that lends no
+ * view is read one event at a time): plain_run's set-up would cost more than it saves. */
+#define PLAIN_VIEW_MIN 64
 
 /* The loop of one mode (a constant): replays evs[0..n-1] until one asks to stop; how many were
  * read, *rc what replay_event said of the last. slots and steps: the plan's for these events, or
@@ -1154,10 +1187,11 @@ __attribute__((always_inline)) static inline size_t replay_loop(engine *e, const
                                                              const uint8_t *steps, size_t n, int mode, int *rc) {
   size_t i = 0;
   int r = 0;
-  const int planned = mode & MODE_PLANNED;
-  if ((mode & MODE_LEAN) && (mode & ~(MODE_PLANNED | MODE_LEAN)) == MODE_PLAIN) { /* nobody sees each event */
+  const int planned = mode & MODE_PLANNED, plain = (mode & ~(MODE_PLANNED | MODE_LEAN)) == MODE_PLAIN;
+  const int held = plain && (planned || n >= PLAIN_VIEW_MIN); /* plain_run takes the common events */
+  if ((mode & MODE_LEAN) && plain) { /* nobody sees each event */
     while (i < n) {
-      if (planned) {
+      if (held) {
         i = plain_run_steps(e, evs, slots, steps, i, n, &r, 1);
         if (r || i == n) break;
       }
@@ -1171,11 +1205,11 @@ __attribute__((always_inline)) static inline size_t replay_loop(engine *e, const
       if ((r = replay_event(e, &evs[i], planned ? slots[i] : 0, mode))) break;
       i++;
     }
-  } else if (planned && (mode & ~MODE_PLANNED) == MODE_PLAIN) {
+  } else if (held) {
     while (i < n) {
       i = plain_run_steps(e, evs, slots, steps, i, n, &r, 0);
       if (r || i == n) break;
-      if ((r = replay_event(e, &evs[i], slots[i], mode))) break;
+      if ((r = replay_event(e, &evs[i], planned ? slots[i] : 0, mode))) break;
       i++;
     }
   } else if (planned) {

@@ -30,8 +30,8 @@ static inline int replay_is_pair(const sim_event *ev, const uint32_t *slot) {
   return ev[1].kind == SIM_EV_FREE_COMPLETED && ev[1].addr == ev->addr && (!slot || slot[1] == slot[0]);
 }
 
-/* Event i's step (source.h, REPLAY_STEP_*) among evs[0..n-1], numbered by slots: a free request is
- * a pair when its completion comes next (replay_is_pair). */
+/* Event i's step (source.h, REPLAY_STEP_*) among evs[0..n-1], numbered by slots (or NULL: not
+ * numbered): a free request is a pair when its completion comes next (replay_is_pair). */
 static inline uint8_t replay_step_of(const sim_event *evs, const uint32_t *slots, size_t i, size_t n) {
   const sim_event *ev = &evs[i];
   switch (kind_op[ev->kind]) {
@@ -41,7 +41,7 @@ static inline uint8_t replay_step_of(const sim_event *evs, const uint32_t *slots
     return REPLAY_STEP_ALLOC;
   case OP_FREE:
     if (ev->kind != SIM_EV_FREE_REQUESTED) return REPLAY_STEP_FREE;
-    return i + 1 < n && replay_is_pair(ev, &slots[i]) ? REPLAY_STEP_PAIR : REPLAY_STEP_REQUEST;
+    return i + 1 < n && replay_is_pair(ev, slots ? &slots[i] : NULL) ? REPLAY_STEP_PAIR : REPLAY_STEP_REQUEST;
   default:
     return REPLAY_STEP_OTHER;
   }
