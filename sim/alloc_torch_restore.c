@@ -294,7 +294,7 @@ static void load_pool(struct tfree *f, const struct pool_saved *ps) {
   sim_grow((void **)&f->s, &f->cap, ps->n, sizeof *f->s);
   for (size_t i = 0; i < ps->n; i++) {
     f->s[i] = ps->at[i];
-    *f->s[i] = ps->contents[i];
+    tfree_stream_load(f->s[i], &ps->contents[i]); /* the classes it held blocks in, not all 1,024 */
   }
   f->n = ps->n;
   f->last = NULL;

@@ -43,6 +43,7 @@
  *   name_rekey(s, x, size, addr)          changes x's key, keeping its place when it can
  *   name_replace(s, x, y)                 y (its key set, same stream) takes x's place
  *   name_check(s)                         1 when consistent (tests, debug)
+ *   name_stream_load(dst, src)            an emptied stream back to a copy of it (struct name_stream)
  *   name_cmp(a, b)                        -1, 0 or 1: a's key against b's within a stream (size, then address)
  * `link` is an RB_ENTRY(type) member; `cls` a uint16_t member the set keeps x's class in while x
  * is in it (so that a block whose key changes class moves in one step); stream is an int64_t,
@@ -118,6 +119,23 @@ static inline unsigned sim_fitset_class(uint64_t size) {
       st->count = 0;                                                                                                             \
     }                                                                                                                            \
     s->count = 0;                                                                                                                \
+  }                                                                                                                              \
+  /* dst, one of s's streams emptied by name_clear, as src (a copy of it taken earlier) was: only the                            \
+   * classes src's bitmaps name are copied (every other class of either is empty), then the bitmaps                              \
+   * and the count. */                                                                                                           \
+  __attribute__((unused)) static inline void name##_stream_load(struct name##_stream *dst,                                       \
+                                                                const struct name##_stream *src) {                               \
+    for (uint64_t f = src->fl_map; f; f &= f - 1) {                                                                              \
+      unsigned fl = (unsigned)__builtin_ctzll(f);                                                                                \
+      for (uint64_t m = src->sl_map[fl]; m; m &= m - 1) {                                                                        \
+        unsigned c = fl * SIM_FITSET_SL + (unsigned)__builtin_ctzll(m);                                                          \
+        dst->cls[c] = src->cls[c];                                                                                               \
+      }                                                                                                                          \
+    }                                                                                                                            \
+    dst->stream = src->stream;                                                                                                   \
+    dst->fl_map = src->fl_map;                                                                                                   \
+    memcpy(dst->sl_map, src->sl_map, sizeof dst->sl_map);                                                                        \
+    dst->count = src->count;                                                                                                     \
   }                                                                                                                              \
   __attribute__((unused)) static inline struct name##_stream *name##_stream_(struct name *s, int64_t stream, int create) {       \
     if (s->last && s->last_stream == stream) return s->last;                                                                     \

@@ -977,10 +977,11 @@ static void kept_start_state_matches_a_restore(void) {
     char err[512];
     CHECK_EQ(sim_spec_parse(&spec, models[m], err, sizeof err), 0);
     for (size_t r = 0; r < sizeof runs / sizeof *runs; r++)
-      for (int lean = 0; lean < 2; lean++) {
+      for (int way = 0; way < 3; way++) { /* full, lean, and checked after every event (the model's
+                                             invariants hold in a state loaded back, not only its results) */
         replay_config cfg = {.spec = &spec, .capacity = runs[r].capacity, .address_order = runs[r].address_order,
                              .timeline_points = 64, .top_sites = 5, .start = runs[r].start,
-                             .nstart = runs[r].start ? 1 : 0, .lean = lean};
+                             .nstart = runs[r].start ? 1 : 0, .lean = way == 1, .check_level = way == 2 ? 2 : 0};
         replay_array_source as;
         replay_source src = replay_array_source_init(&as, b.ev, b.n);
         replay_result a, n;
