@@ -930,27 +930,27 @@ __attribute__((always_inline)) static inline int replay_event(engine *e, const s
 }
 
 /* ---- a run nobody observes, on one device ---------------------------------------------------
- * A replay with no observer, no moment to stop at and no per-event check takes the events that
- * make up nearly all of a trace in a loop of its own while one device is in use (plain_run): an
+ * A replay with no observer, no moment to stop at and no per-event check takes the events that make
+ * up nearly all of a trace in a loop of its own while one device is in use (plain_run): an
  * allocation of a free record; a free, a free request or a completion of a live or requested
  * allocation (lean: a free, or a request its completion follows); events that change nothing. What
  * stays the same from one event to the next (the device's model and statistics, the table of
  * records) is taken once, in a plain_hold. A planned run finds its records in the dense table at
  * the plan's numbers; a run without a plan (`hashed`) finds them by address in the hash table, for
- * views of PLAIN_VIEW_MIN events or more (a source lent no view hands the engine one event at a
- * time, and pays the loop's set-up at each). What each event is to the loop comes with the plan,
- * its step (source.h), so that the loop need not read a free's event (a lean one never does);
- * without the plan's steps (a store's plan, lent a view at a time, or no plan) each is told from its
- * event. With them, a lean loop takes an allocation's size and address from the plan's arguments
- * where they hold it (replay_alloc_arg), and reads its event only at a new peak or an OOM. Each
- * step does what do_alloc, do_free, let_go, peaks and the timeline do for its event, in the same
- * order; any other event (a duplicate, a record an OOM dropped, a preexisting allocation of a start
- * state, another device, a synchronization) goes to replay_event, and the loop goes on after it.
- * The steps are the loop's own copies, not calls of those handlers: calling do_alloc's last step
- * and let_go from here cost this loop 5% (memplay bench, planned torch, docs/performance.md);
- * unit_engine's planned_replay_on_one_device_matches_unplanned holds the loop to replay_event's
- * results, with the plan's steps and without, with its arguments and without, and without a plan;
- * plain_replay_matches_checked_and_observed does too, with addresses reused. */
+ * views of PLAIN_VIEW_MIN events or more (a source that lends no view hands the engine one event at
+ * a time, and would pay the loop's set-up at each). What each event is to the loop comes with the
+ * plan, its step (source.h), so that the loop need not read a free's event (a lean one never does);
+ * without the plan's steps (a store's plan, lent a view at a time, or no plan) each is told from
+ * its event. With them, a lean loop takes an allocation's size and address from the plan's
+ * arguments where they hold it (replay_alloc_arg), and reads its event only at a new peak or an
+ * OOM. Each step does what do_alloc, do_free, let_go, peaks and the timeline do for its event, in
+ * the same order; any other event (a duplicate, a record an OOM dropped, a preexisting allocation
+ * of a start state, another device, a synchronization) goes to replay_event, and the loop goes on
+ * after it. The steps are the loop's own copies, not calls of those handlers: calling do_alloc's
+ * last step and let_go from here cost this loop 5% (memplay bench, planned torch,
+ * docs/performance.md); unit_engine's planned_replay_on_one_device_matches_unplanned holds the loop
+ * to replay_event's results, with the plan's steps and without, with its arguments and without, and
+ * without a plan; plain_replay_matches_checked_and_observed does too, with addresses reused. */
 
 typedef struct plain_hold {
   devstate *ds;
